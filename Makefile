@@ -1,0 +1,42 @@
+# flatgate: `make run` starts the gateway, `make test` runs the whole suite.
+# Both set themselves up (a .venv from the project's own files) on a fresh clone.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup run test lint typecheck generate bench bench-load clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/flatgate up $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+generate: $(STAMP)
+	$(BIN)/python schema/generate.py
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.micro
+
+bench-load: $(STAMP)
+	$(BIN)/python -m benchmarks.load
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

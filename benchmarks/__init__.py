@@ -1,0 +1,1 @@
+"""flatgate benchmarks: `make bench` (micro) and `make bench-load` (end to end)."""

@@ -1,0 +1,1 @@
+"""Generated from schema/ by ``make generate``; do not edit."""

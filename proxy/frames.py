@@ -1,0 +1,297 @@
+"""``CompletionChunk`` frames: building, decoding, and the two stream framings.
+
+Owns the response side of the wire contract, shared by the stub, the proxy and
+the edge:
+
+- ``build_chunk`` writes one chunk with a pooled builder and returns an
+  independent ``bytes`` (size-prefixed by default: the binary framing is a
+  4-byte little-endian length, then the chunk buffer).
+- ``decode_chunk`` reads one chunk into an immutable ``Chunk``; any malformed
+  buffer raises ``MalformedFrame``, never anything else.
+- ``FrameSplitter`` cuts a size-prefixed byte stream into frames as bytes
+  arrive; ``sse_event`` and ``SSESplitter`` do the same for SSE
+  (``data: <base64 of the chunk buffer>``).
+
+No I/O. Generated code is used here and nowhere past this module.
+"""
+
+from __future__ import annotations
+
+import binascii
+import enum
+import struct
+from collections.abc import Iterable, Sequence
+
+import flatbuffers
+import msgspec
+
+from generated.LLMGateway import CompletionChunk as _fb_chunk
+from generated.LLMGateway import Error as _fb_error
+from generated.LLMGateway import ToolCallDelta as _fb_tcd
+from generated.LLMGateway import Usage as _fb_usage
+from proxy.pool import BuilderPool, finish_bytes
+
+__all__ = [
+    "CHUNK_IDENTIFIER",
+    "MAX_FRAME_BYTES",
+    "Chunk",
+    "ChunkError",
+    "FinishReason",
+    "FrameSplitter",
+    "MalformedFrame",
+    "SSESplitter",
+    "ToolCallDelta",
+    "Usage",
+    "build_chunk",
+    "decode_chunk",
+    "sse_event",
+    "unprefix",
+]
+
+CHUNK_IDENTIFIER = b"FGCK"
+# One frame larger than this is a broken or hostile peer, not a token delta.
+MAX_FRAME_BYTES = 64 << 20
+_U32 = struct.Struct("<I")
+
+
+class FinishReason(enum.IntEnum):
+    """Mirror of ``LLMGateway.FinishReason``; NONE means the stream goes on."""
+
+    NONE = 0
+    STOP = 1
+    LENGTH = 2
+    TOOL_CALLS = 3
+    CONTENT_FILTER = 4
+    ERROR = 5
+
+
+class MalformedFrame(ValueError):
+    """A chunk frame or frame stream that does not decode."""
+
+
+class ToolCallDelta(msgspec.Struct, frozen=True):
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+class Usage(msgspec.Struct, frozen=True):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ChunkError(msgspec.Struct, frozen=True):
+    code: str
+    message: str
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    request_id: str = ""
+    content: str = ""
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    finish_reason: FinishReason = FinishReason.NONE
+    usage: Usage | None = None
+    error: ChunkError | None = None
+    index: int = 0
+    model: str = ""
+
+
+def _string(builder: flatbuffers.Builder, value: str | bytes | None) -> int:
+    return builder.CreateString(value) if value else 0
+
+
+def build_chunk(
+    pool: BuilderPool,
+    *,
+    request_id: str | bytes = "",
+    content: str | bytes = "",
+    tool_calls: Sequence[ToolCallDelta] = (),
+    finish_reason: int = FinishReason.NONE,
+    usage: Usage | None = None,
+    error: ChunkError | None = None,
+    index: int = 0,
+    model: str | bytes = "",
+    size_prefixed: bool = True,
+) -> bytes:
+    """One ``CompletionChunk`` as bytes, built with a builder leased from ``pool``."""
+    with pool.lease() as b:
+        calls_off = 0
+        if tool_calls:
+            offs = []
+            for call in tool_calls:
+                cid, name, args = (
+                    _string(b, call.id),
+                    _string(b, call.name),
+                    _string(b, call.arguments),
+                )
+                _fb_tcd.Start(b)
+                _fb_tcd.AddIndex(b, call.index)
+                if cid:
+                    _fb_tcd.AddId(b, cid)
+                if name:
+                    _fb_tcd.AddName(b, name)
+                if args:
+                    _fb_tcd.AddArguments(b, args)
+                offs.append(_fb_tcd.End(b))
+            _fb_chunk.StartToolCallsVector(b, len(offs))
+            for off in reversed(offs):
+                b.PrependUOffsetTRelative(off)
+            calls_off = b.EndVector()
+        usage_off = 0
+        if usage is not None:
+            _fb_usage.Start(b)
+            _fb_usage.AddPromptTokens(b, usage.prompt_tokens)
+            _fb_usage.AddCompletionTokens(b, usage.completion_tokens)
+            usage_off = _fb_usage.End(b)
+        error_off = 0
+        if error is not None:
+            code, message = _string(b, error.code), _string(b, error.message)
+            _fb_error.Start(b)
+            if code:
+                _fb_error.AddCode(b, code)
+            if message:
+                _fb_error.AddMessage(b, message)
+            error_off = _fb_error.End(b)
+        rid, text, model_off = _string(b, request_id), _string(b, content), _string(b, model)
+        _fb_chunk.Start(b)
+        if rid:
+            _fb_chunk.AddRequestId(b, rid)
+        if text:
+            _fb_chunk.AddContent(b, text)
+        if calls_off:
+            _fb_chunk.AddToolCalls(b, calls_off)
+        if finish_reason:
+            _fb_chunk.AddFinishReason(b, int(finish_reason))
+        if usage_off:
+            _fb_chunk.AddUsage(b, usage_off)
+        if error_off:
+            _fb_chunk.AddError(b, error_off)
+        if index:
+            _fb_chunk.AddIndex(b, index)
+        if model_off:
+            _fb_chunk.AddModel(b, model_off)
+        root = _fb_chunk.End(b)
+        if size_prefixed:
+            b.FinishSizePrefixed(root, CHUNK_IDENTIFIER)
+        else:
+            b.Finish(root, CHUNK_IDENTIFIER)
+        return finish_bytes(b)
+
+
+def _text(value: bytes | None) -> str:
+    return value.decode("utf-8") if value else ""
+
+
+def decode_chunk(buf: bytes | memoryview) -> Chunk:
+    """Decode one chunk buffer (not size-prefixed) into a ``Chunk``."""
+    data = bytes(buf)
+    if len(data) < 8 or data[4:8] != CHUNK_IDENTIFIER:
+        raise MalformedFrame("chunk frame: missing or wrong file identifier")
+    try:
+        fb = _fb_chunk.CompletionChunk.GetRootAs(data, 0)
+        calls = []
+        for i in range(fb.ToolCallsLength()):
+            tc = fb.ToolCalls(i)
+            calls.append(
+                ToolCallDelta(
+                    index=tc.Index(),
+                    id=_text(tc.Id()),
+                    name=_text(tc.Name()),
+                    arguments=_text(tc.Arguments()),
+                )
+            )
+        u = fb.Usage()
+        e = fb.Error()
+        return Chunk(
+            request_id=_text(fb.RequestId()),
+            content=_text(fb.Content()),
+            tool_calls=tuple(calls),
+            finish_reason=FinishReason(fb.FinishReason()),
+            usage=None if u is None else Usage(u.PromptTokens(), u.CompletionTokens()),
+            error=None if e is None else ChunkError(_text(e.Code()), _text(e.Message())),
+            index=fb.Index(),
+            model=_text(fb.Model()),
+        )
+    except MalformedFrame:
+        raise
+    except Exception as exc:  # the generated accessors raise anything on bad bytes
+        raise MalformedFrame(f"chunk frame does not decode: {exc!r}") from exc
+
+
+def unprefix(frame: bytes) -> memoryview:
+    """The chunk buffer inside one size-prefixed frame (a view, no copy)."""
+    return memoryview(frame)[4:]
+
+
+class FrameSplitter:
+    """Cuts a stream of size-prefixed frames into whole frames (prefix kept).
+
+    ``feed`` takes whatever the socket gave and returns the frames now complete;
+    ``pending`` says how many bytes of an unfinished frame it holds.
+    """
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _U32.unpack_from(buf, pos)
+            if size > MAX_FRAME_BYTES:
+                raise MalformedFrame(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
+            stop = pos + 4 + size
+            if stop > end:
+                break
+            frames.append(bytes(buf[pos:stop]))
+            pos = stop
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+
+def sse_event(chunk_buffer: bytes | memoryview) -> bytes:
+    """One SSE event carrying a chunk buffer (not size-prefixed)."""
+    return b"data: " + binascii.b2a_base64(chunk_buffer, newline=False) + b"\n\n"
+
+
+class SSESplitter:
+    """Cuts an SSE byte stream of flatgate chunk events into chunk buffers."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        self._buf += data
+        out: list[bytes] = []
+        while True:
+            cut = self._buf.find(b"\n\n")
+            if cut < 0:
+                if len(self._buf) > MAX_FRAME_BYTES * 2:
+                    raise MalformedFrame("SSE event exceeds the frame limit")
+                return out
+            event = bytes(self._buf[:cut])
+            del self._buf[: cut + 2]
+            for line in event.split(b"\n"):
+                if line.startswith(b"data:"):
+                    try:
+                        out.append(binascii.a2b_base64(line[5:].strip(), strict_mode=True))
+                    except binascii.Error as exc:
+                        raise MalformedFrame(f"SSE data is not base64: {exc}") from exc
+
+
+def frames_to_chunks(frames: Iterable[bytes]) -> list[Chunk]:
+    """Decode size-prefixed frames (a test and client convenience)."""
+    return [decode_chunk(unprefix(f)) for f in frames]
