@@ -1,0 +1,138 @@
+"""Reading a ``CompletionRequest``'s route without decoding it.
+
+Owns ``read_route``: ``(provider, model)`` straight out of the request bytes,
+``model`` a memoryview slice of the caller's buffer. It follows the root offset,
+the root vtable, the two field offsets and the ``model_name`` string itself,
+bounds-checking each, and touches nothing else, so its cost and allocations do
+not depend on the prompt size. Also the public face of the wire layer:
+``verify_request``, ``MalformedBuffer`` and ``REQUEST_IDENTIFIER`` are
+re-exported from ``proxy.verify``.
+
+Must not: copy or decode the body, use the generated accessors (they are the
+baseline this beats, see ``benchmarks/bench_wire.py``), do I/O, or let any
+exception but ``MalformedBuffer`` escape, whatever the bytes.
+
+Checks, in order, each failure naming itself and its offset: the input type
+(``bytes`` or a flat read-only memoryview; writable buffers are refused, see
+``proxy.verify.check_input``), the buffer size, the file identifier, the root
+offset (4-byte aligned, inside the buffer, past the header), the root's
+vtable (inside the buffer, 2-byte aligned, size even and >= 4, the table's
+inline size inside the buffer), the ``provider`` and ``model_name`` field
+offsets (inside the table's inline size; the string's uoffset 4-byte aligned),
+the string (4-byte aligned, length and bytes inside the buffer, NUL present).
+
+The file identifier is required: bytes 4..8 must be ``FGRQ``. The schema
+declares it, ``flatc -b`` always writes it, and the generated Python builder
+writes it when finished with ``builder.Finish(root, REQUEST_IDENTIFIER)``. A
+buffer without one cannot be told from a buffer with a wrong one (those four
+bytes are then part of some other object), so both are refused. Size-prefixed
+buffers are not requests and are refused the same way.
+
+Allocations per call with ``bytes`` input, after warm-up (counted by
+``benchmarks/alloc_wire.py``; CPython 3.11): the ints ``struct`` returns and
+the ints computed from them when they exceed 256 (small ints are cached;
+one-tuples come from a free list), ``memoryview(buf)`` (a managed-buffer
+object and the view), the returned slice, and the result tuple. A memoryview
+input saves the first two view objects but reads the identifier as an int.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from proxy.verify import (
+    MAX_BUFFER_BYTES,
+    REQUEST_IDENTIFIER,
+    MalformedBuffer,
+    check_input,
+    verify_request,
+)
+
+__all__ = ["REQUEST_IDENTIFIER", "MalformedBuffer", "read_route", "verify_request"]
+
+_U32 = struct.Struct("<I").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_I8 = struct.Struct("<b").unpack_from
+# vtable size, table size, request_id, provider, model_name offsets.
+_VTABLE5 = struct.Struct("<5H").unpack_from
+# Root offset and the identifier as four small ints: cached, so not allocated.
+_HEAD = struct.Struct("<I4B").unpack_from
+_ID0, _ID1, _ID2, _ID3 = REQUEST_IDENTIFIER
+# Root offset, identifier, the root's soffset, the shortest vtable with model_name.
+_MIN_BYTES = 4 + 4 + 4 + 10
+# model_name is slot 2 (voffset 8): a vtable that holds it is >= 10 bytes.
+_VT_MIN = 10
+
+
+def _fail(check: str, offset: int) -> MalformedBuffer:
+    return MalformedBuffer(f"{check} at offset {offset}")
+
+
+def _vtable_fail(buf: bytes | memoryview, n: int, vt: int) -> MalformedBuffer:
+    # Cold path: a vtable near the end may just be too short to hold model_name.
+    if not vt & 1 and 0 <= vt <= n - 4 and _U32(buf, vt)[0] & 0xFFFF < _VT_MIN:
+        return _fail("model_name absent (root vtable too short)", vt)
+    return _fail("root vtable: unaligned or outside the buffer", vt)
+
+
+def _vtable_size_fail(vsize: int, n: int, vt: int) -> MalformedBuffer:
+    if vsize & 1 or vsize < 4:
+        return _fail(f"root vtable size {vsize}: odd or < 4", vt)
+    if vt + vsize > n:
+        return _fail(f"root vtable size {vsize}: past the buffer end", vt)
+    return _fail("model_name absent (root vtable too short)", vt)
+
+
+def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
+    """``(provider, model)`` of the request in ``buf``; ``model`` views ``buf``.
+
+    ``provider`` is the raw enum value (0 when absent; unknown values pass
+    through). Raises ``MalformedBuffer`` on any failed check, including a
+    missing ``model_name``.
+    """
+    if type(buf) is not bytes:
+        buf = check_input(buf)
+    n = len(buf)
+    if not _MIN_BYTES <= n <= MAX_BUFFER_BYTES:
+        raise _fail(f"buffer size {n}: outside [{_MIN_BYTES}, {MAX_BUFFER_BYTES}]", 0)
+    root, i0, i1, i2, i3 = _HEAD(buf, 0)
+    if i0 != _ID0 or i1 != _ID1 or i2 != _ID2 or i3 != _ID3:
+        raise _fail(f"file identifier: expected {REQUEST_IDENTIFIER!r}", 4)
+    if root & 3 or not 8 <= root <= n - 4:
+        raise _fail(f"root offset {root}: unaligned, in the header or past the end", 0)
+    vt = root - _I32(buf, root)[0]
+    if vt & 1 or not 0 <= vt <= n - _VT_MIN:
+        raise _vtable_fail(buf, n, vt)
+    vsize, tsize, _, f_provider, f_model = _VTABLE5(buf, vt)
+    if vsize < _VT_MIN or vsize & 1 or vt + vsize > n:
+        raise _vtable_size_fail(vsize, n, vt)
+    if tsize < 4 or root + tsize > n:
+        raise _fail(f"root table inline size {tsize}: < 4 or past the buffer end", root)
+    if f_provider:
+        if not 4 <= f_provider < tsize:
+            raise _fail(f"provider field offset {f_provider}: outside the table", vt + 6)
+        provider = _I8(buf, root + f_provider)[0]
+    else:
+        provider = 0
+    if not f_model:
+        raise _fail("model_name absent", vt + 8)
+    if not 4 <= f_model <= tsize - 4:
+        raise _fail(f"model_name field offset {f_model}: outside the table", vt + 8)
+    at = root + f_model
+    if at & 3:
+        raise _fail("model_name uoffset: not 4-byte aligned", at)
+    s = at + _U32(buf, at)[0]
+    if s & 3 or s > n - 4:
+        raise _fail("model_name string: unaligned or past the buffer end", s)
+    start = s + 4
+    end = start + _U32(buf, s)[0]
+    if end >= n or buf[end]:
+        raise _fail(
+            "model_name string: bytes past the buffer end"
+            if end >= n
+            else "model_name string: terminator is not NUL",
+            s if end >= n else end,
+        )
+    if isinstance(buf, bytes):
+        return provider, memoryview(buf)[start:end]
+    return provider, buf[start:end]
