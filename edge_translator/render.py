@@ -1,0 +1,364 @@
+"""Chunk frames -> OpenAI JSON: streamed ``chat.completion.chunk`` SSE events
+and the aggregated non-streaming ``chat.completion``.
+
+Owns the response side of the OpenAI API as the official SDK reads it:
+
+- ``StreamRenderer.feed(chunk)`` returns the SSE bytes one decoded
+  ``proxy.frames.Chunk`` becomes (the first delta of a choice carries
+  ``role: "assistant"``; a tool call's ``id``, ``type`` and ``function.name``
+  come first, its ``function.arguments`` after; the finish reason comes in its
+  own event with an empty delta; with ``include_usage`` every event carries
+  ``"usage": null`` and a last event with ``choices: []`` carries the usage);
+  ``DONE`` ends a stream.
+- ``error_event`` is the event a failure after the first byte becomes: data
+  with an ``error`` key, which the SDK raises as ``APIError``.
+- ``Aggregator`` folds every chunk of a non-streaming answer into one
+  ``chat.completion`` body with ``usage.total_tokens``.
+
+A content-only delta (the hot path) is encoded as a pre-encoded prefix, the
+msgspec-encoded text and a fixed suffix, written with ``Encoder.encode_into``
+into one reused ``bytearray``. Pure: no I/O, no clock (``created`` is given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
+from proxy.frames import Chunk, ChunkError, FinishReason, Usage
+
+__all__ = [
+    "DONE",
+    "SYSTEM_FINGERPRINT",
+    "Aggregator",
+    "StreamRenderer",
+    "chunk_error",
+    "error_event",
+    "finish_reason_name",
+]
+
+DONE = b"data: [DONE]\n\n"
+SYSTEM_FINGERPRINT = "fp_flatgate"
+
+_FINISH: dict[int, str] = {
+    FinishReason.STOP: "stop",
+    FinishReason.LENGTH: "length",
+    FinishReason.TOOL_CALLS: "tool_calls",
+    FinishReason.CONTENT_FILTER: "content_filter",
+}
+
+_encoder = msgspec.json.Encoder()
+_encode = _encoder.encode
+
+
+def finish_reason_name(reason: int) -> str | None:
+    """OpenAI's name for a wire finish reason (``None`` while the stream goes on)."""
+    return _FINISH.get(reason)
+
+
+def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> EdgeError:
+    """The ``EdgeError`` for an error chunk (504 for timeouts, else 502)."""
+    code = error.code if error and error.code else "upstream_error"
+    message = error.message if error and error.message else default
+    if "timeout" in code or "timed_out" in code:
+        return UpstreamTimeout(message, code=code)
+    return UpstreamFailed(message, code=code)
+
+
+class _Err(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class _ErrBody(msgspec.Struct):
+    error: _Err
+
+
+def error_event(error: EdgeError) -> bytes:
+    """The SSE event that ends a stream with ``error``; the SDK raises ``APIError``."""
+    body = _ErrBody(_Err(error.message, error.type, error.param, error.code))
+    return b"data: " + _encode(body) + b"\n\n"
+
+
+class _Function(msgspec.Struct, omit_defaults=True):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCallDelta(msgspec.Struct, omit_defaults=True):
+    index: int
+    id: str | None = None
+    type: str | None = None
+    function: _Function | None = None
+
+
+class _Delta(msgspec.Struct, omit_defaults=True):
+    role: str | None = None
+    content: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _UsageOut(msgspec.Struct):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+def _usage(u: Usage) -> _UsageOut:
+    return _UsageOut(u.prompt_tokens, u.completion_tokens, u.prompt_tokens + u.completion_tokens)
+
+
+class StreamRenderer:
+    """SSE events of one streamed completion, chunk by chunk."""
+
+    __slots__ = (
+        "_buf",
+        "_created",
+        "_done",
+        "_head",
+        "_id",
+        "_include_usage",
+        "_model",
+        "_roles",
+        "_tail",
+        "_text_heads",
+        "_usage",
+    )
+
+    def __init__(
+        self, *, completion_id: str, created: int, model: str, include_usage: bool = False
+    ) -> None:
+        self._id = completion_id
+        self._created = created
+        self._model = model
+        self._include_usage = include_usage
+        self._head = b""
+        self._tail = b""
+        self._text_heads: dict[int, bytes] = {}
+        self._roles: set[int] = set()
+        self._usage: Usage | None = None
+        self._done = False
+        self._buf = bytearray()
+
+    @property
+    def finished(self) -> bool:
+        """True once a finish reason has been rendered."""
+        return self._done
+
+    def _start(self, model: str) -> None:
+        # Fixed once per stream: the object head up to the choices array, and the tail.
+        if model:
+            self._model = model
+        self._head = (
+            b'data: {"id":'
+            + _encode(self._id)
+            + b',"object":"chat.completion.chunk","created":'
+            + str(self._created).encode()
+            + b',"model":'
+            + _encode(self._model)
+            + b',"system_fingerprint":"'
+            + SYSTEM_FINGERPRINT.encode()
+            + b'","choices":'
+        )
+        self._tail = b',"usage":null}\n\n' if self._include_usage else b"}\n\n"
+
+    def _event(self, choices: bytes) -> bytes:
+        return self._head + choices + self._tail
+
+    def _choice(self, index: int, delta: _Delta, finish: str | None) -> bytes:
+        return (
+            b'[{"index":'
+            + str(index).encode()
+            + b',"delta":'
+            + _encode(delta)
+            + b',"logprobs":null,"finish_reason":'
+            + (b"null" if finish is None else b'"' + finish.encode() + b'"')
+            + b"}]"
+        )
+
+    def _text(self, index: int, text: str) -> bytes:
+        head = self._text_heads.get(index)
+        if head is None:
+            head = self._head + b'[{"index":' + str(index).encode() + b',"delta":{"content":'
+            self._text_heads[index] = head
+        buf = self._buf
+        buf[:] = head
+        _encoder.encode_into(text, buf, -1)
+        buf += b'},"logprobs":null,"finish_reason":null}]'
+        buf += self._tail
+        return bytes(buf)
+
+    def feed(self, chunk: Chunk) -> bytes:
+        """The SSE bytes for one chunk (possibly several events, possibly none).
+
+        An error chunk raises the ``EdgeError`` it carries: the caller ends the
+        stream with ``error_event``.
+        """
+        if chunk.error is not None or chunk.finish_reason == FinishReason.ERROR:
+            raise chunk_error(chunk.error)
+        if not self._head:
+            self._start(chunk.model)
+        index = chunk.index
+        out: list[bytes] = []
+        if index not in self._roles:
+            self._roles.add(index)
+            if chunk.content and not chunk.tool_calls:
+                out.append(
+                    self._event(self._choice(index, _Delta("assistant", chunk.content), None))
+                )
+            else:
+                out.append(self._event(self._choice(index, _Delta("assistant", ""), None)))
+                if chunk.content:
+                    out.append(self._text(index, chunk.content))
+        elif chunk.content:
+            out.append(self._text(index, chunk.content))
+        for call in chunk.tool_calls:
+            if call.id or call.name:
+                first = _ToolCallDelta(call.index, call.id, "function", _Function(call.name, ""))
+                out.append(self._event(self._choice(index, _Delta(tool_calls=[first]), None)))
+            if call.arguments:
+                more = _ToolCallDelta(call.index, function=_Function(arguments=call.arguments))
+                out.append(self._event(self._choice(index, _Delta(tool_calls=[more]), None)))
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        finish = _FINISH.get(chunk.finish_reason)
+        if finish is not None:
+            self._done = True
+            out.append(self._event(self._choice(index, _Delta(), finish)))
+        return b"".join(out) if len(out) != 1 else out[0]
+
+    def end(self) -> bytes:
+        """What ends a finished stream: the usage event when asked for, then ``[DONE]``."""
+        if not self._head:
+            self._start("")
+        if self._include_usage:
+            usage = _encode(_usage(self._usage or Usage(0, 0)))
+            return self._head + b'[],"usage":' + usage + b"}\n\n" + DONE
+        return DONE
+
+
+class _FunctionOut(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class _ToolCallOut(msgspec.Struct):
+    id: str
+    function: _FunctionOut
+    type: str = "function"
+
+
+class _MessageOut(msgspec.Struct):
+    role: str
+    content: str | None
+    refusal: None = None
+    tool_calls: list[_ToolCallOut] | None = None
+
+
+class _MessageNoCalls(msgspec.Struct):
+    role: str
+    content: str | None
+    refusal: None = None
+
+
+class _ChoiceOut(msgspec.Struct):
+    index: int
+    message: _MessageOut | _MessageNoCalls
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class _Completion(msgspec.Struct):
+    id: str
+    created: int
+    model: str
+    choices: list[_ChoiceOut]
+    usage: _UsageOut
+    object: str = "chat.completion"
+    system_fingerprint: str = SYSTEM_FINGERPRINT
+
+
+class _Choice:
+    __slots__ = ("calls", "finish", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
+        self.finish: str | None = None
+
+
+class Aggregator:
+    """Folds the chunks of a non-streaming answer into one ``chat.completion``."""
+
+    __slots__ = ("_choices", "_created", "_id", "_model", "_usage")
+
+    def __init__(self, *, completion_id: str, created: int, model: str) -> None:
+        self._id = completion_id
+        self._created = created
+        self._model = model
+        self._choices: dict[int, _Choice] = {}
+        self._usage: Usage | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once every choice seen so far has a finish reason."""
+        return bool(self._choices) and all(c.finish for c in self._choices.values())
+
+    def feed(self, chunk: Chunk) -> None:
+        """Take one chunk; an error chunk raises the ``EdgeError`` it carries."""
+        if chunk.error is not None or chunk.finish_reason == FinishReason.ERROR:
+            raise chunk_error(chunk.error)
+        if chunk.model:
+            self._model = chunk.model
+        choice = self._choices.get(chunk.index)
+        if choice is None:
+            choice = self._choices[chunk.index] = _Choice()
+        if chunk.content:
+            choice.text.append(chunk.content)
+        for call in chunk.tool_calls:
+            parts = choice.calls.get(call.index)
+            if parts is None:
+                parts = choice.calls[call.index] = [call.id, call.name]
+            else:
+                parts[0] = parts[0] or call.id
+                parts[1] = parts[1] or call.name
+            if call.arguments:
+                parts.append(call.arguments)
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        finish = _FINISH.get(chunk.finish_reason)
+        if finish is not None:
+            choice.finish = finish
+
+    def feed_all(self, chunks: Iterable[Chunk]) -> None:
+        for chunk in chunks:
+            self.feed(chunk)
+
+    def body(self) -> bytes:
+        """The ``chat.completion`` JSON body."""
+        choices = []
+        for index in sorted(self._choices) or [0]:
+            c = self._choices.get(index) or _Choice()
+            text = "".join(c.text)
+            message: _MessageOut | _MessageNoCalls
+            if c.calls:
+                calls = [
+                    _ToolCallOut(p[0], _FunctionOut(p[1], "".join(p[2:])))
+                    for _, p in sorted(c.calls.items())
+                ]
+                message = _MessageOut("assistant", text or None, None, calls)
+            else:
+                message = _MessageNoCalls("assistant", text)
+            choices.append(_ChoiceOut(index, message, c.finish))
+        out = _Completion(
+            self._id,
+            self._created,
+            self._model,
+            choices,
+            _usage(self._usage or Usage(0, 0)),
+        )
+        return _encode(out)
