@@ -1,0 +1,226 @@
+"""Seeded, realistic OpenAI-style chat requests for every benchmark.
+
+Owns the one payload generator the codec benchmarks share (STYLE 18):
+``make_request(size_bytes, seed)`` returns a plain ``dict`` in the OpenAI Chat
+Completions JSON shape (a system prompt, alternating user/assistant turns, an
+assistant tool call and its tool result, tool definitions, sampling
+parameters), so any codec can take it from there: ``json``/``msgspec`` encode
+it as is, a protobuf or FlatBuffers writer maps it field by field.
+``to_flatbuffer(d)`` is the FlatBuffers mapping, written with the generated
+object API (the "fresh builder" writer, not the edge's pooled one).
+
+Deterministic: the same arguments give the same dict and the same bytes. No
+I/O. The text is words drawn from a fixed vocabulary, so it compresses and
+tokenises roughly like prose; ``size_bytes`` is the total UTF-8 size of the
+message contents (the "prompt"), the rest of the request adds a few hundred
+bytes on top.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import flatbuffers
+import msgspec
+
+from generated.LLMGateway.CompletionRequest import CompletionRequestT
+from generated.LLMGateway.KeyValue import KeyValueT
+from generated.LLMGateway.Message import MessageT
+from generated.LLMGateway.Tool import ToolT
+from generated.LLMGateway.ToolCall import ToolCallT
+from proxy.wire import REQUEST_IDENTIFIER
+
+__all__ = ["PROMPT_SIZES", "REQUEST_IDENTIFIER", "make_request", "prompt_bytes", "to_flatbuffer"]
+
+PROMPT_SIZES = {"1KB": 1 << 10, "16KB": 16 << 10, "128KB": 128 << 10, "1MB": 1 << 20}
+
+_VOCABULARY = (
+    "the a of to and in is for that on with as it be by this are from at or an "
+    "model request token stream backend latency prompt context answer question "
+    "user assistant system tool function call result value table buffer offset "
+    "route proxy gateway server client memory cache batch queue worker thread "
+    "summarise explain translate compare list describe why how when where which "
+    "data report customer order invoice weather city forecast temperature rain "
+    "élan café naïve über 東京 データ"
+)
+_WORDS = tuple(_VOCABULARY.split())
+
+_ROLES = {"user": 0, "system": 1, "developer": 2, "assistant": 3, "tool": 4}
+_TOOL_CHOICE = {"auto": 1, "none": 2, "required": 3}
+_TOOL_NAMES = ("get_weather", "search_orders", "lookup_customer", "convert_currency", "run_sql")
+
+
+def _text(rng: random.Random, size: int) -> str:
+    """About ``size`` UTF-8 bytes of prose (at least one word)."""
+    words: list[str] = []
+    total = 0
+    while total < size or not words:
+        word = rng.choice(_WORDS)
+        words.append(word)
+        total += len(word.encode()) + 1
+    return " ".join(words)
+
+
+def _tool(rng: random.Random, i: int) -> dict[str, Any]:
+    name = _TOOL_NAMES[i % len(_TOOL_NAMES)] + ("" if i < len(_TOOL_NAMES) else f"_{i}")
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": _text(rng, 80),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": _text(rng, 30)},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+            "strict": True,
+        },
+    }
+
+
+def make_request(
+    size_bytes: int, seed: int = 0, *, messages: int = 8, tools: int = 1
+) -> dict[str, Any]:
+    """An OpenAI chat request whose message contents total ~``size_bytes``.
+
+    ``messages`` (>= 4) counts every message: the system prompt, a developer
+    note when the count is even, a user turn, an assistant tool call and its
+    tool result when ``tools`` > 0, then assistant/user pairs; the request
+    ends on a user turn or the tool result. ``tools`` definitions are attached.
+    """
+    if messages < 4 or tools < 0 or size_bytes < 0:
+        raise ValueError("need messages >= 4, tools >= 0, size_bytes >= 0")
+    rng = random.Random(seed)
+    defs = [_tool(rng, i) for i in range(tools)]
+    # The system prompt takes a fifth; the other turns share the rest.
+    system_size = size_bytes // 5
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": _text(rng, system_size)}]
+    rest = messages - 1
+    # After the system prompt: a developer note when needed for parity, then a
+    # user turn (answered by a tool call and its result when there are tools),
+    # then assistant/user pairs, so the request ends on a user turn.
+    roles = ["developer"] if rest % 2 == 0 else []
+    roles += ["user", "call", "tool"] if defs else ["user"]
+    roles += ["assistant", "user"] * ((rest - len(roles)) // 2)
+    turn_size = max(1, (size_bytes - system_size) // (len(roles) - bool(defs)))
+    for role in roles:
+        if role == "call":
+            call_id = f"call_{rng.getrandbits(48):012x}"
+            args = msgspec.json.encode({"query": _text(rng, 24), "limit": rng.randint(1, 20)})
+            function = {"name": defs[0]["function"]["name"], "arguments": args.decode()}
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+                }
+            )
+        elif role == "tool":
+            call_id = msgs[-1]["tool_calls"][0]["id"]
+            msgs.append({"role": "tool", "tool_call_id": call_id, "content": _text(rng, turn_size)})
+        else:
+            msgs.append({"role": role, "content": _text(rng, turn_size)})
+    request: dict[str, Any] = {
+        "model": "gpt-4o-mini",
+        "messages": msgs,
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "max_tokens": 512,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "stop": ["\n\nUser:", "<|end|>"],
+        "seed": seed,
+        "user": f"user-{rng.getrandbits(32):08x}",
+        "metadata": {"team": "search", "trace": f"{rng.getrandbits(64):016x}"},
+    }
+    if defs:
+        request["tools"] = defs
+        request["tool_choice"] = "auto"
+        request["parallel_tool_calls"] = True
+    return request
+
+
+def prompt_bytes(request: dict[str, Any]) -> int:
+    """The UTF-8 size of the message contents (what ``size_bytes`` targets)."""
+    return sum(len((m.get("content") or "").encode()) for m in request["messages"])
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else msgspec.json.encode(value).decode()
+
+
+def _message(m: dict[str, Any]) -> MessageT:
+    content = m.get("content")
+    if isinstance(content, list):  # content parts: the text ones, joined
+        content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+    calls = m.get("tool_calls")
+    return MessageT(
+        role=_ROLES[m["role"]],
+        content=content,
+        name=m.get("name"),
+        toolCalls=None
+        if calls is None
+        else [
+            ToolCallT(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
+            for c in calls
+        ],
+        toolCallId=m.get("tool_call_id"),
+    )
+
+
+def to_flatbuffer(
+    request: dict[str, Any], *, provider: int = 0, request_id: str | None = None
+) -> bytes:
+    """``request`` (``make_request``'s shape) as a finished ``CompletionRequest``."""
+    choice = request.get("tool_choice")
+    choice_name = None
+    if isinstance(choice, dict):
+        choice_mode, choice_name = 4, choice["function"]["name"]
+    else:
+        choice_mode = _TOOL_CHOICE.get(choice, 0) if choice else 0
+    stop = request.get("stop")
+    tools = request.get("tools")
+    metadata = request.get("metadata")
+    t = CompletionRequestT(
+        requestId=request_id,
+        provider=provider,
+        modelName=request["model"],
+        maxTokens=request.get("max_tokens") or request.get("max_completion_tokens") or 0,
+        temperature=request.get("temperature"),
+        tools=None
+        if tools is None
+        else [
+            ToolT(
+                name=f["function"]["name"],
+                description=f["function"].get("description"),
+                parameters=_json_text(f["function"].get("parameters")),
+                strict=bool(f["function"].get("strict")),
+            )
+            for f in tools
+        ],
+        messages=[_message(m) for m in request["messages"]],
+        toolChoice=choice_mode,
+        toolChoiceName=choice_name,
+        topP=request.get("top_p"),
+        stop=[stop] if isinstance(stop, str) else stop,
+        seed=request.get("seed"),
+        presencePenalty=request.get("presence_penalty"),
+        frequencyPenalty=request.get("frequency_penalty"),
+        n=request.get("n") or 0,
+        stream=bool(request.get("stream")),
+        user=request.get("user"),
+        metadata=None
+        if metadata is None
+        else [KeyValueT(key=k, value=v) for k, v in sorted(metadata.items())],
+        includeUsage=bool((request.get("stream_options") or {}).get("include_usage")),
+        parallelToolCalls=request.get("parallel_tool_calls"),
+        responseFormat=_json_text(request.get("response_format")),
+    )
+    builder = flatbuffers.Builder(max(1024, prompt_bytes(request) + 4096))
+    builder.Finish(t.Pack(builder), REQUEST_IDENTIFIER)
+    return bytes(memoryview(builder.Bytes)[builder.Head() :])
