@@ -43,6 +43,7 @@ __all__ = [
     "ToolCallDelta",
     "Usage",
     "build_chunk",
+    "chunk_is_final",
     "decode_chunk",
     "sse_event",
     "unprefix",
@@ -217,6 +218,18 @@ def decode_chunk(buf: bytes | memoryview) -> Chunk:
         raise
     except Exception as exc:  # the generated accessors raise anything on bad bytes
         raise MalformedFrame(f"chunk frame does not decode: {exc!r}") from exc
+
+
+def chunk_is_final(buf: bytes | memoryview) -> bool:
+    """Whether a chunk buffer ends its stream (a finish reason or an error).
+
+    Read once per stream, at its end; a buffer that does not decode is not final.
+    """
+    try:
+        fb = _fb_chunk.CompletionChunk.GetRootAs(bytes(buf), 0)
+        return bool(fb.FinishReason()) or fb.Error() is not None
+    except Exception:  # the generated accessors raise anything on bad bytes
+        return False
 
 
 def unprefix(frame: bytes) -> memoryview:

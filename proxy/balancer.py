@@ -1,0 +1,110 @@
+"""Choosing backends: weights, outstanding requests, cool-downs, fallbacks.
+
+Owns per-backend state in one worker (outstanding requests, cooled-down-until)
+and the order in which a route's backends are tried. Pure apart from the clock,
+which is injected; no I/O.
+
+Order for one request: the route's primary backends, then its fallbacks; within
+each group, backends not cooling down first, ordered by
+``(outstanding + 1) / weight`` (least loaded per unit of weight), ties broken by
+a rotating counter so equal backends share the load. Backends cooling down go
+last (a cooled backend is still better than no answer). Backends at their
+``max_outstanding`` are left out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from proxy.config import BackendConfig
+from proxy.upstream import Timeouts
+
+__all__ = ["Backend", "Balancer", "RouteTarget"]
+
+
+@dataclass(eq=False, slots=True)
+class Backend:
+    name: str
+    url: str
+    completions_url: str
+    weight: int
+    max_outstanding: int
+    timeouts: Timeouts
+    forward_credentials: bool
+    outstanding: int = 0
+    cooldown_until: float = 0.0
+    failures: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: BackendConfig) -> Backend:
+        url = cfg.url.rstrip("/")
+        return cls(
+            name=cfg.name,
+            url=url,
+            completions_url=f"{url}/v1/completions",
+            weight=cfg.weight,
+            max_outstanding=cfg.max_outstanding,
+            timeouts=Timeouts(
+                connect=cfg.connect_timeout,
+                read=cfg.read_timeout,
+                total=cfg.total_timeout or None,
+            ),
+            forward_credentials=cfg.forward_credentials,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTarget:
+    """One configured route: its label (the ``model`` pattern) and backends."""
+
+    label: str
+    backends: tuple[Backend, ...]
+    fallbacks: tuple[Backend, ...] = field(default=())
+
+
+class Balancer:
+    def __init__(self, cooldown_seconds: float, clock: Callable[[], float] = time.monotonic):
+        self.cooldown_seconds = cooldown_seconds
+        self._clock = clock
+        self._turn = 0
+
+    def plan(self, route: RouteTarget) -> list[Backend]:
+        """Backends to try, in order, for one request on ``route``."""
+        if len(route.backends) == 1 and not route.fallbacks:
+            b = route.backends[0]
+            return [b] if not b.max_outstanding or b.outstanding < b.max_outstanding else []
+        now = self._clock()
+        self._turn += 1
+        return self._order(route.backends, now) + self._order(route.fallbacks, now)
+
+    def _order(self, group: Sequence[Backend], now: float) -> list[Backend]:
+        n = len(group)
+        if not n:
+            return []
+        turn = self._turn
+        ranked = []
+        for i, b in enumerate(group):
+            if b.max_outstanding and b.outstanding >= b.max_outstanding:
+                continue
+            cooling = b.cooldown_until > now
+            ranked.append(
+                (
+                    cooling,
+                    b.cooldown_until if cooling else 0.0,
+                    (b.outstanding + 1) / b.weight,
+                    (i - turn) % n,
+                    b,
+                )
+            )
+        ranked.sort(key=lambda r: r[:4])
+        return [r[4] for r in ranked]
+
+    def failed(self, backend: Backend) -> None:
+        """``backend`` failed before its first byte: cool it down."""
+        backend.failures += 1
+        backend.cooldown_until = self._clock() + self.cooldown_seconds
+
+    def succeeded(self, backend: Backend) -> None:
+        backend.cooldown_until = 0.0

@@ -1,0 +1,170 @@
+"""Prometheus metrics for flatgate's services (prometheus-client).
+
+Owns metric names and the garbage-collector instrumentation. Each service
+makes one ``Metrics`` with its prefix (``flatgate`` for the proxy,
+``flatgate_edge`` for the edge) in its own registry; ``/metrics`` renders it.
+Figures are per worker process (granian workers are processes).
+
+GC: a ``gc.callbacks`` hook counts collections and sums their pause per
+generation. It is installed once per process and shared by every registry.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from proxy.pool import BuilderPool
+
+__all__ = ["CONTENT_TYPE", "GcStats", "Metrics", "gc_stats"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_LATENCY_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+
+
+class GcStats:
+    """Collections and pause seconds per generation, since the hook went in."""
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.pause_seconds = [0.0, 0.0, 0.0]
+        self._start = 0.0
+
+    def callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            gen = info.get("generation", 2)
+            self.collections[gen] += 1
+            self.pause_seconds[gen] += time.perf_counter() - self._start
+
+
+_GC: GcStats | None = None
+
+
+def gc_stats() -> GcStats:
+    """The process-wide GC hook (installed on first call)."""
+    global _GC
+    if _GC is None:
+        _GC = GcStats()
+        gc.callbacks.append(_GC.callback)
+    return _GC
+
+
+class _CallbackCollector(Collector):
+    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        self._collect = collect
+
+    def collect(self) -> Iterable[Metric]:
+        return self._collect()
+
+
+class Metrics:
+    """The metrics one service exposes; cheap to update on the hot path."""
+
+    def __init__(self, prefix: str, pool: BuilderPool | None = None) -> None:
+        self.prefix = prefix
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            f"{prefix}_requests",
+            "Requests answered, by route and HTTP status.",
+            ["route", "status"],
+            registry=r,
+        )
+        self.upstream_ttfb = Histogram(
+            f"{prefix}_upstream_ttfb_seconds",
+            "Time from sending a request upstream to its response head.",
+            ["backend"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_duration = Histogram(
+            f"{prefix}_upstream_duration_seconds",
+            "Time from sending a request upstream to the end of its response.",
+            ["backend"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_failures = Counter(
+            f"{prefix}_upstream_failures",
+            "Upstream attempts that failed before the first byte, by backend and kind.",
+            ["backend", "kind"],
+            registry=r,
+        )
+        self.active_streams = Gauge(
+            f"{prefix}_active_streams", "Responses being streamed now.", registry=r
+        )
+        self.relayed_bytes = Counter(
+            f"{prefix}_relayed_bytes", "Response bytes relayed to callers.", registry=r
+        )
+        self._children: dict[tuple[str, int], Any] = {}
+        self._pool = pool
+        self._gc = gc_stats()
+        r.register(_CallbackCollector(self._collect_runtime))
+
+    def count(self, route: str, status: int) -> None:
+        key = (route, status)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.requests.labels(route, str(status))
+        child.inc()
+
+    def _collect_runtime(self) -> Iterable[Metric]:
+        p = self.prefix
+        gc_count = CounterMetricFamily(
+            f"{p}_gc_collections", "Python GC collections, by generation.", labels=["generation"]
+        )
+        gc_pause = CounterMetricFamily(
+            f"{p}_gc_pause_seconds", "Python GC pause time, by generation.", labels=["generation"]
+        )
+        for gen in range(3):
+            gc_count.add_metric([str(gen)], self._gc.collections[gen])
+            gc_pause.add_metric([str(gen)], self._gc.pause_seconds[gen])
+        yield gc_count
+        yield gc_pause
+        if self._pool is not None:
+            s = self._pool.stats()
+            hits = CounterMetricFamily(
+                f"{p}_builder_pool_hits", "Builder leases served from the pool."
+            )
+            hits.add_metric([], s.hits)
+            misses = CounterMetricFamily(
+                f"{p}_builder_pool_misses", "Builder leases that made a new builder."
+            )
+            misses.add_metric([], s.misses)
+            idle = GaugeMetricFamily(f"{p}_builder_pool_idle", "Builders idle in the pool.")
+            idle.add_metric([], s.idle)
+            leased = GaugeMetricFamily(f"{p}_builder_pool_leased", "Builders out on lease.")
+            leased.add_metric([], self._pool.leased)
+            yield hits
+            yield misses
+            yield idle
+            yield leased
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,194 @@
+"""The server boundary: granian's RSGI and ASGI protocols behind one ``Exchange``.
+
+Owns everything that touches granian's protocol objects, so the proxy and the
+stub are written once against ``Exchange`` and run under either interface:
+
+- RSGI is granian's native interface and the cheapest per request, but its
+  ``response_stream().send_bytes`` never waits: a client that reads slowly
+  makes granian buffer without bound.
+- ASGI costs a dict per message, but granian's ASGI ``send`` waits on a bounded
+  channel, so a slow reader slows the sender (see README, "Slow readers").
+
+``ServerApp`` is a granian target that serves both: ``__rsgi__`` for RSGI and
+``__call__`` for ASGI. No business logic here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Protocol
+
+__all__ = ["AsgiExchange", "Exchange", "RsgiExchange", "ServerApp", "Sink"]
+
+Headers = list[tuple[str, str]]
+
+
+class Sink(Protocol):
+    async def send(self, data: bytes) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Exchange(Protocol):
+    method: str
+    path: str
+
+    def header(self, name: str) -> str | None:
+        """A request header by lower-case name."""
+        ...
+
+    async def body(self) -> bytes: ...
+
+    async def respond(self, status: int, headers: Headers, body: bytes) -> None: ...
+
+    async def stream(self, status: int, headers: Headers) -> Sink: ...
+
+    async def disconnected(self) -> None:
+        """Returns when the client has gone away (call after ``body``)."""
+        ...
+
+
+class _RsgiSink:
+    __slots__ = ("_send",)
+
+    def __init__(self, transport: Any) -> None:
+        self._send = transport.send_bytes
+
+    async def send(self, data: bytes) -> None:
+        await self._send(data)
+
+    async def close(self) -> None:
+        return None
+
+
+class RsgiExchange:
+    __slots__ = ("_proto", "_scope", "method", "path")
+
+    def __init__(self, scope: Any, proto: Any) -> None:
+        self._scope = scope
+        self._proto = proto
+        self.method: str = scope.method
+        self.path: str = scope.path
+
+    def header(self, name: str) -> str | None:
+        value: str | None = self._scope.headers.get(name)
+        return value
+
+    async def body(self) -> bytes:
+        data: bytes = await self._proto()
+        return data
+
+    async def respond(self, status: int, headers: Headers, body: bytes) -> None:
+        self._proto.response_bytes(status, headers, body)
+
+    async def stream(self, status: int, headers: Headers) -> Sink:
+        return _RsgiSink(self._proto.response_stream(status, headers))
+
+    async def disconnected(self) -> None:
+        await self._proto.client_disconnect()
+
+
+AsgiReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+AsgiSend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class _AsgiSink:
+    __slots__ = ("_closed", "_send")
+
+    def __init__(self, send: AsgiSend) -> None:
+        self._send = send
+        self._closed = False
+
+    async def send(self, data: bytes) -> None:
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _asgi_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+
+
+class AsgiExchange:
+    __slots__ = ("_headers", "_receive", "_scope", "_send", "method", "path")
+
+    def __init__(self, scope: MutableMapping[str, Any], receive: AsgiReceive, send: AsgiSend):
+        self._scope = scope
+        self._receive = receive
+        self._send = send
+        self._headers: dict[str, str] | None = None
+        self.method: str = scope["method"]
+        self.path: str = scope["path"]
+
+    def header(self, name: str) -> str | None:
+        if self._headers is None:
+            self._headers = {
+                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self._scope["headers"]
+            }
+        return self._headers.get(name)
+
+    async def body(self) -> bytes:
+        message = await self._receive()
+        first: bytes = message.get("body", b"")
+        if not message.get("more_body"):
+            return first
+        parts = [first]
+        while message.get("more_body"):
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                raise ConnectionError("client went away while sending the body")
+            parts.append(message.get("body", b""))
+        return b"".join(parts)
+
+    async def respond(self, status: int, headers: Headers, body: bytes) -> None:
+        await self._send(
+            {"type": "http.response.start", "status": status, "headers": _asgi_headers(headers)}
+        )
+        await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def stream(self, status: int, headers: Headers) -> Sink:
+        await self._send(
+            {"type": "http.response.start", "status": status, "headers": _asgi_headers(headers)}
+        )
+        return _AsgiSink(self._send)
+
+    async def disconnected(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                return
+
+
+Handler = Callable[[Exchange], Awaitable[None]]
+
+
+class ServerApp:
+    """A granian target over a ``Handler``, for RSGI and ASGI alike.
+
+    Per-worker resources (upstream pools) are made lazily by the handler's
+    owner on the first request, inside the worker's running loop.
+    """
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    async def __rsgi__(self, scope: Any, proto: Any) -> None:
+        await self._handler(RsgiExchange(scope, proto))
+
+    async def __call__(
+        self, scope: MutableMapping[str, Any], receive: AsgiReceive, send: AsgiSend
+    ) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._handler(AsgiExchange(scope, receive, send))
+        elif kind == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return

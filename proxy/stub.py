@@ -1,0 +1,271 @@
+"""The built-in ``.fbs`` model server: deterministic tokens, for runs and tests.
+
+What it answers to a ``CompletionRequest`` (so anyone can check what comes back):
+
+- the completion is the text of the last ``user`` message; each delta is one
+  whitespace-delimited word with the whitespace after it (leading whitespace
+  rides on the first delta), so joining the deltas gives the text back exactly;
+- at most ``max_tokens`` deltas: finish reason ``length`` when it cuts, else
+  ``stop``; a last chunk carries ``finish_reason`` and ``usage``
+  (``prompt_tokens`` = whitespace-separated words over all messages,
+  ``completion_tokens`` = deltas sent);
+- when ``tool_choice`` names a function: one tool call to it (id
+  ``call_<request id>``, arguments ``{"input": "<last user message>"}``) and
+  finish reason ``tool_calls``;
+- ``stream`` false: the whole completion as one chunk.
+
+Framing by ``Accept``: ``application/x-flatbuffers-stream`` gives size-prefixed
+frames, anything else SSE (``data: <base64>``).
+
+Faults, for tests, from the ``--fault`` flag (every request) or the request's
+metadata key ``stub.fault`` (that request), with ``stub.fault_after`` = N
+deltas sent first (default 0):
+
+- ``fail``: HTTP 503 before the first byte;
+- ``stall``: no response head at all (the caller's read timeout fires);
+- ``die``: N deltas, then the connection is cut without a final chunk;
+- ``hang``: N deltas, then silence with the connection open.
+
+``GET /stats`` reports streams started, completed and cancelled (the caller
+went away), as JSON; ``GET /healthz`` says ok.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+
+from generated.LLMGateway import CompletionRequest as _fb_req
+from proxy.config import StubSection, load_config
+from proxy.frames import FinishReason, ToolCallDelta, Usage, build_chunk, sse_event
+from proxy.pool import BuilderPool
+from proxy.serve import Exchange, ServerApp
+from proxy.wire import MalformedBuffer, verify_request
+
+__all__ = ["FAULTS", "StubRequest", "StubServer", "create_app", "deltas_of", "parse_request"]
+
+FAULTS = ("fail", "stall", "die", "hang")
+ROLE_USER = 0
+TOOL_CHOICE_FUNCTION = 4
+BINARY = "application/x-flatbuffers-stream"
+_WORD = re.compile(r"\S+\s*")
+# Longest a stalled or hanging stub waits before giving up on its own.
+_STALL_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class StubRequest:
+    request_id: str
+    model: str
+    messages: tuple[tuple[int, str], ...]
+    max_tokens: int
+    forced_tool: str
+    stream: bool
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def last_user(self) -> str:
+        for role, content in reversed(self.messages):
+            if role == ROLE_USER:
+                return content
+        return ""
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(len(content.split()) for _, content in self.messages)
+
+
+def _s(value: bytes | None) -> str:
+    return value.decode("utf-8", "replace") if value else ""
+
+
+def parse_request(body: bytes) -> StubRequest:
+    """Verify and decode what the stub needs; raises ``MalformedBuffer``."""
+    verify_request(body)
+    req = _fb_req.CompletionRequest.GetRootAs(body, 0)
+    messages = []
+    for i in range(req.MessagesLength()):
+        m = req.Messages(i)
+        messages.append((m.Role(), _s(m.Content())))
+    metadata = {}
+    for i in range(req.MetadataLength()):
+        kv = req.Metadata(i)
+        metadata[_s(kv.Key())] = _s(kv.Value())
+    forced = _s(req.ToolChoiceName()) if req.ToolChoice() == TOOL_CHOICE_FUNCTION else ""
+    return StubRequest(
+        request_id=_s(req.RequestId()),
+        model=_s(req.ModelName()),
+        messages=tuple(messages),
+        max_tokens=req.MaxTokens(),
+        forced_tool=forced,
+        stream=bool(req.Stream()),
+        metadata=metadata,
+    )
+
+
+def deltas_of(text: str) -> list[str]:
+    """Split ``text`` into word deltas that join back to it exactly."""
+    words = _WORD.findall(text)
+    lead = text[: len(text) - len(text.lstrip())]
+    if not words:
+        return [text] if text else []
+    words[0] = lead + words[0]
+    return words
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.started = 0
+        self.completed = 0
+        self.cancelled = 0
+        self.active = 0
+
+
+class StubServer:
+    """The stub's request handler (see the module docstring for its behaviour)."""
+
+    def __init__(self, settings: StubSection, fault: str | None = None) -> None:
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}: expected one of {', '.join(FAULTS)}")
+        self.settings = settings
+        self.fault = fault
+        self.pool = BuilderPool()
+        self.stats = _Stats()
+
+    async def __call__(self, ex: Exchange) -> None:
+        if ex.path == "/healthz":
+            await ex.respond(200, [("content-type", "text/plain")], b"ok\n")
+            return
+        if ex.path == "/stats":
+            s = self.stats
+            body = json.dumps(
+                {
+                    "started": s.started,
+                    "completed": s.completed,
+                    "cancelled": s.cancelled,
+                    "active": s.active,
+                    "pool_leased": self.pool.leased,
+                }
+            ).encode()
+            await ex.respond(200, [("content-type", "application/json")], body)
+            return
+        if ex.path != "/v1/completions":
+            await _error(ex, 404, "not_found", f"no such path {ex.path}")
+            return
+        if ex.method != "POST":
+            await _error(ex, 405, "method_not_allowed", "use POST")
+            return
+        body = await ex.body()
+        try:
+            req = parse_request(body)
+        except MalformedBuffer as exc:
+            await _error(ex, 400, "malformed_request", str(exc))
+            return
+        fault = req.metadata.get("stub.fault") or self.fault
+        if fault == "fail":
+            await _error(ex, 503, "backend_unavailable", "stub fault: fail")
+            return
+        binary = BINARY in (ex.header("accept") or "")
+        self.stats.started += 1
+        self.stats.active += 1
+        work = asyncio.ensure_future(self._generate(ex, req, fault, binary))
+        gone = asyncio.ensure_future(ex.disconnected())
+        try:
+            done, _ = await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+            if work in done:
+                work.result()
+                self.stats.completed += 1
+            else:
+                work.cancel()
+                self.stats.cancelled += 1
+                await asyncio.gather(work, return_exceptions=True)
+        finally:
+            gone.cancel()
+            self.stats.active -= 1
+
+    async def _generate(
+        self, ex: Exchange, req: StubRequest, fault: str | None, binary: bool
+    ) -> None:
+        if fault == "stall":
+            await asyncio.sleep(_STALL_SECONDS)
+            return
+        fault_after = int(req.metadata.get("stub.fault_after", "0") or 0)
+        content_type = BINARY if binary else "text/event-stream"
+        sink = await ex.stream(
+            200, [("content-type", content_type), ("x-request-id", req.request_id)]
+        )
+        pool, rid, model = self.pool, req.request_id, req.model
+
+        async def send(frame: bytes) -> None:
+            await sink.send(frame if binary else sse_event(memoryview(frame)[4:]))
+
+        if self.settings.ttft_ms:
+            await asyncio.sleep(self.settings.ttft_ms / 1000)
+        if req.forced_tool:
+            call = ToolCallDelta(
+                index=0,
+                id=f"call_{rid or 'stub'}",
+                name=req.forced_tool,
+                arguments=json.dumps({"input": req.last_user}),
+            )
+            frame = build_chunk(
+                pool,
+                request_id=rid,
+                model=model,
+                tool_calls=(call,),
+                finish_reason=FinishReason.TOOL_CALLS,
+                usage=Usage(req.prompt_tokens, 1),
+            )
+            await send(frame)
+            await sink.close()
+            return
+        deltas = deltas_of(req.last_user)
+        finish = FinishReason.STOP
+        if req.max_tokens > 0 and len(deltas) > req.max_tokens:
+            deltas = deltas[: req.max_tokens]
+            finish = FinishReason.LENGTH
+        usage = Usage(req.prompt_tokens, len(deltas))
+        if not req.stream:
+            frame = build_chunk(
+                pool,
+                request_id=rid,
+                model=model,
+                content="".join(deltas),
+                finish_reason=finish,
+                usage=usage,
+            )
+            await send(frame)
+            await sink.close()
+            return
+        itl = self.settings.itl_ms / 1000
+        for i, delta in enumerate(deltas):
+            if fault in ("die", "hang") and i == fault_after:
+                break
+            await send(build_chunk(pool, request_id=rid, model=model, content=delta))
+            if itl:
+                await asyncio.sleep(itl)
+        else:
+            await send(
+                build_chunk(pool, request_id=rid, model=model, finish_reason=finish, usage=usage)
+            )
+            await sink.close()
+            return
+        if fault == "hang":
+            await asyncio.sleep(_STALL_SECONDS)
+        # "die": end the handler with an error so the server cuts the connection.
+        raise ConnectionAbortedError("stub fault: die")
+
+
+async def _error(ex: Exchange, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    await ex.respond(status, [("content-type", "application/json")], body)
+
+
+def create_app() -> ServerApp:
+    """granian factory: settings from ``$FLATGATE_CONFIG`` and ``FLATGATE_STUB_*``."""
+    import os
+
+    config = load_config()
+    return ServerApp(StubServer(config.stub, os.environ.get("FLATGATE_STUB_FAULT") or None))
