@@ -67,8 +67,8 @@ class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     read_timeout: float = 30.0
     # Longest whole exchange with the proxy (0: none).
     total_timeout: float = 0.0
-    # Upstream HTTP client: "aiohttp" (fast default) or "httpx" (reference).
-    transport: Literal["aiohttp", "httpx"] = "aiohttp"
+    # Client to the proxy: "fast" (proxy.upstream's keep-alive pool) or "httpx".
+    transport: Literal["fast", "httpx"] = "fast"
     # Connections kept to the proxy, per worker.
     pool_limit: int = 256
 

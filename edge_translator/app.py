@@ -1,0 +1,437 @@
+"""The edge's HTTP surface: a granian RSGI app speaking the OpenAI API.
+
+``POST /v1/chat/completions`` authenticates the caller (``auth``), reads the
+body within ``max_body_bytes``, decodes and validates it once (``models``),
+writes the ``CompletionRequest`` FlatBuffer (``translate``), sends it to the
+proxy's ``POST /v1/completions`` through ``proxy.upstream`` asking for
+size-prefixed frames, and turns the frames into OpenAI JSON (``render``):
+SSE events as they arrive, or one ``chat.completion``. Also ``GET /v1/models``,
+``GET /healthz`` and ``GET /metrics`` (``flatgate_edge_*``).
+
+Errors are ``EdgeError``s and become responses in one place
+(``_send_error``). The response head waits for the first frame, so a backend
+that fails at once still gets an HTTP error status; after the head, a failure
+ends the stream with an ``error`` event. A client that disconnects cancels the
+request to the proxy. The granian protocol objects are used here and nowhere
+else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import msgspec
+from prometheus_client import Histogram
+
+from edge_translator.auth import KeyRing
+from edge_translator.chunks import read_chunk
+from edge_translator.config import ENV_CONFIG, EdgeSettings, load_edge_settings
+from edge_translator.errors import (
+    EdgeError,
+    InvalidRequest,
+    MethodNotAllowed,
+    ModelNotFound,
+    NotFound,
+    PayloadTooLarge,
+    UpstreamFailed,
+    UpstreamTimeout,
+)
+from edge_translator.models import ChatCompletionRequest, decode_request
+from edge_translator.render import Aggregator, StreamRenderer, error_event
+from edge_translator.translate import new_request_id, resolve_model, write_request
+from proxy.frames import Chunk, FrameSplitter, MalformedFrame
+from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from proxy.metrics import Metrics
+from proxy.upstream import Response, Timeouts, Transport, make_transport
+from proxy.upstream import UpstreamError as _UpstreamError
+from proxy.upstream import UpstreamTimeout as _UpstreamTimeout
+
+__all__ = ["EdgeApp", "create_app"]
+
+log = logging.getLogger("flatgate.edge")
+
+_JSON = "application/json"
+_FRAMES = "application/x-flatbuffers-stream"
+_TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
+_MAX_REQUEST_ID = 128
+
+
+class _Scope(Protocol):
+    method: str
+    path: str
+
+    @property
+    def headers(self) -> Any: ...
+
+
+class _Model(msgspec.Struct):
+    id: str
+    owned_by: str
+    object: str = "model"
+    created: int = 0
+
+
+class _ModelList(msgspec.Struct):
+    data: list[_Model]
+    object: str = "list"
+
+
+class _ProxyError(msgspec.Struct):
+    code: str = ""
+    message: str = ""
+
+
+class _ProxyErrorBody(msgspec.Struct):
+    error: _ProxyError = msgspec.field(default_factory=_ProxyError)
+
+
+_decode_proxy_error = msgspec.json.Decoder(_ProxyErrorBody).decode
+
+
+def _proxy_error(status: int, body: bytes) -> EdgeError:
+    """The OpenAI error for a proxy that answered ``status`` before any frame."""
+    try:
+        detail = _decode_proxy_error(body).error
+    except msgspec.DecodeError:
+        detail = _ProxyError()
+    code = detail.code or f"proxy_status_{status}"
+    message = detail.message or f"the proxy answered HTTP {status}"
+    if status == 404:
+        return ModelNotFound(f"No route to the model: {message}", param="model")
+    if status == 413:
+        return PayloadTooLarge(f"Request too large for the proxy: {message}")
+    if status == 504:
+        return UpstreamTimeout(message, code=code)
+    # 400/405/411/415 mean the edge and the proxy disagree: a gateway failure.
+    return UpstreamFailed(message, code=code)
+
+
+class _Disconnect:
+    """Cancels the handling task when the client goes away."""
+
+    __slots__ = ("gone", "task")
+
+    def __init__(self) -> None:
+        self.gone = False
+        self.task: asyncio.Task[None] | None = None
+
+    async def watch(self, protocol: Any, handler: asyncio.Task[Any]) -> None:
+        await protocol.client_disconnect()
+        self.gone = True
+        handler.cancel()
+
+
+class EdgeApp:
+    """One edge app per worker: ``__rsgi_init__`` opens the transport to the proxy."""
+
+    def __init__(
+        self,
+        settings: EdgeSettings,
+        *,
+        transport_factory: Callable[[], Transport] | None = None,
+    ) -> None:
+        self.settings = settings
+        e = settings.edge
+        self._models = settings.model_index()
+        self._keys = KeyRing(settings.keys)
+        self._url = e.proxy_url.rstrip("/") + "/v1/completions"
+        self._max_body = e.max_body_bytes
+        self._timeouts = Timeouts(
+            connect=e.connect_timeout, read=e.read_timeout, total=e.total_timeout or None
+        )
+        self._transport_factory = transport_factory or (
+            lambda: make_transport(e.transport, limit=e.pool_limit)
+        )
+        self._transport: Transport | None = None
+        self.metrics = Metrics("flatgate_edge")
+        self._translate_time = Histogram(
+            "flatgate_edge_translate_seconds",
+            "Time to decode a request's JSON and write its FlatBuffer.",
+            buckets=_TRANSLATE_BUCKETS,
+            registry=self.metrics.registry,
+        )
+        models = [
+            _Model(name, m.owned_by) for m in settings.models for name in (m.name, *m.aliases)
+        ]
+        self._models_body = msgspec.json.encode(_ModelList(models))
+
+    # -- RSGI ---------------------------------------------------------------
+
+    def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = self._transport_factory()
+
+    def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None and not loop.is_closed():
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(transport.aclose())
+
+    async def aclose(self) -> None:
+        """Close the transport (for embedding and tests)."""
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.aclose()
+
+    async def __rsgi__(self, scope: _Scope, protocol: Any) -> None:
+        path = scope.path
+        method = scope.method
+        route = path
+        status = 500
+        try:
+            if path == "/v1/chat/completions":
+                if method != "POST":
+                    raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
+                status = await self._completions(scope, protocol)
+            elif path in ("/v1/models", "/healthz", "/metrics"):
+                if method not in ("GET", "HEAD"):
+                    raise MethodNotAllowed(f"Method {method} not allowed on {path}; use GET.")
+                status = self._get(path, scope, protocol)
+            else:
+                route = "other"
+                raise NotFound(f"Unknown request URL: {method} {path}.")
+        except EdgeError as err:
+            status = err.status
+            self._send_error(protocol, err, scope)
+        except Exception:
+            log.exception("edge: unexpected error on %s %s", method, path)
+            internal = EdgeError("The server had an error while processing your request.")
+            status = internal.status
+            self._send_error(protocol, internal, scope)
+        self.metrics.count(route, status)
+
+    def _send_error(self, protocol: Any, err: EdgeError, scope: _Scope) -> None:
+        headers = [("content-type", _JSON)]
+        if err.status == 405:
+            headers.append(("allow", "POST" if scope.path == "/v1/chat/completions" else "GET"))
+        protocol.response_bytes(err.status, headers, err.body())
+
+    def _get(self, path: str, scope: _Scope, protocol: Any) -> int:
+        if path == "/healthz":
+            protocol.response_bytes(200, [("content-type", _JSON)], b'{"status":"ok"}')
+        elif path == "/metrics":
+            protocol.response_bytes(
+                200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render()
+            )
+        else:
+            self._keys.tenant_for(scope.headers.get("authorization"))
+            protocol.response_bytes(200, [("content-type", _JSON)], self._models_body)
+        return 200
+
+    # -- POST /v1/chat/completions -------------------------------------------
+
+    async def _read_body(self, scope: _Scope, protocol: Any) -> bytes:
+        limit = self._max_body
+        length = scope.headers.get("content-length")
+        if length is not None:
+            try:
+                size = int(length)
+            except ValueError:
+                raise InvalidRequest("Invalid Content-Length header.") from None
+            if size > limit:
+                raise PayloadTooLarge(
+                    f"Request body of {size} bytes exceeds the limit of {limit} bytes."
+                )
+            body: bytes = await protocol()
+            if len(body) > limit:  # the peer sent more than it announced
+                raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
+            return body
+        pieces = []
+        total = 0
+        async for piece in protocol:
+            total += len(piece)
+            if total > limit:
+                raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
+            pieces.append(piece)
+        return b"".join(pieces)
+
+    async def _completions(self, scope: _Scope, protocol: Any) -> int:
+        headers = scope.headers
+        tenant = self._keys.tenant_for(headers.get("authorization"))
+        body = await self._read_body(scope, protocol)
+        started = time.perf_counter()
+        req = decode_request(body)
+        model = resolve_model(self._models, req.model)
+        completion_id = new_request_id()
+        request_id = headers.get("x-request-id") or completion_id
+        if len(request_id) > _MAX_REQUEST_ID or not request_id.isprintable():
+            raise InvalidRequest("Invalid x-request-id header.", param="x-request-id")
+        frame = write_request(
+            req,
+            provider=model.provider_id,
+            model_name=model.name,
+            tenant=tenant,
+            request_id=request_id,
+        )
+        self._translate_time.observe(time.perf_counter() - started)
+
+        disconnect = _Disconnect()
+        handler = asyncio.current_task()
+        assert handler is not None
+        watcher = asyncio.ensure_future(disconnect.watch(protocol, handler))
+        try:
+            return await self._exchange(
+                protocol,
+                req,
+                frame,
+                model=model.name,
+                completion_id=completion_id,
+                request_id=request_id,
+            )
+        except asyncio.CancelledError:
+            if not disconnect.gone:
+                raise
+            handler.uncancel()
+            return 499  # nginx's "client closed request", for the metrics only
+        finally:
+            watcher.cancel()
+
+    async def _exchange(
+        self,
+        protocol: Any,
+        req: ChatCompletionRequest,
+        frame: bytes,
+        *,
+        model: str,
+        completion_id: str,
+        request_id: str,
+    ) -> int:
+        transport = self._transport
+        if transport is None:
+            transport = self._transport = self._transport_factory()
+        try:
+            resp = await transport.request(
+                "POST",
+                self._url,
+                body=frame,
+                headers=[
+                    ("content-type", "application/x-flatbuffers"),
+                    ("accept", _FRAMES),
+                    ("x-request-id", request_id),
+                ],
+                timeouts=self._timeouts,
+            )
+        except _UpstreamTimeout as exc:
+            raise UpstreamTimeout(f"The proxy did not answer in time: {exc}") from exc
+        except _UpstreamError as exc:
+            raise UpstreamFailed(f"The proxy could not be reached: {exc}") from exc
+        try:
+            if resp.status != 200:
+                try:
+                    detail = await resp.read()
+                except _UpstreamError:
+                    detail = b""
+                raise _proxy_error(resp.status, detail)
+            created = int(time.time())
+            reply = [("x-request-id", request_id)]
+            if req.stream:
+                renderer = StreamRenderer(
+                    completion_id=completion_id,
+                    created=created,
+                    model=model,
+                    include_usage=bool(req.stream_options and req.stream_options.include_usage),
+                )
+                return await self._stream(protocol, resp, renderer, reply)
+            aggregator = Aggregator(completion_id=completion_id, created=created, model=model)
+            frames = _Frames(resp)
+            try:
+                while not aggregator.finished:
+                    chunks = await frames.next()
+                    if chunks is None:
+                        raise UpstreamFailed(
+                            "The proxy closed the stream before the completion ended."
+                        )
+                    for chunk in chunks:
+                        aggregator.feed(chunk)
+            finally:
+                await frames.aclose()
+            protocol.response_bytes(200, [("content-type", _JSON), *reply], aggregator.body())
+            return 200
+        finally:
+            await resp.aclose()
+
+    async def _stream(
+        self,
+        protocol: Any,
+        resp: Response,
+        renderer: StreamRenderer,
+        reply: list[tuple[str, str]],
+    ) -> int:
+        out: Any = None
+        gauge = self.metrics.active_streams
+        frames = _Frames(resp)
+        try:
+            while (chunks := await frames.next()) is not None:
+                events = b"".join([renderer.feed(c) for c in chunks])
+                if renderer.finished:
+                    events += renderer.end()
+                if out is None:
+                    out = protocol.response_stream(
+                        200,
+                        [
+                            ("content-type", "text/event-stream"),
+                            ("cache-control", "no-cache"),
+                            *reply,
+                        ],
+                    )
+                    gauge.inc()
+                if events:
+                    await out.send_bytes(events)
+                if renderer.finished:
+                    return 200
+            raise UpstreamFailed("The proxy closed the stream before the completion ended.")
+        except EdgeError as err:
+            if out is None:
+                raise
+            await out.send_bytes(error_event(err))
+            return 200
+        finally:
+            await frames.aclose()
+            if out is not None:
+                gauge.dec()
+
+
+class _Frames:
+    """Decoded chunks from the proxy's response, in the batches its bytes arrived in."""
+
+    __slots__ = ("_pieces", "_splitter")
+
+    def __init__(self, resp: Response) -> None:
+        self._pieces = resp.iter_bytes().__aiter__()
+        self._splitter = FrameSplitter()
+
+    async def next(self) -> list[Chunk] | None:
+        """The next non-empty batch, or ``None`` at the end of the body."""
+        try:
+            while True:
+                piece = await anext(self._pieces, None)
+                if piece is None:
+                    return None
+                frames = self._splitter.feed(piece)
+                if frames:
+                    return [read_chunk(f) for f in frames]
+        except _UpstreamTimeout as exc:
+            raise UpstreamTimeout(f"The proxy stopped answering: {exc}") from exc
+        except _UpstreamError as exc:
+            raise UpstreamFailed(f"The proxy connection failed: {exc}") from exc
+        except MalformedFrame as exc:
+            raise UpstreamFailed(f"The proxy sent a malformed frame: {exc}") from exc
+
+    async def aclose(self) -> None:
+        close = getattr(self._pieces, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+def create_app(environ: Mapping[str, str] | None = None) -> EdgeApp:
+    """The app granian serves (``edge_translator.app:create_app``, factory mode):
+    settings from ``$FLATGATE_CONFIG`` (or the embedded default) and
+    ``FLATGATE_EDGE_*`` variables."""
+    env = os.environ if environ is None else environ
+    return EdgeApp(load_edge_settings(env.get(ENV_CONFIG) or None, environ=env))
