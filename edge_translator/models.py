@@ -186,7 +186,8 @@ def param_from_error(message: str) -> str | None:
     missing = _MISSING.match(message)
     if missing:
         path += "." + missing.group("field")
-    path = path.lstrip(".").replace("[", ".[").lstrip(".")
+    # A dict value's path has no key in it (``$.metadata[...]``): name the dict.
+    path = path.replace("[...]", "").lstrip(".").replace("[", ".[").lstrip(".")
     return path or None
 
 
