@@ -58,8 +58,8 @@ _VTABLE5 = struct.Struct("<5H").unpack_from
 # Root offset and the identifier as four small ints: cached, so not allocated.
 _HEAD = struct.Struct("<I4B").unpack_from
 _ID0, _ID1, _ID2, _ID3 = REQUEST_IDENTIFIER
-# Root offset, identifier, the root's soffset, the shortest vtable with model_name.
-_MIN_BYTES = 4 + 4 + 4 + 10
+# Root offset, identifier and the root's soffset: what the first reads need.
+_MIN_BYTES = 4 + 4 + 4
 # model_name is slot 2 (voffset 8): a vtable that holds it is >= 10 bytes.
 _VT_MIN = 10
 
