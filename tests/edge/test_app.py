@@ -1,0 +1,396 @@
+"""The RSGI app over fake protocol objects and a fake proxy transport."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from edge_translator.app import EdgeApp, create_app
+from edge_translator.auth import hash_key
+from edge_translator.config import EdgeSection, EdgeSettings, KeyConfig, ModelConfig
+from proxy.frames import ChunkError, FinishReason, ToolCallDelta, Usage, build_chunk
+from proxy.pool import BuilderPool
+from proxy.upstream import UpstreamConnectError, UpstreamProtocolError
+from proxy.upstream import UpstreamTimeout as TransportTimeout
+from tests.edge import fakes
+from tests.edge.helpers import decode_request_fb
+
+POOL = BuilderPool()
+MODELS = (
+    ModelConfig("flatgate-echo", "SelfHosted", aliases=("echo",)),
+    ModelConfig("gpt-4o", "OpenAI", owned_by="openai"),
+)
+
+
+def frame(**kw: Any) -> bytes:
+    return build_chunk(POOL, **kw)
+
+
+WORDS = [
+    frame(content="hello "),
+    frame(content="big "),
+    frame(content="world", finish_reason=FinishReason.STOP, usage=Usage(3, 3)),
+]
+
+
+def app_with(handler=None, *, keys=(), max_body=1 << 20) -> tuple[EdgeApp, fakes.Transport]:
+    transport = fakes.Transport(handler or (lambda sent: fakes.Response(200, [b"".join(WORDS)])))
+    settings = EdgeSettings(
+        edge=EdgeSection(proxy_url="http://127.0.0.1:9/", max_body_bytes=max_body),
+        models=MODELS,
+        keys=tuple(keys),
+    )
+    app = EdgeApp(settings, transport_factory=lambda: transport)
+    app.__rsgi_init__(asyncio.get_running_loop())
+    return app, transport
+
+
+def chat(**fields: Any) -> bytes:
+    return json.dumps(
+        {
+            "model": "flatgate-echo",
+            "messages": [{"role": "user", "content": "hello big world"}],
+            **fields,
+        }
+    ).encode()
+
+
+async def call(
+    app: EdgeApp,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    **kw: Any,
+) -> fakes.Protocol:
+    proto = fakes.Protocol(body, **kw)
+    hdrs = {"content-length": str(len(body))} if body and "pieces" not in kw else {}
+    hdrs.update(headers or {})
+    await app.__rsgi__(fakes.Scope(method, path, hdrs), proto)
+    return proto
+
+
+def sse(data: bytes) -> list[Any]:
+    out = []
+    for event in data.split(b"\n\n")[:-1]:
+        payload = event.removeprefix(b"data: ")
+        out.append(payload.decode() if payload == b"[DONE]" else json.loads(payload))
+    return out
+
+
+def error_of(proto: fakes.Protocol) -> dict[str, Any]:
+    assert proto.header("content-type") == "application/json"
+    err: dict[str, Any] = proto.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    return err
+
+
+async def test_non_streaming_completion_and_what_the_proxy_receives():
+    app, transport = app_with()
+    proto = await call(
+        app,
+        "POST",
+        "/v1/chat/completions",
+        chat(temperature=0.5),
+        headers={"x-request-id": "req-42"},
+    )
+    assert proto.status == 200
+    body = proto.json()
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"]["content"] == "hello big world"
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+    assert body["id"].startswith("chatcmpl-")
+    assert proto.header("x-request-id") == "req-42"
+    (sent,) = transport.sent
+    assert (sent.method, sent.url) == ("POST", "http://127.0.0.1:9/v1/completions")
+    assert sent.headers["content-type"] == "application/x-flatbuffers"
+    assert sent.headers["accept"] == "application/x-flatbuffers-stream"
+    assert sent.headers["x-request-id"] == "req-42"
+    d = decode_request_fb(sent.body)
+    assert d["requestId"] == b"req-42" and d["modelName"] == b"flatgate-echo"
+    assert d["provider"] == 2 and abs(d["temperature"] - 0.5) < 1e-6
+    assert transport.responses[0].closed
+
+
+async def test_alias_resolves_to_the_configured_model():
+    app, transport = app_with()
+    proto = await call(app, "POST", "/v1/chat/completions", chat(model="echo"))
+    assert proto.status == 200
+    assert decode_request_fb(transport.sent[0].body)["modelName"] == b"flatgate-echo"
+    assert proto.json()["model"] == "flatgate-echo"
+
+
+async def test_streaming_with_frames_split_anywhere():
+    blob = b"".join(WORDS)
+    pieces = [blob[i : i + 7] for i in range(0, len(blob), 7)]
+    app, _ = app_with(lambda sent: fakes.Response(200, pieces))
+    proto = await call(
+        app,
+        "POST",
+        "/v1/chat/completions",
+        chat(stream=True, stream_options={"include_usage": True}),
+    )
+    assert proto.status == 200
+    assert proto.header("content-type") == "text/event-stream"
+    evs = sse(proto.streamed)
+    assert evs[-1] == "[DONE]"
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in evs[:-2])
+    assert text == "hello big world"
+    assert evs[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert evs[-2]["choices"] == [] and evs[-2]["usage"]["total_tokens"] == 6
+    assert app.metrics.active_streams._value.get() == 0
+
+
+async def test_tool_calls_non_streaming():
+    calls = frame(
+        tool_calls=[ToolCallDelta(0, "call_1", "f", '{"input": "x"}')],
+        finish_reason=FinishReason.TOOL_CALLS,
+        usage=Usage(1, 1),
+    )
+    app, _ = app_with(lambda sent: fakes.Response(200, [calls]))
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    proto = await call(
+        app,
+        "POST",
+        "/v1/chat/completions",
+        chat(tools=tools, tool_choice={"type": "function", "function": {"name": "f"}}),
+    )
+    choice = proto.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"] == {
+        "name": "f",
+        "arguments": '{"input": "x"}',
+    }
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allow"),
+    [
+        ("GET", "/v1/chat/completions", 405, "POST"),
+        ("POST", "/v1/models", 405, "GET"),
+        ("DELETE", "/healthz", 405, "GET"),
+        ("GET", "/v1/nothing", 404, None),
+    ],
+)
+async def test_unknown_paths_and_methods(method, path, status, allow):
+    app, transport = app_with()
+    proto = await call(app, method, path)
+    assert proto.status == status
+    error_of(proto)
+    assert proto.header("allow") == allow
+    assert transport.sent == []
+
+
+async def test_body_over_the_limit_by_content_length_and_by_counting():
+    app, transport = app_with(max_body=100)
+    big = chat(user="x" * 200)
+    proto = await call(app, "POST", "/v1/chat/completions", big)
+    assert proto.status == 413 and error_of(proto)["code"] == "request_too_large"
+    proto = await call(app, "POST", "/v1/chat/completions", b"", pieces=[big[:60], big[60:]])
+    assert proto.status == 413
+    small = chat()
+    app, transport = app_with(max_body=len(small))
+    proto = await call(app, "POST", "/v1/chat/completions", b"", pieces=[small[:10], small[10:]])
+    assert proto.status == 200
+    assert transport.sent
+
+
+async def test_bad_json_bad_fields_and_bad_headers_are_400():
+    app, transport = app_with()
+    proto = await call(app, "POST", "/v1/chat/completions", b"{nope")
+    assert proto.status == 400 and error_of(proto)["type"] == "invalid_request_error"
+    proto = await call(app, "POST", "/v1/chat/completions", chat(temperature="warm"))
+    assert proto.status == 400 and error_of(proto)["param"] == "temperature"
+    proto = await call(
+        app, "POST", "/v1/chat/completions", chat(), headers={"content-length": "ten"}
+    )
+    assert proto.status == 400
+    proto = await call(
+        app, "POST", "/v1/chat/completions", chat(), headers={"x-request-id": "x" * 500}
+    )
+    assert proto.status == 400 and error_of(proto)["param"] == "x-request-id"
+    assert transport.sent == []
+
+
+async def test_unknown_model_is_404_without_calling_the_proxy():
+    app, transport = app_with()
+    proto = await call(app, "POST", "/v1/chat/completions", chat(model="gpt-5"))
+    assert proto.status == 404
+    err = error_of(proto)
+    assert (err["code"], err["param"]) == ("model_not_found", "model")
+    assert transport.sent == []
+
+
+async def test_keys_identify_the_tenant():
+    keys = [KeyConfig("acme", hash_key("sk-acme"))]
+    app, transport = app_with(keys=keys)
+    proto = await call(app, "POST", "/v1/chat/completions", chat())
+    assert proto.status == 401
+    proto = await call(
+        app, "POST", "/v1/chat/completions", chat(), headers={"authorization": "Bearer sk-wrong"}
+    )
+    assert proto.status == 401 and error_of(proto)["code"] == "invalid_api_key"
+    assert (await call(app, "GET", "/v1/models")).status == 401
+    assert (await call(app, "GET", "/healthz")).status == 200
+    proto = await call(
+        app, "POST", "/v1/chat/completions", chat(), headers={"authorization": "Bearer sk-acme"}
+    )
+    assert proto.status == 200
+    assert decode_request_fb(transport.sent[0].body)["tenant"] == b"acme"
+
+
+async def test_models_list():
+    app, _ = app_with()
+    proto = await call(app, "GET", "/v1/models")
+    body = proto.json()
+    assert body["object"] == "list"
+    assert [(m["id"], m["owned_by"], m["object"]) for m in body["data"]] == [
+        ("flatgate-echo", "flatgate", "model"),
+        ("echo", "flatgate", "model"),
+        ("gpt-4o", "openai", "model"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expect_status", "expect_code"),
+    [
+        (404, b'{"error": {"code": "no_route", "message": "no route"}}', 404, "model_not_found"),
+        (502, b'{"error": {"code": "no_backend", "message": "down"}}', 502, "no_backend"),
+        (504, b'{"error": {"code": "backend_timeout", "message": "slow"}}', 504, "backend_timeout"),
+        (400, b'{"error": {"code": "malformed", "message": "bad buffer"}}', 502, "malformed"),
+        (413, b'{"error": {"code": "too_large", "message": "big"}}', 413, "request_too_large"),
+        (500, b"not json", 502, "proxy_status_500"),
+    ],
+)
+async def test_proxy_errors_before_the_first_byte(status, body, expect_status, expect_code):
+    app, transport = app_with(lambda sent: fakes.Response(status, [body]))
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    assert proto.status == expect_status
+    assert error_of(proto)["code"] == expect_code
+    assert transport.responses[0].closed
+
+
+@pytest.mark.parametrize(
+    ("exc", "status"),
+    [
+        (UpstreamConnectError("refused"), 502),
+        (TransportTimeout("no head"), 504),
+        (UpstreamProtocolError("garbage"), 502),
+    ],
+)
+async def test_transport_failures(exc, status):
+    def fail(sent):
+        raise exc
+
+    app, _ = app_with(fail)
+    proto = await call(app, "POST", "/v1/chat/completions", chat())
+    assert proto.status == status
+    assert error_of(proto)["type"] == "api_error"
+
+
+async def test_error_frame_first_is_an_http_error():
+    err = frame(error=ChunkError("backend_failed", "it broke"), finish_reason=FinishReason.ERROR)
+    app, _ = app_with(lambda sent: fakes.Response(200, [err]))
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    assert proto.status == 502 and proto.stream is None
+    assert error_of(proto)["code"] == "backend_failed"
+
+
+async def test_error_after_streaming_began_is_an_error_event():
+    err = frame(
+        error=ChunkError("backend_failed", "died mid-way"), finish_reason=FinishReason.ERROR
+    )
+    app, _ = app_with(lambda sent: fakes.Response(200, [WORDS[0], err]))
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    assert proto.status == 200
+    evs = sse(proto.streamed)
+    assert evs[0]["choices"][0]["delta"]["content"] == "hello "
+    assert evs[-1] == {
+        "error": {
+            "message": "died mid-way",
+            "type": "api_error",
+            "param": None,
+            "code": "backend_failed",
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("response", "code"),
+    [
+        (lambda: fakes.Response(200, [WORDS[0]]), "bad_gateway"),  # closed early
+        (
+            lambda: fakes.Response(200, [WORDS[0]], error_after=(1, TransportTimeout("stall"))),
+            "timeout",
+        ),
+        (lambda: fakes.Response(200, [WORDS[0], b"\x08\0\0\0garbage!"]), "bad_gateway"),
+    ],
+)
+async def test_stream_failures_after_the_head(response, code):
+    app, _ = app_with(lambda sent: response())
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    assert proto.status == 200
+    assert sse(proto.streamed)[-1]["error"]["code"] == code
+
+
+async def test_non_streaming_stream_cut_short_is_502():
+    app, _ = app_with(lambda sent: fakes.Response(200, [WORDS[0]]))
+    proto = await call(app, "POST", "/v1/chat/completions", chat())
+    assert proto.status == 502
+
+
+async def test_client_disconnect_cancels_the_proxy_request():
+    upstream = fakes.Response(200, [WORDS[0]], stall_after=1)
+    app, _ = app_with(lambda sent: upstream)
+    proto = fakes.Protocol(chat(stream=True))
+    scope = fakes.Scope("POST", "/v1/chat/completions", {"content-length": "1"})
+    scope.headers["content-length"] = str(len(proto.body))
+    handler = asyncio.ensure_future(app.__rsgi__(scope, proto))
+    await asyncio.wait_for(upstream.stalled.wait(), 5)
+    assert app.metrics.active_streams._value.get() == 1
+    proto.gone.set()
+    await asyncio.wait_for(handler, 5)
+    assert upstream.closed
+    assert app.metrics.active_streams._value.get() == 0
+    assert b"flatgate_edge_requests_total" in app.metrics.render()
+    assert 'status="499"' in app.metrics.render().decode()
+
+
+async def test_metrics_and_health():
+    app, _ = app_with()
+    await call(app, "POST", "/v1/chat/completions", chat())
+    await call(app, "POST", "/v1/chat/completions", chat(model="nope"))
+    health = await call(app, "GET", "/healthz")
+    assert health.status == 200 and health.json() == {"status": "ok"}
+    proto = await call(app, "GET", "/metrics")
+    assert proto.status == 200
+    text = proto.payload.decode()
+    assert 'flatgate_edge_requests_total{route="/v1/chat/completions",status="200"} 1.0' in text
+    assert 'flatgate_edge_requests_total{route="/v1/chat/completions",status="404"} 1.0' in text
+    assert "flatgate_edge_translate_seconds_count 1.0" in text
+    assert 'flatgate_edge_gc_collections_total{generation="0"}' in text
+    assert "flatgate_edge_active_streams 0.0" in text
+
+
+async def test_unexpected_errors_are_500_in_openai_shape():
+    def boom(sent):
+        raise RuntimeError("bug")
+
+    app, _ = app_with(boom)
+    proto = await call(app, "POST", "/v1/chat/completions", chat())
+    assert proto.status == 500
+    assert error_of(proto)["type"] == "api_error"
+
+
+async def test_rsgi_del_closes_the_transport_and_create_app_reads_the_environment(tmp_path):
+    cfg = tmp_path / "f.toml"
+    cfg.write_text('[edge]\nport = 9999\n[[models]]\nname = "a"\nprovider = "OpenAI"\n')
+    app = create_app({"FLATGATE_CONFIG": str(cfg), "FLATGATE_EDGE_WORKERS": "2"})
+    assert app.settings.edge.port == 9999 and app.settings.edge.workers == 2
+    assert [m.name for m in app.settings.models] == ["a"]
+    edge, transport = app_with()
+    await edge.aclose()
+    assert transport.closed

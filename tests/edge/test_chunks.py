@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import contextlib
+import random
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edge_translator.chunks import read_chunk
+from proxy.frames import (
+    ChunkError,
+    FinishReason,
+    MalformedFrame,
+    ToolCallDelta,
+    Usage,
+    build_chunk,
+    decode_chunk,
+    unprefix,
+)
+from proxy.pool import BuilderPool
+
+POOL = BuilderPool(debug=True)
+
+_calls = st.lists(
+    st.builds(
+        ToolCallDelta,
+        st.integers(0, 9),
+        st.text(max_size=8),
+        st.text(max_size=8),
+        st.text(max_size=20),
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    request_id=st.text(max_size=40),
+    content=st.text(max_size=60),
+    tool_calls=_calls,
+    finish=st.sampled_from(list(FinishReason)),
+    usage=st.none() | st.builds(Usage, st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)),
+    error=st.none() | st.builds(ChunkError, st.text(max_size=10), st.text(max_size=30)),
+    index=st.integers(0, 2**31 - 1),
+    model=st.text(max_size=20),
+)
+def test_reads_what_decode_chunk_reads(  # noqa: PLR0917
+    request_id, content, tool_calls, finish, usage, error, index, model
+):
+    frame = build_chunk(
+        POOL,
+        request_id=request_id,
+        content=content,
+        tool_calls=tool_calls,
+        finish_reason=finish,
+        usage=usage,
+        error=error,
+        index=index,
+        model=model,
+    )
+    assert read_chunk(frame) == decode_chunk(unprefix(frame))
+    unprefixed = build_chunk(POOL, content=content, model=model, size_prefixed=False)
+    assert read_chunk(unprefixed, 0) == decode_chunk(unprefixed)
+
+
+def test_wrong_identifier_and_short_frames():
+    frame = build_chunk(POOL, content="x")
+    with pytest.raises(MalformedFrame, match="identifier"):
+        read_chunk(frame[:4] + frame[4:8] + b"XXXX" + frame[12:])
+    with pytest.raises(MalformedFrame):
+        read_chunk(frame[:9])
+
+
+def test_out_of_bounds_offsets_are_caught():
+    frame = bytearray(build_chunk(POOL, request_id="r", content="hello", model="m"))
+    root = 4 + struct.unpack_from("<I", frame, 4)[0]
+    bad_root = bytearray(frame)
+    struct.pack_into("<I", bad_root, 4, 10_000)
+    with pytest.raises(MalformedFrame, match="root table"):
+        read_chunk(bytes(bad_root))
+    bad_vtable = bytearray(frame)
+    struct.pack_into("<i", bad_vtable, root, -10_000)
+    with pytest.raises(MalformedFrame, match="vtable"):
+        read_chunk(bytes(bad_vtable))
+    with pytest.raises(MalformedFrame):
+        read_chunk(bytes(frame[: len(frame) // 2]))
+
+
+def test_bad_utf8_and_unknown_finish_reason():
+    frame = bytearray(build_chunk(POOL, content="héllo"))
+    at = frame.find("é".encode())
+    frame[at] = 0xFF
+    with pytest.raises(MalformedFrame, match="UTF-8"):
+        read_chunk(bytes(frame))
+    odd = bytearray(build_chunk(POOL, finish_reason=FinishReason.STOP))
+    # the only 1 byte in the table area after the vtable is the finish reason
+    root = 4 + struct.unpack_from("<I", odd, 4)[0]
+    vt = root - struct.unpack_from("<i", odd, root)[0]
+    field = struct.unpack_from("<H", odd, vt + 4 + 2 * 3)[0]
+    odd[root + field] = 99
+    with pytest.raises(MalformedFrame, match="finish_reason"):
+        read_chunk(bytes(odd))
+
+
+def test_random_corruption_raises_only_malformed_frame():
+    rng = random.Random(20261129)
+    base = build_chunk(
+        POOL,
+        request_id="chatcmpl-1",
+        content="some words ",
+        tool_calls=[ToolCallDelta(0, "c", "f", "{}")],
+        finish_reason=FinishReason.TOOL_CALLS,
+        usage=Usage(3, 4),
+        error=ChunkError("e", "m"),
+        model="m",
+    )
+    for _ in range(3000):
+        frame = bytearray(base)
+        for _ in range(rng.randint(1, 4)):
+            frame[rng.randrange(len(frame))] = rng.randrange(256)
+        if rng.random() < 0.2:
+            del frame[rng.randrange(len(frame)) :]
+        with contextlib.suppress(MalformedFrame):
+            read_chunk(bytes(frame))
