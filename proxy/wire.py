@@ -28,12 +28,26 @@ buffer without one cannot be told from a buffer with a wrong one (those four
 bytes are then part of some other object), so both are refused. Size-prefixed
 buffers are not requests and are refused the same way.
 
-Allocations per call with ``bytes`` input, after warm-up (counted by
-``benchmarks/alloc_wire.py``; CPython 3.11): the ints ``struct`` returns and
-the ints computed from them when they exceed 256 (small ints are cached;
-one-tuples come from a free list), ``memoryview(buf)`` (a managed-buffer
-object and the view), the returned slice, and the result tuple. A memoryview
-input saves the first two view objects but reads the identifier as an int.
+Allocations per call with ``bytes`` input, the same at every body size
+(CPython 3.11, counted by ``benchmarks/alloc_wire.py``): 8.
+
+- 1 int: ``len(buf)`` (a body is longer than 256 bytes; smaller ints are
+  cached singletons and cost nothing);
+- 1 int: the ``model_name`` uoffset ``struct`` returns (the string lies far
+  from the root table, which writers put at the front);
+- 3 ints: the string's position, its first byte and its end (``s``,
+  ``start``, ``end``), needed for the slice;
+- 3 objects: ``memoryview(buf)``'s managed buffer and view, and the slice.
+
+The root offset, vtable entries and field positions are small ints (the root
+table and its vtable sit in the first bytes), the tuples ``struct`` returns
+and the result tuple come from CPython's tuple free lists, and every bounds
+check is written as ``small + k > n`` rather than ``n - k`` so it allocates
+nothing. A memoryview input saves the managed buffer and first view (6).
+memray reports more (10 and 9): with its profiler hook set, CPython 3.11 runs
+unspecialised bytecode, whose ``UNPACK_SEQUENCE`` allocates an iterator per
+tuple unpacked, and makes a frame object for each Python call
+(``check_input``); without a profiler neither happens.
 """
 
 from __future__ import annotations
@@ -98,10 +112,13 @@ def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
     root, i0, i1, i2, i3 = _HEAD(buf, 0)
     if i0 != _ID0 or i1 != _ID1 or i2 != _ID2 or i3 != _ID3:
         raise _fail(f"file identifier: expected {REQUEST_IDENTIFIER!r}", 4)
-    if root & 3 or not 8 <= root <= n - 4:
+    # Comparisons are written so that no intermediate exceeds the offsets
+    # involved: the root table sits near the front, so these stay small ints
+    # (cached, not allocated), while n - 4 would be a fresh int every call.
+    if root & 3 or root < 8 or root + 4 > n:
         raise _fail(f"root offset {root}: unaligned, in the header or past the end", 0)
     vt = root - _I32(buf, root)[0]
-    if vt & 1 or not 0 <= vt <= n - _VT_MIN:
+    if vt & 1 or vt < 0 or vt + _VT_MIN > n:
         raise _vtable_fail(buf, n, vt)
     vsize, tsize, _, f_provider, f_model = _VTABLE5(buf, vt)
     if vsize < _VT_MIN or vsize & 1 or vt + vsize > n:
@@ -122,9 +139,9 @@ def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
     if at & 3:
         raise _fail("model_name uoffset: not 4-byte aligned", at)
     s = at + _U32(buf, at)[0]
-    if s & 3 or s > n - 4:
-        raise _fail("model_name string: unaligned or past the buffer end", s)
     start = s + 4
+    if s & 3 or start > n:
+        raise _fail("model_name string: unaligned or past the buffer end", s)
     end = start + _U32(buf, s)[0]
     if end >= n or buf[end]:
         raise _fail(
