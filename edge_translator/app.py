@@ -57,6 +57,7 @@ __all__ = ["EdgeApp", "create_app"]
 log = logging.getLogger("flatgate.edge")
 
 _JSON = "application/json"
+_SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
 _FRAMES = "application/x-flatbuffers-stream"
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
 _MAX_REQUEST_ID = 128
@@ -365,30 +366,30 @@ class EdgeApp:
         out: Any = None
         gauge = self.metrics.active_streams
         frames = _Frames(resp)
+        events: list[bytes] = []
         try:
             while (chunks := await frames.next()) is not None:
-                events = b"".join([renderer.feed(c) for c in chunks])
-                if renderer.finished:
-                    events += renderer.end()
+                for chunk in chunks:
+                    events.append(renderer.feed(chunk))
+                    if renderer.finished:
+                        events.append(renderer.end())
+                        break
                 if out is None:
-                    out = protocol.response_stream(
-                        200,
-                        [
-                            ("content-type", "text/event-stream"),
-                            ("cache-control", "no-cache"),
-                            *reply,
-                        ],
-                    )
+                    out = protocol.response_stream(200, [*_SSE, *reply])
                     gauge.inc()
-                if events:
-                    await out.send_bytes(events)
+                await out.send_bytes(b"".join(events))
+                events.clear()
                 if renderer.finished:
                     return 200
             raise UpstreamFailed("The proxy closed the stream before the completion ended.")
         except EdgeError as err:
             if out is None:
-                raise
-            await out.send_bytes(error_event(err))
+                if not any(events):
+                    raise  # nothing rendered yet: still time for an HTTP error status
+                out = protocol.response_stream(200, [*_SSE, *reply])
+                gauge.inc()
+            events.append(error_event(err))
+            await out.send_bytes(b"".join(events))
             return 200
         finally:
             await frames.aclose()

@@ -299,11 +299,13 @@ async def test_error_frame_first_is_an_http_error():
     assert error_of(proto)["code"] == "backend_failed"
 
 
-async def test_error_after_streaming_began_is_an_error_event():
+@pytest.mark.parametrize("one_piece", [False, True])
+async def test_error_after_streaming_began_is_an_error_event(one_piece):
     err = frame(
         error=ChunkError("backend_failed", "died mid-way"), finish_reason=FinishReason.ERROR
     )
-    app, _ = app_with(lambda sent: fakes.Response(200, [WORDS[0], err]))
+    pieces = [WORDS[0] + err] if one_piece else [WORDS[0], err]
+    app, _ = app_with(lambda sent: fakes.Response(200, pieces))
     proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
     assert proto.status == 200
     evs = sse(proto.streamed)

@@ -34,19 +34,32 @@ FORCED: Any = {"type": "function", "function": {"name": "lookup"}}
 class Stack:
     def __init__(self, edge: Service, keyed: Service, stub: Service) -> None:
         self.edge, self.keyed, self.stub = edge, keyed, stub
+        self._clients: list[openai.OpenAI] = []
+
+    def _keep(self, client: openai.OpenAI) -> openai.OpenAI:
+        self._clients.append(client)
+        return client
 
     def client(self, **kw: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.edge.url}/v1", api_key="unused", max_retries=0, **kw)
+        return self._keep(
+            openai.OpenAI(base_url=f"{self.edge.url}/v1", api_key="unused", max_retries=0, **kw)
+        )
 
     def aclient(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=f"{self.edge.url}/v1", api_key="unused", max_retries=0)
 
     def keyed_client(self, key: str) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.keyed.url}/v1", api_key=key, max_retries=0)
+        return self._keep(
+            openai.OpenAI(base_url=f"{self.keyed.url}/v1", api_key=key, max_retries=0)
+        )
 
     def stub_stats(self) -> dict[str, int]:
         stats: dict[str, int] = httpx.get(f"{self.stub.url}/stats").json()
         return stats
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +136,9 @@ sha256 = "{hash_key(KEY)}"
     try:
         for s in services:
             s.wait_healthy()
-        yield Stack(services[2], services[3], services[0])
+        stack = Stack(services[2], services[3], services[0])
+        yield stack
+        stack.close()
     finally:
         for s in reversed(services):
             s.stop()
