@@ -181,6 +181,18 @@ class _PoolResponse:
             self._error = error
         self._wake()
 
+    def _failure(self) -> UpstreamError:
+        """A fresh exception for the stored failure.
+
+        Raising the stored one would hang its traceback (and every frame on
+        it, with their locals) on this response: a reference cycle that keeps
+        the caller's objects alive until the next GC. granian's RSGI ends a
+        streamed response only when its transport object is freed, so such a
+        cycle would leave the caller's stream open.
+        """
+        assert self._error is not None
+        return type(self._error)(*self._error.args)
+
     # Waiting.
     async def _wait(self, what: str) -> None:
         timeout = self._read_timeout
@@ -200,7 +212,7 @@ class _PoolResponse:
     async def wait_head(self) -> None:
         while not self.status:
             if self._error is not None:
-                raise self._error
+                raise self._failure()
             try:
                 await self._wait("response head")
             except TimeoutError:
@@ -219,7 +231,7 @@ class _PoolResponse:
                     yield piece
                     continue
                 if self._error is not None:
-                    raise self._error
+                    raise self._failure()
                 if self.complete:
                     break
                 try:

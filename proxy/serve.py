@@ -49,26 +49,42 @@ class Exchange(Protocol):
 
 
 class _RsgiSink:
+    """Holds granian's stream transport until the handler returns.
+
+    granian's RSGI ends a streamed response when the transport object is
+    freed, so ``release`` drops the one reference flatgate holds: a reference
+    cycle that still holds this sink can no longer keep the stream open.
+    """
+
     __slots__ = ("_send",)
 
     def __init__(self, transport: Any) -> None:
-        self._send = transport.send_bytes
+        self._send: Callable[[bytes], Awaitable[None]] | None = transport.send_bytes
 
     async def send(self, data: bytes) -> None:
+        if self._send is None:
+            raise ConnectionError("response stream already ended")
         await self._send(data)
 
     async def close(self) -> None:
-        return None
+        self._send = None
 
 
 class RsgiExchange:
-    __slots__ = ("_proto", "_scope", "method", "path")
+    __slots__ = ("_proto", "_scope", "_sink", "method", "path")
 
     def __init__(self, scope: Any, proto: Any) -> None:
         self._scope = scope
         self._proto = proto
+        self._sink: _RsgiSink | None = None
         self.method: str = scope.method
         self.path: str = scope.path
+
+    def release(self) -> None:
+        """Drop the references to granian's objects (see ``_RsgiSink``)."""
+        if self._sink is not None:
+            self._sink._send = None
+        self._proto = self._scope = None
 
     def header(self, name: str) -> str | None:
         value: str | None = self._scope.headers.get(name)
@@ -82,7 +98,8 @@ class RsgiExchange:
         self._proto.response_bytes(status, headers, body)
 
     async def stream(self, status: int, headers: Headers) -> Sink:
-        return _RsgiSink(self._proto.response_stream(status, headers))
+        self._sink = _RsgiSink(self._proto.response_stream(status, headers))
+        return self._sink
 
     async def disconnected(self) -> None:
         await self._proto.client_disconnect()
@@ -176,7 +193,11 @@ class ServerApp:
         self._handler = handler
 
     async def __rsgi__(self, scope: Any, proto: Any) -> None:
-        await self._handler(RsgiExchange(scope, proto))
+        ex = RsgiExchange(scope, proto)
+        try:
+            await self._handler(ex)
+        finally:
+            ex.release()
 
     async def __call__(
         self, scope: MutableMapping[str, Any], receive: AsgiReceive, send: AsgiSend

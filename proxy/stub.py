@@ -26,8 +26,11 @@ deltas sent first (default 0):
 - ``die``: N deltas, then the connection is cut without a final chunk;
 - ``hang``: N deltas, then silence with the connection open.
 
-``GET /stats`` reports streams started, completed and cancelled (the caller
-went away), as JSON; ``GET /healthz`` says ok.
+``GET /stats`` reports streams started, completed, cancelled (the caller went
+away) and active, and frames sent, as JSON; ``GET /healthz`` says ok.
+
+The ``die`` fault needs the ASGI interface (the default): granian's RSGI
+leaves a stream open when its handler fails, so no cut reaches the caller.
 """
 
 from __future__ import annotations
@@ -121,6 +124,7 @@ class _Stats:
         self.completed = 0
         self.cancelled = 0
         self.active = 0
+        self.frames = 0
 
 
 class StubServer:
@@ -146,6 +150,7 @@ class StubServer:
                     "completed": s.completed,
                     "cancelled": s.cancelled,
                     "active": s.active,
+                    "frames": s.frames,
                     "pool_leased": self.pool.leased,
                 }
             ).encode()
@@ -198,8 +203,11 @@ class StubServer:
         )
         pool, rid, model = self.pool, req.request_id, req.model
 
+        stats = self.stats
+
         async def send(frame: bytes) -> None:
             await sink.send(frame if binary else sse_event(memoryview(frame)[4:]))
+            stats.frames += 1
 
         if self.settings.ttft_ms:
             await asyncio.sleep(self.settings.ttft_ms / 1000)

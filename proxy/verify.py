@@ -59,6 +59,7 @@ __all__ = [
     "FieldKind",
     "FieldSpec",
     "MalformedBuffer",
+    "check_input",
     "verify_request",
 ]
 
@@ -356,6 +357,7 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
                 if at & 3:
                     raise _Fail("table uoffset not 4-byte aligned", at)
                 assert nested is not None
+                w.objects -= 1
                 _table_at(w, at + _U32(buf, at)[0], nested, depth + 1)
     except _Fail as fail:
         fail.path.append(f".{name}")
@@ -371,23 +373,29 @@ def verify_request(
 
     ``buf`` is ``bytes`` or a read-only memoryview (see ``check_input``).
     """
+    _verify_root(buf, _ROOT, REQUEST_IDENTIFIER, max_objects, max_depth)
+
+
+def _verify_root(
+    buf: bytes | memoryview, root_layout: _Layout, identifier: bytes, max_objects: int, depth: int
+) -> None:
+    """Verify a finished buffer (not size-prefixed) whose root is ``root_layout``."""
     data = check_input(buf)
     n = len(data)
     if n > MAX_BUFFER_BYTES:
         raise MalformedBuffer(f"buffer of {n} bytes exceeds {MAX_BUFFER_BYTES}")
     if n < 8:
         raise MalformedBuffer(f"root offset and file identifier: buffer of {n} bytes at offset 0")
-    if data[4:8] != REQUEST_IDENTIFIER:
+    if data[4:8] != identifier:
         raise MalformedBuffer(
-            f"file identifier: expected {REQUEST_IDENTIFIER!r}, "
-            f"found {bytes(data[4:8])!r} at offset 4"
+            f"file identifier: expected {identifier!r}, found {bytes(data[4:8])!r} at offset 4"
         )
     root = _U32(data, 0)[0]
-    walk = _Walk(data, max_objects - 1, max_depth)
+    walk = _Walk(data, max_objects - 1, depth)
     try:
         if root < 8:
             raise _Fail("root offset points into the header", 0)
-        _table_at(walk, root, _ROOT, 1)
+        _table_at(walk, root, root_layout, 1)
     except _Fail as fail:
-        path = "CompletionRequest" + "".join(reversed(fail.path))
+        path = root_layout.name + "".join(reversed(fail.path))
         raise MalformedBuffer(f"{path}: {fail.check} at offset {fail.offset}") from None

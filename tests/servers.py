@@ -1,0 +1,92 @@
+"""Starting real flatgate servers (granian, via the ``flatgate`` CLI) for tests.
+
+Each server is a child process on a free loopback port, polled on
+``/healthz`` until it answers, and stopped (SIGINT, then SIGKILL) by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+__all__ = ["Server", "free_port", "running", "write_config"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+        self.proc = proc
+        self.port = port
+        self.log = log
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _wait_healthy(server: Server, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{server.log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server not healthy in {seconds}s:\n{server.log.read_text()[-3000:]}")
+
+
+@contextmanager
+def running(
+    service: str,
+    args: Sequence[str],
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    port: int | None = None,
+) -> Iterator[Server]:
+    """Run ``flatgate <service> --port P <args>`` until the block ends."""
+    port = port or free_port()
+    log = log_dir / f"{service}-{port}.log"
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("FLATGATE_")}
+    full_env.update(env or {})
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", service, "--port", str(port), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+        )
+    server = Server(proc, port, log)
+    try:
+        _wait_healthy(server)
+        yield server
+    finally:
+        server.stop()
+
+
+def write_config(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
