@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 
 import flatbuffers
@@ -10,10 +11,21 @@ import pytest
 
 from generated.LLMGateway import CompletionRequest as fb_request
 from generated.LLMGateway import Message as fb_message
+from generated.LLMGateway.CompletionChunk import CompletionChunk, CompletionChunkT
 from generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
 from generated.LLMGateway.Message import MessageT
 from generated.LLMGateway.ToolCall import ToolCallT
-from proxy.verify import LAYOUTS, MAX_DEPTH, FieldKind, FieldSpec
+from proxy.frames import (
+    CHUNK_IDENTIFIER,
+    ChunkError,
+    FinishReason,
+    ToolCallDelta,
+    Usage,
+    build_chunk,
+    decode_chunk,
+)
+from proxy.pool import BuilderPool
+from proxy.verify import LAYOUTS, MAX_DEPTH, FieldKind, FieldSpec, _compile, _verify_root
 from proxy.wire import REQUEST_IDENTIFIER, MalformedBuffer, read_route, verify_request
 from tests.proxy.wire_helpers import build, field_position, full_decode, sample_request
 from tests.schema.fbs_parse import Schema, parse, parse_file
@@ -65,22 +77,23 @@ def expected_spec(schema: Schema, name: str, ftype: str) -> FieldSpec:
     raise AssertionError(f"{name}: type {ftype} unknown to the verifier (union? struct?)")
 
 
-def layout_errors(schema: Schema, layouts: object) -> list[str]:
-    """Every difference between the verifier's table and the request's tables."""
-    assert isinstance(layouts, dict) or hasattr(layouts, "items")
+def layout_errors(
+    schema: Schema, layouts: Mapping[str, tuple[FieldSpec, ...]], root: str = "CompletionRequest"
+) -> list[str]:
+    """Every difference between a verifier field table and the tables ``root`` reaches."""
     errors: list[str] = []
-    todo, seen = ["CompletionRequest"], set()
+    todo, seen = [root], set()
     while todo:
         table = todo.pop()
         if table in seen:
             continue
         seen.add(table)
         want = [expected_spec(schema, f.name, f.type) for f in schema.tables[table]]
-        have = list(layouts.get(table, ()))  # type: ignore[attr-defined]
+        have = list(layouts.get(table, ()))
         if want != have:
             errors.append(f"{table}: schema says {want}, verifier has {have}")
         todo.extend(spec.table for spec in want if spec.table is not None)
-    extra = set(layouts) - seen  # type: ignore[call-overload]
+    extra = set(layouts) - seen
     if extra:
         errors.append(f"verifier knows tables the request does not reach: {sorted(extra)}")
     return errors
@@ -301,3 +314,78 @@ def test_root_checks() -> None:
         verify_request(corrupt(buf, "<I", 0, len(buf)))
     with pytest.raises(MalformedBuffer, match="buffer of 3 bytes"):
         verify_request(buf[:3])
+
+
+# The response side has the one field kind the request lacks (a single nested
+# table: usage, error). The verifier core is schema-driven, so it checks chunk
+# frames too when given their field table; that exercises the TABLE branch.
+CHUNK_LAYOUTS: dict[str, tuple[FieldSpec, ...]] = {
+    "CompletionChunk": (
+        FieldSpec("request_id", FieldKind.STRING),
+        FieldSpec("content", FieldKind.STRING),
+        FieldSpec("tool_calls", FieldKind.TABLE_VECTOR, table="ToolCallDelta"),
+        FieldSpec("finish_reason", FieldKind.SCALAR, 1),
+        FieldSpec("usage", FieldKind.TABLE, table="Usage"),
+        FieldSpec("error", FieldKind.TABLE, table="Error"),
+        FieldSpec("index", FieldKind.SCALAR, 4),
+        FieldSpec("model", FieldKind.STRING),
+    ),
+    "ToolCallDelta": (
+        FieldSpec("index", FieldKind.SCALAR, 4),
+        FieldSpec("id", FieldKind.STRING),
+        FieldSpec("name", FieldKind.STRING),
+        FieldSpec("arguments", FieldKind.STRING),
+    ),
+    "Usage": (
+        FieldSpec("prompt_tokens", FieldKind.SCALAR, 4),
+        FieldSpec("completion_tokens", FieldKind.SCALAR, 4),
+    ),
+    "Error": (FieldSpec("code", FieldKind.STRING), FieldSpec("message", FieldKind.STRING)),
+}
+
+
+def verify_chunk(buf: bytes, max_objects: int = 1000) -> None:
+    root = _compile(CHUNK_LAYOUTS)["CompletionChunk"]
+    _verify_root(buf, root, CHUNK_IDENTIFIER, max_objects, MAX_DEPTH)
+
+
+def test_chunk_field_table_matches_the_schema() -> None:
+    assert layout_errors(parse_file(SCHEMA), CHUNK_LAYOUTS, root="CompletionChunk") == []
+
+
+def test_single_nested_tables() -> None:
+    buf = build_chunk(
+        BuilderPool(),
+        content="hi",
+        tool_calls=[ToolCallDelta(0, "c", "f", "{}")],
+        finish_reason=FinishReason.ERROR,
+        usage=Usage(3, 4),
+        error=ChunkError("boom", "it broke"),
+        size_prefixed=False,
+    )
+    verify_chunk(buf)
+    assert decode_chunk(buf).usage == Usage(3, 4)
+    chunk = CompletionChunk.GetRootAs(buf, 0)
+    usage = chunk.Usage()._tab.Pos
+    usage_vt = usage - struct.unpack_from("<i", buf, usage)[0]
+    with pytest.raises(MalformedBuffer, match=r"^CompletionChunk\.usage: vtable size 3"):
+        verify_chunk(corrupt(buf, "<H", usage_vt, 3))
+    root = chunk._tab.Pos
+    error_slot = root - struct.unpack_from("<i", buf, root)[0] + 4 + 2 * 5
+    error_off = field_position(chunk, 14) - root
+    with pytest.raises(MalformedBuffer, match=r"^CompletionChunk\.error: table uoffset not 4"):
+        verify_chunk(corrupt(buf, "<H", error_slot, error_off + 1))
+    # usage and error count as one object each, their strings too.
+    objects = count_objects(CompletionChunkT.InitFromPackedBuf(buf, 0))
+    assert objects == 11  # root, content, tool_calls + 1 delta + 3 strings, usage, error + 2
+    verify_chunk(buf, max_objects=objects)
+    with pytest.raises(MalformedBuffer, match="max_objects"):
+        verify_chunk(buf, max_objects=objects - 1)
+    with pytest.raises(MalformedBuffer, match="file identifier"):
+        verify_request(buf)
+
+
+def test_recursive_tables_are_refused_at_compile_time() -> None:
+    loop = {"A": (FieldSpec("next", FieldKind.TABLE, table="A"),)}
+    with pytest.raises(ValueError, match="recursive table A"):
+        _compile(loop)
