@@ -316,13 +316,12 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
         raise _Fail("vtable past buffer end", vt)
     if tsize < 4 or pos + tsize > n:
         raise _Fail(f"table inline size {tsize} < 4 or past buffer end", pos)
-    present = (vsize - 4) >> 1
-    if present > layout.count:  # a newer writer's fields: never read, not checked
-        present = layout.count
+    # A newer writer's fields past the known ones are never read, so not checked.
+    present = min((vsize - 4) >> 1, layout.count)
     offsets = layout.readers[present].unpack_from(buf, vt + 4)
     name = ""
     try:
-        for off, slot in zip(offsets, layout.slots):
+        for off, slot in zip(offsets, layout.slots, strict=False):
             if not off:
                 continue
             name, kind, size, nested = slot
