@@ -103,7 +103,7 @@ def make_request(
     rest = messages - 1
     # After the system prompt: a developer note when needed for parity, then a
     # user turn (answered by a tool call and its result when there are tools),
-    # then assistant/user pairs, so the request ends on a user turn.
+    # then assistant/user pairs: it ends on a user turn (or the tool result).
     roles = ["developer"] if rest % 2 == 0 else []
     roles += ["user", "call", "tool"] if defs else ["user"]
     roles += ["assistant", "user"] * ((rest - len(roles)) // 2)
