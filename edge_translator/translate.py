@@ -238,6 +238,9 @@ _KV_VTS = tuple(
     struct.pack("<4H", 8, _KV.size, 4 if mask & 1 else 0, 8 if mask & 2 else 0) for mask in range(4)
 )
 
+# Offset-vector heads (count, then the offsets) for the short vectors (stop).
+_VEC_HEADS = tuple(struct.Struct(f"<{n + 1}I") for n in range(5))
+
 # Tables written by ``_strings_table``; the kind keys their shared vtables.
 _KIND_CALL, _KIND_TOOL, _KIND_KV = 1, 2, 3
 _KINDS: dict[int, tuple[tuple[bytes, ...], struct.Struct]] = {
@@ -261,6 +264,32 @@ def _patch(buf: bytearray, field: int, target: int) -> None:
     _U32.pack_into(buf, field, target - field)
 
 
+def _strings_after(buf: bytearray, strings: Sequence[bytes]) -> None:
+    """Append ``strings`` (the empty ones skipped) one after the other."""
+    for data in strings:
+        if data:
+            n = len(data)
+            buf += _U32.pack(n)
+            buf += data
+            buf += _PAD[n & 3]
+
+
+def _string_offsets(first: int, field0: int, strings: Sequence[bytes]) -> list[int]:
+    """uoffsets for string fields at ``field0``, ``field0 + 4``, ... whose strings
+    are laid out from ``first`` on, in order (0 for an empty, omitted one)."""
+    out = []
+    at = first
+    field = field0
+    for data in strings:
+        if data:
+            out.append(at - field)
+            at += len(data) + 8 - (len(data) & 3)
+        else:
+            out.append(0)
+        field += 4
+    return out
+
+
 def _strings_table(
     buf: bytearray,
     vt_pos: dict[int, int],
@@ -271,12 +300,15 @@ def _strings_table(
     mask_extra: int = 0,
 ) -> int:
     """Append a table whose leading fields are strings (4 bytes each, from
-    offset 4), followed by ``tail`` scalars; returns the table position."""
+    offset 4), followed by ``tail`` scalars, then its strings right after it;
+    returns the table position."""
     vts, packer = _KINDS[kind]
     mask = mask_extra
-    for i, s in enumerate(strings):
-        if s:
-            mask |= 1 << i
+    bit = 1
+    for data in strings:
+        if data:
+            mask |= bit
+        bit <<= 1
     key = kind << 8 | mask
     vpos = vt_pos.get(key)
     if vpos is None:
@@ -284,10 +316,8 @@ def _strings_table(
         buf += vts[mask]
         vt_pos[key] = vpos
     tpos = len(buf)
-    buf += packer.pack(tpos - vpos, *([0] * len(strings)), *tail)
-    for i, s in enumerate(strings):
-        if s:
-            _patch(buf, tpos + 4 + 4 * i, _put_str(buf, s))
+    buf += packer.pack(tpos - vpos, *_string_offsets(tpos + packer.size, tpos + 4, strings), *tail)
+    _strings_after(buf, strings)
     return tpos
 
 
@@ -299,31 +329,69 @@ def _offset_vector(buf: bytearray, count: int) -> int:
     return pos
 
 
+def _metadata(buf: bytearray, vt_pos: dict[int, int], metadata: Mapping[str, str]) -> None:
+    """The metadata vector at the end of ``buf``: ``KeyValue`` tables sorted by
+    key (code point order is UTF-8 byte order), each followed by its strings."""
+    items = sorted(metadata.items())
+    count = len(items)
+    vec = len(buf)
+    buf += _U32.pack(count)
+    buf += bytes(4 * count)
+    pack_kv = _KV.pack
+    elem = vec + 4
+    for key, value in items:
+        k, v = key.encode(), value.encode()
+        mask = (1 if k else 0) | (2 if v else 0)
+        vkey = _KIND_KV << 8 | mask
+        vpos = vt_pos.get(vkey)
+        if vpos is None:
+            vpos = len(buf)
+            buf += _KV_VTS[mask]
+            vt_pos[vkey] = vpos
+        tpos = len(buf)
+        nk = len(k)
+        k_size = nk + 8 - (nk & 3) if k else 0
+        buf += pack_kv(tpos - vpos, 8 if k else 0, 4 + k_size if v else 0)
+        if k:
+            buf += _U32.pack(nk)
+            buf += k
+            buf += _PAD[nk & 3]
+        if v:
+            nv = len(v)
+            buf += _U32.pack(nv)
+            buf += v
+            buf += _PAD[nv & 3]
+        _U32.pack_into(buf, elem, tpos - elem)
+        elem += 4
+
+
 def _message_extra(
     buf: bytearray, vt_pos: dict[int, int], role: int, msg: Message, content: bytes
 ) -> int:
-    """A message with any of name, tool calls or tool call id (the rare shape)."""
+    """A message with any of name, tool calls or tool call id (the rare shape):
+    the table, its strings, then its tool calls."""
     name = (getattr(msg, "name", None) or "").encode()
     call_id = (getattr(msg, "tool_call_id", None) or "").encode()
     calls = getattr(msg, "tool_calls", None) or ()
     mask = (1 if content else 0) | (2 if name else 0) | (4 if calls else 0) | (8 if call_id else 0)
-    key = mask
-    vpos = vt_pos.get(key)
+    vpos = vt_pos.get(mask)
     if vpos is None:
         vpos = len(buf)
         buf += _MSG_VTS[mask]
-        vt_pos[key] = vpos
+        vt_pos[mask] = vpos
     tpos = len(buf)
-    buf += _MSG.pack(tpos - vpos, 0, 0, 0, 0, role)
-    if content:
-        _patch(buf, tpos + 4, _put_str(buf, content))
-    if name:
-        _patch(buf, tpos + 8, _put_str(buf, name))
-    if call_id:
-        _patch(buf, tpos + 16, _put_str(buf, call_id))
+    strings = (content, name, call_id)
+    first = tpos + _MSG_SIZE
+    c_off, n_off, id_off = _string_offsets(first, tpos + 4, strings)
+    if id_off:  # tool_call_id sits at +16, not +12: its string is where it was laid out
+        id_off -= 4
+    calls_off = 0
+    if calls:  # the vector follows the strings
+        calls_off = first + sum(len(d) + 8 - (len(d) & 3) for d in strings if d) - (tpos + 12)
+    buf += _MSG.pack(tpos - vpos, c_off, n_off, calls_off, id_off, role)
+    _strings_after(buf, strings)
     if calls:
         vec = _offset_vector(buf, len(calls))
-        _patch(buf, tpos + 12, vec)
         for i, call in enumerate(calls):
             fn = call.function
             cpos = _strings_table(
@@ -434,20 +502,20 @@ def write_request(
 
     stop = 0
     if req.stop:
-        stops = _stop(req)
+        stops = [x.encode() for x in _stop(req)]
         if stops:
-            vec = _offset_vector(buf, len(stops))
+            vec = len(buf)
+            count = len(stops)
             stop, vt[12] = vec - (root + 44), 44
-            for i, s in enumerate(stops):
-                _patch(buf, vec + 4 + 4 * i, put(buf, s.encode()))
+            offs = _string_offsets(vec + 4 + 4 * count, vec + 4, stops)
+            buf += _VEC_HEADS[count].pack(count, *offs)
+            _strings_after(buf, stops)
 
     metadata = 0
     if req.metadata:
-        items = sorted((k.encode(), v.encode()) for k, v in req.metadata.items())
-        vec = _offset_vector(buf, len(items))
+        vec = len(buf)
         metadata, vt[20] = vec - (root + 68), 68
-        for i, (k, v) in enumerate(items):
-            _patch(buf, vec + 4 + 4 * i, _strings_table(buf, vt_pos, _KIND_KV, (k, v)))
+        _metadata(buf, vt_pos, req.metadata)
 
     # Scalars, then the root table and its vtable in one pack each.
     max_tokens = _max_tokens(req)
