@@ -172,7 +172,6 @@ class _Layout:
     name: str
     slots: tuple[_Slot, ...]
     readers: tuple[struct.Struct, ...]
-    count: int
 
 
 def _compile(layouts: Mapping[str, tuple[FieldSpec, ...]]) -> dict[str, _Layout]:
@@ -190,8 +189,9 @@ def _compile(layouts: Mapping[str, tuple[FieldSpec, ...]]) -> dict[str, _Layout]
                 nested = build(spec.table, (*seen, name))
             slots.append((spec.name, int(spec.kind), spec.size, nested))
         count = len(slots)
-        readers = tuple(struct.Struct(f"<{k}H") for k in range(count + 1))
-        layout = _Layout(name, tuple(slots), readers, count)
+        layout = _Layout(
+            name, tuple(slots), tuple(struct.Struct(f"<{k}H") for k in range(count + 1))
+        )
         done[name] = layout
         return layout
 
@@ -316,18 +316,18 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
         raise _Fail("vtable past buffer end", vt)
     if tsize < 4 or pos + tsize > n:
         raise _Fail(f"table inline size {tsize} < 4 or past buffer end", pos)
-    # A newer writer's fields past the known ones are never read, so not checked.
-    present = min((vsize - 4) >> 1, layout.count)
+    slots = layout.slots
+    present = min((vsize - 4) >> 1, len(slots))
     offsets = layout.readers[present].unpack_from(buf, vt + 4)
     name = ""
     try:
-        for off, slot in zip(offsets, layout.slots, strict=False):
+        for i in range(present):
+            off = offsets[i]
             if not off:
                 continue
-            name, kind, size, nested = slot
+            name, kind, size, nested = slots[i]
             if off < 4 or off + size > tsize:
-                slot_at = vt + 4 + 2 * layout.slots.index(slot)
-                raise _Fail(f"field offset {off} outside table inline size {tsize}", slot_at)
+                raise _Fail(f"field offset {off} outside table inline size {tsize}", vt + 4 + 2 * i)
             at = pos + off
             if kind == _SCALAR:
                 if at & (size - 1):
