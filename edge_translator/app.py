@@ -157,6 +157,10 @@ class EdgeApp:
             buckets=_TRANSLATE_BUCKETS,
             registry=self.metrics.registry,
         )
+        # Upstream metrics children, labelled once ("proxy": the edge has one upstream).
+        self._ttfb = self.metrics.upstream_ttfb.labels("proxy")
+        self._failures_timeout = self.metrics.upstream_failures.labels("proxy", "timeout")
+        self._failures_other = self.metrics.upstream_failures.labels("proxy", "unreachable")
         models = [
             _Model(name, m.owned_by) for m in settings.models for name in (m.name, *m.aliases)
         ]
@@ -305,6 +309,7 @@ class EdgeApp:
         transport = self._transport
         if transport is None:
             transport = self._transport = self._transport_factory()
+        sent = time.perf_counter()
         try:
             resp = await transport.request(
                 "POST",
@@ -318,9 +323,12 @@ class EdgeApp:
                 timeouts=self._timeouts,
             )
         except _UpstreamTimeout as exc:
+            self._failures_timeout.inc()
             raise UpstreamTimeout(f"The proxy did not answer in time: {exc}") from exc
         except _UpstreamError as exc:
+            self._failures_other.inc()
             raise UpstreamFailed(f"The proxy could not be reached: {exc}") from exc
+        self._ttfb.observe(time.perf_counter() - sent)
         try:
             if resp.status != 200:
                 try:

@@ -289,6 +289,9 @@ async def test_transport_failures(exc, status):
     proto = await call(app, "POST", "/v1/chat/completions", chat())
     assert proto.status == status
     assert error_of(proto)["type"] == "api_error"
+    kind = "timeout" if status == 504 else "unreachable"
+    failures = f'flatgate_edge_upstream_failures_total{{backend="proxy",kind="{kind}"}} 1.0'
+    assert failures in app.metrics.render().decode()
 
 
 async def test_error_frame_first_is_an_http_error():
@@ -375,6 +378,7 @@ async def test_metrics_and_health():
     assert "flatgate_edge_translate_seconds_count 1.0" in text
     assert 'flatgate_edge_gc_collections_total{generation="0"}' in text
     assert "flatgate_edge_active_streams 0.0" in text
+    assert 'flatgate_edge_upstream_ttfb_seconds_count{backend="proxy"} 1.0' in text
 
 
 async def test_unexpected_errors_are_500_in_openai_shape():
