@@ -344,14 +344,19 @@ class EdgeApp:
                     created=created,
                     model=model,
                     include_usage=bool(req.stream_options and req.stream_options.include_usage),
+                    choices=req.n or 1,
                 )
                 return await self._stream(protocol, resp, renderer, reply)
-            aggregator = Aggregator(completion_id=completion_id, created=created, model=model)
+            aggregator = Aggregator(
+                completion_id=completion_id, created=created, model=model, choices=req.n or 1
+            )
             frames = _Frames(resp)
             try:
                 while not aggregator.finished:
                     chunks = await frames.next()
                     if chunks is None:
+                        if aggregator.complete:
+                            break
                         raise UpstreamFailed(
                             "The proxy closed the stream before the completion ended."
                         )
@@ -389,6 +394,9 @@ class EdgeApp:
                 events.clear()
                 if renderer.finished:
                     return 200
+            if renderer.complete:  # fewer choices than asked for, each one finished
+                await out.send_bytes(renderer.end())
+                return 200
             raise UpstreamFailed("The proxy closed the stream before the completion ended.")
         except EdgeError as err:
             if out is None:

@@ -117,8 +117,10 @@ class StreamRenderer:
 
     __slots__ = (
         "_buf",
+        "_choices",
         "_created",
         "_done",
+        "_finished",
         "_head",
         "_id",
         "_include_usage",
@@ -130,9 +132,17 @@ class StreamRenderer:
     )
 
     def __init__(
-        self, *, completion_id: str, created: int, model: str, include_usage: bool = False
+        self,
+        *,
+        completion_id: str,
+        created: int,
+        model: str,
+        include_usage: bool = False,
+        choices: int = 1,
     ) -> None:
         self._id = completion_id
+        self._choices = max(choices, 1)
+        self._finished: set[int] = set()
         self._created = created
         self._model = model
         self._include_usage = include_usage
@@ -146,8 +156,14 @@ class StreamRenderer:
 
     @property
     def finished(self) -> bool:
-        """True once a finish reason has been rendered."""
+        """True once every expected choice has had its finish reason rendered."""
         return self._done
+
+    @property
+    def complete(self) -> bool:
+        """True when every choice seen has finished (a stream may end here even
+        if fewer choices came than asked for: a backend without ``n``)."""
+        return bool(self._finished) and self._finished >= self._roles
 
     def _start(self, model: str) -> None:
         # Fixed once per stream: the object head up to the choices array, and the tail.
@@ -227,7 +243,8 @@ class StreamRenderer:
             self._usage = chunk.usage
         finish = _FINISH.get(chunk.finish_reason)
         if finish is not None:
-            self._done = True
+            self._finished.add(index)
+            self._done = len(self._finished) >= self._choices
             out.append(self._event(self._choice(index, _Delta(), finish)))
         return b"".join(out) if len(out) != 1 else out[0]
 
@@ -294,10 +311,11 @@ class _Choice:
 class Aggregator:
     """Folds the chunks of a non-streaming answer into one ``chat.completion``."""
 
-    __slots__ = ("_choices", "_created", "_id", "_model", "_usage")
+    __slots__ = ("_choices", "_created", "_expected", "_id", "_model", "_usage")
 
-    def __init__(self, *, completion_id: str, created: int, model: str) -> None:
+    def __init__(self, *, completion_id: str, created: int, model: str, choices: int = 1) -> None:
         self._id = completion_id
+        self._expected = max(choices, 1)
         self._created = created
         self._model = model
         self._choices: dict[int, _Choice] = {}
@@ -305,7 +323,12 @@ class Aggregator:
 
     @property
     def finished(self) -> bool:
-        """True once every choice seen so far has a finish reason."""
+        """True once every expected choice has a finish reason."""
+        return sum(1 for c in self._choices.values() if c.finish) >= self._expected
+
+    @property
+    def complete(self) -> bool:
+        """True when every choice seen has a finish reason (see ``StreamRenderer``)."""
         return bool(self._choices) and all(c.finish for c in self._choices.values())
 
     def feed(self, chunk: Chunk) -> None:

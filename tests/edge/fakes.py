@@ -111,6 +111,9 @@ class Response:
     async def read(self) -> bytes:
         return b"".join(self.pieces)
 
+    def ready(self) -> bool:
+        return False
+
     async def aclose(self) -> None:
         self.closed = True
 

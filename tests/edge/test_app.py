@@ -400,3 +400,27 @@ async def test_rsgi_del_closes_the_transport_and_create_app_reads_the_environmen
     edge, transport = app_with()
     await edge.aclose()
     assert transport.closed
+
+
+async def test_n_choices_are_all_read_and_a_backend_without_n_still_completes():
+    two = [
+        frame(content="a", index=0),
+        frame(finish_reason=FinishReason.STOP, index=0),
+        frame(content="b", index=1),
+        frame(finish_reason=FinishReason.STOP, index=1, usage=Usage(1, 2)),
+    ]
+    app, _ = app_with(lambda sent: fakes.Response(200, two))
+    proto = await call(app, "POST", "/v1/chat/completions", chat(n=2))
+    assert [c["message"]["content"] for c in proto.json()["choices"]] == ["a", "b"]
+    proto = await call(app, "POST", "/v1/chat/completions", chat(n=2, stream=True))
+    evs = sse(proto.streamed)
+    assert evs[-1] == "[DONE]"
+    assert sorted(
+        e["choices"][0]["index"] for e in evs[:-1] if e["choices"][0]["finish_reason"]
+    ) == [0, 1]
+    one = two[:2]
+    app, _ = app_with(lambda sent: fakes.Response(200, one))
+    proto = await call(app, "POST", "/v1/chat/completions", chat(n=2))
+    assert proto.status == 200 and len(proto.json()["choices"]) == 1
+    proto = await call(app, "POST", "/v1/chat/completions", chat(n=2, stream=True))
+    assert sse(proto.streamed)[-1] == "[DONE]"

@@ -221,3 +221,23 @@ def test_aggregated_tool_calls():
 
 def test_edge_error_is_the_root():
     assert issubclass(UpstreamFailed, EdgeError) and issubclass(UpstreamTimeout, EdgeError)
+
+
+def test_n_choices_finish_only_when_all_have():
+    r = StreamRenderer(completion_id="c", created=1, model="m", choices=2)
+    r.feed(Chunk(content="a", finish_reason=FinishReason.STOP, index=0))
+    assert not r.finished and r.complete
+    r.feed(Chunk(content="b", index=1))
+    assert not r.complete
+    r.feed(Chunk(finish_reason=FinishReason.STOP, index=1))
+    assert r.finished and r.complete
+    a = Aggregator(completion_id="c", created=1, model="m", choices=2)
+    a.feed(Chunk(content="a", finish_reason=FinishReason.STOP, index=0))
+    assert not a.finished and a.complete
+    a.feed(Chunk(content="b", finish_reason=FinishReason.LENGTH, index=1))
+    assert a.finished
+    done = ChatCompletion.model_validate_json(a.body())
+    assert [(c.index, c.message.content, c.finish_reason) for c in done.choices] == [
+        (0, "a", "stop"),
+        (1, "b", "length"),
+    ]
