@@ -33,12 +33,13 @@ Measured (CPython 3.11): ``exact[model].get(provider)`` with nested dicts beat
 one dict keyed by ``(provider, model)`` tuples by ~20 ns per lookup, as the
 tuple is built and hashed on every call; hence the nested layout.
 
-Pure: no I/O. Not thread-safe for the cache (one table per event loop, or
-accept a racy but harmless cache fill under free-threading).
+Pure: no I/O. May be shared between threads: the cache fill races at worst
+(an entry resolved twice, the bound briefly passed by one), it never fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -166,7 +167,10 @@ class RouteTable(Generic[T]):
             per_model = self._cache.get(key)
             if per_model is None:
                 if len(self._cache) >= self._cache_size:
-                    del self._cache[next(iter(self._cache))]
+                    # Another thread may evict or insert in between: any of
+                    # these means someone else made room, which is enough.
+                    with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                        del self._cache[next(iter(self._cache))]
                 per_model = self._cache[key] = {}
             if len(per_model) < _MAX_PROVIDERS_PER_MODEL:
                 per_model[provider] = result

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from proxy.routes import Route, RouteTable
@@ -158,3 +160,24 @@ def test_construction_errors() -> None:
 def test_routes_are_kept_in_order() -> None:
     entries = [Route("b", 1), Route("a*", 2), Route("*", 3)]
     assert RouteTable(entries).routes == tuple(entries)
+
+
+def test_shared_between_threads() -> None:
+    routes = RouteTable([Route("a*", "a"), Route("*", "d")], cache_size=8)
+    errors: list[BaseException] = []
+
+    def hammer(seed: int) -> None:
+        try:
+            for i in range(3000):
+                name = f"{'a' if i % 2 else 'z'}-{seed}-{i % 50}".encode()
+                assert routes.lookup(i % 3, memoryview(name)) == ("a" if i % 2 else "d")
+        except BaseException as exc:  # collected, re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert routes.cache_info()[0] <= 8 + len(threads)
