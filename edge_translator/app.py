@@ -116,11 +116,10 @@ def _proxy_error(status: int, body: bytes) -> EdgeError:
 class _Disconnect:
     """Cancels the handling task when the client goes away."""
 
-    __slots__ = ("gone", "task")
+    __slots__ = ("gone",)
 
     def __init__(self) -> None:
         self.gone = False
-        self.task: asyncio.Task[None] | None = None
 
     async def watch(self, protocol: Any, handler: asyncio.Task[Any]) -> None:
         await protocol.client_disconnect()
