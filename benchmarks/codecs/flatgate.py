@@ -1,0 +1,80 @@
+"""flatgate's own code on the same FlatBuffers bytes.
+
+- ``route``: ``proxy.wire.read_route``, the bounds-checked zero-copy reader
+  (the model comes back as a memoryview of the body).
+- ``decode``: flatgate has no decoder of its own; a backend first runs
+  ``proxy.wire.verify_request`` (the full verifier) and then reads with the
+  generated accessors, as the stub backend does. So this row is the
+  FlatBuffers row plus the verifier: the price of decoding untrusted bytes
+  safely.
+- ``encode``: the edge's schema-specific writer
+  (``edge_translator.translate.write_request``).
+- ``chunk``: ``proxy.frames.build_chunk`` with a pooled builder.
+- ``translate``: the edge's whole op, ``edge_translator.translate.translate_json``.
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.codecs.common import (
+    DELTA,
+    MODELS,
+    REQUEST_ID,
+    Decoded,
+    Delta,
+    edge_request,
+    json_body,
+)
+from benchmarks.codecs.fbs_generated import read
+from benchmarks.payloads import to_flatbuffer
+from edge_translator.models import ChatCompletionRequest
+from edge_translator.translate import translate_json, write_request
+from proxy.frames import build_chunk
+from proxy.pool import BuilderPool
+from proxy.wire import read_route, verify_request
+
+__all__ = ["OPS", "POOL", "chunk", "decode", "encode", "inputs", "route", "translate"]
+
+OPS = ("route", "decode", "encode", "chunk", "translate")
+
+POOL = BuilderPool()
+
+
+def inputs(request: dict[str, Any]) -> dict[str, object]:
+    wire = to_flatbuffer(request)
+    return {
+        "route": wire,
+        "decode": wire,
+        "encode": edge_request(request),
+        "chunk": DELTA,
+        "translate": json_body(request),
+    }
+
+
+route = read_route
+
+
+def decode(data: bytes) -> Decoded:
+    verify_request(data)
+    return read(data)
+
+
+def encode(request: ChatCompletionRequest) -> bytes:
+    return write_request(request, provider=0, model_name=request.model)
+
+
+def chunk(delta: Delta) -> bytes:
+    return build_chunk(
+        POOL,
+        request_id=delta.request_id,
+        content=delta.content,
+        index=delta.index,
+        model=delta.model,
+    )
+
+
+def translate(body: bytes) -> bytes:
+    return translate_json(body, models=MODELS, request_id=REQUEST_ID)

@@ -1,0 +1,439 @@
+"""Rendering ``make bench``'s results: the Markdown report and the plot.
+
+Owns how ``benchmarks.micro``'s document (``{"header": ..., "rows": [...]}``)
+reads: a header (date, CPU, Python, library versions, method), a summary in
+the seed article's shape, the issue's targets, one table per operation with
+"vs." ratio columns, and a caveats section whose sentences are computed from
+the rows, so they stay true when the figures change. ``render_markdown`` is
+pure; ``render_plot`` writes one PNG (matplotlib, Agg backend).
+
+Works on any sizes and formats the document holds (the harness test renders
+tiny runs); the summary and targets use the 128KB/1KB/1MB rows when present
+and fall back to the sizes the run has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.codecs import FORMATS, LABELS, OPS
+
+__all__ = ["render_markdown", "render_plot"]
+
+Row = dict[str, Any]
+
+_OP_TITLES = {
+    "route": "route: provider and model from the received bytes",
+    "decode": "decode: every field a backend needs",
+    "encode": "encode: the wire bytes from the request the caller holds",
+    "chunk": "chunk: one streamed delta (does not depend on the prompt size)",
+    "translate": "translate: the edge's op, OpenAI JSON bytes in, wire bytes out",
+}
+
+_RUNS: dict[str, dict[str, str]] = {
+    "route": {
+        "json": "`json.loads` of the whole body, then `doc['model']`",
+        "msgspec": "typed `Struct` decode of the whole body, then `.model`",
+        "msgspec-partial": "`Struct` with only `model` and `provider`; msgspec skips the rest",
+        "protobuf": "`CompletionRequest.FromString`, then two fields",
+        "flatbuffers": "`GetRootAs`, `Provider()`, `ModelName()` (a `bytes` copy)",
+        "flatgate": "`proxy.wire.read_route`: bounds-checked, model as a memoryview",
+    },
+    "decode": {
+        "json": "`json.loads`, then every message, tool and sampling field",
+        "msgspec": "typed `Struct` decode, then the same fields",
+        "protobuf": "`FromString`, then the same fields (a `str` made per string read)",
+        "flatbuffers": "generated accessors for the same fields (no verification)",
+        "flatgate": "`verify_request`, then the generated accessors",
+    },
+    "encode": {
+        "json": "`json.dumps` of the request dict",
+        "msgspec": "`Encoder.encode` of the typed `Struct`",
+        "protobuf": "map the edge's `ChatCompletionRequest` to messages, `SerializeToString`",
+        "flatbuffers": "stock `flatbuffers.Builder` + generated functions (`write_request_stock`)",
+        "flatgate": "the edge's schema-specific writer (`write_request`)",
+    },
+    "chunk": {
+        "json": "`json.dumps` of the delta's fields",
+        "msgspec": "`Encoder.encode` of a delta `Struct`",
+        "protobuf": "`CompletionChunk(...)`, `SerializeToString`",
+        "flatbuffers": "`proxy.frames.build_chunk` with a fresh builder each time",
+        "flatgate": "`proxy.frames.build_chunk` with a pooled builder",
+    },
+    "translate": {
+        "protobuf": "edge validation (`decode_request`), then the protobuf mapping",
+        "flatbuffers": "edge validation, then `write_request_stock`",
+        "flatgate": "`edge_translator.translate.translate_json`",
+    },
+}
+
+
+# --------------------------------------------------------------------------
+# Number formatting.
+
+
+def _ns(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:,.2f} ms"
+    if value >= 1e3:
+        return f"{value / 1e3:,.2f} µs"
+    return f"{value:,.0f} ns"
+
+
+def _bytes(value: float) -> str:
+    if value >= 1 << 20:
+        return f"{value / (1 << 20):,.2f} MB"
+    if value >= 1 << 10:
+        return f"{value / (1 << 10):,.1f} KB"
+    return f"{value:,.0f} B"
+
+
+def _count(value: float) -> str:
+    rounded = round(value)
+    if abs(value - rounded) < 0.05 or value >= 100:
+        return f"{rounded:,}"
+    return f"{value:,.1f}"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:,.1f}x" if value >= 10 else f"{value:.2f}x"
+
+
+def _load(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
+
+
+def _gc(row: Row) -> str:
+    return f"{row['gc_per_100k']:,.0f}"
+
+
+# --------------------------------------------------------------------------
+# Looking rows up.
+
+
+class _Rows:
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.header: dict[str, Any] = doc["header"]
+        self.rows: list[Row] = doc["rows"]
+        self.by_key = {(r["format"], r["op"], r["size"]): r for r in self.rows}
+        self.sizes: list[str] = list(self.header["sizes"])
+        present = {r["format"] for r in self.rows}
+        self.formats = [f for f in FORMATS if f in present]
+
+    def get(self, fmt: str, op: str, size: str) -> Row | None:
+        return self.by_key.get((fmt, op, size))
+
+    def size(self, wanted: str, fallback_index: int) -> str:
+        return wanted if wanted in self.sizes else self.sizes[fallback_index]
+
+    def formats_for(self, op: str) -> list[str]:
+        return [f for f in self.formats if any(self.get(f, op, s) for s in self.sizes)]
+
+
+def _noisy(header: dict[str, Any]) -> bool:
+    start, end = header.get("load_start"), header.get("load_end")
+    # The run itself keeps about one core busy.
+    return bool((start is not None and start >= 0.5) or (end is not None and end - 1 >= 0.5))
+
+
+# --------------------------------------------------------------------------
+# Sections.
+
+
+def _head(t: _Rows) -> list[str]:
+    h = t.header
+    libs = dict(h["libraries"])
+    libs_text = ", ".join(
+        f"{name} {version}" + (f" ({h['protobuf_backend']} backend)" if name == "protobuf" else "")
+        for name, version in libs.items()
+    )
+    load = f"{_load(h.get('load_start'))} at start, {_load(h.get('load_end'))} at end"
+    lines = ["# flatgate micro benchmarks: JSON vs protobuf vs FlatBuffers, per operation", ""]
+    if _noisy(h):
+        lines += [
+            "> **Noisy run.** The machine was shared while this ran (1-minute load average "
+            f"{load} on {h['cores']} cores, this run's own worker included): treat the times "
+            "as indicative. Allocation counts do not depend on load.",
+            "",
+        ]
+    if h["mode"] != "full":
+        lines += [f"> **{h['mode']} mode**: fewer rounds; figures are rougher.", ""]
+    lines += [
+        "| | |",
+        "|---|---|",
+        f"| Date | {h['date']} |",
+        f"| CPU | {h['cpu']} ({h['cores']} cores) |",
+        f"| Python | {h['python']}, {h['platform']} |",
+        f"| Libraries | {libs_text} |",
+        f"| Run | `{h['mode']}` mode, {h.get('seconds', '?')} s, seed {h['seed']} |",
+        f"| Load average (1 min) | {load} |",
+        "",
+        "Reproduce with `make bench` (under 5 minutes on 2 cores; `BENCH_QUICK=1 make bench` "
+        "for a rougher run under a minute). The request is `benchmarks.payloads.make_request`: "
+        "a system prompt, several user/assistant turns, an assistant tool call and its result, "
+        "a tool definition and sampling parameters; the size is the prompt text's.",
+        "",
+    ]
+    return lines
+
+
+def _summary(t: _Rows) -> list[str]:
+    size = t.size("128KB", -1)
+    formats = t.formats_for("route")
+    rows = [t.get(f, "route", size) for f in formats]
+    if not all(rows):
+        return []
+    cells: list[list[str]] = [
+        ["Throughput (route ops/s, one core)"],
+        ["Allocations / op"],
+        ["Allocated memory / op"],
+        ["GC collections / 100k ops"],
+        ["GC share of time"],
+        ["p99 per op (over rounds)"],
+    ]
+    for row in rows:
+        assert row is not None
+        cells[0].append(f"{1e9 / row['ns_per_op']:,.0f}")
+        cells[1].append(_count(row["allocs_per_op"]))
+        cells[2].append(_bytes(row["bytes_per_op"]))
+        cells[3].append(_gc(row))
+        cells[4].append(f"{row['gc_time_pct']:.1f}%")
+        cells[5].append(_ns(row["stats"]["p99"]))
+    return [
+        f"## Summary: the proxy's route read at {size}",
+        "",
+        "In the shape of the seed article's table (there: Go, a whole gateway under load; here: "
+        "Python, one operation in a loop, so throughput is ops per second of one core and p99 "
+        "is over timing rounds, not requests).",
+        "",
+        "| Metric | " + " | ".join(LABELS[f] for f in formats) + " |",
+        "|---|" + "---:|" * len(formats),
+        *("| " + " | ".join(c) + " |" for c in cells),
+        "",
+    ]
+
+
+def _targets(t: _Rows) -> list[str]:
+    lines = ["## Targets", ""]
+    routes = [(s, t.get("flatgate", "route", s)) for s in t.sizes]
+    found = [(s, r) for s, r in routes if r is not None]
+    if found:
+        figures = ", ".join(
+            f"{s}: {_count(r['allocs_per_op'])} / {_bytes(r['bytes_per_op'])}" for s, r in found
+        )
+        same = (
+            len({(round(r["allocs_per_op"], 2), round(r["bytes_per_op"], 1)) for _, r in found})
+            == 1
+        )
+        lines.append(
+            f"- flatgate route, allocations / bytes per op: {figures}: "
+            + ("**identical at every size**." if same else "**not identical across sizes**.")
+        )
+        first, last = found[0], found[-1]
+        growth = last[1]["ns_per_op"] / first[1]["ns_per_op"]
+        verdict = "within" if growth <= 1.10 else "**outside**"
+        lines.append(
+            f"- flatgate route time, {last[0]} vs {first[0]}: {_ns(last[1]['ns_per_op'])} vs "
+            f"{_ns(first[1]['ns_per_op'])}, {growth:.2f}x ({verdict} the 10% target)."
+        )
+    size = t.size("128KB", -1)
+    ref = t.get("flatgate", "route", size)
+    if ref is not None:
+        ratios = []
+        for fmt in ("json", "msgspec", "msgspec-partial", "protobuf", "flatbuffers"):
+            other = t.get(fmt, "route", size)
+            if other is not None:
+                ratios.append(f"{LABELS[fmt]} {_ratio(other['ns_per_op'] / ref['ns_per_op'])}")
+        lines.append(
+            f"- Route time at {size}, relative to flatgate's {_ns(ref['ns_per_op'])}: "
+            + ", ".join(ratios)
+            + "."
+        )
+    pooled = [t.get("flatgate", "chunk", s) for s in t.sizes]
+    fresh = [t.get("flatbuffers", "chunk", s) for s in t.sizes]
+    if all(pooled) and all(fresh):
+        p = _median_row(pooled)
+        f = _median_row(fresh)
+        lines.append(
+            f"- Chunk build, pooled vs fresh builder (median of the {len(t.sizes)} runs): "
+            f"{_ns(p['ns_per_op'])} vs {_ns(f['ns_per_op'])} "
+            f"({_ratio(f['ns_per_op'] / p['ns_per_op'])} for fresh), "
+            f"{_count(p['allocs_per_op'])} vs {_count(f['allocs_per_op'])} allocations, "
+            f"{_bytes(p['bytes_per_op'])} vs {_bytes(f['bytes_per_op'])} per op."
+        )
+    return [*lines, ""]
+
+
+def _median_row(rows: Sequence[Row | None]) -> Row:
+    present = sorted((r for r in rows if r is not None), key=lambda r: r["ns_per_op"])
+    return present[len(present) // 2]
+
+
+def _op_table(t: _Rows, op: str) -> list[str]:
+    formats = t.formats_for(op)
+    lines = [
+        f"### {_OP_TITLES[op]}",
+        "",
+        "*vs. flatgate*: this row's time over flatgate's at the same size (above 1: slower "
+        "than flatgate). *p99*: over timing rounds. *In*/*Out*: bytes given and produced.",
+        "",
+        "| Size | Format | Time / op | vs. flatgate | Allocs / op | Bytes / op | GC / 100k "
+        "| p99 | In | Out |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size in t.sizes:
+        ref = t.get("flatgate", op, size)
+        for fmt in formats:
+            row = t.get(fmt, op, size)
+            if row is None:
+                continue
+            vs = _ratio(row["ns_per_op"] / ref["ns_per_op"]) if ref else "n/a"
+            io = ["" if row[k] is None else _bytes(row[k]) for k in ("input_bytes", "output_bytes")]
+            lines.append(
+                f"| {size} | {LABELS[fmt]} | {_ns(row['ns_per_op'])} | {vs} "
+                f"| {_count(row['allocs_per_op'])} | {_bytes(row['bytes_per_op'])} "
+                f"| {_gc(row)} | {_ns(row['stats']['p99'])} | {io[0]} | {io[1]} |"
+            )
+    lines += ["", "| Format | What the row runs |", "|---|---|"]
+    lines += [f"| {LABELS[f]} | {_RUNS[op][f]} |" for f in formats if f in _RUNS[op]]
+    return [*lines, ""]
+
+
+def _caveats(t: _Rows) -> list[str]:
+    small, large = t.sizes[0], t.sizes[-1]
+    said: list[str] = []
+    fg = t.get("flatgate", "route", small)
+    part = t.get("msgspec-partial", "route", small)
+    part_large = t.get("msgspec-partial", "route", large)
+    fg_large = t.get("flatgate", "route", large)
+    if fg and part and part_large and fg_large:
+        if part["ns_per_op"] < fg["ns_per_op"]:
+            when = f"at {small} msgspec's partial Struct routes faster than flatgate "
+            when += f"({_ns(part['ns_per_op'])} vs {_ns(fg['ns_per_op'])})"
+        else:
+            when = f"at {small} msgspec's partial Struct is within "
+            when += f"{_ratio(part['ns_per_op'] / fg['ns_per_op'])} of flatgate "
+            when += f"({_ns(part['ns_per_op'])} vs {_ns(fg['ns_per_op'])})"
+        leaner = [
+            s
+            for s in t.sizes
+            if (p := t.get("msgspec-partial", "route", s)) is not None
+            and (g := t.get("flatgate", "route", s)) is not None
+            and p["allocs_per_op"] < g["allocs_per_op"]
+        ]
+        if len(leaner) == len(t.sizes):
+            where = "at every size"
+        elif leaner:
+            where = "at " + ", ".join(leaner)
+        else:
+            where = ""
+        allocs = (
+            f" In allocations the partial Struct is the leaner {where} "
+            f"({_count(part['allocs_per_op'])} allocations, {_bytes(part['bytes_per_op'])} at "
+            f"{small}, against flatgate's {_count(fg['allocs_per_op'])}, "
+            f"{_bytes(fg['bytes_per_op'])}: the memoryview, the ints `struct` returns, the "
+            "slice and the result tuple)."
+            if where
+            else ""
+        )
+        said.append(
+            f"**Small payloads.** {when[0].upper()}{when[1:]}; it must scan every byte, so by "
+            f"{large} it takes {_ns(part_large['ns_per_op'])} against flatgate's "
+            f"{_ns(fg_large['ns_per_op'])}.{allocs}"
+        )
+    enc = {f: t.get(f, "encode", small) for f in ("msgspec", "flatbuffers", "flatgate")}
+    if all(enc.values()):
+        m, s, g = enc["msgspec"], enc["flatbuffers"], enc["flatgate"]
+        assert m is not None and s is not None and g is not None
+        said.append(
+            f"**Encoding in pure Python.** At {small}, building the FlatBuffer with the stock "
+            f"builder takes {_ns(s['ns_per_op'])} and {_count(s['allocs_per_op'])} allocations "
+            f"({_count(s['py_calls_per_op'])} Python calls); the edge's writer "
+            f"{_ns(g['ns_per_op'])}; msgspec writes the JSON in {_ns(m['ns_per_op'])} from C. "
+            "FlatBuffers pays once, where a request enters (the edge); every hop after it reads "
+            "in place."
+        )
+    dec = {f: t.get(f, "decode", small) for f in ("msgspec", "flatbuffers", "flatgate")}
+    if all(dec.values()):
+        m, s, g = dec["msgspec"], dec["flatbuffers"], dec["flatgate"]
+        assert m is not None and s is not None and g is not None
+        said.append(
+            f"**Full decode.** Reading every field through the generated accessors costs "
+            f"{_ns(s['ns_per_op'])} at {small} ({_count(s['allocs_per_op'])} allocations: a "
+            "`Table` per table and a `bytes` copy per string), and verifying first (flatgate's "
+            f"row) {_ns(g['ns_per_op'])}, against msgspec's {_ns(m['ns_per_op'])}. A backend "
+            "that needs every string gains nothing from FlatBuffers in Python; the proxy, "
+            "which needs two fields, is where it pays."
+        )
+    said.append(
+        "**Reading these figures.** Allocations are allocator calls, not objects: CPython "
+        "serves small tuples, floats, lists and dicts from free lists without one. "
+        "Allocations and bytes are deterministic; times are medians on a shared machine "
+        "and move with load. GC collections are counted while one op runs alone in a loop, "
+        "with its results dropped at once: the cost a long-lived heap adds is not shown."
+    )
+    return ["## Caveats: where FlatBuffers loses", "", *(f"{p}\n" for p in said)]
+
+
+def _method(t: _Rows) -> list[str]:
+    m = t.header["method"]
+    return [
+        "## Method",
+        "",
+        *(f"- **{k}**: {v}" for k, v in m.items()),
+        "",
+        "Figures are in `micro.json` (one row per format, op and size, with pytest-benchmark's "
+        "statistics), plotted in `micro.png`.",
+        "",
+    ]
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    """The whole report as Markdown."""
+    t = _Rows(doc)
+    lines = _head(t) + _summary(t) + _targets(t) + ["## Per operation", ""]
+    for op in OPS:
+        if t.formats_for(op):
+            lines += _op_table(t, op)
+    lines += _caveats(t) + _method(t)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_plot(doc: dict[str, Any], path: Path) -> None:
+    """Time and allocations per op against prompt size, log scales, one column per op."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = _Rows(doc)
+    ops = [op for op in ("route", "decode", "encode", "translate") if t.formats_for(op)]
+    fig, axes = plt.subplots(2, len(ops), figsize=(4.2 * len(ops), 7.5), squeeze=False)
+    for col, op in enumerate(ops):
+        time_ax, alloc_ax = axes[0][col], axes[1][col]
+        for fmt in t.formats_for(op):
+            rows = [r for s in t.sizes if (r := t.get(fmt, op, s)) is not None]
+            xs = [r["prompt_bytes"] for r in rows]
+            style = {"marker": "o", "label": LABELS[fmt], "linewidth": 1.5}
+            if fmt == "flatgate":
+                style.update(linewidth=2.5, color="black")
+            time_ax.plot(xs, [r["ns_per_op"] for r in rows], **style)
+            alloc_ax.plot(xs, [r["allocs_per_op"] for r in rows], **style)
+        time_ax.set_title(op)
+        time_ax.set_yscale("log")
+        alloc_ax.set_yscale("symlog", linthresh=1)
+        for ax in (time_ax, alloc_ax):
+            ax.set_xscale("log")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_xlabel("prompt bytes")
+        if col == 0:
+            time_ax.set_ylabel("ns / op")
+            alloc_ax.set_ylabel("allocations / op")
+    axes[0][0].legend(fontsize=8)
+    h = t.header
+    fig.suptitle(f"flatgate micro benchmarks ({h['python']}, {h['cpu']}, {h['date']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
