@@ -23,6 +23,7 @@ import json
 import os
 import struct
 import time
+from collections.abc import Callable
 
 from proxy.balancer import Backend, Balancer, RouteTarget
 from proxy.config import PROVIDERS, GatewayConfig, load_config
@@ -49,7 +50,7 @@ from proxy.upstream import (
 )
 from proxy.wire import MalformedBuffer, read_route
 
-__all__ = ["BINARY", "SSE", "ProxyError", "ProxyServer", "create_app"]
+__all__ = ["BINARY", "SSE", "ProxyError", "ProxyServer", "RouteReader", "create_app"]
 
 BINARY = "application/x-flatbuffers-stream"
 SSE = "text/event-stream"
@@ -57,6 +58,8 @@ REQUEST_TYPE = "application/x-flatbuffers"
 _U32 = struct.Struct("<I")
 _JSON = [("content-type", "application/json")]
 _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
+# body -> (provider, model name as bytes or a read-only view); MalformedBuffer if bad.
+RouteReader = Callable[[bytes], tuple[int, "bytes | memoryview"]]
 
 
 class ProxyError(Exception):
@@ -134,11 +137,53 @@ class FrameCutter:
         return chunk_is_final(memoryview(self._last)[self._last_at + 4 :])
 
 
+class _CallerWatch:
+    """Cancels the current task when the caller goes away, once started."""
+
+    __slots__ = ("_ex", "_future", "_task", "fired")
+
+    def __init__(self, ex: Exchange) -> None:
+        self._ex = ex
+        self._future: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[object] | None = None
+        self.fired = False
+
+    def start(self) -> None:
+        if self._future is None:
+            self._task = asyncio.current_task()
+            self._future = asyncio.ensure_future(self._ex.disconnected())
+            self._future.add_done_callback(self._gone)
+
+    def _gone(self, _: object) -> None:
+        self.fired = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def stop(self) -> None:
+        fut = self._future
+        if fut is not None:
+            fut.remove_done_callback(self._gone)
+            if not fut.done():
+                fut.cancel()
+
+
 class ProxyServer:
     """The proxy's request handler; one per granian worker."""
 
-    def __init__(self, config: GatewayConfig, *, worker: str = "") -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        worker: str = "",
+        route_reader: RouteReader = read_route,
+        request_type: str = REQUEST_TYPE,
+    ) -> None:
+        """``route_reader`` and ``request_type`` are for the load bench's
+        baselines (route read from JSON or protobuf bodies); the product reads
+        FlatBuffers with ``proxy.wire.read_route``."""
         self.config = config
+        self.route_reader = route_reader
+        self.request_type = request_type
         p = config.proxy
         self.max_body = p.max_body_bytes
         self.pool = BuilderPool()
@@ -190,7 +235,7 @@ class ProxyServer:
         try:
             body, binary = await self._accept(ex)
             try:
-                provider, model = read_route(body)
+                provider, model = self.route_reader(body)
             except MalformedBuffer as exc:
                 raise ProxyError(400, "malformed_request", str(exc)) from None
             target = self.routes.lookup(provider, model)
@@ -216,8 +261,10 @@ class ProxyServer:
         if ex.method != "POST":
             raise ProxyError(405, "method_not_allowed", "POST a CompletionRequest here")
         ctype = (ex.header("content-type") or "").partition(";")[0].strip().lower()
-        if ctype != REQUEST_TYPE:
-            raise ProxyError(415, "unsupported_media_type", f"Content-Type must be {REQUEST_TYPE}")
+        if ctype != self.request_type:
+            raise ProxyError(
+                415, "unsupported_media_type", f"Content-Type must be {self.request_type}"
+            )
         length = ex.header("content-length")
         if length is None:
             raise ProxyError(411, "length_required", "send a Content-Length")
@@ -240,7 +287,7 @@ class ProxyServer:
         if not plan:
             raise ProxyError(503, "backends_busy", "every backend of this route is at its limit")
         headers = [
-            ("content-type", REQUEST_TYPE),
+            ("content-type", self.request_type),
             ("accept", BINARY),
             ("x-request-id", rid),
         ]
@@ -280,10 +327,10 @@ class ProxyServer:
                 )
                 continue
             self.balancer.succeeded(backend)
-            self.metrics.upstream_ttfb.labels(backend.name).observe(time.perf_counter() - started)
+            self.metrics.upstream_ttfb_of(backend.name).observe(time.perf_counter() - started)
             return backend, resp, started
-        if isinstance(last, UpstreamTimeout):
-            raise ProxyError(504, "backend_timeout", f"no backend answered in time: {last}")
+        if isinstance(last, UpstreamError):
+            raise _upstream_failure(last)
         raise ProxyError(502, "backend_unavailable", f"no backend reachable: {last}")
 
     async def _pass_error(self, ex: Exchange, resp: Response, label: str) -> None:
@@ -311,35 +358,51 @@ class ProxyServer:
         rid: str,
         binary: bool,
     ) -> None:
-        """Relay frames until the final chunk; cancel upstream if the caller goes away."""
+        """Relay frames until the final chunk; cancel upstream if the caller goes away.
+
+        When the first body read already holds the final chunk (a non-streamed
+        answer, or a fast backend), it goes out as one plain response: granian's
+        streamed responses cost several times more per request.
+        """
         metrics = self.metrics
         metrics.active_streams.inc()
-        task = asyncio.current_task()
-        assert task is not None
-        watch = asyncio.ensure_future(ex.disconnected())
-
-        def caller_gone(_: object) -> None:
-            task.cancel()
-
-        watch.add_done_callback(caller_gone)
-        sink: Sink | None = None
+        watch = _CallerWatch(ex)
+        headers = [
+            ("content-type", BINARY if binary else SSE),
+            ("cache-control", "no-cache"),
+            ("x-request-id", rid),
+        ]
+        pieces = resp.iter_bytes()
+        cutter = FrameCutter()
         relayed = 0
         try:
-            sink = await ex.stream(
-                200,
-                [
-                    ("content-type", BINARY if binary else SSE),
-                    ("cache-control", "no-cache"),
-                    ("x-request-id", rid),
-                ],
-            )
-            cutter = FrameCutter()
+            if not resp.ready():
+                watch.start()  # the first read may wait: watch for the caller leaving
             try:
-                async for piece in resp.iter_bytes():
+                first = await anext(pieces, b"")
+            except UpstreamError as exc:
+                err = _upstream_failure(exc)
+                self.metrics.count("-", err.status)
+                await ex.respond(err.status, _JSON, err.body())
+                return
+            ready = cutter.feed(first)
+            if cutter.finished():
+                out = ready if binary else self._sse(cutter, ready)
+                relayed = len(out)
+                await ex.respond(200, headers, out)
+                return
+            watch.start()
+            sink = await ex.stream(200, headers)
+            try:
+                if ready:
+                    out = ready if binary else self._sse(cutter, ready)
+                    relayed += len(out)
+                    await sink.send(out)
+                async for piece in pieces:
                     ready = cutter.feed(piece)
                     if not ready:
                         continue
-                    out = ready if binary else b"".join(sse_event(f) for f in cutter.frames(ready))
+                    out = ready if binary else self._sse(cutter, ready)
                     relayed += len(out)
                     await sink.send(out)
                 if not cutter.finished():
@@ -355,18 +418,21 @@ class ProxyServer:
                 await self._send_error(sink, binary, rid, exc.code, str(exc))
             await sink.close()
         except asyncio.CancelledError:
-            if not watch.done():
+            if not watch.fired:
                 raise
             # The caller went away: the finally below aborts the upstream exchange.
         finally:
-            watch.remove_done_callback(caller_gone)
-            if not watch.done():
-                watch.cancel()
+            watch.stop()
+            await pieces.aclose()  # type: ignore[attr-defined]
             await resp.aclose()
             backend.outstanding -= 1
             metrics.relayed_bytes.inc(relayed)
             metrics.active_streams.dec()
-            metrics.upstream_duration.labels(backend.name).observe(time.perf_counter() - started)
+            metrics.upstream_duration_of(backend.name).observe(time.perf_counter() - started)
+
+    @staticmethod
+    def _sse(cutter: FrameCutter, ready: bytes) -> bytes:
+        return b"".join([sse_event(f) for f in cutter.frames(ready)])
 
     async def _send_error(
         self, sink: Sink, binary: bool, rid: str, code: str, message: str
@@ -405,6 +471,12 @@ class ProxyServer:
         body = json.dumps({"ready": ok, "routes": routes, "backends": healthy}).encode()
         self._ready_at, self._ready = now, (200 if ok else 503, body)
         return self._ready
+
+
+def _upstream_failure(exc: UpstreamError) -> ProxyError:
+    if isinstance(exc, UpstreamTimeout):
+        return ProxyError(504, "backend_timeout", f"no backend answered in time: {exc}")
+    return ProxyError(502, "backend_unavailable", f"no backend reachable: {exc}")
 
 
 _PROBE = Timeouts(connect=0.5, read=1.0, total=1.5)

@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     stub.add_argument("--ttft-ms", type=float, help="time to first token, ms")
     stub.add_argument("--itl-ms", type=float, help="inter-token delay, ms")
     stub.add_argument(
+        "--canned", type=int, help="answer N fixed deltas without reading the body (benchmarks)"
+    )
+    stub.add_argument(
         "--fault", choices=("fail", "stall", "die", "hang"), help="inject a fault in every request"
     )
     edge = sub.add_parser("edge", help="the OpenAI-compatible JSON edge")
@@ -88,7 +91,7 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     if service == "proxy":
         keys.append("transport")
     elif service == "stub":
-        keys += ["ttft_ms", "itl_ms"]
+        keys += ["ttft_ms", "itl_ms", "canned"]
         if args.fault:
             os.environ["FLATGATE_STUB_FAULT"] = args.fault
     elif service == "edge":

@@ -89,6 +89,9 @@ class StubSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     interface: Literal["asgi", "rsgi"] = "asgi"
     ttft_ms: float = 0.0
     itl_ms: float = 0.0
+    # > 0: answer every request with this many fixed deltas, built once, without
+    # reading the body (a backend of fixed, minimal cost, for load benchmarks).
+    canned: int = 0
 
 
 class GatewayConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

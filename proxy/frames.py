@@ -220,15 +220,38 @@ def decode_chunk(buf: bytes | memoryview) -> Chunk:
         raise MalformedFrame(f"chunk frame does not decode: {exc!r}") from exc
 
 
+_U16 = struct.Struct("<H")
+_I32 = struct.Struct("<i")
+# CompletionChunk vtable entries (byte offsets in the vtable): finish_reason, error.
+_VT_FINISH = 4 + 2 * 3
+_VT_ERROR = 4 + 2 * 5
+
+
 def chunk_is_final(buf: bytes | memoryview) -> bool:
     """Whether a chunk buffer ends its stream (a finish reason or an error).
 
-    Read once per stream, at its end; a buffer that does not decode is not final.
+    Read once per stream, at its end, straight from the vtable: a buffer whose
+    offsets point outside it is not final.
     """
     try:
-        fb = _fb_chunk.CompletionChunk.GetRootAs(bytes(buf), 0)
-        return bool(fb.FinishReason()) or fb.Error() is not None
-    except Exception:  # the generated accessors raise anything on bad bytes
+        n = len(buf)
+        (root,) = _U32.unpack_from(buf, 0)
+        if root + 4 > n:
+            return False
+        (soff,) = _I32.unpack_from(buf, root)
+        vt = root - soff
+        if vt < 0 or vt + 4 > n:
+            return False
+        (vsize,) = _U16.unpack_from(buf, vt)
+        if vt + vsize > n:
+            return False
+        if vsize > _VT_ERROR and _U16.unpack_from(buf, vt + _VT_ERROR)[0]:
+            return True
+        if vsize > _VT_FINISH:
+            (field,) = _U16.unpack_from(buf, vt + _VT_FINISH)
+            return bool(field) and root + field < n and buf[root + field] != 0
+        return False
+    except struct.error:
         return False
 
 

@@ -9,7 +9,8 @@ uses; nothing here parses HTTP by hand), idle connections reused LIFO.
 
 What it guarantees:
 - the request body is the caller's ``bytes`` object, handed to the socket
-  transport as is (head and body are two writes; the body is never joined);
+  transport as is, beside the head (``writelines``: one ``writev`` under
+  uvloop; plain asyncio joins them);
 - a response body is read only as fast as its consumer takes it: past
   ``HIGH_WATER`` buffered bytes the socket stops being read (``pause_reading``),
   so a slow consumer slows the backend instead of growing memory;
@@ -144,7 +145,7 @@ class _PoolResponse:
         self._released = False
         self.buffered = 0
         self.status = 0
-        self.headers: Mapping[str, str] = {}
+        self._headers: dict[str, str] | None = None
         self.raw_headers: list[tuple[bytes, bytes]] = []
         self.complete = False
         self.keep_alive = False
@@ -159,12 +160,25 @@ class _PoolResponse:
 
     def head_done(self, status: int) -> None:
         self.status = status
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self.raw_headers}
-        self.headers = headers
-        self.until_eof = "content-length" not in headers and "chunked" not in headers.get(
-            "transfer-encoding", ""
-        )
+        framed = False
+        for name, value in self.raw_headers:
+            lname = name.lower()
+            if lname == b"content-length" or (
+                lname == b"transfer-encoding" and b"chunked" in value.lower()
+            ):
+                framed = True
+                break
+        self.until_eof = not framed
         self._wake()
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Lower-case names; decoded on first use (the relay never needs them)."""
+        if self._headers is None:
+            self._headers = {
+                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self.raw_headers
+            }
+        return self._headers
 
     def feed(self, body: bytes) -> None:
         self._pieces.append(body)
@@ -243,6 +257,9 @@ class _PoolResponse:
 
     async def read(self) -> bytes:
         return b"".join([p async for p in self.iter_bytes()])
+
+    def ready(self) -> bool:
+        return bool(self._pieces) or self.complete or self._error is not None
 
     async def aclose(self) -> None:
         self._release()
@@ -402,9 +419,8 @@ class PoolTransport:
             transport = conn.transport
             assert transport is not None
             try:
-                transport.write(head)
-                if body:
-                    transport.write(body)
+                # One writev with uvloop; the body object is handed over as is.
+                transport.writelines((head, body))
                 await resp.wait_head()
             except UpstreamConnectError:
                 resp._release()

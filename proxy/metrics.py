@@ -123,9 +123,24 @@ class Metrics:
             f"{prefix}_relayed_bytes", "Response bytes relayed to callers.", registry=r
         )
         self._children: dict[tuple[str, int], Any] = {}
+        self._ttfb: dict[str, Any] = {}
+        self._duration: dict[str, Any] = {}
         self._pool = pool
         self._gc = gc_stats()
         r.register(_CallbackCollector(self._collect_runtime))
+
+    def upstream_ttfb_of(self, backend: str) -> Any:
+        """The TTFB histogram child for ``backend`` (label lookups cached)."""
+        child = self._ttfb.get(backend)
+        if child is None:
+            child = self._ttfb[backend] = self.upstream_ttfb.labels(backend)
+        return child
+
+    def upstream_duration_of(self, backend: str) -> Any:
+        child = self._duration.get(backend)
+        if child is None:
+            child = self._duration[backend] = self.upstream_duration.labels(backend)
+        return child
 
     def count(self, route: str, status: int) -> None:
         key = (route, status)

@@ -26,6 +26,10 @@ deltas sent first (default 0):
 - ``die``: N deltas, then the connection is cut without a final chunk;
 - ``hang``: N deltas, then silence with the connection open.
 
+Canned mode (``--canned N``): every request, whatever its body, gets N fixed
+deltas (``"tok "``) and a final chunk, built once at start-up and sent in one
+write: a backend of fixed, minimal cost for load benchmarks.
+
 ``GET /stats`` reports streams started, completed, cancelled (the caller went
 away) and active, and frames sent, as JSON; ``GET /healthz`` says ok.
 
@@ -36,6 +40,7 @@ leaves a stream open when its handler fails, so no cut reaches the caller.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -108,9 +113,15 @@ def parse_request(body: bytes) -> StubRequest:
     )
 
 
-def deltas_of(text: str) -> list[str]:
-    """Split ``text`` into word deltas that join back to it exactly."""
-    words = _WORD.findall(text)
+def deltas_of(text: str, limit: int = 0) -> list[str]:
+    """Split ``text`` into word deltas that join back to it exactly.
+
+    With ``limit`` > 0, at most ``limit + 1`` deltas (enough to know it cut).
+    """
+    if limit > 0:
+        words = [m.group() for m in itertools.islice(_WORD.finditer(text), limit + 1)]
+    else:
+        words = _WORD.findall(text)
     lead = text[: len(text) - len(text.lstrip())]
     if not words:
         return [text] if text else []
@@ -137,6 +148,18 @@ class StubServer:
         self.fault = fault
         self.pool = BuilderPool()
         self.stats = _Stats()
+        self._canned: dict[bool, bytes] = {}
+        if settings.canned > 0:
+            frames = [build_chunk(self.pool, content="tok ") for _ in range(settings.canned)]
+            frames.append(
+                build_chunk(
+                    self.pool,
+                    finish_reason=FinishReason.STOP,
+                    usage=Usage(0, settings.canned),
+                )
+            )
+            self._canned[True] = b"".join(frames)
+            self._canned[False] = b"".join(sse_event(memoryview(f)[4:]) for f in frames)
 
     async def __call__(self, ex: Exchange) -> None:
         if ex.path == "/healthz":
@@ -163,6 +186,13 @@ class StubServer:
             await _error(ex, 405, "method_not_allowed", "use POST")
             return
         body = await ex.body()
+        if self._canned:
+            binary = BINARY in (ex.header("accept") or "")
+            self.stats.started += 1
+            self.stats.completed += 1
+            ctype = BINARY if binary else "text/event-stream"
+            await ex.respond(200, [("content-type", ctype)], self._canned[binary])
+            return
         try:
             req = parse_request(body)
         except MalformedBuffer as exc:
@@ -229,7 +259,7 @@ class StubServer:
             await send(frame)
             await sink.close()
             return
-        deltas = deltas_of(req.last_user)
+        deltas = deltas_of(req.last_user, req.max_tokens)
         finish = FinishReason.STOP
         if req.max_tokens > 0 and len(deltas) > req.max_tokens:
             deltas = deltas[: req.max_tokens]

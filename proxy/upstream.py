@@ -68,14 +68,21 @@ class Timeouts(msgspec.Struct, frozen=True):
 
 class Response(Protocol):
     status: int
-    # Lower-case header names.
-    headers: Mapping[str, str]
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Lower-case header names."""
+        ...
 
     def iter_bytes(self) -> AsyncIterator[bytes]:
         """Body pieces as they arrive."""
         ...
 
     async def read(self) -> bytes: ...
+
+    def ready(self) -> bool:
+        """Whether the next body read returns without waiting (a hint; may say no)."""
+        ...
 
     async def aclose(self) -> None:
         """Release the connection (or abort it if the body was not read)."""
@@ -120,6 +127,9 @@ class _HttpxResponse:
 
     async def read(self) -> bytes:
         return b"".join([p async for p in self.iter_bytes()])
+
+    def ready(self) -> bool:
+        return False
 
     async def aclose(self) -> None:
         await self._resp.aclose()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -393,3 +395,28 @@ def test_slow_reader_holds_back_the_backend(stub: Server, tmp_path: Path) -> Non
         assert len(chunks) == n + 1
         assert chunks[-1].finish_reason == FinishReason.STOP
         assert "".join(c.content for c in chunks) == words
+
+
+def test_canned_stub_answers_without_reading_the_body(tmp_path: Path) -> None:
+    with running("stub", ["--canned", "3"], tmp_path) as s:
+        chunks = post(s.url, b"any body at all, not even a FlatBuffer", BINARY)
+        assert [c.content for c in chunks] == ["tok "] * 3 + [""]
+        assert chunks[-1].finish_reason == FinishReason.STOP
+        sse = post(s.url, b"{}", "text/event-stream")
+        assert sse == chunks
+
+
+def test_bad_config_fails_at_start_up_naming_the_key(tmp_path: Path) -> None:
+    cfg = write_config(
+        tmp_path / "bad.toml",
+        '[[backends]]\nname = "a"\nurl = "http://x:1"\n[[routes]]\nmodel = "*"\nbackends = ["b"]\n',
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "proxy", "--config", cfg],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "routes[0].backends: unknown backend 'b'" in done.stderr

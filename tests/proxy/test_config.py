@@ -1,0 +1,80 @@
+"""Config: the embedded default, environment overrides, errors that name the key."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from proxy.config import ConfigError, load_config, parse_config
+
+GOOD = """
+[proxy]
+max_body_bytes = 1000
+[[backends]]
+name = "a"
+url = "http://127.0.0.1:9"
+[[backends]]
+name = "b"
+url = "http://127.0.0.1:10"
+weight = 3
+[[routes]]
+model = "llama-*"
+provider = "SelfHosted"
+backends = ["a"]
+fallbacks = ["b"]
+[edge]
+port = 1
+[[models]]
+name = "x"
+"""
+
+
+def test_embedded_default_serves_flatgate_echo() -> None:
+    config = load_config(None, environ={})
+    assert [r.model for r in config.routes] == ["flatgate-echo"]
+    assert config.backend("stub").url == "http://127.0.0.1:8082"
+    assert config.proxy.transport == "fast"
+
+
+def test_file_and_environment(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD)
+    env = {"FLATGATE_CONFIG": str(path), "FLATGATE_PROXY_PORT": "9999", "FLATGATE_STUB_ITL_MS": "5"}
+    config = load_config(None, environ=env)
+    assert config.proxy.port == 9999
+    assert config.proxy.max_body_bytes == 1000
+    assert config.stub.itl_ms == 5.0
+    assert config.routes[0].fallbacks == ["b"]
+    assert config.edge == {"port": 1}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("weight = 3", "weight = 0"), "backends[1].weight: must be >= 1"),
+        (('fallbacks = ["b"]', 'fallbacks = ["c"]'), "routes[0].fallbacks: unknown backend 'c'"),
+        (('provider = "SelfHosted"', 'provider = "Nope"'), "routes[0].provider: expected one of"),
+        (('url = "http://127.0.0.1:9"', 'url = "ftp://x"'), "backends[0].url: expected http(s)"),
+        (('name = "b"', 'name = "a"'), "backends[1].name: duplicate backend name 'a'"),
+        (("max_body_bytes = 1000", "max_body_bytes = 'big'"), "proxy.max_body_bytes"),
+        (("max_body_bytes = 1000", "max_bodee_bytes = 1"), "unknown field `max_bodee_bytes`"),
+        (("weight = 3", 'protocol = "openai"'), "backends[1].protocol: 'openai' adapters"),
+    ],
+)
+def test_bad_configs_name_the_key(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(tomllib.loads(GOOD.replace(*change)))
+    assert message in str(info.value)
+
+
+def test_no_routes_and_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="at least one"):
+        parse_config({})
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "missing.toml", environ={})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[proxy\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad, environ={})
