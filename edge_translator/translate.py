@@ -43,6 +43,7 @@ from edge_translator.models import (
     RefusalPart,
     SystemMessage,
     TextPart,
+    ToolCall,
     ToolChoiceFunction,
     ToolMessage,
     UserMessage,
@@ -365,14 +366,23 @@ def _metadata(buf: bytearray, vt_pos: dict[int, int], metadata: Mapping[str, str
         elem += 4
 
 
+def _extras(msg: Message) -> tuple[bytes, bytes, Sequence[ToolCall]]:
+    """A message's name, tool call id and tool calls (by type: a failed
+    ``getattr`` raises and catches an exception, which costs a microsecond)."""
+    if isinstance(msg, ToolMessage):
+        return b"", msg.tool_call_id.encode(), ()
+    name = msg.name.encode() if msg.name else b""
+    if isinstance(msg, AssistantMessage):
+        return name, b"", msg.tool_calls or ()
+    return name, b"", ()
+
+
 def _message_extra(
     buf: bytearray, vt_pos: dict[int, int], role: int, msg: Message, content: bytes
 ) -> int:
     """A message with any of name, tool calls or tool call id (the rare shape):
     the table, its strings, then its tool calls."""
-    name = (getattr(msg, "name", None) or "").encode()
-    call_id = (getattr(msg, "tool_call_id", None) or "").encode()
-    calls = getattr(msg, "tool_calls", None) or ()
+    name, call_id, calls = _extras(msg)
     mask = (1 if content else 0) | (2 if name else 0) | (4 if calls else 0) | (8 if call_id else 0)
     vpos = vt_pos.get(mask)
     if vpos is None:
@@ -461,10 +471,8 @@ def write_request(
         if (
             not data
             or kind is ToolMessage
-            or getattr(msg, "name", None)
-            or (
-                kind is AssistantMessage and msg.tool_calls  # type: ignore[union-attr]
-            )
+            or msg.name  # type: ignore[union-attr]  # every other kind has a name
+            or (kind is AssistantMessage and msg.tool_calls)  # type: ignore[union-attr]
         ):
             tpos = _message_extra(buf, vt_pos, role_of[kind], msg, data)
         else:
@@ -613,7 +621,7 @@ def write_request_stock(
         msg_offs = []
         for msg in req.messages:
             calls_off = 0
-            calls = getattr(msg, "tool_calls", None) or ()
+            name_b, call_id_b, calls = _extras(msg)
             if calls:
                 offs = []
                 for call in calls:
@@ -632,8 +640,8 @@ def write_request_stock(
                     offs.append(_fb_call.End(b))
                 calls_off = _offsets_vector(b, offs)
             content = _s(b, _text(msg.content))
-            name = _s(b, getattr(msg, "name", None))
-            call_id = _s(b, getattr(msg, "tool_call_id", None))
+            name = _s(b, name_b)
+            call_id = _s(b, call_id_b)
             _fb_msg.Start(b)
             _fb_msg.AddRole(b, _ROLE[type(msg)])
             if content:
