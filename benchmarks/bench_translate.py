@@ -29,11 +29,11 @@ import msgspec
 import pytest
 
 from benchmarks.payloads import make_request
-from edge_translator.chunks import read_chunk
 from edge_translator.config import ModelConfig
 from edge_translator.models import decode_request
 from edge_translator.render import StreamRenderer
 from edge_translator.translate import translate_json, write_request, write_request_stock
+from proxy.chunks import read_chunk
 from proxy.frames import build_chunk, decode_chunk, unprefix
 from proxy.pool import BuilderPool
 

@@ -30,7 +30,6 @@ import msgspec
 from prometheus_client import Histogram
 
 from edge_translator.auth import KeyRing
-from edge_translator.chunks import read_chunk
 from edge_translator.config import ENV_CONFIG, EdgeSettings, load_edge_settings
 from edge_translator.errors import (
     EdgeError,
@@ -45,6 +44,7 @@ from edge_translator.errors import (
 from edge_translator.models import ChatCompletionRequest, decode_request
 from edge_translator.render import Aggregator, StreamRenderer, error_event
 from edge_translator.translate import new_request_id, resolve_model, write_request
+from proxy.chunks import read_chunk
 from proxy.frames import Chunk, FrameSplitter, MalformedFrame
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics

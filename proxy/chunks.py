@@ -1,4 +1,4 @@
-"""A fast, bounds-checked reader of ``CompletionChunk`` frames for the edge.
+"""A fast, bounds-checked reader of ``CompletionChunk`` frames (the edge reads with it).
 
 Owns one function, ``read_chunk``: the same ``proxy.frames.Chunk`` that
 ``proxy.frames.decode_chunk`` returns, read with ``struct`` straight from the

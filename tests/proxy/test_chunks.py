@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_translator.chunks import read_chunk
+from proxy.chunks import read_chunk
 from proxy.frames import (
     ChunkError,
     FinishReason,
