@@ -10,7 +10,8 @@ own, so no codec inherits another's heap, caches or free lists. Results go to
 
     python -m benchmarks.micro                 # full run (make bench)
     BENCH_QUICK=1 python -m benchmarks.micro   # every row, fewer rounds
-    python -m benchmarks.micro --sizes 1KB,tiny=200 --formats json,flatgate --out /tmp/x
+    python -m benchmarks.micro --sizes 1KB,tiny=200 --formats json,flatgate --out DIR
+    python -m benchmarks.micro --render        # rewrite micro.md/png from micro.json
 
 Must not: assert on figures (it reports them), touch the network, or run two
 measurements at once (the workers run one after the other).
@@ -51,6 +52,7 @@ __all__ = [
     "main",
     "measure",
     "parse_sizes",
+    "render",
     "run",
     "run_worker",
 ]
@@ -338,7 +340,7 @@ def _header(sizes: Mapping[str, int], settings: Settings, formats: Sequence[str]
                 " calls after a gc.collect(); gc_per_100k scales the count to 100,000 calls"
                 " (gc_ops is at most 100,000, fewer for slow ops within gc_time)."
             ),
-            "isolation": "each format in a fresh subprocess, one after the other",
+            "isolation": "each format in a fresh subprocess, one after the other.",
         },
     }
 
@@ -363,8 +365,6 @@ def run(
     formats: Sequence[str] = tuple(FORMATS),
 ) -> dict[str, Any]:
     """Measure every case at every size, write ``micro.{json,md,png}`` to ``out_dir``."""
-    from benchmarks.micro_report import render_markdown, render_plot
-
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"unknown formats: {', '.join(unknown)}")
@@ -380,9 +380,17 @@ def run(
     doc = {"header": header, "rows": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "micro.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    render(out_dir)
+    return doc
+
+
+def render(out_dir: Path = RESULTS) -> None:
+    """(Re)write ``micro.md`` and ``micro.png`` from ``out_dir/micro.json``."""
+    from benchmarks.micro_report import render_markdown, render_plot
+
+    doc = json.loads((out_dir / "micro.json").read_text(encoding="utf-8"))
     (out_dir / "micro.md").write_text(render_markdown(doc), encoding="utf-8")
     render_plot(doc, out_dir / "micro.png")
-    return doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -391,10 +399,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default=",".join(PROMPT_SIZES), help="labels or label=bytes")
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for micro.*")
+    parser.add_argument(
+        "--render", action="store_true", help="only rewrite micro.md and micro.png from micro.json"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--settings", help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.render:
+        render(args.out)
+        return 0
     sizes = parse_sizes(args.sizes)
     if args.worker:
         settings = Settings(**json.loads(args.settings))
