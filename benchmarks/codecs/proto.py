@@ -30,6 +30,7 @@ from benchmarks.codecs.common import (
 from edge_translator.models import (
     AssistantMessage,
     ChatCompletionRequest,
+    ContentPart,
     DeveloperMessage,
     SystemMessage,
     TextPart,
@@ -74,12 +75,12 @@ def backend() -> str:
     return str(api_implementation.Type())
 
 
-def _text(content: object) -> str:
+def _text(content: str | list[ContentPart] | None) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    return "".join(p.text for p in content if isinstance(p, TextPart))  # type: ignore[attr-defined]
+    return "".join(p.text for p in content if isinstance(p, TextPart))
 
 
 def to_message(
