@@ -123,6 +123,10 @@ def _serve(service: str, args: argparse.Namespace) -> int:
         loop=Loops.auto,
         log_level=args.log_level,
         log_access=False,
+        # A worker that has not stopped this long after the signal is killed
+        # (granian's ASGI worker can hang in shutdown after serving keep-alive
+        # connections).
+        workers_kill_timeout=3,
     ).serve()
     return 0
 

@@ -1,11 +1,13 @@
 """Starting real flatgate servers (granian, via the ``flatgate`` CLI) for tests.
 
-Each server is a child process on a free loopback port, polled on
-``/healthz`` until it answers, and stopped (SIGINT, then SIGKILL) by PID.
+Each server is a child process in its own process group on a free loopback
+port, polled on ``/healthz`` until it answers, and stopped (SIGINT, then
+SIGKILL) by that group: no granian worker outlives its test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -36,13 +38,18 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
+        """SIGINT to the server's process group (granian and its workers), then SIGKILL."""
+        pgid = self.proc.pid  # started with start_new_session: its own group
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGINT)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def _wait_healthy(server: Server, seconds: float = 30.0) -> None:
@@ -78,6 +85,7 @@ def running(
             stdout=out,
             stderr=subprocess.STDOUT,
             env=full_env,
+            start_new_session=True,
         )
     server = Server(proc, port, log)
     try:
