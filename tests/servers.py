@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["Server", "free_port", "running", "write_config"]
+__all__ = ["Server", "free_port", "running", "spawn", "write_config"]
 
 
 def free_port() -> int:
@@ -31,11 +31,27 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    def __init__(self, name: str, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+        self.name = name
         self.proc = proc
         self.port = port
         self.log = log
         self.url = f"http://127.0.0.1:{port}"
+
+    def wait_healthy(self, seconds: float = 30.0) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited early:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(
+            f"{self.name} not healthy in {seconds}s:\n{self.log.read_text()[-3000:]}"
+        )
 
     def stop(self) -> None:
         """SIGINT to the server's process group (granian and its workers), then SIGKILL."""
@@ -52,29 +68,14 @@ class Server:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def _wait_healthy(server: Server, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"server exited early:\n{server.log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"server not healthy in {seconds}s:\n{server.log.read_text()[-3000:]}")
-
-
-@contextmanager
-def running(
+def spawn(
     service: str,
     args: Sequence[str],
     log_dir: Path,
     env: Mapping[str, str] | None = None,
     port: int | None = None,
-) -> Iterator[Server]:
-    """Run ``flatgate <service> --port P <args>`` until the block ends."""
+) -> Server:
+    """Start ``flatgate <service> --port P <args>``; not yet healthy."""
     port = port or free_port()
     log = log_dir / f"{service}-{port}.log"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("FLATGATE_")}
@@ -87,9 +88,21 @@ def running(
             env=full_env,
             start_new_session=True,
         )
-    server = Server(proc, port, log)
+    return Server(service, proc, port, log)
+
+
+@contextmanager
+def running(
+    service: str,
+    args: Sequence[str],
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    port: int | None = None,
+) -> Iterator[Server]:
+    """Run ``flatgate <service> --port P <args>`` until the block ends."""
+    server = spawn(service, args, log_dir, env, port)
     try:
-        _wait_healthy(server)
+        server.wait_healthy()
         yield server
     finally:
         server.stop()
