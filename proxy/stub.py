@@ -31,7 +31,8 @@ deltas (``"tok "``) and a final chunk, built once at start-up and sent in one
 write: a backend of fixed, minimal cost for load benchmarks.
 
 ``GET /stats`` reports streams started, completed, cancelled (the caller went
-away) and active, and frames sent, as JSON; ``GET /healthz`` says ok.
+away) and active, frames sent, and the SHA-256 and a few headers of the last
+request (what a proxy forwarded), as JSON; ``GET /healthz`` says ok.
 
 The ``die`` fault needs the ASGI interface (the default): granian's RSGI
 leaves a stream open when its handler fails, so no cut reaches the caller.
@@ -40,6 +41,7 @@ leaves a stream open when its handler fails, so no cut reaches the caller.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import re
@@ -61,6 +63,7 @@ BINARY = "application/x-flatbuffers-stream"
 _WORD = re.compile(r"\S+\s*")
 # Longest a stalled or hanging stub waits before giving up on its own.
 _STALL_SECONDS = 3600.0
+_SEEN_HEADERS = ("x-request-id", "authorization", "proxy-authorization", "cookie", "te", "upgrade")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,9 @@ class _Stats:
         self.cancelled = 0
         self.active = 0
         self.frames = 0
+        # What the last request looked like, for tests of what proxies forward.
+        self.last_body_sha256 = ""
+        self.last_headers: dict[str, str | None] = {}
 
 
 class StubServer:
@@ -174,6 +180,8 @@ class StubServer:
                     "cancelled": s.cancelled,
                     "active": s.active,
                     "frames": s.frames,
+                    "last_body_sha256": s.last_body_sha256,
+                    "last_headers": s.last_headers,
                     "pool_leased": self.pool.leased,
                 }
             ).encode()
@@ -193,6 +201,8 @@ class StubServer:
             ctype = BINARY if binary else "text/event-stream"
             await ex.respond(200, [("content-type", ctype)], self._canned[binary])
             return
+        self.stats.last_body_sha256 = hashlib.sha256(body).hexdigest()
+        self.stats.last_headers = {name: ex.header(name) for name in _SEEN_HEADERS}
         try:
             req = parse_request(body)
         except MalformedBuffer as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import re
 import subprocess
@@ -420,3 +421,38 @@ def test_bad_config_fails_at_start_up_naming_the_key(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "routes[0].backends: unknown backend 'b'" in done.stderr
+
+
+def test_forwards_the_bytes_and_only_the_headers_it_should(stub: Server, tmp_path: Path) -> None:
+    urls = {"plain": stub.url, "trusted": stub.url}
+    routes = (
+        '[[routes]]\nmodel = "echo-plain"\nbackends = ["plain"]\n\n'
+        '[[routes]]\nmodel = "echo-trusted"\nbackends = ["trusted"]\n'
+    )
+    text = proxy_config(urls, routes=routes).replace(
+        'name = "trusted"\nurl', 'name = "trusted"\nforward_credentials = true\nurl'
+    )
+    cfg = write_config(tmp_path / "p.toml", text)
+    caller = {
+        **FB,
+        "x-request-id": "trace-1",
+        "authorization": "Bearer caller-secret",
+        "proxy-authorization": "Basic hop",
+        "cookie": "session=1",
+        "te": "trailers",
+    }
+    with running("proxy", ["--config", cfg], tmp_path) as p:
+        for model, auth in (("echo-plain", None), ("echo-trusted", "Bearer caller-secret")):
+            body = req("forward me " * 100, model=model)
+            r = httpx.post(f"{p.url}/v1/completions", content=body, headers=caller)
+            assert r.status_code == 200
+            seen = httpx.get(f"{stub.url}/stats").json()
+            assert seen["last_body_sha256"] == hashlib.sha256(body).hexdigest()
+            assert seen["last_headers"] == {
+                "x-request-id": "trace-1",
+                "authorization": auth,
+                "proxy-authorization": None,
+                "cookie": None,
+                "te": None,
+                "upgrade": None,
+            }
