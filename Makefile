@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.micro
 
 bench-load: $(STAMP)
+	sh benchmarks/setup_tools.sh
 	$(BIN)/python -m benchmarks.load
 
 clean:

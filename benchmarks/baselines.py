@@ -1,0 +1,176 @@
+"""The load bench's baselines: the proxy with its route read from JSON or protobuf.
+
+Owns three granian factories (``create_json_app``, ``create_msgspec_app``,
+``create_protobuf_app``) that run the product's ``proxy.app.ProxyServer``,
+server boundary and upstream transport unchanged, except for the route reader
+and the request content type. Each reader parses the whole body, as a proxy
+that routes on a JSON or protobuf body must, then returns ``(provider, model)``:
+
+- ``json_route``: ``json.loads`` into dicts and lists;
+- ``msgspec_route``: a typed ``msgspec`` decode into Structs (OpenAI's request
+  shape, every field a backend uses);
+- ``protobuf_route``: ``CompletionRequest.FromString`` (``schema/gateway.proto``).
+
+They differ from ``proxy`` only in how the route is read, so the load bench's
+"vs. json-route" ratios measure exactly that. Benchmark fixtures, not product
+code: nothing outside ``benchmarks/`` imports them. Any bad input raises
+``proxy.wire.MalformedBuffer`` (the proxy answers 400). No I/O beyond reading
+the config at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from google.protobuf.message import DecodeError
+
+from generated import gateway_pb2 as pb
+from proxy.app import ProxyServer
+from proxy.config import load_config
+from proxy.serve import ServerApp
+from proxy.wire import MalformedBuffer
+
+__all__ = [
+    "JSON_TYPE",
+    "PROTOBUF_TYPE",
+    "create_json_app",
+    "create_msgspec_app",
+    "create_protobuf_app",
+    "json_route",
+    "msgspec_route",
+    "protobuf_route",
+]
+
+JSON_TYPE = "application/json"
+PROTOBUF_TYPE = "application/x-protobuf"
+
+
+def json_route(body: bytes) -> tuple[int, bytes]:
+    """``(provider, model)`` of an OpenAI-shape JSON body, via ``json.loads``.
+
+    ``provider`` is an optional integer member (``ModelProvider``; 0 when
+    absent), ``model`` the request's model name.
+    """
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedBuffer(f"body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise MalformedBuffer("body is not a JSON object")
+    model = doc.get("model")
+    provider = doc.get("provider", 0)
+    if not isinstance(model, str) or not model:
+        raise MalformedBuffer("model: expected a non-empty string")
+    if not isinstance(provider, int) or isinstance(provider, bool):
+        raise MalformedBuffer("provider: expected an integer")
+    return provider, model.encode()
+
+
+class _Function(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class _ToolCall(msgspec.Struct):
+    id: str
+    function: _Function
+    type: str = "function"
+
+
+class _ContentPart(msgspec.Struct):
+    type: str
+    text: str | None = None
+
+
+class _Message(msgspec.Struct):
+    role: str
+    content: str | list[_ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class _ToolFunction(msgspec.Struct):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class _Tool(msgspec.Struct):
+    function: _ToolFunction
+    type: str = "function"
+
+
+class _StreamOptions(msgspec.Struct):
+    include_usage: bool | None = None
+
+
+class _Request(msgspec.Struct):
+    model: str
+    messages: list[_Message]
+    provider: int = 0
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    n: int | None = None
+    stream: bool | None = None
+    stream_options: _StreamOptions | None = None
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+    tools: list[_Tool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Request)
+
+
+def msgspec_route(body: bytes) -> tuple[int, bytes]:
+    """``(provider, model)`` of an OpenAI-shape JSON body, decoded whole into Structs."""
+    try:
+        req = _DECODER.decode(body)
+    except msgspec.DecodeError as exc:
+        raise MalformedBuffer(f"bad request body: {exc}") from None
+    if not req.model:
+        raise MalformedBuffer("model: expected a non-empty string")
+    return req.provider, req.model.encode()
+
+
+def protobuf_route(body: bytes) -> tuple[int, bytes]:
+    """``(provider, model)`` of a protobuf ``CompletionRequest``, parsed whole."""
+    try:
+        msg = pb.CompletionRequest.FromString(body)
+    except DecodeError as exc:
+        raise MalformedBuffer(f"body is not a CompletionRequest: {exc}") from None
+    if not msg.model_name:
+        raise MalformedBuffer("model_name: missing")
+    return int(msg.provider), str(msg.model_name).encode()
+
+
+def _app(route_reader: Any, request_type: str) -> ServerApp:
+    return ServerApp(
+        ProxyServer(load_config(), route_reader=route_reader, request_type=request_type)
+    )
+
+
+def create_json_app() -> ServerApp:
+    """granian factory: the proxy routing on ``json.loads`` of a JSON body."""
+    return _app(json_route, JSON_TYPE)
+
+
+def create_msgspec_app() -> ServerApp:
+    """granian factory: the proxy routing on a typed msgspec decode of a JSON body."""
+    return _app(msgspec_route, JSON_TYPE)
+
+
+def create_protobuf_app() -> ServerApp:
+    """granian factory: the proxy routing on a parsed protobuf body."""
+    return _app(protobuf_route, PROTOBUF_TYPE)

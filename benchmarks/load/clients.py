@@ -1,0 +1,349 @@
+"""The load bench's clients: wrk at saturation, asyncio for rate, latency and streams.
+
+Owns how load is offered and what is recorded:
+
+- ``run_wrk``: Debian's ``wrk`` (one thread, fixed connections, closed loop)
+  with a generated Lua script that POSTs the body file and prints one
+  ``WRKJSON {...}`` line from its ``done`` hook (``parse_wrk`` reads it);
+- ``fixed_rate``: an open-loop client on ``proxy.httpclient.PoolTransport``:
+  request *i* is started at ``t0 + i / rate`` whether or not earlier answers
+  came back, each latency timed from its own start to the last body byte;
+- ``one_connection``: one keep-alive connection, one request after the other
+  (the unloaded latency);
+- ``streams``: streamed completions on a few connections, timing the first
+  content token and the gaps between tokens, and checking the text.
+
+Loopback only. Figures are reported, never asserted here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from proxy.frames import FrameSplitter, decode_chunk
+from proxy.httpclient import PoolTransport
+from proxy.upstream import Timeouts, UpstreamError
+
+__all__ = [
+    "LatencyRun",
+    "StreamRun",
+    "WrkResult",
+    "fixed_rate",
+    "one_connection",
+    "parse_wrk",
+    "percentile",
+    "run_wrk",
+    "streams",
+    "wrk_script",
+]
+
+Headers = Sequence[tuple[str, str]]
+_TIMEOUTS = Timeouts(connect=5.0, read=30.0, total=60.0)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of ``values``, nearest-rank; NaN if empty."""
+    if not values:
+        return math.nan
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside 0..100")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+# wrk ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WrkResult:
+    requests: int
+    seconds: float
+    errors: int
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds > 0 else 0.0
+
+
+def _lua_string(text: str) -> str:
+    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{out}"'
+
+
+def wrk_script(body_path: Path, headers: Headers) -> str:
+    """A wrk Lua script: POST the file's bytes with ``headers``; report as JSON."""
+    lines = [
+        'wrk.method = "POST"',
+        f"local f = assert(io.open({_lua_string(str(body_path))}, 'rb'))",
+        'wrk.body = f:read("*a")',
+        "f:close()",
+    ]
+    lines += [f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers]
+    lines.append(
+        """function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRKJSON {"requests": %.0f, "duration_us": %.0f, "errors": %.0f, '
+    .. '"p50_us": %.1f, "p99_us": %.1f}\\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout,
+    latency:percentile(50), latency:percentile(99)))
+end"""
+    )
+    return "\n".join(lines) + "\n"
+
+
+def parse_wrk(stdout: str) -> WrkResult:
+    """The ``WRKJSON`` line of a run; ``ValueError`` when there is none."""
+    for line in stdout.splitlines():
+        if line.startswith("WRKJSON "):
+            d = json.loads(line[len("WRKJSON ") :])
+            return WrkResult(
+                requests=int(d["requests"]),
+                seconds=float(d["duration_us"]) / 1e6,
+                errors=int(d["errors"]),
+                p50_ms=float(d["p50_us"]) / 1e3,
+                p99_ms=float(d["p99_us"]) / 1e3,
+            )
+    raise ValueError(f"no WRKJSON line in wrk's output: {stdout[-500:]!r}")
+
+
+def run_wrk(
+    binary: str, url: str, script: Path, *, connections: int, seconds: int, threads: int = 1
+) -> WrkResult:
+    """One bounded wrk run (closed loop, ``connections`` keep-alive connections)."""
+    cmd = [
+        binary,
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{max(1, seconds)}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+        url,
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr[-500:]}")
+    return parse_wrk(done.stdout)
+
+
+# asyncio clients ------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LatencyRun:
+    latencies: list[float] = field(default_factory=list)  # seconds
+    errors: int = 0
+    sent: int = 0
+    seconds: float = 0.0
+    max_lag: float = 0.0  # how late the client started a request, at worst
+
+
+async def _exchange(transport: PoolTransport, url: str, body: bytes, headers: Headers) -> bool:
+    resp = await transport.request("POST", url, body=body, headers=headers, timeouts=_TIMEOUTS)
+    try:
+        await resp.read()
+    finally:
+        await resp.aclose()
+    return resp.status == 200
+
+
+async def _timed(
+    run: LatencyRun, transport: PoolTransport, url: str, body: bytes, headers: Headers
+) -> None:
+    start = time.perf_counter()
+    try:
+        ok = await _exchange(transport, url, body, headers)
+    except UpstreamError:
+        ok = False
+    if ok:
+        run.latencies.append(time.perf_counter() - start)
+    else:
+        run.errors += 1
+
+
+async def _warm(transport: PoolTransport, url: str, body: bytes, headers: Headers, n: int) -> None:
+    for _ in range(2):
+        await asyncio.gather(
+            *(_exchange(transport, url, body, headers) for _ in range(n)), return_exceptions=True
+        )
+
+
+async def fixed_rate(
+    url: str,
+    body: bytes,
+    headers: Headers,
+    *,
+    rate: float,
+    seconds: float,
+    limit: int = 256,
+) -> LatencyRun:
+    """Open loop: start ``rate`` requests a second for ``seconds``, wait for the answers."""
+    if rate <= 0 or seconds <= 0:
+        raise ValueError("rate and seconds must be > 0")
+    loop = asyncio.get_running_loop()
+    transport = PoolTransport(limit=limit)
+    run = LatencyRun()
+    try:
+        await _warm(transport, url, body, headers, 8)
+        n = max(1, round(rate * seconds))
+        pending: set[asyncio.Future[None]] = set()
+        t0 = loop.time() + 0.01
+        began = time.perf_counter()
+        for i in range(n):
+            due = t0 + i / rate
+            delay = due - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                run.max_lag = max(run.max_lag, -delay)
+            task = asyncio.ensure_future(_timed(run, transport, url, body, headers))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            run.sent += 1
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=30)
+            for left in late:
+                left.cancel()
+                run.errors += 1
+        run.seconds = time.perf_counter() - began
+    finally:
+        await transport.aclose()
+    return run
+
+
+async def one_connection(url: str, body: bytes, headers: Headers, *, seconds: float) -> LatencyRun:
+    """Closed loop on one keep-alive connection for ``seconds``: the unloaded latency."""
+    transport = PoolTransport(limit=1)
+    run = LatencyRun()
+    try:
+        await _warm(transport, url, body, headers, 1)
+        began = time.perf_counter()
+        end = began + seconds
+        while time.perf_counter() < end:
+            await _timed(run, transport, url, body, headers)
+            run.sent += 1
+        run.seconds = time.perf_counter() - began
+    finally:
+        await transport.aclose()
+    return run
+
+
+@dataclass(slots=True)
+class StreamRun:
+    ttft: list[float] = field(default_factory=list)  # seconds to the first content token
+    tpot: list[float] = field(default_factory=list)  # mean gap between tokens, per stream
+    streams: int = 0
+    tokens: int = 0
+    errors: int = 0
+    mismatches: int = 0
+
+
+def _binary_tokens(splitter: FrameSplitter, piece: bytes) -> list[str]:
+    return [decode_chunk(memoryview(f)[4:]).content for f in splitter.feed(piece)]
+
+
+class _OpenAISse:
+    """Content deltas out of an OpenAI ``chat.completion.chunk`` SSE stream."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, piece: bytes) -> list[str]:
+        self._buf += piece
+        out: list[str] = []
+        while b"\n\n" in self._buf:
+            event, _, self._buf = self._buf.partition(b"\n\n")
+            for line in event.split(b"\n"):
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    continue
+                for choice in json.loads(data).get("choices") or ():
+                    out.append((choice.get("delta") or {}).get("content") or "")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamCall:
+    url: str
+    body: bytes
+    headers: Headers
+    sse: bool
+    expect: str
+
+
+async def _one_stream(run: StreamRun, transport: PoolTransport, call: _StreamCall) -> None:
+    start = time.perf_counter()
+    stamps: list[float] = []
+    text: list[str] = []
+    splitter = FrameSplitter()
+    parser = _OpenAISse()
+    try:
+        resp = await transport.request(
+            "POST", call.url, body=call.body, headers=call.headers, timeouts=_TIMEOUTS
+        )
+        try:
+            if resp.status != 200:
+                run.errors += 1
+                return
+            async for piece in resp.iter_bytes():
+                now = time.perf_counter()
+                tokens = parser.feed(piece) if call.sse else _binary_tokens(splitter, piece)
+                for token in tokens:
+                    if token:
+                        stamps.append(now)
+                        text.append(token)
+        finally:
+            await resp.aclose()
+    except UpstreamError:
+        run.errors += 1
+        return
+    run.streams += 1
+    run.tokens += len(stamps)
+    if "".join(text) != call.expect:
+        run.mismatches += 1
+    if stamps:
+        run.ttft.append(stamps[0] - start)
+    if len(stamps) > 1:
+        run.tpot.append((stamps[-1] - stamps[0]) / (len(stamps) - 1))
+
+
+async def streams(
+    url: str,
+    body: bytes,
+    headers: Headers,
+    *,
+    expect: str,
+    sse: bool,
+    seconds: float,
+    concurrency: int = 4,
+) -> StreamRun:
+    """``concurrency`` callers each streaming completions back to back for ``seconds``."""
+    transport = PoolTransport(limit=concurrency)
+    run = StreamRun()
+    call = _StreamCall(url, body, headers, sse, expect)
+    end = time.perf_counter() + seconds
+
+    async def caller() -> None:
+        while time.perf_counter() < end:
+            await _one_stream(run, transport, call)
+
+    try:
+        await _one_stream(StreamRun(), transport, call)  # warm-up
+        await asyncio.gather(*(caller() for _ in range(concurrency)))
+    finally:
+        await transport.aclose()
+    return run

@@ -1,0 +1,313 @@
+"""The load bench's report: ``load.json``, ``load.md`` and ``load.png``.
+
+Owns the rendering of one result document (``benchmarks.load.run.run``): the
+header (date, CPU, Python, versions, method), one table per prompt size in
+the shape of the micro benchmark's (throughput, memory, GC, p99, with "vs."
+ratio columns), the streaming table, the targets of the proxy issues as
+reported figures, and the caveats. ``render_markdown`` is pure; only
+``write_results`` writes files. Never asserts on figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CAVEATS", "render_markdown", "targets", "write_results"]
+
+CAVEATS = """\
+**Caveats.** Everything shares one small machine: the load generator, the
+stub, the server under test and (for the edge row) a second hop all run on the
+same cores, so absolute figures are lower than on a dedicated box and a
+busy neighbour moves them; the rounds are interleaved so that ratios hold
+better than absolutes. wrk runs closed-loop with one thread: its latencies
+include queueing at saturation, which is why the added latency is taken from
+the open-loop run at a fixed rate instead. Added latency is the difference of
+two percentiles (the row's minus direct's), not a percentile of per-request
+differences; below ~0.05 ms it is within noise. A row whose saturation
+throughput is under three times the common rate is offered 35% of its own
+throughput instead (marked †), so its latencies are not comparable with the
+others'. The fixed-rate percentiles are the median over rounds of each
+round's percentile, so one round hit by a neighbour's burst does not set them;
+p99.9 rests on a handful of samples per round. The
+baselines (json-route, msgspec-route, protobuf-route) run under RSGI like
+proxy-rsgi, so compare them with that row; proxy-asgi is the shipped default
+and pays ASGI's per-message dicts for backpressure. The canned stub answers
+without parsing the body, which flatters nothing but the floor: every row hits
+the same backend cost. Allocations per request are not measured end to end
+(memray cannot follow granian's worker processes cheaply): `make bench`
+reports allocations per operation of the route read itself, and the GC
+columns here (collections and pause per 1,000 requests, from the servers'
+own `gc.callbacks`) are the end-to-end trace of allocation pressure. Peak RSS
+is the worker's high-water mark since start, over this size and the smaller
+ones. Where FlatBuffers loses: the body is larger than JSON for the same
+request (offsets, alignment, vtables), so bytes on the wire and nginx-style
+forwarding costs grow a little, and a proxy that needs more than the route
+gives the zero-copy read's advantage back field by field.
+"""
+
+
+def _f(value: Any, digits: int = 2, suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}{suffix}"
+    return f"{value}{suffix}"
+
+
+def _x(value: Any) -> str:
+    return _f(value, 2, "x")
+
+
+def _signed(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.{digits}f}"
+
+
+def _hop_gc(row: Mapping[str, Any], key: str) -> float | None:
+    gc = row.get("gc") or {}
+    values = [g[key] for g in gc.values() if g.get(key) is not None]
+    return sum(values) if values else None
+
+
+def _hop_rss(row: Mapping[str, Any], hop_names: Sequence[str]) -> str:
+    rss = row.get("peak_rss_mib") or {}
+    parts = [f"{rss[n]:.0f}" for n in hop_names if n in rss]
+    if not parts:
+        return _f(rss.get("stub"), 0) + " (stub)" if "stub" in rss else "-"
+    return " + ".join(parts)
+
+
+def _size_table(rows: Sequence[Mapping[str, Any]], size: str) -> list[str]:
+    out = [
+        "| Row | Throughput (req/s) | vs. direct | vs. json-route | CPU (µs/req) "
+        "| Peak RSS (MiB) | GC (coll./1k req) | GC pause (ms/1k req) | p99 (ms) "
+        "| added p50 (ms) | added p99 (ms) | added p99.9 (ms) | unloaded added p50 (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if r.get("size") != size:
+            continue
+        if r["status"] != "ok":
+            out.append(f"| {r['row']} | skipped: {r.get('reason', '')[:120]} |" + " |" * 11)
+            continue
+        added = r.get("added_ms") or {}
+        mark = "" if r.get("same_rate_as_direct", True) else " †"
+        hop = list((r.get("cpu_us_per_req") or {}).keys())
+        hop_names = [n for n in hop if n != "stub"]
+        cpu = (
+            r.get("hop_cpu_us_per_req")
+            if hop_names
+            else (r.get("cpu_us_per_req") or {}).get("stub")
+        )
+        cpu_text = _f(cpu, 0) + ("" if hop_names else " (stub)")
+        out.append(
+            f"| {r['row']}{mark} | {_f(r.get('throughput_rps'), 0)} | {_x(r.get('vs_direct'))} "
+            f"| {_x(r.get('vs_json_route'))} | {cpu_text} | {_hop_rss(r, hop_names)} "
+            f"| {_f(_hop_gc(r, 'collections_per_1k'), 1)} "
+            f"| {_f(_hop_gc(r, 'pause_ms_per_1k'), 2)} "
+            f"| {_f(r['latency_ms'].get('p99'), 3)} | {_signed(added.get('p50'))} "
+            f"| {_signed(added.get('p99'))} | {_signed(added.get('p99.9'))} "
+            f"| {_signed(r.get('unloaded_added_p50_ms'))} |"
+        )
+    return out
+
+
+def _stream_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    out = [
+        "| Row | TTFT p50 (ms) | added TTFT (ms) | time/token (ms) | added time/token (ms) "
+        "| streams | text errors |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if r["status"] != "ok":
+            out.append(f"| {r['row']} | n/a: {r.get('reason', '')[:100]} |" + " |" * 5)
+            continue
+        out.append(
+            f"| {r['row']} | {_f(r.get('ttft_ms_p50'), 3)} | {_signed(r.get('added_ttft_ms'))} "
+            f"| {_f(r.get('tpot_ms_mean'), 3)} | {_signed(r.get('added_tpot_ms'))} "
+            f"| {r.get('streams', 0)} | {r.get('text_mismatches', 0) + r.get('errors', 0)} |"
+        )
+    return out
+
+
+def _get(rows: Sequence[Mapping[str, Any]], name: str, size: str) -> Mapping[str, Any] | None:
+    for r in rows:
+        if r["row"] == name and r.get("size") == size and r["status"] == "ok":
+            return r
+    return None
+
+
+def targets(doc: Mapping[str, Any]) -> list[str]:
+    """The proxy issues' targets, as figures from this run (reported, not asserted)."""
+    rows = doc["rows"]
+    lines: list[str] = []
+
+    def verdict(ok: bool | None) -> str:
+        return "n/a" if ok is None else ("met" if ok else "missed")
+
+    for proxy in ("proxy-rsgi", "proxy-asgi"):
+        p = _get(rows, proxy, "16KB")
+        if p is None:
+            continue
+        vd, vj = p.get("vs_direct"), p.get("vs_json_route")
+        lines.append(
+            f"- {proxy} at 16 KB: {_x(vd)} direct throughput "
+            f"(target >= 0.3x: {verdict(None if vd is None else vd >= 0.3)}), "
+            f"{_x(vj)} json-route (target >= 1.5x: {verdict(None if vj is None else vj >= 1.5)}); "
+            f"{_f(p.get('hop_cpu_us_per_req'), 0)} µs CPU per request (target <= 60)."
+        )
+    for size in ("16KB", "128KB"):
+        j, b = _get(rows, "json-route", size), _get(rows, "protobuf-route", size)
+        for proxy in ("proxy-rsgi", "proxy-asgi"):
+            p = _get(rows, proxy, size)
+            if p is None or j is None or b is None:
+                continue
+            pv = p["latency_ms"]["p99"]
+            jv, bv = j["latency_ms"]["p99"], b["latency_ms"]["p99"]
+            ok = None if None in (pv, jv, bv) else pv < jv and pv < bv
+            lines.append(
+                f"- p99 at the fixed rate, {size}: {proxy} {_f(pv, 3)} ms vs json-route "
+                f"{_f(jv, 3)} ms, protobuf-route {_f(bv, 3)} ms (target: below both: "
+                f"{verdict(ok)})."
+            )
+    for size in doc["settings"]["sizes"]:
+        parts = []
+        for name in ("proxy-rsgi", "proxy-asgi", "nginx"):
+            r = _get(rows, name, size)
+            if r is not None:
+                parts.append(f"{name} {_signed(r.get('unloaded_added_p50_ms'))} ms")
+        if parts:
+            lines.append(
+                f"- unloaded added p50, one connection, {size}: {', '.join(parts)} "
+                "(target <= 0.25)."
+            )
+    for size in ("16KB",):
+        p, j = _get(rows, "proxy-rsgi", size), _get(rows, "json-route", size)
+        if p is not None and j is not None:
+            lines.append(
+                f"- GC collections per 1,000 requests at {size}: proxy-rsgi "
+                f"{_f(_hop_gc(p, 'collections_per_1k'), 1)} vs json-route "
+                f"{_f(_hop_gc(j, 'collections_per_1k'), 1)}."
+            )
+    last = doc["settings"]["sizes"][-1]
+    rss = []
+    for name in ("proxy-rsgi", "proxy-asgi"):
+        r = _get(rows, name, last)
+        if r is not None and name in r.get("peak_rss_mib", {}):
+            rss.append(f"{name} {r['peak_rss_mib'][name]:.0f} MiB")
+    if rss:
+        lines.append(f"- peak RSS of the proxy worker, whole run: {', '.join(rss)} (target <= 64).")
+    return lines
+
+
+def render_markdown(doc: Mapping[str, Any]) -> str:
+    h = doc
+    v = h["versions"]
+    s = h["settings"]
+    out = [
+        "# flatgate load bench: added latency and throughput, end to end",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Date | {h['date']} |",
+        f"| CPU | {h['cpu']} ({h['cores']} cores), {h['platform']} |",
+        f"| Python | {h['python']} |",
+        "| Versions | " + ", ".join(f"{k} {val}" for k, val in v.items()) + " |",
+        f"| Mode | {h['mode']} ({h.get('elapsed_seconds', '?')} s) |",
+        "",
+        h["method"],
+        "",
+        "Columns: throughput at saturation (median of rounds); CPU of the hop's servers "
+        "per request at saturation (direct: the stub's); peak RSS of each hop server's "
+        "worker; GC collections and pause of the hop's servers per 1,000 requests "
+        "(from /metrics); p99 at the fixed rate; added = the row's percentile minus "
+        "direct's at the same rate; unloaded = one connection, no other load.",
+        "",
+    ]
+    rates = s.get("rates", {})
+    for size in s["sizes"]:
+        body = next(
+            (
+                r.get("body_bytes")
+                for r in h["rows"]
+                if r.get("size") == size and r.get("body_bytes")
+            ),
+            None,
+        )
+        out += [
+            f"## {size} prompt (FlatBuffers body {_f(body)} bytes; fixed rate "
+            f"{_f(rates.get(size), 0)} req/s)",
+            "",
+            *_size_table(h["rows"], size),
+            "",
+        ]
+    out += [
+        "## Streaming (1 KB prompt, 32 tokens)",
+        "",
+        *_stream_table(h["streaming"]),
+        "",
+        "## Targets (issues 3 and 6)",
+        "",
+        *targets(h),
+        "",
+        "† offered 35% of its own saturation throughput, below the common fixed rate.",
+        "",
+        CAVEATS,
+    ]
+    return "\n".join(out)
+
+
+def _plot(doc: Mapping[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = list(doc["settings"]["sizes"])
+    names: list[str] = []
+    for r in doc["rows"]:
+        if r["row"] not in names:
+            names.append(r["row"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    width = 0.8 / max(1, len(sizes))
+    for i, size in enumerate(sizes):
+        thr, p99 = [], []
+        for n in names:
+            r = _get(doc["rows"], n, size)
+            thr.append((r.get("throughput_rps") or 0) if r else 0)
+            added = (r.get("added_ms") or {}).get("p99") if r else None
+            p99.append(added if added is not None else 0)
+        xs = [k + (i - (len(sizes) - 1) / 2) * width for k in range(len(names))]
+        ax1.bar(xs, thr, width, label=size)
+        ax2.bar(xs, p99, width, label=size)
+    for ax, title in (
+        (ax1, "Throughput at saturation (req/s, 32 connections)"),
+        (ax2, "Added p99 over direct at the fixed rate (ms)"),
+    ):
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=35, ha="right")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(f"flatgate load bench, {doc['date']}, {doc['cpu']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_results(doc: Mapping[str, Any], out: Path, *, plot: bool = True) -> list[Path]:
+    """Write ``load.json``, ``load.md`` and (with ``plot``) ``load.png`` under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "load.json", out / "load.md"]
+    paths[0].write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    paths[1].write_text(render_markdown(doc) + "\n")
+    if plot:
+        png = out / "load.png"
+        _plot(doc, png)
+        paths.append(png)
+    return paths

@@ -1,0 +1,149 @@
+"""What the load bench compares: its rows, their servers and their request bodies.
+
+Owns the row table (who the client talks to, in which body format, which
+servers make up the hop whose CPU, memory and GC are charged to the row) and
+the request bodies each row sends, all built from the one seeded generator
+(``benchmarks.payloads.make_request``) so every row carries the same request:
+
+- ``fbs``: the ``CompletionRequest`` FlatBuffer (``to_flatbuffer``);
+- ``json``: the OpenAI JSON body (what json-route and msgspec-route read, and
+  what the edge takes);
+- ``protobuf``: ``schema/gateway.proto``'s ``CompletionRequest``.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from benchmarks.baselines import JSON_TYPE, PROTOBUF_TYPE
+from benchmarks.payloads import make_request, to_flatbuffer
+from proxy.app import BINARY, REQUEST_TYPE
+
+__all__ = [
+    "CANNED_DELTAS",
+    "ECHO_MODEL",
+    "ROWS",
+    "STREAM_TEXT",
+    "Body",
+    "BodyKind",
+    "Row",
+    "request_body",
+    "row_names",
+    "stream_body",
+]
+
+BodyKind = Literal["fbs", "json", "protobuf", "openai"]
+ECHO_MODEL = "bench-echo"
+# Deltas the canned stub answers every non-streamed request with.
+CANNED_DELTAS = 8
+# What the echo stub streams back, one word a token.
+STREAM_TEXT = " ".join(f"token{i:02d}" for i in range(32))
+_SEED = 7
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    name: str
+    server: str  # the server the client calls
+    path: str
+    body: BodyKind
+    hop: tuple[str, ...]  # servers charged to the row (CPU, RSS, GC)
+    stream_server: str | None  # where the streaming client goes; None: not measured
+    note: str = ""
+
+
+_C = "/v1/completions"
+ROWS: tuple[Row, ...] = (
+    Row("direct", "stub", _C, "fbs", (), "echo", "client to the stub: the floor"),
+    Row("proxy-rsgi", "proxy-rsgi", _C, "fbs", ("proxy-rsgi",), "proxy-rsgi"),
+    Row("proxy-asgi", "proxy-asgi", _C, "fbs", ("proxy-asgi",), "proxy-asgi"),
+    Row(
+        "proxy-httpx",
+        "proxy-httpx",
+        _C,
+        "fbs",
+        ("proxy-httpx",),
+        "proxy-httpx",
+        "RSGI, httpx transport (the reference)",
+    ),
+    Row("json-route", "json-route", _C, "json", ("json-route",), None, "RSGI, json.loads"),
+    Row(
+        "msgspec-route",
+        "msgspec-route",
+        _C,
+        "json",
+        ("msgspec-route",),
+        None,
+        "RSGI, msgspec Structs",
+    ),
+    Row(
+        "protobuf-route",
+        "protobuf-route",
+        _C,
+        "protobuf",
+        ("protobuf-route",),
+        None,
+        "RSGI, protobuf FromString",
+    ),
+    Row(
+        "edge",
+        "edge",
+        "/v1/chat/completions",
+        "openai",
+        ("edge", "proxy-edge"),
+        "edge",
+        "OpenAI JSON -> edge -> proxy (RSGI) -> stub",
+    ),
+    Row("nginx", "nginx", _C, "fbs", ("nginx",), "nginx-echo", "proxy_pass, buffering off"),
+)
+
+
+def row_names() -> list[str]:
+    return [r.name for r in ROWS]
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    data: bytes
+    headers: tuple[tuple[str, str], ...]
+
+
+_HEADERS: dict[BodyKind, tuple[tuple[str, str], ...]] = {
+    "fbs": (("content-type", REQUEST_TYPE), ("accept", BINARY)),
+    "json": (("content-type", JSON_TYPE), ("accept", BINARY)),
+    "protobuf": (("content-type", PROTOBUF_TYPE), ("accept", BINARY)),
+    "openai": (("content-type", "application/json"),),
+}
+
+
+def _encode(kind: BodyKind, request: dict[str, Any]) -> bytes:
+    if kind == "fbs":
+        return to_flatbuffer(request)
+    if kind in ("json", "openai"):
+        return msgspec.json.encode(request)
+    from benchmarks.codecs.common import edge_request
+    from benchmarks.codecs.proto import to_message
+
+    out: bytes = to_message(edge_request(request)).SerializeToString()
+    return out
+
+
+def request_body(kind: BodyKind, size_bytes: int) -> Body:
+    """The non-streamed request of ``size_bytes`` of prompt, in ``kind``'s format."""
+    request = make_request(size_bytes, _SEED)
+    request["stream"] = False
+    request.pop("stream_options", None)
+    return Body(_encode(kind, request), _HEADERS[kind])
+
+
+def stream_body(kind: BodyKind, size_bytes: int) -> Body:
+    """A streamed request for the echo stub: it answers ``STREAM_TEXT`` word by word."""
+    request = make_request(size_bytes, _SEED)
+    request["model"] = ECHO_MODEL
+    request["messages"].append({"role": "user", "content": STREAM_TEXT})
+    return Body(_encode(kind, request), _HEADERS[kind])

@@ -1,0 +1,36 @@
+#!/bin/sh
+# Installs the load bench's external tools (Debian packages) when missing:
+# wrk (saturation throughput), nghttp2-client (h2load) and nginx-light (the
+# nginx row). Called by `make bench-load`. Never fails the target: without a
+# tool, the bench skips that row or figure and says why.
+set -u
+
+missing=""
+command -v wrk >/dev/null 2>&1 || missing="$missing wrk"
+command -v h2load >/dev/null 2>&1 || missing="$missing nghttp2-client"
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+    missing="$missing nginx-light"
+fi
+[ -z "$missing" ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup_tools: no apt-get here; missing:$missing (those rows will be skipped)" >&2
+    exit 0
+fi
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO="sudo -n"
+else
+    echo "setup_tools: not root and no sudo; missing:$missing (those rows will be skipped)" >&2
+    exit 0
+fi
+echo "setup_tools: installing$missing" >&2
+# shellcheck disable=SC2086
+if ! { $SUDO apt-get update -qq && \
+       DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing; }; then
+    echo "setup_tools: apt-get failed; missing:$missing (those rows will be skipped)" >&2
+fi
+# nginx-light's package scripts may start the system service: the bench runs
+# its own nginx with its own config and never needs that one.
+exit 0
