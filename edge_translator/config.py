@@ -18,11 +18,12 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import msgspec
+
+from proxy.config import ConfigError, env_value, read_config_text
 
 __all__ = [
     "ENV_CONFIG",
@@ -167,13 +168,6 @@ def _check(s: _Document) -> None:
         digests.add(k.sha256)
 
 
-def _env_value(raw: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
-
-
 def parse_edge_settings(
     data: Mapping[str, Any],
     overrides: Mapping[str, object] | None = None,
@@ -189,7 +183,7 @@ def parse_edge_settings(
     for key in EdgeSection.__struct_fields__:
         raw = (environ or {}).get(ENV_PREFIX + key.upper())
         if raw is not None:
-            merged[key] = _env_value(raw)
+            merged[key] = env_value(raw)
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -206,16 +200,10 @@ def parse_edge_settings(
 
 
 def _read(path: str | os.PathLike[str] | None) -> str:
-    if path is None:
-        try:
-            return resources.files("proxy").joinpath("default.toml").read_text(encoding="utf-8")
-        except OSError as exc:
-            raise EdgeConfigError(f"cannot read the embedded default config: {exc}") from exc
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as exc:
-        raise EdgeConfigError(f"cannot read config {os.fspath(path)!r}: {exc.strerror}") from exc
+        return read_config_text(path)
+    except ConfigError as exc:
+        raise EdgeConfigError(str(exc)) from exc
 
 
 def load_edge_settings(

@@ -28,6 +28,7 @@ __all__ = [
     "RouteConfig",
     "StubSection",
     "apply_env",
+    "env_value",
     "load_config",
     "parse_config",
     "read_config_text",
@@ -169,7 +170,8 @@ def _path_of(message: str) -> str:
     return message
 
 
-def _env_value(raw: str) -> Any:
+def env_value(raw: str) -> Any:
+    """An environment value in TOML syntax (``8080``, ``true``, ``"x"``), or the bare string."""
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -185,7 +187,7 @@ def apply_env(data: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, 
         for key in struct.__struct_fields__:
             raw = environ.get(f"FLATGATE_{section.upper()}_{key.upper()}")
             if raw is not None:
-                merged[key] = _env_value(raw)
+                merged[key] = env_value(raw)
         if merged:
             out[section] = merged
     return out
