@@ -14,6 +14,7 @@ loop per worker thread).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -66,8 +67,11 @@ class BuilderPool:
         self._initial = initial_capacity
         self._max_retained = max_retained
         self._debug = debug
-        self._free: list[flatbuffers.Builder] = []
-        self._leased: set[int] = set()
+        # A deque keeps its block when it empties (a list would free and
+        # reallocate its item array as one builder cycles through it), and the
+        # leased set holds the builders themselves (identity-hashed: no int made).
+        self._free: collections.deque[flatbuffers.Builder] = collections.deque()
+        self._leased: set[flatbuffers.Builder] = set()
         self._hits = 0
         self._misses = 0
         self._dropped = 0
@@ -80,15 +84,14 @@ class BuilderPool:
         else:
             builder = flatbuffers.Builder(self._initial)
             self._misses += 1
-        self._leased.add(id(builder))
+        self._leased.add(builder)
         return builder
 
     def release(self, builder: flatbuffers.Builder) -> None:
         """Give a builder back: reset it now, keep it if there is room."""
-        key = id(builder)
-        if key not in self._leased:
+        if builder not in self._leased:
             raise ValueError("builder released twice or not from this pool")
-        self._leased.discard(key)
+        self._leased.discard(builder)
         buf = builder.Bytes
         if self._debug:
             buf[:] = bytes([POISON]) * len(buf)
