@@ -61,6 +61,7 @@ _RUNS: dict[str, dict[str, str]] = {
         "protobuf": "`CompletionChunk(...)`, `SerializeToString`",
         "flatbuffers": "`proxy.frames.build_chunk` with a fresh builder each time",
         "flatgate": "`proxy.frames.build_chunk` with a pooled builder",
+        "flatgate-writer": "`proxy.frames.write_chunk`, the schema-specific writer",
     },
     "translate": {
         "protobuf": "edge validation (`decode_request`), then the protobuf mapping",

@@ -437,6 +437,8 @@ class ProxyServer:
     async def _send_error(
         self, sink: Sink, binary: bool, rid: str, code: str, message: str
     ) -> None:
+        # Rare (one per failed stream): built with the pool, whose figures
+        # /metrics reports.
         frame = build_chunk(
             self.pool,
             request_id=rid,

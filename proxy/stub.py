@@ -14,6 +14,10 @@ What it answers to a ``CompletionRequest`` (so anyone can check what comes back)
   finish reason ``tool_calls``;
 - ``stream`` false: the whole completion as one chunk.
 
+Frames: token deltas, final chunks and canned answers are laid out by
+``proxy.frames.write_chunk``; tool-call chunks are built with a builder leased
+from the stub's ``BuilderPool``.
+
 Framing by ``Accept``: ``application/x-flatbuffers-stream`` gives size-prefixed
 frames, anything else SSE (``data: <base64>``).
 
@@ -49,7 +53,7 @@ from dataclasses import dataclass, field
 
 from generated.LLMGateway import CompletionRequest as _fb_req
 from proxy.config import StubSection, load_config
-from proxy.frames import FinishReason, ToolCallDelta, Usage, build_chunk, sse_event
+from proxy.frames import FinishReason, ToolCallDelta, Usage, build_chunk, sse_event, write_chunk
 from proxy.pool import BuilderPool
 from proxy.serve import Exchange, ServerApp
 from proxy.wire import MalformedBuffer, verify_request
@@ -156,13 +160,9 @@ class StubServer:
         self.stats = _Stats()
         self._canned: dict[bool, bytes] = {}
         if settings.canned > 0:
-            frames = [build_chunk(self.pool, content="tok ") for _ in range(settings.canned)]
+            frames = [write_chunk(content="tok ") for _ in range(settings.canned)]
             frames.append(
-                build_chunk(
-                    self.pool,
-                    finish_reason=FinishReason.STOP,
-                    usage=Usage(0, settings.canned),
-                )
+                write_chunk(finish_reason=FinishReason.STOP, usage=Usage(0, settings.canned))
             )
             self._canned[True] = b"".join(frames)
             self._canned[False] = b"".join(sse_event(memoryview(f)[4:]) for f in frames)
@@ -276,8 +276,7 @@ class StubServer:
             finish = FinishReason.LENGTH
         usage = Usage(req.prompt_tokens, len(deltas))
         if not req.stream:
-            frame = build_chunk(
-                pool,
+            frame = write_chunk(
                 request_id=rid,
                 model=model,
                 content="".join(deltas),
@@ -291,13 +290,11 @@ class StubServer:
         for i, delta in enumerate(deltas):
             if fault in ("die", "hang") and i == fault_after:
                 break
-            await send(build_chunk(pool, request_id=rid, model=model, content=delta))
+            await send(write_chunk(request_id=rid, model=model, content=delta))
             if itl:
                 await asyncio.sleep(itl)
         else:
-            await send(
-                build_chunk(pool, request_id=rid, model=model, finish_reason=finish, usage=usage)
-            )
+            await send(write_chunk(request_id=rid, model=model, finish_reason=finish, usage=usage))
             await sink.close()
             return
         if fault == "hang":

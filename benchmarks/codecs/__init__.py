@@ -33,6 +33,7 @@ FORMATS: dict[str, str] = {
     "protobuf": "benchmarks.codecs.proto",
     "flatbuffers": "benchmarks.codecs.fbs_generated",
     "flatgate": "benchmarks.codecs.flatgate",
+    "flatgate-writer": "benchmarks.codecs.flatgate_writer",
 }
 
 LABELS: dict[str, str] = {
@@ -42,6 +43,7 @@ LABELS: dict[str, str] = {
     "protobuf": "protobuf (upb)",
     "flatbuffers": "FlatBuffers (generated)",
     "flatgate": "flatgate",
+    "flatgate-writer": "flatgate (chunk writer)",
 }
 
 

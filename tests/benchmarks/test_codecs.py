@@ -154,7 +154,7 @@ def test_every_chunk_carries_the_delta() -> None:
             continue
         frame = run(fmt, op, make_request(100))
         assert isinstance(frame, bytes)
-        if fmt in ("flatbuffers", "flatgate"):
+        if fmt in ("flatbuffers", "flatgate", "flatgate-writer"):
             chunk = decode_chunk(unprefix(frame))
             fields = (chunk.request_id, chunk.content, chunk.model, chunk.index)
         elif fmt == "protobuf":

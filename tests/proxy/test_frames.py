@@ -6,7 +6,10 @@ import contextlib
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from proxy.chunks import read_chunk
 from proxy.frames import (
     Chunk,
     ChunkError,
@@ -17,9 +20,11 @@ from proxy.frames import (
     ToolCallDelta,
     Usage,
     build_chunk,
+    chunk_is_final,
     decode_chunk,
     sse_event,
     unprefix,
+    write_chunk,
 )
 from proxy.pool import BuilderPool
 
@@ -105,3 +110,50 @@ def test_decode_survives_mutations() -> None:
             bad[rng.randrange(len(bad))] = rng.randrange(256)
         with contextlib.suppress(MalformedFrame):
             decode_chunk(bytes(bad))
+
+
+_text = st.text(max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    request_id=_text,
+    content=_text,
+    finish=st.sampled_from(list(FinishReason)),
+    usage=st.none() | st.builds(Usage, st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)),
+    error=st.none() | st.builds(ChunkError, _text, _text),
+    index=st.integers(0, 2**31 - 1),
+    model=_text,
+    prefixed=st.booleans(),
+)
+def test_write_chunk_makes_the_chunk_build_chunk_makes(  # noqa: PLR0917
+    request_id: str,
+    content: str,
+    finish: FinishReason,
+    usage: Usage | None,
+    error: ChunkError | None,
+    index: int,
+    model: str,
+    prefixed: bool,
+) -> None:
+    fields = {
+        "request_id": request_id,
+        "content": content,
+        "finish_reason": finish,
+        "usage": usage,
+        "error": error,
+        "index": index,
+        "model": model,
+        "size_prefixed": prefixed,
+    }
+    fast, stock = write_chunk(**fields), build_chunk(POOL, **fields)  # type: ignore[arg-type]
+    if prefixed:
+        assert int.from_bytes(fast[:4], "little") == len(fast) - 4
+        fast_buf, stock_buf = unprefix(fast), unprefix(stock)
+    else:
+        fast_buf, stock_buf = memoryview(fast), memoryview(stock)
+    want = decode_chunk(stock_buf)
+    assert decode_chunk(fast_buf) == want  # the generated accessors
+    assert read_chunk(bytes(fast_buf), 0) == want  # the bounds-checked reader
+    assert chunk_is_final(fast_buf) == chunk_is_final(stock_buf)
+    assert len(fast_buf) % 4 == 0
