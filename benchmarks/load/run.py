@@ -1,9 +1,11 @@
 """``make bench-load``: the harness that starts the servers and measures every row.
 
 Owns the run: which servers start (``start_servers``), the order of the
-measurements and their aggregation into one result document, and the bounds
-on time. Rows are measured side by side in rounds, the row order rotated each
-round, so that a noisy neighbour hits every row alike and ratios hold:
+measurements (their summaries are ``benchmarks.load.results``'), the result
+document's header, and the bounds on time (a budget past which the remaining
+rounds and sizes are skipped and say so). Rows are measured side by side in
+rounds, the row order rotated each round, so that a noisy neighbour hits
+every row alike and ratios hold:
 
 1. streaming (1 KB prompts, the echo stub with ``ttft_ms`` / ``itl_ms``):
    time to the first token and time per token, for every row with a stream;
@@ -20,6 +22,7 @@ ends, on errors and on Ctrl-C or SIGTERM too. Results:
     python -m benchmarks.load                # full run (make bench-load), < 10 min
     BENCH_QUICK=1 python -m benchmarks.load  # every row, one round, < 2 min
     python -m benchmarks.load --tiny --out /tmp/x   # the harness test's mode
+    python -m benchmarks.load --rows proxy-rsgi,json-route --sizes 16KB --without nginx
 
 Must not: assert on figures, listen or send beyond 127.0.0.1, stop processes
 it did not start.
@@ -599,7 +602,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--without", help="tools to treat as absent, e.g. wrk,nginx")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     parser.add_argument("--no-plot", action="store_true", help="skip load.png")
+    parser.add_argument(
+        "--from-json", type=Path, help="measure nothing: render load.md/png from this load.json"
+    )
     args = parser.parse_args(argv)
+    if args.from_json:
+        import json
+
+        doc = json.loads(args.from_json.read_text())
+        for p in write_results(doc, args.out, plot=not args.no_plot):
+            print(f"wrote {p}")
+        return 0
     settings = _settings(args)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

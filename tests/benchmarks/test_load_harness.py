@@ -371,6 +371,33 @@ def test_fixed_rate_percentiles_are_the_median_of_rounds() -> None:
     assert row["throughput_rps"] is None and row["gc"] == {}
 
 
+def test_main_renders_an_existing_result_without_measuring(tmp_path: Path) -> None:
+    from benchmarks.load.run import main
+
+    src = ROOT / "benchmarks" / "results" / "load.json"
+    if not src.exists():
+        pytest.skip("no committed load.json")
+    out = tmp_path / "out"
+    assert main(["--from-json", str(src), "--out", str(out), "--no-plot"]) == 0
+    md = (out / "load.md").read_text()
+    doc = json.loads((out / "load.json").read_text())
+    assert doc == json.loads(src.read_text())
+    for name in row_names():
+        assert f"| {name}" in md
+    assert not (out / "load.png").exists()
+
+
+@pytest.mark.parametrize(
+    "argv", [["--rows", "proxy-rsgi,nope"], ["--sizes", "3KB"], ["--rows", "edge", "--sizes", "x"]]
+)
+def test_main_refuses_unknown_rows_and_sizes(argv: list[str], tmp_path: Path) -> None:
+    from benchmarks.load.run import main
+
+    with pytest.raises(SystemExit, match="unknown"):
+        main([*argv, "--out", str(tmp_path)])
+    assert not any(tmp_path.iterdir())
+
+
 def test_stream_summaries() -> None:
     def run(ttft: float, tpot: float) -> StreamRun:
         return StreamRun(ttft=[ttft] * 5, tpot=[tpot] * 5, streams=5, tokens=160)
