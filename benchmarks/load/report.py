@@ -226,6 +226,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         "| | |",
         "|---|---|",
         f"| Date | {h['date']} |",
+        f"| Source | {h.get('revision', 'unknown')} |",
         f"| CPU | {h['cpu']} ({h['cores']} cores), {h['platform']} |",
         f"| Python | {h['python']} |",
         "| Versions | " + ", ".join(f"{k} {val}" for k, val in v.items()) + " |",

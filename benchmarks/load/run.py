@@ -473,6 +473,31 @@ def _versions(without: Sequence[str]) -> dict[str, str]:
     return out
 
 
+_MEASURED = ("proxy", "edge_translator", "generated", "benchmarks/baselines.py", "benchmarks/load")
+
+
+def _source_revision() -> str:
+    """The commit the servers ran, ``+changes`` if the measured code differed from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", *_MEASURED],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}+changes" if dirty else head
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -484,10 +509,11 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def header(settings: Settings) -> dict[str, Any]:
+def header(settings: Settings, revision: str = "unknown") -> dict[str, Any]:
     s = settings
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "revision": revision,
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
@@ -516,6 +542,7 @@ def header(settings: Settings) -> dict[str, Any]:
 def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Start the servers, measure every row, stop the servers; the result document."""
     rows = [r for r in ROWS if r.name in settings.rows]
+    revision = _source_revision()  # before the servers start: what they import
     with tempfile.TemporaryDirectory(prefix="flatgate-load-") as tmp:
         group = ServerGroup(Path(tmp))
         loop_factory = None
@@ -552,7 +579,7 @@ def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any
             elapsed = time.monotonic() - h.started
         finally:
             group.stop_all()
-    doc = header(settings)
+    doc = header(settings, revision)
     doc["elapsed_seconds"] = round(elapsed, 1)
     doc["rows"] = results
     doc["streaming"] = stream_rows
