@@ -243,6 +243,10 @@ class ProxyServer:
                 name = bytes(model).decode("utf-8", "replace")
                 pname = _PROVIDER_NAMES.get(provider, str(provider))
                 raise ProxyError(404, "no_route", f"no route for provider {pname} model {name!r}")
+            # The view (a GC-tracked object over the body) is not needed past the
+            # lookup; dropping it now keeps it out of the GC's young generation
+            # while the request waits on the backend.
+            del model
             label = target.label
             rid = ex.header("x-request-id") or f"{self._id_prefix}{next(self._ids)}"
             backend, resp, started = await self._open(ex, target, body, rid)
