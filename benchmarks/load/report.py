@@ -23,37 +23,38 @@ CAVEATS = """\
 stub, the server under test and (for the edge row) a second hop run on the
 same cores, so absolute figures are lower than on a dedicated box and a busy
 neighbour moves them; rows are interleaved in rounds so that ratios hold
-better than absolutes. A proxied row runs three busy processes where direct
-runs two, and the stub itself costs about twice the CPU per request behind a
-proxy (fewer requests per wakeup than under wrk's 32 connections): both cap
-every proxied row's throughput, whatever the proxy does. The canned stub
-answers without parsing the body, so every row pays the same minimal backend
-cost. wrk runs closed-loop with one thread: its latencies include queueing at
-saturation, which is why latency is taken from the open-loop run at a fixed
-rate instead. Added latency is the difference of two percentiles (the row's
-minus direct's), not a percentile of per-request differences; below ~0.05 ms
-it is within noise. A row whose saturation throughput is under three times
-the common rate is offered 35% of its own throughput instead (marked †), so
-its latencies are not comparable with the others'. The fixed-rate
-percentiles are the median over rounds of each round's percentile, so one
-round hit by a neighbour's burst does not set them; p99.9 rests on a handful
-of samples per round. The baselines (json-route, msgspec-route,
-protobuf-route) run under RSGI like proxy-rsgi, so compare them with that
-row; proxy-asgi is the shipped default and pays ASGI's per-message dicts for
-backpressure. Allocations per request are not measured in this end-to-end
-run (memray cannot follow granian's worker processes cheaply): `make bench`
-counts them per operation, and `python -m benchmarks.alloc_proxy` per request
-in the proxy's own code with an in-memory exchange; the GC columns here
-(collections and pause per 1,000 requests, from the servers' own
+better than absolutes, and throughput is each row's best round (a neighbour's
+load only ever takes throughput away). A proxied row runs three busy processes
+where direct runs two, and the stub itself costs about twice the CPU per
+request behind a proxy (fewer requests per wakeup than under wrk's 32
+connections): both cap every proxied row's throughput, whatever the proxy
+does. The canned stub answers without parsing the body, so every row pays the
+same minimal backend cost. wrk runs closed-loop with one thread: its latencies
+include queueing at saturation, which is why latency is taken from the
+open-loop run at a fixed rate instead. Added latency is the difference of two
+percentiles (the row's minus direct's), not a percentile of per-request
+differences; below ~0.05 ms it is within noise. A row whose saturation
+throughput is under three times the common rate is offered 35% of its own
+throughput instead (marked †), so its latencies are not comparable with the
+others'. The fixed-rate percentiles are the median over rounds of each round's
+percentile, so one round hit by a neighbour's burst does not set them; p99.9
+rests on a handful of samples per round. The baselines (json-route,
+msgspec-route, protobuf-route) run under RSGI like proxy-rsgi, so compare them
+with that row; proxy-asgi is the shipped default and pays ASGI's per-message
+dicts for backpressure. Allocations per request are not measured in this
+end-to-end run (memray cannot follow granian's worker processes cheaply):
+`make bench` counts them per operation, and `python -m benchmarks.alloc_proxy`
+per request in the proxy's own code with an in-memory exchange; the GC columns
+here (collections and pause per 1,000 requests, from the servers' own
 `gc.callbacks`) are the end-to-end trace of allocation pressure. Peak RSS is
-the worker's high-water mark since start, over this size and the smaller
-ones. Where FlatBuffers loses: below ~16 KB the route read is a small share
-of a proxy's per-request cost, so the `.fbs` proxy gains little or nothing in
+the worker's high-water mark since start, over this size and the smaller ones.
+Where FlatBuffers loses: below ~16 KB the route read is a small share of a
+proxy's per-request cost, so the `.fbs` proxy gains little or nothing in
 throughput over the JSON and protobuf baselines; a JSON client must have its
 request translated first (the edge row's cost); and a proxy that needs more
 than the route gives the zero-copy read's advantage back field by field. (The
-bodies themselves are a near tie: this generator's FlatBuffers request is
-~100 bytes smaller than its compact JSON.)
+bodies themselves are a near tie: this generator's FlatBuffers request is ~100
+bytes smaller than its compact JSON.)
 """
 
 
@@ -234,7 +235,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         "",
         h["method"],
         "",
-        "Columns: throughput at saturation (median of rounds); CPU of the hop's servers "
+        "Columns: throughput at saturation (best round: noise on a shared machine only "
+        "takes throughput away; every round is in load.json); CPU of the hop's servers "
         "per request at saturation (direct: the stub's); peak RSS of each hop server's "
         "worker; GC collections and pause of the hop's servers per 1,000 requests "
         "(from /metrics); p99 at the fixed rate; added = the row's percentile minus "

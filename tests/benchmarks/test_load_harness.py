@@ -369,6 +369,10 @@ def test_fixed_rate_percentiles_are_the_median_of_rounds() -> None:
     assert row["latency_ms"]["p99"] == pytest.approx(1.0)
     assert row["latency_ms_pooled"]["p99"] == pytest.approx(50.0)
     assert row["throughput_rps"] is None and row["gc"] == {}
+    # Throughput: the best round (a neighbour's load only ever takes some away).
+    row = summarise(ROW["proxy-rsgi"], "1KB", Cell(rps=[5000.0, 9000.0, 7000.0]), 2000)
+    assert row["throughput_rps"] == 9000.0
+    assert row["throughput_runs"] == [5000.0, 9000.0, 7000.0]
 
 
 def test_main_renders_an_existing_result_without_measuring(tmp_path: Path) -> None:
