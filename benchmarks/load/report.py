@@ -105,6 +105,9 @@ def _size_table(rows: Sequence[Mapping[str, Any]], size: str) -> list[str]:
             continue
         added = r.get("added_ms") or {}
         mark = "" if r.get("same_rate_as_direct", True) else " †"
+        errors = (r.get("wrk_errors") or 0) + (r.get("rate_errors") or 0)
+        if errors:
+            mark += f" ({errors} failed requests)"
         hop = list((r.get("cpu_us_per_req") or {}).keys())
         hop_names = [n for n in hop if n != "stub"]
         cpu = (

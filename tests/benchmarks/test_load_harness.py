@@ -354,6 +354,9 @@ def test_summaries_and_comparisons() -> None:
     for name in ("direct", "proxy-rsgi", "json-route", "nginx"):
         assert f"| {name} |" in md
     assert "skipped: nginx is not installed" in md
+    assert "failed requests" not in md
+    proxy["rate_errors"] = 3
+    assert "| proxy-rsgi (3 failed requests) |" in render_markdown(doc)
     assert "| 0.40x | 2.00x |" in md
     assert "Caveats" in md
     lines = targets(doc)
