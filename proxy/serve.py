@@ -130,22 +130,25 @@ def _asgi_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
 
 
 class AsgiExchange:
-    __slots__ = ("_headers", "_receive", "_scope", "_send", "method", "path")
+    __slots__ = ("_receive", "_scope", "_send", "method", "path")
 
     def __init__(self, scope: MutableMapping[str, Any], receive: AsgiReceive, send: AsgiSend):
         self._scope = scope
         self._receive = receive
         self._send = send
-        self._headers: dict[str, str] | None = None
         self.method: str = scope["method"]
         self.path: str = scope["path"]
 
     def header(self, name: str) -> str | None:
-        if self._headers is None:
-            self._headers = {
-                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self._scope["headers"]
-            }
-        return self._headers.get(name)
+        # A scan of the scope's (few) headers, no dict: whatever a request
+        # keeps alive while it waits on its backend counts toward the GC's
+        # young generation.
+        key = name.encode("latin-1")
+        for k, v in self._scope["headers"]:
+            if k == key or k.lower() == key:
+                value: str = v.decode("latin-1")
+                return value
+        return None
 
     async def body(self) -> bytes:
         message = await self._receive()
