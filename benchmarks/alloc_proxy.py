@@ -39,8 +39,8 @@ HEADERS = {
 }
 
 
-class _Exchange:
-    """Just enough of ``proxy.serve.Exchange`` for one request."""
+class FakeExchange:
+    """Just enough of ``proxy.serve.Exchange`` for one unstreamed request."""
 
     method = "POST"
     path = "/v1/completions"
@@ -49,6 +49,7 @@ class _Exchange:
         self._body = body
         self._headers = {**HEADERS, "content-length": str(len(body))}
         self.status = 0
+        self.body_out = b""
 
     def header(self, name: str) -> str | None:
         return self._headers.get(name)
@@ -57,35 +58,45 @@ class _Exchange:
         return self._body
 
     async def respond(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.status = status
+        self.status, self.body_out = status, body
 
     async def stream(self, status: int, headers: list[tuple[str, str]]) -> Any:
-        raise AssertionError("a one-frame answer is not streamed")
+        raise AssertionError("a one-piece answer is not streamed")
 
     async def disconnected(self) -> None:
         raise AssertionError("not watched: the answer is ready")
 
 
-class _Answer:
+class FakeAnswer:
+    """A backend response whose whole body (``data``) is already here."""
+
     status = 200
     headers: Mapping[str, str] = {}
 
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.closed = False
+
     async def iter_bytes(self) -> AsyncIterator[bytes]:
-        yield ANSWER
+        yield self.data
 
     async def read(self) -> bytes:
-        return ANSWER
+        return self.data
 
     def ready(self) -> bool:
         return True
 
     async def aclose(self) -> None:
-        return None
+        self.closed = True
 
 
-class _Transport:
-    def __init__(self) -> None:
+class FakeTransport:
+    """Answers every request at once with ``data``; keeps the last body and answer."""
+
+    def __init__(self, data: bytes = ANSWER) -> None:
+        self.data = data
         self.last_body = b""
+        self.last_answer: FakeAnswer | None = None
 
     async def request(
         self,
@@ -97,7 +108,8 @@ class _Transport:
         timeouts: Timeouts,
     ) -> Response:
         self.last_body = body
-        return _Answer()
+        self.last_answer = FakeAnswer(self.data)
+        return self.last_answer
 
     async def aclose(self) -> None:
         return None
@@ -111,19 +123,24 @@ def _drive(coro: Coroutine[Any, Any, None]) -> None:
     raise AssertionError("the request suspended: something waited")
 
 
-def make_server() -> tuple[ProxyServer, _Transport]:
+def make_server(answer: bytes = ANSWER) -> tuple[ProxyServer, FakeTransport]:
+    """A proxy whose one backend answers ``answer`` at once."""
     server = ProxyServer(parse_config(CONFIG), worker="bench")
-    transport = _Transport()
+    transport = FakeTransport(answer)
     server._transport = transport
     return server, transport
 
 
+def serve_one(server: ProxyServer, body: bytes) -> FakeExchange:
+    """One request through the proxy's code, run to its end without a loop."""
+    ex = FakeExchange(body)
+    _drive(server.completions(ex))
+    return ex
+
+
 def one_request(args: tuple[ProxyServer, bytes]) -> int:
     """One request through the proxy's code; its HTTP status."""
-    server, body = args
-    ex = _Exchange(body)
-    _drive(server.completions(ex))
-    return ex.status
+    return serve_one(*args).status
 
 
 def main() -> None:

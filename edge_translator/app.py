@@ -45,7 +45,7 @@ from edge_translator.models import ChatCompletionRequest, decode_request
 from edge_translator.render import Aggregator, StreamRenderer, error_event
 from edge_translator.translate import new_request_id, resolve_model, write_request
 from proxy.chunks import read_chunk
-from proxy.frames import Chunk, FrameSplitter, MalformedFrame
+from proxy.frames import Chunk, FrameCutter, MalformedFrame
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics
 from proxy.upstream import Response, Timeouts, Transport, make_transport
@@ -413,13 +413,17 @@ class EdgeApp:
 
 
 class _Frames:
-    """Decoded chunks from the proxy's response, in the batches its bytes arrived in."""
+    """Decoded chunks from the proxy's response, in the batches its bytes arrived in.
 
-    __slots__ = ("_pieces", "_splitter")
+    Chunks are read in place in the pieces as they arrived (``FrameCutter``
+    copies only a frame that spans pieces).
+    """
+
+    __slots__ = ("_cutter", "_pieces")
 
     def __init__(self, resp: Response) -> None:
         self._pieces = resp.iter_bytes().__aiter__()
-        self._splitter = FrameSplitter()
+        self._cutter = FrameCutter()
 
     async def next(self) -> list[Chunk] | None:
         """The next non-empty batch, or ``None`` at the end of the body."""
@@ -428,9 +432,9 @@ class _Frames:
                 piece = await anext(self._pieces, None)
                 if piece is None:
                     return None
-                frames = self._splitter.feed(piece)
-                if frames:
-                    return [read_chunk(f) for f in frames]
+                ready = self._cutter.feed(piece)
+                if ready:
+                    return [read_chunk(ready, a, b) for a, b in FrameCutter.spans(ready)]
         except _UpstreamTimeout as exc:
             raise UpstreamTimeout(f"The proxy stopped answering: {exc}") from exc
         except _UpstreamError as exc:

@@ -21,18 +21,17 @@ import asyncio
 import itertools
 import json
 import os
-import struct
 import time
 from collections.abc import Callable
 
 from proxy.balancer import Backend, Balancer, RouteTarget
 from proxy.config import PROVIDERS, GatewayConfig, load_config
 from proxy.frames import (
-    MAX_FRAME_BYTES,
     ChunkError,
     FinishReason,
+    FrameCutter,
+    MalformedFrame,
     build_chunk,
-    chunk_is_final,
     sse_event,
 )
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -55,7 +54,6 @@ __all__ = ["BINARY", "SSE", "ProxyError", "ProxyServer", "RouteReader", "create_
 BINARY = "application/x-flatbuffers-stream"
 SSE = "text/event-stream"
 REQUEST_TYPE = "application/x-flatbuffers"
-_U32 = struct.Struct("<I")
 _JSON = [("content-type", "application/json")]
 _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
 # body -> (provider, model name as bytes or a read-only view); MalformedBuffer if bad.
@@ -81,60 +79,6 @@ class _StreamCut(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-class FrameCutter:
-    """Cuts a size-prefixed frame stream at frame boundaries.
-
-    ``feed`` returns the bytes that end on a frame boundary, ready to relay: the
-    piece itself when it holds only whole frames (the common case: no copy), or
-    its whole-frame prefix, keeping the rest for the next piece. It remembers
-    where the last whole frame starts so ``finished`` can read its finish
-    reason once, at the end of the stream.
-    """
-
-    __slots__ = ("_carry", "_last", "_last_at")
-
-    def __init__(self) -> None:
-        self._carry = b""
-        self._last: bytes | None = None
-        self._last_at = 0
-
-    def feed(self, piece: bytes) -> bytes:
-        data = self._carry + piece if self._carry else piece
-        n = len(data)
-        pos = 0
-        while n - pos >= 4:
-            (size,) = _U32.unpack_from(data, pos)
-            if size > MAX_FRAME_BYTES:
-                raise _StreamCut("backend_protocol_error", f"backend frame of {size} bytes")
-            end = pos + 4 + size
-            if end > n:
-                break
-            self._last, self._last_at = data, pos
-            pos = end
-        if pos == n:
-            self._carry = b""
-            return data
-        self._carry = data[pos:]
-        return data[:pos]
-
-    def frames(self, data: bytes) -> list[memoryview]:
-        """The chunk buffers (prefix removed) in ``data``, which ``feed`` returned."""
-        out = []
-        view = memoryview(data)
-        pos, n = 0, len(data)
-        while pos < n:
-            (size,) = _U32.unpack_from(data, pos)
-            out.append(view[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-        return out
-
-    def finished(self) -> bool:
-        """Whether the stream so far ends with a final chunk and nothing after it."""
-        if self._carry or self._last is None:
-            return False
-        return chunk_is_final(memoryview(self._last)[self._last_at + 4 :])
 
 
 class _CallerWatch:
@@ -383,13 +327,16 @@ class ProxyServer:
             if not resp.ready():
                 watch.start()  # the first read may wait: watch for the caller leaving
             try:
-                first = await anext(pieces, b"")
-            except UpstreamError as exc:
-                err = _upstream_failure(exc)
+                ready = cutter.feed(await anext(pieces, b""))
+            except (UpstreamError, MalformedFrame) as exc:
+                err = (
+                    _upstream_failure(exc)
+                    if isinstance(exc, UpstreamError)
+                    else ProxyError(502, "backend_protocol_error", str(exc))
+                )
                 self.metrics.count("-", err.status)
                 await ex.respond(err.status, _JSON, err.body())
                 return
-            ready = cutter.feed(first)
             if cutter.finished():
                 out = ready if binary else self._sse(cutter, ready)
                 relayed = len(out)
@@ -420,6 +367,8 @@ class ProxyServer:
                 await self._send_error(sink, binary, rid, code, str(exc))
             except _StreamCut as exc:
                 await self._send_error(sink, binary, rid, exc.code, str(exc))
+            except MalformedFrame as exc:
+                await self._send_error(sink, binary, rid, "backend_protocol_error", str(exc))
             await sink.close()
         except asyncio.CancelledError:
             if not watch.fired:
@@ -436,7 +385,8 @@ class ProxyServer:
 
     @staticmethod
     def _sse(cutter: FrameCutter, ready: bytes) -> bytes:
-        return b"".join([sse_event(f) for f in cutter.frames(ready)])
+        view = memoryview(ready)
+        return b"".join([sse_event(view[start:end]) for start, end in cutter.spans(ready)])
 
     async def _send_error(
         self, sink: Sink, binary: bool, rid: str, code: str, message: str

@@ -44,10 +44,10 @@ class _Frame:
 
     __slots__ = ("data", "end", "lo")
 
-    def __init__(self, data: bytes, lo: int) -> None:
+    def __init__(self, data: bytes, lo: int, end: int) -> None:
         self.data = data
         self.lo = lo
-        self.end = len(data)
+        self.end = end
 
     def check(self, pos: int, size: int, what: str) -> None:
         if pos < self.lo or pos + size > self.end:
@@ -103,11 +103,16 @@ def _get(fields: tuple[int, ...], i: int) -> int:
 _I8 = struct.Struct("<b")
 
 
-def read_chunk(frame: bytes, offset: int = 4) -> Chunk:
-    """The chunk in ``frame`` starting at ``offset`` (4: a size-prefixed frame)."""
+def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
+    """The chunk in ``frame[offset:end]`` (offset 4: a size-prefixed frame).
+
+    With ``end``, a chunk is read in place inside a larger buffer (several
+    frames as they arrived, ``FrameCutter.spans``): no offset may leave it.
+    """
     data = frame
-    f = _Frame(data, offset)
-    if len(data) - offset < 8 or data[offset + 4 : offset + 8] != CHUNK_IDENTIFIER:
+    stop = len(data) if end is None else min(end, len(data))
+    f = _Frame(data, offset, stop)
+    if stop - offset < 8 or data[offset + 4 : offset + 8] != CHUNK_IDENTIFIER:
         raise MalformedFrame("chunk frame: missing or wrong file identifier")
     root, fields = f.table(offset + _u32(data, offset)[0], "root table")
     n = len(fields)

@@ -8,8 +8,9 @@ the edge:
   4-byte little-endian length, then the chunk buffer).
 - ``decode_chunk`` reads one chunk into an immutable ``Chunk``; any malformed
   buffer raises ``MalformedFrame``, never anything else.
-- ``FrameSplitter`` cuts a size-prefixed byte stream into frames as bytes
-  arrive; ``sse_event`` and ``SSESplitter`` do the same for SSE
+- ``FrameCutter`` cuts a size-prefixed byte stream at frame boundaries as
+  bytes arrive, passing whole-frame pieces through uncopied; ``FrameSplitter``
+  hands out each frame as its own ``bytes``; ``sse_event`` and ``SSESplitter`` do the same for SSE
   (``data: <base64 of the chunk buffer>``).
 
 No I/O. Generated code is used here and nowhere past this module.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import binascii
 import enum
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import flatbuffers
 import msgspec
@@ -37,6 +38,7 @@ __all__ = [
     "Chunk",
     "ChunkError",
     "FinishReason",
+    "FrameCutter",
     "FrameSplitter",
     "MalformedFrame",
     "SSESplitter",
@@ -346,40 +348,93 @@ def unprefix(frame: bytes) -> memoryview:
     return memoryview(frame)[4:]
 
 
-class FrameSplitter:
-    """Cuts a stream of size-prefixed frames into whole frames (prefix kept).
+class FrameCutter:
+    """Cuts a stream of size-prefixed frames at frame boundaries, copying little.
 
-    ``feed`` takes whatever the socket gave and returns the frames now complete;
-    ``pending`` says how many bytes of an unfinished frame it holds.
+    ``feed`` takes whatever the socket gave and returns the bytes that end on a
+    frame boundary: the piece itself when it holds only whole frames (the
+    common case: no copy), else its whole-frame prefix, keeping the rest. A
+    frame that spans pieces is gathered in one growing buffer (linear in its
+    size, however many pieces it comes in). ``spans`` locates the chunk buffers
+    inside what ``feed`` returned, so readers work in place. ``finished`` says
+    whether the stream so far ends with a final chunk (read once, at the end).
     """
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_carry", "_last", "_last_at", "_need")
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._carry = bytearray()
+        self._need = 0
+        self._last: bytes | None = None
+        self._last_at = 0
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
-        buf = self._buf
-        buf += data
-        frames: list[bytes] = []
+    def feed(self, piece: bytes) -> bytes:
+        if self._carry:
+            self._carry += piece
+            if len(self._carry) < self._need:
+                return b""
+            data = bytes(self._carry)
+            self._carry.clear()
+        else:
+            data = piece
+        n = len(data)
         pos = 0
-        end = len(buf)
-        while end - pos >= 4:
-            (size,) = _U32.unpack_from(buf, pos)
+        size = 0
+        while n - pos >= 4:
+            (size,) = _U32.unpack_from(data, pos)
             if size > MAX_FRAME_BYTES:
                 raise MalformedFrame(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
-            stop = pos + 4 + size
-            if stop > end:
+            end = pos + 4 + size
+            if end > n:
                 break
-            frames.append(bytes(buf[pos:stop]))
-            pos = stop
-        if pos:
-            del buf[:pos]
-        return frames
+            self._last, self._last_at = data, pos
+            pos = end
+        if pos == n:
+            return data
+        self._carry += memoryview(data)[pos:]
+        self._need = 4 + size if n - pos >= 4 else 4
+        return data[:pos]
+
+    @staticmethod
+    def spans(data: bytes) -> list[tuple[int, int]]:
+        """``(start, end)`` of each chunk buffer (prefix excluded) in ``data``,
+        which ``feed`` returned (so it holds whole frames only)."""
+        out = []
+        pos, n = 0, len(data)
+        while pos < n:
+            (size,) = _U32.unpack_from(data, pos)
+            out.append((pos + 4, pos + 4 + size))
+            pos += 4 + size
+        return out
+
+    def finished(self) -> bool:
+        """Whether the stream so far ends with a final chunk and nothing after it."""
+        if self._carry or self._last is None:
+            return False
+        return chunk_is_final(memoryview(self._last)[self._last_at + 4 :])
 
     @property
     def pending(self) -> int:
-        return len(self._buf)
+        """Bytes of an unfinished frame held back."""
+        return len(self._carry)
+
+
+class FrameSplitter:
+    """Whole size-prefixed frames (prefix kept), one ``bytes`` each: a client
+    convenience over ``FrameCutter``."""
+
+    __slots__ = ("_cutter",)
+
+    def __init__(self) -> None:
+        self._cutter = FrameCutter()
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        ready = self._cutter.feed(data if isinstance(data, bytes) else bytes(data))
+        return [ready[start - 4 : end] for start, end in FrameCutter.spans(ready)]
+
+    @property
+    def pending(self) -> int:
+        return self._cutter.pending
 
 
 def sse_event(chunk_buffer: bytes | memoryview) -> bytes:
@@ -412,8 +467,3 @@ class SSESplitter:
                         out.append(binascii.a2b_base64(line[5:].strip(), strict_mode=True))
                     except binascii.Error as exc:
                         raise MalformedFrame(f"SSE data is not base64: {exc}") from exc
-
-
-def frames_to_chunks(frames: Iterable[bytes]) -> list[Chunk]:
-    """Decode size-prefixed frames (a test and client convenience)."""
-    return [decode_chunk(unprefix(f)) for f in frames]

@@ -124,3 +124,19 @@ def test_random_corruption_raises_only_malformed_frame():
             del frame[rng.randrange(len(frame)) :]
         with contextlib.suppress(MalformedFrame):
             read_chunk(bytes(frame))
+
+
+def test_reads_in_place_bounded_by_its_own_frame():
+    a = build_chunk(POOL, request_id="a", content="first")
+    b = build_chunk(POOL, request_id="b", content="second " * 20)
+    data = a + b
+    assert read_chunk(data, 4, len(a)) == decode_chunk(unprefix(a))
+    assert read_chunk(data, len(a) + 4, len(data)) == decode_chunk(unprefix(b))
+    # Point a's content at bytes that lie in b: in bounds of the buffer, not of the frame.
+    bad = bytearray(data)
+    root = 4 + struct.unpack_from("<I", bad, 4)[0]
+    vt = root - struct.unpack_from("<i", bad, root)[0]
+    field = root + struct.unpack_from("<H", bad, vt + 4 + 2 * 1)[0]
+    struct.pack_into("<I", bad, field, len(a) + 8 - field)
+    with pytest.raises(MalformedFrame, match="out of bounds"):
+        read_chunk(bytes(bad), 4, len(a))

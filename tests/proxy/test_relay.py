@@ -6,8 +6,15 @@ import random
 
 import pytest
 
-from proxy.app import FrameCutter, _StreamCut
-from proxy.frames import ChunkError, FinishReason, build_chunk, chunk_is_final, unprefix
+from proxy.frames import (
+    ChunkError,
+    FinishReason,
+    FrameCutter,
+    MalformedFrame,
+    build_chunk,
+    chunk_is_final,
+    unprefix,
+)
 from proxy.pool import BuilderPool
 from proxy.stub import deltas_of
 
@@ -26,7 +33,8 @@ def test_whole_frames_pass_through_without_copy() -> None:
     cutter = FrameCutter()
     assert cutter.feed(data) is data
     assert cutter.finished()
-    assert [bytes(f) for f in cutter.frames(data)] == [bytes(unprefix(f)) for f in stream(3)]
+    spans = cutter.spans(data)
+    assert [data[a:b] for a, b in spans] == [bytes(unprefix(f)) for f in stream(3)]
 
 
 def test_any_cut_relays_whole_frames_only() -> None:
@@ -61,8 +69,20 @@ def test_truncated_or_unfinished_streams_are_not_finished() -> None:
 
 
 def test_absurd_frame_size_is_a_cut() -> None:
-    with pytest.raises(_StreamCut):
+    with pytest.raises(MalformedFrame):
         FrameCutter().feed(b"\xff\xff\xff\x7f" + b"x" * 10)
+
+
+def test_a_frame_in_many_pieces_is_gathered_once() -> None:
+    big = build_chunk(POOL, content="z" * 200_000, finish_reason=FinishReason.STOP)
+    cutter = FrameCutter()
+    pieces = [big[i : i + 1000] for i in range(0, len(big), 1000)]
+    for piece in pieces[:-1]:
+        assert cutter.feed(piece) == b""
+    assert cutter.pending == len(big) - len(pieces[-1])
+    assert cutter.feed(pieces[-1]) == big
+    assert cutter.pending == 0
+    assert cutter.finished()
 
 
 def test_chunk_is_final() -> None:
