@@ -48,6 +48,7 @@ from proxy.chunks import read_chunk
 from proxy.frames import Chunk, FrameCutter, MalformedFrame
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics
+from proxy.serve import CallerWatch
 from proxy.upstream import Response, Timeouts, Transport, make_transport
 from proxy.upstream import UpstreamError as _UpstreamError
 from proxy.upstream import UpstreamTimeout as _UpstreamTimeout
@@ -111,20 +112,6 @@ def _proxy_error(status: int, body: bytes) -> EdgeError:
         return UpstreamTimeout(message, code=code)
     # 400/405/411/415 mean the edge and the proxy disagree: a gateway failure.
     return UpstreamFailed(message, code=code)
-
-
-class _Disconnect:
-    """Cancels the handling task when the client goes away."""
-
-    __slots__ = ("gone",)
-
-    def __init__(self) -> None:
-        self.gone = False
-
-    async def watch(self, protocol: Any, handler: asyncio.Task[Any]) -> None:
-        await protocol.client_disconnect()
-        self.gone = True
-        handler.cancel()
 
 
 class EdgeApp:
@@ -274,10 +261,8 @@ class EdgeApp:
         )
         self._translate_time.observe(time.perf_counter() - started)
 
-        disconnect = _Disconnect()
-        handler = asyncio.current_task()
-        assert handler is not None
-        watcher = asyncio.ensure_future(disconnect.watch(protocol, handler))
+        watch = CallerWatch(protocol.client_disconnect)
+        watch.start()
         try:
             return await self._exchange(
                 protocol,
@@ -288,12 +273,11 @@ class EdgeApp:
                 request_id=request_id,
             )
         except asyncio.CancelledError:
-            if not disconnect.gone:
+            if not watch.caught():
                 raise
-            handler.uncancel()
             return 499  # nginx's "client closed request", for the metrics only
         finally:
-            watcher.cancel()
+            watch.stop()
 
     async def _exchange(
         self,

@@ -38,7 +38,7 @@ from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics
 from proxy.pool import BuilderPool
 from proxy.routes import Route, RouteTable
-from proxy.serve import Exchange, ServerApp, Sink
+from proxy.serve import CallerWatch, Exchange, ServerApp, Sink
 from proxy.upstream import (
     Response,
     Timeouts,
@@ -79,36 +79,6 @@ class _StreamCut(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-class _CallerWatch:
-    """Cancels the current task when the caller goes away, once started."""
-
-    __slots__ = ("_ex", "_future", "_task", "fired")
-
-    def __init__(self, ex: Exchange) -> None:
-        self._ex = ex
-        self._future: asyncio.Future[None] | None = None
-        self._task: asyncio.Task[object] | None = None
-        self.fired = False
-
-    def start(self) -> None:
-        if self._future is None:
-            self._task = asyncio.current_task()
-            self._future = asyncio.ensure_future(self._ex.disconnected())
-            self._future.add_done_callback(self._gone)
-
-    def _gone(self, _: object) -> None:
-        self.fired = True
-        if self._task is not None:
-            self._task.cancel()
-
-    def stop(self) -> None:
-        fut = self._future
-        if fut is not None:
-            fut.remove_done_callback(self._gone)
-            if not fut.done():
-                fut.cancel()
 
 
 class ProxyServer:
@@ -314,7 +284,7 @@ class ProxyServer:
         """
         metrics = self.metrics
         metrics.active_streams.inc()
-        watch = _CallerWatch(ex)
+        watch = CallerWatch(ex.disconnected)
         headers = [
             ("content-type", BINARY if binary else SSE),
             ("cache-control", "no-cache"),
@@ -371,7 +341,7 @@ class ProxyServer:
                 await self._send_error(sink, binary, rid, "backend_protocol_error", str(exc))
             await sink.close()
         except asyncio.CancelledError:
-            if not watch.fired:
+            if not watch.caught():
                 raise
             # The caller went away: the finally below aborts the upstream exchange.
         finally:

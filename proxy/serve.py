@@ -15,10 +15,11 @@ stub are written once against ``Exchange`` and run under either interface:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
-__all__ = ["AsgiExchange", "Exchange", "RsgiExchange", "ServerApp", "Sink"]
+__all__ = ["AsgiExchange", "CallerWatch", "Exchange", "RsgiExchange", "ServerApp", "Sink"]
 
 Headers = list[tuple[str, str]]
 
@@ -180,6 +181,51 @@ class AsgiExchange:
             message = await self._receive()
             if message["type"] == "http.disconnect":
                 return
+
+
+class CallerWatch:
+    """Cancels the task that started it when the caller goes away.
+
+    ``disconnected`` is the server's "caller gone" awaitable
+    (``Exchange.disconnected``, or RSGI's ``protocol.client_disconnect``).
+    ``start`` is cheap to skip when an answer is already at hand; in the
+    handler's ``except asyncio.CancelledError``, ``caught()`` says whether the
+    watch caused it (and then absorbs it); ``stop`` in its ``finally``.
+    """
+
+    __slots__ = ("_disconnected", "_future", "_task", "fired")
+
+    def __init__(self, disconnected: Callable[[], Awaitable[object]]) -> None:
+        self._disconnected = disconnected
+        self._future: asyncio.Future[object] | None = None
+        self._task: asyncio.Task[object] | None = None
+        self.fired = False
+
+    def start(self) -> None:
+        if self._future is None:
+            self._task = asyncio.current_task()
+            self._future = asyncio.ensure_future(self._disconnected())
+            self._future.add_done_callback(self._gone)
+
+    def _gone(self, _: object) -> None:
+        self.fired = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def caught(self) -> bool:
+        """Whether the caller's leaving cancelled the task; if so, absorb it."""
+        if not self.fired:
+            return False
+        if self._task is not None:
+            self._task.uncancel()
+        return True
+
+    def stop(self) -> None:
+        fut = self._future
+        if fut is not None:
+            fut.remove_done_callback(self._gone)
+            if not fut.done():
+                fut.cancel()
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
