@@ -188,56 +188,41 @@ _HEAD = _U32.pack(_ROOT_POS) + REQUEST_IDENTIFIER + bytes(_ROOT_POS - 8 + _R_SIZ
 # Root vtable: size, table size, then one voffset per slot (0: absent).
 _ROOT_VT_EMPTY = [_ROOT_VT.size, _R_SIZE] + [0] * 22
 
-# Message: soffset, content@4, name@8, tool_calls@12, tool_call_id@16, role@20.
+
+def _vtables(
+    table_size: int, offsets: Sequence[int], always: frozenset[int] = frozenset()
+) -> tuple[bytes, ...]:
+    """Every vtable of a table whose fields come and go, padded to 4 bytes.
+
+    ``offsets[i]`` is slot i's offset in the table; slots in ``always`` are
+    always present; bit j of the index says whether the j-th other slot is.
+    """
+    optional = [i for i in range(len(offsets)) if i not in always]
+    out = []
+    for mask in range(1 << len(optional)):
+        present = always | {slot for j, slot in enumerate(optional) if mask >> j & 1}
+        entries = [off if i in present else 0 for i, off in enumerate(offsets)]
+        raw = struct.pack(f"<{2 + len(offsets)}H", 4 + 2 * len(offsets), table_size, *entries)
+        out.append(raw + bytes(-len(raw) % 4))
+    return tuple(out)
+
+
+# Message: soffset, content@4, name@8, tool_calls@12, tool_call_id@16, role@20
+# (role, slot 0, always written).
 _MSG = struct.Struct("<iIIIIb3x")
 _MSG_SIZE = _MSG.size
-_MSG_VTS = tuple(
-    struct.pack(
-        "<7H2x",
-        14,
-        _MSG_SIZE,
-        20,
-        4 if mask & 1 else 0,
-        8 if mask & 2 else 0,
-        12 if mask & 4 else 0,
-        16 if mask & 8 else 0,
-    )
-    for mask in range(16)
-)
+_MSG_VTS = _vtables(_MSG_SIZE, (20, 4, 8, 12, 16), always=frozenset({0}))
 # Content-only message (the common case), table and its string's length prefix.
 _MSG_CONTENT = struct.Struct("<iIIIIb3xI")
 # Tool: soffset, name@4, description@8, parameters@12, strict@16.
 _TOOL = struct.Struct("<iIIIb3x")
-_TOOL_VTS = tuple(
-    struct.pack(
-        "<6H",
-        12,
-        _TOOL.size,
-        4 if mask & 1 else 0,
-        8 if mask & 2 else 0,
-        12 if mask & 4 else 0,
-        16 if mask & 8 else 0,
-    )
-    for mask in range(16)
-)
+_TOOL_VTS = _vtables(_TOOL.size, (4, 8, 12, 16))
 # ToolCall: soffset, id@4, name@8, arguments@12.
 _CALL = struct.Struct("<iIII")
-_CALL_VTS = tuple(
-    struct.pack(
-        "<5H2x",
-        10,
-        _CALL.size,
-        4 if mask & 1 else 0,
-        8 if mask & 2 else 0,
-        12 if mask & 4 else 0,
-    )
-    for mask in range(8)
-)
+_CALL_VTS = _vtables(_CALL.size, (4, 8, 12))
 # KeyValue: soffset, key@4, value@8.
 _KV = struct.Struct("<iII")
-_KV_VTS = tuple(
-    struct.pack("<4H", 8, _KV.size, 4 if mask & 1 else 0, 8 if mask & 2 else 0) for mask in range(4)
-)
+_KV_VTS = _vtables(_KV.size, (4, 8))
 
 # Offset-vector heads (count, then the offsets) for the short vectors (stop).
 _VEC_HEADS = tuple(struct.Struct(f"<{n + 1}I") for n in range(5))
