@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 from google.protobuf.message import DecodeError
 
+from benchmarks.codecs import msgspec_full
 from generated import gateway_pb2 as pb
 from proxy.app import ProxyServer
 from proxy.config import load_config
@@ -68,66 +69,11 @@ def json_route(body: bytes) -> tuple[int, bytes]:
     return provider, model.encode()
 
 
-class _Function(msgspec.Struct):
-    name: str
-    arguments: str
+class _Request(msgspec_full.Request, gc=False, omit_defaults=True):
+    """The micro benchmark's typed request (``benchmarks.codecs.msgspec_full``),
+    plus the optional routing member the JSON bodies here may carry."""
 
-
-class _ToolCall(msgspec.Struct):
-    id: str
-    function: _Function
-    type: str = "function"
-
-
-class _ContentPart(msgspec.Struct):
-    type: str
-    text: str | None = None
-
-
-class _Message(msgspec.Struct):
-    role: str
-    content: str | list[_ContentPart] | None = None
-    name: str | None = None
-    tool_calls: list[_ToolCall] | None = None
-    tool_call_id: str | None = None
-
-
-class _ToolFunction(msgspec.Struct):
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
-
-
-class _Tool(msgspec.Struct):
-    function: _ToolFunction
-    type: str = "function"
-
-
-class _StreamOptions(msgspec.Struct):
-    include_usage: bool | None = None
-
-
-class _Request(msgspec.Struct):
-    model: str
-    messages: list[_Message]
     provider: int = 0
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    n: int | None = None
-    stream: bool | None = None
-    stream_options: _StreamOptions | None = None
-    user: str | None = None
-    metadata: dict[str, str] | None = None
-    tools: list[_Tool] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
 
 
 _DECODER = msgspec.json.Decoder(_Request)
