@@ -4,23 +4,13 @@ Run: ``.venv/bin/python -m benchmarks.alloc_wire [--calls N]``
 
 For each prompt size (requests of 20 messages and 4 tools from
 ``benchmarks.payloads``) and each operation (``read_route``, the generated
-accessors, ``verify_request``), runs the operation ``N`` times inside a
-``memray.Tracker`` with ``trace_python_allocators=True``, so every allocation
-counts, pymalloc's small-object ones and transient ones included, and reads
-every allocation record back with ``memray.FileReader``. The same loop around
-a no-op function of the same signature is measured the same way and
-subtracted, which removes the loop's own allocations (its counter ints).
-
-Prints a Markdown table of allocations per call, then every allocation
+accessors, ``verify_request``), counts every allocation per call with
+``benchmarks.allocs`` (the same method as ``make bench``: memray with the
+Python allocators traced, transient allocations included, the empty loop and
+memray's own profiler artefacts subtracted). Then lists every allocation
 ``read_route`` makes, by site: the CPython allocation path and the Python line
-(memray's native traces), with the no-op loop's sites subtracted.
-
-Caveat: memray sets a profiler hook, under which CPython 3.11 makes a frame
-object for every Python call and runs unspecialised bytecode, whose tuple
-unpacking allocates an iterator (``tuple_iter``). Neither happens in an
-untraced run, so a second table splits each count into those artefacts
-(recognised by their C allocation path) and the rest, the estimate of what
-the operation allocates without a profiler.
+(memray's native traces), with the empty loop's sites subtracted and the
+profiler's artefacts marked.
 
 Objects taken from a free list (small tuples, for instance) are reused rather
 than allocated and so are, correctly, not counted. Warm-up calls run before
@@ -39,25 +29,10 @@ from typing import Any
 
 import memray
 
+from benchmarks.allocs import ALLOCATING, count_allocations
 from benchmarks.bench_wire import MESSAGES, TOOLS, accessor_route
 from benchmarks.payloads import PROMPT_SIZES, make_request, to_flatbuffer
 from proxy.wire import read_route, verify_request
-
-_ALLOCATORS = {
-    memray.AllocatorType.MALLOC,
-    memray.AllocatorType.CALLOC,
-    memray.AllocatorType.REALLOC,
-    memray.AllocatorType.POSIX_MEMALIGN,
-    memray.AllocatorType.ALIGNED_ALLOC,
-    memray.AllocatorType.MEMALIGN,
-    memray.AllocatorType.VALLOC,
-    memray.AllocatorType.PVALLOC,
-    memray.AllocatorType.MMAP,
-    memray.AllocatorType.PYMALLOC_MALLOC,
-    memray.AllocatorType.PYMALLOC_CALLOC,
-    memray.AllocatorType.PYMALLOC_REALLOC,
-}
-
 
 Op = Callable[[Any], object]
 
@@ -91,7 +66,7 @@ def count(
     total = 0
     sites: collections.Counter[str] = collections.Counter()
     for record in memray.FileReader(out).get_allocation_records():
-        if record.allocator not in _ALLOCATORS:
+        if record.allocator not in ALLOCATING:
             continue
         total += record.n_allocations
         sites[_site(record, native)] += record.n_allocations
@@ -115,12 +90,6 @@ def _site(record: Any, native: bool) -> str:
     return " <- ".join(c_path)
 
 
-def per_call(fn: Op, arg: object, calls: int, workdir: Path) -> float:
-    total, _ = count(fn, arg, calls, workdir)
-    empty, _ = count(_noop, arg, calls, workdir)
-    return (total - empty) / calls
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -136,7 +105,10 @@ def main() -> None:
         "accessors": (accessor_route, bytes),
         "verify_request": (verify_request, bytes),
     }
-    print(f"Allocations per call ({calls} calls, empty loop subtracted; memray)\n")
+    print(
+        f"Allocations per call (up to {calls} calls; empty loop and memray's profiler"
+        " artefacts subtracted: benchmarks.allocs)\n"
+    )
     print("| prompt | body bytes | " + " | ".join(ops) + " | accessors vs. read_route |")
     print("|---|---:|" + "---:|" * len(ops) + "---:|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,35 +116,27 @@ def main() -> None:
         for name, buf in bodies.items():
             row = {}
             for label, (fn, wrap) in ops.items():
+                arg = wrap(buf)
+                _loop(fn, arg, 100)  # warm-up: specialisation, caches
                 n = calls if label != "verify_request" else max(1, calls // 10)
-                row[label] = per_call(fn, wrap(buf), n, workdir)
+                row[label] = count_allocations(fn, arg, n).allocs
             ratio = row["accessors"] / row["read_route"] if row["read_route"] else float("inf")
             cells = " | ".join(f"{row[label]:.2f}" for label in ops)
             print(f"| {name} | {len(buf)} | {cells} | {ratio:.1f}x |")
-        print(
-            "\nOf which memray's profiler hook causes (1KB prompt; frame objects for"
-            " Python calls, iterators of unspecialised tuple unpacking), and the rest:\n"
-        )
-        print("| operation | memray | profiler artefacts | without a profiler |")
-        print("|---|---:|---:|---:|")
         breakdowns = {}
-        for label, (fn, wrap) in ops.items():
+        for label in ("read_route", "read_route(memoryview)"):
+            fn, wrap = ops[label]
             n = max(1, calls // 10)
-            total, sites = count(fn, wrap(bodies["1KB"]), n, workdir, native=True)
-            empty, base = count(_noop, wrap(bodies["1KB"]), n, workdir, native=True)
-            own = sites - base
-            artefacts = sum(k for site, k in own.items() if _ARTEFACT in site or _UNPACK in site)
-            print(
-                f"| {label} | {(total - empty) / n:.2f} | {artefacts / n:.2f} "
-                f"| {(total - empty - artefacts) / n:.2f} |"
-            )
-            breakdowns[label] = (own, n)
+            _, sites = count(fn, wrap(bodies["1KB"]), n, workdir, native=True)
+            _, base = count(_noop, wrap(bodies["1KB"]), n, workdir, native=True)
+            breakdowns[label] = (sites - base, n)
         for label in ("read_route", "read_route(memoryview)"):
             own, n = breakdowns[label]
             print(f"\n{label}: every allocation by site (1KB prompt, per call; memray native):\n")
             for site, k in sorted(own.items()):
                 if k / n >= 0.5:
-                    print(f"  {k / n:5.2f}  {site}")
+                    artefact = _ARTEFACT in site or _UNPACK in site
+                    print(f"  {k / n:5.2f}  {site}{'  (profiler artefact)' if artefact else ''}")
 
 
 if __name__ == "__main__":

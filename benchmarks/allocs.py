@@ -51,10 +51,17 @@ from typing import Any
 
 import memray
 
-__all__ = ["Allocations", "ArtefactsUnresolved", "Tally", "count_allocations", "count_raw"]
+__all__ = [
+    "ALLOCATING",
+    "Allocations",
+    "ArtefactsUnresolved",
+    "Tally",
+    "count_allocations",
+    "count_raw",
+]
 
 # Allocator calls that hand out memory (memray.AllocatorType values).
-_ALLOCATING = frozenset(
+ALLOCATING = frozenset(
     {
         memray.AllocatorType.PYMALLOC_MALLOC,
         memray.AllocatorType.PYMALLOC_CALLOC,
@@ -123,7 +130,7 @@ def count_raw(fn: Callable[[Any], object], arg: object, ops: int) -> Tally:
             for _ in itertools.repeat(None, ops):
                 fn(arg)
         for record in memray.FileReader(path).get_allocation_records():
-            if record.allocator not in _ALLOCATING:
+            if record.allocator not in ALLOCATING:
                 continue
             key = (record.native_stack_id, record.native_segment_generation)
             kind = kinds.get(key)
