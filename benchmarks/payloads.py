@@ -29,6 +29,7 @@ from generated.LLMGateway.KeyValue import KeyValueT
 from generated.LLMGateway.Message import MessageT
 from generated.LLMGateway.Tool import ToolT
 from generated.LLMGateway.ToolCall import ToolCallT
+from proxy.pool import finish_bytes
 from proxy.wire import REQUEST_IDENTIFIER
 
 __all__ = ["PROMPT_SIZES", "REQUEST_IDENTIFIER", "make_request", "prompt_bytes", "to_flatbuffer"]
@@ -223,4 +224,4 @@ def to_flatbuffer(
     )
     builder = flatbuffers.Builder(max(1024, prompt_bytes(request) + 4096))
     builder.Finish(t.Pack(builder), REQUEST_IDENTIFIER)
-    return bytes(memoryview(builder.Bytes)[builder.Head() :])
+    return finish_bytes(builder)

@@ -6,8 +6,10 @@ the edge:
 - ``build_chunk`` writes one chunk with a pooled builder and returns an
   independent ``bytes`` (size-prefixed by default: the binary framing is a
   4-byte little-endian length, then the chunk buffer).
-- ``decode_chunk`` reads one chunk into an immutable ``Chunk``; any malformed
-  buffer raises ``MalformedFrame``, never anything else.
+- ``decode_chunk`` reads one chunk into an immutable ``Chunk`` through the
+  generated accessors: the reference reader (tests check ``proxy.chunks``'
+  fast reader against it); any malformed buffer raises ``MalformedFrame``,
+  never anything else.
 - ``FrameCutter`` cuts a size-prefixed byte stream at frame boundaries as
   bytes arrive, passing whole-frame pieces through uncopied; ``FrameSplitter``
   hands out each frame as its own ``bytes``; ``sse_event`` and ``SSESplitter`` do the same for SSE
@@ -275,7 +277,8 @@ def _text(value: bytes | None) -> str:
 
 
 def decode_chunk(buf: bytes | memoryview) -> Chunk:
-    """Decode one chunk buffer (not size-prefixed) into a ``Chunk``."""
+    """Decode one chunk buffer (not size-prefixed) into a ``Chunk``, through the
+    generated accessors: the reference; hot paths read with ``proxy.chunks.read_chunk``."""
     data = bytes(buf)
     if len(data) < 8 or data[4:8] != CHUNK_IDENTIFIER:
         raise MalformedFrame("chunk frame: missing or wrong file identifier")
