@@ -57,7 +57,7 @@ class _Conn(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self.resp: _PoolResponse | None = None
         self.closed = False
         self.paused = False
@@ -73,9 +73,12 @@ class _Conn(asyncio.Protocol):
         if resp is None:  # bytes nobody asked for: the connection is unusable
             self.close()
             return
+        parser = self.parser
+        if parser is None:  # the connection is already lost
+            return
         resp.got_bytes = True
         try:
-            self.parser.feed_data(data)
+            parser.feed_data(data)
         except httptools.HttpParserError as exc:
             resp.fail(UpstreamProtocolError(f"backend sent invalid HTTP: {exc}"))
             self.close()
@@ -90,6 +93,11 @@ class _Conn(asyncio.Protocol):
                 resp.fail(UpstreamProtocolError("backend closed the connection mid-response"))
             else:
                 resp.fail(UpstreamConnectError("backend closed the connection before answering"))
+        # The parser holds this protocol and the transport holds it too: drop
+        # both links so a closed connection is freed by reference counting,
+        # not left as a cycle for the garbage collector.
+        self.parser = None
+        self.transport = None
 
     # llhttp callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -97,7 +105,7 @@ class _Conn(asyncio.Protocol):
         self.resp.raw_headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        assert self.resp is not None
+        assert self.resp is not None and self.parser is not None
         self.resp.head_done(self.parser.get_status_code())
 
     def on_body(self, body: bytes) -> None:
@@ -109,7 +117,7 @@ class _Conn(asyncio.Protocol):
             self.transport.pause_reading()
 
     def on_message_complete(self) -> None:
-        assert self.resp is not None
+        assert self.resp is not None and self.parser is not None
         self.resp.finish(keep_alive=self.parser.should_keep_alive())
 
     def resume(self) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -336,3 +338,27 @@ def test_make_transport_kinds() -> None:
     assert isinstance(make_transport("httpx"), HttpxTransport)
     with pytest.raises(ValueError, match="unknown transport"):
         make_transport("carrier-pigeon")
+
+
+async def test_a_closed_connection_is_freed_without_the_gc() -> None:
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok")
+        await w.drain()
+
+    t = PoolTransport()
+    gc.disable()
+    try:
+        async with RawServer(handler) as url:
+            resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+            conn = weakref.ref(resp._conn)  # type: ignore[attr-defined]
+            assert await resp.read() == b"ok"
+            del resp
+            for _ in range(20):  # let the loop deliver connection_lost
+                await asyncio.sleep(0.01)
+                if conn() is None:
+                    break
+        assert conn() is None, "the connection stayed alive: a reference cycle"
+    finally:
+        gc.enable()
+        await t.aclose()
