@@ -144,9 +144,9 @@ class EdgeApp:
             registry=self.metrics.registry,
         )
         # Upstream metrics children, labelled once ("proxy": the edge has one upstream).
-        self._ttfb = self.metrics.upstream_ttfb.labels("proxy")
-        self._failures_timeout = self.metrics.upstream_failures.labels("proxy", "timeout")
-        self._failures_other = self.metrics.upstream_failures.labels("proxy", "unreachable")
+        self._ttfb = self.metrics.upstream_ttfb_of("proxy")
+        self._failures_timeout = self.metrics.upstream_failure_of("proxy", "timeout")
+        self._failures_other = self.metrics.upstream_failure_of("proxy", "unreachable")
         models = [
             _Model(name, m.owned_by) for m in settings.models for name in (m.name, *m.aliases)
         ]

@@ -229,7 +229,7 @@ class ProxyServer:
             except UpstreamError as exc:
                 backend.outstanding -= 1
                 self.balancer.failed(backend)
-                self.metrics.upstream_failures.labels(backend.name, type(exc).__name__).inc()
+                self.metrics.upstream_failure_of(backend.name, type(exc).__name__).inc()
                 last = exc
                 continue
             except BaseException:
@@ -239,7 +239,7 @@ class ProxyServer:
                 await resp.aclose()
                 backend.outstanding -= 1
                 self.balancer.failed(backend)
-                self.metrics.upstream_failures.labels(backend.name, f"http_{resp.status}").inc()
+                self.metrics.upstream_failure_of(backend.name, f"http_{resp.status}").inc()
                 last = ProxyError(
                     502, "backend_error", f"backend {backend.name} answered {resp.status}"
                 )

@@ -122,32 +122,31 @@ class Metrics:
         self.relayed_bytes = Counter(
             f"{prefix}_relayed_bytes", "Response bytes relayed to callers.", registry=r
         )
-        self._children: dict[tuple[str, int], Any] = {}
-        self._ttfb: dict[str, Any] = {}
-        self._duration: dict[str, Any] = {}
+        self._children: dict[tuple[object, ...], Any] = {}
         self._pool = pool
         self._gc = gc_stats()
         r.register(_CallbackCollector(self._collect_runtime))
 
-    def upstream_ttfb_of(self, backend: str) -> Any:
-        """The TTFB histogram child for ``backend`` (label lookups cached)."""
-        child = self._ttfb.get(backend)
-        if child is None:
-            child = self._ttfb[backend] = self.upstream_ttfb.labels(backend)
-        return child
-
-    def upstream_duration_of(self, backend: str) -> Any:
-        child = self._duration.get(backend)
-        if child is None:
-            child = self._duration[backend] = self.upstream_duration.labels(backend)
-        return child
-
-    def count(self, route: str, status: int) -> None:
-        key = (route, status)
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once (prometheus-client's
+        ``labels`` takes a lock and builds a key on every call)."""
+        key = (id(metric), *labels)
         child = self._children.get(key)
         if child is None:
-            child = self._children[key] = self.requests.labels(route, str(status))
-        child.inc()
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def upstream_ttfb_of(self, backend: str) -> Any:
+        return self._child(self.upstream_ttfb, backend)
+
+    def upstream_duration_of(self, backend: str) -> Any:
+        return self._child(self.upstream_duration, backend)
+
+    def upstream_failure_of(self, backend: str, kind: str) -> Any:
+        return self._child(self.upstream_failures, backend, kind)
+
+    def count(self, route: str, status: int) -> None:
+        self._child(self.requests, route, str(status)).inc()
 
     def _collect_runtime(self) -> Iterable[Metric]:
         p = self.prefix
