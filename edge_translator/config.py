@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from proxy.config import ConfigError, env_value, read_config_text
+from proxy.config import ConfigError, env_value, key_path, read_config_text
 
 __all__ = [
     "ENV_CONFIG",
@@ -112,18 +112,6 @@ class _Document(msgspec.Struct, frozen=True):
     keys: tuple[KeyConfig, ...] = ()
 
 
-def _where(message: str) -> str:
-    """msgspec's ``... - at `$.models[1].name` `` as ``models[1].name: ...``."""
-    text, sep, path = message.rpartition(" - at `$")
-    if not sep:
-        return message
-    path = path.rstrip("`").lstrip(".")
-    missing = re.match(r"Object missing required field `([^`]+)`", text)
-    if missing:
-        return f"{path}.{missing.group(1)}: required key is missing"
-    return f"{path}: {text}" if path else text
-
-
 def _check(s: _Document) -> None:
     e = s.edge
     url = urlsplit(e.proxy_url)
@@ -194,7 +182,7 @@ def parse_edge_settings(
     try:
         parsed = msgspec.convert(doc, _Document)
     except msgspec.ValidationError as exc:
-        raise EdgeConfigError(_where(str(exc))) from exc
+        raise EdgeConfigError(key_path(str(exc))) from exc
     _check(parsed)
     return EdgeSettings(edge=parsed.edge, models=parsed.models, keys=parsed.keys)
 

@@ -11,6 +11,7 @@ No I/O beyond reading the file it is given.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from importlib import resources
@@ -29,6 +30,7 @@ __all__ = [
     "StubSection",
     "apply_env",
     "env_value",
+    "key_path",
     "load_config",
     "parse_config",
     "read_config_text",
@@ -161,13 +163,18 @@ def _check(config: GatewayConfig) -> None:
         raise ConfigError("proxy.cooldown_seconds: must be >= 0")
 
 
-def _path_of(message: str) -> str:
-    """msgspec says ``... - at `$.backends[0].url` ``: turn it into ``backends[0].url``."""
-    if " - at `$" in message:
-        text, _, where = message.rpartition(" - at `$")
-        where = where.rstrip("`").lstrip(".")
-        return f"{where}: {text}" if where else text
-    return message
+def key_path(message: str) -> str:
+    """msgspec's ``... - at `$.backends[0].url` `` as ``backends[0].url: ...``
+    (a missing required key: ``routes[0].model: required key is missing``)."""
+    text, sep, path = message.rpartition(" - at `$")
+    if not sep:
+        return message
+    path = path.rstrip("`").lstrip(".")
+    missing = re.match(r"Object missing required field `([^`]+)`", text)
+    if missing:
+        key = f"{path}.{missing.group(1)}" if path else missing.group(1)
+        return f"{key}: required key is missing"
+    return f"{path}: {text}" if path else text
 
 
 def env_value(raw: str) -> Any:
@@ -198,7 +205,7 @@ def parse_config(data: Mapping[str, Any]) -> GatewayConfig:
     try:
         config = msgspec.convert(data, GatewayConfig)
     except msgspec.ValidationError as exc:
-        raise ConfigError(_path_of(str(exc))) from exc
+        raise ConfigError(key_path(str(exc))) from exc
     _check(config)
     return config
 

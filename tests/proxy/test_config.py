@@ -78,3 +78,8 @@ def test_no_routes_and_unreadable_files(tmp_path: Path) -> None:
     bad.write_text("[proxy\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad, environ={})
+
+
+def test_a_missing_required_key_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"routes\[0\]\.backends: required key is missing"):
+        parse_config({"routes": [{"model": "*"}]})
