@@ -83,6 +83,20 @@ class _CallbackCollector(Collector):
         return self._collect()
 
 
+class _Children(dict[Any, Any]):
+    """A metric's label children by label value (or tuple of values), made on
+    first use; hits are a plain dict lookup."""
+
+    def __init__(self, metric: Any) -> None:
+        super().__init__()
+        self._metric = metric
+
+    def __missing__(self, key: Any) -> Any:
+        labels = key if isinstance(key, tuple) else (key,)
+        child = self[key] = self._metric.labels(*(str(v) for v in labels))
+        return child
+
+
 class Metrics:
     """The metrics one service exposes; cheap to update on the hot path."""
 
@@ -122,31 +136,27 @@ class Metrics:
         self.relayed_bytes = Counter(
             f"{prefix}_relayed_bytes", "Response bytes relayed to callers.", registry=r
         )
-        self._children: dict[tuple[object, ...], Any] = {}
         self._pool = pool
         self._gc = gc_stats()
         r.register(_CallbackCollector(self._collect_runtime))
-
-    def _child(self, metric: Any, *labels: str) -> Any:
-        """``metric.labels(*labels)``, looked up once (prometheus-client's
-        ``labels`` takes a lock and builds a key on every call)."""
-        key = (id(metric), *labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
+        # Label children, looked up once each: prometheus-client's ``labels``
+        # takes a lock and builds a key on every call.
+        self._requests = _Children(self.requests)
+        self._ttfb = _Children(self.upstream_ttfb)
+        self._duration = _Children(self.upstream_duration)
+        self._failures = _Children(self.upstream_failures)
 
     def upstream_ttfb_of(self, backend: str) -> Any:
-        return self._child(self.upstream_ttfb, backend)
+        return self._ttfb[backend]
 
     def upstream_duration_of(self, backend: str) -> Any:
-        return self._child(self.upstream_duration, backend)
+        return self._duration[backend]
 
     def upstream_failure_of(self, backend: str, kind: str) -> Any:
-        return self._child(self.upstream_failures, backend, kind)
+        return self._failures[backend, kind]
 
     def count(self, route: str, status: int) -> None:
-        self._child(self.requests, route, str(status)).inc()
+        self._requests[route, status].inc()
 
     def _collect_runtime(self) -> Iterable[Metric]:
         p = self.prefix
