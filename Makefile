@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@# mypy cannot follow the editable install's finder: give it a tree to read.
+	@mkdir -p $(VENV)/flatgate-src/flatgate
+	@for p in proxy edge_translator generated; do ln -sfn $(CURDIR)/$$p $(VENV)/flatgate-src/flatgate/$$p; done
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -22,6 +25,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

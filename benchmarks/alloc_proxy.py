@@ -21,11 +21,11 @@ from typing import Any
 
 from benchmarks.allocs import count_allocations
 from benchmarks.payloads import make_request, to_flatbuffer
-from proxy.app import ProxyServer
-from proxy.config import parse_config
-from proxy.frames import FinishReason, build_chunk
-from proxy.pool import BuilderPool
-from proxy.upstream import Response, Timeouts
+from flatgate.proxy.plumbing.config import parse_config
+from flatgate.proxy.service.app import ProxyServer
+from flatgate.proxy.transport.base import Response, Timeouts
+from flatgate.proxy.wire.frames import FinishReason, build_chunk
+from flatgate.proxy.wire.pool import BuilderPool
 
 CONFIG = {
     "backends": [{"name": "stub", "url": "http://127.0.0.1:9"}],

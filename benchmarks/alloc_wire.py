@@ -32,7 +32,8 @@ import memray
 from benchmarks.allocs import ALLOCATING, count_allocations
 from benchmarks.bench_wire import MESSAGES, TOOLS, accessor_route
 from benchmarks.payloads import PROMPT_SIZES, make_request, to_flatbuffer
-from proxy.wire import read_route, verify_request
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import verify_request
 
 Op = Callable[[Any], object]
 

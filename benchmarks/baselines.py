@@ -27,11 +27,11 @@ import msgspec
 from google.protobuf.message import DecodeError
 
 from benchmarks.codecs import msgspec_full
-from generated import gateway_pb2 as pb
-from proxy.app import ProxyServer
-from proxy.config import load_config
-from proxy.serve import ServerApp
-from proxy.wire import MalformedBuffer
+from flatgate.generated import gateway_pb2 as pb
+from flatgate.proxy.plumbing.config import load_config
+from flatgate.proxy.plumbing.serve import ServerApp
+from flatgate.proxy.service.app import ProxyServer
+from flatgate.proxy.wire.verify import MalformedBuffer
 
 __all__ = [
     "JSON_TYPE",

@@ -29,13 +29,13 @@ import msgspec
 import pytest
 
 from benchmarks.payloads import make_request
-from edge_translator.config import ModelConfig
-from edge_translator.models import decode_request
-from edge_translator.render import StreamRenderer
-from edge_translator.translate import translate_json, write_request, write_request_stock
-from proxy.chunks import read_chunk
-from proxy.frames import build_chunk, decode_chunk, unprefix
-from proxy.pool import BuilderPool
+from flatgate.edge_translator.config import ModelConfig
+from flatgate.edge_translator.models import decode_request
+from flatgate.edge_translator.render import StreamRenderer
+from flatgate.edge_translator.translate import translate_json, write_request, write_request_stock
+from flatgate.proxy.wire.chunks import read_chunk
+from flatgate.proxy.wire.frames import build_chunk, decode_chunk, unprefix
+from flatgate.proxy.wire.pool import BuilderPool
 
 MODELS = {"gpt-4o-mini": ModelConfig("gpt-4o-mini", "OpenAI")}
 REQUESTS = {

@@ -25,9 +25,10 @@ from typing import Any
 import pytest
 
 from benchmarks.payloads import PROMPT_SIZES, make_request, to_flatbuffer
-from generated.LLMGateway.CompletionRequest import CompletionRequest
-from proxy.routes import Route, RouteTable
-from proxy.wire import read_route, verify_request
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest
+from flatgate.proxy.service.routes import Route, RouteTable
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import verify_request
 
 MESSAGES = 20
 TOOLS = 4

@@ -24,13 +24,13 @@ from typing import Any
 import flatbuffers
 import msgspec
 
-from generated.LLMGateway.CompletionRequest import CompletionRequestT
-from generated.LLMGateway.KeyValue import KeyValueT
-from generated.LLMGateway.Message import MessageT
-from generated.LLMGateway.Tool import ToolT
-from generated.LLMGateway.ToolCall import ToolCallT
-from proxy.pool import finish_bytes
-from proxy.wire import REQUEST_IDENTIFIER
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequestT
+from flatgate.generated.LLMGateway.KeyValue import KeyValueT
+from flatgate.generated.LLMGateway.Message import MessageT
+from flatgate.generated.LLMGateway.Tool import ToolT
+from flatgate.generated.LLMGateway.ToolCall import ToolCallT
+from flatgate.proxy.wire.pool import finish_bytes
+from flatgate.proxy.wire.verify import REQUEST_IDENTIFIER
 
 __all__ = ["PROMPT_SIZES", "REQUEST_IDENTIFIER", "make_request", "prompt_bytes", "to_flatbuffer"]
 

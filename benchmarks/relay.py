@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from proxy.request import build_request
+from flatgate.proxy.wire.request import build_request
 
 BINARY = "application/x-flatbuffers-stream"
 SSE = "text/event-stream"
@@ -46,7 +46,7 @@ def _free_port() -> int:
 def _server(args: Sequence[str], port: int, log: Path) -> Iterator[int]:
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", *args, "--port", str(port)],
+            [sys.executable, "-m", "flatgate.proxy.gateway.cli", *args, "--port", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -29,9 +29,9 @@ from typing import Any, Protocol
 import msgspec
 from prometheus_client import Histogram
 
-from edge_translator.auth import KeyRing
-from edge_translator.config import ENV_CONFIG, EdgeSettings, load_edge_settings
-from edge_translator.errors import (
+from flatgate.edge_translator.auth import KeyRing
+from flatgate.edge_translator.config import ENV_CONFIG, EdgeSettings, load_edge_settings
+from flatgate.edge_translator.errors import (
     EdgeError,
     InvalidRequest,
     MethodNotAllowed,
@@ -41,17 +41,18 @@ from edge_translator.errors import (
     UpstreamFailed,
     UpstreamTimeout,
 )
-from edge_translator.models import ChatCompletionRequest, decode_request
-from edge_translator.render import Aggregator, StreamRenderer, error_event
-from edge_translator.translate import new_request_id, resolve_model, write_request
-from proxy.chunks import read_chunk
-from proxy.frames import Chunk, FrameCutter, MalformedFrame
-from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from proxy.metrics import Metrics
-from proxy.serve import CallerWatch
-from proxy.upstream import Response, Timeouts, Transport, make_transport
-from proxy.upstream import UpstreamError as _UpstreamError
-from proxy.upstream import UpstreamTimeout as _UpstreamTimeout
+from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_event
+from flatgate.edge_translator.translate import new_request_id, resolve_model, write_request
+from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.serve import CallerWatch
+from flatgate.proxy.transport.base import Response, Timeouts, Transport
+from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
+from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
+from flatgate.proxy.transport.factory import make_transport
+from flatgate.proxy.wire.chunks import read_chunk
+from flatgate.proxy.wire.frames import Chunk, FrameCutter, MalformedFrame
 
 __all__ = ["EdgeApp", "create_app"]
 

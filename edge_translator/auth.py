@@ -18,8 +18,8 @@ import hashlib
 import hmac
 from collections.abc import Iterable
 
-from edge_translator.config import KeyConfig
-from edge_translator.errors import AuthenticationFailed
+from flatgate.edge_translator.config import KeyConfig
+from flatgate.edge_translator.errors import AuthenticationFailed
 
 __all__ = ["KeyRing", "bearer_token", "hash_key"]
 

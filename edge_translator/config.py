@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from proxy.config import ConfigError, env_value, key_path, read_config_text
+from flatgate.proxy.plumbing.config import ConfigError, env_value, key_path, read_config_text
 
 __all__ = [
     "ENV_CONFIG",

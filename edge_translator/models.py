@@ -21,7 +21,7 @@ from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-from edge_translator.errors import InvalidRequest
+from flatgate.edge_translator.errors import InvalidRequest
 
 __all__ = [
     "AssistantMessage",

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 
 import msgspec
 
-from edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
-from proxy.frames import Chunk, ChunkError, FinishReason, Usage
+from flatgate.edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
+from flatgate.proxy.wire.frames import Chunk, ChunkError, FinishReason, Usage
 
 __all__ = [
     "DONE",

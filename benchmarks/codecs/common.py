@@ -18,8 +18,8 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from edge_translator.config import ModelConfig
-from edge_translator.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.config import ModelConfig
+from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
 
 __all__ = [
     "DELTA",

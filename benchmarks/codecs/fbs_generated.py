@@ -29,11 +29,11 @@ from benchmarks.codecs.common import (
     json_body,
 )
 from benchmarks.payloads import to_flatbuffer
-from edge_translator.models import ChatCompletionRequest, decode_request
-from edge_translator.translate import resolve_model, write_request_stock
-from generated.LLMGateway.CompletionRequest import CompletionRequest
-from proxy.frames import build_chunk
-from proxy.pool import BuilderPool
+from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.translate import resolve_model, write_request_stock
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest
+from flatgate.proxy.wire.frames import build_chunk
+from flatgate.proxy.wire.pool import BuilderPool
 
 __all__ = ["OPS", "chunk", "decode", "encode", "inputs", "read", "route", "translate"]
 

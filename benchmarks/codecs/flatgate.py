@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from benchmarks.codecs.common import MODELS, REQUEST_ID, Decoded, Delta
 from benchmarks.codecs.fbs_generated import inputs, read
-from edge_translator.models import ChatCompletionRequest
-from edge_translator.translate import translate_json, write_request
-from proxy.frames import build_chunk
-from proxy.pool import BuilderPool
-from proxy.wire import read_route, verify_request
+from flatgate.edge_translator.models import ChatCompletionRequest
+from flatgate.edge_translator.translate import translate_json, write_request
+from flatgate.proxy.wire.frames import build_chunk
+from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import verify_request
 
 __all__ = ["OPS", "POOL", "chunk", "decode", "encode", "inputs", "route", "translate"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from benchmarks.codecs.common import Delta
 from benchmarks.codecs.fbs_generated import inputs
-from proxy.frames import write_chunk
+from flatgate.proxy.wire.frames import write_chunk
 
 __all__ = ["OPS", "chunk", "inputs"]
 

@@ -27,7 +27,7 @@ from benchmarks.codecs.common import (
     edge_request,
     json_body,
 )
-from edge_translator.models import (
+from flatgate.edge_translator.models import (
     AssistantMessage,
     ChatCompletionRequest,
     ContentPart,
@@ -39,8 +39,8 @@ from edge_translator.models import (
     UserMessage,
     decode_request,
 )
-from edge_translator.translate import resolve_model
-from generated import gateway_pb2 as pb
+from flatgate.edge_translator.translate import resolve_model
+from flatgate.generated import gateway_pb2 as pb
 
 __all__ = [
     "OPS",

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proxy.frames import FrameSplitter, decode_chunk
-from proxy.httpclient import PoolTransport
-from proxy.upstream import Timeouts, UpstreamError
+from flatgate.proxy.transport.base import Timeouts, UpstreamError
+from flatgate.proxy.transport.pool import PoolTransport
+from flatgate.proxy.wire.frames import FrameSplitter, decode_chunk
 
 __all__ = [
     "LatencyRun",

@@ -264,7 +264,15 @@ class ServerGroup:
     ) -> Server:
         """``flatgate <service> --port P <args>`` (the product's own CLI)."""
         port = free_port()
-        argv = [sys.executable, "-m", "proxy.cli", service, "--port", str(port), *args]
+        argv = [
+            sys.executable,
+            "-m",
+            "flatgate.proxy.gateway.cli",
+            service,
+            "--port",
+            str(port),
+            *args,
+        ]
         return self.spawn(name, argv, port, metrics=metrics)
 
     def granian(

@@ -22,7 +22,7 @@ import msgspec
 
 from benchmarks.baselines import JSON_TYPE, PROTOBUF_TYPE
 from benchmarks.payloads import make_request, to_flatbuffer
-from proxy.app import BINARY, REQUEST_TYPE
+from flatgate.proxy.service.app import BINARY, REQUEST_TYPE
 
 __all__ = [
     "CANNED_DELTAS",

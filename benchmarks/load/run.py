@@ -76,7 +76,7 @@ from benchmarks.load.rows import (
     stream_body,
 )
 from benchmarks.payloads import PROMPT_SIZES
-from proxy.frames import FinishReason, FrameSplitter, decode_chunk
+from flatgate.proxy.wire.frames import FinishReason, FrameSplitter, decode_chunk
 
 __all__ = ["FULL", "QUICK", "RESULTS", "TINY", "Settings", "main", "run"]
 

@@ -49,7 +49,7 @@ class CompletionChunk(object):
             x = self._tab.Vector(o)
             x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
-            from generated.LLMGateway.ToolCallDelta import ToolCallDelta
+            from flatgate.generated.LLMGateway.ToolCallDelta import ToolCallDelta
             obj = ToolCallDelta()
             obj.Init(self._tab.Bytes, x)
             return obj
@@ -79,7 +79,7 @@ class CompletionChunk(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
-            from generated.LLMGateway.Usage import Usage
+            from flatgate.generated.LLMGateway.Usage import Usage
             obj = Usage()
             obj.Init(self._tab.Bytes, x)
             return obj
@@ -90,7 +90,7 @@ class CompletionChunk(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
-            from generated.LLMGateway.Error import Error
+            from flatgate.generated.LLMGateway.Error import Error
             obj = Error()
             obj.Init(self._tab.Bytes, x)
             return obj
@@ -176,9 +176,9 @@ def CompletionChunkEnd(builder):
 def End(builder):
     return CompletionChunkEnd(builder)
 
-import generated.LLMGateway.Error
-import generated.LLMGateway.ToolCallDelta
-import generated.LLMGateway.Usage
+import flatgate.generated.LLMGateway.Error
+import flatgate.generated.LLMGateway.ToolCallDelta
+import flatgate.generated.LLMGateway.Usage
 try:
     from typing import List, Optional
 except:
@@ -200,10 +200,10 @@ class CompletionChunkT(object):
     ):
         self.requestId = requestId  # type: Optional[str]
         self.content = content  # type: Optional[str]
-        self.toolCalls = toolCalls  # type: Optional[List[generated.LLMGateway.ToolCallDelta.ToolCallDeltaT]]
+        self.toolCalls = toolCalls  # type: Optional[List[flatgate.generated.LLMGateway.ToolCallDelta.ToolCallDeltaT]]
         self.finishReason = finishReason  # type: int
-        self.usage = usage  # type: Optional[generated.LLMGateway.Usage.UsageT]
-        self.error = error  # type: Optional[generated.LLMGateway.Error.ErrorT]
+        self.usage = usage  # type: Optional[flatgate.generated.LLMGateway.Usage.UsageT]
+        self.error = error  # type: Optional[flatgate.generated.LLMGateway.Error.ErrorT]
         self.index = index  # type: int
         self.model = model  # type: Optional[str]
 
@@ -236,13 +236,13 @@ class CompletionChunkT(object):
                 if completionChunk.ToolCalls(i) is None:
                     self.toolCalls.append(None)
                 else:
-                    toolCallDelta_ = generated.LLMGateway.ToolCallDelta.ToolCallDeltaT.InitFromObj(completionChunk.ToolCalls(i))
+                    toolCallDelta_ = flatgate.generated.LLMGateway.ToolCallDelta.ToolCallDeltaT.InitFromObj(completionChunk.ToolCalls(i))
                     self.toolCalls.append(toolCallDelta_)
         self.finishReason = completionChunk.FinishReason()
         if completionChunk.Usage() is not None:
-            self.usage = generated.LLMGateway.Usage.UsageT.InitFromObj(completionChunk.Usage())
+            self.usage = flatgate.generated.LLMGateway.Usage.UsageT.InitFromObj(completionChunk.Usage())
         if completionChunk.Error() is not None:
-            self.error = generated.LLMGateway.Error.ErrorT.InitFromObj(completionChunk.Error())
+            self.error = flatgate.generated.LLMGateway.Error.ErrorT.InitFromObj(completionChunk.Error())
         self.index = completionChunk.Index()
         self.model = completionChunk.Model()
 

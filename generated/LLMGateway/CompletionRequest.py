@@ -70,7 +70,7 @@ class CompletionRequest(object):
             x = self._tab.Vector(o)
             x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
-            from generated.LLMGateway.Tool import Tool
+            from flatgate.generated.LLMGateway.Tool import Tool
             obj = Tool()
             obj.Init(self._tab.Bytes, x)
             return obj
@@ -95,7 +95,7 @@ class CompletionRequest(object):
             x = self._tab.Vector(o)
             x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
-            from generated.LLMGateway.Message import Message
+            from flatgate.generated.LLMGateway.Message import Message
             obj = Message()
             obj.Init(self._tab.Bytes, x)
             return obj
@@ -210,7 +210,7 @@ class CompletionRequest(object):
             x = self._tab.Vector(o)
             x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
-            from generated.LLMGateway.KeyValue import KeyValue
+            from flatgate.generated.LLMGateway.KeyValue import KeyValue
             obj = KeyValue()
             obj.Init(self._tab.Bytes, x)
             return obj
@@ -417,9 +417,9 @@ def CompletionRequestEnd(builder):
 def End(builder):
     return CompletionRequestEnd(builder)
 
-import generated.LLMGateway.KeyValue
-import generated.LLMGateway.Message
-import generated.LLMGateway.Tool
+import flatgate.generated.LLMGateway.KeyValue
+import flatgate.generated.LLMGateway.Message
+import flatgate.generated.LLMGateway.Tool
 try:
     from typing import List, Optional
 except:
@@ -458,8 +458,8 @@ class CompletionRequestT(object):
         self.modelName = modelName  # type: Optional[str]
         self.maxTokens = maxTokens  # type: int
         self.temperature = temperature  # type: Optional[float]
-        self.tools = tools  # type: Optional[List[generated.LLMGateway.Tool.ToolT]]
-        self.messages = messages  # type: Optional[List[generated.LLMGateway.Message.MessageT]]
+        self.tools = tools  # type: Optional[List[flatgate.generated.LLMGateway.Tool.ToolT]]
+        self.messages = messages  # type: Optional[List[flatgate.generated.LLMGateway.Message.MessageT]]
         self.toolChoice = toolChoice  # type: int
         self.toolChoiceName = toolChoiceName  # type: Optional[str]
         self.topP = topP  # type: Optional[float]
@@ -471,7 +471,7 @@ class CompletionRequestT(object):
         self.stream = stream  # type: bool
         self.user = user  # type: Optional[str]
         self.tenant = tenant  # type: Optional[str]
-        self.metadata = metadata  # type: Optional[List[generated.LLMGateway.KeyValue.KeyValueT]]
+        self.metadata = metadata  # type: Optional[List[flatgate.generated.LLMGateway.KeyValue.KeyValueT]]
         self.includeUsage = includeUsage  # type: bool
         self.parallelToolCalls = parallelToolCalls  # type: Optional[bool]
         self.responseFormat = responseFormat  # type: Optional[str]
@@ -508,7 +508,7 @@ class CompletionRequestT(object):
                 if completionRequest.Tools(i) is None:
                     self.tools.append(None)
                 else:
-                    tool_ = generated.LLMGateway.Tool.ToolT.InitFromObj(completionRequest.Tools(i))
+                    tool_ = flatgate.generated.LLMGateway.Tool.ToolT.InitFromObj(completionRequest.Tools(i))
                     self.tools.append(tool_)
         if not completionRequest.MessagesIsNone():
             self.messages = []
@@ -516,7 +516,7 @@ class CompletionRequestT(object):
                 if completionRequest.Messages(i) is None:
                     self.messages.append(None)
                 else:
-                    message_ = generated.LLMGateway.Message.MessageT.InitFromObj(completionRequest.Messages(i))
+                    message_ = flatgate.generated.LLMGateway.Message.MessageT.InitFromObj(completionRequest.Messages(i))
                     self.messages.append(message_)
         self.toolChoice = completionRequest.ToolChoice()
         self.toolChoiceName = completionRequest.ToolChoiceName()
@@ -538,7 +538,7 @@ class CompletionRequestT(object):
                 if completionRequest.Metadata(i) is None:
                     self.metadata.append(None)
                 else:
-                    keyValue_ = generated.LLMGateway.KeyValue.KeyValueT.InitFromObj(completionRequest.Metadata(i))
+                    keyValue_ = flatgate.generated.LLMGateway.KeyValue.KeyValueT.InitFromObj(completionRequest.Metadata(i))
                     self.metadata.append(keyValue_)
         self.includeUsage = completionRequest.IncludeUsage()
         self.parallelToolCalls = completionRequest.ParallelToolCalls()

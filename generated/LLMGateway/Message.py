@@ -56,7 +56,7 @@ class Message(object):
             x = self._tab.Vector(o)
             x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
-            from generated.LLMGateway.ToolCall import ToolCall
+            from flatgate.generated.LLMGateway.ToolCall import ToolCall
             obj = ToolCall()
             obj.Init(self._tab.Bytes, x)
             return obj
@@ -129,7 +129,7 @@ def MessageEnd(builder):
 def End(builder):
     return MessageEnd(builder)
 
-import generated.LLMGateway.ToolCall
+import flatgate.generated.LLMGateway.ToolCall
 try:
     from typing import List
 except:
@@ -149,7 +149,7 @@ class MessageT(object):
         self.role = role  # type: int
         self.content = content  # type: Optional[str]
         self.name = name  # type: Optional[str]
-        self.toolCalls = toolCalls  # type: Optional[List[generated.LLMGateway.ToolCall.ToolCallT]]
+        self.toolCalls = toolCalls  # type: Optional[List[flatgate.generated.LLMGateway.ToolCall.ToolCallT]]
         self.toolCallId = toolCallId  # type: Optional[str]
 
     @classmethod
@@ -182,7 +182,7 @@ class MessageT(object):
                 if message.ToolCalls(i) is None:
                     self.toolCalls.append(None)
                 else:
-                    toolCall_ = generated.LLMGateway.ToolCall.ToolCallT.InitFromObj(message.ToolCalls(i))
+                    toolCall_ = flatgate.generated.LLMGateway.ToolCall.ToolCallT.InitFromObj(message.ToolCalls(i))
                     self.toolCalls.append(toolCall_)
         self.toolCallId = message.ToolCallId()
 

@@ -62,8 +62,9 @@ from benchmarks.load.results import (
 )
 from benchmarks.load.rows import ECHO_MODEL, ROWS, STREAM_TEXT, request_body, row_names, stream_body
 from benchmarks.load.run import TINY
-from proxy.stub import parse_request
-from proxy.wire import MalformedBuffer, read_route
+from flatgate.proxy.service.stub import parse_request
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import MalformedBuffer
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = {r.name: r for r in ROWS}

@@ -8,8 +8,9 @@ import msgspec
 import pytest
 
 from benchmarks.payloads import PROMPT_SIZES, make_request, prompt_bytes, to_flatbuffer
-from generated.LLMGateway.CompletionRequest import CompletionRequestT
-from proxy.wire import read_route, verify_request
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequestT
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import verify_request
 
 
 def test_seeded_and_deterministic() -> None:

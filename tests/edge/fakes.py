@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from proxy.upstream import Timeouts
+from flatgate.proxy.transport.base import Timeouts
 
 
 class Scope:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
 
 
 def _plain(value: Any) -> Any:

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from edge_translator.app import EdgeApp, create_app
-from edge_translator.auth import hash_key
-from edge_translator.config import EdgeSection, EdgeSettings, KeyConfig, ModelConfig
-from proxy.frames import ChunkError, FinishReason, ToolCallDelta, Usage, build_chunk
-from proxy.pool import BuilderPool
-from proxy.upstream import UpstreamConnectError, UpstreamProtocolError
-from proxy.upstream import UpstreamTimeout as TransportTimeout
+from flatgate.edge_translator.app import EdgeApp, create_app
+from flatgate.edge_translator.auth import hash_key
+from flatgate.edge_translator.config import EdgeSection, EdgeSettings, KeyConfig, ModelConfig
+from flatgate.proxy.transport.base import UpstreamConnectError, UpstreamProtocolError
+from flatgate.proxy.transport.base import UpstreamTimeout as TransportTimeout
+from flatgate.proxy.wire.frames import ChunkError, FinishReason, ToolCallDelta, Usage, build_chunk
+from flatgate.proxy.wire.pool import BuilderPool
 from tests.edge import fakes
 from tests.edge.helpers import decode_request_fb
 

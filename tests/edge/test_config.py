@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_translator.auth import hash_key
-from edge_translator.config import (
+from flatgate.edge_translator.auth import hash_key
+from flatgate.edge_translator.config import (
     EdgeConfigError,
     EdgeSection,
     Provider,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from edge_translator.errors import (
+from flatgate.edge_translator.errors import (
     AuthenticationFailed,
     EdgeError,
     InvalidRequest,

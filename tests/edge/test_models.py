@@ -5,8 +5,8 @@ import json
 import msgspec
 import pytest
 
-from edge_translator.errors import InvalidRequest
-from edge_translator.models import (
+from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.edge_translator.models import (
     AssistantMessage,
     DeveloperMessage,
     SystemMessage,

@@ -7,8 +7,8 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
-from edge_translator.render import (
+from flatgate.edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
+from flatgate.edge_translator.render import (
     DONE,
     SYSTEM_FINGERPRINT,
     Aggregator,
@@ -17,7 +17,7 @@ from edge_translator.render import (
     error_event,
     finish_reason_name,
 )
-from proxy.frames import Chunk, ChunkError, FinishReason, ToolCallDelta, Usage
+from flatgate.proxy.wire.frames import Chunk, ChunkError, FinishReason, ToolCallDelta, Usage
 
 
 def events(data: bytes) -> list[Any]:

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_translator.config import ModelConfig
-from edge_translator.errors import InvalidRequest, ModelNotFound
-from edge_translator.models import decode_request
-from edge_translator.translate import (
+from flatgate.edge_translator.config import ModelConfig
+from flatgate.edge_translator.errors import InvalidRequest, ModelNotFound
+from flatgate.edge_translator.models import decode_request
+from flatgate.edge_translator.translate import (
     REQUEST_IDENTIFIER,
     new_request_id,
     resolve_model,
@@ -28,8 +28,9 @@ from edge_translator.translate import (
     write_request,
     write_request_stock,
 )
-from proxy.pool import BuilderPool
-from proxy.wire import read_route, verify_request
+from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import verify_request
 from tests.edge.helpers import decode_request_fb
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from benchmarks.alloc_proxy import make_server, serve_one
-from proxy.frames import FinishReason, write_chunk
-from proxy.request import build_request
+from flatgate.proxy.wire.frames import FinishReason, write_chunk
+from flatgate.proxy.wire.request import build_request
 
 BODY = build_request("m", [("user", "hi")])
 

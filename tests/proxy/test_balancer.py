@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from proxy.balancer import Backend, Balancer, RouteTarget
-from proxy.config import BackendConfig
+from flatgate.proxy.plumbing.config import BackendConfig
+from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 
 
 def backend(name: str, weight: int = 1, limit: int = 0) -> Backend:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.chunks import read_chunk
-from proxy.frames import (
+from flatgate.proxy.wire.chunks import read_chunk
+from flatgate.proxy.wire.frames import (
     ChunkError,
     FinishReason,
     MalformedFrame,
@@ -19,7 +19,7 @@ from proxy.frames import (
     decode_chunk,
     unprefix,
 )
-from proxy.pool import BuilderPool
+from flatgate.proxy.wire.pool import BuilderPool
 
 POOL = BuilderPool(debug=True)
 

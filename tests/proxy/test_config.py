@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import ConfigError, load_config, parse_config
+from flatgate.proxy.plumbing.config import ConfigError, load_config, parse_config
 
 GOOD = """
 [proxy]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.chunks import read_chunk
-from proxy.frames import (
+from flatgate.proxy.wire.chunks import read_chunk
+from flatgate.proxy.wire.frames import (
     Chunk,
     ChunkError,
     FinishReason,
@@ -26,7 +26,7 @@ from proxy.frames import (
     unprefix,
     write_chunk,
 )
-from proxy.pool import BuilderPool
+from flatgate.proxy.wire.pool import BuilderPool
 
 POOL = BuilderPool(debug=True)
 

@@ -9,16 +9,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from proxy.httpclient import PoolTransport
-from proxy.upstream import (
-    HttpxTransport,
+from flatgate.proxy.transport.base import (
     Timeouts,
     Transport,
     UpstreamConnectError,
     UpstreamProtocolError,
     UpstreamTimeout,
-    make_transport,
 )
+from flatgate.proxy.transport.factory import make_transport
+from flatgate.proxy.transport.pool import PoolTransport
+from flatgate.proxy.transport.reference import HttpxTransport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 FAST = Timeouts(connect=1.0, read=1.0)

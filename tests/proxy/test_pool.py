@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from proxy.frames import build_chunk, decode_chunk, unprefix
-from proxy.pool import POISON, BuilderPool, finish_bytes
+from flatgate.proxy.wire.frames import build_chunk, decode_chunk, unprefix
+from flatgate.proxy.wire.pool import POISON, BuilderPool, finish_bytes
 
 
 def test_reuses_and_counts() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.frames import (
+from flatgate.proxy.wire.frames import (
     Chunk,
     FinishReason,
     FrameSplitter,
@@ -24,7 +24,7 @@ from proxy.frames import (
     decode_chunk,
     unprefix,
 )
-from proxy.request import build_request
+from flatgate.proxy.wire.request import build_request
 from tests.servers import Server, free_port, running, write_config
 
 pytestmark = pytest.mark.integration
@@ -413,7 +413,7 @@ def test_bad_config_fails_at_start_up_naming_the_key(tmp_path: Path) -> None:
         '[[backends]]\nname = "a"\nurl = "http://x:1"\n[[routes]]\nmodel = "*"\nbackends = ["b"]\n',
     )
     done = subprocess.run(
-        [sys.executable, "-m", "proxy.cli", "proxy", "--config", cfg],
+        [sys.executable, "-m", "flatgate.proxy.gateway.cli", "proxy", "--config", cfg],
         check=False,
         capture_output=True,
         text=True,

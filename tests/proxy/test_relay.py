@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from proxy.frames import (
+from flatgate.proxy.service.stub import deltas_of
+from flatgate.proxy.wire.frames import (
     ChunkError,
     FinishReason,
     FrameCutter,
@@ -15,8 +16,7 @@ from proxy.frames import (
     chunk_is_final,
     unprefix,
 )
-from proxy.pool import BuilderPool
-from proxy.stub import deltas_of
+from flatgate.proxy.wire.pool import BuilderPool
 
 POOL = BuilderPool(debug=True)
 

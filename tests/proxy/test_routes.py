@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from proxy.routes import Route, RouteTable
-from proxy.wire import read_route
+from flatgate.proxy.service.routes import Route, RouteTable
+from flatgate.proxy.wire.route import read_route
 from tests.proxy.wire_helpers import build, sample_request
 
 OPENAI, ANTHROPIC, SELF_HOSTED = 0, 1, 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from proxy.serve import CallerWatch
+from flatgate.proxy.plumbing.serve import CallerWatch
 
 
 async def test_caller_leaving_cancels_and_is_absorbed() -> None:

@@ -9,13 +9,13 @@ from pathlib import Path
 import flatbuffers
 import pytest
 
-from generated.LLMGateway import CompletionRequest as fb_request
-from generated.LLMGateway import Message as fb_message
-from generated.LLMGateway.CompletionChunk import CompletionChunk, CompletionChunkT
-from generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
-from generated.LLMGateway.Message import MessageT
-from generated.LLMGateway.ToolCall import ToolCallT
-from proxy.frames import (
+from flatgate.generated.LLMGateway import CompletionRequest as fb_request
+from flatgate.generated.LLMGateway import Message as fb_message
+from flatgate.generated.LLMGateway.CompletionChunk import CompletionChunk, CompletionChunkT
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
+from flatgate.generated.LLMGateway.Message import MessageT
+from flatgate.generated.LLMGateway.ToolCall import ToolCallT
+from flatgate.proxy.wire.frames import (
     CHUNK_IDENTIFIER,
     ChunkError,
     FinishReason,
@@ -24,9 +24,19 @@ from proxy.frames import (
     build_chunk,
     decode_chunk,
 )
-from proxy.pool import BuilderPool
-from proxy.verify import LAYOUTS, MAX_DEPTH, FieldKind, FieldSpec, _compile, _verify_root
-from proxy.wire import REQUEST_IDENTIFIER, MalformedBuffer, read_route, verify_request
+from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import (
+    LAYOUTS,
+    MAX_DEPTH,
+    REQUEST_IDENTIFIER,
+    FieldKind,
+    FieldSpec,
+    MalformedBuffer,
+    _compile,
+    _verify_root,
+    verify_request,
+)
 from tests.proxy.wire_helpers import build, field_position, full_decode, sample_request
 from tests.schema.fbs_parse import Schema, parse, parse_file
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import flatbuffers
 import pytest
 
-from generated.LLMGateway import CompletionRequest as fb_request
-from generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
-from proxy.wire import REQUEST_IDENTIFIER, MalformedBuffer, read_route, verify_request
+from flatgate.generated.LLMGateway import CompletionRequest as fb_request
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import REQUEST_IDENTIFIER, MalformedBuffer, verify_request
 from tests.proxy.wire_helpers import build, full_decode, sample_request, string_position
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,10 +12,11 @@ import struct
 import flatbuffers
 import pytest
 
-from generated.LLMGateway import CompletionRequest as fb_request
-from generated.LLMGateway import Message as fb_message
-from generated.LLMGateway.CompletionRequest import CompletionRequest
-from proxy.wire import REQUEST_IDENTIFIER, MalformedBuffer, read_route, verify_request
+from flatgate.generated.LLMGateway import CompletionRequest as fb_request
+from flatgate.generated.LLMGateway import Message as fb_message
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import REQUEST_IDENTIFIER, MalformedBuffer, verify_request
 from tests.proxy.wire_helpers import build, full_decode, sample_request
 
 SEEDS = [20260, 7, 424242]
@@ -174,7 +175,7 @@ def test_deep_sharing_is_bounded_not_slow() -> None:
     """Messages whose tool_calls all share one vector: the work is capped."""
     b = flatbuffers.Builder(1 << 16)
     s = b.CreateString("x")
-    from generated.LLMGateway import ToolCall as fb_call
+    from flatgate.generated.LLMGateway import ToolCall as fb_call
 
     fb_call.Start(b)
     fb_call.AddId(b, s)

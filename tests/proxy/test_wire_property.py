@@ -13,12 +13,13 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
-from generated.LLMGateway.KeyValue import KeyValueT
-from generated.LLMGateway.Message import MessageT
-from generated.LLMGateway.Tool import ToolT
-from generated.LLMGateway.ToolCall import ToolCallT
-from proxy.wire import MalformedBuffer, read_route, verify_request
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
+from flatgate.generated.LLMGateway.KeyValue import KeyValueT
+from flatgate.generated.LLMGateway.Message import MessageT
+from flatgate.generated.LLMGateway.Tool import ToolT
+from flatgate.generated.LLMGateway.ToolCall import ToolCallT
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
 from tests.proxy.wire_helpers import build, full_decode
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

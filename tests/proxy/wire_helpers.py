@@ -10,12 +10,12 @@ from typing import Any
 
 import flatbuffers
 
-from generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
-from generated.LLMGateway.KeyValue import KeyValueT
-from generated.LLMGateway.Message import MessageT
-from generated.LLMGateway.Tool import ToolT
-from generated.LLMGateway.ToolCall import ToolCallT
-from proxy.wire import REQUEST_IDENTIFIER
+from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
+from flatgate.generated.LLMGateway.KeyValue import KeyValueT
+from flatgate.generated.LLMGateway.Message import MessageT
+from flatgate.generated.LLMGateway.Tool import ToolT
+from flatgate.generated.LLMGateway.ToolCall import ToolCallT
+from flatgate.proxy.wire.verify import REQUEST_IDENTIFIER
 
 __all__ = ["build", "field_position", "full_decode", "sample_request", "string_position"]
 

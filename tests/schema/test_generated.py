@@ -36,8 +36,8 @@ def test_generated_is_fresh(tmp_path: Path) -> None:
 
 
 def test_generated_imports_as_a_package() -> None:
-    from generated import gateway_pb2
-    from generated.LLMGateway import CompletionRequest
+    from flatgate.generated import gateway_pb2
+    from flatgate.generated.LLMGateway import CompletionRequest
 
     assert hasattr(CompletionRequest, "CompletionRequestT")
     assert gateway_pb2.CompletionRequest.DESCRIPTOR.fields_by_name["model_name"].number == 3

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import struct
 
-from proxy.verify import (
+from flatgate.proxy.wire.verify import (
     MAX_BUFFER_BYTES,
     REQUEST_IDENTIFIER,
     MalformedBuffer,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from generated.LLMGateway import CompletionRequest as _fb_req
-from generated.LLMGateway import KeyValue as _fb_kv
-from generated.LLMGateway import Message as _fb_msg
-from proxy.pool import BuilderPool, finish_bytes
-from proxy.wire import REQUEST_IDENTIFIER
+from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
+from flatgate.generated.LLMGateway import KeyValue as _fb_kv
+from flatgate.generated.LLMGateway import Message as _fb_msg
+from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
+from flatgate.proxy.wire.verify import REQUEST_IDENTIFIER
 
 __all__ = ["PROVIDERS", "ROLES", "build_request"]
 

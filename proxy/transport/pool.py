@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from proxy.upstream import (
+from flatgate.proxy.transport.base import (
     Response,
     Timeouts,
     UpstreamConnectError,

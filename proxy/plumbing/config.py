@@ -216,7 +216,7 @@ DEFAULT_CONFIG = "default.toml"
 def read_config_text(path: str | os.PathLike[str] | None) -> str:
     """The config file's text; ``None`` means the embedded default."""
     if path is None:
-        return resources.files("proxy").joinpath(DEFAULT_CONFIG).read_text()
+        return resources.files("flatgate.proxy").joinpath(DEFAULT_CONFIG).read_text()
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from proxy.pool import BuilderPool
+from flatgate.proxy.wire.pool import BuilderPool
 
 __all__ = ["CONTENT_TYPE", "GcStats", "Metrics", "gc_stats"]
 

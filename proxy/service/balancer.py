@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from proxy.config import BackendConfig
-from proxy.upstream import Timeouts
+from flatgate.proxy.plumbing.config import BackendConfig
+from flatgate.proxy.transport.base import Timeouts
 
 __all__ = ["Backend", "Balancer", "RouteTarget"]
 

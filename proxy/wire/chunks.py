@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from proxy.frames import (
+from flatgate.proxy.wire.frames import (
     CHUNK_IDENTIFIER,
     Chunk,
     ChunkError,

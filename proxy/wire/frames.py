@@ -28,11 +28,11 @@ from collections.abc import Sequence
 import flatbuffers
 import msgspec
 
-from generated.LLMGateway import CompletionChunk as _fb_chunk
-from generated.LLMGateway import Error as _fb_error
-from generated.LLMGateway import ToolCallDelta as _fb_tcd
-from generated.LLMGateway import Usage as _fb_usage
-from proxy.pool import BuilderPool, finish_bytes
+from flatgate.generated.LLMGateway import CompletionChunk as _fb_chunk
+from flatgate.generated.LLMGateway import Error as _fb_error
+from flatgate.generated.LLMGateway import ToolCallDelta as _fb_tcd
+from flatgate.generated.LLMGateway import Usage as _fb_usage
+from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
 
 __all__ = [
     "CHUNK_IDENTIFIER",

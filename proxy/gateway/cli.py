@@ -24,9 +24,9 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 SERVICES = {
-    "proxy": "proxy.app:create_app",
-    "stub": "proxy.stub:create_app",
-    "edge": "edge_translator.app:create_app",
+    "proxy": "flatgate.proxy.service.app:create_app",
+    "stub": "flatgate.proxy.service.stub:create_app",
+    "edge": "flatgate.edge_translator.app:create_app",
 }
 
 
@@ -99,12 +99,12 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     _export(service, args, keys)
     try:
         if service == "edge":
-            from edge_translator.config import load_edge_settings
+            from flatgate.edge_translator.config import load_edge_settings
 
             e = load_edge_settings(os.environ.get("FLATGATE_CONFIG")).edge
             host, port, workers, iface = e.host, e.port, e.workers, "rsgi"
         else:
-            from proxy.config import load_config
+            from flatgate.proxy.plumbing.config import load_config
 
             config = load_config()
             section = config.proxy if service == "proxy" else config.stub
@@ -168,8 +168,8 @@ def _interrupt(*_: object) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from edge_translator.config import load_edge_settings
-    from proxy.config import load_config
+    from flatgate.edge_translator.config import load_edge_settings
+    from flatgate.proxy.plumbing.config import load_config
 
     config_path = os.path.abspath(args.config) if args.config else None
     try:
@@ -178,7 +178,7 @@ def _up(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"flatgate up: bad config: {exc}", file=sys.stderr)
         return 2
-    base = [sys.executable, "-m", "proxy.cli"]
+    base = [sys.executable, "-m", "flatgate.proxy.gateway.cli"]
     extra = (["--config", config_path] if config_path else []) + ["--log-level", args.log_level]
     e, p, s = edge.edge, config.proxy, config.stub
     plan = [

@@ -51,12 +51,19 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from generated.LLMGateway import CompletionRequest as _fb_req
-from proxy.config import StubSection, load_config
-from proxy.frames import FinishReason, ToolCallDelta, Usage, build_chunk, sse_event, write_chunk
-from proxy.pool import BuilderPool
-from proxy.serve import Exchange, ServerApp
-from proxy.wire import MalformedBuffer, verify_request
+from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
+from flatgate.proxy.plumbing.config import StubSection, load_config
+from flatgate.proxy.plumbing.serve import Exchange, ServerApp
+from flatgate.proxy.wire.frames import (
+    FinishReason,
+    ToolCallDelta,
+    Usage,
+    build_chunk,
+    sse_event,
+    write_chunk,
+)
+from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
 
 __all__ = ["FAULTS", "StubRequest", "StubServer", "create_app", "deltas_of", "parse_request"]
 

@@ -24,9 +24,21 @@ import os
 import time
 from collections.abc import Callable
 
-from proxy.balancer import Backend, Balancer, RouteTarget
-from proxy.config import PROVIDERS, GatewayConfig, load_config
-from proxy.frames import (
+from flatgate.proxy.plumbing.config import PROVIDERS, GatewayConfig, load_config
+from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.serve import CallerWatch, Exchange, ServerApp, Sink
+from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
+from flatgate.proxy.service.routes import Route, RouteTable
+from flatgate.proxy.transport.base import (
+    Response,
+    Timeouts,
+    Transport,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from flatgate.proxy.transport.factory import make_transport
+from flatgate.proxy.wire.frames import (
     ChunkError,
     FinishReason,
     FrameCutter,
@@ -34,20 +46,9 @@ from proxy.frames import (
     build_chunk,
     sse_event,
 )
-from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from proxy.metrics import Metrics
-from proxy.pool import BuilderPool
-from proxy.routes import Route, RouteTable
-from proxy.serve import CallerWatch, Exchange, ServerApp, Sink
-from proxy.upstream import (
-    Response,
-    Timeouts,
-    Transport,
-    UpstreamError,
-    UpstreamTimeout,
-    make_transport,
-)
-from proxy.wire import MalformedBuffer, read_route
+from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.verify import MalformedBuffer
 
 __all__ = ["BINARY", "SSE", "ProxyError", "ProxyServer", "RouteReader", "create_app"]
 
