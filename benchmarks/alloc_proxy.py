@@ -21,11 +21,12 @@ from typing import Any
 
 from benchmarks.allocs import count_allocations
 from benchmarks.payloads import make_request, to_flatbuffer
-from flatgate.proxy.plumbing.config import parse_config
 from flatgate.proxy.service.app import ProxyServer
+from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import Response, Timeouts
-from flatgate.proxy.wire.frames import FinishReason, build_chunk
+from flatgate.proxy.wire.frames import build_chunk
 from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.schema import FinishReason
 
 CONFIG = {
     "backends": [{"name": "stub", "url": "http://127.0.0.1:9"}],

@@ -1,9 +1,9 @@
 """The load bench's baselines: the proxy with its route read from JSON or protobuf.
 
 Owns three granian factories (``create_json_app``, ``create_msgspec_app``,
-``create_protobuf_app``) that run the product's ``proxy.app.ProxyServer``,
-server boundary and upstream transport unchanged, except for the route reader
-and the request content type. Each reader parses the whole body, as a proxy
+``create_protobuf_app``) that run the product's ``service.app.ProxyServer``,
+server boundary and upstream transport unchanged, in subclasses that set only
+the route reader and the request content type. Each reader parses the whole body, as a proxy
 that routes on a JSON or protobuf body must, then returns ``(provider, model)``:
 
 - ``json_route``: ``json.loads`` into dicts and lists;
@@ -21,20 +21,19 @@ the config at start-up.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import msgspec
 from google.protobuf.message import DecodeError
 
 from benchmarks.codecs import msgspec_full
 from flatgate.generated import gateway_pb2 as pb
-from flatgate.proxy.plumbing.config import load_config
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.service.app import ProxyServer
+from flatgate.proxy.service.settings import load_config
+from flatgate.proxy.wire.schema import JSON
 from flatgate.proxy.wire.verify import MalformedBuffer
 
 __all__ = [
-    "JSON_TYPE",
     "PROTOBUF_TYPE",
     "create_json_app",
     "create_msgspec_app",
@@ -44,7 +43,6 @@ __all__ = [
     "protobuf_route",
 ]
 
-JSON_TYPE = "application/json"
 PROTOBUF_TYPE = "application/x-protobuf"
 
 
@@ -101,22 +99,37 @@ def protobuf_route(body: bytes) -> tuple[int, bytes]:
     return int(msg.provider), str(msg.model_name).encode()
 
 
-def _app(route_reader: Any, request_type: str) -> ServerApp:
-    return ServerApp(
-        ProxyServer(load_config(), route_reader=route_reader, request_type=request_type)
-    )
+class JsonRouteProxy(ProxyServer):
+    request_type = JSON
+
+    def route_of(self, body: bytes) -> tuple[int, bytes]:
+        return json_route(body)
+
+
+class MsgspecRouteProxy(ProxyServer):
+    request_type = JSON
+
+    def route_of(self, body: bytes) -> tuple[int, bytes]:
+        return msgspec_route(body)
+
+
+class ProtobufRouteProxy(ProxyServer):
+    request_type = PROTOBUF_TYPE
+
+    def route_of(self, body: bytes) -> tuple[int, bytes]:
+        return protobuf_route(body)
 
 
 def create_json_app() -> ServerApp:
     """granian factory: the proxy routing on ``json.loads`` of a JSON body."""
-    return _app(json_route, JSON_TYPE)
+    return ServerApp(JsonRouteProxy(load_config()))
 
 
 def create_msgspec_app() -> ServerApp:
     """granian factory: the proxy routing on a typed msgspec decode of a JSON body."""
-    return _app(msgspec_route, JSON_TYPE)
+    return ServerApp(MsgspecRouteProxy(load_config()))
 
 
 def create_protobuf_app() -> ServerApp:
     """granian factory: the proxy routing on a parsed protobuf body."""
-    return _app(protobuf_route, PROTOBUF_TYPE)
+    return ServerApp(ProtobufRouteProxy(load_config()))

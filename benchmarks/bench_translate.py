@@ -28,11 +28,13 @@ from typing import Any
 import msgspec
 import pytest
 
+from benchmarks.codecs.flatgate import translate_json
+from benchmarks.codecs.stock_writer import write_request_stock
 from benchmarks.payloads import make_request
 from flatgate.edge_translator.config import ModelConfig
 from flatgate.edge_translator.models import decode_request
 from flatgate.edge_translator.render import StreamRenderer
-from flatgate.edge_translator.translate import translate_json, write_request, write_request_stock
+from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.wire.chunks import read_chunk
 from flatgate.proxy.wire.frames import build_chunk, decode_chunk, unprefix
 from flatgate.proxy.wire.pool import BuilderPool

@@ -30,7 +30,7 @@ from flatgate.generated.LLMGateway.Message import MessageT
 from flatgate.generated.LLMGateway.Tool import ToolT
 from flatgate.generated.LLMGateway.ToolCall import ToolCallT
 from flatgate.proxy.wire.pool import finish_bytes
-from flatgate.proxy.wire.verify import REQUEST_IDENTIFIER
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 
 __all__ = ["PROMPT_SIZES", "REQUEST_IDENTIFIER", "make_request", "prompt_bytes", "to_flatbuffer"]
 

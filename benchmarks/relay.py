@@ -30,9 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from flatgate.proxy.wire.request import build_request
-
-BINARY = "application/x-flatbuffers-stream"
-SSE = "text/event-stream"
+from flatgate.proxy.wire.schema import FRAMES, SSE
 
 
 def _free_port() -> int:
@@ -136,7 +134,7 @@ def main() -> None:
             print("| proxy | framing | bytes | frames/s | proxy CPU per frame |")
             print("|---|---|---:|---:|---:|")
             for iface, (port, pid) in proxies.items():
-                for accept in (BINARY, SSE):
+                for accept in (FRAMES, SSE):
                     best = (0.0, 0.0, 0)
                     for _ in range(opts.rounds):
                         cpu0, t0 = _tree_cpu(pid), time.perf_counter()

@@ -30,7 +30,7 @@ import msgspec
 from prometheus_client import Histogram
 
 from flatgate.edge_translator.auth import KeyRing
-from flatgate.edge_translator.config import ENV_CONFIG, EdgeSettings, load_edge_settings
+from flatgate.edge_translator.config import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.errors import (
     EdgeError,
     InvalidRequest,
@@ -439,4 +439,4 @@ def create_app(environ: Mapping[str, str] | None = None) -> EdgeApp:
     settings from ``$FLATGATE_CONFIG`` (or the embedded default) and
     ``FLATGATE_EDGE_*`` variables."""
     env = os.environ if environ is None else environ
-    return EdgeApp(load_edge_settings(env.get(ENV_CONFIG) or None, environ=env))
+    return EdgeApp(load_edge_settings(None, environ=env))

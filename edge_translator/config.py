@@ -13,46 +13,38 @@ No I/O beyond reading the file it is given (or the embedded default).
 
 from __future__ import annotations
 
-import enum
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import msgspec
 
-from flatgate.proxy.plumbing.config import ConfigError, env_value, key_path, read_config_text
+from flatgate.proxy.plumbing.config import (
+    ConfigError,
+    env_name,
+    env_value,
+    key_path,
+    read_document,
+)
+from flatgate.proxy.wire.schema import Provider
 
 __all__ = [
-    "ENV_CONFIG",
-    "ENV_PREFIX",
     "EdgeConfigError",
     "EdgeSection",
     "EdgeSettings",
     "KeyConfig",
     "ModelConfig",
-    "Provider",
     "load_edge_settings",
     "parse_edge_settings",
 ]
 
-ENV_CONFIG = "FLATGATE_CONFIG"
-ENV_PREFIX = "FLATGATE_EDGE_"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-class EdgeConfigError(ValueError):
+class EdgeConfigError(ConfigError):
     """A config the edge cannot start with; the message names the key."""
-
-
-class Provider(enum.IntEnum):
-    """Mirror of ``LLMGateway.ModelProvider``."""
-
-    OpenAI = 0
-    Anthropic = 1
-    SelfHosted = 2
 
 
 class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -169,7 +161,7 @@ def parse_edge_settings(
         raise EdgeConfigError("edge: expected a table")
     merged = dict(edge)
     for key in EdgeSection.__struct_fields__:
-        raw = (environ or {}).get(ENV_PREFIX + key.upper())
+        raw = (environ or {}).get(env_name("edge", key))
         if raw is not None:
             merged[key] = env_value(raw)
     for key, value in (overrides or {}).items():
@@ -187,13 +179,6 @@ def parse_edge_settings(
     return EdgeSettings(edge=parsed.edge, models=parsed.models, keys=parsed.keys)
 
 
-def _read(path: str | os.PathLike[str] | None) -> str:
-    try:
-        return read_config_text(path)
-    except ConfigError as exc:
-        raise EdgeConfigError(str(exc)) from exc
-
-
 def load_edge_settings(
     config_path: str | os.PathLike[str] | None,
     overrides: Mapping[str, object] | None = None,
@@ -201,9 +186,9 @@ def load_edge_settings(
 ) -> EdgeSettings:
     """Read the config file (``None``: the embedded default ``proxy/default.toml``)
     and build the edge's settings; ``environ`` defaults to ``os.environ``."""
-    text = _read(config_path)
+    env = os.environ if environ is None else environ
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise EdgeConfigError(f"config is not valid TOML: {exc}") from exc
-    return parse_edge_settings(data, overrides, os.environ if environ is None else environ)
+        data = read_document(config_path, env)
+    except ConfigError as exc:
+        raise EdgeConfigError(str(exc)) from exc
+    return parse_edge_settings(data, overrides, env)

@@ -27,7 +27,8 @@ from collections.abc import Iterable
 import msgspec
 
 from flatgate.edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
-from flatgate.proxy.wire.frames import Chunk, ChunkError, FinishReason, Usage
+from flatgate.proxy.wire.frames import Chunk, ChunkError, Usage
+from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = [
     "DONE",

@@ -1,36 +1,26 @@
 """OpenAI request -> ``CompletionRequest`` FlatBuffer: the edge's hot path.
 
 Owns the mapping from a decoded ``ChatCompletionRequest`` to the wire request
-(DESIGN section 1), in two writers that must agree:
+(DESIGN section 1) and ``write_request``, a schema-specific writer: it lays the
+buffer out front to back in one ``bytearray`` (root table first, children after
+it, since every ``uoffset`` points forward), with fixed table layouts packed by
+precompiled ``struct.Struct`` objects, vtables shared per shape, and strings
+written from their UTF-8 bytes. About a third of the calls of a stock builder;
+the stock-builder reference it is tested and benchmarked against lives in
+``benchmarks/codecs/stock_writer.py``.
 
-- ``write_request``: a schema-specific writer. It lays the buffer out front to
-  back in one ``bytearray`` (root table first, children after it, since every
-  ``uoffset`` points forward), with fixed table layouts packed by precompiled
-  ``struct.Struct`` objects, vtables shared per shape, and strings written from
-  their UTF-8 bytes. About a third of the calls of a stock builder.
-- ``write_request_stock``: the same request through a pooled stock
-  ``flatbuffers.Builder`` and the generated code: the reference the fast writer
-  is tested against (decoded field by field) and benchmarked against.
-
-Conventions both writers follow: empty strings and empty vectors are omitted
-(absent reads as ""), optional scalars (temperature, top_p, seed, penalties,
-parallel_tool_calls) are written only when given, metadata is sorted by key
-(``KeyValue.key`` is the table's key), ``max_completion_tokens`` wins over
-``max_tokens``, and text content parts are joined.
-
-``translate_json`` is the whole translate op (JSON bytes in, FlatBuffer bytes
-out) that the benchmarks time. Pure: no I/O. Generated code is used only in
-``write_request_stock``.
+Conventions: empty strings and empty vectors are omitted (absent reads as ""),
+optional scalars (temperature, top_p, seed, penalties, parallel_tool_calls) are
+written only when given, metadata is sorted by key (``KeyValue.key`` is the
+table's key), ``max_completion_tokens`` wins over ``max_tokens``, and text
+content parts are joined. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import enum
 import os
 import struct
 from collections.abc import Mapping, Sequence
-
-import flatbuffers
 
 from flatgate.edge_translator.config import ModelConfig
 from flatgate.edge_translator.errors import ModelNotFound
@@ -47,50 +37,23 @@ from flatgate.edge_translator.models import (
     ToolChoiceFunction,
     ToolMessage,
     UserMessage,
-    decode_request,
 )
-from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
-from flatgate.generated.LLMGateway import KeyValue as _fb_kv
-from flatgate.generated.LLMGateway import Message as _fb_msg
-from flatgate.generated.LLMGateway import Tool as _fb_tool
-from flatgate.generated.LLMGateway import ToolCall as _fb_call
-from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER, Role, ToolChoiceMode
 
 __all__ = [
-    "REQUEST_IDENTIFIER",
-    "Role",
-    "ToolChoiceMode",
+    "ROLE_OF",
+    "extras_of",
+    "max_tokens_of",
     "new_request_id",
     "resolve_model",
-    "translate_json",
+    "stops_of",
+    "text_of",
+    "tool_choice_of",
     "write_request",
-    "write_request_stock",
 ]
 
-REQUEST_IDENTIFIER = b"FGRQ"
-
-
-class Role(enum.IntEnum):
-    """Mirror of ``LLMGateway.Role``."""
-
-    User = 0
-    System = 1
-    Developer = 2
-    Assistant = 3
-    Tool = 4
-
-
-class ToolChoiceMode(enum.IntEnum):
-    """Mirror of ``LLMGateway.ToolChoiceMode``."""
-
-    Unset = 0
-    Auto = 1
-    None_ = 2
-    Required = 3
-    Function = 4
-
-
-_ROLE: dict[type, int] = {
+# Message type -> wire role.
+ROLE_OF: dict[type, int] = {
     UserMessage: Role.User,
     SystemMessage: Role.System,
     DeveloperMessage: Role.Developer,
@@ -120,7 +83,7 @@ def resolve_model(models: Mapping[str, ModelConfig], name: str) -> ModelConfig:
     return found
 
 
-def _text(content: str | list[ContentPart] | None) -> str:
+def text_of(content: str | list[ContentPart] | None) -> str:
     """A message's text: the string, or its text (and refusal) parts joined."""
     if content is None:
         return ""
@@ -132,13 +95,13 @@ def _text(content: str | list[ContentPart] | None) -> str:
     )
 
 
-def _max_tokens(req: ChatCompletionRequest) -> int:
+def max_tokens_of(req: ChatCompletionRequest) -> int:
     if req.max_completion_tokens is not None:
         return req.max_completion_tokens
     return req.max_tokens or 0
 
 
-def _stop(req: ChatCompletionRequest) -> list[str]:
+def stops_of(req: ChatCompletionRequest) -> list[str]:
     stop = req.stop
     if stop is None:
         return []
@@ -147,7 +110,7 @@ def _stop(req: ChatCompletionRequest) -> list[str]:
     return [s for s in stop if s]
 
 
-def _tool_choice(req: ChatCompletionRequest) -> tuple[int, str]:
+def tool_choice_of(req: ChatCompletionRequest) -> tuple[int, str]:
     choice = req.tool_choice
     if choice is None:
         return ToolChoiceMode.Unset, ""
@@ -351,7 +314,7 @@ def _metadata(buf: bytearray, vt_pos: dict[int, int], metadata: Mapping[str, str
         elem += 4
 
 
-def _extras(msg: Message) -> tuple[bytes, bytes, Sequence[ToolCall]]:
+def extras_of(msg: Message) -> tuple[bytes, bytes, Sequence[ToolCall]]:
     """A message's name, tool call id and tool calls (by type: a failed
     ``getattr`` raises and catches an exception, which costs a microsecond)."""
     if isinstance(msg, ToolMessage):
@@ -367,7 +330,7 @@ def _message_extra(
 ) -> int:
     """A message with any of name, tool calls or tool call id (the rare shape):
     the table, its strings, then its tool calls."""
-    name, call_id, calls = _extras(msg)
+    name, call_id, calls = extras_of(msg)
     mask = (1 if content else 0) | (2 if name else 0) | (4 if calls else 0) | (8 if call_id else 0)
     vpos = vt_pos.get(mask)
     if vpos is None:
@@ -421,7 +384,7 @@ def write_request(
     if model_name:
         name = put(buf, model_name.encode()) - (root + 16)
         vt[4] = 16
-    choice, choice_name = _tool_choice(req)
+    choice, choice_name = tool_choice_of(req)
     if choice:
         vt[9] = 77
         if choice_name:
@@ -446,13 +409,13 @@ def write_request(
     msgs = vec - (root + 32)
     vt[8] = 32
     vt_pos: dict[int, int] = {}
-    role_of = _ROLE
+    role_of = ROLE_OF
     content_only = _MSG_CONTENT.pack
     slot = vec + 4
     for msg in messages:
         kind = type(msg)
         content = msg.content
-        data = (content if type(content) is str else _text(content)).encode()
+        data = (content if type(content) is str else text_of(content)).encode()
         if (
             not data
             or kind is ToolMessage
@@ -495,7 +458,7 @@ def write_request(
 
     stop = 0
     if req.stop:
-        stops = [x.encode() for x in _stop(req)]
+        stops = [x.encode() for x in stops_of(req)]
         if stops:
             vec = len(buf)
             count = len(stops)
@@ -511,7 +474,7 @@ def write_request(
         _metadata(buf, vt_pos, req.metadata)
 
     # Scalars, then the root table and its vtable in one pack each.
-    max_tokens = _max_tokens(req)
+    max_tokens = max_tokens_of(req)
     if max_tokens:
         vt[5] = 20
     temperature = req.temperature
@@ -574,180 +537,3 @@ def write_request(
     )
     _ROOT_VT.pack_into(buf, _ROOT_VT_POS, *vt)
     return bytes(buf)
-
-
-# --------------------------------------------------------------------------
-# The stock-builder reference.
-# --------------------------------------------------------------------------
-
-
-def _s(b: flatbuffers.Builder, value: str | bytes | None) -> int:
-    return b.CreateString(value) if value else 0
-
-
-def _offsets_vector(b: flatbuffers.Builder, offsets: Sequence[int]) -> int:
-    b.StartVector(4, len(offsets), 4)
-    for o in reversed(offsets):
-        b.PrependUOffsetTRelative(o)
-    return int(b.EndVector())
-
-
-def write_request_stock(
-    pool: BuilderPool,
-    req: ChatCompletionRequest,
-    *,
-    provider: int,
-    model_name: str,
-    tenant: str = "",
-    request_id: str = "",
-) -> bytes:
-    """``req`` as a ``CompletionRequest`` buffer via a pooled stock builder."""
-    with pool.lease() as b:
-        msg_offs = []
-        for msg in req.messages:
-            calls_off = 0
-            name_b, call_id_b, calls = _extras(msg)
-            if calls:
-                offs = []
-                for call in calls:
-                    cid, name, args = (
-                        _s(b, call.id),
-                        _s(b, call.function.name),
-                        _s(b, call.function.arguments),
-                    )
-                    _fb_call.Start(b)
-                    if cid:
-                        _fb_call.AddId(b, cid)
-                    if name:
-                        _fb_call.AddName(b, name)
-                    if args:
-                        _fb_call.AddArguments(b, args)
-                    offs.append(_fb_call.End(b))
-                calls_off = _offsets_vector(b, offs)
-            content = _s(b, _text(msg.content))
-            name = _s(b, name_b)
-            call_id = _s(b, call_id_b)
-            _fb_msg.Start(b)
-            _fb_msg.AddRole(b, _ROLE[type(msg)])
-            if content:
-                _fb_msg.AddContent(b, content)
-            if name:
-                _fb_msg.AddName(b, name)
-            if calls_off:
-                _fb_msg.AddToolCalls(b, calls_off)
-            if call_id:
-                _fb_msg.AddToolCallId(b, call_id)
-            msg_offs.append(_fb_msg.End(b))
-        messages = _offsets_vector(b, msg_offs)
-
-        tools = 0
-        if req.tools:
-            offs = []
-            for tool in req.tools:
-                fn = tool.function
-                params = bytes(fn.parameters)
-                name, desc, par = (
-                    _s(b, fn.name),
-                    _s(b, fn.description),
-                    _s(b, b"" if params == b"null" else params),
-                )
-                _fb_tool.Start(b)
-                if name:
-                    _fb_tool.AddName(b, name)
-                if desc:
-                    _fb_tool.AddDescription(b, desc)
-                if par:
-                    _fb_tool.AddParameters(b, par)
-                if fn.strict:
-                    _fb_tool.AddStrict(b, True)
-                offs.append(_fb_tool.End(b))
-            tools = _offsets_vector(b, offs)
-
-        stop_list = _stop(req)
-        stop = _offsets_vector(b, [_s(b, s) for s in stop_list]) if stop_list else 0
-
-        metadata = 0
-        if req.metadata:
-            offs = []
-            for k, v in sorted((k.encode(), v.encode()) for k, v in req.metadata.items()):
-                ko, vo = _s(b, k), _s(b, v)
-                _fb_kv.Start(b)
-                if ko:
-                    _fb_kv.AddKey(b, ko)
-                if vo:
-                    _fb_kv.AddValue(b, vo)
-                offs.append(_fb_kv.End(b))
-            metadata = _offsets_vector(b, offs)
-
-        choice, choice_name = _tool_choice(req)
-        rf = bytes(req.response_format)
-        rid, model, cname, user, ten, rfo = (
-            _s(b, request_id),
-            _s(b, model_name),
-            _s(b, choice_name),
-            _s(b, req.user),
-            _s(b, tenant),
-            _s(b, b"" if rf == b"null" else rf),
-        )
-        _fb_req.Start(b)
-        if rid:
-            _fb_req.AddRequestId(b, rid)
-        _fb_req.AddProvider(b, provider)
-        if model:
-            _fb_req.AddModelName(b, model)
-        _fb_req.AddMaxTokens(b, _max_tokens(req))
-        if req.temperature is not None:
-            _fb_req.AddTemperature(b, req.temperature)
-        if tools:
-            _fb_req.AddTools(b, tools)
-        _fb_req.AddMessages(b, messages)
-        _fb_req.AddToolChoice(b, choice)
-        if cname:
-            _fb_req.AddToolChoiceName(b, cname)
-        if req.top_p is not None:
-            _fb_req.AddTopP(b, req.top_p)
-        if stop:
-            _fb_req.AddStop(b, stop)
-        if req.seed is not None:
-            _fb_req.AddSeed(b, req.seed)
-        if req.presence_penalty is not None:
-            _fb_req.AddPresencePenalty(b, req.presence_penalty)
-        if req.frequency_penalty is not None:
-            _fb_req.AddFrequencyPenalty(b, req.frequency_penalty)
-        _fb_req.AddN(b, req.n or 0)
-        stream = bool(req.stream)
-        _fb_req.AddStream(b, stream)
-        if user:
-            _fb_req.AddUser(b, user)
-        if ten:
-            _fb_req.AddTenant(b, ten)
-        if metadata:
-            _fb_req.AddMetadata(b, metadata)
-        _fb_req.AddIncludeUsage(
-            b, bool(stream and req.stream_options and req.stream_options.include_usage)
-        )
-        if req.parallel_tool_calls is not None:
-            _fb_req.AddParallelToolCalls(b, req.parallel_tool_calls)
-        if rfo:
-            _fb_req.AddResponseFormat(b, rfo)
-        b.Finish(_fb_req.End(b), REQUEST_IDENTIFIER)
-        return finish_bytes(b)
-
-
-def translate_json(
-    body: bytes,
-    *,
-    models: Mapping[str, ModelConfig],
-    tenant: str = "",
-    request_id: str | None = None,
-) -> bytes:
-    """The edge's whole translate op: OpenAI JSON bytes in, FlatBuffer bytes out."""
-    req = decode_request(body)
-    model = resolve_model(models, req.model)
-    return write_request(
-        req,
-        provider=model.provider_id,
-        model_name=model.name,
-        tenant=tenant,
-        request_id=new_request_id() if request_id is None else request_id,
-    )

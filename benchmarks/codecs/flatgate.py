@@ -10,23 +10,37 @@
 - ``encode``: the edge's schema-specific writer
   (``edge_translator.translate.write_request``).
 - ``chunk``: ``proxy.frames.build_chunk`` with a pooled builder.
-- ``translate``: the edge's whole op, ``edge_translator.translate.translate_json``.
+- ``translate``: the edge's whole op, ``translate_json`` here: the edge's own
+  steps (decode and validate, resolve the model, write) in one call.
 
 No I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from benchmarks.codecs.common import MODELS, REQUEST_ID, Decoded, Delta
 from benchmarks.codecs.fbs_generated import inputs, read
-from flatgate.edge_translator.models import ChatCompletionRequest
-from flatgate.edge_translator.translate import translate_json, write_request
+from flatgate.edge_translator.config import ModelConfig
+from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.translate import new_request_id, resolve_model, write_request
 from flatgate.proxy.wire.frames import build_chunk
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.verify import verify_request
 
-__all__ = ["OPS", "POOL", "chunk", "decode", "encode", "inputs", "route", "translate"]
+__all__ = [
+    "OPS",
+    "POOL",
+    "chunk",
+    "decode",
+    "encode",
+    "inputs",
+    "route",
+    "translate",
+    "translate_json",
+]
 
 OPS = ("route", "decode", "encode", "chunk", "translate")
 
@@ -54,6 +68,25 @@ def chunk(delta: Delta) -> bytes:
         content=delta.content,
         index=delta.index,
         model=delta.model,
+    )
+
+
+def translate_json(
+    body: bytes,
+    *,
+    models: Mapping[str, ModelConfig],
+    tenant: str = "",
+    request_id: str | None = None,
+) -> bytes:
+    """The edge's whole translate op: OpenAI JSON bytes in, FlatBuffer bytes out."""
+    req = decode_request(body)
+    model = resolve_model(models, req.model)
+    return write_request(
+        req,
+        provider=model.provider_id,
+        model_name=model.name,
+        tenant=tenant,
+        request_id=new_request_id() if request_id is None else request_id,
     )
 
 

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from benchmarks.baselines import JSON_TYPE, PROTOBUF_TYPE
+from benchmarks.baselines import PROTOBUF_TYPE
 from benchmarks.payloads import make_request, to_flatbuffer
-from flatgate.proxy.service.app import BINARY, REQUEST_TYPE
+from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON
 
 __all__ = [
     "CANNED_DELTAS",
@@ -114,9 +114,9 @@ class Body:
 
 
 _HEADERS: dict[BodyKind, tuple[tuple[str, str], ...]] = {
-    "fbs": (("content-type", REQUEST_TYPE), ("accept", BINARY)),
-    "json": (("content-type", JSON_TYPE), ("accept", BINARY)),
-    "protobuf": (("content-type", PROTOBUF_TYPE), ("accept", BINARY)),
+    "fbs": (("content-type", FLATBUFFERS), ("accept", FRAMES)),
+    "json": (("content-type", JSON), ("accept", FRAMES)),
+    "protobuf": (("content-type", PROTOBUF_TYPE), ("accept", FRAMES)),
     "openai": (("content-type", "application/json"),),
 }
 

@@ -76,7 +76,8 @@ from benchmarks.load.rows import (
     stream_body,
 )
 from benchmarks.payloads import PROMPT_SIZES
-from flatgate.proxy.wire.frames import FinishReason, FrameSplitter, decode_chunk
+from flatgate.proxy.wire.frames import FrameSplitter, decode_chunk
+from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = ["FULL", "QUICK", "RESULTS", "TINY", "Settings", "main", "run"]
 

@@ -21,6 +21,8 @@ import time
 import urllib.request
 from collections.abc import Sequence
 
+from flatgate.proxy.plumbing.config import ENV_CONFIG, env_name
+
 __all__ = ["main"]
 
 SERVICES = {
@@ -75,12 +77,12 @@ def _parser() -> argparse.ArgumentParser:
 def _export(service: str, args: argparse.Namespace, keys: Sequence[str]) -> None:
     """Flags that were given become FLATGATE_<SERVICE>_<KEY> variables."""
     if args.config:
-        os.environ["FLATGATE_CONFIG"] = os.path.abspath(args.config)
+        os.environ[ENV_CONFIG] = os.path.abspath(args.config)
     for key in keys:
         value = getattr(args, key, None)
         if value is not None:
-            env_value = f'"{value}"' if isinstance(value, str) else str(value)
-            os.environ[f"FLATGATE_{service.upper()}_{key.upper()}"] = env_value
+            raw = f'"{value}"' if isinstance(value, str) else str(value)
+            os.environ[env_name(service, key)] = raw
 
 
 def _serve(service: str, args: argparse.Namespace) -> int:
@@ -91,9 +93,7 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     if service == "proxy":
         keys.append("transport")
     elif service == "stub":
-        keys += ["ttft_ms", "itl_ms", "canned"]
-        if args.fault:
-            os.environ["FLATGATE_STUB_FAULT"] = args.fault
+        keys += ["ttft_ms", "itl_ms", "canned", "fault"]
     elif service == "edge":
         keys = ["host", "port", "workers", "proxy_url"]
     _export(service, args, keys)
@@ -101,10 +101,10 @@ def _serve(service: str, args: argparse.Namespace) -> int:
         if service == "edge":
             from flatgate.edge_translator.config import load_edge_settings
 
-            e = load_edge_settings(os.environ.get("FLATGATE_CONFIG")).edge
+            e = load_edge_settings(None).edge
             host, port, workers, iface = e.host, e.port, e.workers, "rsgi"
         else:
-            from flatgate.proxy.plumbing.config import load_config
+            from flatgate.proxy.service.settings import load_config
 
             config = load_config()
             section = config.proxy if service == "proxy" else config.stub
@@ -169,7 +169,7 @@ def _interrupt(*_: object) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     from flatgate.edge_translator.config import load_edge_settings
-    from flatgate.proxy.plumbing.config import load_config
+    from flatgate.proxy.service.settings import load_config
 
     config_path = os.path.abspath(args.config) if args.config else None
     try:

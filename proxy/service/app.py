@@ -22,14 +22,13 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Callable
 
-from flatgate.proxy.plumbing.config import PROVIDERS, GatewayConfig, load_config
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import CallerWatch, Exchange, ServerApp, Sink
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.service.routes import Route, RouteTable
+from flatgate.proxy.service.settings import GatewayConfig, load_config
 from flatgate.proxy.transport.base import (
     Response,
     Timeouts,
@@ -38,9 +37,10 @@ from flatgate.proxy.transport.base import (
     UpstreamTimeout,
 )
 from flatgate.proxy.transport.factory import make_transport
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.codes import ErrorCode, error_body
 from flatgate.proxy.wire.frames import (
     ChunkError,
-    FinishReason,
     FrameCutter,
     MalformedFrame,
     build_chunk,
@@ -48,57 +48,53 @@ from flatgate.proxy.wire.frames import (
 )
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON, PROVIDERS, SSE, FinishReason
 from flatgate.proxy.wire.verify import MalformedBuffer
 
-__all__ = ["BINARY", "SSE", "ProxyError", "ProxyServer", "RouteReader", "create_app"]
+__all__ = ["ProxyError", "ProxyServer", "create_app"]
 
-BINARY = "application/x-flatbuffers-stream"
-SSE = "text/event-stream"
-REQUEST_TYPE = "application/x-flatbuffers"
-_JSON = [("content-type", "application/json")]
+_JSON = [("content-type", JSON)]
 _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
-# body -> (provider, model name as bytes or a read-only view); MalformedBuffer if bad.
-RouteReader = Callable[[bytes], tuple[int, "bytes | memoryview"]]
 
 
 class ProxyError(Exception):
-    """An error answered before the first byte: status, code, message."""
+    """An error answered before the first byte: its registered code, a message,
+    and the status (the code's own unless a backend's is passed through)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, status: int = 0) -> None:
         super().__init__(message)
-        self.status = status
         self.code = code
+        self.status = status or code.status
         self.message = message
 
     def body(self) -> bytes:
-        return json.dumps({"error": {"code": self.code, "message": self.message}}).encode()
+        return error_body(self.code, self.message)
 
 
 class _StreamCut(Exception):
     """The backend's stream ended or broke before its final chunk."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 
 
 class ProxyServer:
-    """The proxy's request handler; one per granian worker."""
+    """The proxy's request handler; one per granian worker.
 
-    def __init__(
-        self,
-        config: GatewayConfig,
-        *,
-        worker: str = "",
-        route_reader: RouteReader = read_route,
-        request_type: str = REQUEST_TYPE,
-    ) -> None:
-        """``route_reader`` and ``request_type`` are for the load bench's
-        baselines (route read from JSON or protobuf bodies); the product reads
-        FlatBuffers with ``proxy.wire.read_route``."""
+    ``request_type`` and ``route_of`` are what a request body is and how its
+    route is read: FlatBuffers and ``wire.route.read_route``. A subclass may
+    read another format (the load bench's JSON and protobuf baselines do).
+    """
+
+    request_type: str = FLATBUFFERS
+
+    def route_of(self, body: bytes) -> tuple[int, bytes | memoryview]:
+        """``(provider, model)`` of a request body; ``MalformedBuffer`` if bad."""
+        return read_route(body)
+
+    def __init__(self, config: GatewayConfig, *, worker: str = "") -> None:
         self.config = config
-        self.route_reader = route_reader
-        self.request_type = request_type
         p = config.proxy
         self.max_body = p.max_body_bytes
         self.pool = BuilderPool()
@@ -141,7 +137,7 @@ class ProxyServer:
         elif path == "/metrics":
             await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
-            err = ProxyError(404, "not_found", f"no such path: {path}")
+            err = ProxyError(codes.NOT_FOUND, f"no such path: {path}")
             await ex.respond(err.status, _JSON, err.body())
 
     # POST /v1/completions
@@ -150,14 +146,14 @@ class ProxyServer:
         try:
             body, binary = await self._accept(ex)
             try:
-                provider, model = self.route_reader(body)
+                provider, model = self.route_of(body)
             except MalformedBuffer as exc:
-                raise ProxyError(400, "malformed_request", str(exc)) from None
+                raise ProxyError(codes.MALFORMED_REQUEST, str(exc)) from None
             target = self.routes.lookup(provider, model)
             if target is None:
                 name = bytes(model).decode("utf-8", "replace")
                 pname = _PROVIDER_NAMES.get(provider, str(provider))
-                raise ProxyError(404, "no_route", f"no route for provider {pname} model {name!r}")
+                raise ProxyError(codes.NO_ROUTE, f"no route for provider {pname} model {name!r}")
             # The view (a GC-tracked object over the body) is not needed past the
             # lookup; dropping it now keeps it out of the GC's young generation
             # while the request waits on the backend.
@@ -178,25 +174,25 @@ class ProxyServer:
 
     async def _accept(self, ex: Exchange) -> tuple[bytes, bool]:
         if ex.method != "POST":
-            raise ProxyError(405, "method_not_allowed", "POST a CompletionRequest here")
+            raise ProxyError(codes.METHOD_NOT_ALLOWED, "POST a CompletionRequest here")
         ctype = (ex.header("content-type") or "").partition(";")[0].strip().lower()
         if ctype != self.request_type:
             raise ProxyError(
-                415, "unsupported_media_type", f"Content-Type must be {self.request_type}"
+                codes.UNSUPPORTED_MEDIA_TYPE, f"Content-Type must be {self.request_type}"
             )
         length = ex.header("content-length")
         if length is None:
-            raise ProxyError(411, "length_required", "send a Content-Length")
+            raise ProxyError(codes.LENGTH_REQUIRED, "send a Content-Length")
         try:
             size = int(length)
         except ValueError:
-            raise ProxyError(400, "bad_content_length", "Content-Length is not a number") from None
+            raise ProxyError(codes.BAD_CONTENT_LENGTH, "Content-Length is not a number") from None
         if size > self.max_body:
-            raise ProxyError(413, "body_too_large", f"body over {self.max_body} bytes")
+            raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes")
         body = await ex.body()
         if len(body) > self.max_body:
-            raise ProxyError(413, "body_too_large", f"body over {self.max_body} bytes")
-        return body, BINARY in (ex.header("accept") or "")
+            raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes")
+        return body, FRAMES in (ex.header("accept") or "")
 
     async def _open(
         self, ex: Exchange, target: RouteTarget, body: bytes, rid: str
@@ -204,14 +200,16 @@ class ProxyServer:
         """Send ``body`` to the first backend that answers; fail over before the first byte."""
         plan = self.balancer.plan(target)
         if not plan:
-            raise ProxyError(503, "backends_busy", "every backend of this route is at its limit")
+            raise ProxyError(codes.BACKENDS_BUSY, "every backend of this route is at its limit")
         headers = [
             ("content-type", self.request_type),
-            ("accept", BINARY),
+            ("accept", FRAMES),
             ("x-request-id", rid),
         ]
         auth = ex.header("authorization")
-        last: Exception | None = None
+        # What the caller is told when no backend answers: a backend's 5xx over
+        # a timeout over an unreachable backend, whatever the order tried.
+        failure: ProxyError | None = None
         transport = self.transport
         for backend in plan:
             send = headers
@@ -231,7 +229,9 @@ class ProxyServer:
                 backend.outstanding -= 1
                 self.balancer.failed(backend)
                 self.metrics.upstream_failure_of(backend.name, type(exc).__name__).inc()
-                last = exc
+                err = _upstream_failure(exc)
+                if failure is None or _RANK[failure.code.code] < _RANK[err.code.code]:
+                    failure = err
                 continue
             except BaseException:
                 backend.outstanding -= 1
@@ -241,16 +241,15 @@ class ProxyServer:
                 backend.outstanding -= 1
                 self.balancer.failed(backend)
                 self.metrics.upstream_failure_of(backend.name, f"http_{resp.status}").inc()
-                last = ProxyError(
-                    502, "backend_error", f"backend {backend.name} answered {resp.status}"
+                failure = ProxyError(
+                    codes.BACKEND_ERROR, f"backend {backend.name} answered {resp.status}"
                 )
                 continue
             self.balancer.succeeded(backend)
             self.metrics.upstream_ttfb_of(backend.name).observe(time.perf_counter() - started)
             return backend, resp, started
-        if isinstance(last, UpstreamError):
-            raise _upstream_failure(last)
-        raise ProxyError(502, "backend_unavailable", f"no backend reachable: {last}")
+        assert failure is not None
+        raise failure
 
     async def _pass_error(self, ex: Exchange, resp: Response, label: str) -> None:
         """A 4xx from the backend goes to the caller as it is (capped)."""
@@ -261,9 +260,7 @@ class ProxyServer:
         finally:
             await resp.aclose()
         if not body.startswith(b"{"):
-            body = ProxyError(
-                resp.status, "backend_rejected", body[:200].decode("utf-8", "replace")
-            ).body()
+            body = error_body(codes.BACKEND_REJECTED, body[:200].decode("utf-8", "replace"))
         self.metrics.count(label, resp.status)
         await ex.respond(resp.status, _JSON, body[:65536])
 
@@ -287,7 +284,7 @@ class ProxyServer:
         metrics.active_streams.inc()
         watch = CallerWatch(ex.disconnected)
         headers = [
-            ("content-type", BINARY if binary else SSE),
+            ("content-type", FRAMES if binary else SSE),
             ("cache-control", "no-cache"),
             ("x-request-id", rid),
         ]
@@ -303,7 +300,7 @@ class ProxyServer:
                 err = (
                     _upstream_failure(exc)
                     if isinstance(exc, UpstreamError)
-                    else ProxyError(502, "backend_protocol_error", str(exc))
+                    else ProxyError(codes.BACKEND_PROTOCOL_ERROR, str(exc))
                 )
                 self.metrics.count("-", err.status)
                 await ex.respond(err.status, _JSON, err.body())
@@ -328,18 +325,20 @@ class ProxyServer:
                     relayed += len(out)
                     await sink.send(out)
                 if not cutter.finished():
-                    raise _StreamCut("backend_stream_truncated", "backend ended the stream early")
+                    raise _StreamCut(
+                        codes.BACKEND_STREAM_TRUNCATED, "backend ended the stream early"
+                    )
             except UpstreamError as exc:
                 code = (
-                    "backend_timeout"
+                    codes.BACKEND_TIMEOUT
                     if isinstance(exc, UpstreamTimeout)
-                    else "backend_disconnected"
+                    else codes.BACKEND_DISCONNECTED
                 )
                 await self._send_error(sink, binary, rid, code, str(exc))
             except _StreamCut as exc:
                 await self._send_error(sink, binary, rid, exc.code, str(exc))
             except MalformedFrame as exc:
-                await self._send_error(sink, binary, rid, "backend_protocol_error", str(exc))
+                await self._send_error(sink, binary, rid, codes.BACKEND_PROTOCOL_ERROR, str(exc))
             await sink.close()
         except asyncio.CancelledError:
             if not watch.caught():
@@ -360,14 +359,14 @@ class ProxyServer:
         return b"".join([sse_event(view[start:end]) for start, end in cutter.spans(ready)])
 
     async def _send_error(
-        self, sink: Sink, binary: bool, rid: str, code: str, message: str
+        self, sink: Sink, binary: bool, rid: str, code: ErrorCode, message: str
     ) -> None:
         # Rare (one per failed stream): built with the pool, whose figures
         # /metrics reports.
         frame = build_chunk(
             self.pool,
             request_id=rid,
-            error=ChunkError(code, message),
+            error=ChunkError(code.code, message),
             finish_reason=FinishReason.ERROR,
         )
         await sink.send(frame if binary else sse_event(memoryview(frame)[4:]))
@@ -402,10 +401,16 @@ class ProxyServer:
 
 def _upstream_failure(exc: UpstreamError) -> ProxyError:
     if isinstance(exc, UpstreamTimeout):
-        return ProxyError(504, "backend_timeout", f"no backend answered in time: {exc}")
-    return ProxyError(502, "backend_unavailable", f"no backend reachable: {exc}")
+        return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {exc}")
+    return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {exc}")
 
 
+# Which failure a caller hears of when every backend failed (highest wins).
+_RANK = {
+    codes.BACKEND_UNAVAILABLE.code: 1,
+    codes.BACKEND_TIMEOUT.code: 2,
+    codes.BACKEND_ERROR.code: 3,
+}
 _PROBE = Timeouts(connect=0.5, read=1.0, total=1.5)
 
 

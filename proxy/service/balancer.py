@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from flatgate.proxy.plumbing.config import BackendConfig
+from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.transport.base import Timeouts
 
 __all__ = ["Backend", "Balancer", "RouteTarget"]

@@ -52,25 +52,17 @@ import re
 from dataclasses import dataclass, field
 
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
-from flatgate.proxy.plumbing.config import StubSection, load_config
 from flatgate.proxy.plumbing.serve import Exchange, ServerApp
-from flatgate.proxy.wire.frames import (
-    FinishReason,
-    ToolCallDelta,
-    Usage,
-    build_chunk,
-    sse_event,
-    write_chunk,
-)
+from flatgate.proxy.service.settings import FAULTS, StubSection, load_config
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.codes import ErrorCode, error_body
+from flatgate.proxy.wire.frames import ToolCallDelta, Usage, build_chunk, sse_event, write_chunk
 from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.schema import FRAMES, JSON, SSE, FinishReason, Role, ToolChoiceMode
 from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
 
 __all__ = ["FAULTS", "StubRequest", "StubServer", "create_app", "deltas_of", "parse_request"]
 
-FAULTS = ("fail", "stall", "die", "hang")
-ROLE_USER = 0
-TOOL_CHOICE_FUNCTION = 4
-BINARY = "application/x-flatbuffers-stream"
 _WORD = re.compile(r"\S+\s*")
 # Longest a stalled or hanging stub waits before giving up on its own.
 _STALL_SECONDS = 3600.0
@@ -90,7 +82,7 @@ class StubRequest:
     @property
     def last_user(self) -> str:
         for role, content in reversed(self.messages):
-            if role == ROLE_USER:
+            if role == Role.User:
                 return content
         return ""
 
@@ -115,7 +107,7 @@ def parse_request(body: bytes) -> StubRequest:
     for i in range(req.MetadataLength()):
         kv = req.Metadata(i)
         metadata[_s(kv.Key())] = _s(kv.Value())
-    forced = _s(req.ToolChoiceName()) if req.ToolChoice() == TOOL_CHOICE_FUNCTION else ""
+    forced = _s(req.ToolChoiceName()) if req.ToolChoice() == ToolChoiceMode.Function else ""
     return StubRequest(
         request_id=_s(req.RequestId()),
         model=_s(req.ModelName()),
@@ -192,20 +184,20 @@ class StubServer:
                     "pool_leased": self.pool.leased,
                 }
             ).encode()
-            await ex.respond(200, [("content-type", "application/json")], body)
+            await ex.respond(200, [("content-type", JSON)], body)
             return
         if ex.path != "/v1/completions":
-            await _error(ex, 404, "not_found", f"no such path {ex.path}")
+            await _error(ex, codes.NOT_FOUND, f"no such path {ex.path}")
             return
         if ex.method != "POST":
-            await _error(ex, 405, "method_not_allowed", "use POST")
+            await _error(ex, codes.METHOD_NOT_ALLOWED, "use POST")
             return
         body = await ex.body()
         if self._canned:
-            binary = BINARY in (ex.header("accept") or "")
+            binary = FRAMES in (ex.header("accept") or "")
             self.stats.started += 1
             self.stats.completed += 1
-            ctype = BINARY if binary else "text/event-stream"
+            ctype = FRAMES if binary else SSE
             await ex.respond(200, [("content-type", ctype)], self._canned[binary])
             return
         self.stats.last_body_sha256 = hashlib.sha256(body).hexdigest()
@@ -213,13 +205,13 @@ class StubServer:
         try:
             req = parse_request(body)
         except MalformedBuffer as exc:
-            await _error(ex, 400, "malformed_request", str(exc))
+            await _error(ex, codes.MALFORMED_REQUEST, str(exc))
             return
         fault = req.metadata.get("stub.fault") or self.fault
         if fault == "fail":
-            await _error(ex, 503, "backend_unavailable", "stub fault: fail")
+            await _error(ex, codes.BACKEND_UNAVAILABLE, "stub fault: fail", status=503)
             return
-        binary = BINARY in (ex.header("accept") or "")
+        binary = FRAMES in (ex.header("accept") or "")
         self.stats.started += 1
         self.stats.active += 1
         work = asyncio.ensure_future(self._generate(ex, req, fault, binary))
@@ -244,7 +236,7 @@ class StubServer:
             await asyncio.sleep(_STALL_SECONDS)
             return
         fault_after = int(req.metadata.get("stub.fault_after", "0") or 0)
-        content_type = BINARY if binary else "text/event-stream"
+        content_type = FRAMES if binary else SSE
         sink = await ex.stream(
             200, [("content-type", content_type), ("x-request-id", req.request_id)]
         )
@@ -310,14 +302,11 @@ class StubServer:
         raise ConnectionAbortedError("stub fault: die")
 
 
-async def _error(ex: Exchange, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    await ex.respond(status, [("content-type", "application/json")], body)
+async def _error(ex: Exchange, code: ErrorCode, message: str, *, status: int = 0) -> None:
+    await ex.respond(status or code.status, [("content-type", JSON)], error_body(code, message))
 
 
 def create_app() -> ServerApp:
     """granian factory: settings from ``$FLATGATE_CONFIG`` and ``FLATGATE_STUB_*``."""
-    import os
-
     config = load_config()
-    return ServerApp(StubServer(config.stub, os.environ.get("FLATGATE_STUB_FAULT") or None))
+    return ServerApp(StubServer(config.stub, config.stub.fault or None))

@@ -15,15 +15,8 @@ from __future__ import annotations
 
 import struct
 
-from flatgate.proxy.wire.frames import (
-    CHUNK_IDENTIFIER,
-    Chunk,
-    ChunkError,
-    FinishReason,
-    MalformedFrame,
-    ToolCallDelta,
-    Usage,
-)
+from flatgate.proxy.wire.frames import Chunk, ChunkError, MalformedFrame, ToolCallDelta, Usage
+from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
 
 __all__ = ["read_chunk"]
 

@@ -21,7 +21,6 @@ No I/O. Generated code is used here and nowhere past this module.
 from __future__ import annotations
 
 import binascii
-import enum
 import struct
 from collections.abc import Sequence
 
@@ -33,13 +32,12 @@ from flatgate.generated.LLMGateway import Error as _fb_error
 from flatgate.generated.LLMGateway import ToolCallDelta as _fb_tcd
 from flatgate.generated.LLMGateway import Usage as _fb_usage
 from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
+from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
 
 __all__ = [
-    "CHUNK_IDENTIFIER",
     "MAX_FRAME_BYTES",
     "Chunk",
     "ChunkError",
-    "FinishReason",
     "FrameCutter",
     "FrameSplitter",
     "MalformedFrame",
@@ -54,23 +52,11 @@ __all__ = [
     "write_chunk",
 ]
 
-CHUNK_IDENTIFIER = b"FGCK"
 # One frame larger than this is a broken or hostile peer, not a token delta.
 MAX_FRAME_BYTES = 64 << 20
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
 _I32 = struct.Struct("<i")
-
-
-class FinishReason(enum.IntEnum):
-    """Mirror of ``LLMGateway.FinishReason``; NONE means the stream goes on."""
-
-    NONE = 0
-    STOP = 1
-    LENGTH = 2
-    TOOL_CALLS = 3
-    CONTENT_FILTER = 4
-    ERROR = 5
 
 
 class MalformedFrame(ValueError):

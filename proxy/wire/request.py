@@ -13,12 +13,12 @@ from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
 from flatgate.generated.LLMGateway import KeyValue as _fb_kv
 from flatgate.generated.LLMGateway import Message as _fb_msg
 from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
-from flatgate.proxy.wire.verify import REQUEST_IDENTIFIER
+from flatgate.proxy.wire.schema import PROVIDERS, REQUEST_IDENTIFIER, Role
 
-__all__ = ["PROVIDERS", "ROLES", "build_request"]
+__all__ = ["ROLES", "build_request"]
 
-PROVIDERS = {"OpenAI": 0, "Anthropic": 1, "SelfHosted": 2}
-ROLES = {"user": 0, "system": 1, "developer": 2, "assistant": 3, "tool": 4}
+# Role names as the OpenAI API spells them.
+ROLES: dict[str, int] = {r.name.lower(): int(r) for r in Role}
 _POOL = BuilderPool(size=8)
 
 

@@ -4,9 +4,7 @@ Owns ``read_route``: ``(provider, model)`` straight out of the request bytes,
 ``model`` a memoryview slice of the caller's buffer. It follows the root offset,
 the root vtable, the two field offsets and the ``model_name`` string itself,
 bounds-checking each, and touches nothing else, so its cost and allocations do
-not depend on the prompt size. Also the public face of the wire layer:
-``verify_request``, ``MalformedBuffer`` and ``REQUEST_IDENTIFIER`` are
-re-exported from ``proxy.verify``.
+not depend on the prompt size. Its one error is ``wire.verify.MalformedBuffer``.
 
 Must not: copy or decode the body, use the generated accessors (they are the
 baseline this beats, see ``benchmarks/bench_wire.py``), do I/O, or let any
@@ -54,15 +52,10 @@ from __future__ import annotations
 
 import struct
 
-from flatgate.proxy.wire.verify import (
-    MAX_BUFFER_BYTES,
-    REQUEST_IDENTIFIER,
-    MalformedBuffer,
-    check_input,
-    verify_request,
-)
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
+from flatgate.proxy.wire.verify import MAX_BUFFER_BYTES, MalformedBuffer, check_input
 
-__all__ = ["REQUEST_IDENTIFIER", "MalformedBuffer", "read_route", "verify_request"]
+__all__ = ["read_route"]
 
 _U32 = struct.Struct("<I").unpack_from
 _I32 = struct.Struct("<i").unpack_from

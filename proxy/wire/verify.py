@@ -50,12 +50,13 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
+
 __all__ = [
     "LAYOUTS",
     "MAX_BUFFER_BYTES",
     "MAX_DEPTH",
     "MAX_OBJECTS",
-    "REQUEST_IDENTIFIER",
     "FieldKind",
     "FieldSpec",
     "MalformedBuffer",
@@ -63,7 +64,6 @@ __all__ = [
     "verify_request",
 ]
 
-REQUEST_IDENTIFIER = b"FGRQ"
 # FlatBuffers' own limit (2 GiB - 1): offsets are 32-bit, soffsets signed.
 MAX_BUFFER_BYTES = (1 << 31) - 1
 # CompletionRequest -> Message -> ToolCall is 3; headroom for appended tables.

@@ -27,7 +27,6 @@ import msgspec
 import pytest
 
 from benchmarks.baselines import (
-    JSON_TYPE,
     PROTOBUF_TYPE,
     json_route,
     msgspec_route,
@@ -64,6 +63,7 @@ from benchmarks.load.rows import ECHO_MODEL, ROWS, STREAM_TEXT, request_body, ro
 from benchmarks.load.run import TINY
 from flatgate.proxy.service.stub import parse_request
 from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.schema import JSON
 from flatgate.proxy.wire.verify import MalformedBuffer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +83,7 @@ def test_every_body_format_carries_the_same_route(size: int) -> None:
     assert json_route(js.data) == (0, b"gpt-4o-mini")
     assert msgspec_route(js.data) == (0, b"gpt-4o-mini")
     assert protobuf_route(pb.data) == (0, b"gpt-4o-mini")
-    assert dict(js.headers)["content-type"] == JSON_TYPE
+    assert dict(js.headers)["content-type"] == JSON
     assert dict(pb.headers)["content-type"] == PROTOBUF_TYPE
     # The prompt is really in every body, not just the route.
     assert len(fbs.data) > size and len(js.data) > size and len(pb.data) > size

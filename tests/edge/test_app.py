@@ -13,8 +13,9 @@ from flatgate.edge_translator.auth import hash_key
 from flatgate.edge_translator.config import EdgeSection, EdgeSettings, KeyConfig, ModelConfig
 from flatgate.proxy.transport.base import UpstreamConnectError, UpstreamProtocolError
 from flatgate.proxy.transport.base import UpstreamTimeout as TransportTimeout
-from flatgate.proxy.wire.frames import ChunkError, FinishReason, ToolCallDelta, Usage, build_chunk
+from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage, build_chunk
 from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.schema import FinishReason
 from tests.edge import fakes
 from tests.edge.helpers import decode_request_fb
 

@@ -9,10 +9,10 @@ from flatgate.edge_translator.auth import hash_key
 from flatgate.edge_translator.config import (
     EdgeConfigError,
     EdgeSection,
-    Provider,
     load_edge_settings,
     parse_edge_settings,
 )
+from flatgate.proxy.wire.schema import Provider
 
 FULL = f"""
 [proxy]

@@ -17,7 +17,8 @@ from flatgate.edge_translator.render import (
     error_event,
     finish_reason_name,
 )
-from flatgate.proxy.wire.frames import Chunk, ChunkError, FinishReason, ToolCallDelta, Usage
+from flatgate.proxy.wire.frames import Chunk, ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.schema import FinishReason
 
 
 def events(data: bytes) -> list[Any]:

@@ -17,19 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.codecs.flatgate import translate_json
+from benchmarks.codecs.stock_writer import write_request_stock
 from flatgate.edge_translator.config import ModelConfig
 from flatgate.edge_translator.errors import InvalidRequest, ModelNotFound
 from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.translate import (
-    REQUEST_IDENTIFIER,
-    new_request_id,
-    resolve_model,
-    translate_json,
-    write_request,
-    write_request_stock,
-)
+from flatgate.edge_translator.translate import new_request_id, resolve_model, write_request
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 from flatgate.proxy.wire.verify import verify_request
 from tests.edge.helpers import decode_request_fb
 

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from flatgate.proxy.wire.chunks import read_chunk
 from flatgate.proxy.wire.frames import (
     ChunkError,
-    FinishReason,
     MalformedFrame,
     ToolCallDelta,
     Usage,
@@ -20,6 +19,7 @@ from flatgate.proxy.wire.frames import (
     unprefix,
 )
 from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.schema import FinishReason
 
 POOL = BuilderPool(debug=True)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from flatgate.proxy.plumbing.config import ConfigError, load_config, parse_config
+from flatgate.proxy.plumbing.config import ConfigError
+from flatgate.proxy.service.settings import load_config, parse_config
 
 GOOD = """
 [proxy]

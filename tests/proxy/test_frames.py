@@ -13,7 +13,6 @@ from flatgate.proxy.wire.chunks import read_chunk
 from flatgate.proxy.wire.frames import (
     Chunk,
     ChunkError,
-    FinishReason,
     FrameSplitter,
     MalformedFrame,
     SSESplitter,
@@ -27,6 +26,7 @@ from flatgate.proxy.wire.frames import (
     write_chunk,
 )
 from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.schema import FinishReason
 
 POOL = BuilderPool(debug=True)
 

@@ -16,20 +16,13 @@ from typing import Any
 import httpx
 import pytest
 
-from flatgate.proxy.wire.frames import (
-    Chunk,
-    FinishReason,
-    FrameSplitter,
-    SSESplitter,
-    decode_chunk,
-    unprefix,
-)
+from flatgate.proxy.wire.frames import Chunk, FrameSplitter, SSESplitter, decode_chunk, unprefix
 from flatgate.proxy.wire.request import build_request
+from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason
 from tests.servers import Server, free_port, running, write_config
 
 pytestmark = pytest.mark.integration
 
-BINARY = "application/x-flatbuffers-stream"
 FB = {"content-type": "application/x-flatbuffers"}
 
 
@@ -95,7 +88,7 @@ def post(url: str, body: bytes, accept: str | None = None, **headers: str) -> li
         h["accept"] = accept
     with httpx.stream("POST", f"{url}/v1/completions", content=body, headers=h, timeout=10) as r:
         assert r.status_code == 200, r.read()
-        return read_stream(r, accept == BINARY)
+        return read_stream(r, accept == FRAMES)
 
 
 def metric(url: str, name: str) -> float:
@@ -107,7 +100,7 @@ def metric(url: str, name: str) -> float:
     return total
 
 
-@pytest.mark.parametrize("accept", [BINARY, "text/event-stream", None, "*/*"])
+@pytest.mark.parametrize("accept", [FRAMES, SSE, None, "*/*"])
 def test_both_framings_carry_the_same_chunks(proxy: Server, accept: str | None) -> None:
     text = "  the quick  brown fox\tjumps "
     chunks = post(proxy.url, req(text, request_id="rid-7"), accept)
@@ -121,20 +114,20 @@ def test_both_framings_carry_the_same_chunks(proxy: Server, accept: str | None) 
 
 
 def test_max_tokens_cuts_with_length(proxy: Server) -> None:
-    chunks = post(proxy.url, req("a b c d e f", max_tokens=3), BINARY)
+    chunks = post(proxy.url, req("a b c d e f", max_tokens=3), FRAMES)
     assert "".join(c.content for c in chunks) == "a b c "
     assert chunks[-1].finish_reason == FinishReason.LENGTH
 
 
 def test_non_streaming_is_one_chunk(proxy: Server) -> None:
-    chunks = post(proxy.url, req("one two three", stream=False), BINARY)
+    chunks = post(proxy.url, req("one two three", stream=False), FRAMES)
     assert len(chunks) == 1
     assert chunks[0].content == "one two three"
     assert chunks[0].finish_reason == FinishReason.STOP
 
 
 def test_forced_tool_call(proxy: Server) -> None:
-    chunks = post(proxy.url, req("weather in Paris", tool_choice_function="get_weather"), BINARY)
+    chunks = post(proxy.url, req("weather in Paris", tool_choice_function="get_weather"), FRAMES)
     (chunk,) = chunks
     assert chunk.finish_reason == FinishReason.TOOL_CALLS
     (call,) = chunk.tool_calls
@@ -164,7 +157,7 @@ async def test_200_concurrent_streams_each_get_their_own_prompt(proxy: Server) -
     async with httpx.AsyncClient(limits=limits, timeout=30) as client:
 
         async def one(i: int) -> str:
-            accept = BINARY if i % 2 else "text/event-stream"
+            accept = FRAMES if i % 2 else SSE
             async with client.stream(
                 "POST",
                 f"{proxy.url}/v1/completions",
@@ -173,10 +166,10 @@ async def test_200_concurrent_streams_each_get_their_own_prompt(proxy: Server) -
             ) as r:
                 assert r.status_code == 200
                 splitter: FrameSplitter | SSESplitter = (
-                    FrameSplitter() if accept == BINARY else SSESplitter()
+                    FrameSplitter() if accept == FRAMES else SSESplitter()
                 )
                 chunks = [
-                    decode_chunk(unprefix(f) if accept == BINARY else f)
+                    decode_chunk(unprefix(f) if accept == FRAMES else f)
                     async for piece in r.aiter_raw()
                     for f in splitter.feed(piece)
                 ]
@@ -207,7 +200,7 @@ def test_errors_before_the_first_byte(
 
 
 def test_exact_route_for_any_provider(proxy: Server) -> None:
-    chunks = post(proxy.url, req("hello", model="exact-model", provider="OpenAI"), BINARY)
+    chunks = post(proxy.url, req("hello", model="exact-model", provider="OpenAI"), FRAMES)
     assert chunks[-1].finish_reason == FinishReason.STOP
 
 
@@ -237,7 +230,7 @@ def test_health_ready_and_metrics_move(proxy: Server) -> None:
     assert ready.json()["routes"] == {"echo-*": True, "exact-model": True}
     before = metric(proxy.url, 'flatgate_requests_total{route="echo-*",status="200"}')
     relayed = metric(proxy.url, "flatgate_relayed_bytes_total")
-    post(proxy.url, req("count me"), BINARY)
+    post(proxy.url, req("count me"), FRAMES)
     after = metric(proxy.url, 'flatgate_requests_total{route="echo-*",status="200"}')
     assert after == before + 1
     assert metric(proxy.url, "flatgate_relayed_bytes_total") > relayed
@@ -285,13 +278,14 @@ def test_failover_to_next_backend_and_to_fallbacks(
     cfg = write_config(tmp_path / "p.toml", proxy_config(urls, routes=routes))
     with running("proxy", ["--config", cfg], tmp_path) as p:
         for _ in range(4):
-            chunks = post(p.url, req("still here", model="echo-pool"), BINARY)
+            chunks = post(p.url, req("still here", model="echo-pool"), FRAMES)
             assert "".join(c.content for c in chunks) == "still here"
-        chunks = post(p.url, req("saved", model="echo-fallback"), BINARY)
+        chunks = post(p.url, req("saved", model="echo-fallback"), FRAMES)
         assert "".join(c.content for c in chunks) == "saved"
         r = httpx.post(f"{p.url}/v1/completions", content=req("x", model="echo-doomed"), headers=FB)
+        # One backend unreachable, one answering 503: the 503 is what is reported.
         assert r.status_code == 502
-        assert r.json()["error"]["code"] == "backend_unavailable"
+        assert r.json()["error"]["code"] == "backend_error"
         assert metric(p.url, 'flatgate_upstream_failures_total{backend="dead"') >= 1
         assert metric(p.url, 'flatgate_upstream_failures_total{backend="failing"') >= 1
         ready = httpx.get(f"{p.url}/readyz").json()
@@ -309,7 +303,7 @@ def test_not_ready_when_a_route_has_no_live_backend(tmp_path: Path) -> None:
         assert r.status_code == 502
 
 
-@pytest.mark.parametrize("accept", [BINARY, "text/event-stream"])
+@pytest.mark.parametrize("accept", [FRAMES, SSE])
 def test_backend_dying_mid_stream_gives_an_error_chunk(proxy: Server, accept: str) -> None:
     body = req("one two three four", metadata={"stub.fault": "die", "stub.fault_after": "2"})
     chunks = post(proxy.url, body, accept)
@@ -333,7 +327,7 @@ def test_backend_stalling_before_its_head_gives_504(proxy: Server) -> None:
 
 def test_backend_hanging_mid_stream_gives_a_timeout_chunk(proxy: Server) -> None:
     body = req("one two three", metadata={"stub.fault": "hang", "stub.fault_after": "1"})
-    chunks = post(proxy.url, body, BINARY)
+    chunks = post(proxy.url, body, FRAMES)
     assert chunks[0].content == "one "
     assert chunks[-1].finish_reason == FinishReason.ERROR
     assert chunks[-1].error is not None
@@ -347,7 +341,7 @@ def test_caller_disconnect_cancels_upstream(slow_stub: Server, tmp_path: Path, i
         cancelled = httpx.get(f"{slow_stub.url}/stats").json()["cancelled"]
         words = " ".join(f"w{i}" for i in range(200))  # 20 s of tokens at 100 ms each
         with httpx.stream(
-            "POST", f"{p.url}/v1/completions", content=req(words), headers={**FB, "accept": BINARY}
+            "POST", f"{p.url}/v1/completions", content=req(words), headers={**FB, "accept": FRAMES}
         ) as r:
             pieces = r.iter_raw()  # held: dropping the generator would close the stream
             assert next(pieces)
@@ -380,7 +374,7 @@ def test_slow_reader_holds_back_the_backend(stub: Server, tmp_path: Path) -> Non
             "POST",
             f"{p.url}/v1/completions",
             content=req(words),
-            headers={**FB, "accept": BINARY},
+            headers={**FB, "accept": FRAMES},
             timeout=30,
         ) as r:
             assert r.status_code == 200
@@ -400,10 +394,10 @@ def test_slow_reader_holds_back_the_backend(stub: Server, tmp_path: Path) -> Non
 
 def test_canned_stub_answers_without_reading_the_body(tmp_path: Path) -> None:
     with running("stub", ["--canned", "3"], tmp_path) as s:
-        chunks = post(s.url, b"any body at all, not even a FlatBuffer", BINARY)
+        chunks = post(s.url, b"any body at all, not even a FlatBuffer", FRAMES)
         assert [c.content for c in chunks] == ["tok "] * 3 + [""]
         assert chunks[-1].finish_reason == FinishReason.STOP
-        sse = post(s.url, b"{}", "text/event-stream")
+        sse = post(s.url, b"{}", SSE)
         assert sse == chunks
 
 

@@ -9,7 +9,6 @@ import pytest
 from flatgate.proxy.service.stub import deltas_of
 from flatgate.proxy.wire.frames import (
     ChunkError,
-    FinishReason,
     FrameCutter,
     MalformedFrame,
     build_chunk,
@@ -17,6 +16,7 @@ from flatgate.proxy.wire.frames import (
     unprefix,
 )
 from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.schema import FinishReason
 
 POOL = BuilderPool(debug=True)
 

@@ -15,21 +15,13 @@ from flatgate.generated.LLMGateway.CompletionChunk import CompletionChunk, Compl
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
 from flatgate.generated.LLMGateway.Message import MessageT
 from flatgate.generated.LLMGateway.ToolCall import ToolCallT
-from flatgate.proxy.wire.frames import (
-    CHUNK_IDENTIFIER,
-    ChunkError,
-    FinishReason,
-    ToolCallDelta,
-    Usage,
-    build_chunk,
-    decode_chunk,
-)
+from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage, build_chunk, decode_chunk
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, REQUEST_IDENTIFIER, FinishReason
 from flatgate.proxy.wire.verify import (
     LAYOUTS,
     MAX_DEPTH,
-    REQUEST_IDENTIFIER,
     FieldKind,
     FieldSpec,
     MalformedBuffer,

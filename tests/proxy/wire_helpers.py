@@ -15,7 +15,7 @@ from flatgate.generated.LLMGateway.KeyValue import KeyValueT
 from flatgate.generated.LLMGateway.Message import MessageT
 from flatgate.generated.LLMGateway.Tool import ToolT
 from flatgate.generated.LLMGateway.ToolCall import ToolCallT
-from flatgate.proxy.wire.verify import REQUEST_IDENTIFIER
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 
 __all__ = ["build", "field_position", "full_decode", "sample_request", "string_position"]
 

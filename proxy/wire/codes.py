@@ -1,0 +1,142 @@
+"""Every error code flatgate emits, once: its HTTP status, the OpenAI error type a
+JSON client sees, and what it means.
+
+The proxy puts these codes in its JSON error bodies (``{"error": {"code",
+"message"}}``) and in error chunks (``CompletionChunk.error.code``), so they
+are part of the wire contract; the edge answers with them too, and reads the
+proxy's to decide its own answer. The README's error table is checked against
+``CODES`` by a test. No I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+__all__ = [
+    "BACKENDS_BUSY",
+    "BACKEND_DISCONNECTED",
+    "BACKEND_ERROR",
+    "BACKEND_PROTOCOL_ERROR",
+    "BACKEND_REJECTED",
+    "BACKEND_STREAM_TRUNCATED",
+    "BACKEND_TIMEOUT",
+    "BACKEND_UNAVAILABLE",
+    "BAD_CONTENT_LENGTH",
+    "BODY_TOO_LARGE",
+    "CODES",
+    "INTERNAL_ERROR",
+    "INVALID_API_KEY",
+    "INVALID_JSON",
+    "INVALID_REQUEST",
+    "LENGTH_REQUIRED",
+    "MALFORMED_REQUEST",
+    "METHOD_NOT_ALLOWED",
+    "MISSING_API_KEY",
+    "MODEL_NOT_FOUND",
+    "NOT_FOUND",
+    "NO_ROUTE",
+    "PROXY_PROTOCOL_ERROR",
+    "PROXY_TIMEOUT",
+    "PROXY_UNAVAILABLE",
+    "UNSUPPORTED_CONTENT_TYPE",
+    "UNSUPPORTED_MEDIA_TYPE",
+    "ErrorCode",
+    "by_code",
+    "error_body",
+]
+
+INVALID = "invalid_request_error"
+API = "api_error"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCode:
+    """One code: ``status`` is the HTTP status it is answered with before the
+    first byte; after it, the code travels in an error chunk instead."""
+
+    code: str
+    status: int
+    type: str
+    meaning: str
+
+    def __str__(self) -> str:
+        return self.code
+
+
+def _c(code: str, status: int, type_: str, meaning: str) -> ErrorCode:
+    return ErrorCode(code, status, type_, meaning)
+
+
+# The caller's request, as the proxy or the edge sees it.
+MALFORMED_REQUEST = _c(
+    "malformed_request", 400, INVALID,
+    "the buffer fails a bounds, alignment or identifier check (the message names the check "
+    "and the offset)",
+)  # fmt: skip
+BAD_CONTENT_LENGTH = _c("bad_content_length", 400, INVALID, "`Content-Length` is not a number")
+INVALID_JSON = _c("invalid_json", 400, INVALID, "the body is not JSON")
+INVALID_REQUEST = _c(
+    "invalid_request", 400, INVALID,
+    "a field is missing, of the wrong type or out of range (`param` names it)",
+)  # fmt: skip
+UNSUPPORTED_CONTENT_TYPE = _c(
+    "unsupported_content_type", 400, INVALID,
+    "a content part flatgate does not carry (images, audio, files)",
+)  # fmt: skip
+MISSING_API_KEY = _c("missing_api_key", 401, INVALID, "no `Authorization: Bearer` key")
+INVALID_API_KEY = _c("invalid_api_key", 401, INVALID, "the key is not one of `[[keys]]`")
+NOT_FOUND = _c("not_found", 404, INVALID, "no such path")
+NO_ROUTE = _c("no_route", 404, INVALID, "no route for that provider and model")
+MODEL_NOT_FOUND = _c("model_not_found", 404, INVALID, "the edge serves no such model")
+METHOD_NOT_ALLOWED = _c("method_not_allowed", 405, INVALID, "wrong method for the path")
+LENGTH_REQUIRED = _c("length_required", 411, INVALID, "no `Content-Length`")
+BODY_TOO_LARGE = _c("body_too_large", 413, INVALID, "body over `max_body_bytes`")
+UNSUPPORTED_MEDIA_TYPE = _c(
+    "unsupported_media_type", 415, INVALID, "`Content-Type` is not `application/x-flatbuffers`"
+)
+# Backends, as the proxy sees them.
+BACKEND_REJECTED = _c(
+    "backend_rejected", 400, INVALID,
+    "a backend answered 4xx without a JSON body; the status is the backend's",
+)  # fmt: skip
+BACKEND_UNAVAILABLE = _c("backend_unavailable", 502, API, "no backend of the route reachable")
+BACKEND_ERROR = _c("backend_error", 502, API, "every backend tried answered 5xx")
+BACKEND_PROTOCOL_ERROR = _c(
+    "backend_protocol_error", 502, API, "a backend's answer does not decode (a malformed frame)"
+)
+BACKEND_DISCONNECTED = _c(
+    "backend_disconnected", 502, API, "the backend's connection broke mid-stream"
+)
+BACKEND_STREAM_TRUNCATED = _c(
+    "backend_stream_truncated", 502, API, "the backend ended its stream without a final chunk"
+)
+BACKENDS_BUSY = _c(
+    "backends_busy", 503, API, "every backend of the route is at its `max_outstanding`"
+)
+BACKEND_TIMEOUT = _c(
+    "backend_timeout", 504, API, "a backend was reached but sent nothing within its read timeout"
+)
+# The proxy, as the edge sees it.
+PROXY_UNAVAILABLE = _c("proxy_unavailable", 502, API, "the edge cannot reach the proxy")
+PROXY_PROTOCOL_ERROR = _c(
+    "proxy_protocol_error", 502, API,
+    "the proxy's answer does not decode, or its stream ended before the completion",
+)  # fmt: skip
+PROXY_TIMEOUT = _c("proxy_timeout", 504, API, "the proxy sent nothing within the read timeout")
+INTERNAL_ERROR = _c("internal_error", 500, API, "a bug in flatgate (logged with its traceback)")
+
+CODES: tuple[ErrorCode, ...] = tuple(v for v in list(globals().values()) if type(v) is ErrorCode)
+_BY_CODE = {c.code: c for c in CODES}
+
+
+def by_code(code: str) -> ErrorCode | None:
+    """The registered code, or ``None`` for one this flatgate does not know
+    (a newer peer's)."""
+    return _BY_CODE.get(code)
+
+
+def error_body(code: ErrorCode | str, message: str) -> bytes:
+    """The JSON error body the proxy (and the stub) answer before the first byte:
+    ``{"error": {"code", "message"}}``."""
+    return json.dumps({"error": {"code": str(code), "message": message}}).encode()

@@ -1,0 +1,92 @@
+"""The names the wire contract gives things, each defined once.
+
+Enum values come from ``flatgate.generated`` (flatc's output for
+``schema/gateway.fbs``); the Python names are mirrored here so that code reads
+``FinishReason.STOP`` rather than flatc's CamelCase, and a test checks that
+every value the schema defines has its name here. The two file identifiers
+and the HTTP media types of the contract live here too: the request's
+identifier is the schema's ``file_identifier`` (a test checks it against the
+generated code, which does not export it), the chunk's cannot come from the
+schema (it declares one ``file_identifier``).
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from flatgate.generated.LLMGateway.FinishReason import FinishReason as _FinishReason
+from flatgate.generated.LLMGateway.ModelProvider import ModelProvider as _ModelProvider
+from flatgate.generated.LLMGateway.Role import Role as _Role
+from flatgate.generated.LLMGateway.ToolChoiceMode import ToolChoiceMode as _ToolChoiceMode
+
+__all__ = [
+    "CHUNK_IDENTIFIER",
+    "FLATBUFFERS",
+    "FRAMES",
+    "JSON",
+    "PROVIDERS",
+    "REQUEST_IDENTIFIER",
+    "SSE",
+    "FinishReason",
+    "Provider",
+    "Role",
+    "ToolChoiceMode",
+]
+
+# CompletionRequest buffers: the schema's file_identifier.
+REQUEST_IDENTIFIER = b"FGRQ"
+# CompletionChunk buffers (finished with this identifier by every writer).
+CHUNK_IDENTIFIER = b"FGCK"
+
+# Request bodies to the proxy (Content-Type).
+FLATBUFFERS = "application/x-flatbuffers"
+# Size-prefixed chunk frames (Accept / Content-Type): the zero-copy relay.
+FRAMES = "application/x-flatbuffers-stream"
+# Server-sent events.
+SSE = "text/event-stream"
+JSON = "application/json"
+
+
+class Provider(enum.IntEnum):
+    """``LLMGateway.ModelProvider``."""
+
+    OpenAI = _ModelProvider.OpenAI
+    Anthropic = _ModelProvider.Anthropic
+    SelfHosted = _ModelProvider.SelfHosted
+
+
+# Provider names as the config file spells them.
+PROVIDERS: dict[str, int] = {p.name: int(p) for p in Provider}
+
+
+class Role(enum.IntEnum):
+    """``LLMGateway.Role``."""
+
+    User = _Role.User
+    System = _Role.System
+    Developer = _Role.Developer
+    Assistant = _Role.Assistant
+    Tool = _Role.Tool
+
+
+class ToolChoiceMode(enum.IntEnum):
+    """``LLMGateway.ToolChoiceMode``."""
+
+    Unset = _ToolChoiceMode.Unset
+    Auto = _ToolChoiceMode.Auto
+    None_ = _ToolChoiceMode.None_
+    Required = _ToolChoiceMode.Required
+    Function = _ToolChoiceMode.Function
+
+
+class FinishReason(enum.IntEnum):
+    """``LLMGateway.FinishReason``; NONE means the stream goes on."""
+
+    NONE = _FinishReason.None_
+    STOP = _FinishReason.Stop
+    LENGTH = _FinishReason.Length
+    TOOL_CALLS = _FinishReason.ToolCalls
+    CONTENT_FILTER = _FinishReason.ContentFilter
+    ERROR = _FinishReason.Error
