@@ -41,9 +41,10 @@ from flatgate.edge_translator.errors import (
     UpstreamFailed,
     UpstreamTimeout,
 )
+from flatgate.edge_translator.mapping import new_request_id, resolve_model
 from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
 from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_event
-from flatgate.edge_translator.translate import new_request_id, resolve_model, write_request
+from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import CallerWatch
@@ -51,16 +52,16 @@ from flatgate.proxy.transport.base import Response, Timeouts, Transport
 from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
 from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
+from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunks import read_chunk
 from flatgate.proxy.wire.frames import Chunk, FrameCutter, MalformedFrame
+from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON, SSE
 
 __all__ = ["EdgeApp", "create_app"]
 
 log = logging.getLogger("flatgate.edge")
 
-_JSON = "application/json"
-_SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
-_FRAMES = "application/x-flatbuffers-stream"
+_SSE = [("content-type", SSE), ("cache-control", "no-cache")]
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
 _MAX_REQUEST_ID = 128
 
@@ -103,16 +104,16 @@ def _proxy_error(status: int, body: bytes) -> EdgeError:
         detail = _decode_proxy_error(body).error
     except msgspec.DecodeError:
         detail = _ProxyError()
-    code = detail.code or f"proxy_status_{status}"
     message = detail.message or f"the proxy answered HTTP {status}"
     if status == 404:
         return ModelNotFound(f"No route to the model: {message}", param="model")
     if status == 413:
         return PayloadTooLarge(f"Request too large for the proxy: {message}")
+    code = codes.peer_code(detail.code, status) if detail.code else codes.PROXY_PROTOCOL_ERROR
     if status == 504:
         return UpstreamTimeout(message, code=code)
     # 400/405/411/415 mean the edge and the proxy disagree: a gateway failure.
-    return UpstreamFailed(message, code=code)
+    return UpstreamFailed(message, code=code, status=502)
 
 
 class EdgeApp:
@@ -198,21 +199,21 @@ class EdgeApp:
         self.metrics.count(route, status)
 
     def _send_error(self, protocol: Any, err: EdgeError, scope: _Scope) -> None:
-        headers = [("content-type", _JSON)]
+        headers = [("content-type", JSON)]
         if err.status == 405:
             headers.append(("allow", "POST" if scope.path == "/v1/chat/completions" else "GET"))
         protocol.response_bytes(err.status, headers, err.body())
 
     def _get(self, path: str, scope: _Scope, protocol: Any) -> int:
         if path == "/healthz":
-            protocol.response_bytes(200, [("content-type", _JSON)], b'{"status":"ok"}')
+            protocol.response_bytes(200, [("content-type", JSON)], b'{"status":"ok"}')
         elif path == "/metrics":
             protocol.response_bytes(
                 200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render()
             )
         else:
             self._keys.tenant_for(scope.headers.get("authorization"))
-            protocol.response_bytes(200, [("content-type", _JSON)], self._models_body)
+            protocol.response_bytes(200, [("content-type", JSON)], self._models_body)
         return 200
 
     # -- POST /v1/chat/completions -------------------------------------------
@@ -300,8 +301,8 @@ class EdgeApp:
                 self._url,
                 body=frame,
                 headers=[
-                    ("content-type", "application/x-flatbuffers"),
-                    ("accept", _FRAMES),
+                    ("content-type", FLATBUFFERS),
+                    ("accept", FRAMES),
                     ("x-request-id", request_id),
                 ],
                 timeouts=self._timeouts,
@@ -342,13 +343,14 @@ class EdgeApp:
                         if aggregator.complete:
                             break
                         raise UpstreamFailed(
-                            "The proxy closed the stream before the completion ended."
+                            "The proxy closed the stream before the completion ended.",
+                            code=codes.PROXY_PROTOCOL_ERROR,
                         )
                     for chunk in chunks:
                         aggregator.feed(chunk)
             finally:
                 await frames.aclose()
-            protocol.response_bytes(200, [("content-type", _JSON), *reply], aggregator.body())
+            protocol.response_bytes(200, [("content-type", JSON), *reply], aggregator.body())
             return 200
         finally:
             await resp.aclose()
@@ -381,7 +383,10 @@ class EdgeApp:
             if renderer.complete:  # fewer choices than asked for, each one finished
                 await out.send_bytes(renderer.end())
                 return 200
-            raise UpstreamFailed("The proxy closed the stream before the completion ended.")
+            raise UpstreamFailed(
+                "The proxy closed the stream before the completion ended.",
+                code=codes.PROXY_PROTOCOL_ERROR,
+            )
         except EdgeError as err:
             if out is None:
                 if not any(events):
@@ -423,9 +428,13 @@ class _Frames:
         except _UpstreamTimeout as exc:
             raise UpstreamTimeout(f"The proxy stopped answering: {exc}") from exc
         except _UpstreamError as exc:
-            raise UpstreamFailed(f"The proxy connection failed: {exc}") from exc
+            raise UpstreamFailed(
+                f"The proxy connection failed: {exc}", code=codes.PROXY_PROTOCOL_ERROR
+            ) from exc
         except MalformedFrame as exc:
-            raise UpstreamFailed(f"The proxy sent a malformed frame: {exc}") from exc
+            raise UpstreamFailed(
+                f"The proxy sent a malformed frame: {exc}", code=codes.PROXY_PROTOCOL_ERROR
+            ) from exc
 
     async def aclose(self) -> None:
         close = getattr(self._pieces, "aclose", None)

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from flatgate.edge_translator.config import KeyConfig
 from flatgate.edge_translator.errors import AuthenticationFailed
+from flatgate.proxy.wire import codes
 
 __all__ = ["KeyRing", "bearer_token", "hash_key"]
 
@@ -68,7 +69,7 @@ class KeyRing:
             raise AuthenticationFailed(
                 "You didn't provide an API key. Provide it in the Authorization header "
                 "as 'Authorization: Bearer YOUR_KEY'.",
-                code="missing_api_key",
+                code=codes.MISSING_API_KEY,
             )
         digest = hashlib.sha256(token.encode("utf-8")).digest()
         entry = self._by_digest.get(digest)

@@ -1,26 +1,30 @@
 """The edge's one error tree, rendered in OpenAI's error shape.
 
 Every failure the edge reports to a client is an ``EdgeError`` (or a subclass)
-carrying its HTTP status, OpenAI ``type``, ``param`` and ``code``; ``body()``
-renders ``{"error": {"message", "type", "param", "code"}}``. The app turns
-these into responses in exactly one place. No I/O.
+carrying a registered ``wire.codes.ErrorCode`` (its HTTP status and OpenAI
+``type``), a message and the ``param`` it concerns; ``body()`` renders
+``{"error": {"message", "type", "param", "code"}}``. The app turns these into
+responses in exactly one place. No I/O.
 
 ::
 
-    EdgeError
-    ├── InvalidRequest      400 invalid_request_error
-    ├── AuthenticationFailed 401 invalid_request_error / invalid_api_key
-    ├── ModelNotFound       404 invalid_request_error / model_not_found
-    ├── NotFound            404 invalid_request_error / not_found
-    ├── MethodNotAllowed    405 invalid_request_error / method_not_allowed
-    ├── PayloadTooLarge     413 invalid_request_error / request_too_large
-    ├── UpstreamFailed      502 api_error / bad_gateway (and other proxy statuses)
-    └── UpstreamTimeout     504 api_error / timeout
+    EdgeError                internal_error (500)
+    ├── InvalidRequest       invalid_request, invalid_json, unsupported_content_type (400)
+    ├── AuthenticationFailed invalid_api_key, missing_api_key (401)
+    ├── ModelNotFound        model_not_found (404)
+    ├── NotFound             not_found (404)
+    ├── MethodNotAllowed     method_not_allowed (405)
+    ├── PayloadTooLarge      body_too_large (413)
+    ├── UpstreamFailed       proxy_unavailable, proxy_protocol_error, or the proxy's code (502)
+    └── UpstreamTimeout      proxy_timeout, or the proxy's code (504)
 """
 
 from __future__ import annotations
 
 import msgspec
+
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.codes import ErrorCode
 
 __all__ = [
     "AuthenticationFailed",
@@ -50,30 +54,31 @@ _encode = msgspec.json.Encoder().encode
 
 
 class EdgeError(Exception):
-    """Root of the edge's errors; subclasses fix ``status``, ``type`` and ``code``."""
+    """Root of the edge's errors; each subclass has its default code."""
 
-    status: int = 500
-    type: str = "api_error"
-    code: str | None = None
+    default: ErrorCode = codes.INTERNAL_ERROR
 
     def __init__(
         self,
         message: str,
         *,
         param: str | None = None,
-        code: str | None = None,
+        code: ErrorCode | None = None,
         status: int | None = None,
-        type: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
-        if code is not None:
-            self.code = code
-        if status is not None:
-            self.status = status
-        if type is not None:
-            self.type = type
+        self.error_code = code or self.default
+        self.status = status or self.error_code.status
+
+    @property
+    def code(self) -> str:
+        return self.error_code.code
+
+    @property
+    def type(self) -> str:
+        return self.error_code.type
 
     def detail(self) -> dict[str, str | None]:
         """The inner ``error`` object (also what a mid-stream error event carries)."""
@@ -85,47 +90,32 @@ class EdgeError(Exception):
 
 
 class InvalidRequest(EdgeError):
-    status = 400
-    type = "invalid_request_error"
+    default = codes.INVALID_REQUEST
 
 
 class AuthenticationFailed(EdgeError):
-    status = 401
-    type = "invalid_request_error"
-    code = "invalid_api_key"
+    default = codes.INVALID_API_KEY
 
 
 class ModelNotFound(EdgeError):
-    status = 404
-    type = "invalid_request_error"
-    code = "model_not_found"
+    default = codes.MODEL_NOT_FOUND
 
 
 class NotFound(EdgeError):
-    status = 404
-    type = "invalid_request_error"
-    code = "not_found"
+    default = codes.NOT_FOUND
 
 
 class MethodNotAllowed(EdgeError):
-    status = 405
-    type = "invalid_request_error"
-    code = "method_not_allowed"
+    default = codes.METHOD_NOT_ALLOWED
 
 
 class PayloadTooLarge(EdgeError):
-    status = 413
-    type = "invalid_request_error"
-    code = "request_too_large"
+    default = codes.BODY_TOO_LARGE
 
 
 class UpstreamFailed(EdgeError):
-    status = 502
-    type = "api_error"
-    code = "bad_gateway"
+    default = codes.PROXY_UNAVAILABLE
 
 
 class UpstreamTimeout(EdgeError):
-    status = 504
-    type = "api_error"
-    code = "timeout"
+    default = codes.PROXY_TIMEOUT

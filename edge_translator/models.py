@@ -22,6 +22,7 @@ from typing import Annotated, Literal, TypeAlias
 import msgspec
 
 from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.proxy.wire import codes
 
 __all__ = [
     "AssistantMessage",
@@ -200,7 +201,7 @@ def _reject_parts(content: Content | None, where: str) -> None:
             raise InvalidRequest(
                 f"Content parts of type '{kind}' are not supported: flatgate carries text only.",
                 param=f"{where}.content.[{j}].type",
-                code="unsupported_content_type",
+                code=codes.UNSUPPORTED_CONTENT_TYPE,
             )
 
 
@@ -241,7 +242,7 @@ def decode_request(body: bytes | memoryview) -> ChatCompletionRequest:
         raise InvalidRequest(
             f"We could not parse the JSON body of your request ({exc}). "
             "The API expects a JSON payload.",
-            code="invalid_json",
+            code=codes.INVALID_JSON,
         ) from exc
     _check(req)
     return req

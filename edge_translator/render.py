@@ -27,6 +27,7 @@ from collections.abc import Iterable
 import msgspec
 
 from flatgate.edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
+from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.frames import Chunk, ChunkError, Usage
 from flatgate.proxy.wire.schema import FinishReason
 
@@ -60,12 +61,13 @@ def finish_reason_name(reason: int) -> str | None:
 
 
 def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> EdgeError:
-    """The ``EdgeError`` for an error chunk (504 for timeouts, else 502)."""
-    code = error.code if error and error.code else "upstream_error"
+    """The ``EdgeError`` for an error chunk: its code's status (504 for a
+    timeout), 502 for a code this flatgate does not know."""
+    code = codes.peer_code(error.code, 502) if error and error.code else codes.PROXY_PROTOCOL_ERROR
     message = error.message if error and error.message else default
-    if "timeout" in code or "timed_out" in code:
+    if code.status == 504:
         return UpstreamTimeout(message, code=code)
-    return UpstreamFailed(message, code=code)
+    return UpstreamFailed(message, code=code, status=502)
 
 
 class _Err(msgspec.Struct):

@@ -1,7 +1,8 @@
 """OpenAI request -> ``CompletionRequest`` FlatBuffer: the edge's hot path.
 
-Owns the mapping from a decoded ``ChatCompletionRequest`` to the wire request
-(DESIGN section 1) and ``write_request``, a schema-specific writer: it lays the
+Owns ``write_request``: a decoded ``ChatCompletionRequest`` (DESIGN section 1;
+what each field means on the wire is ``mapping``) as a ``CompletionRequest``
+buffer. A schema-specific writer: it lays the
 buffer out front to back in one ``bytearray`` (root table first, children after
 it, since every ``uoffset`` points forward), with fixed table layouts packed by
 precompiled ``struct.Struct`` objects, vtables shared per shape, and strings
@@ -18,106 +19,27 @@ content parts are joined. Pure: no I/O.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Mapping, Sequence
 
-from flatgate.edge_translator.config import ModelConfig
-from flatgate.edge_translator.errors import ModelNotFound
+from flatgate.edge_translator.mapping import (
+    ROLE_OF,
+    extras_of,
+    max_tokens_of,
+    stops_of,
+    text_of,
+    tool_choice_of,
+)
 from flatgate.edge_translator.models import (
     AssistantMessage,
     ChatCompletionRequest,
-    ContentPart,
-    DeveloperMessage,
     Message,
-    RefusalPart,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolChoiceFunction,
     ToolMessage,
-    UserMessage,
 )
-from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER, Role, ToolChoiceMode
+from flatgate.proxy.wire.layout import COMPLETION_REQUEST, KEY_VALUE, MESSAGE, TOOL, TOOL_CALL
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 
-__all__ = [
-    "ROLE_OF",
-    "extras_of",
-    "max_tokens_of",
-    "new_request_id",
-    "resolve_model",
-    "stops_of",
-    "text_of",
-    "tool_choice_of",
-    "write_request",
-]
-
-# Message type -> wire role.
-ROLE_OF: dict[type, int] = {
-    UserMessage: Role.User,
-    SystemMessage: Role.System,
-    DeveloperMessage: Role.Developer,
-    AssistantMessage: Role.Assistant,
-    ToolMessage: Role.Tool,
-}
-_CHOICE: dict[str, int] = {
-    "auto": ToolChoiceMode.Auto,
-    "none": ToolChoiceMode.None_,
-    "required": ToolChoiceMode.Required,
-}
-
-
-def new_request_id() -> str:
-    """A fresh OpenAI-style completion id."""
-    return "chatcmpl-" + os.urandom(12).hex()
-
-
-def resolve_model(models: Mapping[str, ModelConfig], name: str) -> ModelConfig:
-    """The configured model for a name or alias; ``ModelNotFound`` (404) otherwise."""
-    found = models.get(name)
-    if found is None:
-        raise ModelNotFound(
-            f"The model '{name}' does not exist or you do not have access to it.",
-            param="model",
-        )
-    return found
-
-
-def text_of(content: str | list[ContentPart] | None) -> str:
-    """A message's text: the string, or its text (and refusal) parts joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(
-        p.text if isinstance(p, TextPart) else p.refusal if isinstance(p, RefusalPart) else ""
-        for p in content
-    )
-
-
-def max_tokens_of(req: ChatCompletionRequest) -> int:
-    if req.max_completion_tokens is not None:
-        return req.max_completion_tokens
-    return req.max_tokens or 0
-
-
-def stops_of(req: ChatCompletionRequest) -> list[str]:
-    stop = req.stop
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        return [stop] if stop else []
-    return [s for s in stop if s]
-
-
-def tool_choice_of(req: ChatCompletionRequest) -> tuple[int, str]:
-    choice = req.tool_choice
-    if choice is None:
-        return ToolChoiceMode.Unset, ""
-    if isinstance(choice, ToolChoiceFunction):
-        return ToolChoiceMode.Function, choice.function.name
-    return _CHOICE[choice], ""
-
+__all__ = ["write_request"]
 
 # --------------------------------------------------------------------------
 # The schema-specific writer.
@@ -134,22 +56,74 @@ _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _PAD = (b"\0\0\0\0", b"\0\0\0", b"\0\0", b"\0")  # NUL terminator + pad to 4
 
-# Root table (84 bytes): soffset@0, seed@4, then 4-byte fields request_id@12,
-# model_name@16, max_tokens@20, temperature@24, tools@28, messages@32,
-# tool_choice_name@36, top_p@40, stop@44, presence_penalty@48,
-# frequency_penalty@52, n@56, user@60, tenant@64, metadata@68,
-# response_format@72, then bytes provider@76, tool_choice@77, stream@78,
-# include_usage@79, parallel_tool_calls@80. Vtable entry = 2 + slot.
-_R_SIZE = 84
-_ROOT_TABLE = struct.Struct("<iqIIifIIIfIffiIIIIbbbbb3x")
-_ROOT_VT = struct.Struct("<24H")
+# The root table, in the writer's own order (fields by size, so that nothing
+# needs padding): soffset, seed (8 bytes, 8-aligned as the table starts at
+# 4 mod 8), the 4-byte fields, then the 1-byte ones. Field -> struct code.
+_ROOT_FIELDS = (
+    ("seed", "q"),
+    ("request_id", "I"),
+    ("model_name", "I"),
+    ("max_tokens", "i"),
+    ("temperature", "f"),
+    ("tools", "I"),
+    ("messages", "I"),
+    ("tool_choice_name", "I"),
+    ("top_p", "f"),
+    ("stop", "I"),
+    ("presence_penalty", "f"),
+    ("frequency_penalty", "f"),
+    ("n", "i"),
+    ("user", "I"),
+    ("tenant", "I"),
+    ("metadata", "I"),
+    ("response_format", "I"),
+    ("provider", "b"),
+    ("tool_choice", "b"),
+    ("stream", "b"),
+    ("include_usage", "b"),
+    ("parallel_tool_calls", "b"),
+)
+_ROOT_TABLE = struct.Struct("<i" + "".join(code for _, code in _ROOT_FIELDS) + "3x")
+_R_SIZE = _ROOT_TABLE.size
+# Field -> its offset in the root table, and -> its index in the vtable list
+# (size, table size, then one entry per slot, from the layout).
+_AT = {
+    name: struct.calcsize("<i" + "".join(c for _, c in _ROOT_FIELDS[:i]))
+    for i, (name, _) in enumerate(_ROOT_FIELDS)
+}
+_V = {name: 2 + COMPLETION_REQUEST.slot(name) for name, _ in _ROOT_FIELDS}
+_ROOT_VT = struct.Struct(f"<{2 + len(COMPLETION_REQUEST.fields)}H")
 _ROOT_VT_POS = 8
-_ROOT_POS = _ROOT_VT_POS + _ROOT_VT.size + 4  # 60: 4 mod 8
-assert _ROOT_TABLE.size == _R_SIZE and _ROOT_POS % 8 == 4
+_ROOT_POS = _ROOT_VT_POS + _ROOT_VT.size + (4 if _ROOT_VT.size % 8 == 0 else 0)
 # Header (root offset, identifier), a zeroed root vtable and table to fill in.
 _HEAD = _U32.pack(_ROOT_POS) + REQUEST_IDENTIFIER + bytes(_ROOT_POS - 8 + _R_SIZE)
 # Root vtable: size, table size, then one voffset per slot (0: absent).
-_ROOT_VT_EMPTY = [_ROOT_VT.size, _R_SIZE] + [0] * 22
+_ROOT_VT_EMPTY = [_ROOT_VT.size, _R_SIZE] + [0] * len(COMPLETION_REQUEST.fields)
+# (vtable index, table offset) of each root field, named for the hot path.
+_V_REQUEST_ID, _AT_REQUEST_ID = _V["request_id"], _AT["request_id"]
+_V_MODEL_NAME, _AT_MODEL_NAME = _V["model_name"], _AT["model_name"]
+_V_TOOL_CHOICE, _AT_TOOL_CHOICE = _V["tool_choice"], _AT["tool_choice"]
+_V_TOOL_CHOICE_NAME, _AT_TOOL_CHOICE_NAME = _V["tool_choice_name"], _AT["tool_choice_name"]
+_V_USER, _AT_USER = _V["user"], _AT["user"]
+_V_TENANT, _AT_TENANT = _V["tenant"], _AT["tenant"]
+_V_RESPONSE_FORMAT, _AT_RESPONSE_FORMAT = _V["response_format"], _AT["response_format"]
+_V_MESSAGES, _AT_MESSAGES = _V["messages"], _AT["messages"]
+_V_TOOLS, _AT_TOOLS = _V["tools"], _AT["tools"]
+_V_STOP, _AT_STOP = _V["stop"], _AT["stop"]
+_V_METADATA, _AT_METADATA = _V["metadata"], _AT["metadata"]
+_V_MAX_TOKENS, _AT_MAX_TOKENS = _V["max_tokens"], _AT["max_tokens"]
+_V_TEMPERATURE, _AT_TEMPERATURE = _V["temperature"], _AT["temperature"]
+_V_TOP_P, _AT_TOP_P = _V["top_p"], _AT["top_p"]
+_V_SEED, _AT_SEED = _V["seed"], _AT["seed"]
+_V_PRESENCE, _AT_PRESENCE = _V["presence_penalty"], _AT["presence_penalty"]
+_V_FREQUENCY, _AT_FREQUENCY = _V["frequency_penalty"], _AT["frequency_penalty"]
+_V_N, _AT_N = _V["n"], _AT["n"]
+_V_PROVIDER, _AT_PROVIDER = _V["provider"], _AT["provider"]
+_V_STREAM, _AT_STREAM = _V["stream"], _AT["stream"]
+_V_INCLUDE_USAGE, _AT_INCLUDE_USAGE = _V["include_usage"], _AT["include_usage"]
+_V_PTC, _AT_PTC = _V["parallel_tool_calls"], _AT["parallel_tool_calls"]
+if _ROOT_POS % 8 != 4 or _AT["seed"] != 4 or len(_V) != len(COMPLETION_REQUEST.fields):
+    raise ImportError("write_request's root layout no longer fits the schema")
 
 
 def _vtables(
@@ -174,18 +148,26 @@ def _vtables(
 # (role, slot 0, always written).
 _MSG = struct.Struct("<iIIIIb3x")
 _MSG_SIZE = _MSG.size
-_MSG_VTS = _vtables(_MSG_SIZE, (20, 4, 8, 12, 16), always=frozenset({0}))
+_MSG_AT = {"content": 4, "name": 8, "tool_calls": 12, "tool_call_id": 16, "role": 20}
+_MSG_VTS = _vtables(
+    _MSG_SIZE,
+    tuple(_MSG_AT[f] for f in MESSAGE.fields),
+    always=frozenset({MESSAGE.slot("role")}),
+)
 # Content-only message (the common case), table and its string's length prefix.
 _MSG_CONTENT = struct.Struct("<iIIIIb3xI")
 # Tool: soffset, name@4, description@8, parameters@12, strict@16.
 _TOOL = struct.Struct("<iIIIb3x")
-_TOOL_VTS = _vtables(_TOOL.size, (4, 8, 12, 16))
+_TOOL_AT = {"name": 4, "description": 8, "parameters": 12, "strict": 16}
+_TOOL_VTS = _vtables(_TOOL.size, tuple(_TOOL_AT[f] for f in TOOL.fields))
 # ToolCall: soffset, id@4, name@8, arguments@12.
 _CALL = struct.Struct("<iIII")
-_CALL_VTS = _vtables(_CALL.size, (4, 8, 12))
+_CALL_AT = {"id": 4, "name": 8, "arguments": 12}
+_CALL_VTS = _vtables(_CALL.size, tuple(_CALL_AT[f] for f in TOOL_CALL.fields))
 # KeyValue: soffset, key@4, value@8.
 _KV = struct.Struct("<iII")
-_KV_VTS = _vtables(_KV.size, (4, 8))
+_KV_AT = {"key": 4, "value": 8}
+_KV_VTS = _vtables(_KV.size, tuple(_KV_AT[f] for f in KEY_VALUE.fields))
 
 # Offset-vector heads (count, then the offsets) for the short vectors (stop).
 _VEC_HEADS = tuple(struct.Struct(f"<{n + 1}I") for n in range(5))
@@ -314,17 +296,6 @@ def _metadata(buf: bytearray, vt_pos: dict[int, int], metadata: Mapping[str, str
         elem += 4
 
 
-def extras_of(msg: Message) -> tuple[bytes, bytes, Sequence[ToolCall]]:
-    """A message's name, tool call id and tool calls (by type: a failed
-    ``getattr`` raises and catches an exception, which costs a microsecond)."""
-    if isinstance(msg, ToolMessage):
-        return b"", msg.tool_call_id.encode(), ()
-    name = msg.name.encode() if msg.name else b""
-    if isinstance(msg, AssistantMessage):
-        return name, b"", msg.tool_calls or ()
-    return name, b"", ()
-
-
 def _message_extra(
     buf: bytearray, vt_pos: dict[int, int], role: int, msg: Message, content: bytes
 ) -> int:
@@ -379,35 +350,35 @@ def write_request(
     # Root strings, right after the root table (field offset = child - field).
     rid = name = choice_name_off = user = ten = rfo = 0
     if request_id:
-        rid = put(buf, request_id.encode()) - (root + 12)
-        vt[2] = 12
+        rid = put(buf, request_id.encode()) - (root + _AT_REQUEST_ID)
+        vt[_V_REQUEST_ID] = _AT_REQUEST_ID
     if model_name:
-        name = put(buf, model_name.encode()) - (root + 16)
-        vt[4] = 16
+        name = put(buf, model_name.encode()) - (root + _AT_MODEL_NAME)
+        vt[_V_MODEL_NAME] = _AT_MODEL_NAME
     choice, choice_name = tool_choice_of(req)
     if choice:
-        vt[9] = 77
+        vt[_V_TOOL_CHOICE] = _AT_TOOL_CHOICE
         if choice_name:
-            choice_name_off = put(buf, choice_name.encode()) - (root + 36)
-            vt[10] = 36
+            choice_name_off = put(buf, choice_name.encode()) - (root + _AT_TOOL_CHOICE_NAME)
+            vt[_V_TOOL_CHOICE_NAME] = _AT_TOOL_CHOICE_NAME
     if req.user:
-        user = put(buf, req.user.encode()) - (root + 60)
-        vt[18] = 60
+        user = put(buf, req.user.encode()) - (root + _AT_USER)
+        vt[_V_USER] = _AT_USER
     if tenant:
-        ten = put(buf, tenant.encode()) - (root + 64)
-        vt[19] = 64
+        ten = put(buf, tenant.encode()) - (root + _AT_TENANT)
+        vt[_V_TENANT] = _AT_TENANT
     rf = bytes(req.response_format)
     if rf and rf != b"null":
-        rfo = put(buf, rf) - (root + 72)
-        vt[23] = 72
+        rfo = put(buf, rf) - (root + _AT_RESPONSE_FORMAT)
+        vt[_V_RESPONSE_FORMAT] = _AT_RESPONSE_FORMAT
 
     # Messages: the vector, then each message with its strings right after it.
     messages = req.messages
     vec = len(buf)
     buf += _U32.pack(len(messages))
     buf += bytes(4 * len(messages))
-    msgs = vec - (root + 32)
-    vt[8] = 32
+    msgs = vec - (root + _AT_MESSAGES)
+    vt[_V_MESSAGES] = _AT_MESSAGES
     vt_pos: dict[int, int] = {}
     role_of = ROLE_OF
     content_only = _MSG_CONTENT.pack
@@ -440,7 +411,7 @@ def write_request(
     tools = 0
     if req.tools:
         vec = _offset_vector(buf, len(req.tools))
-        tools, vt[7] = vec - (root + 28), 28
+        tools, vt[_V_TOOLS] = vec - (root + _AT_TOOLS), _AT_TOOLS
         for i, tool in enumerate(req.tools):
             fn = tool.function
             params = bytes(fn.parameters)
@@ -462,7 +433,7 @@ def write_request(
         if stops:
             vec = len(buf)
             count = len(stops)
-            stop, vt[12] = vec - (root + 44), 44
+            stop, vt[_V_STOP] = vec - (root + _AT_STOP), _AT_STOP
             offs = _string_offsets(vec + 4 + 4 * count, vec + 4, stops)
             buf += _VEC_HEADS[count].pack(count, *offs)
             _strings_after(buf, stops)
@@ -470,44 +441,44 @@ def write_request(
     metadata = 0
     if req.metadata:
         vec = len(buf)
-        metadata, vt[20] = vec - (root + 68), 68
+        metadata, vt[_V_METADATA] = vec - (root + _AT_METADATA), _AT_METADATA
         _metadata(buf, vt_pos, req.metadata)
 
     # Scalars, then the root table and its vtable in one pack each.
     max_tokens = max_tokens_of(req)
     if max_tokens:
-        vt[5] = 20
+        vt[_V_MAX_TOKENS] = _AT_MAX_TOKENS
     temperature = req.temperature
     if temperature is not None:
-        vt[6] = 24
+        vt[_V_TEMPERATURE] = _AT_TEMPERATURE
     top_p = req.top_p
     if top_p is not None:
-        vt[11] = 40
+        vt[_V_TOP_P] = _AT_TOP_P
     seed = req.seed
     if seed is not None:
-        vt[13] = 4
+        vt[_V_SEED] = _AT_SEED
     presence = req.presence_penalty
     if presence is not None:
-        vt[14] = 48
+        vt[_V_PRESENCE] = _AT_PRESENCE
     frequency = req.frequency_penalty
     if frequency is not None:
-        vt[15] = 52
+        vt[_V_FREQUENCY] = _AT_FREQUENCY
     n_choices = req.n or 0
     if n_choices:
-        vt[16] = 56
+        vt[_V_N] = _AT_N
     if provider:
-        vt[3] = 76
+        vt[_V_PROVIDER] = _AT_PROVIDER
     stream = bool(req.stream)
     include_usage = False
     if stream:
-        vt[17] = 78
+        vt[_V_STREAM] = _AT_STREAM
         options = req.stream_options
         if options is not None and options.include_usage:
             include_usage = True
-            vt[21] = 79
+            vt[_V_INCLUDE_USAGE] = _AT_INCLUDE_USAGE
     ptc = req.parallel_tool_calls
     if ptc is not None:
-        vt[22] = 80
+        vt[_V_PTC] = _AT_PTC
     _ROOT_TABLE.pack_into(
         buf,
         root,

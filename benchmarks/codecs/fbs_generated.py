@@ -30,8 +30,8 @@ from benchmarks.codecs.common import (
 )
 from benchmarks.codecs.stock_writer import write_request_stock
 from benchmarks.payloads import to_flatbuffer
+from flatgate.edge_translator.mapping import resolve_model
 from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
-from flatgate.edge_translator.translate import resolve_model
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest
 from flatgate.proxy.wire.frames import build_chunk
 from flatgate.proxy.wire.pool import BuilderPool

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from benchmarks.codecs.common import MODELS, REQUEST_ID, Decoded, Delta
 from benchmarks.codecs.fbs_generated import inputs, read
 from flatgate.edge_translator.config import ModelConfig
+from flatgate.edge_translator.mapping import new_request_id, resolve_model
 from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
-from flatgate.edge_translator.translate import new_request_id, resolve_model, write_request
+from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.wire.frames import build_chunk
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route

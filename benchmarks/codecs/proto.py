@@ -27,6 +27,7 @@ from benchmarks.codecs.common import (
     edge_request,
     json_body,
 )
+from flatgate.edge_translator.mapping import resolve_model
 from flatgate.edge_translator.models import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -39,7 +40,6 @@ from flatgate.edge_translator.models import (
     UserMessage,
     decode_request,
 )
-from flatgate.edge_translator.translate import resolve_model
 from flatgate.generated import gateway_pb2 as pb
 
 __all__ = [

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 
 import flatbuffers
 
-from flatgate.edge_translator.models import ChatCompletionRequest
-from flatgate.edge_translator.translate import (
+from flatgate.edge_translator.mapping import (
     ROLE_OF,
     extras_of,
     max_tokens_of,
@@ -22,6 +21,7 @@ from flatgate.edge_translator.translate import (
     text_of,
     tool_choice_of,
 )
+from flatgate.edge_translator.models import ChatCompletionRequest
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
 from flatgate.generated.LLMGateway import KeyValue as _fb_kv
 from flatgate.generated.LLMGateway import Message as _fb_msg

@@ -23,6 +23,7 @@ import json
 import os
 import time
 
+from flatgate.proxy.backends.fbs import request_headers
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import CallerWatch, Exchange, ServerApp, Sink
@@ -201,20 +202,13 @@ class ProxyServer:
         plan = self.balancer.plan(target)
         if not plan:
             raise ProxyError(codes.BACKENDS_BUSY, "every backend of this route is at its limit")
-        headers = [
-            ("content-type", self.request_type),
-            ("accept", FRAMES),
-            ("x-request-id", rid),
-        ]
         auth = ex.header("authorization")
         # What the caller is told when no backend answers: a backend's 5xx over
         # a timeout over an unreachable backend, whatever the order tried.
         failure: ProxyError | None = None
         transport = self.transport
         for backend in plan:
-            send = headers
-            if auth and backend.forward_credentials:
-                send = [*headers, ("authorization", auth)]
+            send = request_headers(rid, auth if backend.forward_credentials else None)
             started = time.perf_counter()
             backend.outstanding += 1
             try:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.backends.fbs import completions_url
 from flatgate.proxy.transport.base import Timeouts
 
 __all__ = ["Backend", "Balancer", "RouteTarget"]
@@ -43,7 +44,7 @@ class Backend:
         return cls(
             name=cfg.name,
             url=url,
-            completions_url=f"{url}/v1/completions",
+            completions_url=completions_url(url),
             weight=cfg.weight,
             max_outstanding=cfg.max_outstanding,
             timeouts=Timeouts(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 
 from flatgate.proxy.wire.frames import Chunk, ChunkError, MalformedFrame, ToolCallDelta, Usage
+from flatgate.proxy.wire.layout import COMPLETION_CHUNK, ERROR, TOOL_CALL_DELTA, USAGE
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
 
 __all__ = ["read_chunk"]
@@ -94,6 +95,23 @@ def _get(fields: tuple[int, ...], i: int) -> int:
 
 
 _I8 = struct.Struct("<b")
+# Slots, by name, from the layout.
+_REQUEST_ID = COMPLETION_CHUNK.slot("request_id")
+_CONTENT = COMPLETION_CHUNK.slot("content")
+_TOOL_CALLS = COMPLETION_CHUNK.slot("tool_calls")
+_FINISH_REASON = COMPLETION_CHUNK.slot("finish_reason")
+_USAGE = COMPLETION_CHUNK.slot("usage")
+_ERROR = COMPLETION_CHUNK.slot("error")
+_INDEX = COMPLETION_CHUNK.slot("index")
+_MODEL = COMPLETION_CHUNK.slot("model")
+_TC_INDEX = TOOL_CALL_DELTA.slot("index")
+_TC_ID = TOOL_CALL_DELTA.slot("id")
+_TC_NAME = TOOL_CALL_DELTA.slot("name")
+_TC_ARGUMENTS = TOOL_CALL_DELTA.slot("arguments")
+_U_PROMPT = USAGE.slot("prompt_tokens")
+_U_COMPLETION = USAGE.slot("completion_tokens")
+_E_CODE = ERROR.slot("code")
+_E_MESSAGE = ERROR.slot("message")
 
 
 def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
@@ -110,11 +128,11 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
     root, fields = f.table(offset + _u32(data, offset)[0], "root table")
     n = len(fields)
     # The hot shape first: request id, content, maybe finish reason and model.
-    request_id = f.string(root, fields[0], "request_id") if n > 0 else ""
-    content = f.string(root, fields[1], "content") if n > 1 else ""
+    request_id = f.string(root, fields[_REQUEST_ID], "request_id") if n > _REQUEST_ID else ""
+    content = f.string(root, fields[_CONTENT], "content") if n > _CONTENT else ""
     calls: tuple[ToolCallDelta, ...] = ()
-    if n > 2 and fields[2]:
-        vec = f.ref(root, fields[2], "tool_calls")
+    if n > _TOOL_CALLS and fields[_TOOL_CALLS]:
+        vec = f.ref(root, fields[_TOOL_CALLS], "tool_calls")
         count = _u32(data, vec)[0]
         f.check(vec + 4, 4 * count, "tool_calls")
         out = []
@@ -123,29 +141,33 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
             t, tf = f.table(at + _u32(data, at)[0], "tool call")
             out.append(
                 ToolCallDelta(
-                    index=f.scalar(t, _get(tf, 0), _I32, "tool call index"),
-                    id=f.string(t, _get(tf, 1), "tool call id"),
-                    name=f.string(t, _get(tf, 2), "tool call name"),
-                    arguments=f.string(t, _get(tf, 3), "tool call arguments"),
+                    index=f.scalar(t, _get(tf, _TC_INDEX), _I32, "tool call index"),
+                    id=f.string(t, _get(tf, _TC_ID), "tool call id"),
+                    name=f.string(t, _get(tf, _TC_NAME), "tool call name"),
+                    arguments=f.string(t, _get(tf, _TC_ARGUMENTS), "tool call arguments"),
                 )
             )
         calls = tuple(out)
-    finish = f.scalar(root, fields[3], _I8, "finish_reason") if n > 3 else 0
+    finish = (
+        f.scalar(root, fields[_FINISH_REASON], _I8, "finish_reason") if n > _FINISH_REASON else 0
+    )
     if not 0 <= finish < len(_FINISH):
         raise MalformedFrame(f"chunk frame: unknown finish_reason {finish}")
     usage = None
-    if n > 4 and fields[4]:
-        t, tf = f.table(f.ref(root, fields[4], "usage"), "usage")
+    if n > _USAGE and fields[_USAGE]:
+        t, tf = f.table(f.ref(root, fields[_USAGE], "usage"), "usage")
         usage = Usage(
-            f.scalar(t, _get(tf, 0), _I32, "prompt_tokens"),
-            f.scalar(t, _get(tf, 1), _I32, "completion_tokens"),
+            f.scalar(t, _get(tf, _U_PROMPT), _I32, "prompt_tokens"),
+            f.scalar(t, _get(tf, _U_COMPLETION), _I32, "completion_tokens"),
         )
     error = None
-    if n > 5 and fields[5]:
-        t, tf = f.table(f.ref(root, fields[5], "error"), "error")
-        error = ChunkError(f.string(t, _get(tf, 0), "code"), f.string(t, _get(tf, 1), "message"))
-    index = f.scalar(root, fields[6], _I32, "index") if n > 6 else 0
-    model = f.string(root, fields[7], "model") if n > 7 else ""
+    if n > _ERROR and fields[_ERROR]:
+        t, tf = f.table(f.ref(root, fields[_ERROR], "error"), "error")
+        error = ChunkError(
+            f.string(t, _get(tf, _E_CODE), "code"), f.string(t, _get(tf, _E_MESSAGE), "message")
+        )
+    index = f.scalar(root, fields[_INDEX], _I32, "index") if n > _INDEX else 0
+    model = f.string(root, fields[_MODEL], "model") if n > _MODEL else ""
     return Chunk(
         request_id=request_id,
         content=content,

@@ -44,6 +44,7 @@ __all__ = [
     "ErrorCode",
     "by_code",
     "error_body",
+    "peer_code",
 ]
 
 INVALID = "invalid_request_error"
@@ -134,6 +135,12 @@ def by_code(code: str) -> ErrorCode | None:
     """The registered code, or ``None`` for one this flatgate does not know
     (a newer peer's)."""
     return _BY_CODE.get(code)
+
+
+def peer_code(code: str, status: int) -> ErrorCode:
+    """The registered ``code``, or, for one a newer peer sent that this flatgate
+    does not know, an unregistered one answered with ``status``."""
+    return _BY_CODE.get(code) or ErrorCode(code, status, API, "")
 
 
 def error_body(code: ErrorCode | str, message: str) -> bytes:

@@ -31,6 +31,7 @@ from flatgate.generated.LLMGateway import CompletionChunk as _fb_chunk
 from flatgate.generated.LLMGateway import Error as _fb_error
 from flatgate.generated.LLMGateway import ToolCallDelta as _fb_tcd
 from flatgate.generated.LLMGateway import Usage as _fb_usage
+from flatgate.proxy.wire.layout import COMPLETION_CHUNK
 from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
 
@@ -173,13 +174,26 @@ def build_chunk(
         return finish_bytes(b)
 
 
-# write_chunk's layout: root offset, identifier, a vtable of all 8 fields, then
-# the table (soffset; request_id, content, usage, error uoffsets; index;
-# model uoffset; finish_reason byte; padding), then strings and sub-tables.
-_ROOT = 28  # 8 + the 20-byte vtable
-_HEAD = struct.Struct("<I4s10Hi")  # root, identifier, vtable (10 u16), table soffset
-_HEAD_SIZE = _ROOT + 32
-_VT_OFFSETS = (4, 8, 0, 28, 12, 16, 20, 24)  # field slot -> offset in the table
+# write_chunk's layout: root offset, identifier, a vtable with an entry per
+# field, then the table (soffset; request_id, content, usage, error uoffsets;
+# index; model uoffset; finish_reason byte; padding), then strings and
+# sub-tables. Field -> its offset in the table (absent: never written).
+_AT = {
+    "request_id": 4,
+    "content": 8,
+    "usage": 12,
+    "error": 16,
+    "index": 20,
+    "model": 24,
+    "finish_reason": 28,
+}
+_TABLE_SIZE = 32
+_VT_OFFSETS = tuple(_AT.get(name, 0) for name in COMPLETION_CHUNK.fields)  # by slot
+_VT_SIZE = 4 + 2 * len(_VT_OFFSETS)
+_ROOT = 8 + _VT_SIZE
+# root, identifier, vtable (size, table size, an entry per field), table soffset
+_HEAD = struct.Struct(f"<I4s{2 + len(_VT_OFFSETS)}Hi")
+_HEAD_SIZE = _ROOT + _TABLE_SIZE
 _SUB = struct.Struct("<4Hiii")  # a two-field sub-table: its vtable, then soffset, a, b
 _EMPTY = b""
 
@@ -208,22 +222,24 @@ def write_chunk(
     chunks go through ``build_chunk``.
     """
     buf = bytearray(_HEAD_SIZE)
-    present = [
-        bool(request_id),
-        bool(content),
-        False,
-        bool(finish_reason),
-        usage is not None,
-        error is not None,
-        bool(index),
-        bool(model),
+    present = {
+        "request_id": bool(request_id),
+        "content": bool(content),
+        "finish_reason": bool(finish_reason),
+        "usage": usage is not None,
+        "error": error is not None,
+        "index": bool(index),
+        "model": bool(model),
+    }
+    vt = [
+        off if present.get(name) else 0
+        for name, off in zip(COMPLETION_CHUNK.fields, _VT_OFFSETS, strict=True)
     ]
-    vt = [off if on else 0 for off, on in zip(_VT_OFFSETS, present, strict=True)]
-    _HEAD.pack_into(buf, 0, _ROOT, CHUNK_IDENTIFIER, 20, 32, *vt, _ROOT - 8)
+    _HEAD.pack_into(buf, 0, _ROOT, CHUNK_IDENTIFIER, _VT_SIZE, _TABLE_SIZE, *vt, _ROOT - 8)
     if index:
-        _I32.pack_into(buf, _ROOT + 20, index)
+        _I32.pack_into(buf, _ROOT + _AT["index"], index)
     if finish_reason:
-        buf[_ROOT + 28] = int(finish_reason)
+        buf[_ROOT + _AT["finish_reason"]] = int(finish_reason)
 
     def put_string(field_at: int, value: bytes) -> None:
         at = len(buf)
@@ -234,21 +250,21 @@ def write_chunk(
         buf.extend(b"\x00" * (4 - (n & 3)))  # NUL terminator and padding to 4
 
     if request_id:
-        put_string(_ROOT + 4, _utf8(request_id))
+        put_string(_ROOT + _AT["request_id"], _utf8(request_id))
     if content:
-        put_string(_ROOT + 8, _utf8(content))
+        put_string(_ROOT + _AT["content"], _utf8(content))
     if model:
-        put_string(_ROOT + 24, _utf8(model))
+        put_string(_ROOT + _AT["model"], _utf8(model))
     if usage is not None:
         at = len(buf)
         buf.extend(_SUB.pack(8, 12, 4, 8, 8, usage.prompt_tokens, usage.completion_tokens))
-        _U32.pack_into(buf, _ROOT + 12, at + 8 - (_ROOT + 12))
+        _U32.pack_into(buf, _ROOT + _AT["usage"], at + 8 - (_ROOT + _AT["usage"]))
     if error is not None:
         code, message = _utf8(error.code), _utf8(error.message)
         at = len(buf)
         buf.extend(_SUB.pack(8, 12, 4 if code else 0, 8 if message else 0, 8, 0, 0))
         table = at + 8
-        _U32.pack_into(buf, _ROOT + 16, table - (_ROOT + 16))
+        _U32.pack_into(buf, _ROOT + _AT["error"], table - (_ROOT + _AT["error"]))
         if code:
             put_string(table + 4, code)
         if message:
@@ -300,8 +316,8 @@ def decode_chunk(buf: bytes | memoryview) -> Chunk:
 
 
 # CompletionChunk vtable entries (byte offsets in the vtable): finish_reason, error.
-_VT_FINISH = 4 + 2 * 3
-_VT_ERROR = 4 + 2 * 5
+_VT_FINISH = COMPLETION_CHUNK.voffset("finish_reason")
+_VT_ERROR = COMPLETION_CHUNK.voffset("error")
 
 
 def chunk_is_final(buf: bytes | memoryview) -> bool:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import struct
 
+from flatgate.proxy.wire.layout import COMPLETION_REQUEST
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 from flatgate.proxy.wire.verify import MAX_BUFFER_BYTES, MalformedBuffer, check_input
 
@@ -60,15 +61,20 @@ __all__ = ["read_route"]
 _U32 = struct.Struct("<I").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 _I8 = struct.Struct("<b").unpack_from
-# vtable size, table size, request_id, provider, model_name offsets.
-_VTABLE5 = struct.Struct("<5H").unpack_from
+# The root vtable's head (its size, the table's size) and its entries up to the
+# two fields read, in one unpack; positions in the tuple come from the layout.
+_PROVIDER = 2 + COMPLETION_REQUEST.slot("provider")
+_MODEL = 2 + COMPLETION_REQUEST.slot("model_name")
+_VTABLE = struct.Struct(f"<{max(_PROVIDER, _MODEL) + 1}H").unpack_from
 # Root offset and the identifier as four small ints: cached, so not allocated.
 _HEAD = struct.Struct("<I4B").unpack_from
 _ID0, _ID1, _ID2, _ID3 = REQUEST_IDENTIFIER
 # Root offset, identifier and the root's soffset: what the first reads need.
 _MIN_BYTES = 4 + 4 + 4
-# model_name is slot 2 (voffset 8): a vtable that holds it is >= 10 bytes.
-_VT_MIN = 10
+# A vtable that holds model_name reaches past its entry.
+_VT_MIN = COMPLETION_REQUEST.voffset("model_name") + 2
+_VT_PROVIDER = COMPLETION_REQUEST.voffset("provider")
+_VT_MODEL = COMPLETION_REQUEST.voffset("model_name")
 
 
 def _fail(check: str, offset: int) -> MalformedBuffer:
@@ -113,21 +119,25 @@ def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
     vt = root - _I32(buf, root)[0]
     if vt & 1 or vt < 0 or vt + _VT_MIN > n:
         raise _vtable_fail(buf, n, vt)
-    vsize, tsize, _, f_provider, f_model = _VTABLE5(buf, vt)
+    entries = _VTABLE(buf, vt)
+    vsize = entries[0]
+    tsize = entries[1]
+    f_provider = entries[_PROVIDER]
+    f_model = entries[_MODEL]
     if vsize < _VT_MIN or vsize & 1 or vt + vsize > n:
         raise _vtable_size_fail(vsize, n, vt)
     if tsize < 4 or root + tsize > n:
         raise _fail(f"root table inline size {tsize}: < 4 or past the buffer end", root)
     if f_provider:
         if not 4 <= f_provider < tsize:
-            raise _fail(f"provider field offset {f_provider}: outside the table", vt + 6)
+            raise _fail(f"provider field offset {f_provider}: outside the table", vt + _VT_PROVIDER)
         provider = _I8(buf, root + f_provider)[0]
     else:
         provider = 0
     if not f_model:
-        raise _fail("model_name absent", vt + 8)
+        raise _fail("model_name absent", vt + _VT_MODEL)
     if not 4 <= f_model <= tsize - 4:
-        raise _fail(f"model_name field offset {f_model}: outside the table", vt + 8)
+        raise _fail(f"model_name field offset {f_model}: outside the table", vt + _VT_MODEL)
     at = root + f_model
     if at & 3:
         raise _fail("model_name uoffset: not 4-byte aligned", at)

@@ -189,7 +189,7 @@ async def test_body_over_the_limit_by_content_length_and_by_counting():
     app, transport = app_with(max_body=100)
     big = chat(user="x" * 200)
     proto = await call(app, "POST", "/v1/chat/completions", big)
-    assert proto.status == 413 and error_of(proto)["code"] == "request_too_large"
+    assert proto.status == 413 and error_of(proto)["code"] == "body_too_large"
     proto = await call(app, "POST", "/v1/chat/completions", b"", pieces=[big[:60], big[60:]])
     assert proto.status == 413
     small = chat()
@@ -262,8 +262,8 @@ async def test_models_list():
         (502, b'{"error": {"code": "no_backend", "message": "down"}}', 502, "no_backend"),
         (504, b'{"error": {"code": "backend_timeout", "message": "slow"}}', 504, "backend_timeout"),
         (400, b'{"error": {"code": "malformed", "message": "bad buffer"}}', 502, "malformed"),
-        (413, b'{"error": {"code": "too_large", "message": "big"}}', 413, "request_too_large"),
-        (500, b"not json", 502, "proxy_status_500"),
+        (413, b'{"error": {"code": "too_large", "message": "big"}}', 413, "body_too_large"),
+        (500, b"not json", 502, "proxy_protocol_error"),
     ],
 )
 async def test_proxy_errors_before_the_first_byte(status, body, expect_status, expect_code):
@@ -327,12 +327,12 @@ async def test_error_after_streaming_began_is_an_error_event(one_piece):
 @pytest.mark.parametrize(
     ("response", "code"),
     [
-        (lambda: fakes.Response(200, [WORDS[0]]), "bad_gateway"),  # closed early
+        (lambda: fakes.Response(200, [WORDS[0]]), "proxy_protocol_error"),  # closed early
         (
             lambda: fakes.Response(200, [WORDS[0]], error_after=(1, TransportTimeout("stall"))),
-            "timeout",
+            "proxy_timeout",
         ),
-        (lambda: fakes.Response(200, [WORDS[0], b"\x08\0\0\0garbage!"]), "bad_gateway"),
+        (lambda: fakes.Response(200, [WORDS[0], b"\x08\0\0\0garbage!"]), "proxy_protocol_error"),
     ],
 )
 async def test_stream_failures_after_the_head(response, code):

@@ -436,7 +436,7 @@ def test_body_over_the_limit_is_413(stack: Stack):
         stack.keyed_client(KEY).chat.completions.create(
             model="flatgate-echo", messages=user("x" * 70_000)
         )
-    assert info.value.status_code == 413 and info.value.code == "request_too_large"
+    assert info.value.status_code == 413 and info.value.code == "body_too_large"
 
 
 def test_method_not_allowed(stack: Stack):

@@ -17,6 +17,7 @@ from flatgate.edge_translator.render import (
     error_event,
     finish_reason_name,
 )
+from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import FinishReason
 
@@ -162,11 +163,13 @@ def test_error_chunks_raise_edge_errors():
         Aggregator(completion_id="c", created=1, model="m").feed(
             Chunk(error=ChunkError("backend_timeout", "slow"), finish_reason=FinishReason.ERROR)
         )
-    assert chunk_error(None).code == "upstream_error"
+    assert chunk_error(None).code == "proxy_protocol_error"
 
 
 def test_error_event_is_what_the_sdk_raises_on():
-    ev = events(error_event(UpstreamFailed("backend died", code="backend_failed")))
+    ev = events(
+        error_event(UpstreamFailed("backend died", code=codes.peer_code("backend_failed", 502)))
+    )
     assert ev == [
         {
             "error": {

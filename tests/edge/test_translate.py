@@ -21,8 +21,9 @@ from benchmarks.codecs.flatgate import translate_json
 from benchmarks.codecs.stock_writer import write_request_stock
 from flatgate.edge_translator.config import ModelConfig
 from flatgate.edge_translator.errors import InvalidRequest, ModelNotFound
+from flatgate.edge_translator.mapping import new_request_id, resolve_model
 from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.translate import new_request_id, resolve_model, write_request
+from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
