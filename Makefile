@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# A third-party mock of the OpenAI and Anthropic APIs the adapters are tested
+# against, in its own environment (pinned; never in the project's).
+MOCKS := $(VENV)/llmock
+MOCKS_STAMP := $(MOCKS)/.installed-stamp
 
 .PHONY: setup run test lint typecheck generate bench bench-load clean
 
@@ -16,6 +20,11 @@ $(STAMP): pyproject.toml
 	@mkdir -p $(VENV)/flatgate-src/flatgate
 	@for p in proxy edge_translator generated; do ln -sfn $(CURDIR)/$$p $(VENV)/flatgate-src/flatgate/$$p; done
 	@touch $(STAMP)
+
+$(MOCKS_STAMP): tests/mocks/requirements-llmock.txt
+	@test -x $(MOCKS)/bin/python || $(PYTHON) -m venv $(MOCKS)
+	$(MOCKS)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	@touch $@
 
 setup: $(STAMP)
 
@@ -30,7 +39,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+test: lint typecheck $(MOCKS_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 generate: $(STAMP)

@@ -16,6 +16,7 @@ is read in place and forwarded as the same object.
 from __future__ import annotations
 
 import argparse
+import ssl
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
@@ -24,9 +25,9 @@ from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import Response, Timeouts
-from flatgate.proxy.wire.frames import build_chunk
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.stock import build_chunk
 
 CONFIG = {
     "backends": [{"name": "stub", "url": "http://127.0.0.1:9"}],
@@ -87,6 +88,9 @@ class FakeAnswer:
     def ready(self) -> bool:
         return True
 
+    def begun(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         self.closed = True
 
@@ -107,6 +111,7 @@ class FakeTransport:
         body: bytes,
         headers: Sequence[tuple[str, str]],
         timeouts: Timeouts,
+        tls: ssl.SSLContext | None = None,
     ) -> Response:
         self.last_body = body
         self.last_answer = FakeAnswer(self.data)

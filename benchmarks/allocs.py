@@ -35,6 +35,11 @@ Allocation counts are about allocator calls, not object creations: objects
 served from CPython's free lists (small tuples, floats, dicts, lists) cost no
 allocation and are not counted, exactly as in production.
 
+``count_raw`` can also tally the real allocations by site (the Python line
+and the C allocation path under it): ``python -m benchmarks.allocs FORMAT OP``
+lists them for any op of ``make bench``'s codecs (``flatgate route``: the
+eight allocations of the proxy's route read).
+
 This module only measures; it writes memray's capture files in a temporary
 directory and removes them. It must run alone in its process (no other
 tracker, no other profiler, one thread).
@@ -42,10 +47,13 @@ tracker, no other profiler, one thread).
 
 from __future__ import annotations
 
+import argparse
+import collections
 import itertools
+import linecache
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +66,7 @@ __all__ = [
     "Tally",
     "count_allocations",
     "count_raw",
+    "main",
 ]
 
 # Allocator calls that hand out memory (memray.AllocatorType values).
@@ -120,9 +129,27 @@ def _kind(record: Any) -> int:
     return _REAL
 
 
-def count_raw(fn: Callable[[Any], object], arg: object, ops: int) -> Tally:
-    """What memray records for ``ops`` calls of ``fn(arg)``, the loop included."""
+def _site(record: Any) -> str:
+    """The Python line that allocated, then the C path under it."""
+    frames = record.hybrid_stack_trace(max_stacks=12)
+    c_path = " <- ".join(f for f, _, _ in frames[:4])
+    for _, filename, lineno in frames:
+        if filename.endswith(".py"):
+            line = linecache.getline(filename, lineno).strip()
+            return f"{os.path.basename(filename)}:{lineno} {line}  [{c_path}]"
+    return c_path
+
+
+def count_raw(
+    fn: Callable[[Any], object],
+    arg: object,
+    ops: int,
+    sites: collections.Counter[str] | None = None,
+) -> Tally:
+    """What memray records for ``ops`` calls of ``fn(arg)``, the loop included;
+    with ``sites``, the real allocations are also counted there by site."""
     kinds: dict[tuple[int, int], int] = {}
+    names: dict[tuple[int, int], str] = {}
     allocs = size = frames = unpacks = 0
     with tempfile.TemporaryDirectory(prefix="flatgate-memray-") as tmp:
         path = os.path.join(tmp, "capture.bin")
@@ -143,6 +170,10 @@ def count_raw(fn: Callable[[Any], object], arg: object, ops: int) -> Tally:
             else:
                 allocs += record.n_allocations
                 size += record.size
+                if sites is not None:
+                    if key not in names:
+                        names[key] = _site(record)
+                    sites[names[key]] += record.n_allocations
     return Tally(allocs=allocs, bytes=size, frames=frames, unpacks=unpacks)
 
 
@@ -181,3 +212,34 @@ def count_allocations(
         frames=(measured.frames - base.frames) / ops,
         ops=ops,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """One op of ``make bench``'s matrix: allocations per call, then each by site."""
+    from benchmarks.codecs import load, operation
+    from benchmarks.payloads import PROMPT_SIZES, make_request
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.allocs", description=__doc__)
+    parser.add_argument("format", help="a format of benchmarks.codecs, e.g. flatgate")
+    parser.add_argument("op", help="one of its ops, e.g. route")
+    parser.add_argument("--size", default="1KB", choices=list(PROMPT_SIZES))
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args(argv)
+    codec = load(args.format)
+    fn = operation(codec, args.op)
+    arg = codec.inputs(make_request(PROMPT_SIZES[args.size]))[args.op]
+    found = count_allocations(fn, arg, args.calls)
+    print(
+        f"{args.format} {args.op} at {args.size}, per call: {found.allocs:.2f} allocations,"
+        f" {found.bytes:,.0f} bytes, {found.frames:.1f} Python calls (not counted)\n"
+    )
+    sites: collections.Counter[str] = collections.Counter()
+    count_raw(fn, arg, args.calls, sites)
+    for site, n in sorted(sites.items()):
+        if n >= args.calls / 2:
+            print(f"  {n / args.calls:5.2f}  {site}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -6,10 +6,12 @@ per op (pytest-benchmark's calibration rule and its ``Stats``), allocations and
 bytes per op (memray, ``benchmarks.allocs``), and garbage collections per 100k
 ops (``gc.callbacks``). Each format is measured in a fresh subprocess of its
 own, so no codec inherits another's heap, caches or free lists. Results go to
-``benchmarks/results/micro.{json,md,png}`` (``benchmarks.micro_report``).
+``benchmarks/results/micro.{json,md,png}`` (``benchmarks.micro_report``); a
+quick run's go to a new temporary directory unless ``--out`` names one, so
+that it never overwrites the committed full run.
 
     python -m benchmarks.micro                 # full run (make bench)
-    BENCH_QUICK=1 python -m benchmarks.micro   # every row, fewer rounds
+    BENCH_QUICK=1 python -m benchmarks.micro   # every row, fewer rounds, to a temp dir
     python -m benchmarks.micro --sizes 1KB,tiny=200 --formats json,flatgate --out DIR
     python -m benchmarks.micro --render        # rewrite micro.md/png from micro.json
 
@@ -21,19 +23,17 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.metadata
 import itertools
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from pytest_benchmark.timers import compute_timer_precision
 
 from benchmarks.allocs import count_allocations
 from benchmarks.codecs import FORMATS, OPS, cases, load, operation
+from benchmarks.harness import RESULTS, ROOT, is_quick, machine, output_dir, versions
 from benchmarks.payloads import PROMPT_SIZES, make_request
 
 __all__ = [
@@ -57,8 +58,6 @@ __all__ = [
     "run_worker",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 SEED = 0
 _TIMER = time.perf_counter
 _LIBRARIES = ("flatbuffers", "msgspec", "protobuf", "memray", "pytest-benchmark", "matplotlib")
@@ -111,14 +110,12 @@ FULL = Settings(
     alloc_max_records=150_000,
     name="full",
 )
-QUICK = Settings(
-    min_time=20e-6,
+QUICK = replace(
+    FULL,
     max_time=0.04,
-    min_rounds=5,
     warmup_time=0.005,
     gc_time=0.02,
     gc_min_ops=5,
-    gc_max_ops=100_000,
     alloc_time=0.003,
     alloc_min_ops=2,
     alloc_max_ops=100,
@@ -281,17 +278,6 @@ def run_worker(fmt: str, sizes: Mapping[str, int], settings: Settings) -> list[d
 # The run (the parent process).
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _load() -> float | None:
     try:
         return os.getloadavg()[0]
@@ -302,14 +288,9 @@ def _load() -> float | None:
 def _header(sizes: Mapping[str, int], settings: Settings, formats: Sequence[str]) -> dict[str, Any]:
     from benchmarks.codecs.proto import backend
 
-    versions = {name: importlib.metadata.version(name) for name in _LIBRARIES}
     return {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "platform": f"{platform.system()} {platform.machine()}",
-        "libraries": versions,
+        **machine(),
+        "libraries": versions(_LIBRARIES),
         "protobuf_backend": backend(),
         "mode": settings.name,
         "settings": asdict(settings),
@@ -398,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds (or BENCH_QUICK=1)")
     parser.add_argument("--sizes", default=",".join(PROMPT_SIZES), help="labels or label=bytes")
     parser.add_argument("--formats", default=",".join(FORMATS))
-    parser.add_argument("--out", type=Path, default=RESULTS, help="directory for micro.*")
+    parser.add_argument("--out", type=Path, help="directory for micro.* (default: see above)")
     parser.add_argument(
         "--render", action="store_true", help="only rewrite micro.md and micro.png from micro.json"
     )
@@ -407,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.render:
-        render(args.out)
+        render(args.out or RESULTS)
         return 0
     sizes = parse_sizes(args.sizes)
     if args.worker:
@@ -415,10 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = run_worker(args.worker, sizes, settings)
         args.result.write_text(json.dumps(rows), encoding="utf-8")
         return 0
-    quick = args.quick or os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    quick = is_quick(args.quick)
+    out = output_dir(args.out, quick, "micro")
     formats = tuple(filter(None, (f.strip() for f in args.formats.split(","))))
-    doc = run(sizes, QUICK if quick else FULL, args.out, formats)
-    print(f"wrote {args.out}/micro.{{json,md,png}} in {doc['header']['seconds']} s")
+    doc = run(sizes, QUICK if quick else FULL, out, formats)
+    print(f"wrote {out}/micro.{{json,md,png}} in {doc['header']['seconds']} s")
     return 0
 
 

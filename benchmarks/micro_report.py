@@ -14,11 +14,12 @@ and fall back to the sizes the run has.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks.codecs import FORMATS, LABELS, OPS
+from benchmarks.harness import md_facts, md_table, pyplot, save_figure
 
 __all__ = ["render_markdown", "render_plot"]
 
@@ -30,6 +31,9 @@ _OP_TITLES = {
     "encode": "encode: the wire bytes from the request the caller holds",
     "chunk": "chunk: one streamed delta (does not depend on the prompt size)",
     "translate": "translate: the edge's op, OpenAI JSON bytes in, wire bytes out",
+    "verify": "verify: every offset of a request checked, before anything decodes it",
+    "adapt-request": "adapt-request: a verified request to the backend's JSON",
+    "adapt-chunk": "adapt-chunk: one backend SSE event to one chunk frame",
 }
 
 _RUNS: dict[str, dict[str, str]] = {
@@ -48,6 +52,15 @@ _RUNS: dict[str, dict[str, str]] = {
         "flatbuffers": "generated accessors for the same fields (no verification)",
         "flatgate": "`verify_request`, then the generated accessors",
     },
+    "verify": {"flatgate": "`wire.verify.verify_request`"},
+    "adapt-request": {
+        "openai-adapter": "`read_request`, then `backends.openai.encode_request`",
+        "anthropic-adapter": "`read_request`, then `backends.anthropic.encode_request`",
+    },
+    "adapt-chunk": {
+        "openai-adapter": "`OpenAIStream.feed` of one `data:` event",
+        "anthropic-adapter": "`AnthropicStream.feed` of one `content_block_delta` event",
+    },
     "encode": {
         "json": "`json.dumps` of the request dict",
         "msgspec": "`Encoder.encode` of the typed `Struct`",
@@ -59,9 +72,9 @@ _RUNS: dict[str, dict[str, str]] = {
         "json": "`json.dumps` of the delta's fields",
         "msgspec": "`Encoder.encode` of a delta `Struct`",
         "protobuf": "`CompletionChunk(...)`, `SerializeToString`",
-        "flatbuffers": "`proxy.frames.build_chunk` with a fresh builder each time",
-        "flatgate": "`proxy.frames.build_chunk` with a pooled builder",
-        "flatgate-writer": "`proxy.frames.write_chunk`, the schema-specific writer",
+        "flatbuffers": "`wire.stock.build_chunk` with a fresh builder each time",
+        "flatgate": "`wire.stock.build_chunk` with a pooled builder",
+        "flatgate-writer": "`wire.writer.ChunkWriter.content`, a stream's per-token writer",
     },
     "translate": {
         "protobuf": "edge validation (`decode_request`), then the protobuf mapping",
@@ -129,6 +142,11 @@ class _Rows:
     def size(self, wanted: str, fallback_index: int) -> str:
         return wanted if wanted in self.sizes else self.sizes[fallback_index]
 
+    def sizes_where(self, op: str, key: str, lower: str, than: str) -> list[str]:
+        """The sizes at which ``lower``'s ``key`` is below ``than``'s."""
+        pairs = [(self.get(lower, op, s), self.get(than, op, s), s) for s in self.sizes]
+        return [s for a, b, s in pairs if a is not None and b is not None and a[key] < b[key]]
+
     def formats_for(self, op: str) -> list[str]:
         return [f for f in self.formats if any(self.get(f, op, s) for s in self.sizes)]
 
@@ -161,15 +179,17 @@ def _head(t: _Rows) -> list[str]:
         ]
     if h["mode"] != "full":
         lines += [f"> **{h['mode']} mode**: fewer rounds; figures are rougher.", ""]
+    lines += md_facts(
+        [
+            ("Date", h["date"]),
+            ("CPU", f"{h['cpu']} ({h['cores']} cores)"),
+            ("Python", f"{h['python']}, {h['platform']}"),
+            ("Libraries", libs_text),
+            ("Run", f"`{h['mode']}` mode, {h.get('seconds', '?')} s, seed {h['seed']}"),
+            ("Load average (1 min)", load),
+        ]
+    )
     lines += [
-        "| | |",
-        "|---|---|",
-        f"| Date | {h['date']} |",
-        f"| CPU | {h['cpu']} ({h['cores']} cores) |",
-        f"| Python | {h['python']}, {h['platform']} |",
-        f"| Libraries | {libs_text} |",
-        f"| Run | `{h['mode']}` mode, {h.get('seconds', '?')} s, seed {h['seed']} |",
-        f"| Load average (1 min) | {load} |",
         "",
         "Reproduce with `make bench` (under 5 minutes on 2 cores; `BENCH_QUICK=1 make bench` "
         "for a rougher run under a minute). The request is `benchmarks.payloads.make_request`: "
@@ -183,25 +203,18 @@ def _head(t: _Rows) -> list[str]:
 def _summary(t: _Rows) -> list[str]:
     size = t.size("128KB", -1)
     formats = t.formats_for("route")
-    rows = [t.get(f, "route", size) for f in formats]
-    if not all(rows):
+    rows = [r for f in formats if (r := t.get(f, "route", size)) is not None]
+    if len(rows) < len(formats):
         return []
-    cells: list[list[str]] = [
-        ["Throughput (route ops/s, one core)"],
-        ["Allocations / op"],
-        ["Allocated memory / op"],
-        ["GC collections / 100k ops"],
-        ["GC share of time"],
-        ["p99 per op (over rounds)"],
+    metrics: list[tuple[str, Callable[[Row], str]]] = [
+        ("Throughput (route ops/s, one core)", lambda r: f"{1e9 / r['ns_per_op']:,.0f}"),
+        ("Allocations / op", lambda r: _count(r["allocs_per_op"])),
+        ("Allocated memory / op", lambda r: _bytes(r["bytes_per_op"])),
+        ("GC collections / 100k ops", _gc),
+        ("GC share of time", lambda r: f"{r['gc_time_pct']:.1f}%"),
+        ("p99 per op (over rounds)", lambda r: _ns(r["stats"]["p99"])),
     ]
-    for row in rows:
-        assert row is not None
-        cells[0].append(f"{1e9 / row['ns_per_op']:,.0f}")
-        cells[1].append(_count(row["allocs_per_op"]))
-        cells[2].append(_bytes(row["bytes_per_op"]))
-        cells[3].append(_gc(row))
-        cells[4].append(f"{row['gc_time_pct']:.1f}%")
-        cells[5].append(_ns(row["stats"]["p99"]))
+    cells = [[name, *map(cell, rows)] for name, cell in metrics]
     return [
         f"## Summary: the proxy's route read at {size}",
         "",
@@ -209,9 +222,7 @@ def _summary(t: _Rows) -> list[str]:
         "Python, one operation in a loop, so throughput is ops per second of one core and p99 "
         "is over timing rounds, not requests).",
         "",
-        "| Metric | " + " | ".join(LABELS[f] for f in formats) + " |",
-        "|---|" + "---:|" * len(formats),
-        *("| " + " | ".join(c) + " |" for c in cells),
+        *md_table(["Metric", *(LABELS[f] for f in formats)], cells),
         "",
     ]
 
@@ -242,11 +253,11 @@ def _targets(t: _Rows) -> list[str]:
     size = t.size("128KB", -1)
     ref = t.get("flatgate", "route", size)
     if ref is not None:
-        ratios = []
-        for fmt in ("json", "msgspec", "msgspec-partial", "protobuf", "flatbuffers"):
-            other = t.get(fmt, "route", size)
-            if other is not None:
-                ratios.append(f"{LABELS[fmt]} {_ratio(other['ns_per_op'] / ref['ns_per_op'])}")
+        ratios = [
+            f"{LABELS[fmt]} {_ratio(other['ns_per_op'] / ref['ns_per_op'])}"
+            for fmt in ("json", "msgspec", "msgspec-partial", "protobuf", "flatbuffers")
+            if (other := t.get(fmt, "route", size)) is not None
+        ]
         lines.append(
             f"- Route time at {size}, relative to flatgate's {_ns(ref['ns_per_op'])}: "
             + ", ".join(ratios)
@@ -288,10 +299,8 @@ def _op_table(t: _Rows, op: str) -> list[str]:
         "*vs. flatgate*: this row's time over flatgate's at the same size (above 1: slower "
         "than flatgate). *p99*: over timing rounds. *In*/*Out*: bytes given and produced.",
         "",
-        "| Size | Format | Time / op | vs. flatgate | Allocs / op | Bytes / op | GC / 100k "
-        "| p99 | In | Out |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for size in t.sizes:
         ref = t.get("flatgate", op, size)
         for fmt in formats:
@@ -300,14 +309,13 @@ def _op_table(t: _Rows, op: str) -> list[str]:
                 continue
             vs = _ratio(row["ns_per_op"] / ref["ns_per_op"]) if ref else "n/a"
             io = ["" if row[k] is None else _bytes(row[k]) for k in ("input_bytes", "output_bytes")]
-            lines.append(
-                f"| {size} | {LABELS[fmt]} | {_ns(row['ns_per_op'])} | {vs} "
-                f"| {_count(row['allocs_per_op'])} | {_bytes(row['bytes_per_op'])} "
-                f"| {_gc(row)} | {_ns(row['stats']['p99'])} | {io[0]} | {io[1]} |"
-            )
-    lines += ["", "| Format | What the row runs |", "|---|---|"]
-    lines += [f"| {LABELS[f]} | {_RUNS[op][f]} |" for f in formats if f in _RUNS[op]]
-    return [*lines, ""]
+            figures = [_ns(row["ns_per_op"]), vs, _count(row["allocs_per_op"])]
+            figures += [_bytes(row["bytes_per_op"]), _gc(row), _ns(row["stats"]["p99"])]
+            rows.append([size, LABELS[fmt], *figures, *io])
+    head = ["Size", "Format", "Time / op", "vs. flatgate", "Allocs / op", "Bytes / op"]
+    lines += md_table([*head, "GC / 100k", "p99", "In", "Out"], rows, left=2)
+    runs = [(LABELS[f], _RUNS[op][f]) for f in formats if f in _RUNS[op]]
+    return [*lines, "", *md_table(["Format", "What the row runs"], runs, left=2), ""]
 
 
 def _caveats(t: _Rows) -> list[str]:
@@ -325,19 +333,9 @@ def _caveats(t: _Rows) -> list[str]:
             when = f"at {small} msgspec's partial Struct is within "
             when += f"{_ratio(part['ns_per_op'] / fg['ns_per_op'])} of flatgate "
             when += f"({_ns(part['ns_per_op'])} vs {_ns(fg['ns_per_op'])})"
-        leaner = [
-            s
-            for s in t.sizes
-            if (p := t.get("msgspec-partial", "route", s)) is not None
-            and (g := t.get("flatgate", "route", s)) is not None
-            and p["allocs_per_op"] < g["allocs_per_op"]
-        ]
-        if len(leaner) == len(t.sizes):
-            where = "at every size"
-        elif leaner:
-            where = "at " + ", ".join(leaner)
-        else:
-            where = ""
+        leaner = t.sizes_where("route", "allocs_per_op", "msgspec-partial", "flatgate")
+        every = len(leaner) == len(t.sizes)
+        where = "at every size" if every else "at " + ", ".join(leaner) if leaner else ""
         allocs = (
             f" In allocations the partial Struct is the leaner {where} "
             f"({_count(part['allocs_per_op'])} allocations, {_bytes(part['bytes_per_op'])} at "
@@ -368,13 +366,7 @@ def _caveats(t: _Rows) -> list[str]:
     if all(dec.values()):
         m, s, g = dec["msgspec"], dec["flatbuffers"], dec["flatgate"]
         assert m is not None and s is not None and g is not None
-        wins = [
-            size
-            for size in t.sizes
-            if (a := t.get("flatbuffers", "decode", size)) is not None
-            and (b := t.get("msgspec", "decode", size)) is not None
-            and a["ns_per_op"] < b["ns_per_op"]
-        ]
+        wins = t.sizes_where("decode", "ns_per_op", "flatbuffers", "msgspec")
         turn = (
             f" The accessors' cost is per field, JSON's per byte: from {wins[0]} on the "
             "accessors are the faster (they copy each string as `bytes` and leave UTF-8 "
@@ -447,11 +439,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
 def render_plot(doc: dict[str, Any], path: Path) -> None:
     """Time, allocations and bytes per op against prompt size (log scales), one
     column per op that depends on the size; one colour per format throughout."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     t = _Rows(doc)
     ops = [op for op in ("route", "decode", "encode", "translate") if t.formats_for(op)]
     metrics = (
@@ -503,5 +491,4 @@ def render_plot(doc: dict[str, Any], path: Path) -> None:
     h = t.header
     fig.suptitle(f"flatgate micro benchmarks ({h['python']}, {h['cpu']}, {h['date']})", fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

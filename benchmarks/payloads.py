@@ -6,8 +6,9 @@ Completions JSON shape (a system prompt, alternating user/assistant turns, an
 assistant tool call and its tool result, tool definitions, sampling
 parameters), so any codec can take it from there: ``json``/``msgspec`` encode
 it as is, a protobuf or FlatBuffers writer maps it field by field.
-``to_flatbuffer(d)`` is the FlatBuffers mapping, written with the generated
-object API (the "fresh builder" writer, not the edge's pooled one).
+``to_flatbuffer(d)`` is its ``CompletionRequest`` FlatBuffer: the edge's
+validation, then the stock ``flatbuffers.Builder`` with the generated code
+(``benchmarks.codecs.stock_writer``, a fresh builder), not the edge's writer.
 
 Deterministic: the same arguments give the same dict and the same bytes. No
 I/O. The text is words drawn from a fixed vocabulary, so it compresses and
@@ -21,18 +22,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import flatbuffers
 import msgspec
 
-from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequestT
-from flatgate.generated.LLMGateway.KeyValue import KeyValueT
-from flatgate.generated.LLMGateway.Message import MessageT
-from flatgate.generated.LLMGateway.Tool import ToolT
-from flatgate.generated.LLMGateway.ToolCall import ToolCallT
-from flatgate.proxy.wire.pool import finish_bytes
-from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
+from benchmarks.codecs.common import edge_request
+from benchmarks.codecs.stock_writer import write_request_stock
+from flatgate.proxy.wire.pool import BuilderPool
 
-__all__ = ["PROMPT_SIZES", "REQUEST_IDENTIFIER", "make_request", "prompt_bytes", "to_flatbuffer"]
+__all__ = ["PROMPT_SIZES", "make_request", "prompt_bytes", "to_flatbuffer"]
 
 PROMPT_SIZES = {"1KB": 1 << 10, "16KB": 16 << 10, "128KB": 128 << 10, "1MB": 1 << 20}
 
@@ -46,9 +42,9 @@ _VOCABULARY = (
     "élan café naïve über 東京 データ"
 )
 _WORDS = tuple(_VOCABULARY.split())
+# Keeps no builder: every request is written by a new ``flatbuffers.Builder``.
+_FRESH = BuilderPool(size=0)
 
-_ROLES = {"user": 0, "system": 1, "developer": 2, "assistant": 3, "tool": 4}
-_TOOL_CHOICE = {"auto": 1, "none": 2, "required": 3}
 _TOOL_NAMES = ("get_weather", "search_orders", "lookup_customer", "convert_currency", "run_sql")
 
 
@@ -151,77 +147,15 @@ def prompt_bytes(request: dict[str, Any]) -> int:
     return sum(len((m.get("content") or "").encode()) for m in request["messages"])
 
 
-def _json_text(value: Any) -> str | None:
-    return None if value is None else msgspec.json.encode(value).decode()
-
-
-def _message(m: dict[str, Any]) -> MessageT:
-    content = m.get("content")
-    if isinstance(content, list):  # content parts: the text ones, joined
-        content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
-    calls = m.get("tool_calls")
-    return MessageT(
-        role=_ROLES[m["role"]],
-        content=content,
-        name=m.get("name"),
-        toolCalls=None
-        if calls is None
-        else [
-            ToolCallT(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
-            for c in calls
-        ],
-        toolCallId=m.get("tool_call_id"),
-    )
-
-
 def to_flatbuffer(
     request: dict[str, Any], *, provider: int = 0, request_id: str | None = None
 ) -> bytes:
-    """``request`` (``make_request``'s shape) as a finished ``CompletionRequest``."""
-    choice = request.get("tool_choice")
-    choice_name = None
-    if isinstance(choice, dict):
-        choice_mode, choice_name = 4, choice["function"]["name"]
-    else:
-        choice_mode = _TOOL_CHOICE.get(choice, 0) if choice else 0
-    stop = request.get("stop")
-    tools = request.get("tools")
-    metadata = request.get("metadata")
-    t = CompletionRequestT(
-        requestId=request_id,
+    """``request`` (``make_request``'s shape) as a finished ``CompletionRequest``,
+    validated by the edge's model and written by the stock builder."""
+    return write_request_stock(
+        _FRESH,
+        edge_request(request),
         provider=provider,
-        modelName=request["model"],
-        maxTokens=request.get("max_tokens") or request.get("max_completion_tokens") or 0,
-        temperature=request.get("temperature"),
-        tools=None
-        if tools is None
-        else [
-            ToolT(
-                name=f["function"]["name"],
-                description=f["function"].get("description"),
-                parameters=_json_text(f["function"].get("parameters")),
-                strict=bool(f["function"].get("strict")),
-            )
-            for f in tools
-        ],
-        messages=[_message(m) for m in request["messages"]],
-        toolChoice=choice_mode,
-        toolChoiceName=choice_name,
-        topP=request.get("top_p"),
-        stop=[stop] if isinstance(stop, str) else stop,
-        seed=request.get("seed"),
-        presencePenalty=request.get("presence_penalty"),
-        frequencyPenalty=request.get("frequency_penalty"),
-        n=request.get("n") or 0,
-        stream=bool(request.get("stream")),
-        user=request.get("user"),
-        metadata=None
-        if metadata is None
-        else [KeyValueT(key=k, value=v) for k, v in sorted(metadata.items())],
-        includeUsage=bool((request.get("stream_options") or {}).get("include_usage")),
-        parallelToolCalls=request.get("parallel_tool_calls"),
-        responseFormat=_json_text(request.get("response_format")),
+        model_name=request["model"],
+        request_id=request_id or "",
     )
-    builder = flatbuffers.Builder(max(1024, prompt_bytes(request) + 4096))
-    builder.Finish(t.Pack(builder), REQUEST_IDENTIFIER)
-    return finish_bytes(builder)

@@ -1,13 +1,12 @@
 #!/bin/sh
 # Installs the load bench's external tools (Debian packages) when missing:
-# wrk (saturation throughput), nghttp2-client (h2load) and nginx-light (the
-# nginx row). Called by `make bench-load`. Never fails the target: without a
-# tool, the bench skips that row or figure and says why.
+# wrk (saturation throughput) and nginx-light (the nginx row). Called by
+# `make bench-load`. Never fails the target: without a tool, the bench skips
+# that row or figure and says why.
 set -u
 
 missing=""
 command -v wrk >/dev/null 2>&1 || missing="$missing wrk"
-command -v h2load >/dev/null 2>&1 || missing="$missing nghttp2-client"
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
     missing="$missing nginx-light"
 fi

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -48,7 +49,7 @@ from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import CallerWatch
-from flatgate.proxy.transport.base import Response, Timeouts, Transport
+from flatgate.proxy.transport.base import Response, Timeouts, Transport, retry_after
 from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
 from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
@@ -98,22 +99,33 @@ class _ProxyErrorBody(msgspec.Struct):
 _decode_proxy_error = msgspec.json.Decoder(_ProxyErrorBody).decode
 
 
-def _proxy_error(status: int, body: bytes) -> EdgeError:
-    """The OpenAI error for a proxy that answered ``status`` before any frame."""
+# Proxy statuses that mean the edge and the proxy disagree (an edge bug, or a
+# proxy of another version): the client sees a gateway failure.
+_DISAGREEMENT = frozenset({405, 411, 415})
+
+
+def _proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> EdgeError:
+    """The OpenAI error for a proxy that answered ``status`` before any frame.
+
+    The proxy's code and status carry through (a backend's 400 stays a 400, a
+    429 stays a 429 with its ``Retry-After``), so that the client's SDK raises
+    the matching exception and retries only what can succeed.
+    """
     try:
         detail = _decode_proxy_error(body).error
     except msgspec.DecodeError:
         detail = _ProxyError()
     message = detail.message or f"the proxy answered HTTP {status}"
-    if status == 404:
+    if status == 404 and detail.code in ("", codes.NO_ROUTE.code):
         return ModelNotFound(f"No route to the model: {message}", param="model")
     if status == 413:
         return PayloadTooLarge(f"Request too large for the proxy: {message}")
     code = codes.peer_code(detail.code, status) if detail.code else codes.PROXY_PROTOCOL_ERROR
+    if status in _DISAGREEMENT or not detail.code:
+        return UpstreamFailed(message, code=code, status=502)
     if status == 504:
         return UpstreamTimeout(message, code=code)
-    # 400/405/411/415 mean the edge and the proxy disagree: a gateway failure.
-    return UpstreamFailed(message, code=code, status=502)
+    return EdgeError(message, code=code, status=status, retry_after=retry_after(headers))
 
 
 class EdgeApp:
@@ -132,8 +144,12 @@ class EdgeApp:
         self._url = e.proxy_url.rstrip("/") + "/v1/completions"
         self._max_body = e.max_body_bytes
         self._timeouts = Timeouts(
-            connect=e.connect_timeout, read=e.read_timeout, total=e.total_timeout or None
+            connect=e.connect_timeout,
+            read=e.read_timeout,
+            total=e.total_timeout or None,
+            first_byte=e.first_byte_timeout,
         )
+        self._keepalive = e.keepalive_seconds
         self._transport_factory = transport_factory or (
             lambda: make_transport(e.transport, limit=e.pool_limit)
         )
@@ -200,6 +216,8 @@ class EdgeApp:
 
     def _send_error(self, protocol: Any, err: EdgeError, scope: _Scope) -> None:
         headers = [("content-type", JSON)]
+        if err.retry_after is not None:
+            headers.append(("retry-after", str(max(1, math.ceil(err.retry_after)))))
         if err.status == 405:
             headers.append(("allow", "POST" if scope.path == "/v1/chat/completions" else "GET"))
         protocol.response_bytes(err.status, headers, err.body())
@@ -294,6 +312,46 @@ class EdgeApp:
         transport = self._transport
         if transport is None:
             transport = self._transport = self._transport_factory()
+        reply = [("x-request-id", request_id)]
+        keepalive = None
+        if req.stream and self._keepalive:
+            keepalive = _Keepalive(protocol, [*_SSE, *reply], self._keepalive, self.metrics)
+        try:
+            return await self._answer(
+                transport,
+                protocol,
+                req,
+                frame,
+                keepalive=keepalive,
+                reply=reply,
+                model=model,
+                completion_id=completion_id,
+                request_id=request_id,
+            )
+        except EdgeError as err:
+            if keepalive is None or keepalive.out is None:
+                raise
+            # The stream began with keep-alives: the error can only be an event.
+            out = await keepalive.settle()
+            await out.send_bytes(error_event(err))
+            return 200
+        finally:
+            if keepalive is not None:
+                keepalive.close()
+
+    async def _answer(
+        self,
+        transport: Transport,
+        protocol: Any,
+        req: ChatCompletionRequest,
+        frame: bytes,
+        *,
+        keepalive: _Keepalive | None,
+        reply: list[tuple[str, str]],
+        model: str,
+        completion_id: str,
+        request_id: str,
+    ) -> int:
         sent = time.perf_counter()
         try:
             resp = await transport.request(
@@ -320,9 +378,8 @@ class EdgeApp:
                     detail = await resp.read()
                 except _UpstreamError:
                     detail = b""
-                raise _proxy_error(resp.status, detail)
+                raise _proxy_error(resp.status, resp.headers, detail)
             created = int(time.time())
-            reply = [("x-request-id", request_id)]
             if req.stream:
                 renderer = StreamRenderer(
                     completion_id=completion_id,
@@ -331,7 +388,7 @@ class EdgeApp:
                     include_usage=bool(req.stream_options and req.stream_options.include_usage),
                     choices=req.n or 1,
                 )
-                return await self._stream(protocol, resp, renderer, reply)
+                return await self._stream(protocol, resp, renderer, reply, keepalive)
             aggregator = Aggregator(
                 completion_id=completion_id, created=created, model=model, choices=req.n or 1
             )
@@ -361,6 +418,7 @@ class EdgeApp:
         resp: Response,
         renderer: StreamRenderer,
         reply: list[tuple[str, str]],
+        keepalive: _Keepalive | None,
     ) -> int:
         out: Any = None
         gauge = self.metrics.active_streams
@@ -374,8 +432,12 @@ class EdgeApp:
                         events.append(renderer.end())
                         break
                 if out is None:
-                    out = protocol.response_stream(200, [*_SSE, *reply])
-                    gauge.inc()
+                    if keepalive is not None:
+                        out = await keepalive.settle()
+                    if out is None:
+                        out = protocol.response_stream(200, [*_SSE, *reply])
+                        gauge.inc()
+                    resp.begun()
                 await out.send_bytes(b"".join(events))
                 events.clear()
                 if renderer.finished:
@@ -389,17 +451,73 @@ class EdgeApp:
             )
         except EdgeError as err:
             if out is None:
-                if not any(events):
-                    raise  # nothing rendered yet: still time for an HTTP error status
-                out = protocol.response_stream(200, [*_SSE, *reply])
-                gauge.inc()
+                if keepalive is not None:
+                    out = await keepalive.settle()
+                if out is None:
+                    if not any(events):
+                        raise  # nothing rendered yet: still time for an HTTP error status
+                    out = protocol.response_stream(200, [*_SSE, *reply])
+                    gauge.inc()
             events.append(error_event(err))
             await out.send_bytes(b"".join(events))
             return 200
         finally:
             await frames.aclose()
-            if out is not None:
+            if out is not None and (keepalive is None or keepalive.out is None):
                 gauge.dec()
+
+
+# What a keep-alive tick sends: an SSE comment, which clients skip.
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class _Keepalive:
+    """SSE comments to a client while its stream waits for its first token.
+
+    A timer, so a request whose answer comes in time costs one ``call_later``:
+    the first tick starts the response (200, SSE) and each tick sends a
+    comment. ``settle`` stops it and hands over the response it started
+    (``None`` if it never ticked); ``close`` ends the bookkeeping.
+    """
+
+    __slots__ = ("_gauge", "_handle", "_headers", "_interval", "_protocol", "_sending", "out")
+
+    def __init__(
+        self, protocol: Any, headers: list[tuple[str, str]], interval: float, metrics: Metrics
+    ) -> None:
+        self._protocol = protocol
+        self._headers = headers
+        self._interval = interval
+        self._gauge = metrics.active_streams
+        self._sending: asyncio.Future[Any] | None = None
+        self.out: Any = None
+        loop = asyncio.get_running_loop()
+        self._handle: asyncio.TimerHandle | None = loop.call_later(interval, self._tick)
+
+    def _tick(self) -> None:
+        if self.out is None:
+            self.out = self._protocol.response_stream(200, self._headers)
+            self._gauge.inc()
+        self._sending = asyncio.ensure_future(self.out.send_bytes(KEEPALIVE))
+        self._handle = asyncio.get_running_loop().call_later(self._interval, self._tick)
+
+    async def settle(self) -> Any:
+        """Stop ticking; the response the ticks started (after their last write)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._sending is not None:
+            with contextlib.suppress(Exception):
+                await self._sending
+            self._sending = None
+        return self.out
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self.out is not None:
+            self._gauge.dec()
 
 
 class _Frames:

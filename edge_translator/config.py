@@ -56,8 +56,15 @@ class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Largest request body accepted (413 above it).
     max_body_bytes: int = 8 << 20
     connect_timeout: float = 2.0
-    # Longest wait for the proxy's first byte, and between later bytes.
+    # Longest wait between the proxy's bytes once the answer has begun.
     read_timeout: float = 30.0
+    # Longest wait for the proxy's answer to begin: a reasoning model behind it
+    # may think for minutes before its first token.
+    first_byte_timeout: float = 600.0
+    # While a stream waits for its first token, an SSE comment goes to the
+    # client this often (0: never), so that proxies in between keep the
+    # connection; it commits the response to 200, so a later error is an event.
+    keepalive_seconds: float = 15.0
     # Longest whole exchange with the proxy (0: none).
     total_timeout: float = 0.0
     # Client to the proxy: "fast" (proxy.upstream's keep-alive pool) or "httpx".
@@ -114,9 +121,11 @@ def _check(s: _Document) -> None:
     for key in ("workers", "max_body_bytes", "pool_limit"):
         if getattr(e, key) < 1:
             raise EdgeConfigError(f"edge.{key}: must be >= 1, got {getattr(e, key)}")
-    for key in ("connect_timeout", "read_timeout"):
+    for key in ("connect_timeout", "read_timeout", "first_byte_timeout"):
         if getattr(e, key) <= 0:
             raise EdgeConfigError(f"edge.{key}: must be > 0, got {getattr(e, key)}")
+    if e.keepalive_seconds < 0:
+        raise EdgeConfigError(f"edge.keepalive_seconds: must be >= 0, got {e.keepalive_seconds}")
     if e.total_timeout < 0:
         raise EdgeConfigError(f"edge.total_timeout: must be >= 0, got {e.total_timeout}")
     seen: dict[str, str] = {}

@@ -65,12 +65,15 @@ class EdgeError(Exception):
         param: str | None = None,
         code: ErrorCode | None = None,
         status: int | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.error_code = code or self.default
         self.status = status or self.error_code.status
+        # Seconds the client should wait before trying again (Retry-After).
+        self.retry_after = retry_after
 
     @property
     def code(self) -> str:

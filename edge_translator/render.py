@@ -102,17 +102,35 @@ class _ToolCallDelta(msgspec.Struct, omit_defaults=True):
 class _Delta(msgspec.Struct, omit_defaults=True):
     role: str | None = None
     content: str | None = None
+    # The model's reasoning, as DeepSeek and vLLM name it.
+    reasoning_content: str | None = None
     tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int
+
+
+class _CompletionDetails(msgspec.Struct):
+    reasoning_tokens: int
 
 
 class _UsageOut(msgspec.Struct):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: _PromptDetails
+    completion_tokens_details: _CompletionDetails
 
 
 def _usage(u: Usage) -> _UsageOut:
-    return _UsageOut(u.prompt_tokens, u.completion_tokens, u.prompt_tokens + u.completion_tokens)
+    return _UsageOut(
+        u.prompt_tokens,
+        u.completion_tokens,
+        u.prompt_tokens + u.completion_tokens,
+        _PromptDetails(u.cached_tokens),
+        _CompletionDetails(u.reasoning_tokens),
+    )
 
 
 class StreamRenderer:
@@ -235,6 +253,9 @@ class StreamRenderer:
                     out.append(self._text(index, chunk.content))
         elif chunk.content:
             out.append(self._text(index, chunk.content))
+        if chunk.reasoning:
+            delta = _Delta(reasoning_content=chunk.reasoning)
+            out.append(self._event(self._choice(index, delta, None)))
         for call in chunk.tool_calls:
             if call.id or call.name:
                 first = _ToolCallDelta(call.index, call.id, "function", _Function(call.name, ""))
@@ -272,17 +293,19 @@ class _ToolCallOut(msgspec.Struct):
     type: str = "function"
 
 
-class _MessageOut(msgspec.Struct):
+class _MessageOut(msgspec.Struct, omit_defaults=True):
     role: str
     content: str | None
     refusal: None = None
     tool_calls: list[_ToolCallOut] | None = None
+    reasoning_content: str | None = None
 
 
-class _MessageNoCalls(msgspec.Struct):
+class _MessageNoCalls(msgspec.Struct, omit_defaults=True):
     role: str
     content: str | None
     refusal: None = None
+    reasoning_content: str | None = None
 
 
 class _ChoiceOut(msgspec.Struct):
@@ -303,10 +326,11 @@ class _Completion(msgspec.Struct):
 
 
 class _Choice:
-    __slots__ = ("calls", "finish", "text")
+    __slots__ = ("calls", "finish", "reasoning", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        self.reasoning: list[str] = []
         self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
         self.finish: str | None = None
 
@@ -345,6 +369,8 @@ class Aggregator:
             choice = self._choices[chunk.index] = _Choice()
         if chunk.content:
             choice.text.append(chunk.content)
+        if chunk.reasoning:
+            choice.reasoning.append(chunk.reasoning)
         for call in chunk.tool_calls:
             parts = choice.calls.get(call.index)
             if parts is None:
@@ -370,15 +396,16 @@ class Aggregator:
         for index in sorted(self._choices) or [0]:
             c = self._choices.get(index) or _Choice()
             text = "".join(c.text)
+            thought = "".join(c.reasoning) or None
             message: _MessageOut | _MessageNoCalls
             if c.calls:
                 calls = [
                     _ToolCallOut(p[0], _FunctionOut(p[1], "".join(p[2:])))
                     for _, p in sorted(c.calls.items())
                 ]
-                message = _MessageOut("assistant", text or None, None, calls)
+                message = _MessageOut("assistant", text or None, None, calls, thought)
             else:
-                message = _MessageNoCalls("assistant", text)
+                message = _MessageNoCalls("assistant", text, None, thought)
             choices.append(_ChoiceOut(index, message, c.finish))
         out = _Completion(
             self._id,

@@ -9,7 +9,11 @@ Every codec module has the same surface:
   model from the received bytes), ``decode(data)`` (every field a backend
   needs, as ``common.Decoded``), ``encode(request)`` (the wire bytes from the
   request the caller holds), ``chunk(delta)`` (one streamed delta's bytes) and
-  ``translate(body)`` (the edge's JSON bytes in, wire bytes out).
+  ``translate(body)`` (the edge's JSON bytes in, wire bytes out); flatgate
+  alone has ``verify(data)``; the backend adapters have ``adapt_request(data)``
+  (a verified request to the backend's JSON) and ``adapt_chunk(event)`` (one
+  backend SSE event to one chunk frame). An op's function is its name with
+  ``-`` written ``_``.
 
 Not every format has every op: the msgspec partial Struct can only route, and
 only the binary wire formats have a ``translate``. ``cases()`` is the matrix.
@@ -23,7 +27,16 @@ from typing import Any, Protocol, cast
 
 __all__ = ["FORMATS", "LABELS", "OPS", "Codec", "cases", "load"]
 
-OPS = ("route", "decode", "encode", "chunk", "translate")
+OPS = (
+    "route",
+    "verify",
+    "decode",
+    "encode",
+    "chunk",
+    "translate",
+    "adapt-request",
+    "adapt-chunk",
+)
 
 # Format name -> module; the order is the tables' order.
 FORMATS: dict[str, str] = {
@@ -34,6 +47,8 @@ FORMATS: dict[str, str] = {
     "flatbuffers": "benchmarks.codecs.fbs_generated",
     "flatgate": "benchmarks.codecs.flatgate",
     "flatgate-writer": "benchmarks.codecs.flatgate_writer",
+    "openai-adapter": "benchmarks.codecs.openai_adapter",
+    "anthropic-adapter": "benchmarks.codecs.anthropic_adapter",
 }
 
 LABELS: dict[str, str] = {
@@ -44,6 +59,8 @@ LABELS: dict[str, str] = {
     "flatbuffers": "FlatBuffers (generated)",
     "flatgate": "flatgate",
     "flatgate-writer": "flatgate (chunk writer)",
+    "openai-adapter": "openai adapter",
+    "anthropic-adapter": "anthropic adapter",
 }
 
 
@@ -66,7 +83,7 @@ def operation(codec: Codec, op: str) -> Callable[[Any], object]:
     """The function ``codec`` runs for ``op``."""
     if op not in codec.OPS:
         raise KeyError(f"{codec!r} has no {op!r} op")
-    return cast(Callable[[Any], object], getattr(codec, op))
+    return cast(Callable[[Any], object], getattr(codec, op.replace("-", "_")))
 
 
 def cases(formats: tuple[str, ...] | None = None) -> list[tuple[str, str]]:

@@ -33,8 +33,8 @@ from benchmarks.payloads import to_flatbuffer
 from flatgate.edge_translator.mapping import resolve_model
 from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest
-from flatgate.proxy.wire.frames import build_chunk
 from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.stock import build_chunk
 
 __all__ = ["OPS", "chunk", "decode", "encode", "inputs", "read", "route", "translate"]
 
@@ -51,6 +51,7 @@ def inputs(request: dict[str, Any]) -> dict[str, object]:
     wire = to_flatbuffer(request)
     return {
         "route": wire,
+        "verify": wire,
         "decode": wire,
         "encode": edge_request(request),
         "chunk": DELTA,

@@ -2,11 +2,12 @@
 
 - ``route``: ``proxy.wire.read_route``, the bounds-checked zero-copy reader
   (the model comes back as a memoryview of the body).
-- ``decode``: flatgate has no decoder of its own; a backend first runs
-  ``proxy.wire.verify_request`` (the full verifier) and then reads with the
-  generated accessors, as the stub backend does. So this row is the
-  FlatBuffers row plus the verifier: the price of decoding untrusted bytes
-  safely.
+- ``verify``: ``wire.verify.verify_request`` alone, the full verifier every
+  decoding backend runs first.
+- ``decode``: the verifier, then the generated accessors (into the shape every
+  codec's decode returns): the FlatBuffers row plus the price of decoding
+  untrusted bytes safely. The adapters read with ``wire.decode.read_request``
+  instead: their ``adapt-request`` rows.
 - ``encode``: the edge's schema-specific writer
   (``edge_translator.translate.write_request``).
 - ``chunk``: ``proxy.frames.build_chunk`` with a pooled builder.
@@ -26,9 +27,9 @@ from flatgate.edge_translator.config import ModelConfig
 from flatgate.edge_translator.mapping import new_request_id, resolve_model
 from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
 from flatgate.edge_translator.translate import write_request
-from flatgate.proxy.wire.frames import build_chunk
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.stock import build_chunk
 from flatgate.proxy.wire.verify import verify_request
 
 __all__ = [
@@ -41,9 +42,10 @@ __all__ = [
     "route",
     "translate",
     "translate_json",
+    "verify",
 ]
 
-OPS = ("route", "decode", "encode", "chunk", "translate")
+OPS = ("route", "verify", "decode", "encode", "chunk", "translate")
 
 POOL = BuilderPool()
 
@@ -51,6 +53,10 @@ POOL = BuilderPool()
 # the code under test differs between the two rows.
 
 route = read_route
+
+
+def verify(data: bytes) -> None:
+    verify_request(data)
 
 
 def decode(data: bytes) -> Decoded:

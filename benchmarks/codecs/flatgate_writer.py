@@ -1,26 +1,29 @@
-"""flatgate's schema-specific chunk writer (``proxy.frames.write_chunk``).
+"""flatgate's per-token chunk writer (``wire.writer.ChunkWriter``).
 
-Only the ``chunk`` op: the frames a stream is made of (token deltas, final and
-error chunks) laid out by hand instead of through ``flatbuffers.Builder``; the
-stub backend and the proxy's error frames use it. Same inputs as the
-FlatBuffers codec. No I/O.
+Only the ``chunk`` op: a stream's token delta, laid out by hand instead of
+through ``flatbuffers.Builder`` (the stream's request id and model written
+once, then each delta is a cached head plus its text); the stub and the
+backend adapters write with it. Same inputs as the FlatBuffers codec. No I/O.
 """
 
 from __future__ import annotations
 
 from benchmarks.codecs.common import Delta
 from benchmarks.codecs.fbs_generated import inputs
-from flatgate.proxy.wire.frames import write_chunk
+from flatgate.proxy.wire.writer import ChunkWriter
 
 __all__ = ["OPS", "chunk", "inputs"]
 
 OPS = ("chunk",)
 
 
+_WRITERS: dict[tuple[str, str], ChunkWriter] = {}
+
+
 def chunk(delta: Delta) -> bytes:
-    return write_chunk(
-        request_id=delta.request_id,
-        content=delta.content,
-        index=delta.index,
-        model=delta.model,
-    )
+    writer = _WRITERS.get((delta.request_id, delta.model))
+    if writer is None:
+        writer = _WRITERS[delta.request_id, delta.model] = ChunkWriter(
+            delta.request_id, delta.model
+        )
+    return writer.content(delta.content, delta.index)

@@ -5,7 +5,7 @@ Owns how load is offered and what is recorded:
 - ``run_wrk``: Debian's ``wrk`` (one thread, fixed connections, closed loop)
   with a generated Lua script that POSTs the body file and prints one
   ``WRKJSON {...}`` line from its ``done`` hook (``parse_wrk`` reads it);
-- ``fixed_rate``: an open-loop client on ``proxy.httpclient.PoolTransport``:
+- ``fixed_rate``: an open-loop client on ``proxy.transport.pool.PoolTransport``:
   request *i* is started at ``t0 + i / rate`` whether or not earlier answers
   came back, each latency timed from its own start to the last body byte;
 - ``one_connection``: one keep-alive connection, one request after the other
@@ -29,7 +29,8 @@ from pathlib import Path
 
 from flatgate.proxy.transport.base import Timeouts, UpstreamError
 from flatgate.proxy.transport.pool import PoolTransport
-from flatgate.proxy.wire.frames import FrameSplitter, decode_chunk
+from flatgate.proxy.wire.frames import FrameSplitter
+from flatgate.proxy.wire.stock import decode_chunk
 
 __all__ = [
     "LatencyRun",
@@ -121,17 +122,8 @@ def run_wrk(
     binary: str, url: str, script: Path, *, connections: int, seconds: int, threads: int = 1
 ) -> WrkResult:
     """One bounded wrk run (closed loop, ``connections`` keep-alive connections)."""
-    cmd = [
-        binary,
-        f"-t{threads}",
-        f"-c{connections}",
-        f"-d{max(1, seconds)}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(script),
-        url,
-    ]
+    cmd = [binary, f"-t{threads}", f"-c{connections}", f"-d{max(1, seconds)}s", "--timeout", "10s"]
+    cmd += ["-s", str(script), url]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr[-500:]}")

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import md_facts, md_row, md_table, pyplot, save_figure
+
 __all__ = ["CAVEATS", "render_markdown", "targets", "write_results"]
 
 CAVEATS = """\
@@ -90,13 +92,25 @@ def _hop_rss(row: Mapping[str, Any], hop_names: Sequence[str]) -> str:
     return " + ".join(parts)
 
 
+_SIZE_COLUMNS = [
+    "Row",
+    "Throughput (req/s)",
+    "vs. direct",
+    "vs. json-route",
+    "CPU (µs/req)",
+    "Peak RSS (MiB)",
+    "GC (coll./1k req)",
+    "GC pause (ms/1k req)",
+    "p99 (ms)",
+    "added p50 (ms)",
+    "added p99 (ms)",
+    "added p99.9 (ms)",
+    "unloaded added p50 (ms)",
+]
+
+
 def _size_table(rows: Sequence[Mapping[str, Any]], size: str) -> list[str]:
-    out = [
-        "| Row | Throughput (req/s) | vs. direct | vs. json-route | CPU (µs/req) "
-        "| Peak RSS (MiB) | GC (coll./1k req) | GC pause (ms/1k req) | p99 (ms) "
-        "| added p50 (ms) | added p99 (ms) | added p99.9 (ms) | unloaded added p50 (ms) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    out = md_table(_SIZE_COLUMNS, [])
     for r in rows:
         if r.get("size") != size:
             continue
@@ -108,41 +122,29 @@ def _size_table(rows: Sequence[Mapping[str, Any]], size: str) -> list[str]:
         errors = (r.get("wrk_errors") or 0) + (r.get("rate_errors") or 0)
         if errors:
             mark += f" ({errors} failed requests)"
-        hop = list((r.get("cpu_us_per_req") or {}).keys())
-        hop_names = [n for n in hop if n != "stub"]
-        cpu = (
-            r.get("hop_cpu_us_per_req")
-            if hop_names
-            else (r.get("cpu_us_per_req") or {}).get("stub")
-        )
-        cpu_text = _f(cpu, 0) + ("" if hop_names else " (stub)")
-        out.append(
-            f"| {r['row']}{mark} | {_f(r.get('throughput_rps'), 0)} | {_x(r.get('vs_direct'))} "
-            f"| {_x(r.get('vs_json_route'))} | {cpu_text} | {_hop_rss(r, hop_names)} "
-            f"| {_f(_hop_gc(r, 'collections_per_1k'), 1)} "
-            f"| {_f(_hop_gc(r, 'pause_ms_per_1k'), 2)} "
-            f"| {_f(r['latency_ms'].get('p99'), 3)} | {_signed(added.get('p50'))} "
-            f"| {_signed(added.get('p99'))} | {_signed(added.get('p99.9'))} "
-            f"| {_signed(r.get('unloaded_added_p50_ms'))} |"
-        )
+        cpu = r.get("cpu_us_per_req") or {}
+        hop_names = [n for n in cpu if n != "stub"]
+        cpu_text = _f(r.get("hop_cpu_us_per_req"), 0) if hop_names else _f(cpu.get("stub"), 0)
+        cells = [f"{r['row']}{mark}", _f(r.get("throughput_rps"), 0), _x(r.get("vs_direct"))]
+        cells += [_x(r.get("vs_json_route")), cpu_text + ("" if hop_names else " (stub)")]
+        cells += [_hop_rss(r, hop_names), _f(_hop_gc(r, "collections_per_1k"), 1)]
+        cells += [_f(_hop_gc(r, "pause_ms_per_1k"), 2), _f(r["latency_ms"].get("p99"), 3)]
+        cells += [_signed(added.get(q)) for q in ("p50", "p99", "p99.9")]
+        out.append(md_row([*cells, _signed(r.get("unloaded_added_p50_ms"))]))
     return out
 
 
 def _stream_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    out = [
-        "| Row | TTFT p50 (ms) | added TTFT (ms) | time/token (ms) | added time/token (ms) "
-        "| streams | text errors |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    head = ["Row", "TTFT p50 (ms)", "added TTFT (ms)", "time/token (ms)"]
+    out = md_table([*head, "added time/token (ms)", "streams", "text errors"], [])
     for r in rows:
         if r["status"] != "ok":
             out.append(f"| {r['row']} | n/a: {r.get('reason', '')[:100]} |" + " |" * 5)
             continue
-        out.append(
-            f"| {r['row']} | {_f(r.get('ttft_ms_p50'), 3)} | {_signed(r.get('added_ttft_ms'))} "
-            f"| {_f(r.get('tpot_ms_mean'), 3)} | {_signed(r.get('added_tpot_ms'))} "
-            f"| {r.get('streams', 0)} | {r.get('text_mismatches', 0) + r.get('errors', 0)} |"
-        )
+        ttft = [_f(r.get("ttft_ms_p50"), 3), _signed(r.get("added_ttft_ms"))]
+        tpot = [_f(r.get("tpot_ms_mean"), 3), _signed(r.get("added_tpot_ms"))]
+        errors = r.get("text_mismatches", 0) + r.get("errors", 0)
+        out.append(md_row([r["row"], *ttft, *tpot, r.get("streams", 0), errors]))
     return out
 
 
@@ -187,11 +189,11 @@ def targets(doc: Mapping[str, Any]) -> list[str]:
                 f"{verdict(ok)})."
             )
     for size in doc["settings"]["sizes"]:
-        parts = []
-        for name in ("proxy-rsgi", "proxy-asgi", "nginx"):
-            r = _get(rows, name, size)
-            if r is not None:
-                parts.append(f"{name} {_signed(r.get('unloaded_added_p50_ms'))} ms")
+        parts = [
+            f"{name} {_signed(r.get('unloaded_added_p50_ms'))} ms"
+            for name in ("proxy-rsgi", "proxy-asgi", "nginx")
+            if (r := _get(rows, name, size)) is not None
+        ]
         if parts:
             lines.append(
                 f"- unloaded added p50, one connection, {size}: {', '.join(parts)} "
@@ -211,11 +213,11 @@ def targets(doc: Mapping[str, Any]) -> list[str]:
             )
     sizes = list(doc["settings"]["sizes"])
     for size in dict.fromkeys(x for x in ("16KB", sizes[-1]) if x in sizes):
-        rss = []
-        for name in ("proxy-rsgi", "proxy-asgi"):
-            r = _get(rows, name, size)
-            if r is not None and name in r.get("peak_rss_mib", {}):
-                rss.append(f"{name} {r['peak_rss_mib'][name]:.0f} MiB")
+        rss = [
+            f"{name} {r['peak_rss_mib'][name]:.0f} MiB"
+            for name in ("proxy-rsgi", "proxy-asgi")
+            if (r := _get(rows, name, size)) is not None and name in r.get("peak_rss_mib", {})
+        ]
         if rss:
             lines.append(
                 f"- peak RSS of the proxy worker after the {size} runs (and the smaller sizes'): "
@@ -231,14 +233,16 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     out = [
         "# flatgate load bench: added latency and throughput, end to end",
         "",
-        "| | |",
-        "|---|---|",
-        f"| Date | {h['date']} |",
-        f"| Source | {h.get('revision', 'unknown')} |",
-        f"| CPU | {h['cpu']} ({h['cores']} cores), {h['platform']} |",
-        f"| Python | {h['python']} |",
-        "| Versions | " + ", ".join(f"{k} {val}" for k, val in v.items()) + " |",
-        f"| Mode | {h['mode']} ({h.get('elapsed_seconds', '?')} s) |",
+        *md_facts(
+            [
+                ("Date", h["date"]),
+                ("Source", h.get("revision", "unknown")),
+                ("CPU", f"{h['cpu']} ({h['cores']} cores), {h['platform']}"),
+                ("Python", h["python"]),
+                ("Versions", ", ".join(f"{k} {val}" for k, val in v.items())),
+                ("Mode", f"{h['mode']} ({h.get('elapsed_seconds', '?')} s)"),
+            ]
+        ),
         "",
         h["method"],
         "",
@@ -284,11 +288,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
 
 
 def _plot(doc: Mapping[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     sizes = list(doc["settings"]["sizes"])
     names: list[str] = []
     for r in doc["rows"]:
@@ -319,8 +319,7 @@ def _plot(doc: Mapping[str, Any], path: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(f"flatgate load bench, {doc['date']}, {doc['cpu']}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def write_results(doc: Mapping[str, Any], out: Path, *, plot: bool = True) -> list[Path]:

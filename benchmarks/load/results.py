@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.load.clients import StreamRun, percentile
-from benchmarks.load.procs import GcSample
 from benchmarks.load.rows import Row
+from benchmarks.servers import GcSample
 
 __all__ = [
     "Cell",

@@ -110,8 +110,15 @@ class CompletionChunk(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # CompletionChunk
+    def Reasoning(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
 def CompletionChunkStart(builder):
-    builder.StartObject(8)
+    builder.StartObject(9)
 
 def Start(builder):
     CompletionChunkStart(builder)
@@ -170,6 +177,12 @@ def CompletionChunkAddModel(builder, model):
 def AddModel(builder, model):
     CompletionChunkAddModel(builder, model)
 
+def CompletionChunkAddReasoning(builder, reasoning):
+    builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(reasoning), 0)
+
+def AddReasoning(builder, reasoning):
+    CompletionChunkAddReasoning(builder, reasoning)
+
 def CompletionChunkEnd(builder):
     return builder.EndObject()
 
@@ -197,6 +210,7 @@ class CompletionChunkT(object):
         error = None,
         index = 0,
         model = None,
+        reasoning = None,
     ):
         self.requestId = requestId  # type: Optional[str]
         self.content = content  # type: Optional[str]
@@ -206,6 +220,7 @@ class CompletionChunkT(object):
         self.error = error  # type: Optional[flatgate.generated.LLMGateway.Error.ErrorT]
         self.index = index  # type: int
         self.model = model  # type: Optional[str]
+        self.reasoning = reasoning  # type: Optional[str]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -245,6 +260,7 @@ class CompletionChunkT(object):
             self.error = flatgate.generated.LLMGateway.Error.ErrorT.InitFromObj(completionChunk.Error())
         self.index = completionChunk.Index()
         self.model = completionChunk.Model()
+        self.reasoning = completionChunk.Reasoning()
 
     # CompletionChunkT
     def Pack(self, builder):
@@ -266,6 +282,8 @@ class CompletionChunkT(object):
             error = self.error.Pack(builder)
         if self.model is not None:
             model = builder.CreateString(self.model)
+        if self.reasoning is not None:
+            reasoning = builder.CreateString(self.reasoning)
         CompletionChunkStart(builder)
         if self.requestId is not None:
             CompletionChunkAddRequestId(builder, requestId)
@@ -281,5 +299,7 @@ class CompletionChunkT(object):
         CompletionChunkAddIndex(builder, self.index)
         if self.model is not None:
             CompletionChunkAddModel(builder, model)
+        if self.reasoning is not None:
+            CompletionChunkAddReasoning(builder, reasoning)
         completionChunk = CompletionChunkEnd(builder)
         return completionChunk

@@ -42,8 +42,22 @@ class Usage(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # Usage
+    def CachedTokens(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Usage
+    def ReasoningTokens(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
 def UsageStart(builder):
-    builder.StartObject(2)
+    builder.StartObject(4)
 
 def Start(builder):
     UsageStart(builder)
@@ -60,6 +74,18 @@ def UsageAddCompletionTokens(builder, completionTokens):
 def AddCompletionTokens(builder, completionTokens):
     UsageAddCompletionTokens(builder, completionTokens)
 
+def UsageAddCachedTokens(builder, cachedTokens):
+    builder.PrependInt32Slot(2, cachedTokens, 0)
+
+def AddCachedTokens(builder, cachedTokens):
+    UsageAddCachedTokens(builder, cachedTokens)
+
+def UsageAddReasoningTokens(builder, reasoningTokens):
+    builder.PrependInt32Slot(3, reasoningTokens, 0)
+
+def AddReasoningTokens(builder, reasoningTokens):
+    UsageAddReasoningTokens(builder, reasoningTokens)
+
 def UsageEnd(builder):
     return builder.EndObject()
 
@@ -74,9 +100,13 @@ class UsageT(object):
         self,
         promptTokens = 0,
         completionTokens = 0,
+        cachedTokens = 0,
+        reasoningTokens = 0,
     ):
         self.promptTokens = promptTokens  # type: int
         self.completionTokens = completionTokens  # type: int
+        self.cachedTokens = cachedTokens  # type: int
+        self.reasoningTokens = reasoningTokens  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -101,11 +131,15 @@ class UsageT(object):
             return
         self.promptTokens = usage.PromptTokens()
         self.completionTokens = usage.CompletionTokens()
+        self.cachedTokens = usage.CachedTokens()
+        self.reasoningTokens = usage.ReasoningTokens()
 
     # UsageT
     def Pack(self, builder):
         UsageStart(builder)
         UsageAddPromptTokens(builder, self.promptTokens)
         UsageAddCompletionTokens(builder, self.completionTokens)
+        UsageAddCachedTokens(builder, self.cachedTokens)
+        UsageAddReasoningTokens(builder, self.reasoningTokens)
         usage = UsageEnd(builder)
         return usage

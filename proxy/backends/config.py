@@ -1,11 +1,22 @@
-"""One ``[[backends]]`` entry: where a backend is, what it speaks, its limits.
+"""One ``[[backends]]`` entry: where a backend is, what it speaks, its limits,
+and the credential flatgate presents to it.
 
-Owns the backend keys of the config file and their validation; the proxy's
-settings (``service.settings``) hold a list of these. No I/O.
+Owns the backend keys of the config file and their validation (every problem
+names its key); the proxy's settings (``service.settings``) hold a list of
+these. URL conventions: an ``fbs`` backend's ``url`` is the server root (the
+proxy appends ``/v1/completions``); an ``openai`` or ``anthropic`` backend's
+``url`` is the API base including its version (``https://api.openai.com/v1``,
+``http://127.0.0.1:8000/v1``), to which the adapter appends
+``/chat/completions`` or ``/messages``.
+
+No I/O beyond reading ``ca_file`` to check it loads.
 """
 
 from __future__ import annotations
 
+import os
+import ssl
+from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -13,9 +24,11 @@ import msgspec
 
 from flatgate.proxy.plumbing.config import ConfigError
 
-__all__ = ["PROTOCOLS", "BackendConfig", "check_backend"]
+__all__ = ["FIRST_BYTE_TIMEOUT", "PROTOCOLS", "BackendConfig", "check_backend"]
 
 PROTOCOLS = ("fbs", "openai", "anthropic")
+# A reasoning model may think for minutes before its first token.
+FIRST_BYTE_TIMEOUT = 600.0
 
 
 class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -26,23 +39,85 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Concurrent requests this backend takes (0: no limit).
     max_outstanding: int = 0
     connect_timeout: float = 2.0
-    # Longest wait for the first byte, and between later bytes.
+    # Longest wait between bytes once the answer has begun.
     read_timeout: float = 30.0
+    # Longest wait for the response head and the first chunk (0: read_timeout
+    # for fbs, FIRST_BYTE_TIMEOUT for the JSON adapters).
+    first_byte_timeout: float = 0.0
     # Longest whole exchange (0: none).
     total_timeout: float = 0.0
     # Forward the caller's Authorization header to this backend.
     forward_credentials: bool = False
+    # The credential flatgate presents (openai: Authorization: Bearer;
+    # anthropic: x-api-key), given inline or as an environment variable's name.
+    api_key: str = ""
+    api_key_env: str = ""
+    # The model name sent upstream ("": the name the request was routed by).
+    model: str = ""
+    # Extra static headers sent with every request.
+    headers: dict[str, str] = {}
+    # openai: "max_completion_tokens" for OpenAI's o-series and gpt-5.
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    # anthropic: sent when a request gives no max_tokens (Anthropic requires one).
+    default_max_tokens: int = 4096
+    anthropic_version: str = "2023-06-01"
+    # Readiness probe: a path on the backend's server, from its root (vLLM and
+    # llama.cpp serve /health there); "": fbs GET {url}/healthz, openai GET
+    # {url}/models, anthropic a TLS or TCP connect.
+    health_path: str = ""
+    # A PEM file of CA certificates to trust besides the system store (https).
+    ca_file: str = ""
+
+    def first_byte(self) -> float:
+        """The first-byte timeout in force."""
+        if self.first_byte_timeout:
+            return self.first_byte_timeout
+        return self.read_timeout if self.protocol == "fbs" else FIRST_BYTE_TIMEOUT
+
+    def health_url(self) -> str:
+        """The URL ``health_path`` names ("" when there is none)."""
+        if not self.health_path:
+            return ""
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}{self.health_path}"
+
+    def credential(self, environ: Mapping[str, str] | None = None) -> str:
+        """The API key flatgate presents ("" for none)."""
+        if self.api_key_env:
+            return (os.environ if environ is None else environ).get(self.api_key_env, "")
+        return self.api_key
 
 
-def check_backend(b: BackendConfig, where: str) -> None:
+# Keys that mean something for one protocol only: set on another, they are a
+# mistake worth naming.
+_ONLY_FOR = {
+    "max_tokens_field": ("openai", "max_tokens"),
+    "default_max_tokens": ("anthropic", 4096),
+    "anthropic_version": ("anthropic", "2023-06-01"),
+}
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+}
+
+
+def check_backend(b: BackendConfig, where: str, environ: Mapping[str, str] | None = None) -> None:
     """Raise ``ConfigError`` naming ``where.<key>`` for a backend that cannot work."""
     url = urlsplit(b.url)
     if url.scheme not in ("http", "https") or not url.hostname:
-        raise ConfigError(f"{where}.url: expected http(s)://host[:port], got {b.url!r}")
-    if b.protocol != "fbs":
+        raise ConfigError(f"{where}.url: expected http(s)://host[:port][/path], got {b.url!r}")
+    if b.protocol == "fbs" and url.path.rstrip("/"):
         raise ConfigError(
-            f"{where}.protocol: {b.protocol!r} adapters are not available in this "
-            "version; only 'fbs' backends can be routed to"
+            f"{where}.url: an fbs backend's url is its server root (the proxy appends "
+            f"/v1/completions), got path {url.path!r}"
         )
     if b.weight < 1:
         raise ConfigError(f"{where}.weight: must be >= 1, got {b.weight}")
@@ -51,5 +126,38 @@ def check_backend(b: BackendConfig, where: str) -> None:
     for key in ("connect_timeout", "read_timeout"):
         if getattr(b, key) <= 0:
             raise ConfigError(f"{where}.{key}: must be > 0")
-    if b.total_timeout < 0:
-        raise ConfigError(f"{where}.total_timeout: must be >= 0")
+    for key in ("total_timeout", "first_byte_timeout"):
+        if getattr(b, key) < 0:
+            raise ConfigError(f"{where}.{key}: must be >= 0")
+    if b.api_key and b.api_key_env:
+        raise ConfigError(f"{where}.api_key_env: give api_key or api_key_env, not both")
+    if (b.api_key or b.api_key_env) and b.forward_credentials:
+        raise ConfigError(
+            f"{where}.forward_credentials: the backend has its own api_key; say which "
+            "credential goes upstream, once"
+        )
+    if b.api_key_env and not (os.environ if environ is None else environ).get(b.api_key_env):
+        raise ConfigError(f"{where}.api_key_env: environment variable {b.api_key_env} is not set")
+    for key, (protocol, default) in _ONLY_FOR.items():
+        if b.protocol != protocol and getattr(b, key) != default:
+            raise ConfigError(f"{where}.{key}: applies to {protocol} backends only")
+    if b.protocol == "fbs" and (b.api_key or b.api_key_env or b.model):
+        key = "model" if b.model else "api_key" if b.api_key else "api_key_env"
+        raise ConfigError(
+            f"{where}.{key}: an fbs backend is sent the caller's bytes untouched; "
+            "use an openai or anthropic backend to rename or authenticate"
+        )
+    if b.default_max_tokens < 1:
+        raise ConfigError(f"{where}.default_max_tokens: must be >= 1")
+    for name, value in b.headers.items():
+        if name.lower() in _HOP_BY_HOP or not name or "\n" in name + value or "\r" in name + value:
+            raise ConfigError(f"{where}.headers.{name}: not a header flatgate can send")
+    if b.health_path and not b.health_path.startswith("/"):
+        raise ConfigError(f"{where}.health_path: must start with '/'")
+    if b.ca_file:
+        if url.scheme != "https":
+            raise ConfigError(f"{where}.ca_file: only for https backends")
+        try:
+            ssl.create_default_context(cafile=b.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"{where}.ca_file: cannot load {b.ca_file!r}: {exc}") from None

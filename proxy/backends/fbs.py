@@ -2,15 +2,32 @@
 
 It is sent the caller's ``CompletionRequest`` bytes, untouched, as
 ``POST {url}/v1/completions``, asking for size-prefixed chunk frames, which
-come back as they are. Nothing is decoded: the only zero-copy path end to end.
-No I/O here; the proxy's app does the sending.
+come back as they are: the translator only cuts the byte stream at frame
+boundaries (``FrameCutter``), passing whole-frame pieces through uncopied.
+Nothing is decoded: the only zero-copy path end to end. No I/O.
 """
 
 from __future__ import annotations
 
-from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
+import json
+from collections.abc import Callable, Mapping
 
-__all__ = ["COMPLETIONS_PATH", "completions_url", "request_headers"]
+from flatgate.proxy.backends.base import (
+    Outbound,
+    Probe,
+    Refusal,
+    TranslatorError,
+    classify,
+)
+from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.transport.base import retry_after
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.decode import Request
+from flatgate.proxy.wire.frames import ChunkError, FrameCutter, MalformedFrame
+from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, FinishReason
+from flatgate.proxy.wire.writer import write_chunk
+
+__all__ = ["COMPLETIONS_PATH", "FbsAdapter", "FrameRelay", "completions_url", "request_headers"]
 
 # Where an fbs server takes requests, under its root URL.
 COMPLETIONS_PATH = "/v1/completions"
@@ -21,10 +38,76 @@ def completions_url(url: str) -> str:
     return url.rstrip("/") + COMPLETIONS_PATH
 
 
-def request_headers(request_id: str, authorization: str | None) -> list[tuple[str, str]]:
+def request_headers(request_id: str, authorization: str) -> list[tuple[str, str]]:
     """What goes with the bytes: their type, the framing asked for, the request id,
     and the caller's credential when the backend is configured to receive it."""
     headers = [("content-type", FLATBUFFERS), ("accept", FRAMES), ("x-request-id", request_id)]
     if authorization:
         headers.append(("authorization", authorization))
     return headers
+
+
+class FrameRelay:
+    """The fbs translator: frames pass through, cut at frame boundaries."""
+
+    __slots__ = ("_cutter", "_ended", "_request_id")
+
+    def __init__(self, request_id: str) -> None:
+        self._cutter = FrameCutter()
+        self._request_id = request_id
+        self._ended = False
+
+    @property
+    def done(self) -> bool:
+        return self._ended or self._cutter.finished()
+
+    def feed(self, piece: bytes) -> bytes:
+        try:
+            return self._cutter.feed(piece)
+        except MalformedFrame as exc:
+            raise TranslatorError(str(exc)) from None
+
+    def end(self) -> bytes:
+        if self.done:
+            return b""
+        self._ended = True
+        return write_chunk(
+            request_id=self._request_id,
+            error=ChunkError(codes.BACKEND_STREAM_TRUNCATED.code, "backend ended the stream early"),
+            finish_reason=FinishReason.ERROR,
+        )
+
+
+class FbsAdapter:
+    protocol = "fbs"
+
+    def __init__(self, config: BackendConfig) -> None:
+        self._url = completions_url(config.url)
+        self._health = config.health_url() or f"{config.url.rstrip('/')}/healthz"
+        self._forward = config.forward_credentials
+        self._extra = list(config.headers.items())
+
+    def prepare(
+        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
+    ) -> Outbound:
+        headers = request_headers(request_id, authorization if self._forward else "")
+        if self._extra:
+            headers += self._extra
+        return Outbound(self._url, headers, body)
+
+    def translator(self, request_id: str, model: str) -> FrameRelay:
+        return FrameRelay(request_id)
+
+    def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
+        """An fbs server's error body is flatgate's own ``{"error": {"code", "message"}}``."""
+        message = body[:512].decode("utf-8", "replace")
+        try:
+            detail = json.loads(body)["error"]
+            message = str(detail.get("message") or message)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
+
+        return Refusal(classify(status), status, message, retry_after(headers))
+
+    def probe(self) -> Probe:
+        return Probe(self._health, [])

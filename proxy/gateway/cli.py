@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Sequence
 
 from flatgate.proxy.plumbing.config import ENV_CONFIG, env_name
+from flatgate.proxy.service.settings import FAULTS, STUB_PROTOCOLS
 
 __all__ = ["main"]
 
@@ -55,15 +56,22 @@ def _parser() -> argparse.ArgumentParser:
     proxy = sub.add_parser("proxy", help="the internal .fbs proxy")
     _common(proxy, "asgi")
     proxy.add_argument("--transport", choices=("fast", "httpx"), help="upstream HTTP client")
-    stub = sub.add_parser("stub", help="the built-in .fbs model server")
+    stub = sub.add_parser("stub", help="the built-in model server (fbs, openai or anthropic)")
     _common(stub, "asgi")
+    stub.add_argument(
+        "--protocol",
+        choices=STUB_PROTOCOLS,
+        help="the API it serves: fbs (CompletionRequest, default), openai (Chat Completions) "
+        "or anthropic (Messages)",
+    )
     stub.add_argument("--ttft-ms", type=float, help="time to first token, ms")
     stub.add_argument("--itl-ms", type=float, help="inter-token delay, ms")
     stub.add_argument(
         "--canned", type=int, help="answer N fixed deltas without reading the body (benchmarks)"
     )
+    stub.add_argument("--fault", choices=FAULTS, help="inject a fault in every request")
     stub.add_argument(
-        "--fault", choices=("fail", "stall", "die", "hang"), help="inject a fault in every request"
+        "--api-key", help="require this key (openai: Authorization: Bearer, anthropic: x-api-key)"
     )
     edge = sub.add_parser("edge", help="the OpenAI-compatible JSON edge")
     _common(edge)
@@ -93,7 +101,7 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     if service == "proxy":
         keys.append("transport")
     elif service == "stub":
-        keys += ["ttft_ms", "itl_ms", "canned", "fault"]
+        keys += ["protocol", "ttft_ms", "itl_ms", "canned", "fault", "api_key"]
     elif service == "edge":
         keys = ["host", "port", "workers", "proxy_url"]
     _export(service, args, keys)

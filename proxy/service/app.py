@@ -1,16 +1,18 @@
-"""The proxy's HTTP surface: route from the buffer, forward the bytes, relay frames.
+"""The proxy's HTTP surface: route from the buffer, dispatch, relay frames.
 
 ``POST /v1/completions`` takes a ``CompletionRequest`` FlatBuffer, reads
-``(provider, model)`` with ``proxy.wire.read_route`` (a memoryview into the
-body, nothing decoded), picks backends with ``proxy.balancer``, forwards the
-very ``bytes`` object the server handed over, and streams the backend's
-``CompletionChunk`` frames back: size-prefixed frames relayed as they arrive
-(``Accept: application/x-flatbuffers-stream``), or re-framed as SSE.
+``(provider, model)`` with ``wire.route.read_route`` (a memoryview into the
+body, nothing decoded), finds the route, and has the dispatcher
+(``service.dispatch``) open an answer from one of its backends: an ``fbs``
+backend is sent the very ``bytes`` object the server handed over, a JSON
+backend its adapter's translation. The answer's chunk frames stream back:
+size-prefixed frames relayed as they arrive (``Accept:
+application/x-flatbuffers-stream``), or re-framed as SSE.
 
 Errors before the first byte are an HTTP status with
-``{"error": {"code", "message"}}``; after it, one error chunk with
-``finish_reason`` error ends the stream. ``ProxyError`` is the root of the
-errors this module raises and the one place they become responses.
+``{"error": {"code", "message"}}`` (and ``Retry-After`` when a backend asked
+for a wait); after it, one error chunk with ``finish_reason`` error ends the
+stream. This module is the one place errors become responses.
 
 Also ``/healthz``, ``/readyz`` and ``/metrics``.
 """
@@ -19,37 +21,27 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
+import math
 import os
 import time
 
-from flatgate.proxy.backends.fbs import request_headers
+from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import CallerWatch, Exchange, ServerApp, Sink
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
+from flatgate.proxy.service.dispatch import Dispatcher, Opened, ProxyError
 from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.service.settings import GatewayConfig, load_config
-from flatgate.proxy.transport.base import (
-    Response,
-    Timeouts,
-    Transport,
-    UpstreamError,
-    UpstreamTimeout,
-)
+from flatgate.proxy.transport.base import Transport, UpstreamError, UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import ErrorCode, error_body
-from flatgate.proxy.wire.frames import (
-    ChunkError,
-    FrameCutter,
-    MalformedFrame,
-    build_chunk,
-    sse_event,
-)
+from flatgate.proxy.wire.codes import ErrorCode
+from flatgate.proxy.wire.frames import ChunkError, FrameCutter, sse_event
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON, PROVIDERS, SSE, FinishReason
+from flatgate.proxy.wire.stock import build_chunk
 from flatgate.proxy.wire.verify import MalformedBuffer
 
 __all__ = ["ProxyError", "ProxyServer", "create_app"]
@@ -58,26 +50,10 @@ _JSON = [("content-type", JSON)]
 _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
 
 
-class ProxyError(Exception):
-    """An error answered before the first byte: its registered code, a message,
-    and the status (the code's own unless a backend's is passed through)."""
-
-    def __init__(self, code: ErrorCode, message: str, *, status: int = 0) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status or code.status
-        self.message = message
-
-    def body(self) -> bytes:
-        return error_body(self.code, self.message)
-
-
-class _StreamCut(Exception):
-    """The backend's stream ended or broke before its final chunk."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+def _error_headers(err: ProxyError) -> list[tuple[str, str]]:
+    if err.retry_after is None:
+        return _JSON
+    return [*_JSON, ("retry-after", str(max(1, math.ceil(err.retry_after))))]
 
 
 class ProxyServer:
@@ -103,16 +79,19 @@ class ProxyServer:
         self.balancer = Balancer(p.cooldown_seconds)
         self.backends = {b.name: Backend.from_config(b) for b in config.backends}
         entries = []
+        self.targets: list[RouteTarget] = []
         for r in config.routes:
             target = RouteTarget(
                 label=r.model,
                 backends=tuple(self.backends[n] for n in r.backends),
                 fallbacks=tuple(self.backends[n] for n in r.fallbacks),
             )
+            self.targets.append(target)
             provider = None if r.provider is None else PROVIDERS[r.provider]
             entries.append(Route(model=r.model, target=target, provider=provider))
         self.routes: RouteTable[RouteTarget] = RouteTable(entries)
         self._transport: Transport | None = None
+        self.dispatcher = Dispatcher(self.balancer, self.metrics, lambda: self.transport)
         self._ids = itertools.count(1)
         self._id_prefix = f"fg-{worker or os.getpid()}-"
         self._ready_at = 0.0
@@ -161,17 +140,13 @@ class ProxyServer:
             del model
             label = target.label
             rid = ex.header("x-request-id") or f"{self._id_prefix}{next(self._ids)}"
-            backend, resp, started = await self._open(ex, target, body, rid)
+            opened = await self.dispatcher.open(target, body, rid, ex.header("authorization") or "")
         except ProxyError as err:
             self.metrics.count(label, err.status)
-            await ex.respond(err.status, _JSON, err.body())
-            return
-        if resp.status != 200:
-            await self._pass_error(ex, resp, label)
-            backend.outstanding -= 1
+            await ex.respond(err.status, _error_headers(err), err.body())
             return
         self.metrics.count(label, 200)
-        await self._stream(ex, backend, resp, started=started, rid=rid, binary=binary)
+        await self._stream(ex, opened, rid=rid, binary=binary)
 
     async def _accept(self, ex: Exchange) -> tuple[bytes, bool]:
         if ex.method != "POST":
@@ -195,79 +170,7 @@ class ProxyServer:
             raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes")
         return body, FRAMES in (ex.header("accept") or "")
 
-    async def _open(
-        self, ex: Exchange, target: RouteTarget, body: bytes, rid: str
-    ) -> tuple[Backend, Response, float]:
-        """Send ``body`` to the first backend that answers; fail over before the first byte."""
-        plan = self.balancer.plan(target)
-        if not plan:
-            raise ProxyError(codes.BACKENDS_BUSY, "every backend of this route is at its limit")
-        auth = ex.header("authorization")
-        # What the caller is told when no backend answers: a backend's 5xx over
-        # a timeout over an unreachable backend, whatever the order tried.
-        failure: ProxyError | None = None
-        transport = self.transport
-        for backend in plan:
-            send = request_headers(rid, auth if backend.forward_credentials else None)
-            started = time.perf_counter()
-            backend.outstanding += 1
-            try:
-                resp = await transport.request(
-                    "POST",
-                    backend.completions_url,
-                    body=body,
-                    headers=send,
-                    timeouts=backend.timeouts,
-                )
-            except UpstreamError as exc:
-                backend.outstanding -= 1
-                self.balancer.failed(backend)
-                self.metrics.upstream_failure_of(backend.name, type(exc).__name__).inc()
-                err = _upstream_failure(exc)
-                if failure is None or _RANK[failure.code.code] < _RANK[err.code.code]:
-                    failure = err
-                continue
-            except BaseException:
-                backend.outstanding -= 1
-                raise
-            if resp.status >= 500:
-                await resp.aclose()
-                backend.outstanding -= 1
-                self.balancer.failed(backend)
-                self.metrics.upstream_failure_of(backend.name, f"http_{resp.status}").inc()
-                failure = ProxyError(
-                    codes.BACKEND_ERROR, f"backend {backend.name} answered {resp.status}"
-                )
-                continue
-            self.balancer.succeeded(backend)
-            self.metrics.upstream_ttfb_of(backend.name).observe(time.perf_counter() - started)
-            return backend, resp, started
-        assert failure is not None
-        raise failure
-
-    async def _pass_error(self, ex: Exchange, resp: Response, label: str) -> None:
-        """A 4xx from the backend goes to the caller as it is (capped)."""
-        try:
-            body = await resp.read()
-        except UpstreamError:
-            body = b""
-        finally:
-            await resp.aclose()
-        if not body.startswith(b"{"):
-            body = error_body(codes.BACKEND_REJECTED, body[:200].decode("utf-8", "replace"))
-        self.metrics.count(label, resp.status)
-        await ex.respond(resp.status, _JSON, body[:65536])
-
-    async def _stream(
-        self,
-        ex: Exchange,
-        backend: Backend,
-        resp: Response,
-        *,
-        started: float,
-        rid: str,
-        binary: bool,
-    ) -> None:
+    async def _stream(self, ex: Exchange, opened: Opened, *, rid: str, binary: bool) -> None:
         """Relay frames until the final chunk; cancel upstream if the caller goes away.
 
         When the first body read already holds the final chunk (a non-streamed
@@ -282,56 +185,63 @@ class ProxyServer:
             ("cache-control", "no-cache"),
             ("x-request-id", rid),
         ]
+        resp = opened.response
+        translator = opened.translator
         pieces = resp.iter_bytes()
-        cutter = FrameCutter()
         relayed = 0
         try:
-            if not resp.ready():
-                watch.start()  # the first read may wait: watch for the caller leaving
+            # Until the first frame: the caller may leave while the backend
+            # thinks, and the first-byte timeout is in force.
+            ended = False
             try:
-                ready = cutter.feed(await anext(pieces, b""))
-            except (UpstreamError, MalformedFrame) as exc:
-                err = (
-                    _upstream_failure(exc)
-                    if isinstance(exc, UpstreamError)
-                    else ProxyError(codes.BACKEND_PROTOCOL_ERROR, str(exc))
-                )
+                ready = b""
+                while not ready:
+                    if not resp.ready():
+                        watch.start()
+                    piece = await anext(pieces, None)
+                    if piece is None:
+                        ready = translator.end()
+                        ended = True
+                        break
+                    ready = translator.feed(piece)
+            except (UpstreamError, TranslatorError) as exc:
+                err = _upstream_failure(exc)
                 self.metrics.count("-", err.status)
                 await ex.respond(err.status, _JSON, err.body())
                 return
-            if cutter.finished():
-                out = ready if binary else self._sse(cutter, ready)
+            resp.begun()
+            if ended or translator.done:
+                out = ready if binary else self._sse(ready)
                 relayed = len(out)
                 await ex.respond(200, headers, out)
                 return
             watch.start()
             sink = await ex.stream(200, headers)
             try:
-                if ready:
-                    out = ready if binary else self._sse(cutter, ready)
-                    relayed += len(out)
-                    await sink.send(out)
+                out = ready if binary else self._sse(ready)
+                relayed += len(out)
+                await sink.send(out)
                 async for piece in pieces:
-                    ready = cutter.feed(piece)
-                    if not ready:
-                        continue
-                    out = ready if binary else self._sse(cutter, ready)
-                    relayed += len(out)
-                    await sink.send(out)
-                if not cutter.finished():
-                    raise _StreamCut(
-                        codes.BACKEND_STREAM_TRUNCATED, "backend ended the stream early"
-                    )
+                    ready = translator.feed(piece)
+                    if ready:
+                        out = ready if binary else self._sse(ready)
+                        relayed += len(out)
+                        await sink.send(out)
+                    if translator.done:
+                        break
+                else:
+                    tail = translator.end()
+                    if tail:
+                        await sink.send(tail if binary else self._sse(tail))
             except UpstreamError as exc:
-                code = (
-                    codes.BACKEND_TIMEOUT
-                    if isinstance(exc, UpstreamTimeout)
-                    else codes.BACKEND_DISCONNECTED
-                )
-                await self._send_error(sink, binary, rid, code, str(exc))
-            except _StreamCut as exc:
-                await self._send_error(sink, binary, rid, exc.code, str(exc))
-            except MalformedFrame as exc:
+                if not translator.done:
+                    code = (
+                        codes.BACKEND_TIMEOUT
+                        if isinstance(exc, UpstreamTimeout)
+                        else codes.BACKEND_DISCONNECTED
+                    )
+                    await self._send_error(sink, binary, rid, code, str(exc))
+            except TranslatorError as exc:
                 await self._send_error(sink, binary, rid, codes.BACKEND_PROTOCOL_ERROR, str(exc))
             await sink.close()
         except asyncio.CancelledError:
@@ -341,16 +251,14 @@ class ProxyServer:
         finally:
             watch.stop()
             await pieces.aclose()  # type: ignore[attr-defined]
-            await resp.aclose()
-            backend.outstanding -= 1
+            await opened.close()
             metrics.relayed_bytes.inc(relayed)
             metrics.active_streams.dec()
-            metrics.upstream_duration_of(backend.name).observe(time.perf_counter() - started)
 
     @staticmethod
-    def _sse(cutter: FrameCutter, ready: bytes) -> bytes:
+    def _sse(ready: bytes) -> bytes:
         view = memoryview(ready)
-        return b"".join([sse_event(view[start:end]) for start, end in cutter.spans(ready)])
+        return b"".join([sse_event(view[start:end]) for start, end in FrameCutter.spans(ready)])
 
     async def _send_error(
         self, sink: Sink, binary: bool, rid: str, code: ErrorCode, message: str
@@ -366,46 +274,24 @@ class ProxyServer:
         await sink.send(frame if binary else sse_event(memoryview(frame)[4:]))
 
     async def readiness(self) -> tuple[int, bytes]:
-        """200 when every route has a backend answering ``/healthz`` (cached 1 s)."""
+        """200 when every route has a ready backend (cached 1 s): an fbs backend
+        answering ``/healthz``, an openai one ``/models``, an anthropic one
+        accepting a connection, or a backend's own ``health_path``."""
         now = time.monotonic()
         if now - self._ready_at < 1.0:
             return self._ready
-        healthy: dict[str, bool] = {}
-
-        async def probe(b: Backend) -> None:
-            try:
-                resp = await self.transport.request(
-                    "GET", f"{b.url}/healthz", body=b"", headers=[], timeouts=_PROBE
-                )
-                await resp.read()
-                healthy[b.name] = resp.status == 200
-            except UpstreamError:
-                healthy[b.name] = False
-
-        await asyncio.gather(*(probe(b) for b in self.backends.values()))
-        routes = {}
-        for route in self.routes.routes:
-            t = route.target
-            routes[t.label] = any(healthy[b.name] for b in (*t.backends, *t.fallbacks))
-        ok = all(routes.values())
-        body = json.dumps({"ready": ok, "routes": routes, "backends": healthy}).encode()
+        body = await self.dispatcher.readiness(self.targets, list(self.backends.values()))
+        ok = body.startswith(b'{"ready": true')
         self._ready_at, self._ready = now, (200 if ok else 503, body)
         return self._ready
 
 
-def _upstream_failure(exc: UpstreamError) -> ProxyError:
+def _upstream_failure(exc: Exception) -> ProxyError:
     if isinstance(exc, UpstreamTimeout):
         return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {exc}")
+    if isinstance(exc, TranslatorError):
+        return ProxyError(codes.BACKEND_PROTOCOL_ERROR, str(exc))
     return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {exc}")
-
-
-# Which failure a caller hears of when every backend failed (highest wins).
-_RANK = {
-    codes.BACKEND_UNAVAILABLE.code: 1,
-    codes.BACKEND_TIMEOUT.code: 2,
-    codes.BACKEND_ERROR.code: 3,
-}
-_PROBE = Timeouts(connect=0.5, read=1.0, total=1.5)
 
 
 def create_app() -> ServerApp:

@@ -14,45 +14,63 @@ last (a cooled backend is still better than no answer). Backends at their
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from flatgate.proxy.backends.anthropic import AnthropicAdapter
+from flatgate.proxy.backends.base import Adapter
 from flatgate.proxy.backends.config import BackendConfig
-from flatgate.proxy.backends.fbs import completions_url
+from flatgate.proxy.backends.fbs import FbsAdapter
+from flatgate.proxy.backends.openai import OpenAIAdapter
 from flatgate.proxy.transport.base import Timeouts
 
-__all__ = ["Backend", "Balancer", "RouteTarget"]
+__all__ = ["Backend", "Balancer", "RouteTarget", "adapter_for"]
+
+
+def adapter_for(cfg: BackendConfig) -> Adapter:
+    """The adapter of a backend's protocol."""
+    if cfg.protocol == "openai":
+        return OpenAIAdapter(cfg)
+    if cfg.protocol == "anthropic":
+        return AnthropicAdapter(cfg)
+    return FbsAdapter(cfg)
 
 
 @dataclass(eq=False, slots=True)
 class Backend:
     name: str
     url: str
-    completions_url: str
+    adapter: Adapter
     weight: int
     max_outstanding: int
     timeouts: Timeouts
-    forward_credentials: bool
+    # The TLS context an https backend is verified with (None: the system's).
+    tls: ssl.SSLContext | None = None
     outstanding: int = 0
     cooldown_until: float = 0.0
     failures: int = 0
 
+    @property
+    def protocol(self) -> str:
+        return self.adapter.protocol
+
     @classmethod
     def from_config(cls, cfg: BackendConfig) -> Backend:
-        url = cfg.url.rstrip("/")
         return cls(
             name=cfg.name,
-            url=url,
-            completions_url=completions_url(url),
+            url=cfg.url.rstrip("/"),
+            adapter=adapter_for(cfg),
             weight=cfg.weight,
             max_outstanding=cfg.max_outstanding,
             timeouts=Timeouts(
                 connect=cfg.connect_timeout,
                 read=cfg.read_timeout,
                 total=cfg.total_timeout or None,
+                first_byte=cfg.first_byte(),
             ),
-            forward_credentials=cfg.forward_credentials,
+            tls=ssl.create_default_context(cafile=cfg.ca_file) if cfg.ca_file else None,
         )
 
 
@@ -102,10 +120,12 @@ class Balancer:
         ranked.sort(key=lambda r: r[:4])
         return [r[4] for r in ranked]
 
-    def failed(self, backend: Backend) -> None:
-        """``backend`` failed before its first byte: cool it down."""
+    def failed(self, backend: Backend, seconds: float | None = None) -> None:
+        """``backend`` failed before its first byte: cool it down (for ``seconds``
+        when it said how long, as a 429's Retry-After does)."""
         backend.failures += 1
-        backend.cooldown_until = self._clock() + self.cooldown_seconds
+        wait = self.cooldown_seconds if seconds is None else seconds
+        backend.cooldown_until = max(backend.cooldown_until, self._clock() + wait)
 
     def succeeded(self, backend: Backend) -> None:
         backend.cooldown_until = 0.0

@@ -23,10 +23,12 @@ from flatgate.proxy.wire.schema import PROVIDERS
 
 __all__ = [
     "FAULTS",
+    "STUB_PROTOCOLS",
     "Fault",
     "GatewayConfig",
     "ProxySection",
     "RouteConfig",
+    "StubProtocol",
     "StubSection",
     "load_config",
     "parse_config",
@@ -34,8 +36,13 @@ __all__ = [
 
 
 # Faults the stub injects on request (tests); see service.stub.
-Fault = Literal["fail", "stall", "die", "hang"]
+Fault = Literal[
+    "fail", "stall", "die", "hang", "error", "rate_limit", "overloaded", "auth", "reject"
+]
 FAULTS: tuple[str, ...] = get_args(Fault)
+# The wire protocols the stub speaks, one per process.
+StubProtocol = Literal["fbs", "openai", "anthropic"]
+STUB_PROTOCOLS: tuple[str, ...] = get_args(StubProtocol)
 
 
 class ProxySection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -73,8 +80,14 @@ class StubSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # > 0: answer every request with this many fixed deltas, built once, without
     # reading the body (a backend of fixed, minimal cost, for load benchmarks).
     canned: int = 0
-    # A fault injected in every request (tests): fail, stall, die or hang.
+    # A fault injected in every request (tests): one of FAULTS (see service.stub).
     fault: Fault | Literal[""] = ""
+    # The API it serves: fbs (CompletionRequest), openai (Chat Completions) or
+    # anthropic (Messages).
+    protocol: StubProtocol = "fbs"
+    # Non-empty: openai requests must carry `Authorization: Bearer <key>`,
+    # anthropic requests `x-api-key: <key>` (fbs requests are not checked).
+    api_key: str = ""
 
 
 class GatewayConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -21,12 +21,18 @@ as a fixed-length body (httpx sends only ``bytes``/``str`` that way).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+import datetime
+import email.utils
+import math
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Literal, Protocol
 
 import msgspec
 
 __all__ = [
+    "MAX_RETRY_AFTER",
     "Response",
     "Timeouts",
     "Transport",
@@ -35,6 +41,7 @@ __all__ = [
     "UpstreamError",
     "UpstreamProtocolError",
     "UpstreamTimeout",
+    "retry_after",
 ]
 
 TransportKind = Literal["fast", "httpx"]
@@ -58,10 +65,14 @@ class UpstreamProtocolError(UpstreamError):
 
 class Timeouts(msgspec.Struct, frozen=True):
     connect: float = 2.0
-    # Longest wait for the response head, and between body pieces.
+    # Longest wait between body pieces once the answer has begun.
     read: float = 30.0
     # Longest whole exchange, head and body (None: none).
     total: float | None = None
+    # Longest wait for the response head, and for body pieces until the
+    # consumer calls ``Response.begun`` (None: ``read``). A reasoning model
+    # may think for minutes before its first token.
+    first_byte: float | None = None
 
 
 class Response(Protocol):
@@ -82,6 +93,10 @@ class Response(Protocol):
         """Whether the next body read returns without waiting (a hint; may say no)."""
         ...
 
+    def begun(self) -> None:
+        """The answer has begun: later waits use the read timeout, not first_byte."""
+        ...
+
     async def aclose(self) -> None:
         """Release the connection (or abort it if the body was not read)."""
         ...
@@ -96,8 +111,43 @@ class Transport(Protocol):
         body: bytes,
         headers: Sequence[tuple[str, str]],
         timeouts: Timeouts,
+        tls: ssl.SSLContext | None = None,
     ) -> Response:
-        """Send a request; return once the response head arrived."""
+        """Send a request; return once the response head arrived. An ``https``
+        URL is verified against ``tls`` (``None``: the system's CA store)."""
         ...
 
     async def aclose(self) -> None: ...
+
+
+# A Retry-After longer than this is taken as this (seconds).
+MAX_RETRY_AFTER = 3600.0
+
+
+def retry_after(headers: Mapping[str, str], now: Callable[[], float] = time.time) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds, or an
+    HTTP date); ``None`` when neither says. Clamped to [0, MAX_RETRY_AFTER]."""
+    raw = headers.get("retry-after-ms")
+    if raw is not None:
+        try:
+            ms = float(raw)
+        except ValueError:
+            ms = math.nan
+        if not math.isnan(ms):
+            return min(max(ms / 1000, 0.0), MAX_RETRY_AFTER)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            date = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if date.tzinfo is None:  # asctime dates carry no zone: HTTP dates are GMT
+            date = date.replace(tzinfo=datetime.UTC)
+        seconds = date.timestamp() - now()
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)

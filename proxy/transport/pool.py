@@ -17,17 +17,21 @@ What it guarantees:
 - a connection goes back to the pool only after a complete response that
   allows keep-alive; anything else (error, early close, ``Connection: close``,
   cancellation) closes it;
-- connect, read (head and between pieces) and total timeouts; a bounded number
-  of connections per host, callers beyond it wait (up to the connect timeout).
+- connect, first-byte (head, and pieces until the consumer says the answer has
+  ``begun``), read (between later pieces) and total timeouts; a bounded number
+  of connections per host, callers beyond it wait (up to the connect timeout);
+- ``https``: TLS with certificate verification (the system CA store, or the
+  ``ssl.SSLContext`` a backend brings for its own CA), SNI, and the same
+  keep-alive pooling; connections are pooled per host, port and context.
 
-Errors are ``proxy.upstream`` errors. HTTP/1.1 over TCP only (no TLS): it is
-for backends on the internal network.
+Errors are ``transport.base`` errors. HTTP/1.1 only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import cast
@@ -49,7 +53,8 @@ __all__ = ["HIGH_WATER", "LOW_WATER", "PoolTransport"]
 HIGH_WATER = 256 << 10
 LOW_WATER = 64 << 10
 
-_Key = tuple[str, int]
+# host, port, and the TLS context (None: plain http)
+_Key = tuple[str, int, ssl.SSLContext | None]
 
 
 class _Conn(asyncio.Protocol):
@@ -132,7 +137,7 @@ class _Conn(asyncio.Protocol):
 
 
 class _PoolResponse:
-    """A response being received on a pooled connection (``proxy.upstream.Response``)."""
+    """A response being received on a pooled connection (``transport.base.Response``)."""
 
     def __init__(
         self,
@@ -141,11 +146,14 @@ class _PoolResponse:
         loop: asyncio.AbstractEventLoop,
         read_timeout: float,
         deadline: float | None,
+        *,
+        first_byte: float,
     ) -> None:
         self._pool = pool
         self._conn = conn
         self._loop = loop
-        self._read_timeout = read_timeout
+        self._read_timeout = first_byte
+        self._later_timeout = read_timeout
         self._deadline = deadline
         self._pieces: collections.deque[bytes] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -269,6 +277,9 @@ class _PoolResponse:
     def ready(self) -> bool:
         return bool(self._pieces) or self.complete or self._error is not None
 
+    def begun(self) -> None:
+        self._read_timeout = self._later_timeout
+
     async def aclose(self) -> None:
         self._release()
 
@@ -292,10 +303,11 @@ def _expire(fut: asyncio.Future[None]) -> None:
 class _HostPool:
     """Connections to one host:port: idle ones (LIFO) and a bound on all of them."""
 
-    def __init__(self, host: str, port: int, limit: int) -> None:
+    def __init__(self, host: str, port: int, limit: int, tls: ssl.SSLContext | None) -> None:
         self.host = host
         self.port = port
         self.limit = limit
+        self.tls = tls
         self.idle: list[_Conn] = []
         self.open = 0
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -326,7 +338,14 @@ class _HostPool:
         self.open += 1
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Conn, self.host, self.port), connect_timeout
+                loop.create_connection(
+                    _Conn,
+                    self.host,
+                    self.port,
+                    ssl=self.tls,
+                    server_hostname=self.host if self.tls is not None else None,
+                ),
+                connect_timeout,
             )
         except TimeoutError:
             self._forget()
@@ -368,25 +387,36 @@ class _HostPool:
 
 
 class PoolTransport:
-    """``proxy.upstream.Transport`` over per-host ``_HostPool``s. One per event loop."""
+    """``transport.base.Transport`` over per-host ``_HostPool``s. One per event loop."""
 
     def __init__(self, *, limit: int = 256) -> None:
         self._limit = limit
         self._pools: dict[_Key, _HostPool] = {}
-        self._targets: dict[str, tuple[_Key, bytes]] = {}
+        self._targets: dict[tuple[str, ssl.SSLContext | None], tuple[_Key, bytes]] = {}
+        self._system_tls: ssl.SSLContext | None = None
 
-    def _target(self, url: str) -> tuple[_Key, bytes]:
-        hit = self._targets.get(url)
+    def _target(self, url: str, tls: ssl.SSLContext | None) -> tuple[_Key, bytes]:
+        hit = self._targets.get((url, tls))
         if hit is None:
             parts = urlsplit(url)
-            if parts.scheme != "http" or not parts.hostname:
-                raise UpstreamConnectError(f"the fast transport speaks plain http only: {url!r}")
-            port = parts.port or 80
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise UpstreamConnectError(f"not an http(s) URL: {url!r}")
+            context = None
+            if parts.scheme == "https":
+                if tls is None:
+                    if self._system_tls is None:
+                        self._system_tls = ssl.create_default_context()
+                    tls = self._system_tls
+                context = tls
+            port = parts.port or (443 if context is not None else 80)
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             host = parts.hostname if parts.port is None else f"{parts.hostname}:{port}"
-            hit = ((parts.hostname, port), f" {path} HTTP/1.1\r\nhost: {host}\r\n".encode())
+            hit = (
+                (parts.hostname, port, context),
+                f" {path} HTTP/1.1\r\nhost: {host}\r\n".encode(),
+            )
             if len(self._targets) < 1024:
-                self._targets[url] = hit
+                self._targets[url, tls] = hit
         return hit
 
     def stats(self) -> dict[str, int]:
@@ -404,11 +434,12 @@ class PoolTransport:
         body: bytes,
         headers: Sequence[tuple[str, str]],
         timeouts: Timeouts,
+        tls: ssl.SSLContext | None = None,
     ) -> Response:
-        key, line = self._target(url)
+        key, line = self._target(url, tls)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = _HostPool(key[0], key[1], self._limit)
+            pool = self._pools[key] = _HostPool(key[0], key[1], self._limit, key[2])
         loop = asyncio.get_running_loop()
         deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
         head = b"".join(
@@ -421,7 +452,14 @@ class PoolTransport:
         )
         for attempt in (0, 1):
             conn, reused = await pool.get(loop, timeouts.connect)
-            resp = _PoolResponse(pool, conn, loop, timeouts.read, deadline)
+            resp = _PoolResponse(
+                pool,
+                conn,
+                loop,
+                timeouts.read,
+                deadline,
+                first_byte=timeouts.first_byte or timeouts.read,
+            )
             conn.resp = resp
             conn.used += 1
             transport = conn.transport

@@ -8,6 +8,8 @@ reference the fast pool is compared against. No routing.
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 
@@ -25,17 +27,29 @@ __all__ = ["HttpxTransport"]
 
 
 class _HttpxResponse:
-    __slots__ = ("_deadline", "_resp", "headers", "status")
+    __slots__ = ("_deadline", "_later", "_read", "_resp", "headers", "status")
 
-    def __init__(self, resp: httpx.Response, deadline: float | None) -> None:
+    def __init__(self, resp: httpx.Response, deadline: float | None, later: float) -> None:
         self._resp = resp
         self._deadline = deadline
+        self._later = later
+        # httpx's own read timeout is the first-byte one; once the answer has
+        # begun, the (shorter) read timeout is enforced here.
+        self._read: float | None = None
         self.status = resp.status_code
         self.headers: Mapping[str, str] = {k.lower(): v for k, v in resp.headers.items()}
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
+        pieces = self._resp.aiter_raw().__aiter__()
         try:
-            async for piece in self._resp.aiter_raw():
+            while True:
+                try:
+                    async with asyncio.timeout(self._read):
+                        piece = await anext(pieces)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise UpstreamTimeout("backend stalled mid-response") from None
                 if self._deadline is not None and time.monotonic() > self._deadline:
                     raise UpstreamTimeout("total timeout exceeded while streaming")
                 yield piece
@@ -50,6 +64,9 @@ class _HttpxResponse:
     def ready(self) -> bool:
         return False
 
+    def begun(self) -> None:
+        self._read = self._later
+
     async def aclose(self) -> None:
         await self._resp.aclose()
 
@@ -58,8 +75,17 @@ class HttpxTransport:
     """The reference transport: a shared ``httpx.AsyncClient``."""
 
     def __init__(self, *, limit: int = 256) -> None:
-        limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
-        self._client = httpx.AsyncClient(limits=limits, timeout=None, trust_env=False)
+        self._limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
+        # One client per TLS context (httpx verifies per client, not per request).
+        self._clients: dict[ssl.SSLContext | None, httpx.AsyncClient] = {}
+
+    def _client(self, tls: ssl.SSLContext | None) -> httpx.AsyncClient:
+        client = self._clients.get(tls)
+        if client is None:
+            client = self._clients[tls] = httpx.AsyncClient(
+                limits=self._limits, timeout=None, trust_env=False, verify=tls or True
+            )
+        return client
 
     async def request(
         self,
@@ -69,15 +95,19 @@ class HttpxTransport:
         body: bytes,
         headers: Sequence[tuple[str, str]],
         timeouts: Timeouts,
+        tls: ssl.SSLContext | None = None,
     ) -> Response:
         deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
-        read = timeouts.read if timeouts.total is None else min(timeouts.read, timeouts.total)
-        timeout = httpx.Timeout(connect=timeouts.connect, read=read, write=read, pool=read)
-        req = self._client.build_request(
+        first = timeouts.first_byte or timeouts.read
+        if timeouts.total is not None:
+            first = min(first, timeouts.total)
+        timeout = httpx.Timeout(connect=timeouts.connect, read=first, write=first, pool=first)
+        client = self._client(tls)
+        req = client.build_request(
             method, url, content=body, headers=list(headers), timeout=timeout
         )
         try:
-            resp = await self._client.send(req, stream=True)
+            resp = await client.send(req, stream=True)
         except httpx.ConnectError as exc:
             raise UpstreamConnectError(f"cannot connect to {url}: {exc!r}") from exc
         except httpx.ConnectTimeout as exc:
@@ -86,7 +116,9 @@ class HttpxTransport:
             raise UpstreamTimeout(f"{url} did not answer in time: {exc!r}") from exc
         except httpx.HTTPError as exc:
             raise UpstreamProtocolError(f"{url}: {exc!r}") from exc
-        return _HttpxResponse(resp, deadline)
+        return _HttpxResponse(resp, deadline, timeouts.read)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()

@@ -1,12 +1,13 @@
 """A fast, bounds-checked reader of ``CompletionChunk`` frames (the edge reads with it).
 
-Owns one function, ``read_chunk``: the same ``proxy.frames.Chunk`` that
-``proxy.frames.decode_chunk`` returns, read with ``struct`` straight from the
+Owns one function, ``read_chunk``: the same ``wire.frames.Chunk`` that
+``wire.stock.decode_chunk`` returns, read with ``struct`` straight from the
 frame instead of through the generated accessors (which allocate a table object
 per access): a content delta reads in about a sixth of the time, which is what
 keeps chunk-to-SSE under its per-token budget. Every offset it follows (root,
 vtable, field, string, vector, sub-table) is checked to lie inside the buffer;
-anything that does not decode raises ``proxy.frames.MalformedFrame``.
+anything that does not decode raises ``wire.frames.MalformedFrame``; a
+finish reason this flatgate does not know (a newer writer's) reads as STOP.
 
 Pure: no I/O, never writes to the frame.
 """
@@ -17,7 +18,7 @@ import struct
 
 from flatgate.proxy.wire.frames import Chunk, ChunkError, MalformedFrame, ToolCallDelta, Usage
 from flatgate.proxy.wire.layout import COMPLETION_CHUNK, ERROR, TOOL_CALL_DELTA, USAGE
-from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
+from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason, finish_reason_of
 
 __all__ = ["read_chunk"]
 
@@ -28,6 +29,7 @@ _u32 = _U32.unpack_from
 _i32 = _I32.unpack_from
 _VT_HEAD = struct.Struct("<HH").unpack_from
 _FINISH = tuple(FinishReason)
+_KNOWN = len(_FINISH)
 _NO_FIELDS: tuple[int, ...] = ()
 # vtable field lists by field count, compiled once
 _FIELDS = [struct.Struct(f"<{n}H").unpack_from for n in range(33)]
@@ -104,12 +106,15 @@ _USAGE = COMPLETION_CHUNK.slot("usage")
 _ERROR = COMPLETION_CHUNK.slot("error")
 _INDEX = COMPLETION_CHUNK.slot("index")
 _MODEL = COMPLETION_CHUNK.slot("model")
+_REASONING = COMPLETION_CHUNK.slot("reasoning")
 _TC_INDEX = TOOL_CALL_DELTA.slot("index")
 _TC_ID = TOOL_CALL_DELTA.slot("id")
 _TC_NAME = TOOL_CALL_DELTA.slot("name")
 _TC_ARGUMENTS = TOOL_CALL_DELTA.slot("arguments")
 _U_PROMPT = USAGE.slot("prompt_tokens")
 _U_COMPLETION = USAGE.slot("completion_tokens")
+_U_CACHED = USAGE.slot("cached_tokens")
+_U_REASONING = USAGE.slot("reasoning_tokens")
 _E_CODE = ERROR.slot("code")
 _E_MESSAGE = ERROR.slot("message")
 
@@ -151,14 +156,14 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
     finish = (
         f.scalar(root, fields[_FINISH_REASON], _I8, "finish_reason") if n > _FINISH_REASON else 0
     )
-    if not 0 <= finish < len(_FINISH):
-        raise MalformedFrame(f"chunk frame: unknown finish_reason {finish}")
     usage = None
     if n > _USAGE and fields[_USAGE]:
         t, tf = f.table(f.ref(root, fields[_USAGE], "usage"), "usage")
         usage = Usage(
             f.scalar(t, _get(tf, _U_PROMPT), _I32, "prompt_tokens"),
             f.scalar(t, _get(tf, _U_COMPLETION), _I32, "completion_tokens"),
+            f.scalar(t, _get(tf, _U_CACHED), _I32, "cached_tokens"),
+            f.scalar(t, _get(tf, _U_REASONING), _I32, "reasoning_tokens"),
         )
     error = None
     if n > _ERROR and fields[_ERROR]:
@@ -172,9 +177,10 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
         request_id=request_id,
         content=content,
         tool_calls=calls,
-        finish_reason=_FINISH[finish],
+        finish_reason=_FINISH[finish] if 0 <= finish < _KNOWN else finish_reason_of(finish),
         usage=usage,
         error=error,
         index=index,
         model=model,
+        reasoning=f.string(root, fields[_REASONING], "reasoning") if n > _REASONING else "",
     )

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 
 __all__ = [
     "BACKENDS_BUSY",
+    "BACKEND_AUTH_FAILED",
     "BACKEND_DISCONNECTED",
     "BACKEND_ERROR",
     "BACKEND_PROTOCOL_ERROR",
+    "BACKEND_RATE_LIMITED",
     "BACKEND_REJECTED",
+    "BACKEND_STREAM_ERROR",
     "BACKEND_STREAM_TRUNCATED",
     "BACKEND_TIMEOUT",
     "BACKEND_UNAVAILABLE",
@@ -41,6 +44,7 @@ __all__ = [
     "PROXY_UNAVAILABLE",
     "UNSUPPORTED_CONTENT_TYPE",
     "UNSUPPORTED_MEDIA_TYPE",
+    "UNTRANSLATABLE_REQUEST",
     "ErrorCode",
     "by_code",
     "error_body",
@@ -49,6 +53,7 @@ __all__ = [
 
 INVALID = "invalid_request_error"
 API = "api_error"
+RATE = "rate_limit_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,10 @@ INVALID_REQUEST = _c(
     "invalid_request", 400, INVALID,
     "a field is missing, of the wrong type or out of range (`param` names it)",
 )  # fmt: skip
+UNTRANSLATABLE_REQUEST = _c(
+    "untranslatable_request", 400, INVALID,
+    "the request cannot be written in the chosen backend's API (the message says why)",
+)  # fmt: skip
 UNSUPPORTED_CONTENT_TYPE = _c(
     "unsupported_content_type", 400, INVALID,
     "a content part flatgate does not carry (images, audio, files)",
@@ -99,8 +108,21 @@ UNSUPPORTED_MEDIA_TYPE = _c(
 # Backends, as the proxy sees them.
 BACKEND_REJECTED = _c(
     "backend_rejected", 400, INVALID,
-    "a backend answered 4xx without a JSON body; the status is the backend's",
+    "a backend refused the request (4xx: a context too long, a bad parameter); the status "
+    "and the message are the backend's",
 )  # fmt: skip
+BACKEND_AUTH_FAILED = _c(
+    "backend_auth_failed", 502, API,
+    "a backend refused flatgate's own credential (401/403): the gateway's configuration, "
+    "never the caller's key",
+)  # fmt: skip
+BACKEND_RATE_LIMITED = _c(
+    "backend_rate_limited", 429, RATE,
+    "every backend of the route is rate limiting; `Retry-After` is the shortest they asked for",
+)  # fmt: skip
+BACKEND_STREAM_ERROR = _c(
+    "backend_stream_error", 502, API, "the backend reported an error after its stream began"
+)
 BACKEND_UNAVAILABLE = _c("backend_unavailable", 502, API, "no backend of the route reachable")
 BACKEND_ERROR = _c("backend_error", 502, API, "every backend tried answered 5xx")
 BACKEND_PROTOCOL_ERROR = _c(

@@ -81,11 +81,21 @@ COMPLETION_REQUEST = Table(
     ),
 )
 TOOL_CALL_DELTA = Table("ToolCallDelta", ("index", "id", "name", "arguments"))
-USAGE = Table("Usage", ("prompt_tokens", "completion_tokens"))
+USAGE = Table("Usage", ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"))
 ERROR = Table("Error", ("code", "message"))
 COMPLETION_CHUNK = Table(
     "CompletionChunk",
-    ("request_id", "content", "tool_calls", "finish_reason", "usage", "error", "index", "model"),
+    (
+        "request_id",
+        "content",
+        "tool_calls",
+        "finish_reason",
+        "usage",
+        "error",
+        "index",
+        "model",
+        "reasoning",
+    ),
 )
 
 TABLES: dict[str, Table] = {

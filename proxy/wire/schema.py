@@ -33,6 +33,7 @@ __all__ = [
     "Provider",
     "Role",
     "ToolChoiceMode",
+    "finish_reason_of",
 ]
 
 # CompletionRequest buffers: the schema's file_identifier.
@@ -90,3 +91,12 @@ class FinishReason(enum.IntEnum):
     TOOL_CALLS = _FinishReason.ToolCalls
     CONTENT_FILTER = _FinishReason.ContentFilter
     ERROR = _FinishReason.Error
+
+
+_FINISH_REASONS = {int(f): f for f in FinishReason}
+
+
+def finish_reason_of(value: int) -> FinishReason:
+    """The finish reason a wire value names; one this flatgate does not know (a
+    newer writer's) is STOP: the stream has ended, for a reason it cannot name."""
+    return _FINISH_REASONS.get(value, FinishReason.STOP)

@@ -8,9 +8,11 @@ must not be counted); a ``bytearray`` of n bytes is an object plus its buffer.
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
-from benchmarks.allocs import count_allocations
+from benchmarks.allocs import count_allocations, count_raw, main
 
 
 def _leaf(arg: object) -> object:
@@ -62,3 +64,17 @@ def test_bad_arguments() -> None:
         count_allocations(_leaf, None, 0)
     with pytest.raises(ValueError):
         count_allocations(_leaf, None, 10, max_records=0)
+
+
+def test_sites_name_the_line_that_allocates() -> None:
+    sites: collections.Counter[str] = collections.Counter()
+    count_raw(_buffer, 5000, 10, sites)
+    assert any("return bytearray(arg)" in site for site in sites), sites
+    assert sum(sites.values()) >= 10
+
+
+def test_main_lists_an_op_by_site(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["flatgate", "route", "--calls", "20"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flatgate route at 1KB, per call:")
+    assert "route.py:" in out

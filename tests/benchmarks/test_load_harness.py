@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -40,15 +40,7 @@ from benchmarks.load.clients import (
     run_wrk,
     wrk_script,
 )
-from benchmarks.load.procs import (
-    GcSample,
-    find_tool,
-    nginx_config,
-    parse_gc,
-    tree_cpu_seconds,
-    tree_peak_rss_kib,
-    tree_pids,
-)
+from benchmarks.load.measure import TINY, Harness
 from benchmarks.load.report import render_markdown, targets
 from benchmarks.load.results import (
     Cell,
@@ -59,8 +51,24 @@ from benchmarks.load.results import (
     summarise,
     summarise_streams,
 )
-from benchmarks.load.rows import ECHO_MODEL, ROWS, STREAM_TEXT, request_body, row_names, stream_body
-from benchmarks.load.run import TINY
+from benchmarks.load.rows import (
+    ECHO_MODEL,
+    ROWS,
+    STREAM_TEXT,
+    Row,
+    request_body,
+    row_names,
+    stream_body,
+)
+from benchmarks.servers import (
+    GcSample,
+    find_tool,
+    nginx_config,
+    parse_gc,
+    tree_cpu_seconds,
+    tree_peak_rss_kib,
+    tree_pids,
+)
 from flatgate.proxy.service.stub import parse_request
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.schema import JSON
@@ -231,7 +239,7 @@ def test_find_tool_honours_without() -> None:
     assert find_tool("no-such-tool-flatgate") is None
 
 
-# procs: /proc and /metrics ------------------------------------------------------
+# servers: /proc and /metrics ----------------------------------------------------
 
 
 def test_parse_gc_sums_generations() -> None:
@@ -416,6 +424,31 @@ def test_stream_summaries() -> None:
     assert proxy["streams"] == 10 and proxy["tokens"] == 320
     assert proxy["added_ttft_ms"] == pytest.approx(0.5)
     assert proxy["added_tpot_ms"] == pytest.approx(0.1)
+
+
+def test_rounds_rotate_drop_failures_and_stop_at_the_budget() -> None:
+    rows = [ROW["direct"], ROW["proxy-rsgi"], ROW["json-route"]]
+    logged: list[str] = []
+    h = Harness(cast(Any, None), TINY, cast(Any, None), logged.append)
+    seen: list[str] = []
+
+    def measure(r: Row) -> None:
+        seen.append(r.name)
+        if r.name == "json-route":
+            raise RuntimeError("boom")
+
+    reasons: dict[str, str] = {}
+    assert h.rounds(rows, 3, "1KB", reasons, measure) == 3
+    # Rotated one further each round; json-route failed in the first and left.
+    d, p, j = "direct", "proxy-rsgi", "json-route"
+    assert seen == [d, p, j, p, d, d, p]
+    assert reasons == {"json-route": "failed in 1KB round 1: RuntimeError('boom')"}
+    assert logged[0] == "1KB round 1: direct"
+    assert h.rounds([], 2, "stream", {}, measure) == 2
+    h.started -= TINY.budget_seconds + 1
+    seen.clear()
+    assert h.rounds(rows, 3, "1KB", {}, measure) == 1
+    assert seen == ["direct", "proxy-rsgi", "json-route"]
 
 
 def test_latency_run_defaults_are_independent() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from benchmarks import micro
 from benchmarks.codecs import FORMATS, LABELS, OPS, cases
+from benchmarks.harness import RESULTS, is_quick, output_dir
 from benchmarks.micro_report import render_markdown
 
 SIZES = {"tiny": 120, "small": 3000}
@@ -129,3 +131,34 @@ def test_settings_are_validated() -> None:
 def test_unknown_format_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown formats: yaml"):
         micro.run(SIZES, TINY, tmp_path, formats=("json", "yaml"))
+
+
+def test_quick_runs_never_write_to_the_committed_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("BENCH_QUICK", raising=False)
+    assert not is_quick(False) and is_quick(True)
+    assert output_dir(None, False, "micro") == RESULTS
+    assert output_dir(tmp_path / "mine", True, "micro") == tmp_path / "mine"
+    quick = output_dir(None, True, "micro")
+    assert quick.parent == tmp_path and quick.is_dir()
+    monkeypatch.setenv("BENCH_QUICK", "0")
+    assert not is_quick(False)
+    monkeypatch.setenv("BENCH_QUICK", "1")
+    assert is_quick(False)
+
+
+def test_quick_main_says_where_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the worker's scratch files too
+    monkeypatch.setenv("BENCH_QUICK", "1")
+    assert micro.main(["--sizes", "tiny=100", "--formats", "msgspec-partial"]) == 0
+    out = capsys.readouterr().out
+    written = [p for p in tmp_path.iterdir() if p.name.startswith("flatgate-micro-")]
+    assert len(written) == 1 and f"wrote {written[0]}/micro." in out
+    doc = json.loads((written[0] / "micro.json").read_text(encoding="utf-8"))
+    assert doc["header"]["mode"] == "quick"
+    assert [(r["format"], r["size"]) for r in doc["rows"]] == [("msgspec-partial", "tiny")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -85,9 +86,13 @@ class Response:
         *,
         stall_after: int | None = None,
         error_after: tuple[int, Exception] | None = None,
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
     ) -> None:
+        self.delay = delay
+        self.began = False
         self.status = status
-        self.headers: Mapping[str, str] = {}
+        self.headers: Mapping[str, str] = dict(headers or {})
         self.pieces = list(pieces)
         self.stall_after = stall_after
         self.error_after = error_after
@@ -95,6 +100,8 @@ class Response:
         self.stalled = asyncio.Event()
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
+        if self.delay:
+            await asyncio.sleep(self.delay)  # a backend thinking before its first token
         for i, piece in enumerate(self.pieces):
             if self.error_after and i == self.error_after[0]:
                 raise self.error_after[1]
@@ -113,6 +120,9 @@ class Response:
 
     def ready(self) -> bool:
         return False
+
+    def begun(self) -> None:
+        self.began = True
 
     async def aclose(self) -> None:
         self.closed = True
@@ -148,6 +158,7 @@ class Transport:
         body: bytes,
         headers: Sequence[tuple[str, str]],
         timeouts: Timeouts,
+        tls: ssl.SSLContext | None = None,
     ) -> Response:
         sent = Sent(method, url, body, headers, timeouts)
         self.sent.append(sent)

@@ -13,9 +13,10 @@ from flatgate.edge_translator.auth import hash_key
 from flatgate.edge_translator.config import EdgeSection, EdgeSettings, KeyConfig, ModelConfig
 from flatgate.proxy.transport.base import UpstreamConnectError, UpstreamProtocolError
 from flatgate.proxy.transport.base import UpstreamTimeout as TransportTimeout
-from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage, build_chunk
+from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.stock import build_chunk
 from tests.edge import fakes
 from tests.edge.helpers import decode_request_fb
 
@@ -37,10 +38,14 @@ WORDS = [
 ]
 
 
-def app_with(handler=None, *, keys=(), max_body=1 << 20) -> tuple[EdgeApp, fakes.Transport]:
+def app_with(
+    handler=None, *, keys=(), max_body=1 << 20, keepalive=15.0
+) -> tuple[EdgeApp, fakes.Transport]:
     transport = fakes.Transport(handler or (lambda sent: fakes.Response(200, [b"".join(WORDS)])))
     settings = EdgeSettings(
-        edge=EdgeSection(proxy_url="http://127.0.0.1:9/", max_body_bytes=max_body),
+        edge=EdgeSection(
+            proxy_url="http://127.0.0.1:9/", max_body_bytes=max_body, keepalive_seconds=keepalive
+        ),
         models=MODELS,
         keys=tuple(keys),
     )
@@ -77,6 +82,8 @@ async def call(
 def sse(data: bytes) -> list[Any]:
     out = []
     for event in data.split(b"\n\n")[:-1]:
+        if event.startswith(b":"):  # a comment (keep-alive)
+            continue
         payload = event.removeprefix(b"data: ")
         out.append(payload.decode() if payload == b"[DONE]" else json.loads(payload))
     return out
@@ -102,7 +109,13 @@ async def test_non_streaming_completion_and_what_the_proxy_receives():
     body = proto.json()
     assert body["object"] == "chat.completion"
     assert body["choices"][0]["message"]["content"] == "hello big world"
-    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+    assert body["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 3,
+        "total_tokens": 6,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
     assert body["id"].startswith("chatcmpl-")
     assert proto.header("x-request-id") == "req-42"
     (sent,) = transport.sent
@@ -261,7 +274,27 @@ async def test_models_list():
         (404, b'{"error": {"code": "no_route", "message": "no route"}}', 404, "model_not_found"),
         (502, b'{"error": {"code": "no_backend", "message": "down"}}', 502, "no_backend"),
         (504, b'{"error": {"code": "backend_timeout", "message": "slow"}}', 504, "backend_timeout"),
-        (400, b'{"error": {"code": "malformed", "message": "bad buffer"}}', 502, "malformed"),
+        # A request the proxy or a backend refuses stays a 400 (not retried).
+        (400, b'{"error": {"code": "malformed", "message": "bad buffer"}}', 400, "malformed"),
+        (
+            400,
+            b'{"error": {"code": "backend_rejected", "message": "too long"}}',
+            400,
+            "backend_rejected",
+        ),
+        (
+            502,
+            b'{"error": {"code": "backend_auth_failed", "message": "key"}}',
+            502,
+            "backend_auth_failed",
+        ),
+        # Mismatched protocols between edge and proxy are the gateway's fault.
+        (
+            415,
+            b'{"error": {"code": "unsupported_media_type", "message": "x"}}',
+            502,
+            "unsupported_media_type",
+        ),
         (413, b'{"error": {"code": "too_large", "message": "big"}}', 413, "body_too_large"),
         (500, b"not json", 502, "proxy_protocol_error"),
     ],
@@ -271,7 +304,17 @@ async def test_proxy_errors_before_the_first_byte(status, body, expect_status, e
     proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
     assert proto.status == expect_status
     assert error_of(proto)["code"] == expect_code
+    assert proto.header("retry-after") is None
     assert transport.responses[0].closed
+
+
+async def test_a_rate_limit_keeps_its_status_type_and_retry_after():
+    body = b'{"error": {"code": "backend_rate_limited", "message": "slow down"}}'
+    app, _ = app_with(lambda sent: fakes.Response(429, [body], headers={"retry-after": "7"}))
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    assert proto.status == 429
+    assert error_of(proto)["type"] == "rate_limit_error"
+    assert proto.header("retry-after") == "7"
 
 
 @pytest.mark.parametrize(
@@ -425,3 +468,36 @@ async def test_n_choices_are_all_read_and_a_backend_without_n_still_completes():
     assert proto.status == 200 and len(proto.json()["choices"]) == 1
     proto = await call(app, "POST", "/v1/chat/completions", chat(n=2, stream=True))
     assert sse(proto.streamed)[-1] == "[DONE]"
+
+
+async def test_keepalives_while_the_first_token_is_awaited():
+    """A reasoning model thinks before its first token: the client gets SSE
+    comments in the meantime, then the stream as usual."""
+    app, transport = app_with(
+        lambda sent: fakes.Response(200, [b"".join(WORDS)], delay=0.35), keepalive=0.1
+    )
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    assert proto.status == 200
+    streamed = proto.streamed
+    assert streamed.startswith(b": keep-alive\n\n")
+    assert streamed.count(b": keep-alive\n\n") >= 2
+    events = [e for e in sse(streamed) if isinstance(e, dict) and e.get("choices")]
+    text = [e["choices"][0]["delta"].get("content") for e in events]
+    assert "".join(t for t in text if t) == "hello big world"
+    assert transport.responses[0].began
+    assert "flatgate_edge_active_streams 0.0" in app.metrics.render().decode()
+
+
+async def test_an_error_after_keepalives_is_an_error_event():
+    err = frame(error=ChunkError("backend_timeout", "gave up"), finish_reason=FinishReason.ERROR)
+    app, _ = app_with(lambda sent: fakes.Response(200, [err], delay=0.25), keepalive=0.1)
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    assert proto.status == 200
+    assert proto.streamed.startswith(b": keep-alive\n\n")
+    assert sse(proto.streamed)[-1]["error"]["code"] == "backend_timeout"
+
+
+async def test_no_keepalive_when_the_answer_comes_in_time():
+    app, _ = app_with(keepalive=5.0)
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    assert b"keep-alive" not in proto.streamed

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from benchmarks.alloc_proxy import make_server, serve_one
-from flatgate.proxy.wire.frames import write_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.writer import write_chunk
 
 BODY = build_request("m", [("user", "hi")])
 

@@ -24,8 +24,22 @@ class Clock:
 
 def test_urls_and_timeouts_from_config() -> None:
     b = backend("a")
-    assert b.completions_url == "http://a:1/v1/completions"
+    out = b.adapter.prepare(b"body", lambda: None, "rid", "")  # type: ignore[arg-type,return-value]
+    assert out.url == "http://a:1/v1/completions"
+    assert out.body == b"body"
     assert b.timeouts.total is None
+    assert b.timeouts.first_byte == b.timeouts.read
+
+
+def test_a_429_cools_a_backend_down_for_its_retry_after() -> None:
+    clock = Clock()
+    a, b = backend("a"), backend("b")
+    bal = Balancer(5.0, clock)
+    bal.failed(a, 30.0)
+    assert a.cooldown_until == clock.now + 30.0
+    assert [x.name for x in bal.plan(RouteTarget("r", (a, b)))] == ["b", "a"]
+    bal.failed(a)  # a shorter cooldown never cuts a longer one short
+    assert a.cooldown_until == clock.now + 30.0
 
 
 def test_equal_backends_share_the_load() -> None:

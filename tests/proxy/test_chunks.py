@@ -14,12 +14,14 @@ from flatgate.proxy.wire.frames import (
     MalformedFrame,
     ToolCallDelta,
     Usage,
-    build_chunk,
-    decode_chunk,
+    chunk_is_final,
     unprefix,
 )
+from flatgate.proxy.wire.layout import COMPLETION_CHUNK
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.stock import build_chunk, decode_chunk
+from flatgate.proxy.wire.writer import write_chunk
 
 POOL = BuilderPool(debug=True)
 
@@ -41,26 +43,34 @@ _calls = st.lists(
     content=st.text(max_size=60),
     tool_calls=_calls,
     finish=st.sampled_from(list(FinishReason)),
-    usage=st.none() | st.builds(Usage, st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)),
+    usage=st.none() | st.builds(Usage, *[st.integers(0, 2**31 - 1)] * 4),
     error=st.none() | st.builds(ChunkError, st.text(max_size=10), st.text(max_size=30)),
     index=st.integers(0, 2**31 - 1),
     model=st.text(max_size=20),
+    reasoning=st.text(max_size=20),
 )
 def test_reads_what_decode_chunk_reads(  # noqa: PLR0917
-    request_id, content, tool_calls, finish, usage, error, index, model
+    request_id, content, tool_calls, finish, usage, error, index, model, reasoning
 ):
-    frame = build_chunk(
-        POOL,
-        request_id=request_id,
-        content=content,
-        tool_calls=tool_calls,
-        finish_reason=finish,
-        usage=usage,
-        error=error,
-        index=index,
-        model=model,
-    )
-    assert read_chunk(frame) == decode_chunk(unprefix(frame))
+    """The stock builder and the hand-written writer give chunks that both readers
+    (the generated accessors and the fast reader) read the same."""
+    fields = {
+        "request_id": request_id,
+        "content": content,
+        "tool_calls": tool_calls,
+        "finish_reason": finish,
+        "usage": usage,
+        "error": error,
+        "index": index,
+        "model": model,
+        "reasoning": reasoning,
+    }
+    frame = build_chunk(POOL, **fields)
+    expected = decode_chunk(unprefix(frame))
+    assert read_chunk(frame) == expected
+    written = write_chunk(**fields)
+    assert read_chunk(written) == expected
+    assert decode_chunk(unprefix(written)) == expected
     unprefixed = build_chunk(POOL, content=content, model=model, size_prefixed=False)
     assert read_chunk(unprefixed, 0) == decode_chunk(unprefixed)
 
@@ -88,20 +98,27 @@ def test_out_of_bounds_offsets_are_caught():
         read_chunk(bytes(frame[: len(frame) // 2]))
 
 
-def test_bad_utf8_and_unknown_finish_reason():
+def test_bad_utf8_is_malformed():
     frame = bytearray(build_chunk(POOL, content="héllo"))
     at = frame.find("é".encode())
     frame[at] = 0xFF
     with pytest.raises(MalformedFrame, match="UTF-8"):
         read_chunk(bytes(frame))
-    odd = bytearray(build_chunk(POOL, finish_reason=FinishReason.STOP))
-    # the only 1 byte in the table area after the vtable is the finish reason
+
+
+@pytest.mark.parametrize("value", [6, 99, -1])
+def test_a_finish_reason_from_a_newer_writer_reads_as_stop(value):
+    """A rolling upgrade: a newer proxy may send a finish reason this one does not
+    know. It still ends the stream, as STOP, in both readers."""
+    odd = bytearray(build_chunk(POOL, content="x", finish_reason=FinishReason.STOP))
     root = 4 + struct.unpack_from("<I", odd, 4)[0]
     vt = root - struct.unpack_from("<i", odd, root)[0]
-    field = struct.unpack_from("<H", odd, vt + 4 + 2 * 3)[0]
-    odd[root + field] = 99
-    with pytest.raises(MalformedFrame, match="finish_reason"):
-        read_chunk(bytes(odd))
+    field = struct.unpack_from("<H", odd, vt + COMPLETION_CHUNK.voffset("finish_reason"))[0]
+    assert odd[root + field] == FinishReason.STOP
+    struct.pack_into("<b", odd, root + field, value)
+    assert read_chunk(bytes(odd)).finish_reason is FinishReason.STOP
+    assert decode_chunk(bytes(odd[4:])).finish_reason is FinishReason.STOP
+    assert chunk_is_final(bytes(odd[4:]))
 
 
 def test_random_corruption_raises_only_malformed_frame():

@@ -61,7 +61,22 @@ def test_file_and_environment(tmp_path: Path) -> None:
         (('name = "b"', 'name = "a"'), "backends[1].name: duplicate backend name 'a'"),
         (("max_body_bytes = 1000", "max_body_bytes = 'big'"), "proxy.max_body_bytes"),
         (("max_body_bytes = 1000", "max_bodee_bytes = 1"), "unknown field `max_bodee_bytes`"),
-        (("weight = 3", 'protocol = "openai"'), "backends[1].protocol: 'openai' adapters"),
+        (("weight = 3", "default_max_tokens = 5"), "backends[1].default_max_tokens: applies to"),
+        (("weight = 3", 'model = "x"'), "backends[1].model: an fbs backend is sent"),
+        (
+            ("weight = 3", 'protocol = "openai"\napi_key = "k"\nforward_credentials = true'),
+            "backends[1].forward_credentials: the backend has its own api_key",
+        ),
+        (("weight = 3", 'protocol = "openai"\nca_file = "/nope.pem"'), "backends[1].ca_file"),
+        (("weight = 3", 'protocol = "openai"\nheaders = {Host = "x"}'), "backends[1].headers.Host"),
+        (
+            ("weight = 3", 'protocol = "openai"\napi_key_env = "FLATGATE_TEST_UNSET_KEY"'),
+            "backends[1].api_key_env: environment variable FLATGATE_TEST_UNSET_KEY is not set",
+        ),
+        (
+            ('url = "http://127.0.0.1:10"', 'url = "http://127.0.0.1:10/v1"'),
+            "backends[1].url: an fbs",
+        ),
     ],
 )
 def test_bad_configs_name_the_key(change: tuple[str, str], message: str) -> None:

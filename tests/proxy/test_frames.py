@@ -18,15 +18,14 @@ from flatgate.proxy.wire.frames import (
     SSESplitter,
     ToolCallDelta,
     Usage,
-    build_chunk,
     chunk_is_final,
-    decode_chunk,
     sse_event,
     unprefix,
-    write_chunk,
 )
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.stock import build_chunk, decode_chunk
+from flatgate.proxy.wire.writer import write_chunk
 
 POOL = BuilderPool(debug=True)
 

@@ -11,12 +11,12 @@ from flatgate.proxy.wire.frames import (
     ChunkError,
     FrameCutter,
     MalformedFrame,
-    build_chunk,
     chunk_is_final,
     unprefix,
 )
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.stock import build_chunk
 
 POOL = BuilderPool(debug=True)
 

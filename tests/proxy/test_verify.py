@@ -15,10 +15,11 @@ from flatgate.generated.LLMGateway.CompletionChunk import CompletionChunk, Compl
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
 from flatgate.generated.LLMGateway.Message import MessageT
 from flatgate.generated.LLMGateway.ToolCall import ToolCallT
-from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage, build_chunk, decode_chunk
+from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, REQUEST_IDENTIFIER, FinishReason
+from flatgate.proxy.wire.stock import build_chunk, decode_chunk
 from flatgate.proxy.wire.verify import (
     LAYOUTS,
     MAX_DEPTH,
@@ -331,6 +332,7 @@ CHUNK_LAYOUTS: dict[str, tuple[FieldSpec, ...]] = {
         FieldSpec("error", FieldKind.TABLE, table="Error"),
         FieldSpec("index", FieldKind.SCALAR, 4),
         FieldSpec("model", FieldKind.STRING),
+        FieldSpec("reasoning", FieldKind.STRING),
     ),
     "ToolCallDelta": (
         FieldSpec("index", FieldKind.SCALAR, 4),
@@ -341,6 +343,8 @@ CHUNK_LAYOUTS: dict[str, tuple[FieldSpec, ...]] = {
     "Usage": (
         FieldSpec("prompt_tokens", FieldKind.SCALAR, 4),
         FieldSpec("completion_tokens", FieldKind.SCALAR, 4),
+        FieldSpec("cached_tokens", FieldKind.SCALAR, 4),
+        FieldSpec("reasoning_tokens", FieldKind.SCALAR, 4),
     ),
     "Error": (FieldSpec("code", FieldKind.STRING), FieldSpec("message", FieldKind.STRING)),
 }

@@ -23,9 +23,10 @@ import pytest
 from flatgate.edge_translator.models import decode_request
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.wire import layout
-from flatgate.proxy.wire.frames import ChunkError, Usage, write_chunk
+from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.verify import LAYOUTS
+from flatgate.proxy.wire.writer import write_chunk
 
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -175,25 +176,25 @@ def test_write_request_writes_every_field_of_every_table() -> None:
     assert _present(layout.KEY_VALUE, kf) == set(layout.KEY_VALUE.fields)
 
 
-# Fields ``write_chunk`` leaves to ``build_chunk`` (the stock builder).
-NOT_WRITTEN_BY_WRITE_CHUNK = {"tool_calls"}
-
-
-def test_write_chunk_writes_every_field_but_the_ones_it_names() -> None:
+def test_write_chunk_writes_every_field_of_every_table() -> None:
     frame = write_chunk(
         request_id="r",
         content="c",
+        tool_calls=(ToolCallDelta(0, "id", "name", "{}"),),
         finish_reason=FinishReason.ERROR,
-        usage=Usage(1, 2),
+        usage=Usage(1, 2, 3, 4),
         error=ChunkError("code", "message"),
         index=1,
         model="m",
+        reasoning="thought",
     )
     buf = frame[4:]
     root, fields = _table(buf, _U32(buf, 0)[0])
     c = layout.COMPLETION_CHUNK
-    assert _present(c, fields) == set(c.fields) - NOT_WRITTEN_BY_WRITE_CHUNK
+    assert _present(c, fields) == set(c.fields)
     _, uf = _table(buf, _deref(buf, root, fields[c.slot("usage")]))
     assert _present(layout.USAGE, uf) == set(layout.USAGE.fields)
     _, ef = _table(buf, _deref(buf, root, fields[c.slot("error")]))
     assert _present(layout.ERROR, ef) == set(layout.ERROR.fields)
+    [(_, tf)] = _tables_of(buf, root, fields[c.slot("tool_calls")])
+    assert _present(layout.TOOL_CALL_DELTA, tf) == set(layout.TOOL_CALL_DELTA.fields)

@@ -60,7 +60,11 @@ def test_the_readme_lists_every_code_with_its_status() -> None:
 
 def test_codes_are_unique_and_typed() -> None:
     assert len({c.code for c in codes.CODES}) == len(codes.CODES)
-    assert {c.type for c in codes.CODES} <= {"invalid_request_error", "api_error"}
+    assert {c.type for c in codes.CODES} <= {
+        "invalid_request_error",
+        "api_error",
+        "rate_limit_error",
+    }
     for c in codes.CODES:
         assert codes.by_code(c.code) is c
         assert c.meaning

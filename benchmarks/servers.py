@@ -1,8 +1,9 @@
-"""The load bench's servers: start, watch and stop the processes it runs.
+"""The servers a benchmark starts: start, watch and stop the processes it runs.
 
-Owns every process the load bench starts (flatgate stub/proxy/edge through the
-``flatgate`` CLI, the baselines through ``benchmarks.load.launch``, nginx with
-a config written to a temporary directory) and what is read from them:
+Owns every process the benchmarks start (flatgate stub/proxy/edge through the
+``flatgate`` CLI, the load bench's baselines through granian's own CLI with
+the settings the ``flatgate`` CLI gives the proxy, nginx with a config written
+to a temporary directory) and what is read from them:
 
 - each server is started in a new session (its own process group), so granian's
   worker children and nginx's worker are stopped with it: SIGINT to the group,
@@ -14,7 +15,8 @@ a config written to a temporary directory) and what is read from them:
 - GC collections and pause seconds come from the server's ``/metrics``
   (``<prefix>_gc_collections_total`` / ``<prefix>_gc_pause_seconds_total``).
 
-Only loopback addresses. Must not touch processes it did not start.
+Used by ``benchmarks.load`` and ``benchmarks.relay``. Only loopback
+addresses. Must not touch processes it did not start.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import urllib.request
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.harness import ROOT
 
 __all__ = [
     "CLK_TCK",
@@ -73,24 +77,26 @@ def free_port() -> int:
         return port
 
 
-def _children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    return children
+def _proc(pid: int | str, name: str) -> str:
+    """``/proc/<pid>/<name>``; empty once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{name}", encoding="ascii", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _stat(pid: int | str) -> list[str]:
+    """``/proc/<pid>/stat`` after the command: state(0) ppid(1) ... utime(11) stime(12)."""
+    return _proc(pid, "stat").rpartition(")")[2].split()
 
 
 def tree_pids(root: int) -> list[int]:
     """``root`` and every live descendant."""
-    children = _children_map()
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        if stat := _stat(entry):
+            children.setdefault(int(stat[1]), []).append(int(entry))
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
@@ -100,13 +106,8 @@ def tree_pids(root: int) -> list[int]:
 
 
 def _cpu_ticks(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rpartition(")")[2].split()
-    except OSError:
-        return 0
-    # After the command: state(0) ppid(1) ... utime(11) stime(12).
-    return int(fields[11]) + int(fields[12])
+    stat = _stat(pid)
+    return int(stat[11]) + int(stat[12]) if stat else 0
 
 
 def tree_cpu_seconds(root: int) -> float:
@@ -115,13 +116,9 @@ def tree_cpu_seconds(root: int) -> float:
 
 
 def _hwm_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
+    for line in _proc(pid, "status").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
     return 0
 
 
@@ -148,32 +145,19 @@ def parse_gc(metrics_text: str) -> GcSample | None:
         found = True
         target = coll if m["name"].endswith("collections") else pause
         target[gen] += float(m["value"])
-    if not found:
-        return None
-    return GcSample(
-        (coll[0], coll[1], coll[2]),
-        (pause[0], pause[1], pause[2]),
-    )
+    return GcSample((coll[0], coll[1], coll[2]), (pause[0], pause[1], pause[2])) if found else None
 
 
 class Server:
     """One server process group the bench started."""
 
     def __init__(
-        self,
-        name: str,
-        proc: subprocess.Popen[bytes],
-        port: int,
-        log: Path,
-        *,
-        health: str = "/healthz",
-        metrics: bool = False,
+        self, name: str, proc: subprocess.Popen[bytes], port: int, log: Path, metrics: bool
     ) -> None:
         self.name = name
         self.proc = proc
         self.port = port
         self.log = log
-        self.health = health
         self.has_metrics = metrics
         self.url = f"http://{HOST}:{port}"
 
@@ -182,7 +166,7 @@ class Server:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(self.url + self.health, timeout=1) as r:
+            with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
                 return bool(r.status == 200)
         except (OSError, urllib.error.URLError):
             return False
@@ -230,11 +214,6 @@ class ServerGroup:
         self.workdir = workdir
         self.servers: dict[str, Server] = {}
 
-    def _env(self, extra: Mapping[str, str]) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLATGATE_")}
-        env.update(extra)
-        return env
-
     def spawn(
         self,
         name: str,
@@ -243,46 +222,41 @@ class ServerGroup:
         *,
         env: Mapping[str, str] | None = None,
         metrics: bool = False,
-        health: str = "/healthz",
     ) -> Server:
+        """``argv`` in a session of its own, without the caller's ``FLATGATE_*`` settings."""
         log = self.workdir / f"{name}.log"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("FLATGATE_")}
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 list(argv),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self._env(env or {}),
+                cwd=ROOT,  # where ``benchmarks`` imports from (the baselines)
+                env={**clean, **(env or {})},
                 start_new_session=True,
             )
-        server = Server(name, proc, port, log, health=health, metrics=metrics)
-        self.servers[name] = server
-        return server
+        self.servers[name] = Server(name, proc, port, log, metrics)
+        return self.servers[name]
 
     def flatgate(
         self, name: str, service: str, args: Sequence[str], *, metrics: bool = False
     ) -> Server:
         """``flatgate <service> --port P <args>`` (the product's own CLI)."""
         port = free_port()
-        argv = [
-            sys.executable,
-            "-m",
-            "flatgate.proxy.gateway.cli",
-            service,
-            "--port",
-            str(port),
-            *args,
-        ]
-        return self.spawn(name, argv, port, metrics=metrics)
+        argv = [sys.executable, "-m", "flatgate.proxy.gateway.cli", service, "--port", str(port)]
+        return self.spawn(name, [*argv, *args], port, metrics=metrics)
 
     def granian(
         self, name: str, target: str, interface: str, config: Path, transport: str = "fast"
     ) -> Server:
-        """A granian factory target with the proxy CLI's settings (the baselines)."""
+        """A granian factory target, served as the ``flatgate`` CLI serves the proxy."""
         port = free_port()
-        argv = [sys.executable, "-m", "benchmarks.load.launch", target, interface, str(port)]
+        argv = [sys.executable, "-m", "granian", "--interface", interface, "--host", HOST]
+        argv += ["--port", str(port), "--workers", "1", "--factory", "--loop", "auto"]
+        argv += ["--log-level", "warning", "--no-access-log", "--workers-kill-timeout", "3"]
         env = {"FLATGATE_CONFIG": str(config), "FLATGATE_PROXY_TRANSPORT": f'"{transport}"'}
-        return self.spawn(name, argv, port, env=env, metrics=True)
+        return self.spawn(name, [*argv, target], port, env=env, metrics=True)
 
     def nginx(self, name: str, upstream_port: int, binary: str) -> Server:
         """Debian's nginx as a plain reverse proxy in front of ``upstream_port``."""

@@ -1,0 +1,351 @@
+"""The load bench's measurements: how long they run, and taking them.
+
+Owns ``Settings`` (``FULL``, ``QUICK``, ``TINY``: rounds, durations, rates,
+the time budget) and ``Harness``, which measures the rows side by side in
+rounds, the row order rotated each round, so that a noisy neighbour hits every
+row alike and ratios hold:
+
+1. ``measure_streams``: streaming (1 KB prompts, the echo stub with
+   ``ttft_ms`` / ``itl_ms``): time to the first token and time per token, for
+   every row with a stream;
+2. ``measure_size``, for each prompt size, ascending: for each round, for each
+   row, wrk at saturation (32 connections, one thread), with the CPU seconds
+   of every server and the GC counters of every hop server read before and
+   after; then the open-loop fixed rate; then one connection, unloaded. Each
+   row is spot-checked once first.
+
+Peak RSS (``VmHWM``) is read after each size, so a size's figure is the peak
+over that size and the smaller ones. Past the time budget the remaining rounds
+are skipped, and the rows say so. A row that fails is skipped with the reason;
+the run goes on. The summaries are ``benchmarks.load.results``'. Must not
+assert on figures, or start or stop servers (``benchmarks.load.run`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.load.clients import (
+    StreamRun,
+    fixed_rate,
+    one_connection,
+    run_wrk,
+    streams,
+    wrk_script,
+)
+from benchmarks.load.results import (
+    Cell,
+    add_comparisons,
+    add_gc,
+    add_stream_comparisons,
+    skipped_row,
+    summarise,
+    summarise_streams,
+)
+from benchmarks.load.rows import (
+    CANNED_DELTAS,
+    ROWS,
+    STREAM_TEXT,
+    Body,
+    Row,
+    request_body,
+    stream_body,
+)
+from benchmarks.payloads import PROMPT_SIZES
+from benchmarks.servers import GcSample, Server, ServerGroup, find_tool
+from flatgate.proxy.wire.frames import FrameSplitter
+from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.stock import decode_chunk
+
+__all__ = ["FULL", "QUICK", "TINY", "Harness", "Settings", "measure_size", "measure_streams"]
+
+Measure = Callable[[Row], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    mode: str
+    sizes: tuple[str, ...]
+    rounds: Mapping[str, int]
+    wrk_seconds: int
+    rate_seconds: float
+    unloaded_seconds: float
+    stream_seconds: float
+    stream_rounds: int
+    rates: Mapping[str, float]  # offered requests/s at the fixed rate, per size
+    connections: int = 32
+    stream_concurrency: int = 4
+    ttft_ms: float = 20.0
+    itl_ms: float = 2.0
+    budget_seconds: float = 560.0
+    rows: tuple[str, ...] = field(default_factory=lambda: tuple(r.name for r in ROWS))
+    # External tools to behave as if absent (their rows or figures are skipped).
+    without: tuple[str, ...] = ()
+
+
+FULL = Settings(
+    mode="full",
+    sizes=("1KB", "16KB", "128KB"),
+    rounds={"1KB": 3, "16KB": 3, "128KB": 1},
+    wrk_seconds=3,
+    rate_seconds=2.0,
+    unloaded_seconds=1.0,
+    stream_seconds=2.0,
+    stream_rounds=2,
+    rates={"1KB": 2000.0, "16KB": 1000.0, "128KB": 300.0},
+)
+QUICK = replace(
+    FULL,
+    mode="quick",
+    sizes=("1KB", "16KB"),
+    rounds={"1KB": 1, "16KB": 1},
+    wrk_seconds=2,
+    rate_seconds=1.5,
+    unloaded_seconds=0.5,
+    stream_seconds=1.0,
+    stream_rounds=1,
+    budget_seconds=105.0,
+)
+TINY = replace(
+    QUICK,
+    mode="tiny",
+    sizes=("1KB",),
+    rounds={"1KB": 1},
+    wrk_seconds=1,
+    rate_seconds=0.5,
+    unloaded_seconds=0.2,
+    stream_seconds=0.4,
+    rates={"1KB": 500.0},
+    budget_seconds=75.0,
+)
+# A row at the fixed rate is offered at most this share of its own saturation
+# throughput (the reference transport cannot take the common rate).
+_MAX_LOAD = 0.35
+
+
+def _cpu(servers: Sequence[Server]) -> dict[str, float]:
+    return {s.name: s.cpu_seconds() for s in servers}
+
+
+def _gc(servers: Sequence[Server]) -> dict[str, GcSample | None]:
+    return {s.name: s.gc() for s in servers}
+
+
+def _add_cpu(
+    total: dict[str, float], before: Mapping[str, float], after: Mapping[str, float]
+) -> None:
+    for name, seconds in after.items():
+        total[name] = total.get(name, 0.0) + seconds - before[name]
+
+
+class Harness:
+    """Measures rows on the running servers of ``group``; ``started`` sets the budget."""
+
+    def __init__(
+        self,
+        group: ServerGroup,
+        settings: Settings,
+        runner: asyncio.Runner,
+        log: Callable[[str], None],
+    ) -> None:
+        self.group = group
+        self.settings = settings
+        self.runner = runner
+        self.log = log
+        self.started = time.monotonic()
+
+    def over_budget(self) -> bool:
+        return time.monotonic() - self.started > self.settings.budget_seconds
+
+    def url(self, row: Row, streaming: bool = False) -> str:
+        name = row.stream_server if streaming else row.server
+        assert name is not None
+        return self.group.servers[name].url + row.path
+
+    def watched(self, row: Row) -> list[Server]:
+        names = [*row.hop, "stub"]
+        return [self.group.servers[n] for n in names if n in self.group.servers]
+
+    def check(self, row: Row, body: Body) -> str | None:
+        """One request before measuring; the problem, if the answer is wrong."""
+        req = urllib.request.Request(
+            self.url(row), data=body.data, headers=dict(body.headers), method="POST"
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                status, data = r.status, r.read()
+        except OSError as exc:
+            return f"spot check failed: {exc}"
+        if status != 200:
+            return f"spot check: status {status}"
+        if row.body == "openai":
+            content = json.loads(data)["choices"][0]["message"]["content"]
+            ok = content == "tok " * CANNED_DELTAS
+        else:
+            chunks = [decode_chunk(memoryview(f)[4:]) for f in FrameSplitter().feed(data)]
+            text = "".join(c.content for c in chunks)
+            ok = bool(chunks) and chunks[-1].finish_reason == FinishReason.STOP
+            ok = ok and text == "tok " * CANNED_DELTAS
+        return None if ok else f"spot check: unexpected answer {data[:120]!r}"
+
+    def saturation(self, row: Row, wrk: str, script: Path, cell: Cell) -> None:
+        watched = self.watched(row)
+        hop = [s for s in watched if s.name in row.hop]
+        gc0, cpu0 = _gc(hop), _cpu(watched)
+        s = self.settings
+        result = run_wrk(
+            wrk, self.url(row), script, connections=s.connections, seconds=s.wrk_seconds
+        )
+        _add_cpu(cell.cpu_seconds, cpu0, _cpu(watched))
+        add_gc(cell, gc0, _gc(hop))
+        cell.rps.append(result.rps)
+        cell.requests += result.requests
+        cell.wrk_errors += result.errors
+        cell.wrk_p99_ms.append(result.p99_ms)
+
+    def at_rate(self, row: Row, body: Body, cell: Cell, rate: float) -> None:
+        watched = self.watched(row)
+        cpu0 = _cpu(watched)
+        seconds = self.settings.rate_seconds
+        run = self.runner.run(
+            fixed_rate(self.url(row), body.data, body.headers, rate=rate, seconds=seconds)
+        )
+        _add_cpu(cell.rate_cpu_seconds, cpu0, _cpu(watched))
+        # The lowest rate any round ran at: below the common rate marks the row.
+        cell.rate = min(cell.rate, rate) if cell.rate else rate
+        cell.latencies.append(run.latencies)
+        cell.rate_errors += run.errors
+        cell.rate_requests += len(run.latencies)
+        cell.max_lag_ms = max(cell.max_lag_ms, run.max_lag * 1e3)
+
+    def unloaded(self, row: Row, body: Body, cell: Cell) -> None:
+        seconds = self.settings.unloaded_seconds
+        run = self.runner.run(
+            one_connection(self.url(row), body.data, body.headers, seconds=seconds)
+        )
+        cell.unloaded += run.latencies
+        cell.rate_errors += run.errors
+
+    def rounds(
+        self, rows: Sequence[Row], n: int, what: str, reasons: dict[str, str], measure: Measure
+    ) -> int:
+        """``n`` rounds of ``measure`` over the rows, their order rotated each
+        round; a row that fails leaves with the reason. The rounds run: after
+        the first, a spent time budget ends them."""
+        for k in range(n):
+            if k and self.over_budget():
+                return k
+            j = k % max(1, len(rows))
+            for r in [*rows[j:], *rows[:j]]:
+                if r.name not in reasons:
+                    self.log(f"{what} round {k + 1}: {r.name}")
+                    try:
+                        measure(r)
+                    except Exception as exc:
+                        reasons[r.name] = f"failed in {what} round {k + 1}: {exc!r}"
+        return n
+
+    def stream(self, row: Row, body: Body) -> StreamRun:
+        s = self.settings
+        return self.runner.run(
+            streams(
+                self.url(row, streaming=True),
+                body.data,
+                body.headers,
+                expect=STREAM_TEXT,
+                sse=row.body == "openai",
+                seconds=s.stream_seconds,
+                concurrency=s.stream_concurrency,
+            )
+        )
+
+
+def measure_streams(h: Harness, rows: Sequence[Row], skipped: Mapping[str, str]) -> list[Any]:
+    s = h.settings
+    runs: dict[str, list[StreamRun]] = {r.name: [] for r in rows}
+    reasons: dict[str, str] = {}
+    for r in rows:
+        if r.stream_server is None:
+            reasons[r.name] = "the echo stub reads FlatBuffers only; the relay is the proxy's"
+        elif r.name in skipped or r.stream_server in skipped:
+            reasons[r.name] = skipped.get(r.name) or skipped.get(r.stream_server, "")
+    live = [r for r in rows if r.name not in reasons]
+    bodies = {r.name: stream_body(r.body, PROMPT_SIZES["1KB"]) for r in live}
+    h.rounds(
+        live,
+        s.stream_rounds,
+        "stream",
+        reasons,
+        lambda r: runs[r.name].append(h.stream(r, bodies[r.name])),
+    )
+    out = [
+        skipped_row(r.name, reasons[r.name])
+        if r.name in reasons
+        else summarise_streams(r, runs[r.name])
+        for r in rows
+    ]
+    add_stream_comparisons(out)
+    return out
+
+
+def measure_size(
+    h: Harness, rows: Sequence[Row], size: str, skipped: dict[str, str]
+) -> list[dict[str, Any]]:
+    s = h.settings
+    nbytes = PROMPT_SIZES[size]
+    reasons: dict[str, str] = {r.name: skipped[r.name] for r in rows if r.name in skipped}
+    wrk = find_tool("wrk", s.without)
+    bodies: dict[str, Body] = {}
+    scripts: dict[str, Path] = {}
+    for r in rows:
+        if r.name in reasons:
+            continue
+        body = request_body(r.body, nbytes)
+        problem = h.check(r, body)
+        if problem is not None:
+            reasons[r.name] = problem
+            continue
+        bodies[r.name] = body
+        path = h.group.workdir / f"body-{r.name}-{size}.bin"
+        path.write_bytes(body.data)
+        script = h.group.workdir / f"wrk-{r.name}-{size}.lua"
+        script.write_text(wrk_script(path, body.headers))
+        scripts[r.name] = script
+    live = [r for r in rows if r.name not in reasons]
+    cells = {r.name: Cell() for r in live}
+
+    def measure(r: Row) -> None:
+        cell = cells[r.name]
+        if wrk is not None:
+            h.saturation(r, wrk, scripts[r.name], cell)
+        rate = s.rates.get(size, 1000.0)
+        if cell.rps and max(cell.rps) * _MAX_LOAD < rate:
+            rate = max(50.0, round(max(cell.rps) * _MAX_LOAD, -1))
+        h.at_rate(r, bodies[r.name], cell, rate)
+        h.unloaded(r, bodies[r.name], cell)
+
+    wanted = s.rounds.get(size, 1)
+    done = h.rounds(live, wanted, size, reasons, measure)
+    if done < wanted:
+        for c in cells.values():
+            c.notes.append(f"time budget: {done} of {wanted} rounds")
+    out = []
+    for r in rows:
+        if r.name in reasons:
+            out.append(skipped_row(r.name, reasons[r.name], size))
+            continue
+        cell = cells[r.name]
+        for srv in h.watched(r):
+            cell.peak_rss_kib[srv.name] = srv.peak_rss_kib()
+        if wrk is None:
+            cell.notes.append("wrk is not installed: no saturation figures")
+        out.append(summarise(r, size, cell, len(bodies[r.name].data)))
+    add_comparisons(out)
+    return out

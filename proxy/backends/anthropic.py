@@ -1,0 +1,456 @@
+"""The ``anthropic`` backend: Anthropic's Messages API.
+
+Request: ``POST {url}/messages`` with ``x-api-key``, ``anthropic-version`` and
+``stream: true``. The conversation is mapped:
+
+- system and developer messages become top-level ``system`` text blocks, in order;
+- tool results become ``tool_result`` blocks, and every result answering one
+  assistant turn goes into the one user message that follows it (results
+  first, then any user text);
+- assistant tool calls become ``tool_use`` blocks whose ``input`` is the parsed
+  arguments (empty arguments are ``{}``; arguments that are not a JSON object
+  cannot be sent and are refused with ``untranslatable_request``);
+- consecutive messages of one role are merged (the API requires turns to
+  alternate); no empty text block is sent, and a message left with no blocks
+  is dropped;
+- ``tool_choice``: auto, none, required -> ``any``, a named function ->
+  ``tool``; sent only when tools exist; ``parallel_tool_calls = false`` ->
+  ``disable_parallel_tool_use``;
+- ``stop`` -> ``stop_sequences``; ``max_tokens`` (the backend's
+  ``default_max_tokens`` when the request has none: Anthropic requires it);
+  ``temperature``, ``top_p``; ``user`` -> ``metadata.user_id``.
+- Dropped: seed, presence/frequency penalties, n, response_format, metadata.
+
+Stream (``event:`` + ``data:``), into chunk frames:
+
+- ``message_start``: the model and input usage (prompt tokens = input + cache
+  reads + cache writes; cached tokens = cache reads);
+- ``content_block_start``/``delta``/``stop``: ``text_delta`` -> content,
+  ``thinking_delta`` -> reasoning, a ``tool_use`` block -> a tool call whose
+  ``input_json_delta`` fragments are its arguments (tool-call indices count
+  tool blocks only, not Anthropic's block index; a call with no arguments gets
+  ``"{}"``); other block types (signatures, server tools) are skipped;
+- ``message_delta``: the stop reason and usage, both cumulative;
+- ``message_stop`` ends the stream with the final chunk; ``ping`` and unknown
+  events are ignored; an ``error`` event (``overloaded_error`` after a 200)
+  becomes an error chunk, as does a body that ends before a stop reason.
+
+Stop reasons: end_turn, stop_sequence, pause_turn -> STOP (a paused turn has
+ended; the caller continues it by sending the conversation back);
+max_tokens, model_context_window_exceeded -> LENGTH; tool_use -> TOOL_CALLS;
+refusal -> CONTENT_FILTER; anything else -> STOP.
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
+
+import msgspec
+
+from flatgate.proxy.backends.base import (
+    Outbound,
+    Probe,
+    Refusal,
+    Untranslatable,
+    classify,
+)
+from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.backends.openai import error_message
+from flatgate.proxy.backends.stream import EventStream, usage
+from flatgate.proxy.transport.base import retry_after
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.decode import Request
+from flatgate.proxy.wire.frames import ToolCallDelta
+from flatgate.proxy.wire.schema import JSON, SSE, FinishReason, ToolChoiceMode
+from flatgate.proxy.wire.writer import ChunkWriter
+
+__all__ = ["STOP_REASONS", "AnthropicAdapter", "AnthropicStream", "encode_request"]
+
+STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "pause_turn": FinishReason.STOP,
+    "max_tokens": FinishReason.LENGTH,
+    "model_context_window_exceeded": FinishReason.LENGTH,
+    "tool_use": FinishReason.TOOL_CALLS,
+    "refusal": FinishReason.CONTENT_FILTER,
+}
+
+# -- the request ---------------------------------------------------------------
+
+
+class _Text(msgspec.Struct, tag="text", tag_field="type", gc=False):
+    text: str
+
+
+class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type", gc=False):
+    id: str
+    name: str
+    input: msgspec.Raw
+
+
+class _ToolResult(msgspec.Struct, tag="tool_result", tag_field="type", omit_defaults=True):
+    tool_use_id: str
+    content: str = ""
+
+
+_Block = _Text | _ToolUse | _ToolResult
+
+
+class _Message(msgspec.Struct, gc=False):
+    role: str
+    content: list[_Block]
+
+
+class _Tool(msgspec.Struct, omit_defaults=True, gc=False):
+    name: str
+    input_schema: msgspec.Raw
+    description: str = ""
+
+
+class _ToolChoice(msgspec.Struct, omit_defaults=True, gc=False):
+    type: str
+    name: str | None = None
+    disable_parallel_tool_use: bool | None = None
+
+
+class _Metadata(msgspec.Struct, gc=False):
+    user_id: str
+
+
+class _MessagesRequest(msgspec.Struct, omit_defaults=True, gc=False):
+    model: str
+    max_tokens: int
+    messages: list[_Message]
+    # Required: omit_defaults would drop it if it had a default.
+    stream: bool
+    system: list[_Text] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop_sequences: list[str] | None = None
+    tools: list[_Tool] | None = None
+    tool_choice: _ToolChoice | None = None
+    metadata: _Metadata | None = None
+
+
+_EMPTY_OBJECT = msgspec.Raw(b"{}")
+_ANY_OBJECT = msgspec.Raw(b'{"type":"object"}')
+_CHOICE_TYPES: dict[int, str] = {
+    ToolChoiceMode.Auto: "auto",
+    ToolChoiceMode.None_: "none",
+    ToolChoiceMode.Required: "any",
+    ToolChoiceMode.Function: "tool",
+}
+_encode = msgspec.json.Encoder().encode
+_decode_any = msgspec.json.decode
+
+
+def _arguments(text: str, where: str) -> msgspec.Raw:
+    if not text.strip():
+        return _EMPTY_OBJECT
+    data = text.encode()
+    try:
+        value = _decode_any(data)
+    except msgspec.DecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise Untranslatable(f"{where}: tool-call arguments are not a JSON object")
+    return msgspec.Raw(data)
+
+
+def _messages(req: Request) -> tuple[list[_Text], list[_Message]]:
+    system: list[_Text] = []
+    out: list[_Message] = []
+
+    def add(role: str, blocks: list[_Block]) -> None:
+        if not blocks:
+            return
+        if out and out[-1].role == role:
+            content = out[-1].content
+            content.extend(blocks)
+            if role == "user" and isinstance(blocks[0], _ToolResult):
+                # The API wants a turn's tool results before any text in it.
+                content.sort(key=lambda block: not isinstance(block, _ToolResult))
+        else:
+            out.append(_Message(role, blocks))
+
+    for i, m in enumerate(req.messages):
+        role = m.role
+        if role in ("system", "developer"):
+            if m.content:
+                system.append(_Text(m.content))
+        elif role == "tool":
+            add("user", [_ToolResult(m.tool_call_id, m.content or "")])
+        elif role == "assistant":
+            blocks: list[_Block] = [_Text(m.content)] if m.content else []
+            for call in m.tool_calls or ():
+                fn = call.function
+                where = f"messages[{i}]"
+                blocks.append(_ToolUse(call.id, fn.name, _arguments(fn.arguments, where)))
+            add("assistant", blocks)
+        elif m.content:
+            add("user", [_Text(m.content)])
+    return system, out
+
+
+def encode_request(req: Request, *, model: str, default_max_tokens: int = 4096) -> bytes:
+    """The Messages API JSON body for ``req``; ``Untranslatable`` if it cannot be."""
+    system, messages = _messages(req)
+    tools = None
+    choice = None
+    if req.tools:
+        tools = [
+            _Tool(t.function.name, t.function.parameters or _ANY_OBJECT, t.function.description)
+            for t in req.tools
+        ]
+        kind = _CHOICE_TYPES.get(req.tool_choice)
+        single = True if req.parallel_tool_calls is False else None
+        if kind is not None:
+            name = req.tool_choice_name if kind == "tool" else None
+            choice = _ToolChoice(kind, name, single if kind != "none" else None)
+        elif single:
+            choice = _ToolChoice("auto", None, True)
+    return _encode(
+        _MessagesRequest(
+            model=model,
+            max_tokens=req.max_tokens or default_max_tokens,
+            messages=messages,
+            stream=True,
+            system=system or None,
+            temperature=req.temperature,
+            top_p=req.top_p,
+            stop_sequences=req.stop or None,
+            tools=tools,
+            tool_choice=choice,
+            metadata=_Metadata(req.user) if req.user else None,
+        )
+    )
+
+
+# -- the stream ----------------------------------------------------------------
+
+
+class _Usage(msgspec.Struct, gc=False):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+class _MessageHead(msgspec.Struct, gc=False):
+    model: str | None = None
+    usage: _Usage | None = None
+
+
+class _BlockHead(msgspec.Struct, gc=False):
+    type: str = ""
+    id: str | None = None
+    name: str | None = None
+    text: str | None = None
+    thinking: str | None = None
+
+
+class _Delta(msgspec.Struct, gc=False):
+    type: str = ""
+    text: str | None = None
+    partial_json: str | None = None
+    thinking: str | None = None
+    stop_reason: str | None = None
+
+
+class _Error(msgspec.Struct, gc=False):
+    type: str | None = None
+    message: str | None = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    type: str = ""
+    index: int = 0
+    message: _MessageHead | None = None
+    content_block: _BlockHead | None = None
+    delta: _Delta | None = None
+    usage: _Usage | None = None
+    error: _Error | None = None
+
+
+_decode_event = msgspec.json.Decoder(_Event).decode
+_TEXT, _THINKING, _TOOL, _SKIP = 0, 1, 2, 3
+
+
+class AnthropicStream(EventStream):
+    """One Messages stream into chunk frames (see the module docstring)."""
+
+    __slots__ = (
+        "_blocks",
+        "_cache_read",
+        "_cache_write",
+        "_finish",
+        "_input",
+        "_model",
+        "_output",
+        "_tools",
+        "_writer",
+    )
+
+    def __init__(self, request_id: str, model: str) -> None:
+        super().__init__(request_id)
+        self._model = model
+        self._writer: ChunkWriter | None = None
+        # Anthropic's block index -> (kind, our tool-call index, arguments seen)
+        self._blocks: dict[int, list[int]] = {}
+        self._tools = 0
+        self._finish = FinishReason.NONE
+        # Usage, each count as last reported (message_delta's are cumulative).
+        self._input: int | None = None
+        self._cache_read: int | None = None
+        self._cache_write: int | None = None
+        self._output: int | None = None
+
+    def _out(self) -> ChunkWriter:
+        w = self._writer
+        if w is None:
+            w = self._writer = ChunkWriter(self._request_id, self._model)
+        return w
+
+    def _ended(self) -> bytes:
+        if self._finish:
+            return self._final()  # the stop reason came; only message_stop is missing
+        return super()._ended()
+
+    def _usage(self, u: _Usage) -> None:
+        if u.input_tokens is not None:
+            self._input = u.input_tokens
+        if u.cache_read_input_tokens is not None:
+            self._cache_read = u.cache_read_input_tokens
+        if u.cache_creation_input_tokens is not None:
+            self._cache_write = u.cache_creation_input_tokens
+        if u.output_tokens is not None:
+            self._output = u.output_tokens
+
+    def _event(self, name: bytes, data: bytes) -> bytes:
+        ev = _decode_event(data)
+        kind = ev.type
+        if kind == "content_block_delta":
+            return self._delta(ev)
+        if kind == "content_block_start":
+            return self._start(ev)
+        if kind == "content_block_stop":
+            block = self._blocks.get(ev.index)
+            if block is not None and block[0] == _TOOL and not block[2]:
+                return self._out().arguments(block[1], "{}")
+            return b""
+        if kind == "message_start":
+            if ev.message is not None:
+                if ev.message.model:
+                    self._model = ev.message.model
+                if ev.message.usage is not None:
+                    self._usage(ev.message.usage)
+            return b""
+        if kind == "message_delta":
+            if ev.delta is not None and ev.delta.stop_reason:
+                self._finish = STOP_REASONS.get(ev.delta.stop_reason, FinishReason.STOP)
+            if ev.usage is not None:
+                self._usage(ev.usage)
+            return b""
+        if kind == "message_stop":
+            if not self._finish:
+                return self._fail(codes.BACKEND_STREAM_TRUNCATED, "message ended without a stop")
+            return self._final()
+        if kind == "error":
+            err = ev.error or _Error()
+            message = f"{err.type or 'error'}: {err.message or 'the backend failed'}"
+            return self._fail(codes.BACKEND_STREAM_ERROR, message)
+        return b""  # ping, and events this flatgate does not know
+
+    def _start(self, ev: _Event) -> bytes:
+        block = ev.content_block
+        if block is None:
+            return b""
+        w = self._out()
+        if block.type == "text":
+            self._blocks[ev.index] = [_TEXT, 0, 0]
+            return w.content(block.text) if block.text else b""
+        if block.type == "thinking":
+            self._blocks[ev.index] = [_THINKING, 0, 0]
+            return w.reasoning(block.thinking) if block.thinking else b""
+        if block.type == "tool_use":
+            ours = self._tools
+            self._tools += 1
+            self._blocks[ev.index] = [_TOOL, ours, 0]
+            delta = ToolCallDelta(ours, block.id or "", block.name or "")
+            return w.chunk(tool_calls=(delta,))
+        self._blocks[ev.index] = [_SKIP, 0, 0]
+        return b""
+
+    def _delta(self, ev: _Event) -> bytes:
+        d = ev.delta
+        if d is None:
+            return b""
+        if d.type == "text_delta":
+            return self._out().content(d.text) if d.text else b""
+        if d.type == "input_json_delta":
+            block = self._blocks.get(ev.index)
+            if block is None or block[0] != _TOOL or not d.partial_json:
+                return b""
+            block[2] = 1
+            return self._out().arguments(block[1], d.partial_json)
+        if d.type == "thinking_delta":
+            return self._out().reasoning(d.thinking) if d.thinking else b""
+        return b""  # signature_delta, citations_delta, ...
+
+    def _final(self) -> bytes:
+        self.done = True
+        counts = (self._input, self._cache_read, self._cache_write, self._output)
+        report = None
+        if any(c is not None for c in counts):
+            cached = self._cache_read or 0
+            prompt = (self._input or 0) + cached + (self._cache_write or 0)
+            report = usage(prompt, self._output, cached, 0)
+        return self._out().chunk(finish_reason=self._finish, usage=report)
+
+
+class AnthropicAdapter:
+    protocol = "anthropic"
+
+    def __init__(self, config: BackendConfig) -> None:
+        base = config.url.rstrip("/")
+        self._url = f"{base}/messages"
+        parts = urlsplit(base)
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self._health = config.health_url()
+        self._model = config.model
+        self._default_max = config.default_max_tokens
+        key = config.credential()
+        self._auth = [("x-api-key", key)] if key else []
+        self._version = [("anthropic-version", config.anthropic_version)]
+        self._forward = config.forward_credentials
+        self._extra = list(config.headers.items())
+
+    def prepare(
+        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
+    ) -> Outbound:
+        req = request()
+        payload = encode_request(
+            req, model=self._model or req.model_name, default_max_tokens=self._default_max
+        )
+        headers = [("content-type", JSON), ("accept", SSE), ("x-request-id", request_id)]
+        headers += self._version
+        headers += self._auth
+        if self._forward and authorization:
+            headers.append(("authorization", authorization))
+        headers += self._extra
+        return Outbound(self._url, headers, payload)
+
+    def translator(self, request_id: str, model: str) -> AnthropicStream:
+        return AnthropicStream(request_id, self._model or model)
+
+    def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
+        return Refusal(classify(status), status, error_message(body), retry_after(headers))
+
+    def probe(self) -> Probe:
+        if self._health:
+            return Probe(self._health, [*self._version, *self._auth, *self._extra])
+        return Probe(self._origin, [], connect_only=True)

@@ -1,0 +1,137 @@
+"""What every backend protocol provides, and what they share.
+
+A backend protocol is an ``Adapter``: it turns the caller's request into what
+its server is sent (``prepare``), its server's answer into chunk frames (a
+``Translator``), a refusal before the first byte into a ``Refusal`` the proxy
+can act on (``refusal``), and says how to probe its server's readiness
+(``probe``). Adapters are pure: the proxy's service does the I/O.
+
+Status classes, the same for every protocol::
+
+    200                      the answer: translated to frames as it arrives
+    401, 402, 403           AUTH: flatgate's own credential or account is wrong (never
+                             the caller's)
+    429                      RATE_LIMITED: cool the backend down for Retry-After, try another
+    408, 5xx, 529            UNAVAILABLE: cool down, try another
+    other 4xx                REJECTED: the caller's request; passed through, no failover
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from flatgate.proxy.wire.decode import Request
+
+__all__ = [
+    "Adapter",
+    "Outbound",
+    "Probe",
+    "Refusal",
+    "RefusalKind",
+    "Translator",
+    "TranslatorError",
+    "Untranslatable",
+    "classify",
+]
+
+
+class TranslatorError(ValueError):
+    """A backend's answer that cannot be translated into chunk frames."""
+
+
+class Untranslatable(ValueError):
+    """A request that cannot be written in a backend's API (the caller's to fix)."""
+
+
+class RefusalKind(enum.Enum):
+    REJECTED = "rejected"
+    AUTH = "auth"
+    RATE_LIMITED = "rate_limited"
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A backend's answer other than 200: what it means and what it said."""
+
+    kind: RefusalKind
+    status: int
+    message: str
+    # Seconds the backend asked to wait (Retry-After), when it said.
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """What a backend is sent."""
+
+    url: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """How to check a backend is ready: ``GET url`` (200 means ready), or, with
+    ``connect_only``, that a connection (TLS included) can be made."""
+
+    url: str
+    headers: list[tuple[str, str]]
+    connect_only: bool = False
+
+
+class Translator(Protocol):
+    """One answer's body bytes, as they arrive, into whole size-prefixed chunk frames.
+
+    Exactly one terminal chunk per stream (a finish, or an error): once it is
+    written, ``done`` is true and later bytes are ignored.
+    """
+
+    @property
+    def done(self) -> bool: ...
+
+    def feed(self, piece: bytes) -> bytes:
+        """The frames the bytes so far complete (``b""`` if none yet); raises
+        ``TranslatorError`` for bytes that cannot be translated."""
+        ...
+
+    def end(self) -> bytes:
+        """At the end of the body: the terminal frame, when the backend's own
+        did not come (an error chunk: the stream is never silently cut)."""
+        ...
+
+
+class Adapter(Protocol):
+    """One configured backend's protocol."""
+
+    protocol: str
+
+    def prepare(
+        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
+    ) -> Outbound:
+        """What to send for the caller's ``body``. ``request()`` verifies and
+        decodes it (once per request, however many backends are tried), raising
+        ``MalformedBuffer``; the fbs passthrough never calls it."""
+        ...
+
+    def translator(self, request_id: str, model: str) -> Translator: ...
+
+    def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal: ...
+
+    def probe(self) -> Probe: ...
+
+
+def classify(status: int) -> RefusalKind:
+    """The class of a non-200 status (see the module docstring)."""
+    if status in (401, 402, 403):  # 402: the gateway's own account (billing)
+        return RefusalKind.AUTH
+    if status == 429:
+        return RefusalKind.RATE_LIMITED
+    if status == 408 or status >= 500:
+        return RefusalKind.UNAVAILABLE
+    return RefusalKind.REJECTED

@@ -1,0 +1,98 @@
+"""The JSON backends' translators, their common part: SSE in, chunk frames out,
+exactly one terminal chunk.
+
+``EventStream`` parses the body as server-sent events and hands each event to
+its subclass (``_event``), which returns the frames it makes. Whatever the
+backend sends, a stream ends in exactly one terminal chunk: the backend's own
+finish (the subclass's), or an error chunk (``_fail``): a backend error event,
+bytes that are not the protocol (``backend_protocol_error``, after the frames
+of the good events before them), or a body that ends before the finish
+(``_ended``). Nothing after the terminal chunk is translated. No I/O.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from flatgate.proxy.backends.sse import SSEError, SSEParser
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.frames import ChunkError, Usage
+from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.writer import write_chunk
+
+__all__ = ["INT32_MAX", "EventStream", "count", "usage"]
+
+INT32_MAX = (1 << 31) - 1
+
+
+def count(value: int | None) -> int:
+    """A token count as the wire carries it (an int32, never negative)."""
+    return min(max(value or 0, 0), INT32_MAX)
+
+
+def usage(
+    prompt: int | None, completion: int | None, cached: int | None, thought: int | None
+) -> Usage:
+    return Usage(count(prompt), count(completion), count(cached), count(thought))
+
+
+class EventStream:
+    """A backend's SSE stream into chunk frames; subclasses say what each event means."""
+
+    __slots__ = ("_parser", "_request_id", "done")
+
+    def __init__(self, request_id: str) -> None:
+        self._parser = SSEParser()
+        self._request_id = request_id
+        self.done = False
+
+    def _event(self, name: bytes, data: bytes) -> bytes:
+        """The frames one event makes (``ValueError`` for one that does not decode)."""
+        raise NotImplementedError
+
+    def _ended(self) -> bytes:
+        """The terminal frames when the body ends before the backend's own end."""
+        return self._fail(codes.BACKEND_STREAM_TRUNCATED, "backend ended the stream early")
+
+    def _fail(self, code: codes.ErrorCode, message: str) -> bytes:
+        self.done = True
+        return write_chunk(
+            request_id=self._request_id,
+            error=ChunkError(code.code, message),
+            finish_reason=FinishReason.ERROR,
+        )
+
+    def feed(self, piece: bytes) -> bytes:
+        if self.done:
+            return b""
+        try:
+            events = self._parser.feed(piece)
+        except SSEError as exc:
+            return self._fail(codes.BACKEND_PROTOCOL_ERROR, str(exc))
+        if not events:
+            return b""
+        out = []
+        for name, data in events:
+            try:
+                out.append(self._event(name, data))
+            except ValueError as exc:  # JSON, UTF-8, a number out of range
+                out.append(
+                    self._fail(codes.BACKEND_PROTOCOL_ERROR, f"backend sent a bad event: {exc}")
+                )
+            if self.done:
+                break
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def end(self) -> bytes:
+        if self.done:
+            return b""
+        out = []
+        for name, data in self._parser.end():
+            # An event that does not decode was cut short: the body ended inside it.
+            with contextlib.suppress(ValueError):
+                out.append(self._event(name, data))
+            if self.done:
+                break
+        if not self.done:
+            out.append(self._ended())
+        return b"".join(out)

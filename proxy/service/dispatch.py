@@ -1,0 +1,290 @@
+"""From a routed request to an open answer: choose backends, send, fail over.
+
+``Dispatcher.open`` takes the caller's ``CompletionRequest`` bytes and their
+route target, tries the route's backends in the balancer's order (fallbacks
+last) until one answers 200, and returns an ``Opened`` answer: the backend,
+its response and the translator that turns its body into chunk frames. Each
+backend is sent what its adapter prepares: the untouched bytes for ``fbs``,
+the adapter's JSON for ``openai``/``anthropic`` (the request is verified and
+decoded once, however many JSON backends are tried).
+
+Before the first byte, by what a backend answered (``backends.base``):
+
+- 200: done; the backend's cooldown is cleared;
+- a 4xx the caller caused: passed back at once (its status, its message and
+  any ``Retry-After``), no failover;
+- 401/403: flatgate's own credential is wrong: logged, the backend cooled
+  down, the next tried; when none is left, 502 ``backend_auth_failed``;
+- 429: the backend cooled down for its ``Retry-After``, the next tried; when
+  none is left, 429 ``backend_rate_limited`` with the smallest ``Retry-After``;
+- 408, 5xx, 529, refused or timed out: cooled down, the next tried.
+
+Every attempt counts one outstanding request on its backend until the answer
+is closed (``Opened.close``) or refused. Shared by the HTTP app and anything
+that calls the router in process; knows nothing of HTTP servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flatgate.proxy.backends.base import Probe, RefusalKind, Translator, Untranslatable
+from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
+from flatgate.proxy.transport.base import (
+    Response,
+    Timeouts,
+    Transport,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.codes import ErrorCode, error_body
+from flatgate.proxy.wire.decode import Request, read_request
+from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
+
+__all__ = ["Dispatcher", "Opened", "ProxyError"]
+
+log = logging.getLogger("flatgate.proxy")
+
+
+class ProxyError(Exception):
+    """An error answered before the first byte: its registered code, a message,
+    the status (the code's own unless a backend's is passed through), and the
+    seconds a caller should wait before trying again, when known."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        status: int = 0,
+        retry_after: float | None = None,
+        body: bytes = b"",
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status or code.status
+        self.message = message
+        self.retry_after = retry_after
+        self._body = body
+
+    def body(self) -> bytes:
+        return self._body or error_body(self.code, self.message)
+
+
+@dataclass(slots=True)
+class Opened:
+    """A backend's 200 answer, being received."""
+
+    backend: Backend
+    response: Response
+    translator: Translator
+    started: float
+    _metrics: Metrics
+    _closed: bool = False
+
+    async def close(self) -> None:
+        """Release the connection and the backend's outstanding count (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.response.aclose()
+        finally:
+            self.backend.outstanding -= 1
+            self._metrics.upstream_duration_of(self.backend.name).observe(
+                time.perf_counter() - self.started
+            )
+
+
+class _Decoded:
+    """The request verified and decoded, once, on first use."""
+
+    __slots__ = ("_body", "_request")
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+        self._request: Request | None = None
+
+    def __call__(self) -> Request:
+        if self._request is None:
+            verify_request(self._body)
+            self._request = read_request(self._body)
+        return self._request
+
+
+@dataclass(slots=True)
+class _Failures:
+    """What went wrong with each backend tried, to answer when none is left."""
+
+    rate_limited: float | None = None
+    limited: bool = False
+    auth: str = ""
+    answered: str = ""
+    timeout: str = ""
+    unreachable: str = ""
+    untranslatable: str = ""
+
+    def error(self) -> ProxyError:
+        if self.limited:
+            return ProxyError(
+                codes.BACKEND_RATE_LIMITED,
+                "every backend of this route is rate limiting",
+                retry_after=self.rate_limited,
+            )
+        if self.auth:
+            return ProxyError(codes.BACKEND_AUTH_FAILED, self.auth)
+        if self.answered:
+            return ProxyError(codes.BACKEND_ERROR, self.answered)
+        if self.timeout:
+            return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {self.timeout}")
+        if self.untranslatable and not self.unreachable:
+            return ProxyError(codes.UNTRANSLATABLE_REQUEST, self.untranslatable)
+        return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {self.unreachable}")
+
+
+class Dispatcher:
+    """Sends requests to a route's backends; one per worker (per event loop)."""
+
+    def __init__(
+        self,
+        balancer: Balancer,
+        metrics: Metrics,
+        transport: Callable[[], Transport],
+    ) -> None:
+        self.balancer = balancer
+        self.metrics = metrics
+        self._transport = transport
+
+    async def open(
+        self, target: RouteTarget, body: bytes, request_id: str, authorization: str = ""
+    ) -> Opened:
+        """The first backend's 200 answer; ``ProxyError`` when none gives one."""
+        plan = self.balancer.plan(target)
+        if not plan:
+            raise ProxyError(codes.BACKENDS_BUSY, "every backend of this route is at its limit")
+        decoded = _Decoded(body)
+        failures = _Failures()
+        transport = self._transport()
+        for backend in plan:
+            adapter = backend.adapter
+            try:
+                out = adapter.prepare(body, decoded, request_id, authorization)
+            except MalformedBuffer as exc:
+                raise ProxyError(codes.MALFORMED_REQUEST, str(exc)) from None
+            except Untranslatable as exc:
+                failures.untranslatable = f"{backend.name}: {exc}"
+                continue
+            started = time.perf_counter()
+            backend.outstanding += 1
+            try:
+                resp = await transport.request(
+                    "POST",
+                    out.url,
+                    body=out.body,
+                    headers=out.headers,
+                    timeouts=backend.timeouts,
+                    tls=backend.tls,
+                )
+            except UpstreamError as exc:
+                backend.outstanding -= 1
+                self.balancer.failed(backend)
+                self.metrics.upstream_failure_of(backend.name, type(exc).__name__).inc()
+                if isinstance(exc, UpstreamTimeout):
+                    failures.timeout = f"{backend.name}: {exc}"
+                else:
+                    failures.unreachable = f"{backend.name}: {exc}"
+                continue
+            except BaseException:
+                backend.outstanding -= 1
+                raise
+            if resp.status == 200:
+                self.balancer.succeeded(backend)
+                self.metrics.upstream_ttfb_of(backend.name).observe(time.perf_counter() - started)
+                model = decoded().model_name if adapter.protocol != "fbs" else ""
+                return Opened(
+                    backend, resp, adapter.translator(request_id, model), started, self.metrics
+                )
+            try:
+                await self._refused(backend, resp, failures)
+            finally:
+                backend.outstanding -= 1
+        raise failures.error()
+
+    async def _refused(self, backend: Backend, resp: Response, failures: _Failures) -> None:
+        """Take in a backend's non-200 answer; raise what the caller is told at once
+        (a 4xx of its own), or note it and let the next backend be tried."""
+        try:
+            detail = await resp.read()
+        except UpstreamError:
+            detail = b""
+        finally:
+            await resp.aclose()
+        refusal = backend.adapter.refusal(resp.status, resp.headers, detail[:65536])
+        kind = refusal.kind
+        self.metrics.upstream_failure_of(backend.name, f"http_{resp.status}").inc()
+        if kind is RefusalKind.REJECTED:
+            self.balancer.succeeded(backend)
+            passthrough = b""
+            if backend.protocol == "fbs" and detail.startswith(b"{"):
+                passthrough = detail[:65536]
+            raise ProxyError(
+                codes.BACKEND_REJECTED,
+                refusal.message,
+                status=resp.status,
+                retry_after=refusal.retry_after,
+                body=passthrough,
+            )
+        if kind is RefusalKind.RATE_LIMITED:
+            self.balancer.failed(backend, refusal.retry_after)
+            failures.limited = True
+            if refusal.retry_after is not None and (
+                failures.rate_limited is None or refusal.retry_after < failures.rate_limited
+            ):
+                failures.rate_limited = refusal.retry_after
+            return
+        self.balancer.failed(backend)
+        if kind is RefusalKind.AUTH:
+            log.error(
+                "backend %s refused flatgate's credential (HTTP %d): check its api_key; %s",
+                backend.name,
+                resp.status,
+                refusal.message,
+            )
+            failures.auth = (
+                f"backend {backend.name} refused the gateway's own credential (HTTP "
+                f"{resp.status}); the gateway's configuration must be fixed"
+            )
+            return
+        failures.answered = f"backend {backend.name} answered {resp.status}: {refusal.message}"
+
+    async def probe(self, backend: Backend) -> bool:
+        """Whether ``backend`` is ready (see ``backends.base.Probe``)."""
+        probe: Probe = backend.adapter.probe()
+        try:
+            resp = await self._transport().request(
+                "GET", probe.url, body=b"", headers=probe.headers, timeouts=_PROBE, tls=backend.tls
+            )
+            await resp.read()
+        except UpstreamError:
+            return False
+        return probe.connect_only or resp.status == 200
+
+    async def readiness(self, targets: list[RouteTarget], backends: list[Backend]) -> bytes:
+        """The readiness document; ``ready`` when every route has a ready backend."""
+        results = await asyncio.gather(*(self.probe(b) for b in backends))
+        healthy = {b.name: ok for b, ok in zip(backends, results, strict=True)}
+        routes = {
+            t.label: any(healthy[b.name] for b in (*t.backends, *t.fallbacks)) for t in targets
+        }
+        ok = all(routes.values())
+        return json.dumps({"ready": ok, "routes": routes, "backends": healthy}).encode()
+
+
+_PROBE = Timeouts(connect=0.5, read=1.0, total=1.5)

@@ -1,0 +1,266 @@
+"""The stub's answer in no wire format: the deterministic echo and the faults.
+
+Owns what the stub answers, whatever protocol it speaks:
+
+- ``StubRequest``: what a wire module (``fbs``, ``openai``, ``anthropic``)
+  reads out of a request: roles and texts, the token limit, the forced tool,
+  ``stream``, and the fault the request asks for;
+- ``answer``: the echo of the last ``user`` message, one delta per
+  whitespace-delimited word with the whitespace after it (``deltas_of``), cut
+  at ``max_tokens`` deltas (finish ``length``, else ``stop``), or one tool
+  call when the request forces a tool;
+- ``split_model``: a model name's fault suffix (``echo@die:2``);
+- ``Wire`` and ``Rendering``: what each wire module provides to the server,
+  and ``Reply`` / ``Rejected``, an answer before the first byte.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import msgspec
+
+from flatgate.proxy.service.settings import FAULTS
+from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.schema import FinishReason, Role
+
+__all__ = [
+    "BEFORE_HEAD",
+    "LISTED_MODEL",
+    "MID_STREAM",
+    "Answer",
+    "Canned",
+    "HeaderFn",
+    "Headers",
+    "Rejected",
+    "Rendering",
+    "Reply",
+    "StubRequest",
+    "ToolCall",
+    "Wire",
+    "answer",
+    "deltas_of",
+    "is_streamed",
+    "split_model",
+]
+
+Headers = list[tuple[str, str]]
+HeaderFn = Callable[[str], str | None]
+
+# Faults answered with an error status before the first byte, and faults that
+# strike after ``fault_after`` deltas of a streamed answer.
+BEFORE_HEAD = frozenset({"fail", "rate_limit", "overloaded", "auth", "reject"})
+MID_STREAM = frozenset({"die", "hang", "error"})
+
+# The model the JSON protocols list at /v1/models (the stub answers any name).
+LISTED_MODEL = "flatgate-echo"
+
+_WORD = re.compile(r"\S+\s*")
+_SUFFIX = re.compile(rf"@({'|'.join(FAULTS)})(?::(\d{{1,9}}))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class StubRequest:
+    """What the stub needs of a request, in any protocol.
+
+    ``messages`` are ``(Role, text)`` pairs; ``model`` is without its fault
+    suffix; ``fault`` is ``""`` or one of ``FAULTS``, ``fault_after`` the
+    deltas sent before a mid-stream fault strikes.
+    """
+
+    request_id: str
+    model: str
+    messages: tuple[tuple[int, str], ...]
+    max_tokens: int
+    forced_tool: str
+    stream: bool
+    metadata: dict[str, str] = field(default_factory=dict)
+    fault: str = ""
+    fault_after: int = 0
+    # OpenAI's ``stream_options.include_usage``.
+    include_usage: bool = False
+
+    @property
+    def last_user(self) -> str:
+        for role, content in reversed(self.messages):
+            if role == Role.User:
+                return content
+        return ""
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(len(content.split()) for _, content in self.messages)
+
+
+def split_model(model: str) -> tuple[str, str, int]:
+    """``(model, fault, fault_after)`` of ``name@fault`` or ``name@fault:N``;
+    a name without a known fault suffix is the whole model."""
+    m = _SUFFIX.search(model)
+    if m is None:
+        return model, "", 0
+    return model[: m.start()], m.group(1), int(m.group(2) or 0)
+
+
+def deltas_of(text: str, limit: int = 0) -> list[str]:
+    """Split ``text`` into word deltas that join back to it exactly.
+
+    With ``limit`` > 0, at most ``limit + 1`` deltas (enough to know it cut).
+    """
+    if limit > 0:
+        words = [m.group() for m in itertools.islice(_WORD.finditer(text), limit + 1)]
+    else:
+        words = _WORD.findall(text)
+    lead = text[: len(text) - len(text.lstrip())]
+    if not words:
+        return [text] if text else []
+    words[0] = lead + words[0]
+    return words
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    # JSON text: ``{"input": "<last user message>"}``.
+    arguments: str
+
+    def fragments(self) -> list[str]:
+        """The arguments as a model streams them: word by word, at least two."""
+        return deltas_of(self.arguments)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    deltas: tuple[str, ...]
+    finish: FinishReason
+    usage: Usage
+    tool_call: ToolCall | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.deltas)
+
+
+def answer(req: StubRequest, tool_id_prefix: str = "call_") -> Answer:
+    """The echo of ``req`` (see the module docstring)."""
+    if req.forced_tool:
+        call = ToolCall(
+            id=f"{tool_id_prefix}{req.request_id or 'stub'}",
+            name=req.forced_tool,
+            arguments=json.dumps({"input": req.last_user}),
+        )
+        return Answer((), FinishReason.TOOL_CALLS, Usage(req.prompt_tokens, 1), call)
+    deltas = deltas_of(req.last_user, req.max_tokens)
+    finish = FinishReason.STOP
+    if req.max_tokens > 0 and len(deltas) > req.max_tokens:
+        deltas = deltas[: req.max_tokens]
+        finish = FinishReason.LENGTH
+    return Answer(tuple(deltas), finish, Usage(req.prompt_tokens, len(deltas)))
+
+
+class _StreamFlag(msgspec.Struct):
+    stream: bool = False
+
+
+_STREAM_FLAG = msgspec.json.Decoder(_StreamFlag)
+
+
+def is_streamed(body: bytes) -> bool:
+    """Whether a JSON body asks for ``"stream": true``, reading nothing else
+    (canned mode); a body that does not decode is not streamed."""
+    try:
+        return _STREAM_FLAG.decode(body).stream
+    except msgspec.DecodeError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A whole HTTP answer: an error before the first byte, or a non-streamed one."""
+
+    status: int
+    headers: Headers
+    body: bytes
+
+
+class Rejected(Exception):
+    """A request the protocol refuses; ``reply`` is the error in its shape."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.status)
+        self.reply = reply
+
+
+class Rendering(Protocol):
+    """One streamed answer in one wire format, as the bytes to send."""
+
+    content_type: str
+
+    def opening(self) -> bytes:
+        """What precedes the first delta (may be empty)."""
+        ...
+
+    def steps(self) -> Iterator[bytes]:
+        """One write per delta: a content delta or a tool call's argument fragment."""
+        ...
+
+    def closing(self) -> bytes:
+        """The finish, usage and end-of-stream marker."""
+        ...
+
+    def error(self) -> bytes:
+        """A mid-stream error in the protocol's shape (the ``error`` fault)."""
+        ...
+
+
+# Canned mode: the body and a request header in, the prebuilt answer out.
+Canned = Callable[[bytes, HeaderFn], Reply]
+
+
+class Wire(Protocol):
+    """One protocol's side of the stub: parsing, rendering, its error shapes."""
+
+    # The completion endpoint (POST), the response header naming the request,
+    # and the prefix of tool-call ids.
+    path: str
+    request_id_header: str
+    tool_id_prefix: str
+
+    def route(self, method: str, path: str) -> Reply:
+        """Any request other than ``POST path``: other endpoints, 404, 405."""
+        ...
+
+    def authorize(self, header: HeaderFn, api_key: str) -> Reply | None:
+        """``None`` when the request carries ``api_key``, else the 401."""
+        ...
+
+    def parse(self, body: bytes, header: HeaderFn) -> StubRequest:
+        """The request, validated by the protocol's rules; raises ``Rejected``."""
+        ...
+
+    def fault(self, fault: str, req: StubRequest) -> Reply:
+        """The answer of a ``BEFORE_HEAD`` fault."""
+        ...
+
+    def complete(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Reply:
+        """The non-streamed answer."""
+        ...
+
+    def failed(self, req: StubRequest, header: HeaderFn) -> Reply:
+        """The ``error`` fault of a non-streamed request."""
+        ...
+
+    def stream(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Rendering:
+        """The streamed answer."""
+        ...
+
+    def canned(self, count: int) -> Canned:
+        """``count`` fixed ``"tok "`` deltas and a finish, built once."""
+        ...

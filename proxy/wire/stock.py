@@ -1,0 +1,167 @@
+"""Chunk frames through flatc's generated code: the stock builder and accessors.
+
+- ``build_chunk`` writes one chunk with a builder leased from a ``BuilderPool``
+  (size-prefixed by default) and returns an independent ``bytes``. Slow (the
+  stock builder is pure-Python bookkeeping): the proxy uses it only for the
+  rare error frame, whose pool figures ``/metrics`` reports. Streams are
+  written with ``wire.writer``.
+- ``decode_chunk`` reads one chunk into a ``Chunk`` through the generated
+  accessors: the reference reader, and a client's convenience; hot paths read
+  with ``wire.chunks.read_chunk``. Any malformed buffer raises
+  ``MalformedFrame``, never anything else.
+
+Generated code for chunks is used here and nowhere else. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flatbuffers
+
+from flatgate.generated.LLMGateway import CompletionChunk as _fb_chunk
+from flatgate.generated.LLMGateway import Error as _fb_error
+from flatgate.generated.LLMGateway import ToolCallDelta as _fb_tcd
+from flatgate.generated.LLMGateway import Usage as _fb_usage
+from flatgate.proxy.wire.frames import Chunk, ChunkError, MalformedFrame, ToolCallDelta, Usage
+from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
+from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason, finish_reason_of
+
+__all__ = ["build_chunk", "decode_chunk"]
+
+
+def _string(builder: flatbuffers.Builder, value: str | bytes | None) -> int:
+    return builder.CreateString(value) if value else 0
+
+
+def build_chunk(
+    pool: BuilderPool,
+    *,
+    request_id: str | bytes = "",
+    content: str | bytes = "",
+    tool_calls: Sequence[ToolCallDelta] = (),
+    finish_reason: int = FinishReason.NONE,
+    usage: Usage | None = None,
+    error: ChunkError | None = None,
+    index: int = 0,
+    model: str | bytes = "",
+    reasoning: str | bytes = "",
+    size_prefixed: bool = True,
+) -> bytes:
+    """One ``CompletionChunk`` as bytes, built with a builder leased from ``pool``."""
+    with pool.lease() as b:
+        calls_off = 0
+        if tool_calls:
+            offs = []
+            for call in tool_calls:
+                cid, name, args = (
+                    _string(b, call.id),
+                    _string(b, call.name),
+                    _string(b, call.arguments),
+                )
+                _fb_tcd.Start(b)
+                _fb_tcd.AddIndex(b, call.index)
+                if cid:
+                    _fb_tcd.AddId(b, cid)
+                if name:
+                    _fb_tcd.AddName(b, name)
+                if args:
+                    _fb_tcd.AddArguments(b, args)
+                offs.append(_fb_tcd.End(b))
+            _fb_chunk.StartToolCallsVector(b, len(offs))
+            for off in reversed(offs):
+                b.PrependUOffsetTRelative(off)
+            calls_off = b.EndVector()
+        usage_off = 0
+        if usage is not None:
+            _fb_usage.Start(b)
+            _fb_usage.AddPromptTokens(b, usage.prompt_tokens)
+            _fb_usage.AddCompletionTokens(b, usage.completion_tokens)
+            if usage.cached_tokens:
+                _fb_usage.AddCachedTokens(b, usage.cached_tokens)
+            if usage.reasoning_tokens:
+                _fb_usage.AddReasoningTokens(b, usage.reasoning_tokens)
+            usage_off = _fb_usage.End(b)
+        error_off = 0
+        if error is not None:
+            code, message = _string(b, error.code), _string(b, error.message)
+            _fb_error.Start(b)
+            if code:
+                _fb_error.AddCode(b, code)
+            if message:
+                _fb_error.AddMessage(b, message)
+            error_off = _fb_error.End(b)
+        rid, text, model_off = _string(b, request_id), _string(b, content), _string(b, model)
+        thinking = _string(b, reasoning)
+        _fb_chunk.Start(b)
+        if rid:
+            _fb_chunk.AddRequestId(b, rid)
+        if text:
+            _fb_chunk.AddContent(b, text)
+        if calls_off:
+            _fb_chunk.AddToolCalls(b, calls_off)
+        if finish_reason:
+            _fb_chunk.AddFinishReason(b, int(finish_reason))
+        if usage_off:
+            _fb_chunk.AddUsage(b, usage_off)
+        if error_off:
+            _fb_chunk.AddError(b, error_off)
+        if index:
+            _fb_chunk.AddIndex(b, index)
+        if model_off:
+            _fb_chunk.AddModel(b, model_off)
+        if thinking:
+            _fb_chunk.AddReasoning(b, thinking)
+        root = _fb_chunk.End(b)
+        if size_prefixed:
+            b.FinishSizePrefixed(root, CHUNK_IDENTIFIER)
+        else:
+            b.Finish(root, CHUNK_IDENTIFIER)
+        return finish_bytes(b)
+
+
+def _text(value: bytes | None) -> str:
+    return value.decode("utf-8") if value else ""
+
+
+def decode_chunk(buf: bytes | memoryview) -> Chunk:
+    """Decode one chunk buffer (not size-prefixed) into a ``Chunk``, through the
+    generated accessors."""
+    data = bytes(buf)
+    if len(data) < 8 or data[4:8] != CHUNK_IDENTIFIER:
+        raise MalformedFrame("chunk frame: missing or wrong file identifier")
+    try:
+        fb = _fb_chunk.CompletionChunk.GetRootAs(data, 0)
+        calls = []
+        for i in range(fb.ToolCallsLength()):
+            tc = fb.ToolCalls(i)
+            calls.append(
+                ToolCallDelta(
+                    index=tc.Index(),
+                    id=_text(tc.Id()),
+                    name=_text(tc.Name()),
+                    arguments=_text(tc.Arguments()),
+                )
+            )
+        u = fb.Usage()
+        e = fb.Error()
+        usage = None
+        if u is not None:
+            usage = Usage(
+                u.PromptTokens(), u.CompletionTokens(), u.CachedTokens(), u.ReasoningTokens()
+            )
+        return Chunk(
+            request_id=_text(fb.RequestId()),
+            content=_text(fb.Content()),
+            tool_calls=tuple(calls),
+            finish_reason=finish_reason_of(fb.FinishReason()),
+            usage=usage,
+            error=None if e is None else ChunkError(_text(e.Code()), _text(e.Message())),
+            index=fb.Index(),
+            model=_text(fb.Model()),
+            reasoning=_text(fb.Reasoning()),
+        )
+    except MalformedFrame:
+        raise
+    except Exception as exc:  # the generated accessors raise anything on bad bytes
+        raise MalformedFrame(f"chunk frame does not decode: {exc!r}") from exc

@@ -1,0 +1,305 @@
+"""Writing ``CompletionChunk`` frames by hand, without ``flatbuffers.Builder``.
+
+- ``write_chunk`` writes any chunk (every field of the schema; tests decode it
+  with the generated accessors and compare) as one size-prefixed frame.
+- ``ChunkWriter`` writes the frames of one stream: its request id and model
+  are laid out once, and a token delta (content, reasoning, or a tool call's
+  argument fragment) is a cached head plus the delta's string. That is the
+  per-token path of the stub and the backend adapters.
+
+Layout (front to back, every ``uoffset`` pointing forward): the root offset,
+the identifier, a vtable with an entry per field, the root table (soffset; the
+uoffsets and scalars at the offsets in ``_AT``; ``finish_reason`` as a byte),
+then the children: strings (request id, model, content, reasoning), the
+tool-call vector and its tables, the usage table, the error table. Field
+slots come from ``wire.layout``. No I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.layout import COMPLETION_CHUNK, ERROR, TOOL_CALL_DELTA, USAGE
+from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
+
+__all__ = ["ChunkWriter", "write_chunk"]
+
+_U32 = struct.Struct("<I")
+_PAD = (b"\0\0\0\0", b"\0\0\0", b"\0\0", b"\0")  # NUL terminator + padding to 4
+
+# The root table: field -> offset (finish_reason is the one byte, last).
+_AT = {
+    "request_id": 4,
+    "content": 8,
+    "tool_calls": 12,
+    "usage": 16,
+    "error": 20,
+    "index": 24,
+    "model": 28,
+    "reasoning": 32,
+    "finish_reason": 36,
+}
+_FIELDS = len(COMPLETION_CHUNK.fields)
+_VT_SIZE = 4 + 2 * _FIELDS
+_ROOT = 8 + _VT_SIZE + (-_VT_SIZE % 4)
+_TABLE_SIZE = 40
+# root offset, identifier, vtable (size, table size, entries), padding, the table
+_HEAD = struct.Struct(f"<I4s{2 + _FIELDS}H{_ROOT - 8 - _VT_SIZE}xiIIIIIiIIb3x")
+_HEAD_SIZE = _HEAD.size
+if _HEAD_SIZE != _ROOT + _TABLE_SIZE or sorted(_AT) != sorted(COMPLETION_CHUNK.fields):
+    raise ImportError("write_chunk's layout no longer fits the schema")
+# Vtable entry list index of each field (2 + slot), for building entries.
+_SLOT = {name: COMPLETION_CHUNK.slot(name) for name in COMPLETION_CHUNK.fields}
+
+# Sub-tables: a vtable right before its table (soffset = the vtable's size).
+_USAGE_VT = struct.pack(
+    f"<{2 + len(USAGE.fields)}H",
+    4 + 2 * len(USAGE.fields),
+    4 + 4 * len(USAGE.fields),
+    *(4 + 4 * USAGE.slot(f) for f in USAGE.fields),
+)
+_USAGE_TABLE = struct.Struct(f"<i{len(USAGE.fields)}i")
+_USAGE_ORDER = tuple(sorted(USAGE.fields, key=USAGE.slot))
+_ERROR_VT_SIZE = 4 + 2 * len(ERROR.fields)
+_ERROR_TABLE_SIZE = 4 + 4 * len(ERROR.fields)
+_ERROR_AT = {f: 4 + 4 * ERROR.slot(f) for f in ERROR.fields}
+_CALL_AT = {"index": 4, "id": 8, "name": 12, "arguments": 16}
+_CALL_VT_SIZE = 4 + 2 * len(TOOL_CALL_DELTA.fields)
+_CALL_TABLE = struct.Struct("<iiIII")
+_CALL_SIZE = _CALL_VT_SIZE + _CALL_TABLE.size
+if sorted(_CALL_AT) != sorted(TOOL_CALL_DELTA.fields) or len(ERROR.fields) != 2:
+    raise ImportError("write_chunk's sub-table layouts no longer fit the schema")
+
+
+def _utf8(value: str | bytes) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def _string(data: bytes) -> bytes:
+    n = len(data)
+    return _U32.pack(n) + data + _PAD[n & 3]
+
+
+def _call_vtable(call: ToolCallDelta, id_: bytes, name: bytes, args: bytes) -> bytes:
+    present = {"index": True, "id": bool(id_), "name": bool(name), "arguments": bool(args)}
+    entries = [0] * len(TOOL_CALL_DELTA.fields)
+    for f in TOOL_CALL_DELTA.fields:
+        if present[f]:
+            entries[TOOL_CALL_DELTA.slot(f)] = _CALL_AT[f]
+    return struct.pack(f"<{2 + len(entries)}H", _CALL_VT_SIZE, _CALL_TABLE.size, *entries)
+
+
+def _tool_calls(at: int, calls: Sequence[ToolCallDelta]) -> bytes:
+    """The tool-call vector placed at ``at``, its tables and strings after it."""
+    n = len(calls)
+    tables = []
+    pos = at + 4 + 4 * n  # where the first call's vtable goes
+    offsets = []
+    for i, call in enumerate(calls):
+        id_, name, args = _utf8(call.id), _utf8(call.name), _utf8(call.arguments)
+        table = pos + _CALL_VT_SIZE
+        offsets.append(table - (at + 4 + 4 * i))
+        strings = [s for s in (id_, name, args) if s]
+        spos = table + _CALL_TABLE.size
+        field_offs = {}
+        for key, s in (("id", id_), ("name", name), ("arguments", args)):
+            if s:
+                field_offs[key] = spos - (table + _CALL_AT[key])
+                spos += 4 + len(s) + (4 - (len(s) & 3))
+        tables.append(_call_vtable(call, id_, name, args))
+        tables.append(
+            _CALL_TABLE.pack(
+                _CALL_VT_SIZE,
+                call.index,
+                field_offs.get("id", 0),
+                field_offs.get("name", 0),
+                field_offs.get("arguments", 0),
+            )
+        )
+        tables.extend(_string(s) for s in strings)
+        pos = spos
+    return struct.pack(f"<{n + 1}I", n, *offsets) + b"".join(tables)
+
+
+def write_chunk(
+    *,
+    request_id: str | bytes = "",
+    content: str | bytes = "",
+    tool_calls: Sequence[ToolCallDelta] = (),
+    finish_reason: int = FinishReason.NONE,
+    usage: Usage | None = None,
+    error: ChunkError | None = None,
+    index: int = 0,
+    model: str | bytes = "",
+    reasoning: str | bytes = "",
+    size_prefixed: bool = True,
+) -> bytes:
+    """One ``CompletionChunk``, laid out by hand (size-prefixed unless told not)."""
+    root = _ROOT
+    pos = _HEAD_SIZE
+    parts: list[bytes] = []
+    offs = dict.fromkeys(_AT, 0)
+    for name, value in (
+        ("request_id", request_id),
+        ("model", model),
+        ("content", content),
+        ("reasoning", reasoning),
+    ):
+        if value:
+            data = _string(_utf8(value))
+            offs[name] = pos - (root + _AT[name])
+            parts.append(data)
+            pos += len(data)
+    if tool_calls:
+        data = _tool_calls(pos, tool_calls)
+        offs["tool_calls"] = pos - (root + _AT["tool_calls"])
+        parts.append(data)
+        pos += len(data)
+    if usage is not None:
+        table = pos + len(_USAGE_VT)
+        offs["usage"] = table - (root + _AT["usage"])
+        values = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+        }
+        parts.append(_USAGE_VT)
+        parts.append(_USAGE_TABLE.pack(len(_USAGE_VT), *(values[f] for f in _USAGE_ORDER)))
+        pos = table + _USAGE_TABLE.size
+    if error is not None:
+        code, message = _utf8(error.code), _utf8(error.message)
+        table = pos + _ERROR_VT_SIZE
+        offs["error"] = table - (root + _AT["error"])
+        entries = [0, 0]
+        field = [0, 0]
+        spos = table + _ERROR_TABLE_SIZE
+        strings = []
+        for key, s in (("code", code), ("message", message)):
+            if s:
+                slot = ERROR.slot(key)
+                entries[slot] = _ERROR_AT[key]
+                field[slot] = spos - (table + _ERROR_AT[key])
+                strings.append(_string(s))
+                spos += len(strings[-1])
+        parts.append(
+            struct.pack(
+                "<4HiII", _ERROR_VT_SIZE, _ERROR_TABLE_SIZE, *entries, _ERROR_VT_SIZE, *field
+            )
+        )
+        parts.extend(strings)
+        pos = spos
+    if index:
+        offs["index"] = index
+    entries = [0] * _FIELDS
+    for name, at in _AT.items():
+        present = offs[name] if name not in ("index", "finish_reason") else 0
+        if present or (name == "index" and index) or (name == "finish_reason" and finish_reason):
+            entries[_SLOT[name]] = at
+    head = _HEAD.pack(
+        root,
+        CHUNK_IDENTIFIER,
+        _VT_SIZE,
+        _TABLE_SIZE,
+        *entries,
+        root - 8,
+        offs["request_id"],
+        offs["content"],
+        offs["tool_calls"],
+        offs["usage"],
+        offs["error"],
+        index,
+        offs["model"],
+        offs["reasoning"],
+        int(finish_reason),
+    )
+    body = head + b"".join(parts)
+    if size_prefixed:
+        return _U32.pack(len(body)) + body
+    return body
+
+
+class ChunkWriter:
+    """The frames of one stream, with its request id and model laid out once.
+
+    ``content``, ``reasoning`` and ``arguments`` (a tool call's argument
+    fragment) are the per-token paths: a cached head (everything up to the
+    delta's string, whose offset is then fixed) plus the string. ``chunk``
+    writes any other chunk of the stream (tool-call starts, the final chunk,
+    errors) with ``write_chunk``.
+    """
+
+    __slots__ = ("_heads", "_model", "_request_id")
+
+    def __init__(self, request_id: str | bytes = "", model: str | bytes = "") -> None:
+        self._request_id = _utf8(request_id)
+        self._model = _utf8(model)
+        self._heads: dict[tuple[str, int, int], bytes] = {}
+
+    def _head(self, field: str, index: int, tool: int) -> bytes:
+        key = (field, index, tool)
+        head = self._heads.get(key)
+        if head is None:
+            marker = b"\x01" * 4  # a non-empty stand-in, cut off below
+            if field == "arguments":
+                full = write_chunk(
+                    request_id=self._request_id,
+                    model=self._model,
+                    index=index,
+                    tool_calls=(ToolCallDelta(tool, arguments=marker.decode()),),
+                    size_prefixed=False,
+                )
+            else:
+                full = write_chunk(
+                    request_id=self._request_id,
+                    model=self._model,
+                    index=index,
+                    size_prefixed=False,
+                    content=marker if field == "content" else b"",
+                    reasoning=marker if field == "reasoning" else b"",
+                )
+            # The stand-in is the last thing written: its length word, 4
+            # bytes, then the NUL and padding.
+            head = full[: len(full) - 4 - 4 - 4]
+            self._heads[key] = head
+        return head
+
+    def _frame(self, head: bytes, text: str) -> bytes:
+        data = text.encode("utf-8")
+        n = len(data)
+        pad = _PAD[n & 3]
+        return b"".join((_U32.pack(len(head) + 4 + n + len(pad)), head, _U32.pack(n), data, pad))
+
+    def content(self, text: str, index: int = 0) -> bytes:
+        return self._frame(self._head("content", index, 0), text)
+
+    def reasoning(self, text: str, index: int = 0) -> bytes:
+        return self._frame(self._head("reasoning", index, 0), text)
+
+    def arguments(self, tool: int, text: str, index: int = 0) -> bytes:
+        return self._frame(self._head("arguments", index, tool), text)
+
+    def chunk(
+        self,
+        *,
+        content: str = "",
+        tool_calls: Sequence[ToolCallDelta] = (),
+        finish_reason: int = FinishReason.NONE,
+        usage: Usage | None = None,
+        error: ChunkError | None = None,
+        index: int = 0,
+        reasoning: str = "",
+    ) -> bytes:
+        return write_chunk(
+            request_id=self._request_id,
+            model=self._model,
+            content=content,
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            usage=usage,
+            error=error,
+            index=index,
+            reasoning=reasoning,
+        )

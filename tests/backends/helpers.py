@@ -1,0 +1,187 @@
+"""What the backend adapter tests share: the fixtures, SSE bodies written by
+hand, running a translator over pieces of a body and reading back its frames,
+and decoded requests built the way the proxy gets them (through the edge).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from flatgate.edge_translator.models import decode_request
+from flatgate.edge_translator.translate import write_request
+from flatgate.proxy.backends.base import Translator
+from flatgate.proxy.wire.chunks import read_chunk
+from flatgate.proxy.wire.decode import Request, read_request
+from flatgate.proxy.wire.frames import Chunk, FrameSplitter
+from flatgate.proxy.wire.schema import FinishReason, Provider
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# Fixtures that are not a whole stream a server could send: the docs' own
+# elisions (`...`) make one of their events invalid JSON.
+UNPARSEABLE = {"anthropic_web_search_docs_elided.sse"}
+
+
+def fixture(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+def sse_fixtures(prefix: str = "") -> list[str]:
+    """The parseable ``.sse`` fixtures (``anthropic_*`` ones, or the others)."""
+    names = sorted(p.name for p in FIXTURES.glob("*.sse") if p.name not in UNPARSEABLE)
+    if prefix == "anthropic":
+        return [n for n in names if n.startswith("anthropic")]
+    if prefix == "openai":
+        return [n for n in names if not n.startswith("anthropic")]
+    return names
+
+
+def data_events(*payloads: dict[str, Any] | str, done: bool = True) -> bytes:
+    """An OpenAI-style body: one ``data:`` event per payload, then ``[DONE]``."""
+    out = []
+    for p in payloads:
+        text = p if isinstance(p, str) else json.dumps(p)
+        out.append(f"data: {text}\n\n".encode())
+    if done:
+        out.append(b"data: [DONE]\n\n")
+    return b"".join(out)
+
+
+def named_events(*payloads: dict[str, Any]) -> bytes:
+    """An Anthropic-style body: ``event: <type>`` and ``data:`` per payload."""
+    return b"".join(f"event: {p['type']}\ndata: {json.dumps(p)}\n\n".encode() for p in payloads)
+
+
+def chunk(
+    *,
+    content: str | None = None,
+    reasoning: str | None = None,
+    reasoning_content: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    finish_reason: str | None = None,
+    index: int = 0,
+    usage: dict[str, Any] | None = None,
+    model: str = "gpt-test",
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` with one choice."""
+    delta: dict[str, Any] = {}
+    if content is not None:
+        delta["content"] = content
+    if reasoning is not None:
+        delta["reasoning"] = reasoning
+    if reasoning_content is not None:
+        delta["reasoning_content"] = reasoning_content
+    if tool_calls is not None:
+        delta["tool_calls"] = tool_calls
+    out: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish_reason}],
+    }
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def read_frames(data: bytes) -> list[Chunk]:
+    """The chunks in ``data``, which must hold whole size-prefixed frames only."""
+    splitter = FrameSplitter()
+    frames = splitter.feed(data)
+    assert splitter.pending == 0, "the translator wrote part of a frame"
+    return [read_chunk(f) for f in frames]
+
+
+def run(translator: Translator, pieces: Iterable[bytes], *, end: bool = True) -> list[Chunk]:
+    """Feed ``pieces`` then (unless told not) end; every call must return whole frames."""
+    out: list[Chunk] = []
+    for piece in pieces:
+        out += read_frames(translator.feed(piece))
+    if end:
+        out += read_frames(translator.end())
+    return out
+
+
+def split(data: bytes, points: Iterable[int]) -> list[bytes]:
+    """``data`` cut at ``points`` (offsets, any order; duplicates give empty pieces)."""
+    cuts = [0, *sorted(points), len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+def bytewise(data: bytes) -> list[bytes]:
+    return [data[i : i + 1] for i in range(len(data))]
+
+
+def random_pieces(data: bytes, rng: random.Random, most: int = 12) -> list[bytes]:
+    return split(data, [rng.randint(0, len(data)) for _ in range(rng.randint(1, most))])
+
+
+def is_terminal(c: Chunk) -> bool:
+    return c.finish_reason != FinishReason.NONE or c.error is not None
+
+
+def terminals(chunks: Sequence[Chunk]) -> list[Chunk]:
+    return [c for c in chunks if is_terminal(c)]
+
+
+def is_empty(c: Chunk) -> bool:
+    """A chunk that says nothing (a translator should never write one)."""
+    return not (c.content or c.reasoning or c.tool_calls or is_terminal(c) or c.usage)
+
+
+def content(chunks: Sequence[Chunk], index: int = 0) -> str:
+    return "".join(c.content for c in chunks if c.index == index)
+
+
+def reasoning(chunks: Sequence[Chunk], index: int = 0) -> str:
+    return "".join(c.reasoning for c in chunks if c.index == index)
+
+
+def calls(chunks: Sequence[Chunk], index: int = 0) -> dict[int, dict[str, Any]]:
+    """Tool calls by our index, as a client assembles them: id and name from the
+    fragments that carry them (every one seen, to catch repeats), arguments joined."""
+    out: dict[int, dict[str, Any]] = {}
+    for c in chunks:
+        if c.index != index:
+            continue
+        for d in c.tool_calls:
+            call = out.setdefault(d.index, {"ids": [], "names": [], "arguments": ""})
+            if d.id:
+                call["ids"].append(d.id)
+            if d.name:
+                call["names"].append(d.name)
+            call["arguments"] += d.arguments
+    return out
+
+
+def request(body: dict[str, Any], *, model_name: str = "routed-model") -> Request:
+    """``body`` (Chat Completions JSON) as the proxy decodes it: written by the
+    edge into a ``CompletionRequest``, read back with ``read_request``."""
+    return read_request(
+        write_request(
+            decode_request(json.dumps(body).encode()),
+            provider=int(Provider.SelfHosted),
+            model_name=model_name,
+            tenant="tenant-a",
+            request_id="req-1",
+        )
+    )
+
+
+def request_raw(body: bytes, *, model_name: str = "routed-model") -> Request:
+    """Like ``request``, from the exact JSON bytes a client sent."""
+    return read_request(
+        write_request(
+            decode_request(body), provider=int(Provider.SelfHosted), model_name=model_name
+        )
+    )
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
