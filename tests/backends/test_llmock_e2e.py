@@ -31,9 +31,13 @@ class Stack:
     def __init__(self, mock: LLMock, edge: Server) -> None:
         self.mock = mock
         self.edge = edge
+        self._client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="unused", max_retries=0)
 
     def client(self) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.edge.url}/v1", api_key="unused", max_retries=0)
+        return self._client
+
+    def close(self) -> None:
+        self._client.close()
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +91,9 @@ provider = "Anthropic"
         try:
             proxy.wait_healthy()
             edge.wait_healthy()
-            yield Stack(mock, edge)
+            stack = Stack(mock, edge)
+            yield stack
+            stack.close()
         finally:
             edge.stop()
             proxy.stop()
@@ -259,3 +265,30 @@ def test_a_stream_cut_short_is_an_error_not_a_short_answer(stack: Stack, model: 
     with pytest.raises(openai.APIError) as info:
         stream_text(stack, model)
     assert "backend_stream_truncated" in str(info.value.body) or "ended" in info.value.message
+
+
+@pytest.mark.parametrize("model", [OPENAI_MODEL, ANTHROPIC_MODEL])
+def test_parallel_tool_calls_arrive_as_separate_calls(stack: Stack, model: str) -> None:
+    provider = "openai" if model == OPENAI_MODEL else "anthropic"
+    stack.mock.scenario(
+        {
+            "type": "reply",
+            "tool_calls": [
+                {"name": "get_weather", "arguments": {"city": "Paris"}},
+                {"name": "get_weather", "arguments": {"city": "Oslo"}},
+            ],
+            "match": {"provider": provider},
+        }
+    )
+    reply = stack.client().chat.completions.create(
+        model=model,
+        tools=[WEATHER],  # type: ignore[list-item]
+        messages=[{"role": "user", "content": "weather in Paris and Oslo?"}],
+    )
+    calls = reply.choices[0].message.tool_calls or []
+    assert [json.loads(c.function.arguments) for c in calls] == [  # type: ignore[union-attr]
+        {"city": "Paris"},
+        {"city": "Oslo"},
+    ]
+    assert len({c.id for c in calls}) == 2
+    assert reply.choices[0].finish_reason == "tool_calls"
