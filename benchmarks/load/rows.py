@@ -6,6 +6,9 @@ the request bodies each row sends, all built from the one seeded generator
 (``benchmarks.payloads.make_request``) so every row carries the same request:
 
 - ``fbs``: the ``CompletionRequest`` FlatBuffer (``to_flatbuffer``);
+- ``fbs-openai``: the same FlatBuffer for the model routed to an ``openai``
+  backend (the stub speaking the OpenAI API, canned), so the proxy's adapter
+  translates it to JSON and the backend's SSE back to frames;
 - ``json``: the OpenAI JSON body (what json-route and msgspec-route read, and
   what the edge takes);
 - ``protobuf``: ``schema/gateway.proto``'s ``CompletionRequest``.
@@ -25,6 +28,7 @@ from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON
 
 __all__ = [
+    "ADAPTER_MODEL",
     "CANNED_DELTAS",
     "ECHO_MODEL",
     "ROWS",
@@ -37,8 +41,10 @@ __all__ = [
     "stream_body",
 ]
 
-BodyKind = Literal["fbs", "json", "protobuf", "openai"]
+BodyKind = Literal["fbs", "fbs-openai", "json", "protobuf", "openai"]
 ECHO_MODEL = "bench-echo"
+# Routed to the canned stub that speaks the OpenAI API.
+ADAPTER_MODEL = "bench-openai"
 # Deltas the canned stub answers every non-streamed request with.
 CANNED_DELTAS = 8
 # What the echo stub streams back, one word a token.
@@ -70,6 +76,15 @@ ROWS: tuple[Row, ...] = (
     _row("proxy-rsgi"),
     _row("proxy-asgi"),
     _row("proxy-httpx", note="RSGI, httpx transport (the reference)"),
+    Row(
+        "proxy-openai",
+        "proxy-rsgi",
+        _C,
+        "fbs-openai",
+        ("proxy-rsgi",),
+        None,
+        "RSGI; an openai backend: FlatBuffer -> JSON, SSE -> frames",
+    ),
     _row("json-route", "json", "RSGI, json.loads", streams=False),
     _row("msgspec-route", "json", "RSGI, msgspec Structs", streams=False),
     _row("protobuf-route", "protobuf", "RSGI, protobuf FromString", streams=False),
@@ -98,6 +113,7 @@ class Body:
 
 _HEADERS: dict[BodyKind, tuple[tuple[str, str], ...]] = {
     "fbs": (("content-type", FLATBUFFERS), ("accept", FRAMES)),
+    "fbs-openai": (("content-type", FLATBUFFERS), ("accept", FRAMES)),
     "json": (("content-type", JSON), ("accept", FRAMES)),
     "protobuf": (("content-type", PROTOBUF_TYPE), ("accept", FRAMES)),
     "openai": (("content-type", "application/json"),),
@@ -107,6 +123,8 @@ _HEADERS: dict[BodyKind, tuple[tuple[str, str], ...]] = {
 def _encode(kind: BodyKind, request: dict[str, Any]) -> bytes:
     if kind == "fbs":
         return to_flatbuffer(request)
+    if kind == "fbs-openai":
+        return to_flatbuffer({**request, "model": ADAPTER_MODEL})
     if kind in ("json", "openai"):
         return msgspec.json.encode(request)
     from benchmarks.codecs.common import edge_request

@@ -46,14 +46,14 @@ from benchmarks.load.measure import (
     measure_streams,
 )
 from benchmarks.load.results import skipped_row
-from benchmarks.load.rows import CANNED_DELTAS, ROWS
+from benchmarks.load.rows import ADAPTER_MODEL, CANNED_DELTAS, ROWS
 from benchmarks.payloads import PROMPT_SIZES
 from benchmarks.servers import ServerGroup, find_tool
 
 __all__ = ["header", "main", "run", "start_servers"]
 
 
-def _config_text(canned: int, echo: int) -> str:
+def _config_text(canned: int, echo: int, canned_openai: int) -> str:
     return f"""[proxy]
 max_body_bytes = 8388608
 pool_limit = 256
@@ -62,6 +62,15 @@ pool_limit = 256
 name = "canned"
 url = "http://127.0.0.1:{canned}"
 protocol = "fbs"
+
+[[backends]]
+name = "canned-openai"
+url = "http://127.0.0.1:{canned_openai}/v1"
+protocol = "openai"
+
+[[routes]]
+model = "{ADAPTER_MODEL}"
+backends = ["canned-openai"]
 
 [[backends]]
 name = "echo"
@@ -110,8 +119,13 @@ def start_servers(group: ServerGroup, settings: Settings) -> dict[str, str]:
     stub = group.flatgate("stub", "stub", ["--canned", str(CANNED_DELTAS), "--interface", "rsgi"])
     timing = ["--ttft-ms", str(settings.ttft_ms), "--itl-ms", str(settings.itl_ms)]
     echo = group.flatgate("echo", "stub", [*timing, "--interface", "rsgi"])
+    openai_stub = group.flatgate(
+        "stub-openai",
+        "stub",
+        ["--protocol", "openai", "--canned", str(CANNED_DELTAS), "--interface", "rsgi"],
+    )
     config = group.workdir / "gateway.toml"
-    config.write_text(_config_text(stub.port, echo.port))
+    config.write_text(_config_text(stub.port, echo.port, openai_stub.port))
     cfg = ["--config", str(config)]
     for name, (iface, transport) in _PROXIES.items():
         if name in wanted:

@@ -154,7 +154,8 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 30.0
 
 
 EXAMPLE = """\
-flatgate is up: edge http://{eh}:{ep}  ->  proxy http://{ph}:{pp}  ->  stub http://{sh}:{sp}
+flatgate is up: edge http://{eh}:{ep}  ->  proxy http://{ph}:{pp}  ->  stubs: {stubs}
+Models: {models}
 
 Try it with curl:
   curl -s http://{eh}:{ep}/v1/chat/completions -H 'Content-Type: application/json' \\
@@ -167,7 +168,7 @@ Or with the openai SDK (pip install openai):
       messages=[{{"role": "user", "content": "hello flatgate, word by word"}}])
   print("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
 
-Ctrl-C stops all three.
+Ctrl-C stops them all.
 """
 
 
@@ -189,10 +190,14 @@ def _up(args: argparse.Namespace) -> int:
     base = [sys.executable, "-m", "flatgate.proxy.gateway.cli"]
     extra = (["--config", config_path] if config_path else []) + ["--log-level", args.log_level]
     e, p, s = edge.edge, config.proxy, config.stub
-    plan = [
-        ("stub", f"http://{s.host}:{s.port}/healthz"),
-        ("proxy", f"http://{p.host}:{p.port}/healthz"),
-        ("edge", f"http://{e.host}:{e.port}/healthz"),
+    plan: list[tuple[list[str], str]] = [
+        (["stub", "--protocol", protocol, "--port", str(s.port + i)],
+         f"http://{s.host}:{s.port + i}/healthz")
+        for i, protocol in enumerate(s.up)
+    ]  # fmt: skip
+    plan += [
+        (["proxy"], f"http://{p.host}:{p.port}/healthz"),
+        (["edge"], f"http://{e.host}:{e.port}/healthz"),
     ]
     procs: list[subprocess.Popen[bytes]] = []
 
@@ -208,17 +213,22 @@ def _up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        for name, health in plan:
-            proc = subprocess.Popen([*base, name, *extra])
+        for command, health in plan:
+            proc = subprocess.Popen([*base, *command, *extra])
             procs.append(proc)
             if not _wait_healthy(health, proc):
-                print(f"flatgate up: {name} did not become healthy at {health}", file=sys.stderr)
+                print(
+                    f"flatgate up: {command[0]} did not become healthy at {health}",
+                    file=sys.stderr,
+                )
                 stop()
                 return 1
         model = edge.models[0].name if edge.models else "flatgate-echo"
+        stubs = ", ".join(f"{pr} http://{s.host}:{s.port + i}" for i, pr in enumerate(s.up))
+        models = ", ".join(m.name for m in edge.models)
         print(
             EXAMPLE.format(
-                eh=e.host, ep=e.port, ph=p.host, pp=p.port, sh=s.host, sp=s.port, model=model
+                eh=e.host, ep=e.port, ph=p.host, pp=p.port, stubs=stubs, model=model, models=models
             ),
             flush=True,
         )

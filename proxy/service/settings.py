@@ -88,6 +88,9 @@ class StubSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Non-empty: openai requests must carry `Authorization: Bearer <key>`,
     # anthropic requests `x-api-key: <key>` (fbs requests are not checked).
     api_key: str = ""
+    # What `flatgate up` starts: one stub per protocol, on port, port + 1, ...
+    # (`flatgate stub` alone serves `protocol`).
+    up: tuple[StubProtocol, ...] = ("fbs",)
 
 
 class GatewayConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -131,6 +134,8 @@ def _check(config: GatewayConfig) -> None:
             for name in getattr(r, key):
                 if name not in names:
                     raise ConfigError(f"{where}.{key}: unknown backend {name!r}")
+    if not config.stub.up or len(set(config.stub.up)) != len(config.stub.up):
+        raise ConfigError("stub.up: one or more protocols, each once")
     p = config.proxy
     if p.max_body_bytes < 1:
         raise ConfigError("proxy.max_body_bytes: must be >= 1")
