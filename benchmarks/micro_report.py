@@ -79,7 +79,7 @@ _RUNS: dict[str, dict[str, str]] = {
     "translate": {
         "protobuf": "edge validation (`decode_request`), then the protobuf mapping",
         "flatbuffers": "edge validation, then `write_request_stock`",
-        "flatgate": "`edge_translator.translate.translate_json`",
+        "flatgate": "`codecs.flatgate.translate_json`: the edge's decode, model lookup, writer",
     },
 }
 
