@@ -45,26 +45,20 @@ No I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 import msgspec
 
 from flatgate.proxy.backends.base import (
-    Outbound,
     Probe,
-    Refusal,
     Untranslatable,
-    classify,
 )
 from flatgate.proxy.backends.config import BackendConfig
-from flatgate.proxy.backends.openai import error_message
-from flatgate.proxy.backends.stream import EventStream, usage
-from flatgate.proxy.transport.base import retry_after
+from flatgate.proxy.backends.json_api import EventStream, JsonAdapter, usage
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.decode import Request
 from flatgate.proxy.wire.frames import ToolCallDelta
-from flatgate.proxy.wire.schema import JSON, SSE, FinishReason, ToolChoiceMode
+from flatgate.proxy.wire.schema import FinishReason, ToolChoiceMode
 from flatgate.proxy.wire.writer import ChunkWriter
 
 __all__ = ["STOP_REASONS", "AnthropicAdapter", "AnthropicStream", "encode_request"]
@@ -412,45 +406,30 @@ class AnthropicStream(EventStream):
         return self._out().chunk(finish_reason=self._finish, usage=report)
 
 
-class AnthropicAdapter:
+class AnthropicAdapter(JsonAdapter):
     protocol = "anthropic"
+    path = "/messages"
 
     def __init__(self, config: BackendConfig) -> None:
-        base = config.url.rstrip("/")
-        self._url = f"{base}/messages"
-        parts = urlsplit(base)
+        super().__init__(config)
+        parts = urlsplit(config.url)
         self._origin = f"{parts.scheme}://{parts.netloc}"
-        self._health = config.health_url()
-        self._model = config.model
         self._default_max = config.default_max_tokens
-        key = config.credential()
-        self._auth = [("x-api-key", key)] if key else []
         self._version = [("anthropic-version", config.anthropic_version)]
-        self._forward = config.forward_credentials
-        self._extra = list(config.headers.items())
 
-    def prepare(
-        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
-    ) -> Outbound:
-        req = request()
-        payload = encode_request(
-            req, model=self._model or req.model_name, default_max_tokens=self._default_max
-        )
-        headers = [("content-type", JSON), ("accept", SSE), ("x-request-id", request_id)]
-        headers += self._version
-        headers += self._auth
-        if self._forward and authorization:
-            headers.append(("authorization", authorization))
-        headers += self._extra
-        return Outbound(self._url, headers, payload)
+    def credential(self, key: str) -> list[tuple[str, str]]:
+        return [("x-api-key", key)]
+
+    def fixed(self) -> list[tuple[str, str]]:
+        return self._version
+
+    def encode(self, req: Request, model: str) -> bytes:
+        return encode_request(req, model=model, default_max_tokens=self._default_max)
 
     def translator(self, request_id: str, model: str) -> AnthropicStream:
-        return AnthropicStream(request_id, self._model or model)
-
-    def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
-        return Refusal(classify(status), status, error_message(body), retry_after(headers))
+        return AnthropicStream(request_id, self.model or model)
 
     def probe(self) -> Probe:
-        if self._health:
-            return Probe(self._health, [*self._version, *self._auth, *self._extra])
+        if self.health:
+            return super().probe()
         return Probe(self._origin, [], connect_only=True)

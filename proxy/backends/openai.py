@@ -38,24 +38,17 @@ No I/O.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
-
 import msgspec
 
 from flatgate.proxy.backends.base import (
-    Outbound,
     Probe,
-    Refusal,
-    classify,
 )
 from flatgate.proxy.backends.config import BackendConfig
-from flatgate.proxy.backends.stream import INT32_MAX, EventStream, usage
-from flatgate.proxy.transport.base import retry_after
+from flatgate.proxy.backends.json_api import INT32_MAX, EventStream, JsonAdapter, usage
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.decode import Message, Request, Tool
 from flatgate.proxy.wire.frames import ToolCallDelta, Usage
-from flatgate.proxy.wire.schema import JSON, SSE, FinishReason, ToolChoiceMode
+from flatgate.proxy.wire.schema import FinishReason, ToolChoiceMode
 from flatgate.proxy.wire.writer import ChunkWriter
 
 __all__ = ["FINISH_REASONS", "OpenAIAdapter", "OpenAIStream", "encode_request"]
@@ -345,54 +338,25 @@ class OpenAIStream(EventStream):
         return b"".join(out)
 
 
-class OpenAIAdapter:
+class OpenAIAdapter(JsonAdapter):
     protocol = "openai"
+    path = "/chat/completions"
 
     def __init__(self, config: BackendConfig) -> None:
-        base = config.url.rstrip("/")
-        self._url = f"{base}/chat/completions"
-        self._models_url = f"{base}/models"
-        self._health = config.health_url()
-        self._model = config.model
+        super().__init__(config)
+        self._models = config.url.rstrip("/") + "/models"
         self._field = config.max_tokens_field
-        key = config.credential()
-        self._auth = [("authorization", f"Bearer {key}")] if key else []
-        self._forward = config.forward_credentials
-        self._extra = list(config.headers.items())
 
-    def prepare(
-        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
-    ) -> Outbound:
-        req = request()
-        payload = encode_request(
-            req, model=self._model or req.model_name, max_tokens_field=self._field
-        )
-        headers = [("content-type", JSON), ("accept", SSE), ("x-request-id", request_id)]
-        headers += self._auth
-        if self._forward and authorization:
-            headers.append(("authorization", authorization))
-        headers += self._extra
-        return Outbound(self._url, headers, payload)
+    def credential(self, key: str) -> list[tuple[str, str]]:
+        return [("authorization", f"Bearer {key}")]
+
+    def encode(self, req: Request, model: str) -> bytes:
+        return encode_request(req, model=model, max_tokens_field=self._field)
 
     def translator(self, request_id: str, model: str) -> OpenAIStream:
-        return OpenAIStream(request_id, self._model or model)
-
-    def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
-        return Refusal(classify(status), status, error_message(body), retry_after(headers))
+        return OpenAIStream(request_id, self.model or model)
 
     def probe(self) -> Probe:
-        return Probe(self._health or self._models_url, [*self._auth, *self._extra])
-
-
-def error_message(body: bytes) -> str:
-    """The message of an OpenAI-shaped (or Anthropic-shaped) error body, or its text."""
-    try:
-        doc = json.loads(body)
-        err = doc.get("error") if isinstance(doc, dict) else None
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str) and err:
-            return err
-    except ValueError:
-        pass
-    return body[:512].decode("utf-8", "replace").strip() or "no message"
+        if self.health:
+            return super().probe()
+        return Probe(self._models, [*self.auth, *self.extra])

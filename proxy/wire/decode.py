@@ -122,54 +122,28 @@ def _slots(t: Table, *names: str) -> tuple[int, ...]:
     return tuple(t.slot(n) for n in names)
 
 
-(
-    _R_REQUEST_ID,
-    _R_PROVIDER,
-    _R_MODEL,
-    _R_MAX_TOKENS,
-    _R_TEMPERATURE,
-    _R_TOOLS,
-    _R_MESSAGES,
-    _R_TOOL_CHOICE,
-    _R_TOOL_CHOICE_NAME,
-    _R_TOP_P,
-    _R_STOP,
-    _R_SEED,
-    _R_PRESENCE,
-    _R_FREQUENCY,
-    _R_N,
-    _R_STREAM,
-    _R_USER,
-    _R_TENANT,
-    _R_METADATA,
-    _R_INCLUDE_USAGE,
-    _R_PTC,
-    _R_RESPONSE_FORMAT,
-) = _slots(
-    COMPLETION_REQUEST,
-    "request_id",
-    "provider",
-    "model_name",
-    "max_tokens",
-    "temperature",
-    "tools",
-    "messages",
-    "tool_choice",
-    "tool_choice_name",
-    "top_p",
-    "stop",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "n",
-    "stream",
-    "user",
-    "tenant",
-    "metadata",
-    "include_usage",
-    "parallel_tool_calls",
-    "response_format",
-)
+_R_REQUEST_ID = COMPLETION_REQUEST.slot("request_id")
+_R_PROVIDER = COMPLETION_REQUEST.slot("provider")
+_R_MODEL = COMPLETION_REQUEST.slot("model_name")
+_R_MAX_TOKENS = COMPLETION_REQUEST.slot("max_tokens")
+_R_TEMPERATURE = COMPLETION_REQUEST.slot("temperature")
+_R_TOOLS = COMPLETION_REQUEST.slot("tools")
+_R_MESSAGES = COMPLETION_REQUEST.slot("messages")
+_R_TOOL_CHOICE = COMPLETION_REQUEST.slot("tool_choice")
+_R_TOOL_CHOICE_NAME = COMPLETION_REQUEST.slot("tool_choice_name")
+_R_TOP_P = COMPLETION_REQUEST.slot("top_p")
+_R_STOP = COMPLETION_REQUEST.slot("stop")
+_R_SEED = COMPLETION_REQUEST.slot("seed")
+_R_PRESENCE = COMPLETION_REQUEST.slot("presence_penalty")
+_R_FREQUENCY = COMPLETION_REQUEST.slot("frequency_penalty")
+_R_N = COMPLETION_REQUEST.slot("n")
+_R_STREAM = COMPLETION_REQUEST.slot("stream")
+_R_USER = COMPLETION_REQUEST.slot("user")
+_R_TENANT = COMPLETION_REQUEST.slot("tenant")
+_R_METADATA = COMPLETION_REQUEST.slot("metadata")
+_R_INCLUDE_USAGE = COMPLETION_REQUEST.slot("include_usage")
+_R_PTC = COMPLETION_REQUEST.slot("parallel_tool_calls")
+_R_RESPONSE_FORMAT = COMPLETION_REQUEST.slot("response_format")
 _M_ROLE, _M_CONTENT, _M_NAME, _M_CALLS, _M_CALL_ID = _slots(
     MESSAGE, "role", "content", "name", "tool_calls", "tool_call_id"
 )

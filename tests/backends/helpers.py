@@ -15,9 +15,10 @@ from typing import Any
 from flatgate.edge_translator.models import decode_request
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.backends.base import Translator
+from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunks import read_chunk
 from flatgate.proxy.wire.decode import Request, read_request
-from flatgate.proxy.wire.frames import Chunk, FrameSplitter
+from flatgate.proxy.wire.frames import Chunk, ChunkError, FrameSplitter
 from flatgate.proxy.wire.schema import FinishReason, Provider
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -185,3 +186,22 @@ def request_raw(body: bytes, *, model_name: str = "routed-model") -> Request:
 
 def user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
+
+
+TRUNCATED = codes.BACKEND_STREAM_TRUNCATED.code
+STREAM_ERROR = codes.BACKEND_STREAM_ERROR.code
+
+
+def final(chunks: Sequence[Chunk]) -> Chunk:
+    """The one terminal chunk, which must be the last."""
+    ends = terminals(chunks)
+    assert len(ends) == 1, ends
+    assert chunks[-1] is ends[0]
+    return ends[0]
+
+
+def error_of(chunks: Sequence[Chunk]) -> ChunkError:
+    last = final(chunks)
+    assert last.finish_reason == FinishReason.ERROR
+    assert last.error is not None
+    return last.error

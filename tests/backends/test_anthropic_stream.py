@@ -20,13 +20,16 @@ from hypothesis import strategies as st
 from flatgate.proxy.backends.anthropic import STOP_REASONS, AnthropicAdapter, AnthropicStream
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.backends.config import BackendConfig
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.frames import Chunk, ChunkError, Usage
+from flatgate.proxy.wire.frames import Chunk, Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (
+    STREAM_ERROR,
+    TRUNCATED,
     bytewise,
     calls,
     content,
+    error_of,
+    final,
     fixture,
     is_empty,
     named_events,
@@ -42,8 +45,6 @@ from tests.backends.helpers import (
 RID = "req-7"
 MODEL = "configured-model"
 FIXTURE_NAMES = sse_fixtures("anthropic")
-TRUNCATED = codes.BACKEND_STREAM_TRUNCATED.code
-STREAM_ERROR = codes.BACKEND_STREAM_ERROR.code
 
 
 def stream() -> AnthropicStream:
@@ -52,20 +53,6 @@ def stream() -> AnthropicStream:
 
 def translate(data: bytes) -> list[Chunk]:
     return run(stream(), [data])
-
-
-def final(chunks: list[Chunk]) -> Chunk:
-    ends = terminals(chunks)
-    assert len(ends) == 1, ends
-    assert chunks[-1] is ends[0]
-    return ends[0]
-
-
-def error_of(chunks: list[Chunk]) -> ChunkError:
-    last = final(chunks)
-    assert last.finish_reason == FinishReason.ERROR
-    assert last.error is not None
-    return last.error
 
 
 # -- event builders ------------------------------------------------------------

@@ -20,15 +20,18 @@ from hypothesis import strategies as st
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.openai import FINISH_REASONS, OpenAIAdapter, OpenAIStream
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.frames import Chunk, ChunkError, Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (
+    STREAM_ERROR,
+    TRUNCATED,
     bytewise,
     calls,
     chunk,
     content,
     data_events,
+    error_of,
+    final,
     fixture,
     is_empty,
     random_pieces,
@@ -43,8 +46,6 @@ from tests.backends.helpers import (
 RID = "req-42"
 MODEL = "configured-model"
 FIXTURE_NAMES = sse_fixtures("openai")
-TRUNCATED = codes.BACKEND_STREAM_TRUNCATED.code
-STREAM_ERROR = codes.BACKEND_STREAM_ERROR.code
 
 
 def stream() -> OpenAIStream:
@@ -53,21 +54,6 @@ def stream() -> OpenAIStream:
 
 def translate(data: bytes) -> list[Chunk]:
     return run(stream(), [data])
-
-
-def final(chunks: list[Chunk]) -> Chunk:
-    """The one terminal chunk, which must be the last."""
-    ends = terminals(chunks)
-    assert len(ends) == 1, ends
-    assert chunks[-1] is ends[0]
-    return ends[0]
-
-
-def error_of(chunks: list[Chunk]) -> ChunkError:
-    last = final(chunks)
-    assert last.finish_reason == FinishReason.ERROR
-    assert last.error is not None
-    return last.error
 
 
 def call(

@@ -1,5 +1,10 @@
-"""The JSON backends' translators, their common part: SSE in, chunk frames out,
-exactly one terminal chunk.
+"""What the JSON backends (``openai``, ``anthropic``) share.
+
+``JsonAdapter`` is their adapter's common part: the endpoint, the headers
+(content type, the request id, flatgate's credential or, where configured, the
+caller's, and static extras), the refusal read from an error body, and the
+probe; each protocol supplies its path, credential header, request encoder and
+translator.
 
 ``EventStream`` parses the body as server-sent events and hands each event to
 its subclass (``_event``), which returns the frames it makes. Whatever the
@@ -13,14 +18,20 @@ of the good events before them), or a body that ends before the finish
 from __future__ import annotations
 
 import contextlib
+import json
+from collections.abc import Callable, Mapping
 
+from flatgate.proxy.backends.base import Outbound, Probe, Refusal, classify
+from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.sse import SSEError, SSEParser
+from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.decode import Request
 from flatgate.proxy.wire.frames import ChunkError, Usage
-from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.schema import JSON, SSE, FinishReason
 from flatgate.proxy.wire.writer import write_chunk
 
-__all__ = ["INT32_MAX", "EventStream", "count", "usage"]
+__all__ = ["INT32_MAX", "EventStream", "JsonAdapter", "count", "error_message", "usage"]
 
 INT32_MAX = (1 << 31) - 1
 
@@ -96,3 +107,64 @@ class EventStream:
         if not self.done:
             out.append(self._ended())
         return b"".join(out)
+
+
+def error_message(body: bytes) -> str:
+    """The message of an OpenAI- or Anthropic-shaped error body, or its text."""
+    try:
+        doc = json.loads(body)
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str) and err:
+            return err
+    except ValueError:
+        pass
+    return body[:512].decode("utf-8", "replace").strip() or "no message"
+
+
+class JsonAdapter:
+    """The common part of the JSON backends' adapters (see the module docstring)."""
+
+    protocol = ""
+    # Appended to the backend's url.
+    path = ""
+
+    def __init__(self, config: BackendConfig) -> None:
+        self.url = config.url.rstrip("/") + self.path
+        self.model = config.model
+        self.health = config.health_url()
+        key = config.credential()
+        self.auth = self.credential(key) if key else []
+        self.forward = config.forward_credentials
+        self.extra = list(config.headers.items())
+
+    def credential(self, key: str) -> list[tuple[str, str]]:
+        """The headers that present flatgate's key."""
+        raise NotImplementedError
+
+    def fixed(self) -> list[tuple[str, str]]:
+        """Headers every request of the protocol carries (besides the key)."""
+        return []
+
+    def encode(self, req: Request, model: str) -> bytes:
+        raise NotImplementedError
+
+    def prepare(
+        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
+    ) -> Outbound:
+        req = request()
+        payload = self.encode(req, self.model or req.model_name)
+        headers = [("content-type", JSON), ("accept", SSE), ("x-request-id", request_id)]
+        headers += self.fixed()
+        headers += self.auth
+        if self.forward and authorization:
+            headers.append(("authorization", authorization))
+        headers += self.extra
+        return Outbound(self.url, headers, payload)
+
+    def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
+        return Refusal(classify(status), status, error_message(body), retry_after(headers))
+
+    def probe(self) -> Probe:
+        return Probe(self.health, [*self.fixed(), *self.auth, *self.extra])
