@@ -34,8 +34,10 @@ name = "x"
 
 def test_embedded_default_serves_flatgate_echo() -> None:
     config = load_config(None, environ={})
-    assert [r.model for r in config.routes] == ["flatgate-echo"]
+    assert [r.model for r in config.routes] == ["flatgate-echo", "flatgate-echo-openai"]
     assert config.backend("stub").url == "http://127.0.0.1:8082"
+    assert config.backend("stub-openai").protocol == "openai"
+    assert config.stub.up == ("fbs", "openai")  # make run shows an adapter route
     assert config.proxy.transport == "fast"
 
 
