@@ -56,7 +56,7 @@ class FakeExchange:
     def header(self, name: str) -> str | None:
         return self._headers.get(name)
 
-    async def body(self) -> bytes:
+    async def body(self, limit: int) -> bytes:
         return self._body
 
     async def respond(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:

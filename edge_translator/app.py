@@ -1,42 +1,42 @@
-"""The edge's HTTP surface: a granian RSGI app speaking the OpenAI API.
+"""The edge's HTTP surface: the OpenAI API, over ``plumbing.serve``'s ``Exchange``.
 
 ``POST /v1/chat/completions`` authenticates the caller (``auth``), reads the
 body within ``max_body_bytes``, decodes and validates it once (``models``),
 writes the ``CompletionRequest`` FlatBuffer (``translate``), sends it to the
-proxy's ``POST /v1/completions`` through ``proxy.upstream`` asking for
-size-prefixed frames, and turns the frames into OpenAI JSON (``render``):
-SSE events as they arrive, or one ``chat.completion``. Also ``GET /v1/models``,
-``GET /healthz`` and ``GET /metrics`` (``flatgate_edge_*``).
+proxy's ``POST /v1/completions`` asking for size-prefixed frames, and answers
+with OpenAI JSON (``answer``, ``render``): SSE events as frames arrive, or one
+``chat.completion``. Also ``GET /v1/models``, ``GET /healthz`` and
+``GET /metrics`` (``flatgate_edge_*``).
 
-Errors are ``EdgeError``s and become responses in one place
-(``_send_error``). The response head waits for the first frame, so a backend
-that fails at once still gets an HTTP error status; after the head, a failure
-ends the stream with an ``error`` event. A client that disconnects cancels the
-request to the proxy. The granian protocol objects are used here and nowhere
-else.
+It runs under granian's ASGI interface by default (``[edge] interface``),
+whose ``send`` waits on a bounded channel: a client that stops reading stops
+the edge reading from the proxy, which stops the proxy reading from the
+backend, so memory per stream stays bounded. RSGI is leaner and unbounded.
+
+Errors are ``EdgeError``s and become responses in one place (``_send_error``).
+A client that disconnects cancels the request to the proxy. The granian
+protocol objects are behind ``Exchange``; this module never sees them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
 
 import msgspec
 from prometheus_client import Histogram
 
+from flatgate.edge_translator.answer import SSE_HEADERS, Keepalive, aggregate, proxy_error, stream
 from flatgate.edge_translator.auth import KeyRing
 from flatgate.edge_translator.config import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.errors import (
     EdgeError,
     InvalidRequest,
     MethodNotAllowed,
-    ModelNotFound,
     NotFound,
     PayloadTooLarge,
     UpstreamFailed,
@@ -48,31 +48,22 @@ from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_ev
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
-from flatgate.proxy.plumbing.serve import CallerWatch
-from flatgate.proxy.transport.base import Response, Timeouts, Transport, retry_after
+from flatgate.proxy.plumbing.serve import BodyTooLarge, CallerWatch, Exchange, ServerApp
+from flatgate.proxy.transport.base import Timeouts, Transport
 from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
 from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.chunks import read_chunk
-from flatgate.proxy.wire.frames import Chunk, FrameCutter, MalformedFrame
-from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON, SSE
+from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON
 
 __all__ = ["EdgeApp", "create_app"]
 
 log = logging.getLogger("flatgate.edge")
 
-_SSE = [("content-type", SSE), ("cache-control", "no-cache")]
+_JSON = [("content-type", JSON)]
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
 _MAX_REQUEST_ID = 128
-
-
-class _Scope(Protocol):
-    method: str
-    path: str
-
-    @property
-    def headers(self) -> Any: ...
+_COMPLETIONS = "/v1/chat/completions"
+_GETS = ("/v1/models", "/healthz", "/metrics")
 
 
 class _Model(msgspec.Struct):
@@ -87,49 +78,9 @@ class _ModelList(msgspec.Struct):
     object: str = "list"
 
 
-class _ProxyError(msgspec.Struct):
-    code: str = ""
-    message: str = ""
-
-
-class _ProxyErrorBody(msgspec.Struct):
-    error: _ProxyError = msgspec.field(default_factory=_ProxyError)
-
-
-_decode_proxy_error = msgspec.json.Decoder(_ProxyErrorBody).decode
-
-
-# Proxy statuses that mean the edge and the proxy disagree (an edge bug, or a
-# proxy of another version): the client sees a gateway failure.
-_DISAGREEMENT = frozenset({405, 411, 415})
-
-
-def _proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> EdgeError:
-    """The OpenAI error for a proxy that answered ``status`` before any frame.
-
-    The proxy's code and status carry through (a backend's 400 stays a 400, a
-    429 stays a 429 with its ``Retry-After``), so that the client's SDK raises
-    the matching exception and retries only what can succeed.
-    """
-    try:
-        detail = _decode_proxy_error(body).error
-    except msgspec.DecodeError:
-        detail = _ProxyError()
-    message = detail.message or f"the proxy answered HTTP {status}"
-    if status == 404 and detail.code in ("", codes.NO_ROUTE.code):
-        return ModelNotFound(f"No route to the model: {message}", param="model")
-    if status == 413:
-        return PayloadTooLarge(f"Request too large for the proxy: {message}")
-    code = codes.peer_code(detail.code, status) if detail.code else codes.PROXY_PROTOCOL_ERROR
-    if status in _DISAGREEMENT or not detail.code:
-        return UpstreamFailed(message, code=code, status=502)
-    if status == 504:
-        return UpstreamTimeout(message, code=code)
-    return EdgeError(message, code=code, status=status, retry_after=retry_after(headers))
-
-
 class EdgeApp:
-    """One edge app per worker: ``__rsgi_init__`` opens the transport to the proxy."""
+    """The edge's request handler; one per worker (its transport is made in the
+    worker's loop, on first use)."""
 
     def __init__(
         self,
@@ -170,16 +121,11 @@ class EdgeApp:
         ]
         self._models_body = msgspec.json.encode(_ModelList(models))
 
-    # -- RSGI ---------------------------------------------------------------
-
-    def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = self._transport_factory()
-
-    def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
-        transport, self._transport = self._transport, None
-        if transport is not None and not loop.is_closed():
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(transport.aclose())
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            self._transport = self._transport_factory()
+        return self._transport
 
     async def aclose(self) -> None:
         """Close the transport (for embedding and tests)."""
@@ -187,89 +133,74 @@ class EdgeApp:
         if transport is not None:
             await transport.aclose()
 
-    async def __rsgi__(self, scope: _Scope, protocol: Any) -> None:
-        path = scope.path
-        method = scope.method
+    async def __call__(self, ex: Exchange) -> None:
+        path = ex.path
+        method = ex.method
         route = path
         status = 500
         try:
-            if path == "/v1/chat/completions":
+            if path == _COMPLETIONS:
                 if method != "POST":
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
-                status = await self._completions(scope, protocol)
-            elif path in ("/v1/models", "/healthz", "/metrics"):
+                status = await self._completions(ex)
+            elif path in _GETS:
                 if method not in ("GET", "HEAD"):
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use GET.")
-                status = self._get(path, scope, protocol)
+                status = await self._get(ex)
             else:
                 route = "other"
                 raise NotFound(f"Unknown request URL: {method} {path}.")
         except EdgeError as err:
             status = err.status
-            self._send_error(protocol, err, scope)
+            await self._send_error(ex, err)
         except Exception:
             log.exception("edge: unexpected error on %s %s", method, path)
             internal = EdgeError("The server had an error while processing your request.")
             status = internal.status
-            self._send_error(protocol, internal, scope)
+            await self._send_error(ex, internal)
         self.metrics.count(route, status)
 
-    def _send_error(self, protocol: Any, err: EdgeError, scope: _Scope) -> None:
-        headers = [("content-type", JSON)]
+    async def _send_error(self, ex: Exchange, err: EdgeError) -> None:
+        headers = list(_JSON)
         if err.retry_after is not None:
             headers.append(("retry-after", str(max(1, math.ceil(err.retry_after)))))
         if err.status == 405:
-            headers.append(("allow", "POST" if scope.path == "/v1/chat/completions" else "GET"))
-        protocol.response_bytes(err.status, headers, err.body())
+            headers.append(("allow", "POST" if ex.path == _COMPLETIONS else "GET"))
+        await ex.respond(err.status, headers, err.body())
 
-    def _get(self, path: str, scope: _Scope, protocol: Any) -> int:
+    async def _get(self, ex: Exchange) -> int:
+        path = ex.path
         if path == "/healthz":
-            protocol.response_bytes(200, [("content-type", JSON)], b'{"status":"ok"}')
+            await ex.respond(200, _JSON, b'{"status":"ok"}')
         elif path == "/metrics":
-            protocol.response_bytes(
-                200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render()
-            )
+            await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
-            self._keys.tenant_for(scope.headers.get("authorization"))
-            protocol.response_bytes(200, [("content-type", JSON)], self._models_body)
+            self._keys.tenant_for(ex.header("authorization"))
+            await ex.respond(200, _JSON, self._models_body)
         return 200
 
     # -- POST /v1/chat/completions -------------------------------------------
 
-    async def _read_body(self, scope: _Scope, protocol: Any) -> bytes:
+    async def _completions(self, ex: Exchange) -> int:
+        tenant = self._keys.tenant_for(ex.header("authorization"))
+        length = ex.header("content-length")
+        if length is not None and not length.isdigit():
+            raise InvalidRequest("Invalid Content-Length header.")
         limit = self._max_body
-        length = scope.headers.get("content-length")
-        if length is not None:
-            try:
-                size = int(length)
-            except ValueError:
-                raise InvalidRequest("Invalid Content-Length header.") from None
-            if size > limit:
-                raise PayloadTooLarge(
-                    f"Request body of {size} bytes exceeds the limit of {limit} bytes."
-                )
-            body: bytes = await protocol()
-            if len(body) > limit:  # the peer sent more than it announced
-                raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
-            return body
-        pieces = []
-        total = 0
-        async for piece in protocol:
-            total += len(piece)
-            if total > limit:
-                raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
-            pieces.append(piece)
-        return b"".join(pieces)
-
-    async def _completions(self, scope: _Scope, protocol: Any) -> int:
-        headers = scope.headers
-        tenant = self._keys.tenant_for(headers.get("authorization"))
-        body = await self._read_body(scope, protocol)
+        try:
+            body = await ex.body(limit)
+        except BodyTooLarge:
+            raise PayloadTooLarge(
+                f"Request body exceeds the limit of {limit} bytes."
+                if length is None
+                else f"Request body of {length} bytes exceeds the limit of {limit} bytes."
+            ) from None
         started = time.perf_counter()
         req = decode_request(body)
+        del body
         model = resolve_model(self._models, req.model)
         completion_id = new_request_id()
-        request_id = headers.get("x-request-id") or completion_id
+        request_id = ex.header("x-request-id") or completion_id
         if len(request_id) > _MAX_REQUEST_ID or not request_id.isprintable():
             raise InvalidRequest("Invalid x-request-id header.", param="x-request-id")
         frame = write_request(
@@ -281,11 +212,11 @@ class EdgeApp:
         )
         self._translate_time.observe(time.perf_counter() - started)
 
-        watch = CallerWatch(protocol.client_disconnect)
+        watch = CallerWatch(ex.disconnected)
         watch.start()
         try:
             return await self._exchange(
-                protocol,
+                ex,
                 req,
                 frame,
                 model=model.name,
@@ -301,7 +232,7 @@ class EdgeApp:
 
     async def _exchange(
         self,
-        protocol: Any,
+        ex: Exchange,
         req: ChatCompletionRequest,
         frame: bytes,
         *,
@@ -309,17 +240,13 @@ class EdgeApp:
         completion_id: str,
         request_id: str,
     ) -> int:
-        transport = self._transport
-        if transport is None:
-            transport = self._transport = self._transport_factory()
         reply = [("x-request-id", request_id)]
         keepalive = None
         if req.stream and self._keepalive:
-            keepalive = _Keepalive(protocol, [*_SSE, *reply], self._keepalive, self.metrics)
+            keepalive = Keepalive(ex, [*SSE_HEADERS, *reply], self._keepalive, self.metrics)
         try:
             return await self._answer(
-                transport,
-                protocol,
+                ex,
                 req,
                 frame,
                 keepalive=keepalive,
@@ -329,11 +256,12 @@ class EdgeApp:
                 request_id=request_id,
             )
         except EdgeError as err:
-            if keepalive is None or keepalive.out is None:
+            out = await keepalive.settle() if keepalive is not None else None
+            if out is None:
                 raise
             # The stream began with keep-alives: the error can only be an event.
-            out = await keepalive.settle()
-            await out.send_bytes(error_event(err))
+            await out.send(error_event(err))
+            await out.close()
             return 200
         finally:
             if keepalive is not None:
@@ -341,12 +269,11 @@ class EdgeApp:
 
     async def _answer(
         self,
-        transport: Transport,
-        protocol: Any,
+        ex: Exchange,
         req: ChatCompletionRequest,
         frame: bytes,
         *,
-        keepalive: _Keepalive | None,
+        keepalive: Keepalive | None,
         reply: list[tuple[str, str]],
         model: str,
         completion_id: str,
@@ -354,7 +281,7 @@ class EdgeApp:
     ) -> int:
         sent = time.perf_counter()
         try:
-            resp = await transport.request(
+            resp = await self.transport.request(
                 "POST",
                 self._url,
                 body=frame,
@@ -378,192 +305,35 @@ class EdgeApp:
                     detail = await resp.read()
                 except _UpstreamError:
                     detail = b""
-                raise _proxy_error(resp.status, resp.headers, detail)
+                raise proxy_error(resp.status, resp.headers, detail)
             created = int(time.time())
+            choices = req.n or 1
             if req.stream:
+                options = req.stream_options
                 renderer = StreamRenderer(
                     completion_id=completion_id,
                     created=created,
                     model=model,
-                    include_usage=bool(req.stream_options and req.stream_options.include_usage),
-                    choices=req.n or 1,
+                    include_usage=bool(options and options.include_usage),
+                    choices=choices,
                 )
-                return await self._stream(protocol, resp, renderer, reply, keepalive)
+                headers = [*SSE_HEADERS, *reply]
+                return await stream(
+                    ex, resp, renderer, headers=headers, keepalive=keepalive, metrics=self.metrics
+                )
             aggregator = Aggregator(
-                completion_id=completion_id, created=created, model=model, choices=req.n or 1
+                completion_id=completion_id, created=created, model=model, choices=choices
             )
-            frames = _Frames(resp)
-            try:
-                while not aggregator.finished:
-                    chunks = await frames.next()
-                    if chunks is None:
-                        if aggregator.complete:
-                            break
-                        raise UpstreamFailed(
-                            "The proxy closed the stream before the completion ended.",
-                            code=codes.PROXY_PROTOCOL_ERROR,
-                        )
-                    for chunk in chunks:
-                        aggregator.feed(chunk)
-            finally:
-                await frames.aclose()
-            protocol.response_bytes(200, [("content-type", JSON), *reply], aggregator.body())
+            body = await aggregate(resp, aggregator)
+            await ex.respond(200, [*_JSON, *reply], body)
             return 200
         finally:
             await resp.aclose()
 
-    async def _stream(
-        self,
-        protocol: Any,
-        resp: Response,
-        renderer: StreamRenderer,
-        reply: list[tuple[str, str]],
-        keepalive: _Keepalive | None,
-    ) -> int:
-        out: Any = None
-        gauge = self.metrics.active_streams
-        frames = _Frames(resp)
-        events: list[bytes] = []
-        try:
-            while (chunks := await frames.next()) is not None:
-                for chunk in chunks:
-                    events.append(renderer.feed(chunk))
-                    if renderer.finished:
-                        events.append(renderer.end())
-                        break
-                if out is None:
-                    if keepalive is not None:
-                        out = await keepalive.settle()
-                    if out is None:
-                        out = protocol.response_stream(200, [*_SSE, *reply])
-                        gauge.inc()
-                    resp.begun()
-                await out.send_bytes(b"".join(events))
-                events.clear()
-                if renderer.finished:
-                    return 200
-            if renderer.complete:  # fewer choices than asked for, each one finished
-                await out.send_bytes(renderer.end())
-                return 200
-            raise UpstreamFailed(
-                "The proxy closed the stream before the completion ended.",
-                code=codes.PROXY_PROTOCOL_ERROR,
-            )
-        except EdgeError as err:
-            if out is None:
-                if keepalive is not None:
-                    out = await keepalive.settle()
-                if out is None:
-                    if not any(events):
-                        raise  # nothing rendered yet: still time for an HTTP error status
-                    out = protocol.response_stream(200, [*_SSE, *reply])
-                    gauge.inc()
-            events.append(error_event(err))
-            await out.send_bytes(b"".join(events))
-            return 200
-        finally:
-            await frames.aclose()
-            if out is not None and (keepalive is None or keepalive.out is None):
-                gauge.dec()
 
-
-# What a keep-alive tick sends: an SSE comment, which clients skip.
-KEEPALIVE = b": keep-alive\n\n"
-
-
-class _Keepalive:
-    """SSE comments to a client while its stream waits for its first token.
-
-    A timer, so a request whose answer comes in time costs one ``call_later``:
-    the first tick starts the response (200, SSE) and each tick sends a
-    comment. ``settle`` stops it and hands over the response it started
-    (``None`` if it never ticked); ``close`` ends the bookkeeping.
-    """
-
-    __slots__ = ("_gauge", "_handle", "_headers", "_interval", "_protocol", "_sending", "out")
-
-    def __init__(
-        self, protocol: Any, headers: list[tuple[str, str]], interval: float, metrics: Metrics
-    ) -> None:
-        self._protocol = protocol
-        self._headers = headers
-        self._interval = interval
-        self._gauge = metrics.active_streams
-        self._sending: asyncio.Future[Any] | None = None
-        self.out: Any = None
-        loop = asyncio.get_running_loop()
-        self._handle: asyncio.TimerHandle | None = loop.call_later(interval, self._tick)
-
-    def _tick(self) -> None:
-        if self.out is None:
-            self.out = self._protocol.response_stream(200, self._headers)
-            self._gauge.inc()
-        self._sending = asyncio.ensure_future(self.out.send_bytes(KEEPALIVE))
-        self._handle = asyncio.get_running_loop().call_later(self._interval, self._tick)
-
-    async def settle(self) -> Any:
-        """Stop ticking; the response the ticks started (after their last write)."""
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        if self._sending is not None:
-            with contextlib.suppress(Exception):
-                await self._sending
-            self._sending = None
-        return self.out
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        if self.out is not None:
-            self._gauge.dec()
-
-
-class _Frames:
-    """Decoded chunks from the proxy's response, in the batches its bytes arrived in.
-
-    Chunks are read in place in the pieces as they arrived (``FrameCutter``
-    copies only a frame that spans pieces).
-    """
-
-    __slots__ = ("_cutter", "_pieces")
-
-    def __init__(self, resp: Response) -> None:
-        self._pieces = resp.iter_bytes().__aiter__()
-        self._cutter = FrameCutter()
-
-    async def next(self) -> list[Chunk] | None:
-        """The next non-empty batch, or ``None`` at the end of the body."""
-        try:
-            while True:
-                piece = await anext(self._pieces, None)
-                if piece is None:
-                    return None
-                ready = self._cutter.feed(piece)
-                if ready:
-                    return [read_chunk(ready, a, b) for a, b in FrameCutter.spans(ready)]
-        except _UpstreamTimeout as exc:
-            raise UpstreamTimeout(f"The proxy stopped answering: {exc}") from exc
-        except _UpstreamError as exc:
-            raise UpstreamFailed(
-                f"The proxy connection failed: {exc}", code=codes.PROXY_PROTOCOL_ERROR
-            ) from exc
-        except MalformedFrame as exc:
-            raise UpstreamFailed(
-                f"The proxy sent a malformed frame: {exc}", code=codes.PROXY_PROTOCOL_ERROR
-            ) from exc
-
-    async def aclose(self) -> None:
-        close = getattr(self._pieces, "aclose", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                await close()
-
-
-def create_app(environ: Mapping[str, str] | None = None) -> EdgeApp:
-    """The app granian serves (``edge_translator.app:create_app``, factory mode):
-    settings from ``$FLATGATE_CONFIG`` (or the embedded default) and
-    ``FLATGATE_EDGE_*`` variables."""
+def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
+    """The app granian serves (``flatgate.edge_translator.app:create_app``,
+    factory mode): settings from ``$FLATGATE_CONFIG`` (or the embedded default)
+    and ``FLATGATE_EDGE_*`` variables."""
     env = os.environ if environ is None else environ
-    return EdgeApp(load_edge_settings(None, environ=env))
+    return ServerApp(EdgeApp(load_edge_settings(None, environ=env)))

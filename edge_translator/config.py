@@ -69,6 +69,9 @@ class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     total_timeout: float = 0.0
     # Client to the proxy: "fast" (proxy.upstream's keep-alive pool) or "httpx".
     transport: Literal["fast", "httpx"] = "fast"
+    # Server interface: "asgi" bounds what a client that stops reading can make
+    # the edge buffer (granian's ASGI send waits); "rsgi" is leaner, unbounded.
+    interface: Literal["asgi", "rsgi"] = "asgi"
     # Connections kept to the proxy, per worker.
     pool_limit: int = 256
 

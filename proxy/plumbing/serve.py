@@ -19,7 +19,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
-__all__ = ["AsgiExchange", "CallerWatch", "Exchange", "RsgiExchange", "ServerApp", "Sink"]
+__all__ = [
+    "AsgiExchange",
+    "BodyTooLarge",
+    "CallerWatch",
+    "Exchange",
+    "RsgiExchange",
+    "ServerApp",
+    "Sink",
+]
 
 Headers = list[tuple[str, str]]
 
@@ -30,6 +38,14 @@ class Sink(Protocol):
     async def close(self) -> None: ...
 
 
+class BodyTooLarge(Exception):
+    """A request body over the limit given to ``Exchange.body``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"body over {limit} bytes")
+        self.limit = limit
+
+
 class Exchange(Protocol):
     method: str
     path: str
@@ -38,7 +54,11 @@ class Exchange(Protocol):
         """A request header by lower-case name."""
         ...
 
-    async def body(self) -> bytes: ...
+    async def body(self, limit: int) -> bytes:
+        """The whole request body; ``BodyTooLarge`` once it passes ``limit``
+        bytes, whether or not a ``Content-Length`` announced them (a chunked
+        upload is counted as it arrives, never buffered past the limit)."""
+        ...
 
     async def respond(self, status: int, headers: Headers, body: bytes) -> None: ...
 
@@ -91,9 +111,23 @@ class RsgiExchange:
         value: str | None = self._scope.headers.get(name)
         return value
 
-    async def body(self) -> bytes:
-        data: bytes = await self._proto()
-        return data
+    async def body(self, limit: int) -> bytes:
+        length = self._scope.headers.get("content-length")
+        if length is not None and length.isdigit():
+            if int(length) > limit:
+                raise BodyTooLarge(limit)
+            data: bytes = await self._proto()
+            if len(data) > limit:  # the peer sent more than it announced
+                raise BodyTooLarge(limit)
+            return data
+        pieces = []
+        total = 0
+        async for piece in self._proto:
+            total += len(piece)
+            if total > limit:
+                raise BodyTooLarge(limit)
+            pieces.append(piece)
+        return b"".join(pieces)
 
     async def respond(self, status: int, headers: Headers, body: bytes) -> None:
         self._proto.response_bytes(status, headers, body)
@@ -151,17 +185,24 @@ class AsgiExchange:
                 return value
         return None
 
-    async def body(self) -> bytes:
+    async def body(self, limit: int) -> bytes:
         message = await self._receive()
         first: bytes = message.get("body", b"")
+        if len(first) > limit:
+            raise BodyTooLarge(limit)
         if not message.get("more_body"):
             return first
         parts = [first]
+        total = len(first)
         while message.get("more_body"):
             message = await self._receive()
             if message["type"] == "http.disconnect":
                 raise ConnectionError("client went away while sending the body")
-            parts.append(message.get("body", b""))
+            piece = message.get("body", b"")
+            total += len(piece)
+            if total > limit:
+                raise BodyTooLarge(limit)
+            parts.append(piece)
         return b"".join(parts)
 
     async def respond(self, status: int, headers: Headers, body: bytes) -> None:

@@ -28,7 +28,7 @@ import time
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
-from flatgate.proxy.plumbing.serve import CallerWatch, Exchange, ServerApp, Sink
+from flatgate.proxy.plumbing.serve import BodyTooLarge, CallerWatch, Exchange, ServerApp, Sink
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.service.dispatch import Dispatcher, Opened, ProxyError
 from flatgate.proxy.service.routes import Route, RouteTable
@@ -165,9 +165,10 @@ class ProxyServer:
             raise ProxyError(codes.BAD_CONTENT_LENGTH, "Content-Length is not a number") from None
         if size > self.max_body:
             raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes")
-        body = await ex.body()
-        if len(body) > self.max_body:
-            raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes")
+        try:
+            body = await ex.body(self.max_body)
+        except BodyTooLarge:
+            raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes") from None
         return body, FRAMES in (ex.header("accept") or "")
 
     async def _stream(self, ex: Exchange, opened: Opened, *, rid: str, binary: bool) -> None:

@@ -10,7 +10,14 @@ import pytest
 
 from flatgate.edge_translator.app import EdgeApp, create_app
 from flatgate.edge_translator.auth import hash_key
-from flatgate.edge_translator.config import EdgeSection, EdgeSettings, KeyConfig, ModelConfig
+from flatgate.edge_translator.config import (
+    EdgeSection,
+    EdgeSettings,
+    KeyConfig,
+    ModelConfig,
+    load_edge_settings,
+)
+from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.transport.base import UpstreamConnectError, UpstreamProtocolError
 from flatgate.proxy.transport.base import UpstreamTimeout as TransportTimeout
 from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
@@ -50,7 +57,6 @@ def app_with(
         keys=tuple(keys),
     )
     app = EdgeApp(settings, transport_factory=lambda: transport)
-    app.__rsgi_init__(asyncio.get_running_loop())
     return app, transport
 
 
@@ -75,7 +81,7 @@ async def call(
     proto = fakes.Protocol(body, **kw)
     hdrs = {"content-length": str(len(body))} if body and "pieces" not in kw else {}
     hdrs.update(headers or {})
-    await app.__rsgi__(fakes.Scope(method, path, hdrs), proto)
+    await ServerApp(app).__rsgi__(fakes.Scope(method, path, hdrs), proto)
     return proto
 
 
@@ -397,7 +403,7 @@ async def test_client_disconnect_cancels_the_proxy_request():
     proto = fakes.Protocol(chat(stream=True))
     scope = fakes.Scope("POST", "/v1/chat/completions", {"content-length": "1"})
     scope.headers["content-length"] = str(len(proto.body))
-    handler = asyncio.ensure_future(app.__rsgi__(scope, proto))
+    handler = asyncio.ensure_future(ServerApp(app).__rsgi__(scope, proto))
     await asyncio.wait_for(upstream.stalled.wait(), 5)
     assert app.metrics.active_streams._value.get() == 1
     proto.gone.set()
@@ -435,13 +441,16 @@ async def test_unexpected_errors_are_500_in_openai_shape():
     assert error_of(proto)["type"] == "api_error"
 
 
-async def test_rsgi_del_closes_the_transport_and_create_app_reads_the_environment(tmp_path):
+async def test_aclose_closes_the_transport_and_create_app_reads_the_environment(tmp_path):
     cfg = tmp_path / "f.toml"
     cfg.write_text('[edge]\nport = 9999\n[[models]]\nname = "a"\nprovider = "OpenAI"\n')
-    app = create_app({"FLATGATE_CONFIG": str(cfg), "FLATGATE_EDGE_WORKERS": "2"})
-    assert app.settings.edge.port == 9999 and app.settings.edge.workers == 2
-    assert [m.name for m in app.settings.models] == ["a"]
+    env = {"FLATGATE_CONFIG": str(cfg), "FLATGATE_EDGE_WORKERS": "2"}
+    assert isinstance(create_app(env), ServerApp)
+    settings = load_edge_settings(None, environ=env)
+    assert settings.edge.port == 9999 and settings.edge.workers == 2
+    assert [m.name for m in settings.models] == ["a"]
     edge, transport = app_with()
+    await call(edge, "POST", "/v1/chat/completions", chat())  # made in the worker's loop
     await edge.aclose()
     assert transport.closed
 

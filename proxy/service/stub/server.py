@@ -57,6 +57,10 @@ _STALL_SECONDS = 3600.0
 _SEEN_HEADERS = ("x-request-id", "authorization", "proxy-authorization", "cookie", "te", "upgrade")
 
 
+# The stub takes what the proxy may forward (its own limit is configurable).
+STUB_MAX_BODY = 64 << 20
+
+
 class _Stats:
     def __init__(self) -> None:
         self.started = 0
@@ -121,7 +125,7 @@ class StubServer:
         if path != wire.path or ex.method != "POST":
             await _send(ex, wire.route(ex.method, path))
             return
-        body = await ex.body()
+        body = await ex.body(STUB_MAX_BODY)
         if self._canned is not None:
             self.stats.started += 1
             self.stats.completed += 1

@@ -1,0 +1,262 @@
+"""The proxy's answer, to the client: OpenAI SSE as frames arrive, or one
+``chat.completion``.
+
+Owns what happens once the proxy has been sent a request: its refusal before
+any frame becomes the OpenAI error it means (``proxy_error``: the proxy's code
+and status carry through, with ``Retry-After``); its frames are read in place
+(``Frames``) and rendered (``render``) into the client's ``Sink``; while a
+stream waits for its first token, the client gets SSE comments
+(``Keepalive``). The response head waits for the first rendered event, so a
+backend that fails at once still gets an HTTP error status; after the head, a
+failure ends the stream with an ``error`` event. No HTTP server objects: it
+writes through ``plumbing.serve``'s ``Exchange`` and ``Sink``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+
+import msgspec
+
+from flatgate.edge_translator.errors import (
+    EdgeError,
+    ModelNotFound,
+    PayloadTooLarge,
+    UpstreamFailed,
+    UpstreamTimeout,
+)
+from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_event
+from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.serve import Exchange, Sink
+from flatgate.proxy.transport.base import Response, retry_after
+from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
+from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.chunks import read_chunk
+from flatgate.proxy.wire.frames import Chunk, FrameCutter, MalformedFrame
+from flatgate.proxy.wire.schema import SSE
+
+__all__ = ["KEEPALIVE", "SSE_HEADERS", "Frames", "Keepalive", "aggregate", "proxy_error", "stream"]
+
+SSE_HEADERS = [("content-type", SSE), ("cache-control", "no-cache")]
+# What a keep-alive tick sends: an SSE comment, which clients skip.
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class _ProxyError(msgspec.Struct):
+    code: str = ""
+    message: str = ""
+
+
+class _ProxyErrorBody(msgspec.Struct):
+    error: _ProxyError = msgspec.field(default_factory=_ProxyError)
+
+
+_decode_proxy_error = msgspec.json.Decoder(_ProxyErrorBody).decode
+# Proxy statuses that mean the edge and the proxy disagree (an edge bug, or a
+# proxy of another version): the client sees a gateway failure.
+_DISAGREEMENT = frozenset({405, 411, 415})
+
+
+def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> EdgeError:
+    """The OpenAI error for a proxy that answered ``status`` before any frame.
+
+    The proxy's code and status carry through (a backend's 400 stays a 400, a
+    429 stays a 429 with its ``Retry-After``), so that the client's SDK raises
+    the matching exception and retries only what can succeed.
+    """
+    try:
+        detail = _decode_proxy_error(body).error
+    except msgspec.DecodeError:
+        detail = _ProxyError()
+    message = detail.message or f"the proxy answered HTTP {status}"
+    if status == 404 and detail.code in ("", codes.NO_ROUTE.code):
+        return ModelNotFound(f"No route to the model: {message}", param="model")
+    if status == 413:
+        return PayloadTooLarge(f"Request too large for the proxy: {message}")
+    code = codes.peer_code(detail.code, status) if detail.code else codes.PROXY_PROTOCOL_ERROR
+    if status in _DISAGREEMENT or not detail.code:
+        return UpstreamFailed(message, code=code, status=502)
+    if status == 504:
+        return UpstreamTimeout(message, code=code)
+    return EdgeError(message, code=code, status=status, retry_after=retry_after(headers))
+
+
+class Frames:
+    """Decoded chunks from the proxy's response, in the batches its bytes arrived in.
+
+    Chunks are read in place in the pieces as they arrived (``FrameCutter``
+    copies only a frame that spans pieces).
+    """
+
+    __slots__ = ("_cutter", "_pieces")
+
+    def __init__(self, resp: Response) -> None:
+        self._pieces = resp.iter_bytes().__aiter__()
+        self._cutter = FrameCutter()
+
+    async def next(self) -> list[Chunk] | None:
+        """The next non-empty batch, or ``None`` at the end of the body."""
+        try:
+            while True:
+                piece = await anext(self._pieces, None)
+                if piece is None:
+                    return None
+                ready = self._cutter.feed(piece)
+                if ready:
+                    return [read_chunk(ready, a, b) for a, b in FrameCutter.spans(ready)]
+        except _UpstreamTimeout as exc:
+            raise UpstreamTimeout(f"The proxy stopped answering: {exc}") from exc
+        except _UpstreamError as exc:
+            raise UpstreamFailed(
+                f"The proxy connection failed: {exc}", code=codes.PROXY_PROTOCOL_ERROR
+            ) from exc
+        except MalformedFrame as exc:
+            raise UpstreamFailed(
+                f"The proxy sent a malformed frame: {exc}", code=codes.PROXY_PROTOCOL_ERROR
+            ) from exc
+
+    async def aclose(self) -> None:
+        close = getattr(self._pieces, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+class Keepalive:
+    """SSE comments to a client while its stream waits for its first token.
+
+    A timer, so a request whose answer comes in time costs one ``call_later``:
+    the first tick starts the response (200, SSE) and each tick sends a
+    comment. ``settle`` stops it and hands over the response it started
+    (``None`` if it never ticked); ``close`` ends the bookkeeping.
+    """
+
+    __slots__ = ("_ex", "_gauge", "_handle", "_headers", "_interval", "_sending", "out")
+
+    def __init__(
+        self, ex: Exchange, headers: list[tuple[str, str]], interval: float, metrics: Metrics
+    ) -> None:
+        self._ex = ex
+        self._headers = headers
+        self._interval = interval
+        self._gauge = metrics.active_streams
+        self._sending: asyncio.Future[None] | None = None
+        self.out: Sink | None = None
+        loop = asyncio.get_running_loop()
+        self._handle: asyncio.TimerHandle | None = loop.call_later(interval, self._tick)
+
+    def _tick(self) -> None:
+        if self._sending is None or self._sending.done():
+            self._sending = asyncio.ensure_future(self._send())
+        self._handle = asyncio.get_running_loop().call_later(self._interval, self._tick)
+
+    async def _send(self) -> None:
+        if self.out is None:
+            self.out = await self._ex.stream(200, self._headers)
+            self._gauge.inc()
+        await self.out.send(KEEPALIVE)
+
+    async def settle(self) -> Sink | None:
+        """Stop ticking; the response the ticks started (after their last write)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._sending is not None:
+            with contextlib.suppress(Exception):
+                await self._sending
+            self._sending = None
+        return self.out
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._sending is not None:
+            self._sending.cancel()
+        if self.out is not None:
+            self._gauge.dec()
+
+
+async def stream(
+    ex: Exchange,
+    resp: Response,
+    renderer: StreamRenderer,
+    *,
+    headers: list[tuple[str, str]],
+    keepalive: Keepalive | None,
+    metrics: Metrics,
+) -> int:
+    """Render the proxy's frames as SSE events until the completion ends."""
+    out: Sink | None = None
+    started_here = False
+    frames = Frames(resp)
+    events: list[bytes] = []
+    try:
+        while (chunks := await frames.next()) is not None:
+            for chunk in chunks:
+                events.append(renderer.feed(chunk))
+                if renderer.finished:
+                    events.append(renderer.end())
+                    break
+            if out is None:
+                if keepalive is not None:
+                    out = await keepalive.settle()
+                if out is None:
+                    out = await ex.stream(200, headers)
+                    metrics.active_streams.inc()
+                    started_here = True
+                resp.begun()
+            await out.send(b"".join(events))
+            events.clear()
+            if renderer.finished:
+                await out.close()
+                return 200
+        if renderer.complete and out is not None:  # fewer choices than asked for, all finished
+            await out.send(renderer.end())
+            await out.close()
+            return 200
+        raise UpstreamFailed(
+            "The proxy closed the stream before the completion ended.",
+            code=codes.PROXY_PROTOCOL_ERROR,
+        )
+    except EdgeError as err:
+        if out is None:
+            if keepalive is not None:
+                out = await keepalive.settle()
+            if out is None:
+                if not any(events):
+                    raise  # nothing rendered yet: still time for an HTTP error status
+                out = await ex.stream(200, headers)
+                metrics.active_streams.inc()
+                started_here = True
+        events.append(error_event(err))
+        await out.send(b"".join(events))
+        await out.close()
+        return 200
+    finally:
+        await frames.aclose()
+        if started_here:
+            metrics.active_streams.dec()
+
+
+async def aggregate(resp: Response, aggregator: Aggregator) -> bytes:
+    """Every frame of a non-streamed answer folded into one ``chat.completion``."""
+    frames = Frames(resp)
+    try:
+        while not aggregator.finished:
+            chunks = await frames.next()
+            if chunks is None:
+                if aggregator.complete:
+                    break
+                raise UpstreamFailed(
+                    "The proxy closed the stream before the completion ended.",
+                    code=codes.PROXY_PROTOCOL_ERROR,
+                )
+            for chunk in chunks:
+                aggregator.feed(chunk)
+    finally:
+        await frames.aclose()
+    return aggregator.body()
