@@ -49,12 +49,18 @@ generate: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.micro
 	$(BIN)/python -m benchmarks.alloc_proxy
+	$(BIN)/python -m benchmarks.cost_checks
 	$(BIN)/pytest benchmarks/bench_translate.py --benchmark-enable -q
+
+# The soak: 200,000 requests into benchmarks/results/soak; with BENCH_QUICK,
+# 5,000 into a temporary directory (benchmarks/LOAD.md, "Soak test").
+SOAK_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,--requests 200000 --out benchmarks/results/soak)
 
 bench-load: $(STAMP)
 	sh benchmarks/setup_tools.sh
 	$(BIN)/python -m benchmarks.load
 	$(BIN)/python -m benchmarks.relay
+	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -30,6 +30,7 @@ from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.stock import build_chunk
 
 CONFIG = {
+    "proxy": {"access_log": False},
     "backends": [{"name": "stub", "url": "http://127.0.0.1:9"}],
     "routes": [{"model": "*", "backends": ["stub"]}],
 }
@@ -52,6 +53,7 @@ class FakeExchange:
         self._headers = {**HEADERS, "content-length": str(len(body))}
         self.status = 0
         self.body_out = b""
+        self.headers_out: list[tuple[str, str]] = []
 
     def header(self, name: str) -> str | None:
         return self._headers.get(name)
@@ -60,7 +62,7 @@ class FakeExchange:
         return self._body
 
     async def respond(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.status, self.body_out = status, body
+        self.status, self.body_out, self.headers_out = status, body, headers
 
     async def stream(self, status: int, headers: list[tuple[str, str]]) -> Any:
         raise AssertionError("a one-piece answer is not streamed")
@@ -101,6 +103,7 @@ class FakeTransport:
     def __init__(self, data: bytes = ANSWER) -> None:
         self.data = data
         self.last_body = b""
+        self.last_headers: Sequence[tuple[str, str]] = ()
         self.last_answer: FakeAnswer | None = None
 
     async def request(
@@ -114,8 +117,12 @@ class FakeTransport:
         tls: ssl.SSLContext | None = None,
     ) -> Response:
         self.last_body = body
+        self.last_headers = headers
         self.last_answer = FakeAnswer(self.data)
         return self.last_answer
+
+    def stats(self) -> dict[str, int]:
+        return {"open": 0, "idle": 0, "waiting": 0, "waits": 0, "pool_timeouts": 0}
 
     async def aclose(self) -> None:
         return None

@@ -10,12 +10,13 @@ to a temporary directory) and what is read from them:
   then SIGKILL to the group after a grace period, by the group id this module
   started and never by name;
 - CPU seconds (``utime + stime`` of every process in the tree, from
-  ``/proc/<pid>/stat``) and peak RSS (``VmHWM`` of the largest process in the
-  tree: the granian worker) are read from ``/proc``;
+  ``/proc/<pid>/stat``), peak RSS (``VmHWM`` of the largest process in the
+  tree: the granian worker), and the tree's current RSS (``VmRSS``) and open
+  file descriptors (``/proc/<pid>/fd``) are read from ``/proc``;
 - GC collections and pause seconds come from the server's ``/metrics``
   (``<prefix>_gc_collections_total`` / ``<prefix>_gc_pause_seconds_total``).
 
-Used by ``benchmarks.load`` and ``benchmarks.relay``. Only loopback
+Used by ``benchmarks.load``, ``benchmarks.relay`` and ``benchmarks.soak``. Only loopback
 addresses. Must not touch processes it did not start.
 """
 
@@ -48,8 +49,10 @@ __all__ = [
     "nginx_config",
     "parse_gc",
     "tree_cpu_seconds",
+    "tree_open_fds",
     "tree_peak_rss_kib",
     "tree_pids",
+    "tree_rss_kib",
 ]
 
 HOST = "127.0.0.1"
@@ -125,6 +128,30 @@ def _hwm_kib(pid: int) -> int:
 def tree_peak_rss_kib(root: int) -> int:
     """The largest ``VmHWM`` in the tree: the worker's peak resident set."""
     return max((_hwm_kib(pid) for pid in tree_pids(root)), default=0)
+
+
+def _rss_kib(pid: int) -> int:
+    for line in _proc(pid, "status").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def tree_rss_kib(root: int) -> int:
+    """The resident set now, summed over ``root`` and its live descendants."""
+    return sum(_rss_kib(pid) for pid in tree_pids(root))
+
+
+def _open_fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:  # gone, or not ours to read
+        return 0
+
+
+def tree_open_fds(root: int) -> int:
+    """Open file descriptors, summed over ``root`` and its live descendants."""
+    return sum(_open_fds(pid) for pid in tree_pids(root))
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,10 +267,17 @@ class ServerGroup:
         return self.servers[name]
 
     def flatgate(
-        self, name: str, service: str, args: Sequence[str], *, metrics: bool = False
+        self,
+        name: str,
+        service: str,
+        args: Sequence[str],
+        *,
+        metrics: bool = False,
+        port: int | None = None,
     ) -> Server:
-        """``flatgate <service> --port P <args>`` (the product's own CLI)."""
-        port = free_port()
+        """``flatgate <service> --port P <args>`` (the product's own CLI), on
+        ``port`` (a restart's) or a free one."""
+        port = free_port() if port is None else port
         argv = [sys.executable, "-m", "flatgate.proxy.gateway.cli", service, "--port", str(port)]
         return self.spawn(name, [*argv, *args], port, metrics=metrics)
 

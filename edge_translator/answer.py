@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 
 import msgspec
@@ -28,6 +29,8 @@ from flatgate.edge_translator.errors import (
     UpstreamTimeout,
 )
 from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_event
+from flatgate.proxy.plumbing.accesslog import Entry
+from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import Exchange, Sink
 from flatgate.proxy.transport.base import Response, retry_after
@@ -38,7 +41,18 @@ from flatgate.proxy.wire.chunks import read_chunk
 from flatgate.proxy.wire.frames import Chunk, FrameCutter, MalformedFrame
 from flatgate.proxy.wire.schema import SSE
 
-__all__ = ["KEEPALIVE", "SSE_HEADERS", "Frames", "Keepalive", "aggregate", "proxy_error", "stream"]
+__all__ = [
+    "KEEPALIVE",
+    "SSE_HEADERS",
+    "Frames",
+    "Keepalive",
+    "aggregate",
+    "proxy_error",
+    "shutting_down",
+    "stream",
+]
+
+log = logging.getLogger("flatgate.edge")
 
 SSE_HEADERS = [("content-type", SSE), ("cache-control", "no-cache")]
 # What a keep-alive tick sends: an SSE comment, which clients skip.
@@ -58,6 +72,9 @@ _decode_proxy_error = msgspec.json.Decoder(_ProxyErrorBody).decode
 # Proxy statuses that mean the edge and the proxy disagree (an edge bug, or a
 # proxy of another version): the client sees a gateway failure.
 _DISAGREEMENT = frozenset({405, 411, 415})
+# The proxy refused the edge's own credential: the gateway's configuration is
+# wrong, which the client can neither fix nor retry away.
+_MISCONFIGURED = frozenset({codes.UNAUTHORIZED.code, codes.TENANT_FORBIDDEN.code})
 
 
 def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> EdgeError:
@@ -79,9 +96,26 @@ def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> EdgeErr
     code = codes.peer_code(detail.code, status) if detail.code else codes.PROXY_PROTOCOL_ERROR
     if status in _DISAGREEMENT or not detail.code:
         return UpstreamFailed(message, code=code, status=502)
+    if detail.code in _MISCONFIGURED:
+        log.error("the proxy refused the edge's credential (set [edge] proxy_token): %s", message)
+        return UpstreamFailed(
+            "The gateway is misconfigured: its proxy refused its credential.",
+            code=codes.PROXY_AUTH_FAILED,
+            status=502,
+        )
     if status == 504:
         return UpstreamTimeout(message, code=code)
     return EdgeError(message, code=code, status=status, retry_after=retry_after(headers))
+
+
+def shutting_down() -> EdgeError:
+    """What a request the drain's deadline ends is told (an HTTP 503 before the
+    first event, an error event after it)."""
+    return EdgeError(
+        "The gateway is shutting down; retry the request.",
+        code=codes.DRAINING,
+        retry_after=1.0,
+    )
 
 
 class Frames:
@@ -91,11 +125,12 @@ class Frames:
     copies only a frame that spans pieces).
     """
 
-    __slots__ = ("_cutter", "_pieces")
+    __slots__ = ("_cutter", "_ending", "_pieces")
 
-    def __init__(self, resp: Response) -> None:
+    def __init__(self, resp: Response, ending: Ending | None = None) -> None:
         self._pieces = resp.iter_bytes().__aiter__()
         self._cutter = FrameCutter()
+        self._ending = ending
 
     async def next(self) -> list[Chunk] | None:
         """The next non-empty batch, or ``None`` at the end of the body."""
@@ -117,6 +152,10 @@ class Frames:
             raise UpstreamFailed(
                 f"The proxy sent a malformed frame: {exc}", code=codes.PROXY_PROTOCOL_ERROR
             ) from exc
+        except asyncio.CancelledError:
+            if self._ending is None or not self._ending.absorb():
+                raise
+            raise shutting_down() from None
 
     async def aclose(self) -> None:
         close = getattr(self._pieces, "aclose", None)
@@ -188,11 +227,14 @@ async def stream(
     headers: list[tuple[str, str]],
     keepalive: Keepalive | None,
     metrics: Metrics,
+    entry: Entry,
+    ending: Ending | None = None,
 ) -> int:
-    """Render the proxy's frames as SSE events until the completion ends."""
+    """Render the proxy's frames as SSE events until the completion ends
+    (bytes sent, first byte and error noted in ``entry``)."""
     out: Sink | None = None
     started_here = False
-    frames = Frames(resp)
+    frames = Frames(resp, ending)
     events: list[bytes] = []
     try:
         while (chunks := await frames.next()) is not None:
@@ -209,13 +251,18 @@ async def stream(
                     metrics.active_streams.inc()
                     started_here = True
                 resp.begun()
-            await out.send(b"".join(events))
+                entry.first_byte()
+            data = b"".join(events)
+            entry.bytes_out += len(data)
+            await out.send(data)
             events.clear()
             if renderer.finished:
                 await out.close()
                 return 200
         if renderer.complete and out is not None:  # fewer choices than asked for, all finished
-            await out.send(renderer.end())
+            data = renderer.end()
+            entry.bytes_out += len(data)
+            await out.send(data)
             await out.close()
             return 200
         raise UpstreamFailed(
@@ -232,8 +279,11 @@ async def stream(
                 out = await ex.stream(200, headers)
                 metrics.active_streams.inc()
                 started_here = True
+        entry.error = err.code
         events.append(error_event(err))
-        await out.send(b"".join(events))
+        data = b"".join(events)
+        entry.bytes_out += len(data)
+        await out.send(data)
         await out.close()
         return 200
     finally:
@@ -242,9 +292,9 @@ async def stream(
             metrics.active_streams.dec()
 
 
-async def aggregate(resp: Response, aggregator: Aggregator) -> bytes:
+async def aggregate(resp: Response, aggregator: Aggregator, ending: Ending | None = None) -> bytes:
     """Every frame of a non-streamed answer folded into one ``chat.completion``."""
-    frames = Frames(resp)
+    frames = Frames(resp, ending)
     try:
         while not aggregator.finished:
             chunks = await frames.next()

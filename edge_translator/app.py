@@ -30,10 +30,18 @@ from collections.abc import Callable, Mapping
 import msgspec
 from prometheus_client import Histogram
 
-from flatgate.edge_translator.answer import SSE_HEADERS, Keepalive, aggregate, proxy_error, stream
+from flatgate.edge_translator.answer import (
+    SSE_HEADERS,
+    Keepalive,
+    aggregate,
+    proxy_error,
+    shutting_down,
+    stream,
+)
 from flatgate.edge_translator.auth import KeyRing
 from flatgate.edge_translator.config import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.errors import (
+    AuthenticationFailed,
     EdgeError,
     InvalidRequest,
     MethodNotAllowed,
@@ -46,13 +54,20 @@ from flatgate.edge_translator.mapping import new_request_id, resolve_model
 from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
 from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_event
 from flatgate.edge_translator.translate import write_request
+from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
+from flatgate.proxy.plumbing.admission import Admission
+from flatgate.proxy.plumbing.auth import TokenCheck
+from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
-from flatgate.proxy.plumbing.serve import BodyTooLarge, CallerWatch, Exchange, ServerApp
+from flatgate.proxy.plumbing.serve import BodyTooLarge, CallerWatch, Exchange, ServerApp, Watchlist
 from flatgate.proxy.transport.base import Timeouts, Transport
 from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
+from flatgate.proxy.transport.base import UpstreamPoolTimeout as _UpstreamPoolTimeout
 from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.frames import Usage
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON
 
 __all__ = ["EdgeApp", "create_app"]
@@ -64,6 +79,10 @@ _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3
 _MAX_REQUEST_ID = 128
 _COMPLETIONS = "/v1/chat/completions"
 _GETS = ("/v1/models", "/healthz", "/metrics")
+# A request's client is watched for leaving from 50-100 ms in (Watchlist).
+_WATCH_TICK = 0.05
+# Seconds a client is told to wait when the edge itself is at a limit.
+_BUSY_RETRY_AFTER = 1.0
 
 
 class _Model(msgspec.Struct):
@@ -87,6 +106,7 @@ class EdgeApp:
         settings: EdgeSettings,
         *,
         transport_factory: Callable[[], Transport] | None = None,
+        drain: Drain | None = None,
     ) -> None:
         self.settings = settings
         e = settings.edge
@@ -102,10 +122,19 @@ class EdgeApp:
         )
         self._keepalive = e.keepalive_seconds
         self._transport_factory = transport_factory or (
-            lambda: make_transport(e.transport, limit=e.pool_limit)
+            lambda: make_transport(e.transport, limit=e.pool_limit, pool_timeout=e.pool_timeout)
         )
         self._transport: Transport | None = None
+        self._admission = Admission(e.max_in_flight, e.max_buffered_bytes)
+        # Presented to the proxy when it authenticates its callers.
+        self._proxy_auth = [("authorization", f"Bearer {e.proxy_token}")] if e.proxy_token else []
+        self._metrics_token = TokenCheck(e.metrics_token_sha256) if e.metrics_token_sha256 else None
+        self.access = AccessLog("edge", e.log_format, enabled=e.access_log)
+        self._watchlist = Watchlist(_WATCH_TICK)
+        self._drain = drain or Drain(e.drain_grace_seconds, e.drain_seconds)
         self.metrics = Metrics("flatgate_edge")
+        self.metrics.watch_transport(lambda: self._transport)
+        self.metrics.watch_admission(self._admission)
         self._translate_time = Histogram(
             "flatgate_edge_translate_seconds",
             "Time to decode a request's JSON and write its FlatBuffer.",
@@ -138,11 +167,16 @@ class EdgeApp:
         method = ex.method
         route = path
         status = 500
+        entry: Entry | None = None
         try:
+            if self._drain.draining and path != "/healthz":
+                route = "other" if path != _COMPLETIONS and path not in _GETS else path
+                raise shutting_down()
             if path == _COMPLETIONS:
+                entry = Entry()
                 if method != "POST":
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
-                status = await self._completions(ex)
+                status = await self._admitted(ex, entry)
             elif path in _GETS:
                 if method not in ("GET", "HEAD"):
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use GET.")
@@ -152,13 +186,22 @@ class EdgeApp:
                 raise NotFound(f"Unknown request URL: {method} {path}.")
         except EdgeError as err:
             status = err.status
+            if entry is not None:
+                entry.error = err.code
             await self._send_error(ex, err)
+        except ConnectionError:  # the client left while sending its body
+            status = 499
         except Exception:
             log.exception("edge: unexpected error on %s %s", method, path)
             internal = EdgeError("The server had an error while processing your request.")
             status = internal.status
+            if entry is not None:
+                entry.error = internal.code
             await self._send_error(ex, internal)
         self.metrics.count(route, status)
+        if entry is not None:
+            entry.status = status
+            self.access.write(entry)
 
     async def _send_error(self, ex: Exchange, err: EdgeError) -> None:
         headers = list(_JSON)
@@ -166,6 +209,10 @@ class EdgeApp:
             headers.append(("retry-after", str(max(1, math.ceil(err.retry_after)))))
         if err.status == 405:
             headers.append(("allow", "POST" if ex.path == _COMPLETIONS else "GET"))
+        if err.code in codes.NOT_RETRYABLE:
+            headers.append(("x-should-retry", "false"))
+        if err.error_code is codes.DRAINING:
+            headers.append(("connection", "close"))
         await ex.respond(err.status, headers, err.body())
 
     async def _get(self, ex: Exchange) -> int:
@@ -173,6 +220,12 @@ class EdgeApp:
         if path == "/healthz":
             await ex.respond(200, _JSON, b'{"status":"ok"}')
         elif path == "/metrics":
+            if self._metrics_token is not None and not self._metrics_token.valid(
+                ex.header("authorization")
+            ):
+                raise AuthenticationFailed(
+                    "/metrics needs the metrics bearer token.", code=codes.UNAUTHORIZED
+                )
             await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
             self._keys.tenant_for(ex.header("authorization"))
@@ -181,11 +234,33 @@ class EdgeApp:
 
     # -- POST /v1/chat/completions -------------------------------------------
 
-    async def _completions(self, ex: Exchange) -> int:
-        tenant = self._keys.tenant_for(ex.header("authorization"))
+    async def _admitted(self, ex: Exchange, entry: Entry) -> int:
+        """A completion within admission control: the body's bytes (its
+        Content-Length, or the body limit when none is sent) and one request in
+        flight are held until the proxy has the request."""
         length = ex.header("content-length")
         if length is not None and not length.isdigit():
             raise InvalidRequest("Invalid Content-Length header.")
+        size = min(int(length), self._max_body + 1) if length is not None else self._max_body
+        admission = self._admission
+        if not admission.admit(size):
+            raise EdgeError(
+                "The gateway is at its limit of requests in flight; retry shortly.",
+                code=codes.SERVER_BUSY,
+                retry_after=_BUSY_RETRY_AFTER,
+            )
+        held = [size]
+        try:
+            return await self._completions(ex, entry, length, held)
+        finally:
+            admission.drop_body(held[0])
+            admission.done()
+
+    async def _completions(
+        self, ex: Exchange, entry: Entry, length: str | None, held: list[int]
+    ) -> int:
+        tenant = self._keys.tenant_for(ex.header("authorization"))
+        entry.tenant = tenant or None
         limit = self._max_body
         try:
             body = await ex.body(limit)
@@ -196,13 +271,17 @@ class EdgeApp:
                 else f"Request body of {length} bytes exceeds the limit of {limit} bytes."
             ) from None
         started = time.perf_counter()
+        entry.bytes_in = len(body)
         req = decode_request(body)
         del body
+        entry.model = req.model
         model = resolve_model(self._models, req.model)
+        entry.provider = model.provider
         completion_id = new_request_id()
         request_id = ex.header("x-request-id") or completion_id
         if len(request_id) > _MAX_REQUEST_ID or not request_id.isprintable():
             raise InvalidRequest("Invalid x-request-id header.", param="x-request-id")
+        entry.request_id = request_id
         frame = write_request(
             req,
             provider=model.provider_id,
@@ -213,7 +292,9 @@ class EdgeApp:
         self._translate_time.observe(time.perf_counter() - started)
 
         watch = CallerWatch(ex.disconnected)
-        watch.start()
+        self._watchlist.add(watch)
+        ending = Ending()
+        untrack = self._drain.track(ending)
         try:
             return await self._exchange(
                 ex,
@@ -221,13 +302,17 @@ class EdgeApp:
                 frame,
                 model=model.name,
                 completion_id=completion_id,
-                request_id=request_id,
+                entry=entry,
+                held=held,
+                ending=ending,
             )
         except asyncio.CancelledError:
             if not watch.caught():
                 raise
+            entry.error = "client_closed"
             return 499  # nginx's "client closed request", for the metrics only
         finally:
+            untrack()
             watch.stop()
 
     async def _exchange(
@@ -238,8 +323,11 @@ class EdgeApp:
         *,
         model: str,
         completion_id: str,
-        request_id: str,
+        entry: Entry,
+        held: list[int],
+        ending: Ending,
     ) -> int:
+        request_id = entry.request_id or completion_id
         reply = [("x-request-id", request_id)]
         keepalive = None
         if req.stream and self._keepalive:
@@ -253,13 +341,16 @@ class EdgeApp:
                 reply=reply,
                 model=model,
                 completion_id=completion_id,
-                request_id=request_id,
+                entry=entry,
+                held=held,
+                ending=ending,
             )
         except EdgeError as err:
             out = await keepalive.settle() if keepalive is not None else None
             if out is None:
                 raise
             # The stream began with keep-alives: the error can only be an event.
+            entry.error = err.code
             await out.send(error_event(err))
             await out.close()
             return 200
@@ -277,7 +368,9 @@ class EdgeApp:
         reply: list[tuple[str, str]],
         model: str,
         completion_id: str,
-        request_id: str,
+        entry: Entry,
+        held: list[int],
+        ending: Ending,
     ) -> int:
         sent = time.perf_counter()
         try:
@@ -288,10 +381,21 @@ class EdgeApp:
                 headers=[
                     ("content-type", FLATBUFFERS),
                     ("accept", FRAMES),
-                    ("x-request-id", request_id),
+                    ("x-request-id", entry.request_id or completion_id),
+                    *self._proxy_auth,
                 ],
                 timeouts=self._timeouts,
             )
+        except _UpstreamPoolTimeout as exc:
+            raise EdgeError(
+                f"No connection to the proxy came free in time; retry shortly: {exc}",
+                code=codes.POOL_EXHAUSTED,
+                retry_after=_BUSY_RETRY_AFTER,
+            ) from exc
+        except asyncio.CancelledError:
+            if not ending.absorb():
+                raise
+            raise shutting_down() from None
         except _UpstreamTimeout as exc:
             self._failures_timeout.inc()
             raise UpstreamTimeout(f"The proxy did not answer in time: {exc}") from exc
@@ -299,6 +403,8 @@ class EdgeApp:
             self._failures_other.inc()
             raise UpstreamFailed(f"The proxy could not be reached: {exc}") from exc
         self._ttfb.observe(time.perf_counter() - sent)
+        self._admission.drop_body(held[0])
+        held[0] = 0
         try:
             if resp.status != 200:
                 try:
@@ -318,17 +424,36 @@ class EdgeApp:
                     choices=choices,
                 )
                 headers = [*SSE_HEADERS, *reply]
-                return await stream(
-                    ex, resp, renderer, headers=headers, keepalive=keepalive, metrics=self.metrics
-                )
+                try:
+                    return await stream(
+                        ex,
+                        resp,
+                        renderer,
+                        headers=headers,
+                        keepalive=keepalive,
+                        metrics=self.metrics,
+                        entry=entry,
+                        ending=ending,
+                    )
+                finally:
+                    self._note_usage(renderer.usage, entry)
             aggregator = Aggregator(
                 completion_id=completion_id, created=created, model=model, choices=choices
             )
-            body = await aggregate(resp, aggregator)
+            body = await aggregate(resp, aggregator, ending)
+            self._note_usage(aggregator.usage, entry)
+            entry.first_byte()
+            entry.bytes_out = len(body)
             await ex.respond(200, [*_JSON, *reply], body)
             return 200
         finally:
             await resp.aclose()
+
+    def _note_usage(self, usage: Usage | None, entry: Entry) -> None:
+        if usage is None:
+            self.metrics.usage_unknown.inc()
+        else:
+            entry.tokens = usage.completion_tokens
 
 
 def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
@@ -336,4 +461,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
     factory mode): settings from ``$FLATGATE_CONFIG`` (or the embedded default)
     and ``FLATGATE_EDGE_*`` variables."""
     env = os.environ if environ is None else environ
-    return ServerApp(EdgeApp(load_edge_settings(None, environ=env)))
+    settings = load_edge_settings(None, environ=env)
+    e = settings.edge
+    drain = Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
+    return ServerApp(EdgeApp(settings, drain=drain), drain)

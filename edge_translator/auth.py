@@ -20,25 +20,10 @@ from collections.abc import Iterable
 
 from flatgate.edge_translator.config import KeyConfig
 from flatgate.edge_translator.errors import AuthenticationFailed
+from flatgate.proxy.plumbing.auth import bearer_token, hash_key
 from flatgate.proxy.wire import codes
 
-__all__ = ["KeyRing", "bearer_token", "hash_key"]
-
-
-def hash_key(key: str) -> str:
-    """The hex SHA-256 of an API key, as the ``[[keys]]`` config stores it."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header, or ``None``."""
-    if not authorization:
-        return None
-    scheme, _, token = authorization.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    token = token.strip()
-    return token or None
+__all__ = ["KeyRing", "bearer_token", "hash_key"]  # the last two: plumbing.auth
 
 
 class KeyRing:

@@ -4,9 +4,10 @@ Owns the ``[edge]``, ``[[models]]`` and ``[[keys]]`` sections of the config
 file (the proxy's sections in the same file belong to ``proxy.config`` and are
 ignored here). Values come, lowest precedence first, from the file, from
 ``FLATGATE_EDGE_<KEY>`` environment variables (TOML syntax, bare strings
-allowed) and from explicit overrides (the CLI's flags). Every problem fails at
-start-up with an ``EdgeConfigError`` naming the key, e.g.
-``models[1].provider: expected one of OpenAI, Anthropic, SelfHosted``.
+allowed) and from explicit overrides (the CLI's flags). A bad config fails at
+start-up with an ``EdgeConfigError`` listing every problem, each naming its
+key, e.g. ``models[1].provider: expected one of OpenAI, Anthropic, SelfHosted``
+(``edge_problems`` lists them without raising).
 
 No I/O beyond reading the file it is given (or the embedded default).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -23,9 +25,10 @@ import msgspec
 
 from flatgate.proxy.plumbing.config import (
     ConfigError,
+    Problems,
+    convert_at,
     env_name,
     env_value,
-    key_path,
     read_document,
 )
 from flatgate.proxy.wire.schema import Provider
@@ -36,6 +39,7 @@ __all__ = [
     "EdgeSettings",
     "KeyConfig",
     "ModelConfig",
+    "edge_problems",
     "load_edge_settings",
     "parse_edge_settings",
 ]
@@ -72,8 +76,30 @@ class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Server interface: "asgi" bounds what a client that stops reading can make
     # the edge buffer (granian's ASGI send waits); "rsgi" is leaner, unbounded.
     interface: Literal["asgi", "rsgi"] = "asgi"
-    # Connections kept to the proxy, per worker.
-    pool_limit: int = 256
+    # Connections kept to the proxy, per worker: each stream holds one for its
+    # whole life, so sized for thousands of concurrent streams.
+    pool_limit: int = 4096
+    # Longest wait for a free connection to the proxy; then 503 with Retry-After.
+    pool_timeout: float = 5.0
+    # Admission control, per worker: requests in flight and request-body bytes
+    # held (a body without Content-Length counts as max_body_bytes); above
+    # either, 503 with Retry-After.
+    max_in_flight: int = 10000
+    max_buffered_bytes: int = 256 << 20
+    # The token the edge presents to a proxy that authenticates its callers
+    # (`Authorization: Bearer`); best set as FLATGATE_EDGE_PROXY_TOKEN.
+    proxy_token: str = ""
+    # Hex SHA-256 of the bearer token /metrics needs ("": /metrics is open).
+    metrics_token_sha256: str = ""
+    # One line per request on stderr, as logfmt "text" or "json".
+    access_log: bool = True
+    log_format: Literal["text", "json"] = "text"
+    # Serve HTTPS with this PEM certificate (chain) and key (both, or neither).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    # Graceful stop, as [proxy]'s (README, "Graceful restarts").
+    drain_grace_seconds: float = 5.0
+    drain_seconds: float = 30.0
 
 
 class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -114,63 +140,82 @@ class _Document(msgspec.Struct, frozen=True):
     keys: tuple[KeyConfig, ...] = ()
 
 
-def _check(s: _Document) -> None:
+def _problems(s: _Document, problems: Problems) -> None:
     e = s.edge
     url = urlsplit(e.proxy_url)
     if url.scheme != "http" or not url.hostname:
-        raise EdgeConfigError(f"edge.proxy_url: expected http://host[:port], got {e.proxy_url!r}")
-    if not 0 <= e.port <= 65535:
-        raise EdgeConfigError(f"edge.port: expected 0..65535, got {e.port}")
+        problems.append(f"edge.proxy_url: expected http://host[:port], got {e.proxy_url!r}")
+    problems.port("edge.port", e.port)
+    if not e.host:
+        problems.append("edge.host: must not be empty")
     for key in ("workers", "max_body_bytes", "pool_limit"):
-        if getattr(e, key) < 1:
-            raise EdgeConfigError(f"edge.{key}: must be >= 1, got {getattr(e, key)}")
+        problems.at_least(f"edge.{key}", getattr(e, key), 1)
     for key in ("connect_timeout", "read_timeout", "first_byte_timeout"):
-        if getattr(e, key) <= 0:
-            raise EdgeConfigError(f"edge.{key}: must be > 0, got {getattr(e, key)}")
-    if e.keepalive_seconds < 0:
-        raise EdgeConfigError(f"edge.keepalive_seconds: must be >= 0, got {e.keepalive_seconds}")
-    if e.total_timeout < 0:
-        raise EdgeConfigError(f"edge.total_timeout: must be >= 0, got {e.total_timeout}")
+        problems.above(f"edge.{key}", getattr(e, key))
+    problems.at_least("edge.keepalive_seconds", e.keepalive_seconds, 0)
+    problems.at_least("edge.total_timeout", e.total_timeout, 0)
+    problems.above("edge.pool_timeout", e.pool_timeout)
+    problems.at_least("edge.max_in_flight", e.max_in_flight, 1)
+    problems.at_least("edge.max_buffered_bytes", e.max_buffered_bytes, 1)
+    if e.metrics_token_sha256 and not _HEX64.match(e.metrics_token_sha256):
+        problems.append(
+            "edge.metrics_token_sha256: expected 64 lower-case hex digits "
+            "(the SHA-256 of the token)"
+        )
+    if bool(e.tls_cert_file) != bool(e.tls_key_file):
+        key = "tls_key_file" if e.tls_cert_file else "tls_cert_file"
+        problems.append(f"edge.{key}: give tls_cert_file and tls_key_file together")
+    elif e.tls_cert_file:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                e.tls_cert_file, e.tls_key_file
+            )
+        except (OSError, ssl.SSLError) as exc:
+            problems.append(f"edge.tls_cert_file: cannot load it with edge.tls_key_file: {exc}")
+    problems.drain("edge", e.drain_grace_seconds, e.drain_seconds)
     seen: dict[str, str] = {}
     for i, m in enumerate(s.models):
         where = f"models[{i}]"
         if m.provider not in Provider.__members__:
-            raise EdgeConfigError(
+            problems.append(
                 f"{where}.provider: expected one of {', '.join(Provider.__members__)}, "
                 f"got {m.provider!r}"
             )
         for j, name in enumerate((m.name, *m.aliases)):
             key = f"{where}.name" if j == 0 else f"{where}.aliases[{j - 1}]"
             if not name:
-                raise EdgeConfigError(f"{key}: must not be empty")
-            if name in seen:
-                raise EdgeConfigError(f"{key}: {name!r} is already used by {seen[name]}")
-            seen[name] = where
+                problems.append(f"{key}: must not be empty")
+            elif name in seen:
+                problems.append(f"{key}: {name!r} is already used by {seen[name]}")
+            else:
+                seen[name] = where
     digests: set[str] = set()
     for i, k in enumerate(s.keys):
         where = f"keys[{i}]"
         if not k.tenant:
-            raise EdgeConfigError(f"{where}.tenant: must not be empty")
+            problems.append(f"{where}.tenant: must not be empty")
         if not _HEX64.match(k.sha256):
-            raise EdgeConfigError(
+            problems.append(
                 f"{where}.sha256: expected 64 lower-case hex digits (the SHA-256 of the key)"
             )
-        if k.sha256 in digests:
-            raise EdgeConfigError(f"{where}.sha256: the same key is listed twice")
+        elif k.sha256 in digests:
+            problems.append(f"{where}.sha256: the same key is listed twice")
         digests.add(k.sha256)
 
 
-def parse_edge_settings(
+def _parse(
     data: Mapping[str, Any],
-    overrides: Mapping[str, object] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> EdgeSettings:
-    """Validate a parsed TOML document, with ``FLATGATE_EDGE_*`` variables from
-    ``environ`` and then ``overrides`` (``[edge]`` keys; ``None`` values skipped)
-    laid over its ``[edge]`` table."""
+    overrides: Mapping[str, object] | None,
+    environ: Mapping[str, str] | None,
+) -> tuple[EdgeSettings | None, Problems]:
+    """The settings and every problem found; the settings only when there are
+    none. ``[edge]`` and each ``[[models]]`` / ``[[keys]]`` entry are converted
+    on their own, so a problem in one does not hide those in the others."""
+    problems = Problems()
     edge = data.get("edge", {})
     if not isinstance(edge, Mapping):
-        raise EdgeConfigError("edge: expected a table")
+        problems.append("edge: expected a table")
+        return None, problems
     merged = dict(edge)
     for key in EdgeSection.__struct_fields__:
         raw = (environ or {}).get(env_name("edge", key))
@@ -180,15 +225,53 @@ def parse_edge_settings(
         if value is None:
             continue
         if key not in EdgeSection.__struct_fields__:
-            raise EdgeConfigError(f"edge.{key}: unknown setting")
+            problems.append(f"edge.{key}: unknown setting")
+            continue
         merged[key] = value
-    doc = {"edge": merged, "models": data.get("models", []), "keys": data.get("keys", [])}
-    try:
-        parsed = msgspec.convert(doc, _Document)
-    except msgspec.ValidationError as exc:
-        raise EdgeConfigError(key_path(str(exc))) from exc
-    _check(parsed)
-    return EdgeSettings(edge=parsed.edge, models=parsed.models, keys=parsed.keys)
+    section = convert_at(merged, EdgeSection, "edge", problems)
+    parts: dict[str, list[Any]] = {}
+    for key, kind in (("models", ModelConfig), ("keys", KeyConfig)):
+        entries = data.get(key, [])
+        if not isinstance(entries, list):
+            problems.append(f"{key}: expected an array of tables ([[{key}]])")
+            entries = []
+        parts[key] = [convert_at(e, kind, f"{key}[{i}]", problems) for i, e in enumerate(entries)]
+    # What did not convert is reported already; check what did (the defaults
+    # stand in for an [edge] that did not: they add no problem).
+    doc = _Document(
+        section or EdgeSection(),
+        tuple(m for m in parts["models"] if m is not None),
+        tuple(k for k in parts["keys"] if k is not None),
+    )
+    _problems(doc, problems)
+    if problems:
+        return None, problems
+    return EdgeSettings(edge=doc.edge, models=doc.models, keys=doc.keys), problems
+
+
+def edge_problems(
+    data: Mapping[str, Any],
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Every problem of the edge's sections of a parsed TOML document, each
+    naming its key (``[]``: good); arguments as ``parse_edge_settings``'s."""
+    return _parse(data, overrides, environ)[1]
+
+
+def parse_edge_settings(
+    data: Mapping[str, Any],
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> EdgeSettings:
+    """Validate a parsed TOML document, with ``FLATGATE_EDGE_*`` variables from
+    ``environ`` and then ``overrides`` (``[edge]`` keys; ``None`` values skipped)
+    laid over its ``[edge]`` table. Raises ``EdgeConfigError`` listing every
+    problem."""
+    settings, problems = _parse(data, overrides, environ)
+    if settings is None:
+        raise EdgeConfigError(*problems)
+    return settings
 
 
 def load_edge_settings(

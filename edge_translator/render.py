@@ -8,12 +8,16 @@ Owns the response side of the OpenAI API as the official SDK reads it:
   ``role: "assistant"``; a tool call's ``id``, ``type`` and ``function.name``
   come first, its ``function.arguments`` after; the finish reason comes in its
   own event with an empty delta; with ``include_usage`` every event carries
-  ``"usage": null`` and a last event with ``choices: []`` carries the usage);
-  ``DONE`` ends a stream.
+  ``"usage": null`` and a last event with ``choices: []`` carries the usage,
+  when the backend sent it); ``DONE`` ends a stream.
 - ``error_event`` is the event a failure after the first byte becomes: data
   with an ``error`` key, which the SDK raises as ``APIError``.
 - ``Aggregator`` folds every chunk of a non-streaming answer into one
   ``chat.completion`` body with ``usage.total_tokens``.
+
+Usage a backend never sent is not made up: OpenAI's convention for unknown
+usage is none at all, so the aggregated body has no ``usage`` key and the
+stream no usage event (never zeros); ``usage`` says whether it came.
 
 A content-only delta (the hot path) is encoded as a pre-encoded prefix, the
 msgspec-encoded text and a fixed suffix, written with ``Encoder.encode_into``
@@ -276,10 +280,15 @@ class StreamRenderer:
         """What ends a finished stream: the usage event when asked for, then ``[DONE]``."""
         if not self._head:
             self._start("")
-        if self._include_usage:
-            usage = _encode(_usage(self._usage or Usage(0, 0)))
+        if self._include_usage and self._usage is not None:
+            usage = _encode(_usage(self._usage))
             return self._head + b'[],"usage":' + usage + b"}\n\n" + DONE
         return DONE
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage the backend sent, if any."""
+        return self._usage
 
 
 class _FunctionOut(msgspec.Struct):
@@ -320,7 +329,7 @@ class _Completion(msgspec.Struct):
     created: int
     model: str
     choices: list[_ChoiceOut]
-    usage: _UsageOut
+    usage: _UsageOut | msgspec.UnsetType = msgspec.UNSET
     object: str = "chat.completion"
     system_fingerprint: str = SYSTEM_FINGERPRINT
 
@@ -412,6 +421,11 @@ class Aggregator:
             self._created,
             self._model,
             choices,
-            _usage(self._usage or Usage(0, 0)),
+            msgspec.UNSET if self._usage is None else _usage(self._usage),
         )
         return _encode(out)
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage the backend sent, if any."""
+        return self._usage

@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from flatgate.proxy.plumbing.config import ConfigError
+from flatgate.proxy.plumbing.config import Problems
 
-__all__ = ["FIRST_BYTE_TIMEOUT", "PROTOCOLS", "BackendConfig", "check_backend"]
+__all__ = ["FIRST_BYTE_TIMEOUT", "PROTOCOLS", "BackendConfig", "backend_problems"]
 
 PROTOCOLS = ("fbs", "openai", "anthropic")
 # A reasoning model may think for minutes before its first token.
@@ -109,55 +109,55 @@ _HOP_BY_HOP = {
 }
 
 
-def check_backend(b: BackendConfig, where: str, environ: Mapping[str, str] | None = None) -> None:
-    """Raise ``ConfigError`` naming ``where.<key>`` for a backend that cannot work."""
+def backend_problems(
+    b: BackendConfig, where: str, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """Every reason this backend cannot work, each naming ``where.<key>``."""
+    problems = Problems()
     url = urlsplit(b.url)
     if url.scheme not in ("http", "https") or not url.hostname:
-        raise ConfigError(f"{where}.url: expected http(s)://host[:port][/path], got {b.url!r}")
+        problems.append(f"{where}.url: expected http(s)://host[:port][/path], got {b.url!r}")
     if b.protocol == "fbs" and url.path.rstrip("/"):
-        raise ConfigError(
+        problems.append(
             f"{where}.url: an fbs backend's url is its server root (the proxy appends "
             f"/v1/completions), got path {url.path!r}"
         )
-    if b.weight < 1:
-        raise ConfigError(f"{where}.weight: must be >= 1, got {b.weight}")
-    if b.max_outstanding < 0:
-        raise ConfigError(f"{where}.max_outstanding: must be >= 0")
-    for key in ("connect_timeout", "read_timeout"):
-        if getattr(b, key) <= 0:
-            raise ConfigError(f"{where}.{key}: must be > 0")
-    for key in ("total_timeout", "first_byte_timeout"):
-        if getattr(b, key) < 0:
-            raise ConfigError(f"{where}.{key}: must be >= 0")
+    problems.at_least(f"{where}.weight", b.weight, 1)
+    problems.at_least(f"{where}.max_outstanding", b.max_outstanding, 0)
+    problems.above(f"{where}.connect_timeout", b.connect_timeout)
+    problems.above(f"{where}.read_timeout", b.read_timeout)
+    problems.at_least(f"{where}.total_timeout", b.total_timeout, 0)
+    problems.at_least(f"{where}.first_byte_timeout", b.first_byte_timeout, 0)
     if b.api_key and b.api_key_env:
-        raise ConfigError(f"{where}.api_key_env: give api_key or api_key_env, not both")
+        problems.append(f"{where}.api_key_env: give api_key or api_key_env, not both")
     if (b.api_key or b.api_key_env) and b.forward_credentials:
-        raise ConfigError(
+        problems.append(
             f"{where}.forward_credentials: the backend has its own api_key; say which "
             "credential goes upstream, once"
         )
     if b.api_key_env and not (os.environ if environ is None else environ).get(b.api_key_env):
-        raise ConfigError(f"{where}.api_key_env: environment variable {b.api_key_env} is not set")
+        problems.append(f"{where}.api_key_env: environment variable {b.api_key_env} is not set")
     for key, (protocol, default) in _ONLY_FOR.items():
         if b.protocol != protocol and getattr(b, key) != default:
-            raise ConfigError(f"{where}.{key}: applies to {protocol} backends only")
+            problems.append(f"{where}.{key}: applies to {protocol} backends only")
     if b.protocol == "fbs" and (b.api_key or b.api_key_env or b.model):
         key = "model" if b.model else "api_key" if b.api_key else "api_key_env"
-        raise ConfigError(
+        problems.append(
             f"{where}.{key}: an fbs backend is sent the caller's bytes untouched; "
             "use an openai or anthropic backend to rename or authenticate"
         )
-    if b.default_max_tokens < 1:
-        raise ConfigError(f"{where}.default_max_tokens: must be >= 1")
+    problems.at_least(f"{where}.default_max_tokens", b.default_max_tokens, 1)
     for name, value in b.headers.items():
         if name.lower() in _HOP_BY_HOP or not name or "\n" in name + value or "\r" in name + value:
-            raise ConfigError(f"{where}.headers.{name}: not a header flatgate can send")
+            problems.append(f"{where}.headers.{name}: not a header flatgate can send")
     if b.health_path and not b.health_path.startswith("/"):
-        raise ConfigError(f"{where}.health_path: must start with '/'")
+        problems.append(f"{where}.health_path: must start with '/'")
     if b.ca_file:
         if url.scheme != "https":
-            raise ConfigError(f"{where}.ca_file: only for https backends")
-        try:
-            ssl.create_default_context(cafile=b.ca_file)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"{where}.ca_file: cannot load {b.ca_file!r}: {exc}") from None
+            problems.append(f"{where}.ca_file: only for https backends")
+        else:
+            try:
+                ssl.create_default_context(cafile=b.ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                problems.append(f"{where}.ca_file: cannot load {b.ca_file!r}: {exc}")
+    return problems

@@ -1,28 +1,44 @@
-"""``flatgate``: the command line (``flatgate edge|proxy|stub|up``).
+"""``flatgate``: the command line (``flatgate edge|proxy|stub|up|check``).
 
 Owns turning flags into settings and starting granian. Flags become
 ``FLATGATE_<SERVICE>_<KEY>`` environment variables, so the worker processes
-granian spawns read the very same settings through ``proxy.config`` /
-``edge_translator.config`` (one path for flags, environment and file). The
-config is validated here first, so a bad one fails at start-up with the key.
+granian spawns read the very same settings through ``service.settings`` /
+``edge_translator.config`` (one path for flags, environment and file).
 
-``up`` runs stub, proxy and edge as three child processes with one config and
-stops them together on Ctrl-C or SIGTERM.
+Every problem of the config is found before anything starts (``gateway.check``,
+the same code ``flatgate check`` runs), listed one per line, and the command
+exits 2. Each service runs under ``gateway.server.DrainingServer``: SIGTERM or
+SIGINT drains it (README, "Graceful restarts").
+
+``up`` runs stub, proxy and edge as child processes with one config and stops
+them together on Ctrl-C or SIGTERM: each is sent SIGTERM and given its
+``drain_seconds`` (and a margin) to finish; what is left then is killed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 
+from flatgate.edge_translator.config import EdgeSection, load_edge_settings
+from flatgate.proxy.gateway.check import Scope, file_problems
 from flatgate.proxy.plumbing.config import ENV_CONFIG, env_name
-from flatgate.proxy.service.settings import FAULTS, STUB_PROTOCOLS
+from flatgate.proxy.service.settings import (
+    FAULTS,
+    STUB_PROTOCOLS,
+    ProxySection,
+    StubSection,
+    load_config,
+)
 
 __all__ = ["main"]
 
@@ -74,12 +90,43 @@ def _parser() -> argparse.ArgumentParser:
         "--api-key", help="require this key (openai: Authorization: Bearer, anthropic: x-api-key)"
     )
     edge = sub.add_parser("edge", help="the OpenAI-compatible JSON edge")
-    _common(edge)
+    _common(edge, "asgi")
     edge.add_argument("--proxy-url", help="where the proxy listens, e.g. http://127.0.0.1:8081")
     up = sub.add_parser("up", help="stub + proxy + edge together on one config")
     up.add_argument("--config", help="TOML config file (default: the embedded default config)")
     up.add_argument("--log-level", default="warning")
+    check = sub.add_parser(
+        "check",
+        help="validate a config without starting anything; lists every problem, exits 2 if any",
+    )
+    check.add_argument("--config", help="TOML config file (default: the embedded default config)")
+    check.add_argument(
+        "--up",
+        action="store_true",
+        help="also check what clashes when flatgate up runs every service on one host",
+    )
     return parser
+
+
+def _report(command: str, problems: list[str]) -> int:
+    """Print a config's problems, one per line; the exit status (2)."""
+    head = f"flatgate {command}: bad config"
+    if len(problems) == 1:
+        print(f"{head}: {problems[0]}", file=sys.stderr)
+    else:
+        print(f"{head}, {len(problems)} problems:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+    return 2
+
+
+def _check(args: argparse.Namespace) -> int:
+    path = os.path.abspath(args.config) if args.config else None
+    problems = file_problems(path, scope="up" if args.up else "all")
+    if problems:
+        return _report("check", problems)
+    print(f"flatgate check: {path or os.environ.get(ENV_CONFIG) or 'the embedded default'}: ok")
+    return 0
 
 
 def _export(service: str, args: argparse.Namespace, keys: Sequence[str]) -> None:
@@ -94,8 +141,9 @@ def _export(service: str, args: argparse.Namespace, keys: Sequence[str]) -> None
 
 
 def _serve(service: str, args: argparse.Namespace) -> int:
-    from granian import Granian
     from granian.constants import Interfaces, Loops
+
+    from flatgate.proxy.gateway.server import DrainingServer
 
     keys = ["host", "port", "workers", "interface"]
     if service == "proxy":
@@ -103,40 +151,41 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     elif service == "stub":
         keys += ["protocol", "ttft_ms", "itl_ms", "canned", "fault", "api_key"]
     elif service == "edge":
-        keys = ["host", "port", "workers", "proxy_url"]
+        keys = ["host", "port", "workers", "interface", "proxy_url"]
     _export(service, args, keys)
-    try:
-        if service == "edge":
-            from flatgate.edge_translator.config import load_edge_settings
-
-            e = load_edge_settings(None).edge
-            host, port, workers, iface = e.host, e.port, e.workers, "rsgi"
-        else:
-            from flatgate.proxy.service.settings import load_config
-
-            config = load_config()
-            section = config.proxy if service == "proxy" else config.stub
-            host, port, workers = section.host, section.port, section.workers
-            iface = config.proxy.interface if service == "proxy" else config.stub.interface
-    except ValueError as exc:
-        print(f"flatgate {service}: bad config: {exc}", file=sys.stderr)
-        return 2
-    Granian(
+    scope: Scope = "edge" if service == "edge" else "proxy"
+    problems = file_problems(None, scope=scope)
+    if problems:
+        return _report(service, problems)
+    section: EdgeSection | ProxySection | StubSection
+    tls: dict[str, Path] = {}
+    if service == "edge":
+        section = load_edge_settings(None).edge
+        if section.tls_cert_file:
+            tls = {"ssl_cert": Path(section.tls_cert_file), "ssl_key": Path(section.tls_key_file)}
+    else:
+        config = load_config()
+        section = config.proxy if service == "proxy" else config.stub
+    DrainingServer(
         SERVICES[service],
-        address=host,
-        port=port,
-        workers=workers,
-        interface=Interfaces.RSGI if iface == "rsgi" else Interfaces.ASGI,
+        grace=section.drain_grace_seconds,
+        seconds=section.drain_seconds,
+        address=section.host,
+        port=section.port,
+        workers=section.workers,
+        interface=Interfaces.RSGI if section.interface == "rsgi" else Interfaces.ASGI,
         factory=True,
         loop=Loops.auto,
         log_level=args.log_level,
         log_access=False,
-        # A worker that has not stopped this long after the signal is killed
-        # (granian's ASGI worker can hang in shutdown after serving keep-alive
-        # connections).
-        workers_kill_timeout=3,
+        **tls,
     ).serve()
     return 0
+
+
+# Health probes of the children on this host: their certificates are not the point.
+_PROBE_TLS = ssl.create_default_context()
+_PROBE_TLS.check_hostname, _PROBE_TLS.verify_mode = False, ssl.CERT_NONE
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 30.0) -> bool:
@@ -145,7 +194,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 30.0
         if proc.poll() is not None:
             return False
         try:
-            with urllib.request.urlopen(url, timeout=1) as r:
+            with urllib.request.urlopen(url, timeout=1, context=_PROBE_TLS) as r:
                 if r.status == 200:
                     return True
         except OSError:
@@ -154,16 +203,16 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 30.0
 
 
 EXAMPLE = """\
-flatgate is up: edge http://{eh}:{ep}  ->  proxy http://{ph}:{pp}  ->  stubs: {stubs}
+flatgate is up: edge {es}://{eh}:{ep}  ->  proxy http://{ph}:{pp}  ->  stubs: {stubs}
 Models: {models}
 
 Try it with curl:
-  curl -s http://{eh}:{ep}/v1/chat/completions -H 'Content-Type: application/json' \\
+  curl -s {es}://{eh}:{ep}/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{{"model": "{model}", "messages": [{{"role": "user", "content": "hello flatgate"}}]}}'
 
 Or with the openai SDK (pip install openai):
   from openai import OpenAI
-  client = OpenAI(base_url="http://{eh}:{ep}/v1", api_key="unused")
+  client = OpenAI(base_url="{es}://{eh}:{ep}/v1", api_key="unused")
   stream = client.chat.completions.create(model="{model}", stream=True,
       messages=[{{"role": "user", "content": "hello flatgate, word by word"}}])
   print("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
@@ -176,76 +225,154 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-def _up(args: argparse.Namespace) -> int:
-    from flatgate.edge_translator.config import load_edge_settings
-    from flatgate.proxy.service.settings import load_config
+# What flatgate up gives a child past its own drain_seconds before killing it.
+STOP_MARGIN = 2.0
 
-    config_path = os.path.abspath(args.config) if args.config else None
+
+class _Child:
+    """One service ``up`` runs: its command, its health URL, its drain time."""
+
+    def __init__(self, command: list[str], health: str, drain_seconds: float) -> None:
+        self.command = command
+        self.health = health
+        self.budget = drain_seconds + STOP_MARGIN
+        self.proc: subprocess.Popen[bytes] | None = None
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (Linux ``/proc``; elsewhere none known)."""
+    parents: dict[int, list[int]] = {}
     try:
-        config = load_config(config_path)
-        edge = load_edge_settings(config_path)
-    except ValueError as exc:
-        print(f"flatgate up: bad config: {exc}", file=sys.stderr)
-        return 2
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _stop_children(children: list[_Child]) -> bool:
+    """SIGTERM to every child at once (each drains), then wait for each up to
+    its drain time and a margin; kill what is left, workers included (a second
+    Ctrl-C or SIGTERM kills at once). Whether all stopped by themselves."""
+    hurry = False
+
+    def hurry_up(*_: object) -> None:
+        nonlocal hurry
+        hurry = True
+
+    signal.signal(signal.SIGINT, hurry_up)
+    signal.signal(signal.SIGTERM, hurry_up)
+    started = time.monotonic()
+    running = [c for c in children if c.proc is not None and c.proc.poll() is None]
+    for child in running:
+        assert child.proc is not None
+        child.proc.send_signal(signal.SIGTERM)
+    clean = True
+    while running:
+        now = time.monotonic()
+        for child in list(running):
+            assert child.proc is not None
+            if child.proc.poll() is not None:
+                running.remove(child)
+                clean = clean and child.proc.returncode == 0
+            elif hurry or now - started > child.budget:
+                print(
+                    f"flatgate up: killing {child.command[0]}, still running after "
+                    f"{now - started:.1f}s",
+                    file=sys.stderr,
+                )
+                for pid in [*_descendants(child.proc.pid), child.proc.pid]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                child.proc.wait()
+                running.remove(child)
+                clean = False
+        time.sleep(0.05)
+    return clean
+
+
+def _up(args: argparse.Namespace) -> int:
+    config_path = os.path.abspath(args.config) if args.config else None
+    problems = file_problems(config_path, scope="up")
+    if problems:
+        return _report("up", problems)
+    config = load_config(config_path)
+    edge = load_edge_settings(config_path)
     base = [sys.executable, "-m", "flatgate.proxy.gateway.cli"]
     extra = (["--config", config_path] if config_path else []) + ["--log-level", args.log_level]
     e, p, s = edge.edge, config.proxy, config.stub
-    plan: list[tuple[list[str], str]] = [
-        (["stub", "--protocol", protocol, "--port", str(s.port + i)],
-         f"http://{s.host}:{s.port + i}/healthz")
+    edge_scheme = "https" if e.tls_cert_file else "http"
+    children = [
+        _Child(
+            ["stub", "--protocol", protocol, "--port", str(s.port + i)],
+            f"http://{s.host}:{s.port + i}/healthz",
+            s.drain_seconds,
+        )
         for i, protocol in enumerate(s.up)
-    ]  # fmt: skip
-    plan += [
-        (["proxy"], f"http://{p.host}:{p.port}/healthz"),
-        (["edge"], f"http://{e.host}:{e.port}/healthz"),
     ]
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def stop(*_: object) -> None:
-        for proc in reversed(procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc in reversed(procs):
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
+    children += [
+        _Child(["proxy"], f"http://{p.host}:{p.port}/healthz", p.drain_seconds),
+        _Child(["edge"], f"{edge_scheme}://{e.host}:{e.port}/healthz", e.drain_seconds),
+    ]
     signal.signal(signal.SIGTERM, _interrupt)
+    code = 1
     try:
-        for command, health in plan:
-            proc = subprocess.Popen([*base, *command, *extra])
-            procs.append(proc)
-            if not _wait_healthy(health, proc):
+        for child in children:
+            child.proc = subprocess.Popen([*base, *child.command, *extra])
+            if not _wait_healthy(child.health, child.proc):
                 print(
-                    f"flatgate up: {command[0]} did not become healthy at {health}",
+                    f"flatgate up: {child.command[0]} did not become healthy at {child.health}",
                     file=sys.stderr,
                 )
-                stop()
                 return 1
         model = edge.models[0].name if edge.models else "flatgate-echo"
         stubs = ", ".join(f"{pr} http://{s.host}:{s.port + i}" for i, pr in enumerate(s.up))
         models = ", ".join(m.name for m in edge.models)
         print(
             EXAMPLE.format(
-                eh=e.host, ep=e.port, ph=p.host, pp=p.port, stubs=stubs, model=model, models=models
+                es=edge_scheme,
+                eh=e.host,
+                ep=e.port,
+                ph=p.host,
+                pp=p.port,
+                stubs=stubs,
+                model=model,
+                models=models,
             ),
             flush=True,
         )
-        while all(proc.poll() is None for proc in procs):
+        while all(c.proc is not None and c.proc.poll() is None for c in children):
             time.sleep(0.2)
         print("flatgate up: a service exited; stopping the others", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        return 0
+        code = 0
     finally:
-        stop()
+        if not _stop_children(children):
+            code = 1
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "up":
         return _up(args)
+    if args.command == "check":
+        return _check(args)
     return _serve(args.command, args)
 
 

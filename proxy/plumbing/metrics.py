@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from flatgate.proxy.plumbing.admission import Admission
 from flatgate.proxy.wire.pool import BuilderPool
 
 __all__ = ["CONTENT_TYPE", "GcStats", "Metrics", "gc_stats"]
@@ -136,9 +137,17 @@ class Metrics:
         self.relayed_bytes = Counter(
             f"{prefix}_relayed_bytes", "Response bytes relayed to callers.", registry=r
         )
+        self.usage_unknown = Counter(
+            f"{prefix}_usage_unknown",
+            "Completions answered without usage, because the backend sent none.",
+            registry=r,
+        )
         self._pool = pool
+        self._transport: Callable[[], Any] | None = None
+        self._admission: Admission | None = None
         self._gc = gc_stats()
         r.register(_CallbackCollector(self._collect_runtime))
+        r.register(_CallbackCollector(self._collect_limits))
         # Label children, looked up once each: prometheus-client's ``labels``
         # takes a lock and builds a key on every call.
         self._requests = _Children(self.requests)
@@ -157,6 +166,15 @@ class Metrics:
 
     def count(self, route: str, status: int) -> None:
         self._requests[route, status].inc()
+
+    def watch_transport(self, transport: Callable[[], Any]) -> None:
+        """Report the upstream pool: ``transport()`` is the worker's transport
+        (``None`` until made), whose ``stats()`` is read at each scrape."""
+        self._transport = transport
+
+    def watch_admission(self, admission: Admission) -> None:
+        """Report admission control: requests in flight, body bytes held, refusals."""
+        self._admission = admission
 
     def _collect_runtime(self) -> Iterable[Metric]:
         p = self.prefix
@@ -189,6 +207,42 @@ class Metrics:
             yield misses
             yield idle
             yield leased
+
+    def _collect_limits(self) -> Iterable[Metric]:
+        p = self.prefix
+        transport = None if self._transport is None else self._transport()
+        if transport is not None:
+            s = transport.stats()
+            for key, help_ in (
+                ("open", "Upstream connections open (in use or idle)."),
+                ("idle", "Upstream connections idle in the pool."),
+                ("waiting", "Requests waiting now for a pooled upstream connection."),
+            ):
+                g = GaugeMetricFamily(f"{p}_upstream_pool_{key}", help_)
+                g.add_metric([], s.get(key, 0))
+                yield g
+            for key, help_ in (
+                ("waits", "Requests that had to wait for a pooled upstream connection."),
+                ("timeouts", "Requests that found no pooled connection within pool_timeout."),
+            ):
+                c = CounterMetricFamily(f"{p}_upstream_pool_{key}", help_)
+                c.add_metric([], s.get("pool_timeouts" if key == "timeouts" else key, 0))
+                yield c
+        a = self._admission
+        if a is not None:
+            g = GaugeMetricFamily(f"{p}_in_flight", "Requests in flight in this worker.")
+            g.add_metric([], a.in_flight)
+            yield g
+            g = GaugeMetricFamily(
+                f"{p}_buffered_body_bytes", "Request-body bytes held by this worker."
+            )
+            g.add_metric([], a.held)
+            yield g
+            c = CounterMetricFamily(
+                f"{p}_admission_refused", "Requests refused at max_in_flight or max_buffered_bytes."
+            )
+            c.add_metric([], a.refused)
+            yield c
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

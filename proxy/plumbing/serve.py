@@ -19,6 +19,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
+from flatgate.proxy.plumbing.drain import Drain
+
 __all__ = [
     "AsgiExchange",
     "BodyTooLarge",
@@ -27,6 +29,7 @@ __all__ = [
     "RsgiExchange",
     "ServerApp",
     "Sink",
+    "Watchlist",
 ]
 
 Headers = list[tuple[str, str]]
@@ -225,26 +228,35 @@ class AsgiExchange:
 
 
 class CallerWatch:
-    """Cancels the task that started it when the caller goes away.
+    """Cancels the task that made it when the caller goes away.
 
     ``disconnected`` is the server's "caller gone" awaitable
-    (``Exchange.disconnected``, or RSGI's ``protocol.client_disconnect``).
-    ``start`` is cheap to skip when an answer is already at hand; in the
-    handler's ``except asyncio.CancelledError``, ``caught()`` says whether the
-    watch caused it (and then absorbs it); ``stop`` in its ``finally``.
+    (``Exchange.disconnected``). ``start`` watches from now; ``Watchlist.add``
+    from a tick or two on, so that an answer that comes sooner costs no task
+    and no timer of its own. In the handler's ``except asyncio.CancelledError``,
+    ``caught()`` says whether the watch caused it (and then absorbs it);
+    ``stop`` in its ``finally``.
     """
 
-    __slots__ = ("_disconnected", "_future", "_task", "fired")
+    __slots__ = ("_disconnected", "_future", "_task", "fired", "stopped")
 
     def __init__(self, disconnected: Callable[[], Awaitable[object]]) -> None:
-        self._disconnected = disconnected
+        self._disconnected: Callable[[], Awaitable[object]] | None = disconnected
         self._future: asyncio.Future[object] | None = None
-        self._task: asyncio.Task[object] | None = None
+        try:
+            self._task: asyncio.Task[object] | None = asyncio.current_task()
+        except RuntimeError:  # no running loop (a coroutine driven by hand): nothing to cancel
+            self._task = None
         self.fired = False
+        self.stopped = False
+
+    @property
+    def pending(self) -> bool:
+        """Neither started nor stopped (what ``Watchlist`` starts)."""
+        return self._future is None and not self.stopped
 
     def start(self) -> None:
-        if self._future is None:
-            self._task = asyncio.current_task()
+        if self._future is None and self._disconnected is not None and self._task is not None:
             self._future = asyncio.ensure_future(self._disconnected())
             self._future.add_done_callback(self._gone)
 
@@ -262,11 +274,50 @@ class CallerWatch:
         return True
 
     def stop(self) -> None:
+        self.stopped = True
         fut = self._future
         if fut is not None:
             fut.remove_done_callback(self._gone)
             if not fut.done():
                 fut.cancel()
+        # A stopped watch may sit in a Watchlist a little longer: hold nothing.
+        self._disconnected = None
+        self._task = None
+
+
+class Watchlist:
+    """Starts the ``CallerWatch`` of each request still running one to two
+    ticks after it was added: one timer per worker, not one per request.
+
+    A request that ends sooner costs a list append. The lists hold at most two
+    ticks' worth of requests; stopped watches in them hold nothing.
+    """
+
+    __slots__ = ("_handle", "_old", "_young", "tick")
+
+    def __init__(self, tick: float = 0.05) -> None:
+        self.tick = tick
+        self._young: list[CallerWatch] = []
+        self._old: list[CallerWatch] = []
+        self._handle: asyncio.TimerHandle | None = None
+
+    def add(self, watch: CallerWatch) -> None:
+        self._young.append(watch)
+        if self._handle is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # driven by hand, no loop: nothing to watch with
+                return
+            self._handle = loop.call_later(self.tick, self._sweep)
+
+    def _sweep(self) -> None:
+        for watch in self._old:
+            if watch.pending:
+                watch.start()
+        self._old, self._young = self._young, []
+        self._handle = (
+            asyncio.get_running_loop().call_later(self.tick, self._sweep) if self._old else None
+        )
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
@@ -276,13 +327,28 @@ class ServerApp:
     """A granian target over a ``Handler``, for RSGI and ASGI alike.
 
     Per-worker resources (upstream pools) are made lazily by the handler's
-    owner on the first request, inside the worker's running loop.
+    owner on the first request, inside the worker's running loop. A ``drain``
+    is installed once per worker when its loop starts (RSGI's
+    ``__rsgi_init__``, ASGI's ``lifespan.startup``), or on the first request
+    if neither came (tests, ASGI without lifespan).
     """
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, drain: Drain | None = None) -> None:
         self._handler = handler
+        self._drain = drain
+        self._installed = drain is None
+
+    def _install(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._installed and self._drain is not None:
+            self._installed = True
+            self._drain.install(loop)
+
+    def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._install(loop)
 
     async def __rsgi__(self, scope: Any, proto: Any) -> None:
+        if not self._installed:
+            self._install(asyncio.get_running_loop())
         ex = RsgiExchange(scope, proto)
         try:
             await self._handler(ex)
@@ -294,11 +360,14 @@ class ServerApp:
     ) -> None:
         kind = scope["type"]
         if kind == "http":
+            if not self._installed:
+                self._install(asyncio.get_running_loop())
             await self._handler(AsgiExchange(scope, receive, send))
         elif kind == "lifespan":
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
+                    self._install(asyncio.get_running_loop())
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})

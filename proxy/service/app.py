@@ -23,23 +23,36 @@ import asyncio
 import itertools
 import math
 import os
+import re
 import time
 
 from flatgate.proxy.backends.base import TranslatorError
+from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
+from flatgate.proxy.plumbing.admission import Admission
+from flatgate.proxy.plumbing.auth import TokenCheck
+from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
-from flatgate.proxy.plumbing.serve import BodyTooLarge, CallerWatch, Exchange, ServerApp, Sink
+from flatgate.proxy.plumbing.serve import (
+    BodyTooLarge,
+    CallerWatch,
+    Exchange,
+    ServerApp,
+    Sink,
+    Watchlist,
+)
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
-from flatgate.proxy.service.dispatch import Dispatcher, Opened, ProxyError
+from flatgate.proxy.service.dispatch import BUSY_RETRY_AFTER, Dispatcher, Opened, ProxyError
 from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.service.settings import GatewayConfig, load_config
 from flatgate.proxy.transport.base import Transport, UpstreamError, UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import ErrorCode
-from flatgate.proxy.wire.frames import ChunkError, FrameCutter, sse_event
+from flatgate.proxy.wire.chunks import read_outcome
+from flatgate.proxy.wire.codes import ErrorCode, error_body
+from flatgate.proxy.wire.frames import ChunkError, FrameCutter, MalformedFrame, sse_event
 from flatgate.proxy.wire.pool import BuilderPool
-from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.route import read_route, read_tenant, tenant_present
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON, PROVIDERS, SSE, FinishReason
 from flatgate.proxy.wire.stock import build_chunk
 from flatgate.proxy.wire.verify import MalformedBuffer
@@ -48,12 +61,28 @@ __all__ = ["ProxyError", "ProxyServer", "create_app"]
 
 _JSON = [("content-type", JSON)]
 _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
+# A caller's x-request-id is kept when it is 1..128 printable ASCII characters.
+_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}").fullmatch
+# A request's caller is watched for leaving from 50-100 ms in (Watchlist): an
+# answer sooner than that costs a list append, not a task.
+_WATCH_TICK = 0.05
+# Status logged and counted for a caller that left before its answer ended.
+CLIENT_CLOSED = 499
+# While draining, everything but /healthz (README, "Graceful restarts").
+_DRAINING_HEADERS = [*_JSON, ("connection", "close"), ("retry-after", "1")]
+_DRAINING_BODY = error_body(codes.DRAINING, "the proxy is shutting down; retry elsewhere")
+_DRAINED = "the proxy is shutting down: this answer was ended early"
 
 
 def _error_headers(err: ProxyError) -> list[tuple[str, str]]:
-    if err.retry_after is None:
-        return _JSON
-    return [*_JSON, ("retry-after", str(max(1, math.ceil(err.retry_after))))]
+    headers = _JSON
+    if err.retry_after is not None:
+        headers = [*headers, ("retry-after", str(max(1, math.ceil(err.retry_after))))]
+    if err.status == 401:
+        headers = [*headers, ("www-authenticate", 'Bearer realm="flatgate"')]
+    if err.code.code in codes.NOT_RETRYABLE:
+        headers = [*headers, ("x-should-retry", "false")]
+    return headers
 
 
 class ProxyServer:
@@ -70,7 +99,9 @@ class ProxyServer:
         """``(provider, model)`` of a request body; ``MalformedBuffer`` if bad."""
         return read_route(body)
 
-    def __init__(self, config: GatewayConfig, *, worker: str = "") -> None:
+    def __init__(
+        self, config: GatewayConfig, *, worker: str = "", drain: Drain | None = None
+    ) -> None:
         self.config = config
         p = config.proxy
         self.max_body = p.max_body_bytes
@@ -91,7 +122,18 @@ class ProxyServer:
             entries.append(Route(model=r.model, target=target, provider=provider))
         self.routes: RouteTable[RouteTarget] = RouteTable(entries)
         self._transport: Transport | None = None
-        self.dispatcher = Dispatcher(self.balancer, self.metrics, lambda: self.transport)
+        self.dispatcher = Dispatcher(
+            self.balancer, self.metrics, lambda: self.transport, max_attempts=p.max_attempts
+        )
+        self.max_model = p.max_model_bytes
+        self.admission = Admission(p.max_in_flight, p.max_buffered_bytes)
+        self.token = TokenCheck(p.auth_token_sha256) if p.auth_token_sha256 else None
+        self.require_auth = p.require_auth and self.token is not None
+        self.access = AccessLog("proxy", p.log_format, enabled=p.access_log)
+        self.watchlist = Watchlist(_WATCH_TICK)
+        self.drain = drain or Drain(p.drain_grace_seconds, p.drain_seconds)
+        self.metrics.watch_transport(lambda: self._transport)
+        self.metrics.watch_admission(self.admission)
         self._ids = itertools.count(1)
         self._id_prefix = f"fg-{worker or os.getpid()}-"
         self._ready_at = 0.0
@@ -100,21 +142,28 @@ class ProxyServer:
     @property
     def transport(self) -> Transport:
         if self._transport is None:
+            p = self.config.proxy
             self._transport = make_transport(
-                self.config.proxy.transport, limit=self.config.proxy.pool_limit
+                p.transport, limit=p.pool_limit, pool_timeout=p.pool_timeout
             )
         return self._transport
 
     async def __call__(self, ex: Exchange) -> None:
         path = ex.path
-        if path == "/v1/completions":
-            await self.completions(ex)
-        elif path == "/healthz":
+        if path == "/healthz":
             await ex.respond(200, [("content-type", "text/plain")], b"ok\n")
+        elif self.drain.draining:
+            await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
+        elif path == "/v1/completions":
+            await self.completions(ex)
         elif path == "/readyz":
             status, body = await self.readiness()
             await ex.respond(status, _JSON, body)
         elif path == "/metrics":
+            if self.token is not None and not self.token.valid(ex.header("authorization")):
+                err = ProxyError(codes.UNAUTHORIZED, "/metrics needs the proxy's bearer token")
+                await ex.respond(err.status, _error_headers(err), err.body())
+                return
             await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
             err = ProxyError(codes.NOT_FOUND, f"no such path: {path}")
@@ -122,33 +171,66 @@ class ProxyServer:
 
     # POST /v1/completions
     async def completions(self, ex: Exchange) -> None:
+        entry = Entry()
+        rid = ex.header("x-request-id")
+        if rid is None or not _REQUEST_ID(rid):
+            rid = f"{self._id_prefix}{next(self._ids)}"
+        entry.request_id = rid
         label = "-"
+        held = -1  # body bytes admitted (-1: not admitted)
+        watch: CallerWatch | None = None
+        ending = Ending()
+        untrack = self.drain.track(ending)
         try:
-            body, binary = await self._accept(ex)
             try:
-                provider, model = self.route_of(body)
-            except MalformedBuffer as exc:
-                raise ProxyError(codes.MALFORMED_REQUEST, str(exc)) from None
-            target = self.routes.lookup(provider, model)
-            if target is None:
-                name = bytes(model).decode("utf-8", "replace")
-                pname = _PROVIDER_NAMES.get(provider, str(provider))
-                raise ProxyError(codes.NO_ROUTE, f"no route for provider {pname} model {name!r}")
-            # The view (a GC-tracked object over the body) is not needed past the
-            # lookup; dropping it now keeps it out of the GC's young generation
-            # while the request waits on the backend.
-            del model
-            label = target.label
-            rid = ex.header("x-request-id") or f"{self._id_prefix}{next(self._ids)}"
-            opened = await self.dispatcher.open(target, body, rid, ex.header("authorization") or "")
-        except ProxyError as err:
-            self.metrics.count(label, err.status)
-            await ex.respond(err.status, _error_headers(err), err.body())
-            return
-        self.metrics.count(label, 200)
-        await self._stream(ex, opened, rid=rid, binary=binary)
+                size, binary = self._head(ex)
+                if not self.admission.admit(size):
+                    raise ProxyError(
+                        codes.SERVER_BUSY,
+                        "the proxy is at its limit of requests in flight",
+                        retry_after=BUSY_RETRY_AFTER,
+                    )
+                held = size
+                body = await self._body(ex)
+                entry.bytes_in = len(body)
+                target, authorization = self._admit(ex, body, entry)
+                label = target.label
+                watch = CallerWatch(ex.disconnected)
+                self.watchlist.add(watch)
+                opened = await self.dispatcher.open(target, body, rid, authorization)
+            except ProxyError as err:
+                entry.status, entry.error = err.status, err.code.code
+                await ex.respond(err.status, _error_headers(err), err.body())
+                return
+            self.admission.drop_body(held)
+            held = 0
+            entry.backend = opened.backend.name
+            await self._stream(ex, opened, entry, watch, ending, binary=binary)
+        except asyncio.CancelledError:
+            if watch is not None and watch.caught():
+                # The caller went away; whatever was open upstream is closed by now.
+                entry.status, entry.error = CLIENT_CLOSED, "client_closed"
+            elif ending.absorb():
+                # The drain's deadline, before any answer: whatever was open
+                # upstream is closed by now.
+                entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
+                await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
+            else:
+                raise
+        except ConnectionError:  # the caller left while sending its body
+            entry.status, entry.error = CLIENT_CLOSED, "client_closed"
+        finally:
+            untrack()
+            if watch is not None:
+                watch.stop()
+            if held >= 0:
+                self.admission.drop_body(held)
+                self.admission.done()
+            self.metrics.count(label, entry.status)
+            self.access.write(entry)
 
-    async def _accept(self, ex: Exchange) -> tuple[bytes, bool]:
+    def _head(self, ex: Exchange) -> tuple[int, bool]:
+        """The request's declared body size and whether it wants binary frames."""
         if ex.method != "POST":
             raise ProxyError(codes.METHOD_NOT_ALLOWED, "POST a CompletionRequest here")
         ctype = (ex.header("content-type") or "").partition(";")[0].strip().lower()
@@ -165,13 +247,65 @@ class ProxyServer:
             raise ProxyError(codes.BAD_CONTENT_LENGTH, "Content-Length is not a number") from None
         if size > self.max_body:
             raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes")
+        if size < 0:
+            raise ProxyError(codes.BAD_CONTENT_LENGTH, "Content-Length is negative")
+        return size, FRAMES in (ex.header("accept") or "")
+
+    async def _body(self, ex: Exchange) -> bytes:
         try:
-            body = await ex.body(self.max_body)
+            return await ex.body(self.max_body)
         except BodyTooLarge:
             raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes") from None
-        return body, FRAMES in (ex.header("accept") or "")
 
-    async def _stream(self, ex: Exchange, opened: Opened, *, rid: str, binary: bool) -> None:
+    def _admit(self, ex: Exchange, body: bytes, entry: Entry) -> tuple[RouteTarget, str]:
+        """The request's route target, and the ``Authorization`` a backend may be
+        forwarded; ``ProxyError`` for a bad buffer, name, route or token."""
+        try:
+            provider, model = self.route_of(body)
+        except MalformedBuffer as exc:
+            raise ProxyError(codes.MALFORMED_REQUEST, str(exc)) from None
+        if len(model) > self.max_model:
+            raise ProxyError(
+                codes.MODEL_NAME_TOO_LONG,
+                f"model_name is {len(model)} bytes; the limit is {self.max_model}",
+            )
+        if self.access.enabled:
+            entry.provider = _PROVIDER_NAMES.get(provider, str(provider))
+            entry.model = bytes(model).decode("utf-8", "replace")
+            if self.request_type == FLATBUFFERS:
+                entry.tenant = read_tenant(body)
+        target = self.routes.lookup(provider, model)
+        if target is None:
+            name = bytes(model).decode("utf-8", "replace")
+            pname = _PROVIDER_NAMES.get(provider, str(provider))
+            raise ProxyError(codes.NO_ROUTE, f"no route for provider {pname} model {name!r}")
+        # The view (a GC-tracked object over the body) is not needed past the
+        # lookup; dropping it now keeps it out of the GC's young generation
+        # while the request waits on the backend.
+        del model
+        authorization = ex.header("authorization")
+        if self.token is None:
+            return target, authorization or ""
+        if not self.token.valid(authorization):
+            if self.request_type == FLATBUFFERS and tenant_present(body):
+                raise ProxyError(
+                    codes.TENANT_FORBIDDEN, "setting a tenant needs the proxy's bearer token"
+                )
+            if authorization is not None or self.require_auth:
+                raise ProxyError(codes.UNAUTHORIZED, "the proxy's bearer token is missing or wrong")
+        # The proxy's own token is never forwarded, whatever forward_credentials says.
+        return target, ""
+
+    async def _stream(
+        self,
+        ex: Exchange,
+        opened: Opened,
+        entry: Entry,
+        watch: CallerWatch,
+        ending: Ending,
+        *,
+        binary: bool,
+    ) -> None:
         """Relay frames until the final chunk; cancel upstream if the caller goes away.
 
         When the first body read already holds the final chunk (a non-streamed
@@ -180,16 +314,16 @@ class ProxyServer:
         """
         metrics = self.metrics
         metrics.active_streams.inc()
-        watch = CallerWatch(ex.disconnected)
         headers = [
             ("content-type", FRAMES if binary else SSE),
             ("cache-control", "no-cache"),
-            ("x-request-id", rid),
+            ("x-request-id", entry.request_id or ""),
         ]
         resp = opened.response
         translator = opened.translator
         pieces = resp.iter_bytes()
         relayed = 0
+        last = b""
         try:
             # Until the first frame: the caller may leave while the backend
             # thinks, and the first-byte timeout is in force.
@@ -207,10 +341,13 @@ class ProxyServer:
                     ready = translator.feed(piece)
             except (UpstreamError, TranslatorError) as exc:
                 err = _upstream_failure(exc)
-                self.metrics.count("-", err.status)
+                entry.status, entry.error = err.status, err.code.code
                 await ex.respond(err.status, _JSON, err.body())
                 return
             resp.begun()
+            entry.status = 200
+            entry.first_byte()
+            last = ready
             if ended or translator.done:
                 out = ready if binary else self._sse(ready)
                 relayed = len(out)
@@ -225,6 +362,7 @@ class ProxyServer:
                 async for piece in pieces:
                     ready = translator.feed(piece)
                     if ready:
+                        last = ready
                         out = ready if binary else self._sse(ready)
                         relayed += len(out)
                         await sink.send(out)
@@ -233,6 +371,7 @@ class ProxyServer:
                 else:
                     tail = translator.end()
                     if tail:
+                        last = tail
                         await sink.send(tail if binary else self._sse(tail))
             except UpstreamError as exc:
                 if not translator.done:
@@ -241,20 +380,32 @@ class ProxyServer:
                         if isinstance(exc, UpstreamTimeout)
                         else codes.BACKEND_DISCONNECTED
                     )
-                    await self._send_error(sink, binary, rid, code, str(exc))
+                    last = b""
+                    entry.error = code.code
+                    await self._send_error(sink, binary, entry.request_id or "", code, str(exc))
             except TranslatorError as exc:
-                await self._send_error(sink, binary, rid, codes.BACKEND_PROTOCOL_ERROR, str(exc))
+                last = b""
+                entry.error = codes.BACKEND_PROTOCOL_ERROR.code
+                await self._send_error(
+                    sink, binary, entry.request_id or "", codes.BACKEND_PROTOCOL_ERROR, str(exc)
+                )
+            except asyncio.CancelledError:
+                if watch.fired or not ending.absorb():
+                    raise
+                last = b""
+                entry.error = codes.DRAINING.code
+                await self._send_error(
+                    sink, binary, entry.request_id or "", codes.DRAINING, _DRAINED
+                )
             await sink.close()
-        except asyncio.CancelledError:
-            if not watch.caught():
-                raise
-            # The caller went away: the finally below aborts the upstream exchange.
         finally:
-            watch.stop()
             await pieces.aclose()  # type: ignore[attr-defined]
             await opened.close()
             metrics.relayed_bytes.inc(relayed)
             metrics.active_streams.dec()
+            entry.bytes_out = relayed
+            if last and self.access.enabled:
+                _read_final(last, entry)
 
     @staticmethod
     def _sse(ready: bytes) -> bytes:
@@ -287,6 +438,23 @@ class ProxyServer:
         return self._ready
 
 
+def _read_final(frames: bytes, entry: Entry) -> None:
+    """Completion tokens and error code from the last of ``frames`` (the final
+    chunk), for the access log."""
+    pos, n = 0, len(frames)
+    last = 0
+    while pos + 4 <= n:  # the last frame's start (frames are whole)
+        last = pos
+        pos += 4 + int.from_bytes(frames[pos : pos + 4], "little")
+    try:
+        tokens, code = read_outcome(frames, last + 4, pos)
+    except MalformedFrame:
+        return
+    entry.tokens = tokens
+    if code and entry.error is None:
+        entry.error = code
+
+
 def _upstream_failure(exc: Exception) -> ProxyError:
     if isinstance(exc, UpstreamTimeout):
         return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {exc}")
@@ -297,4 +465,7 @@ def _upstream_failure(exc: Exception) -> ProxyError:
 
 def create_app() -> ServerApp:
     """granian factory: settings from ``$FLATGATE_CONFIG`` and ``FLATGATE_PROXY_*``."""
-    return ServerApp(ProxyServer(load_config()))
+    config = load_config()
+    p = config.proxy
+    drain = Drain(grace=p.drain_grace_seconds, seconds=p.drain_seconds)
+    return ServerApp(ProxyServer(config, drain=drain), drain)

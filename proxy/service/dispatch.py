@@ -17,7 +17,14 @@ Before the first byte, by what a backend answered (``backends.base``):
   down, the next tried; when none is left, 502 ``backend_auth_failed``;
 - 429: the backend cooled down for its ``Retry-After``, the next tried; when
   none is left, 429 ``backend_rate_limited`` with the smallest ``Retry-After``;
-- 408, 5xx, 529, refused or timed out: cooled down, the next tried.
+- 408, 5xx, 529, refused or timed out: cooled down, the next tried;
+- no free pooled connection within the pool timeout (flatgate's own limit):
+  the next tried, the backend's health untouched; when none is left, 503
+  ``pool_exhausted`` with ``Retry-After``.
+
+At most ``max_attempts`` backends are tried per request (every backend sent
+to, fallbacks included; 0: no bound). When every backend is at its
+``max_outstanding``, 503 ``backends_busy`` with ``Retry-After``.
 
 Every attempt counts one outstanding request on its backend until the answer
 is closed (``Opened.close``) or refused. Shared by the HTTP app and anything
@@ -41,6 +48,7 @@ from flatgate.proxy.transport.base import (
     Timeouts,
     Transport,
     UpstreamError,
+    UpstreamPoolTimeout,
     UpstreamTimeout,
 )
 from flatgate.proxy.wire import codes
@@ -48,7 +56,10 @@ from flatgate.proxy.wire.codes import ErrorCode, error_body
 from flatgate.proxy.wire.decode import Request, read_request
 from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
 
-__all__ = ["Dispatcher", "Opened", "ProxyError"]
+__all__ = ["BUSY_RETRY_AFTER", "Dispatcher", "Opened", "ProxyError"]
+
+# Seconds a caller is told to wait when flatgate itself is at a limit.
+BUSY_RETRY_AFTER = 1.0
 
 log = logging.getLogger("flatgate.proxy")
 
@@ -130,6 +141,7 @@ class _Failures:
     timeout: str = ""
     unreachable: str = ""
     untranslatable: str = ""
+    pool_full: str = ""
 
     def error(self) -> ProxyError:
         if self.limited:
@@ -144,6 +156,8 @@ class _Failures:
             return ProxyError(codes.BACKEND_ERROR, self.answered)
         if self.timeout:
             return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {self.timeout}")
+        if self.pool_full and not self.unreachable:
+            return ProxyError(codes.POOL_EXHAUSTED, self.pool_full, retry_after=BUSY_RETRY_AFTER)
         if self.untranslatable and not self.unreachable:
             return ProxyError(codes.UNTRANSLATABLE_REQUEST, self.untranslatable)
         return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {self.unreachable}")
@@ -157,10 +171,12 @@ class Dispatcher:
         balancer: Balancer,
         metrics: Metrics,
         transport: Callable[[], Transport],
+        max_attempts: int = 0,
     ) -> None:
         self.balancer = balancer
         self.metrics = metrics
         self._transport = transport
+        self.max_attempts = max_attempts
 
     async def open(
         self, target: RouteTarget, body: bytes, request_id: str, authorization: str = ""
@@ -168,11 +184,18 @@ class Dispatcher:
         """The first backend's 200 answer; ``ProxyError`` when none gives one."""
         plan = self.balancer.plan(target)
         if not plan:
-            raise ProxyError(codes.BACKENDS_BUSY, "every backend of this route is at its limit")
+            raise ProxyError(
+                codes.BACKENDS_BUSY,
+                "every backend of this route is at its limit",
+                retry_after=BUSY_RETRY_AFTER,
+            )
+        attempts = self.max_attempts or len(plan)
         decoded = _Decoded(body)
         failures = _Failures()
         transport = self._transport()
         for backend in plan:
+            if not attempts:
+                break
             adapter = backend.adapter
             try:
                 out = adapter.prepare(body, decoded, request_id, authorization)
@@ -181,6 +204,7 @@ class Dispatcher:
             except Untranslatable as exc:
                 failures.untranslatable = f"{backend.name}: {exc}"
                 continue
+            attempts -= 1
             started = time.perf_counter()
             backend.outstanding += 1
             try:
@@ -192,6 +216,11 @@ class Dispatcher:
                     timeouts=backend.timeouts,
                     tls=backend.tls,
                 )
+            except UpstreamPoolTimeout as exc:
+                backend.outstanding -= 1
+                self.metrics.upstream_failure_of(backend.name, "pool_timeout").inc()
+                failures.pool_full = f"{backend.name}: {exc}"
+                continue
             except UpstreamError as exc:
                 backend.outstanding -= 1
                 self.balancer.failed(backend)

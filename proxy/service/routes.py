@@ -19,11 +19,13 @@ exact name for any provider > the first matching pattern in entry order
 (pinned or not) > default with this provider > default for any provider.
 
 Pattern and default results are cached per ``(model bytes, provider)`` in a
-bounded dict (``cache_size`` model names, oldest evicted first), so a model
-seen before is an exact-dict hit next time: the decode and the ``fnmatch``
-happen once per name, and the cached key is the one ``bytes`` copy kept.
-Misses (``None``) are cached too, so a flood of unknown names costs at most
-one pattern scan each and never grows memory past the bound.
+bounded dict (at most ``cache_size`` model names and ``cache_bytes`` bytes of
+them, oldest evicted first), so a model seen before is an exact-dict hit next
+time: the decode and the ``fnmatch`` happen once per name, and the cached key
+is the one ``bytes`` copy kept. Misses (``None``) are cached too, so a flood of
+unknown names costs at most one pattern scan each and never grows memory past
+the bound; a name longer than ``cache_bytes / 64`` is resolved but never
+cached (callers cap names anyway: the proxy's ``max_model_bytes``).
 
 Writable memoryviews (over ``bytearray``) are unhashable; ``lookup`` raises a
 ``TypeError`` naming the fix (convert with ``bytes(...)`` once, at the edge)
@@ -46,11 +48,12 @@ from dataclasses import dataclass
 from fnmatch import translate
 from typing import Generic, TypeVar
 
-__all__ = ["DEFAULT_CACHE_SIZE", "Route", "RouteTable"]
+__all__ = ["DEFAULT_CACHE_BYTES", "DEFAULT_CACHE_SIZE", "Route", "RouteTable"]
 
 T = TypeVar("T")
 
 DEFAULT_CACHE_SIZE = 4096
+DEFAULT_CACHE_BYTES = 1 << 20
 _GLOB_CHARS = frozenset("*?[")
 _DEFAULT = "*"
 _MISSING = object()
@@ -73,6 +76,8 @@ class RouteTable(Generic[T]):
 
     __slots__ = (
         "_cache",
+        "_cache_bytes",
+        "_cache_limit",
         "_cache_size",
         "_default_any",
         "_default_pinned",
@@ -81,11 +86,19 @@ class RouteTable(Generic[T]):
         "_routes",
     )
 
-    def __init__(self, routes: Iterable[Route[T]], *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
-        if cache_size < 0:
-            raise ValueError("cache_size must be >= 0")
+    def __init__(
+        self,
+        routes: Iterable[Route[T]],
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        if cache_size < 0 or cache_bytes < 0:
+            raise ValueError("cache_size and cache_bytes must be >= 0")
         self._routes = tuple(routes)
         self._cache_size = cache_size
+        self._cache_limit = cache_bytes
+        self._cache_bytes = 0
         # model bytes -> (pinned provider -> target, any-provider target or _MISSING)
         self._exact: dict[bytes, tuple[dict[int, T], object]] = {}
         self._patterns: list[tuple[re.Pattern[str], int | None, T]] = []
@@ -163,15 +176,21 @@ class RouteTable(Generic[T]):
             default = self._default_pinned.get(provider, self._default_any)
             if default is not _MISSING:
                 result = default  # type: ignore[assignment]
-        if self._cache_size:
+        if self._cache_size and len(key) <= self._cache_limit >> 6:
             per_model = self._cache.get(key)
             if per_model is None:
-                if len(self._cache) >= self._cache_size:
+                while self._cache and (
+                    len(self._cache) >= self._cache_size
+                    or self._cache_bytes + len(key) > self._cache_limit
+                ):
                     # Another thread may evict or insert in between: any of
                     # these means someone else made room, which is enough.
                     with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-                        del self._cache[next(iter(self._cache))]
+                        old = next(iter(self._cache))
+                        del self._cache[old]
+                        self._cache_bytes -= len(old)
                 per_model = self._cache[key] = {}
+                self._cache_bytes += len(key)
             if len(per_model) < _MAX_PROVIDERS_PER_MODEL:
                 per_model[provider] = result
         return result
@@ -179,3 +198,8 @@ class RouteTable(Generic[T]):
     def cache_info(self) -> tuple[int, int]:
         """``(cached model names, cache_size)``."""
         return len(self._cache), self._cache_size
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of model names the cache holds now (at most ``cache_bytes``)."""
+        return self._cache_bytes

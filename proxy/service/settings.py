@@ -1,10 +1,12 @@
 """The proxy's and the stub's settings: one frozen typed object from the config file.
 
 Owns the ``[proxy]``, ``[stub]``, ``[[backends]]`` (entries: ``backends.config``)
-and ``[[routes]]`` sections, their validation with messages that name the key,
-and their ``FLATGATE_PROXY_*`` / ``FLATGATE_STUB_*`` overlays. The edge's
-sections in the same file belong to ``edge_translator.config``; here they pass
-through unread.
+and ``[[routes]]`` sections, their validation with messages that name the key
+(every problem of a document, not only the first: ``config_problems``), and
+their ``FLATGATE_PROXY_*`` / ``FLATGATE_STUB_*`` overlays. The edge's sections
+in the same file belong to ``edge_translator.config``; here they pass through
+unread, except that ``unrouted_models`` says which of the edge's models no
+route serves.
 
 No I/O beyond reading the file it is given (``plumbing.config``).
 """
@@ -12,13 +14,21 @@ No I/O beyond reading the file it is given (``plumbing.config``).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, Literal, get_args
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeVar, get_args
 
 import msgspec
 
-from flatgate.proxy.backends.config import BackendConfig, check_backend
-from flatgate.proxy.plumbing.config import ConfigError, convert, overlay_env, read_document
+from flatgate.proxy.backends.config import BackendConfig, backend_problems
+from flatgate.proxy.plumbing.config import (
+    ConfigError,
+    Problems,
+    convert_at,
+    overlay_env,
+    read_document,
+)
+from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.wire.schema import PROVIDERS
 
 __all__ = [
@@ -30,10 +40,14 @@ __all__ = [
     "RouteConfig",
     "StubProtocol",
     "StubSection",
+    "config_problems",
     "load_config",
     "parse_config",
+    "unrouted_models",
 ]
 
+
+T = TypeVar("T")
 
 # Faults the stub injects on request (tests); see service.stub.
 Fault = Literal[
@@ -58,8 +72,36 @@ class ProxySection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     interface: Literal["asgi", "rsgi"] = "asgi"
     # Seconds a backend that failed before its first byte is skipped.
     cooldown_seconds: float = 5.0
-    # Connections kept per upstream host.
-    pool_limit: int = 256
+    # Graceful stop on SIGTERM/SIGINT: 503 `draining` at once, the listener
+    # closed after drain_grace_seconds, streams still running ended (an error
+    # chunk) just before drain_seconds, counted from the signal (README,
+    # "Graceful restarts").
+    drain_grace_seconds: float = 5.0
+    drain_seconds: float = 30.0
+    # Connections kept per upstream host, per worker: sized for thousands of
+    # concurrent streams (each holds one for its whole life).
+    pool_limit: int = 4096
+    # Longest wait for a free pooled connection; then 503 with Retry-After (a
+    # full pool is not a backend failure: the backend is not cooled down).
+    pool_timeout: float = 5.0
+    # Backends tried per request, failover and fallbacks included (0: all).
+    max_attempts: int = 3
+    # Longest model name routed (400 above it): bounds what the route cache keeps.
+    max_model_bytes: int = 256
+    # Admission control, per worker: requests in flight, and request-body bytes
+    # held (read, or being sent upstream); above either, 503 with Retry-After.
+    max_in_flight: int = 10000
+    max_buffered_bytes: int = 256 << 20
+    # Callers must present `Authorization: Bearer <token>` to set a tenant or
+    # read /metrics; this is the token's hex SHA-256 ("": no authentication).
+    auth_token_sha256: str = ""
+    # With a token configured: every request must present it (401 otherwise),
+    # not only those that set a tenant.
+    require_auth: bool = False
+    # One line per request on stderr (see plumbing.accesslog), as logfmt
+    # "text" or "json".
+    access_log: bool = True
+    log_format: Literal["text", "json"] = "text"
 
 
 class RouteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -91,6 +133,9 @@ class StubSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # What `flatgate up` starts: one stub per protocol, on port, port + 1, ...
     # (`flatgate stub` alone serves `protocol`).
     up: tuple[StubProtocol, ...] = ("fbs",)
+    # Graceful stop, as [proxy]'s.
+    drain_grace_seconds: float = 5.0
+    drain_seconds: float = 30.0
 
 
 class GatewayConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -110,39 +155,167 @@ class GatewayConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         raise KeyError(name)
 
 
-def _check(config: GatewayConfig) -> None:
-    names: set[str] = set()
-    for i, b in enumerate(config.backends):
-        where = f"backends[{i}]"
-        if b.name in names:
-            raise ConfigError(f"{where}.name: duplicate backend name {b.name!r}")
-        names.add(b.name)
-        check_backend(b, where)
-    if not config.routes:
-        raise ConfigError("routes: at least one [[routes]] entry is required")
-    for i, r in enumerate(config.routes):
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _proxy_problems(p: ProxySection, problems: Problems) -> None:
+    problems.port("proxy.port", p.port)
+    if not p.host:
+        problems.append("proxy.host: must not be empty")
+    problems.at_least("proxy.workers", p.workers, 1)
+    problems.at_least("proxy.max_body_bytes", p.max_body_bytes, 1)
+    problems.at_least("proxy.cooldown_seconds", p.cooldown_seconds, 0)
+    problems.at_least("proxy.pool_limit", p.pool_limit, 1)
+    problems.above("proxy.pool_timeout", p.pool_timeout)
+    problems.at_least("proxy.max_attempts", p.max_attempts, 0)
+    problems.at_least("proxy.max_model_bytes", p.max_model_bytes, 1)
+    problems.at_least("proxy.max_in_flight", p.max_in_flight, 1)
+    problems.at_least("proxy.max_buffered_bytes", p.max_buffered_bytes, 1)
+    if p.auth_token_sha256 and not _HEX64.match(p.auth_token_sha256):
+        problems.append(
+            "proxy.auth_token_sha256: expected 64 lower-case hex digits (the SHA-256 of the token)"
+        )
+    if p.require_auth and not p.auth_token_sha256:
+        problems.append("proxy.require_auth: needs proxy.auth_token_sha256 (the token to require)")
+    problems.drain("proxy", p.drain_grace_seconds, p.drain_seconds)
+
+
+def _stub_problems(s: StubSection, problems: Problems) -> None:
+    problems.port("stub.port", s.port)
+    if s.up and 1 <= s.port <= 65535 and s.port + len(s.up) - 1 > 65535:
+        problems.append(f"stub.port: {s.port} leaves no room for {len(s.up)} stubs (stub.up)")
+    if not s.host:
+        problems.append("stub.host: must not be empty")
+    problems.at_least("stub.workers", s.workers, 1)
+    problems.at_least("stub.ttft_ms", s.ttft_ms, 0)
+    problems.at_least("stub.itl_ms", s.itl_ms, 0)
+    problems.at_least("stub.canned", s.canned, 0)
+    if not s.up or len(set(s.up)) != len(s.up):
+        problems.append("stub.up: one or more protocols, each once")
+    problems.drain("stub", s.drain_grace_seconds, s.drain_seconds)
+
+
+def _route_problems(routes: list[RouteConfig | None], names: set[str], problems: Problems) -> None:
+    if not routes:
+        problems.append("routes: at least one [[routes]] entry is required")
+    seen: dict[tuple[str, str | None], int] = {}
+    for i, r in enumerate(routes):
+        if r is None:  # did not convert: already reported
+            continue
         where = f"routes[{i}]"
         if not r.model:
-            raise ConfigError(f"{where}.model: must not be empty")
+            problems.append(f"{where}.model: must not be empty")
         if not r.backends:
-            raise ConfigError(f"{where}.backends: at least one backend is required")
+            problems.append(f"{where}.backends: at least one backend is required")
         if r.provider is not None and r.provider not in PROVIDERS:
-            raise ConfigError(
+            problems.append(
                 f"{where}.provider: expected one of {', '.join(PROVIDERS)}, got {r.provider!r}"
             )
         for key in ("backends", "fallbacks"):
             for name in getattr(r, key):
                 if name not in names:
-                    raise ConfigError(f"{where}.{key}: unknown backend {name!r}")
-    if not config.stub.up or len(set(config.stub.up)) != len(config.stub.up):
-        raise ConfigError("stub.up: one or more protocols, each once")
-    p = config.proxy
-    if p.max_body_bytes < 1:
-        raise ConfigError("proxy.max_body_bytes: must be >= 1")
-    if p.workers < 1 or config.stub.workers < 1:
-        raise ConfigError("workers: must be >= 1")
-    if p.cooldown_seconds < 0:
-        raise ConfigError("proxy.cooldown_seconds: must be >= 0")
+                    problems.append(f"{where}.{key}: unknown backend {name!r}")
+        first = seen.setdefault((r.model, r.provider), i)
+        if first != i:
+            provider = "any provider" if r.provider is None else f"provider {r.provider}"
+            problems.append(
+                f"{where}.model: duplicate route: routes[{first}] already routes "
+                f"{r.model!r} for {provider}"
+            )
+
+
+def _entries(data: Mapping[str, Any], key: str, problems: Problems) -> list[Any]:
+    """The ``[[key]]`` array of tables (``[]`` when it is not one: reported)."""
+    entries = data.get(key, [])
+    if isinstance(entries, list):
+        return entries
+    problems.append(f"{key}: expected an array of tables ([[{key}]])")
+    return []
+
+
+def _whole(entry: Any, kind: type[T], where: str, problems: Problems) -> T | None:
+    """One ``[[...]]`` entry, or ``None`` if it has a problem (added)."""
+    before = len(problems)
+    value = convert_at(entry, kind, where, problems)
+    return value if len(problems) == before else None
+
+
+def _parse(
+    data: Mapping[str, Any], environ: Mapping[str, str] | None
+) -> tuple[GatewayConfig | None, Problems]:
+    """The config and every problem found; the config only when there are none.
+
+    Each section and each ``[[backends]]`` / ``[[routes]]`` entry is converted
+    on its own, so a problem in one does not hide those in the others."""
+    problems = Problems()
+    known = GatewayConfig.__struct_fields__
+    for key in data:
+        if key not in known:
+            problems.append(f"{key}: unknown section (expected one of {', '.join(known)})")
+    edge_parts = {k: v for k, v in data.items() if k in ("edge", "models", "keys")}
+    convert_at(edge_parts, GatewayConfig, "", problems)  # their shape; the edge checks the rest
+    proxy = convert_at(data.get("proxy", {}), ProxySection, "proxy", problems)
+    if proxy is not None:
+        _proxy_problems(proxy, problems)
+    stub = convert_at(data.get("stub", {}), StubSection, "stub", problems)
+    if stub is not None:
+        _stub_problems(stub, problems)
+    # An entry with a problem of its own is not checked further (its other
+    # keys' checks could be about a default standing in for a bad value).
+    backends = [
+        _whole(entry, BackendConfig, f"backends[{i}]", problems)
+        for i, entry in enumerate(_entries(data, "backends", problems))
+    ]
+    routes = [
+        _whole(entry, RouteConfig, f"routes[{i}]", problems)
+        for i, entry in enumerate(_entries(data, "routes", problems))
+    ]
+    names: set[str] = set()
+    for i, b in enumerate(backends):
+        if b is None:  # its name still counts for the routes
+            raw = data["backends"][i]
+            if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+                names.add(raw["name"])
+            continue
+        where = f"backends[{i}]"
+        if b.name in names:
+            problems.append(f"{where}.name: duplicate backend name {b.name!r}")
+        names.add(b.name)
+        problems += backend_problems(b, where, environ)
+    _route_problems(routes, names, problems)
+    if problems:
+        return None, problems
+    return msgspec.convert(data, GatewayConfig), problems
+
+
+def unrouted_models(data: Mapping[str, Any], models: Sequence[tuple[str, str]]) -> list[str]:
+    """The edge's ``[[models]]`` (``(name, provider)`` each, in order) that no
+    ``[[routes]]`` entry of the same document serves, by the route table's own
+    precedence (exact name with the provider, exact for any provider, the
+    first matching pattern, the default). A document without routes (an edge
+    whose proxy reads another file) has none to check: ``[]``."""
+    entries = data.get("routes")
+    if not isinstance(entries, list) or not entries:
+        return []
+    table_routes: list[Route[int]] = []
+    seen: set[tuple[str, int | None]] = set()
+    for i, entry in enumerate(entries):
+        r = convert_at(entry, RouteConfig, f"routes[{i}]", [])
+        if r is None or not r.model or (r.provider is not None and r.provider not in PROVIDERS):
+            continue  # the proxy's own check reports it
+        pinned = None if r.provider is None else PROVIDERS[r.provider]
+        if (r.model, pinned) not in seen:
+            seen.add((r.model, pinned))
+            table_routes.append(Route(model=r.model, target=i, provider=pinned))
+    table = RouteTable(table_routes, cache_size=0)
+    problems = []
+    for i, (name, provider) in enumerate(models):
+        if provider in PROVIDERS and table.lookup(PROVIDERS[provider], name.encode()) is None:
+            problems.append(
+                f"models[{i}].name: no [[routes]] entry serves {name!r} (provider {provider}): "
+                'add a route for it (its name, a pattern, or "*")'
+            )
+    return problems
 
 
 _SECTIONS = {
@@ -151,10 +324,26 @@ _SECTIONS = {
 }
 
 
-def parse_config(data: Mapping[str, Any]) -> GatewayConfig:
-    """Validate a parsed TOML document; raises ConfigError naming the key."""
-    config = convert(data, GatewayConfig)
-    _check(config)
+def config_problems(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every problem of the proxy's and the stub's sections of a parsed TOML
+    document, with the ``FLATGATE_PROXY_*`` / ``FLATGATE_STUB_*`` variables of
+    ``environ`` laid over it (``None``: ``os.environ``); ``[]`` when it is good."""
+    env = os.environ if environ is None else environ
+    try:
+        data = overlay_env(data, env, _SECTIONS)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return _parse(data, env)[1]
+
+
+def parse_config(
+    data: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> GatewayConfig:
+    """Validate a parsed TOML document; raises ``ConfigError`` listing every
+    problem, each naming its key."""
+    config, problems = _parse(data, environ)
+    if config is None:
+        raise ConfigError(*problems)
     return config
 
 
@@ -164,4 +353,4 @@ def load_config(
     """Read and validate a config file (``None``: ``$FLATGATE_CONFIG`` or the
     embedded default), with ``FLATGATE_PROXY_*`` / ``FLATGATE_STUB_*`` overrides."""
     env = os.environ if environ is None else environ
-    return parse_config(overlay_env(read_document(path, env), env, _SECTIONS))
+    return parse_config(overlay_env(read_document(path, env), env, _SECTIONS), env)

@@ -6,6 +6,8 @@ module and nowhere else::
 
     UpstreamError
     ├── UpstreamConnectError    nothing answered (refused, reset, DNS, connect timeout)
+    ├── UpstreamPoolTimeout     no free pooled connection within the pool timeout
+    │                           (the backend was never asked: not its failure)
     ├── UpstreamTimeout         connected, but no byte within the read or total timeout
     └── UpstreamProtocolError   the peer broke HTTP or closed mid-response
 
@@ -39,6 +41,7 @@ __all__ = [
     "TransportKind",
     "UpstreamConnectError",
     "UpstreamError",
+    "UpstreamPoolTimeout",
     "UpstreamProtocolError",
     "UpstreamTimeout",
     "retry_after",
@@ -53,6 +56,11 @@ class UpstreamError(Exception):
 
 class UpstreamConnectError(UpstreamError):
     """The backend could not be reached."""
+
+
+class UpstreamPoolTimeout(UpstreamError):
+    """Every pooled connection to the backend's host stayed in use for the
+    transport's pool timeout: flatgate's own limit, not the backend's failure."""
 
 
 class UpstreamTimeout(UpstreamError):
@@ -115,6 +123,11 @@ class Transport(Protocol):
     ) -> Response:
         """Send a request; return once the response head arrived. An ``https``
         URL is verified against ``tls`` (``None``: the system's CA store)."""
+        ...
+
+    def stats(self) -> dict[str, int]:
+        """Pool figures summed over hosts: ``open`` and ``idle`` connections,
+        callers ``waiting`` now, and counters of ``waits`` and ``pool_timeouts``."""
         ...
 
     async def aclose(self) -> None: ...

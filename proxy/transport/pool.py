@@ -19,7 +19,9 @@ What it guarantees:
   cancellation) closes it;
 - connect, first-byte (head, and pieces until the consumer says the answer has
   ``begun``), read (between later pieces) and total timeouts; a bounded number
-  of connections per host, callers beyond it wait (up to the connect timeout);
+  of connections per host, callers beyond it wait in order, up to the pool
+  timeout (``UpstreamPoolTimeout``: the pool's limit, not the backend's
+  failure);
 - ``https``: TLS with certificate verification (the system CA store, or the
   ``ssl.SSLContext`` a backend brings for its own CA), SNI, and the same
   keep-alive pooling; connections are pooled per host, port and context.
@@ -44,6 +46,7 @@ from flatgate.proxy.transport.base import (
     Timeouts,
     UpstreamConnectError,
     UpstreamError,
+    UpstreamPoolTimeout,
     UpstreamProtocolError,
     UpstreamTimeout,
 )
@@ -311,9 +314,11 @@ class _HostPool:
         self.idle: list[_Conn] = []
         self.open = 0
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.waits = 0
+        self.timeouts = 0
 
     async def get(
-        self, loop: asyncio.AbstractEventLoop, connect_timeout: float
+        self, loop: asyncio.AbstractEventLoop, connect_timeout: float, pool_timeout: float
     ) -> tuple[_Conn, bool]:
         while True:
             while self.idle:
@@ -325,12 +330,14 @@ class _HostPool:
                 break
             fut: asyncio.Future[None] = loop.create_future()
             self.waiters.append(fut)
+            self.waits += 1
             try:
-                await asyncio.wait_for(fut, connect_timeout)
+                await asyncio.wait_for(fut, pool_timeout)
             except TimeoutError:
-                raise UpstreamConnectError(
+                self.timeouts += 1
+                raise UpstreamPoolTimeout(
                     f"no free connection to {self.host}:{self.port} "
-                    f"({self.limit} in use) within {connect_timeout}s"
+                    f"({self.limit} in use) within {pool_timeout}s"
                 ) from None
             finally:
                 if fut in self.waiters:
@@ -389,8 +396,9 @@ class _HostPool:
 class PoolTransport:
     """``transport.base.Transport`` over per-host ``_HostPool``s. One per event loop."""
 
-    def __init__(self, *, limit: int = 256) -> None:
+    def __init__(self, *, limit: int = 4096, pool_timeout: float = 5.0) -> None:
         self._limit = limit
+        self._pool_timeout = pool_timeout
         self._pools: dict[_Key, _HostPool] = {}
         self._targets: dict[tuple[str, ssl.SSLContext | None], tuple[_Key, bytes]] = {}
         self._system_tls: ssl.SSLContext | None = None
@@ -420,10 +428,13 @@ class PoolTransport:
         return hit
 
     def stats(self) -> dict[str, int]:
-        """Open and idle connections over all hosts (for tests and metrics)."""
+        pools = self._pools.values()
         return {
-            "open": sum(p.open for p in self._pools.values()),
-            "idle": sum(len(p.idle) for p in self._pools.values()),
+            "open": sum(p.open for p in pools),
+            "idle": sum(len(p.idle) for p in pools),
+            "waiting": sum(len(p.waiters) for p in pools),
+            "waits": sum(p.waits for p in pools),
+            "pool_timeouts": sum(p.timeouts for p in pools),
         }
 
     async def request(
@@ -451,7 +462,7 @@ class PoolTransport:
             )
         )
         for attempt in (0, 1):
-            conn, reused = await pool.get(loop, timeouts.connect)
+            conn, reused = await pool.get(loop, timeouts.connect, self._pool_timeout)
             resp = _PoolResponse(
                 pool,
                 conn,

@@ -19,6 +19,7 @@ from flatgate.proxy.transport.base import (
     Response,
     Timeouts,
     UpstreamConnectError,
+    UpstreamPoolTimeout,
     UpstreamProtocolError,
     UpstreamTimeout,
 )
@@ -74,8 +75,10 @@ class _HttpxResponse:
 class HttpxTransport:
     """The reference transport: a shared ``httpx.AsyncClient``."""
 
-    def __init__(self, *, limit: int = 256) -> None:
+    def __init__(self, *, limit: int = 4096, pool_timeout: float = 5.0) -> None:
         self._limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
+        self._pool_timeout = pool_timeout
+        self._pool_timeouts = 0
         # One client per TLS context (httpx verifies per client, not per request).
         self._clients: dict[ssl.SSLContext | None, httpx.AsyncClient] = {}
 
@@ -101,7 +104,9 @@ class HttpxTransport:
         first = timeouts.first_byte or timeouts.read
         if timeouts.total is not None:
             first = min(first, timeouts.total)
-        timeout = httpx.Timeout(connect=timeouts.connect, read=first, write=first, pool=first)
+        timeout = httpx.Timeout(
+            connect=timeouts.connect, read=first, write=first, pool=self._pool_timeout
+        )
         client = self._client(tls)
         req = client.build_request(
             method, url, content=body, headers=list(headers), timeout=timeout
@@ -110,6 +115,11 @@ class HttpxTransport:
             resp = await client.send(req, stream=True)
         except httpx.ConnectError as exc:
             raise UpstreamConnectError(f"cannot connect to {url}: {exc!r}") from exc
+        except httpx.PoolTimeout as exc:
+            self._pool_timeouts += 1
+            raise UpstreamPoolTimeout(
+                f"no free connection to {url} within {self._pool_timeout}s"
+            ) from exc
         except httpx.ConnectTimeout as exc:
             raise UpstreamConnectError(f"connect to {url} timed out") from exc
         except httpx.TimeoutException as exc:
@@ -117,6 +127,16 @@ class HttpxTransport:
         except httpx.HTTPError as exc:
             raise UpstreamProtocolError(f"{url}: {exc!r}") from exc
         return _HttpxResponse(resp, deadline, timeouts.read)
+
+    def stats(self) -> dict[str, int]:
+        """httpx keeps its pool to itself: only the pool timeouts are known."""
+        return {
+            "open": 0,
+            "idle": 0,
+            "waiting": 0,
+            "waits": 0,
+            "pool_timeouts": self._pool_timeouts,
+        }
 
     async def aclose(self) -> None:
         for client in self._clients.values():

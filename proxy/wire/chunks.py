@@ -1,6 +1,6 @@
 """A fast, bounds-checked reader of ``CompletionChunk`` frames (the edge reads with it).
 
-Owns one function, ``read_chunk``: the same ``wire.frames.Chunk`` that
+Owns ``read_chunk``: the same ``wire.frames.Chunk`` that
 ``wire.stock.decode_chunk`` returns, read with ``struct`` straight from the
 frame instead of through the generated accessors (which allocate a table object
 per access): a content delta reads in about a sixth of the time, which is what
@@ -8,6 +8,9 @@ keeps chunk-to-SSE under its per-token budget. Every offset it follows (root,
 vtable, field, string, vector, sub-table) is checked to lie inside the buffer;
 anything that does not decode raises ``wire.frames.MalformedFrame``; a
 finish reason this flatgate does not know (a newer writer's) reads as STOP.
+
+``read_outcome`` reads only what a log line wants from a final chunk (its
+completion tokens and error code), with the same checks.
 
 Pure: no I/O, never writes to the frame.
 """
@@ -20,7 +23,7 @@ from flatgate.proxy.wire.frames import Chunk, ChunkError, MalformedFrame, ToolCa
 from flatgate.proxy.wire.layout import COMPLETION_CHUNK, ERROR, TOOL_CALL_DELTA, USAGE
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason, finish_reason_of
 
-__all__ = ["read_chunk"]
+__all__ = ["read_chunk", "read_outcome"]
 
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
@@ -65,6 +68,26 @@ class _Frame:
             if f and f + 1 > t_size:
                 raise MalformedFrame(f"chunk frame: {what} field outside its table")
         return pos, fields
+
+    def slot(self, table: int, slot: int, what: str) -> int:
+        """The field offset of ``slot`` in the table at ``table`` (0: absent),
+        its vtable checked as ``table`` does, without listing every field."""
+        data = self.data
+        self.check(table, 4, what)
+        vt = table - _i32(data, table)[0]
+        self.check(vt, 4, f"{what} vtable")
+        vt_size, t_size = _VT_HEAD(data, vt)
+        if vt_size < 4 or vt_size & 1 or vt_size > 4 + 2 * 32:
+            raise MalformedFrame(f"chunk frame: {what} vtable size {vt_size}")
+        self.check(vt, vt_size, f"{what} vtable")
+        self.check(table, t_size, what)
+        at = 4 + 2 * slot
+        if at + 2 > vt_size:
+            return 0
+        field: int = _U16.unpack_from(data, vt + at)[0]
+        if field and field + 1 > t_size:
+            raise MalformedFrame(f"chunk frame: {what} field outside its table")
+        return field
 
     def ref(self, table: int, field: int, what: str) -> int:
         """Follow the uoffset stored at ``table + field``."""
@@ -184,3 +207,26 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
         model=model,
         reasoning=f.string(root, fields[_REASONING], "reasoning") if n > _REASONING else "",
     )
+
+
+def read_outcome(frame: bytes, offset: int = 4, end: int | None = None) -> tuple[int | None, str]:
+    """``(completion_tokens, error code)`` of the chunk in ``frame[offset:end]``:
+    ``None`` when it carries no usage, ``""`` when no error. Every offset it
+    follows is bounds-checked as in ``read_chunk``; ``MalformedFrame`` if not."""
+    data = frame
+    stop = len(data) if end is None else min(end, len(data))
+    if stop - offset < 8 or data[offset + 4 : offset + 8] != CHUNK_IDENTIFIER:
+        raise MalformedFrame("chunk frame: missing or wrong file identifier")
+    root = offset + _u32(data, offset)[0]
+    f = _Frame(data, offset, stop)
+    tokens = None
+    usage = f.slot(root, _USAGE, "root table")
+    if usage:
+        t = f.ref(root, usage, "usage")
+        tokens = f.scalar(t, f.slot(t, _U_COMPLETION, "usage"), _I32, "completion_tokens")
+    code = ""
+    error = f.slot(root, _ERROR, "root table")
+    if error:
+        t = f.ref(root, error, "error")
+        code = f.string(t, f.slot(t, _E_CODE, "error"), "code") or "error"
+    return tokens, code

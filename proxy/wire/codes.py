@@ -28,6 +28,7 @@ __all__ = [
     "BAD_CONTENT_LENGTH",
     "BODY_TOO_LARGE",
     "CODES",
+    "DRAINING",
     "INTERNAL_ERROR",
     "INVALID_API_KEY",
     "INVALID_JSON",
@@ -36,12 +37,19 @@ __all__ = [
     "MALFORMED_REQUEST",
     "METHOD_NOT_ALLOWED",
     "MISSING_API_KEY",
+    "MODEL_NAME_TOO_LONG",
     "MODEL_NOT_FOUND",
     "NOT_FOUND",
+    "NOT_RETRYABLE",
     "NO_ROUTE",
+    "POOL_EXHAUSTED",
+    "PROXY_AUTH_FAILED",
     "PROXY_PROTOCOL_ERROR",
     "PROXY_TIMEOUT",
     "PROXY_UNAVAILABLE",
+    "SERVER_BUSY",
+    "TENANT_FORBIDDEN",
+    "UNAUTHORIZED",
     "UNSUPPORTED_CONTENT_TYPE",
     "UNSUPPORTED_MEDIA_TYPE",
     "UNTRANSLATABLE_REQUEST",
@@ -75,6 +83,9 @@ def _c(code: str, status: int, type_: str, meaning: str) -> ErrorCode:
 
 
 # The caller's request, as the proxy or the edge sees it.
+MODEL_NAME_TOO_LONG = _c(
+    "model_name_too_long", 400, INVALID, "the model name is longer than `max_model_bytes`"
+)
 MALFORMED_REQUEST = _c(
     "malformed_request", 400, INVALID,
     "the buffer fails a bounds, alignment or identifier check (the message names the check "
@@ -96,6 +107,16 @@ UNSUPPORTED_CONTENT_TYPE = _c(
 )  # fmt: skip
 MISSING_API_KEY = _c("missing_api_key", 401, INVALID, "no `Authorization: Bearer` key")
 INVALID_API_KEY = _c("invalid_api_key", 401, INVALID, "the key is not one of `[[keys]]`")
+UNAUTHORIZED = _c(
+    "unauthorized", 401, INVALID,
+    "a bearer token is missing or wrong: the proxy's caller token (a wrong one on any "
+    "request; a missing one on `/metrics`, or on any request with `require_auth`), or the "
+    "edge's `/metrics` token",
+)  # fmt: skip
+TENANT_FORBIDDEN = _c(
+    "tenant_forbidden", 403, INVALID,
+    "a request sets `tenant` without the proxy's caller token (`auth_token_sha256`)",
+)  # fmt: skip
 NOT_FOUND = _c("not_found", 404, INVALID, "no such path")
 NO_ROUTE = _c("no_route", 404, INVALID, "no route for that provider and model")
 MODEL_NOT_FOUND = _c("model_not_found", 404, INVALID, "the edge serves no such model")
@@ -137,11 +158,31 @@ BACKEND_STREAM_TRUNCATED = _c(
 BACKENDS_BUSY = _c(
     "backends_busy", 503, API, "every backend of the route is at its `max_outstanding`"
 )
+# The server itself.
+DRAINING = _c("draining", 503, API, "the server is shutting down; try another instance")
+POOL_EXHAUSTED = _c(
+    "pool_exhausted", 503, API,
+    "no pooled connection to the backend came free within `pool_timeout` (not a backend "
+    "failure: it is not cooled down); `Retry-After` says when to try again",
+)  # fmt: skip
+SERVER_BUSY = _c(
+    "server_busy", 503, API,
+    "the worker is at its `max_in_flight` requests or `max_buffered_bytes`; `Retry-After` "
+    "says when to try again",
+)  # fmt: skip
 BACKEND_TIMEOUT = _c(
     "backend_timeout", 504, API, "a backend was reached but sent nothing within its read timeout"
 )
 # The proxy, as the edge sees it.
 PROXY_UNAVAILABLE = _c("proxy_unavailable", 502, API, "the edge cannot reach the proxy")
+PROXY_AUTH_FAILED = _c(
+    "proxy_auth_failed", 502, API,
+    "the proxy refused the edge's own credential (`[edge] proxy_token`): the gateway's "
+    "configuration, never the caller's key",
+)  # fmt: skip
+# Codes a retry cannot fix (the gateway's own configuration): answered with
+# `x-should-retry: false`, which the OpenAI and Anthropic SDKs obey.
+NOT_RETRYABLE = frozenset({BACKEND_AUTH_FAILED.code, PROXY_AUTH_FAILED.code})
 PROXY_PROTOCOL_ERROR = _c(
     "proxy_protocol_error", 502, API,
     "the proxy's answer does not decode, or its stream ended before the completion",

@@ -32,6 +32,7 @@ def build_request(
     stream: bool = True,
     tool_choice_function: str = "",
     metadata: Mapping[str, str] | None = None,
+    tenant: str = "",
 ) -> bytes:
     """A finished ``CompletionRequest`` (with its file identifier) as bytes.
 
@@ -41,6 +42,7 @@ def build_request(
     req.modelName = model
     req.provider = PROVIDERS[provider] if isinstance(provider, str) else provider
     req.requestId = request_id or None
+    req.tenant = tenant or None
     req.maxTokens = max_tokens
     req.stream = stream
     req.messages = []

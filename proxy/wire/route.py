@@ -56,11 +56,12 @@ from flatgate.proxy.wire.layout import COMPLETION_REQUEST
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 from flatgate.proxy.wire.verify import MAX_BUFFER_BYTES, MalformedBuffer, check_input
 
-__all__ = ["read_route"]
+__all__ = ["read_route", "read_tenant", "tenant_present"]
 
 _U32 = struct.Struct("<I").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 _I8 = struct.Struct("<b").unpack_from
+_U16 = struct.Struct("<H").unpack_from
 # The root vtable's head (its size, the table's size) and its entries up to the
 # two fields read, in one unpack; positions in the tuple come from the layout.
 _PROVIDER = 2 + COMPLETION_REQUEST.slot("provider")
@@ -156,3 +157,47 @@ def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
     if isinstance(buf, bytes):
         return provider, memoryview(buf)[start:end]
     return provider, buf[start:end]
+
+
+_VT_TENANT = COMPLETION_REQUEST.voffset("tenant")
+
+
+def tenant_present(buf: bytes | memoryview) -> bool:
+    """Whether the request sets ``tenant``: one vtable entry, read in place.
+
+    Only for a buffer ``read_route`` accepted (its root and vtable are in
+    bounds); an entry past the vtable's end reads as absent.
+    """
+    root = _U32(buf, 0)[0]
+    vt = root - _I32(buf, root)[0]
+    vsize = _U16(buf, vt)[0]
+    return bool(vsize >= _VT_TENANT + 2 and _U16(buf, vt + _VT_TENANT)[0] != 0)
+
+
+def read_tenant(buf: bytes | memoryview, limit: int = 128) -> str | None:
+    """The request's ``tenant`` (at most ``limit`` bytes of it, decoded with
+    replacement), or ``None`` when absent or out of bounds.
+
+    Only for a buffer ``read_route`` accepted. For logs and metrics: it never
+    raises, whatever the bytes.
+    """
+    n = len(buf)
+    root = _U32(buf, 0)[0]
+    vt = root - _I32(buf, root)[0]
+    vsize, tsize = _U16(buf, vt)[0], _U16(buf, vt + 2)[0]
+    if vsize < _VT_TENANT + 2:
+        return None
+    field = _U16(buf, vt + _VT_TENANT)[0]
+    if not 4 <= field <= tsize - 4:
+        return None
+    at = root + field
+    if at & 3:
+        return None
+    s = at + _U32(buf, at)[0]
+    if s & 3 or s + 4 > n:
+        return None
+    start = s + 4
+    end = start + _U32(buf, s)[0]
+    if end >= n:
+        return None
+    return bytes(buf[start : min(end, start + limit)]).decode("utf-8", "replace")

@@ -166,5 +166,8 @@ class Transport:
         self.responses.append(resp)
         return resp
 
+    def stats(self) -> dict[str, int]:
+        return {"open": 0, "idle": 0, "waiting": 0, "waits": 0, "pool_timeouts": 0}
+
     async def aclose(self) -> None:
         self.closed = True

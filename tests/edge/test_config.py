@@ -97,7 +97,7 @@ def test_unknown_override_is_refused():
     [
         ("[edge]\nprot = 1\n", r"edge: Object contains unknown field `prot`"),
         ("[edge]\nport = 'x'\n", r"edge\.port: Expected `int`"),
-        ("[edge]\nport = 70000\n", r"edge\.port: expected 0\.\.65535"),
+        ("[edge]\nport = 70000\n", r"edge\.port: expected 1\.\.65535"),
         ("[edge]\nworkers = 0\n", r"edge\.workers: must be >= 1"),
         ("[edge]\nmax_body_bytes = 0\n", r"edge\.max_body_bytes"),
         ("[edge]\nread_timeout = 0\n", r"edge\.read_timeout: must be > 0"),

@@ -184,9 +184,26 @@ def test_error_event_is_what_the_sdk_raises_on():
 
 def test_end_without_chunks_and_done():
     r = StreamRenderer(completion_id="c", created=1, model="m", include_usage=True)
-    evs = events(r.end())
-    assert evs[0]["choices"] == [] and evs[0]["usage"]["total_tokens"] == 0
+    assert r.end() == DONE  # no usage came: no usage event (never zeros)
+    assert r.usage is None
     assert StreamRenderer(completion_id="c", created=1, model="m").end() == DONE
+
+
+def test_usage_event_only_when_the_backend_sent_usage():
+    r = StreamRenderer(completion_id="c", created=1, model="m", include_usage=True)
+    r.feed(Chunk(content="hi"))
+    r.feed(Chunk(finish_reason=FinishReason.STOP, usage=Usage(3, 1)))
+    evs = [e for e in events(r.end()) if isinstance(e, dict)]
+    assert evs[-1]["choices"] == [] and evs[-1]["usage"]["total_tokens"] == 4
+    assert r.usage == Usage(3, 1)
+
+
+def test_aggregated_completion_without_usage_has_no_usage_key():
+    a = Aggregator(completion_id="c", created=1, model="m")
+    a.feed(Chunk(content="hi", finish_reason=FinishReason.STOP))
+    body = json.loads(a.body())
+    assert "usage" not in body and a.usage is None
+    assert body["choices"][0]["message"]["content"] == "hi"
 
 
 def test_aggregated_completion_text():

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flatgate.proxy.wire.chunks import read_chunk
+from flatgate.proxy.wire.chunks import read_chunk, read_outcome
 from flatgate.proxy.wire.frames import (
     ChunkError,
     MalformedFrame,
@@ -73,6 +73,10 @@ def test_reads_what_decode_chunk_reads(  # noqa: PLR0917
     assert decode_chunk(unprefix(written)) == expected
     unprefixed = build_chunk(POOL, content=content, model=model, size_prefixed=False)
     assert read_chunk(unprefixed, 0) == decode_chunk(unprefixed)
+    # The log's reader: the same tokens and error code, nothing else.
+    tokens = None if expected.usage is None else expected.usage.completion_tokens
+    code = "" if expected.error is None else expected.error.code or "error"
+    assert read_outcome(frame) == read_outcome(written) == (tokens, code)
 
 
 def test_wrong_identifier_and_short_frames():
@@ -141,6 +145,8 @@ def test_random_corruption_raises_only_malformed_frame():
             del frame[rng.randrange(len(frame)) :]
         with contextlib.suppress(MalformedFrame):
             read_chunk(bytes(frame))
+        with contextlib.suppress(MalformedFrame):
+            read_outcome(bytes(frame))
 
 
 def test_reads_in_place_bounded_by_its_own_frame():

@@ -13,6 +13,7 @@ from flatgate.proxy.transport.base import (
     Timeouts,
     Transport,
     UpstreamConnectError,
+    UpstreamPoolTimeout,
     UpstreamProtocolError,
     UpstreamTimeout,
 )
@@ -140,7 +141,7 @@ async def test_connection_close_is_not_reused() -> None:
             resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
             assert await resp.read() == b"ok"
     assert server.connections == 3
-    assert t.stats() == {"open": 0, "idle": 0}
+    assert t.stats()["open"] == t.stats()["idle"] == 0
     await t.aclose()
 
 
@@ -268,6 +269,42 @@ async def test_pool_limit_makes_callers_wait() -> None:
         gate.set()
         assert await asyncio.gather(*tasks) == [b"ok"] * 6
     assert server.connections == 2
+    await t.aclose()
+
+
+@pytest.mark.parametrize("kind", ["fast", "httpx"])
+async def test_a_full_pool_is_its_own_bounded_wait(kind: str) -> None:
+    """Past the pool's limit a caller waits up to ``pool_timeout`` (not the
+    connect timeout) and gets ``UpstreamPoolTimeout``, not a connect error."""
+    gate = asyncio.Event()
+
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(r)
+            await gate.wait()
+            w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await w.drain()
+
+    server = RawServer(handler)
+    t = make_transport(kind, limit=1, pool_timeout=0.2)
+    slow_connect = Timeouts(connect=30.0, read=30.0)
+    async with server as url:
+        held = asyncio.ensure_future(
+            t.request("POST", url, body=b"", headers=[], timeouts=slow_connect)
+        )
+        await asyncio.sleep(0.1)
+        with pytest.raises(UpstreamPoolTimeout, match="no free connection"):
+            await t.request("POST", url, body=b"", headers=[], timeouts=slow_connect)
+        assert not isinstance(UpstreamPoolTimeout("x"), UpstreamConnectError)
+        stats = t.stats()
+        assert stats["pool_timeouts"] == 1
+        if kind == "fast":
+            assert stats["waits"] == 1
+            assert stats["open"] == 1
+            assert stats["waiting"] == 0
+        gate.set()
+        resp = await held
+        assert await resp.read() == b"ok"
     await t.aclose()
 
 

@@ -437,7 +437,8 @@ def test_forwards_the_bytes_and_only_the_headers_it_should(stub: Server, tmp_pat
         "te": "trailers",
     }
     with running("proxy", ["--config", cfg], tmp_path) as p:
-        for model, auth in (("echo-plain", None), ("echo-trusted", "Bearer caller-secret")):
+        trusted = "sha256:" + hashlib.sha256(b"Bearer caller-secret").hexdigest()
+        for model, auth in (("echo-plain", None), ("echo-trusted", trusted)):
             body = req("forward me " * 100, model=model)
             r = httpx.post(f"{p.url}/v1/completions", content=body, headers=caller)
             assert r.status_code == 200
@@ -446,6 +447,7 @@ def test_forwards_the_bytes_and_only_the_headers_it_should(stub: Server, tmp_pat
             assert seen["last_headers"] == {
                 "x-request-id": "trace-1",
                 "authorization": auth,
+                "x-api-key": None,
                 "proxy-authorization": None,
                 "cookie": None,
                 "te": None,

@@ -119,6 +119,21 @@ def test_misses_are_cached_and_the_cache_is_bounded() -> None:
     assert routes.cache_info() == (2, 2)
 
 
+def test_the_cache_is_bounded_in_bytes_even_when_every_name_resolves() -> None:
+    """A ``*`` route resolves every name, so "cache only hits" is no bound:
+    the cache holds at most ``cache_bytes`` of names, and a name over
+    ``cache_bytes / 64`` is resolved without being cached."""
+    routes = RouteTable([Route("*", "any")], cache_size=10_000, cache_bytes=64 * 100)
+    for i in range(1000):
+        assert routes.lookup(0, f"{i:08d}".ljust(90, "x").encode()) == "any"
+        assert routes.cache_bytes <= 64 * 100
+    assert routes.cache_info()[0] == (64 * 100) // 90
+    huge = b"m" * 101
+    assert routes.lookup(0, huge) == "any"
+    assert huge not in routes._cache
+    assert routes.cache_bytes <= 64 * 100
+
+
 def test_cache_size_zero_disables_the_cache() -> None:
     routes = RouteTable([Route("a*", "a")], cache_size=0)
     assert routes.lookup(0, b"ab") == "a"

@@ -14,6 +14,7 @@ stats, faults). ``create_app`` is the granian factory.
 
 from __future__ import annotations
 
+from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.service.settings import FAULTS, load_config
 from flatgate.proxy.service.stub.echo import StubRequest, deltas_of
@@ -26,4 +27,6 @@ __all__ = ["FAULTS", "StubRequest", "StubServer", "create_app", "deltas_of", "pa
 def create_app() -> ServerApp:
     """granian factory: settings from ``$FLATGATE_CONFIG`` and ``FLATGATE_STUB_*``."""
     config = load_config()
-    return ServerApp(StubServer(config.stub, config.stub.fault or None))
+    s = config.stub
+    drain = Drain(grace=s.drain_grace_seconds, seconds=s.drain_seconds)
+    return ServerApp(StubServer(s, s.fault or None, drain), drain)

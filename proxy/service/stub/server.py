@@ -28,6 +28,7 @@ import asyncio
 import hashlib
 import json
 
+from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.service.settings import FAULTS, StubSection
 from flatgate.proxy.service.stub.anthropic import AnthropicWire
@@ -43,6 +44,8 @@ from flatgate.proxy.service.stub.echo import (
 )
 from flatgate.proxy.service.stub.fbs import FbsWire
 from flatgate.proxy.service.stub.openai import OpenAIWire
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.codes import error_body
 from flatgate.proxy.wire.schema import JSON
 
 __all__ = ["WIRES", "StubServer"]
@@ -54,7 +57,23 @@ WIRES: dict[str, type[Wire]] = {
 }
 # Longest a stalled or hanging stub waits before giving up on its own.
 _STALL_SECONDS = 3600.0
-_SEEN_HEADERS = ("x-request-id", "authorization", "proxy-authorization", "cookie", "te", "upgrade")
+_SEEN_HEADERS = (
+    "x-request-id",
+    "authorization",
+    "x-api-key",
+    "proxy-authorization",
+    "cookie",
+    "te",
+    "upgrade",
+)
+# Credentials are reported by digest ("sha256:<hex>"), never echoed.
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+
+
+def _seen(name: str, value: str | None) -> str | None:
+    if value is None or name not in _SECRET_HEADERS:
+        return value
+    return "sha256:" + hashlib.sha256(value.encode("latin-1")).hexdigest()
 
 
 # The stub takes what the proxy may forward (its own limit is configurable).
@@ -96,13 +115,18 @@ async def _send(ex: Exchange, reply: Reply) -> None:
 class StubServer:
     """The stub's request handler (see the module docstring)."""
 
-    def __init__(self, settings: StubSection, fault: str | None = None) -> None:
+    def __init__(
+        self, settings: StubSection, fault: str | None = None, drain: Drain | None = None
+    ) -> None:
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}: expected one of {', '.join(FAULTS)}")
         self.settings = settings
         self.fault = fault or ""
         self.wire: Wire = WIRES[settings.protocol]()
         self.stats = _Stats()
+        # Draining: new requests get 503 (the stream in flight runs on until
+        # the process is stopped).
+        self.drain = drain or Drain(settings.drain_grace_seconds, settings.drain_seconds)
         self._canned: Canned | None = None
         if settings.canned > 0:
             self._canned = self.wire.canned(settings.canned)
@@ -115,6 +139,11 @@ class StubServer:
         if path == "/stats":
             body = self.stats.body(self.settings.protocol)
             await ex.respond(200, [("content-type", JSON)], body)
+            return
+        if self.drain.draining:
+            body = error_body(codes.DRAINING, "the stub is shutting down")
+            headers = [("content-type", JSON), ("connection", "close"), ("retry-after", "1")]
+            await ex.respond(codes.DRAINING.status, headers, body)
             return
         wire = self.wire
         if self.settings.api_key:
@@ -132,7 +161,7 @@ class StubServer:
             await _send(ex, self._canned(body, ex.header))
             return
         self.stats.last_body_sha256 = hashlib.sha256(body).hexdigest()
-        self.stats.last_headers = {name: ex.header(name) for name in _SEEN_HEADERS}
+        self.stats.last_headers = {name: _seen(name, ex.header(name)) for name in _SEEN_HEADERS}
         try:
             req = wire.parse(body, ex.header)
         except Rejected as rejected:
