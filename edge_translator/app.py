@@ -51,7 +51,7 @@ from flatgate.edge_translator.errors import (
     UpstreamTimeout,
 )
 from flatgate.edge_translator.mapping import new_request_id, resolve_model
-from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.models import decode_request
 from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_event
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
@@ -60,7 +60,14 @@ from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
-from flatgate.proxy.plumbing.serve import BodyTooLarge, CallerWatch, Exchange, ServerApp, Watchlist
+from flatgate.proxy.plumbing.serve import (
+    BodyTooLarge,
+    CallerWatch,
+    Exchange,
+    ServerApp,
+    Watchlist,
+    valid_request_id,
+)
 from flatgate.proxy.transport.base import Timeouts, Transport
 from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
 from flatgate.proxy.transport.base import UpstreamPoolTimeout as _UpstreamPoolTimeout
@@ -76,7 +83,6 @@ log = logging.getLogger("flatgate.edge")
 
 _JSON = [("content-type", JSON)]
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
-_MAX_REQUEST_ID = 128
 _COMPLETIONS = "/v1/chat/completions"
 _GETS = ("/v1/models", "/healthz", "/metrics")
 # A request's client is watched for leaving from 50-100 ms in (Watchlist).
@@ -95,6 +101,35 @@ class _Model(msgspec.Struct):
 class _ModelList(msgspec.Struct):
     data: list[_Model]
     object: str = "list"
+
+
+class _Ask:
+    """One completion request on its way: its log entry, the body bytes it
+    holds against admission control, its FlatBuffer until the proxy has it,
+    and what its answer needs of the request (never the prompt)."""
+
+    __slots__ = (
+        "choices",
+        "completion_id",
+        "ending",
+        "entry",
+        "frame",
+        "held",
+        "include_usage",
+        "model",
+        "stream",
+    )
+
+    def __init__(self, entry: Entry, held: int) -> None:
+        self.entry = entry
+        self.held = held
+        self.frame = b""
+        self.completion_id = ""
+        self.model = ""
+        self.stream = False
+        self.choices = 1
+        self.include_usage = False
+        self.ending = Ending()
 
 
 class EdgeApp:
@@ -188,7 +223,7 @@ class EdgeApp:
             status = err.status
             if entry is not None:
                 entry.error = err.code
-            await self._send_error(ex, err)
+            await self._send_error(ex, err, entry)
         except ConnectionError:  # the client left while sending its body
             status = 499
         except Exception:
@@ -197,14 +232,16 @@ class EdgeApp:
             status = internal.status
             if entry is not None:
                 entry.error = internal.code
-            await self._send_error(ex, internal)
+            await self._send_error(ex, internal, entry)
         self.metrics.count(route, status)
         if entry is not None:
             entry.status = status
             self.access.write(entry)
 
-    async def _send_error(self, ex: Exchange, err: EdgeError) -> None:
+    async def _send_error(self, ex: Exchange, err: EdgeError, entry: Entry | None = None) -> None:
         headers = list(_JSON)
+        if entry is not None and entry.request_id:
+            headers.append(("x-request-id", entry.request_id))
         if err.retry_after is not None:
             headers.append(("retry-after", str(max(1, math.ceil(err.retry_after)))))
         if err.status == 405:
@@ -238,6 +275,9 @@ class EdgeApp:
         """A completion within admission control: the body's bytes (its
         Content-Length, or the body limit when none is sent) and one request in
         flight are held until the proxy has the request."""
+        rid = ex.header("x-request-id")
+        if rid is not None and valid_request_id(rid):
+            entry.request_id = rid  # logged (and answered) even if the request fails
         length = ex.header("content-length")
         if length is not None and not length.isdigit():
             raise InvalidRequest("Invalid Content-Length header.")
@@ -249,16 +289,15 @@ class EdgeApp:
                 code=codes.SERVER_BUSY,
                 retry_after=_BUSY_RETRY_AFTER,
             )
-        held = [size]
+        ask = _Ask(entry, size)
         try:
-            return await self._completions(ex, entry, length, held)
+            return await self._completions(ex, ask, length)
         finally:
-            admission.drop_body(held[0])
+            admission.drop_body(ask.held)
             admission.done()
 
-    async def _completions(
-        self, ex: Exchange, entry: Entry, length: str | None, held: list[int]
-    ) -> int:
+    async def _completions(self, ex: Exchange, ask: _Ask, length: str | None) -> int:
+        entry = ask.entry
         tenant = self._keys.tenant_for(ex.header("authorization"))
         entry.tenant = tenant or None
         limit = self._max_body
@@ -277,12 +316,15 @@ class EdgeApp:
         entry.model = req.model
         model = resolve_model(self._models, req.model)
         entry.provider = model.provider
-        completion_id = new_request_id()
-        request_id = ex.header("x-request-id") or completion_id
-        if len(request_id) > _MAX_REQUEST_ID or not request_id.isprintable():
-            raise InvalidRequest("Invalid x-request-id header.", param="x-request-id")
+        ask.completion_id = new_request_id()
+        request_id = ex.header("x-request-id") or ask.completion_id
+        if not valid_request_id(request_id):
+            raise InvalidRequest(
+                "Invalid x-request-id header: 1 to 128 printable ASCII characters, no spaces.",
+                param="x-request-id",
+            )
         entry.request_id = request_id
-        frame = write_request(
+        ask.frame = write_request(
             req,
             provider=model.provider_id,
             model_name=model.name,
@@ -290,22 +332,19 @@ class EdgeApp:
             request_id=request_id,
         )
         self._translate_time.observe(time.perf_counter() - started)
+        # What the answer needs of the request; the request itself (the prompt)
+        # is not kept while the answer streams.
+        ask.model = model.name
+        ask.stream = bool(req.stream)
+        ask.choices = req.n or 1
+        ask.include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        del req
 
         watch = CallerWatch(ex.disconnected)
         self._watchlist.add(watch)
-        ending = Ending()
-        untrack = self._drain.track(ending)
+        untrack = self._drain.track(ask.ending)
         try:
-            return await self._exchange(
-                ex,
-                req,
-                frame,
-                model=model.name,
-                completion_id=completion_id,
-                entry=entry,
-                held=held,
-                ending=ending,
-            )
+            return await self._exchange(ex, ask)
         except asyncio.CancelledError:
             if not watch.caught():
                 raise
@@ -315,42 +354,19 @@ class EdgeApp:
             untrack()
             watch.stop()
 
-    async def _exchange(
-        self,
-        ex: Exchange,
-        req: ChatCompletionRequest,
-        frame: bytes,
-        *,
-        model: str,
-        completion_id: str,
-        entry: Entry,
-        held: list[int],
-        ending: Ending,
-    ) -> int:
-        request_id = entry.request_id or completion_id
-        reply = [("x-request-id", request_id)]
+    async def _exchange(self, ex: Exchange, ask: _Ask) -> int:
+        reply = [("x-request-id", ask.entry.request_id or ask.completion_id)]
         keepalive = None
-        if req.stream and self._keepalive:
+        if ask.stream and self._keepalive:
             keepalive = Keepalive(ex, [*SSE_HEADERS, *reply], self._keepalive, self.metrics)
         try:
-            return await self._answer(
-                ex,
-                req,
-                frame,
-                keepalive=keepalive,
-                reply=reply,
-                model=model,
-                completion_id=completion_id,
-                entry=entry,
-                held=held,
-                ending=ending,
-            )
+            return await self._answer(ex, ask, keepalive, reply)
         except EdgeError as err:
             out = await keepalive.settle() if keepalive is not None else None
             if out is None:
                 raise
             # The stream began with keep-alives: the error can only be an event.
-            entry.error = err.code
+            ask.entry.error = err.code
             await out.send(error_event(err))
             await out.close()
             return 200
@@ -361,27 +377,21 @@ class EdgeApp:
     async def _answer(
         self,
         ex: Exchange,
-        req: ChatCompletionRequest,
-        frame: bytes,
-        *,
+        ask: _Ask,
         keepalive: Keepalive | None,
         reply: list[tuple[str, str]],
-        model: str,
-        completion_id: str,
-        entry: Entry,
-        held: list[int],
-        ending: Ending,
     ) -> int:
+        entry = ask.entry
         sent = time.perf_counter()
         try:
             resp = await self.transport.request(
                 "POST",
                 self._url,
-                body=frame,
+                body=ask.frame,
                 headers=[
                     ("content-type", FLATBUFFERS),
                     ("accept", FRAMES),
-                    ("x-request-id", entry.request_id or completion_id),
+                    ("x-request-id", entry.request_id or ask.completion_id),
                     *self._proxy_auth,
                 ],
                 timeouts=self._timeouts,
@@ -393,7 +403,7 @@ class EdgeApp:
                 retry_after=_BUSY_RETRY_AFTER,
             ) from exc
         except asyncio.CancelledError:
-            if not ending.absorb():
+            if not ask.ending.absorb():
                 raise
             raise shutting_down() from None
         except _UpstreamTimeout as exc:
@@ -403,8 +413,10 @@ class EdgeApp:
             self._failures_other.inc()
             raise UpstreamFailed(f"The proxy could not be reached: {exc}") from exc
         self._ttfb.observe(time.perf_counter() - sent)
-        self._admission.drop_body(held[0])
-        held[0] = 0
+        # The proxy has the request: its bytes are no longer held here.
+        ask.frame = b""
+        self._admission.drop_body(ask.held)
+        ask.held = 0
         try:
             if resp.status != 200:
                 try:
@@ -413,15 +425,13 @@ class EdgeApp:
                     detail = b""
                 raise proxy_error(resp.status, resp.headers, detail)
             created = int(time.time())
-            choices = req.n or 1
-            if req.stream:
-                options = req.stream_options
+            if ask.stream:
                 renderer = StreamRenderer(
-                    completion_id=completion_id,
+                    completion_id=ask.completion_id,
                     created=created,
-                    model=model,
-                    include_usage=bool(options and options.include_usage),
-                    choices=choices,
+                    model=ask.model,
+                    include_usage=ask.include_usage,
+                    choices=ask.choices,
                 )
                 headers = [*SSE_HEADERS, *reply]
                 try:
@@ -433,14 +443,17 @@ class EdgeApp:
                         keepalive=keepalive,
                         metrics=self.metrics,
                         entry=entry,
-                        ending=ending,
+                        ending=ask.ending,
                     )
                 finally:
                     self._note_usage(renderer.usage, entry)
             aggregator = Aggregator(
-                completion_id=completion_id, created=created, model=model, choices=choices
+                completion_id=ask.completion_id,
+                created=created,
+                model=ask.model,
+                choices=ask.choices,
             )
-            body = await aggregate(resp, aggregator, ending)
+            body = await aggregate(resp, aggregator, ask.ending)
             self._note_usage(aggregator.usage, entry)
             entry.first_byte()
             entry.bytes_out = len(body)
@@ -464,4 +477,5 @@ def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
     settings = load_edge_settings(None, environ=env)
     e = settings.edge
     drain = Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
-    return ServerApp(EdgeApp(settings, drain=drain), drain)
+    app = EdgeApp(settings, drain=drain)
+    return ServerApp(app, drain, metrics=app.metrics)

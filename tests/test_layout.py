@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -50,3 +51,31 @@ def test_nothing_imports_the_folders_by_their_bare_names(tmp_path: Path) -> None
         [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+MAX_LINES = 600
+# Not the project's own Python: the flatc output, the virtualenv, git's store and
+# a setuptools build (which copies generated/).
+NOT_OURS = {"generated", ".venv", ".git", "build"}
+
+
+def _our_python_files() -> list[Path]:
+    out = []
+    for folder, dirs, files in os.walk(ROOT):
+        here = Path(folder)
+        if here == ROOT:
+            dirs[:] = [d for d in dirs if d not in NOT_OURS]
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        out += [here / f for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """Every Python file of the repo (top level, proxy/, edge_translator/,
+    benchmarks/, tests/, schema/, ...) but the generated code is 600 lines at most."""
+    files = _our_python_files()
+    assert any(p.relative_to(ROOT).parts[0] == "tests" for p in files)
+    counts = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in files}
+    over = {path: n for path, n in counts.items() if n > MAX_LINES}
+    listed = "\n".join(f"  {path}: {n} lines" for path, n in over.items())
+    assert not over, f"modules over {MAX_LINES} lines (split them by topic):\n{listed}"

@@ -8,7 +8,9 @@ granian spawns read the very same settings through ``service.settings`` /
 Every problem of the config is found before anything starts (``gateway.check``,
 the same code ``flatgate check`` runs), listed one per line, and the command
 exits 2. Each service runs under ``gateway.server.DrainingServer``: SIGTERM or
-SIGINT drains it (README, "Graceful restarts").
+SIGINT drains it (README, "Graceful restarts"). The proxy's and the edge's
+workers share their metrics through a directory made per server
+(``_shared_metrics``), so that any worker's ``/metrics`` answers for all.
 
 ``up`` runs stub, proxy and edge as child processes with one config and stops
 them together on Ctrl-C or SIGTERM: each is sent SIGTERM and given its
@@ -19,19 +21,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from flatgate.edge_translator.config import EdgeSection, load_edge_settings
 from flatgate.proxy.gateway.check import Scope, file_problems
+from flatgate.proxy.gateway.effective import effective_config
 from flatgate.proxy.plumbing.config import ENV_CONFIG, env_name
+from flatgate.proxy.plumbing.metrics import ENV_METRICS_DIR
 from flatgate.proxy.service.settings import (
     FAULTS,
     STUB_PROTOCOLS,
@@ -157,6 +164,9 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     problems = file_problems(None, scope=scope)
     if problems:
         return _report(service, problems)
+    # One line: what this service runs with, secrets masked.
+    config_line = json.dumps(effective_config(service), separators=(",", ":"))
+    print(f"flatgate {service}: effective config: {config_line}", file=sys.stderr, flush=True)
     section: EdgeSection | ProxySection | StubSection
     tls: dict[str, Path] = {}
     if service == "edge":
@@ -166,7 +176,7 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     else:
         config = load_config()
         section = config.proxy if service == "proxy" else config.stub
-    DrainingServer(
+    server = DrainingServer(
         SERVICES[service],
         grace=section.drain_grace_seconds,
         seconds=section.drain_seconds,
@@ -179,8 +189,28 @@ def _serve(service: str, args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_access=False,
         **tls,
-    ).serve()
+    )
+    with _shared_metrics(service):
+        server.serve()
     return 0
+
+
+@contextlib.contextmanager
+def _shared_metrics(service: str) -> Iterator[None]:
+    """A directory the service's workers share their metrics through
+    (``plumbing.aggregate``), named to them in ``$FLATGATE_METRICS_DIR``,
+    removed when the server stops. Not for the stub (no metrics), nor off
+    POSIX (no check that a worker is alive): there, each worker answers alone."""
+    if service == "stub" or os.name != "posix":
+        os.environ.pop(ENV_METRICS_DIR, None)
+        yield
+        return
+    path = tempfile.mkdtemp(prefix=f"flatgate-{service}-metrics-")
+    os.environ[ENV_METRICS_DIR] = path
+    try:
+        yield
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 # Health probes of the children on this host: their certificates are not the point.

@@ -2,8 +2,16 @@
 
 Owns metric names and the garbage-collector instrumentation. Each service
 makes one ``Metrics`` with its prefix (``flatgate`` for the proxy,
-``flatgate_edge`` for the edge) in its own registry; ``/metrics`` renders it.
-Figures are per worker process (granian workers are processes).
+``flatgate_edge`` for the edge) in its own registry, per worker process
+(granian workers are processes); ``/metrics`` renders ``Metrics.render``.
+
+Under the ``flatgate`` command, ``$FLATGATE_METRICS_DIR`` names a directory
+the server's workers share: each worker's loop writes a snapshot of its
+registry there every second (``install``), and ``render`` merges every live
+worker's figures, with ``{prefix}_workers`` saying how many (see
+``plumbing.aggregate``). Without it (one app in process, tests, embedding),
+``render`` is this worker's registry alone. Updates on the hot path are plain
+prometheus-client objects either way.
 
 GC: a ``gc.callbacks`` hook counts collections and sums their pause per
 generation. It is installed once per process and shared by every registry.
@@ -11,7 +19,10 @@ generation. It is installed once per process and shared by every registry.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -21,9 +32,20 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from flatgate.proxy.plumbing.admission import Admission
+from flatgate.proxy.plumbing.aggregate import (
+    ENV_METRICS_DIR,
+    SNAPSHOT_SECONDS,
+    Snapshot,
+    WorkerDir,
+    merge,
+    render,
+    take,
+)
 from flatgate.proxy.wire.pool import BuilderPool
 
-__all__ = ["CONTENT_TYPE", "GcStats", "Metrics", "gc_stats"]
+__all__ = ["CONTENT_TYPE", "ENV_METRICS_DIR", "GcStats", "Metrics", "gc_stats"]
+
+log = logging.getLogger("flatgate.metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (
@@ -99,9 +121,19 @@ class _Children(dict[Any, Any]):
 
 
 class Metrics:
-    """The metrics one service exposes; cheap to update on the hot path."""
+    """The metrics one service exposes; cheap to update on the hot path.
 
-    def __init__(self, prefix: str, pool: BuilderPool | None = None) -> None:
+    ``shared_dir`` is the directory the server's workers share their figures
+    through (default: ``$FLATGATE_METRICS_DIR``; none: this worker's alone)."""
+
+    def __init__(
+        self,
+        prefix: str,
+        pool: BuilderPool | None = None,
+        *,
+        shared_dir: str | None = None,
+        snapshot_seconds: float = SNAPSHOT_SECONDS,
+    ) -> None:
         self.prefix = prefix
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -154,6 +186,12 @@ class Metrics:
         self._ttfb = _Children(self.upstream_ttfb)
         self._duration = _Children(self.upstream_duration)
         self._failures = _Children(self.upstream_failures)
+        path = os.environ.get(ENV_METRICS_DIR, "") if shared_dir is None else shared_dir
+        self._shared = WorkerDir(path) if path else None
+        self._snapshot_seconds = snapshot_seconds
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.Handle | None = None
+        self._failing = False
 
     def upstream_ttfb_of(self, backend: str) -> Any:
         return self._ttfb[backend]
@@ -230,12 +268,10 @@ class Metrics:
                 yield c
         a = self._admission
         if a is not None:
-            g = GaugeMetricFamily(f"{p}_in_flight", "Requests in flight in this worker.")
+            g = GaugeMetricFamily(f"{p}_in_flight", "Requests in flight.")
             g.add_metric([], a.in_flight)
             yield g
-            g = GaugeMetricFamily(
-                f"{p}_buffered_body_bytes", "Request-body bytes held by this worker."
-            )
+            g = GaugeMetricFamily(f"{p}_buffered_body_bytes", "Request-body bytes held.")
             g.add_metric([], a.held)
             yield g
             c = CounterMetricFamily(
@@ -244,5 +280,58 @@ class Metrics:
             c.add_metric([], a.refused)
             yield c
 
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Share this worker's figures with the others: a snapshot at the
+        loop's next turn, then every ``snapshot_seconds`` (once per worker;
+        nothing without a shared directory)."""
+        if self._shared is None or self._loop is not None:
+            return
+        self._loop = loop
+        self._timer = loop.call_soon(self._tick)
+
+    def stop(self) -> None:
+        """No more snapshots (the last one stays until its worker is gone)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _tick(self) -> None:
+        assert self._loop is not None
+        self._timer = self._loop.call_later(self._snapshot_seconds, self._tick)
+        try:
+            self._share()
+        except Exception:  # a collector failed: /metrics says so; not logged every second
+            self._warn_once("metrics: cannot take this worker's figures", exc_info=True)
+
+    def _share(self) -> Snapshot:
+        """This worker's samples now, also written for the other workers (a
+        failure to write is logged, once until a write succeeds)."""
+        assert self._shared is not None
+        snapshot = take(self.registry, self._shared.pid)
+        try:
+            self._shared.write(snapshot)
+        except OSError as exc:
+            self._warn_once(f"metrics: cannot share this worker's figures: {exc}")
+        else:
+            self._failing = False
+        return snapshot
+
+    def _warn_once(self, message: str, *, exc_info: bool = False) -> None:
+        if not self._failing:
+            self._failing = True
+            log.warning(message, exc_info=exc_info)
+
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """Prometheus text: every worker's figures, summed, with a shared
+        directory (another worker's up to a snapshot interval old); else this
+        worker's."""
+        if self._shared is None:
+            return generate_latest(self.registry)
+        # Written before it is shown: a later scrape, answered by any worker,
+        # reads this worker's counters at least as high as this one does.
+        snapshots = [self._share(), *self._shared.others()]
+        workers = GaugeMetricFamily(
+            f"{self.prefix}_workers", "Worker processes whose figures this scrape sums."
+        )
+        workers.add_metric([], len(snapshots))
+        return render([*merge(snapshots), workers])

@@ -16,10 +16,12 @@ stub are written once against ``Exchange`` and run under either interface:
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
 from flatgate.proxy.plumbing.drain import Drain
+from flatgate.proxy.plumbing.metrics import Metrics
 
 __all__ = [
     "AsgiExchange",
@@ -30,9 +32,14 @@ __all__ = [
     "ServerApp",
     "Sink",
     "Watchlist",
+    "valid_request_id",
 ]
 
 Headers = list[tuple[str, str]]
+
+# A caller's x-request-id is taken when it is 1..128 printable ASCII
+# characters without spaces (both services; logs and upstream headers carry it).
+valid_request_id = re.compile(r"[\x21-\x7e]{1,128}").fullmatch
 
 
 class Sink(Protocol):
@@ -328,20 +335,26 @@ class ServerApp:
 
     Per-worker resources (upstream pools) are made lazily by the handler's
     owner on the first request, inside the worker's running loop. A ``drain``
-    is installed once per worker when its loop starts (RSGI's
-    ``__rsgi_init__``, ASGI's ``lifespan.startup``), or on the first request
-    if neither came (tests, ASGI without lifespan).
+    and the ``metrics`` snapshots are installed once per worker when its loop
+    starts (RSGI's ``__rsgi_init__``, ASGI's ``lifespan.startup``), or on the
+    first request if neither came (tests, ASGI without lifespan).
     """
 
-    def __init__(self, handler: Handler, drain: Drain | None = None) -> None:
+    def __init__(
+        self, handler: Handler, drain: Drain | None = None, *, metrics: Metrics | None = None
+    ) -> None:
         self._handler = handler
         self._drain = drain
-        self._installed = drain is None
+        self._metrics = metrics
+        self._installed = drain is None and metrics is None
 
     def _install(self, loop: asyncio.AbstractEventLoop) -> None:
-        if not self._installed and self._drain is not None:
+        if not self._installed:
             self._installed = True
-            self._drain.install(loop)
+            if self._drain is not None:
+                self._drain.install(loop)
+            if self._metrics is not None:
+                self._metrics.install(loop)
 
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._install(loop)

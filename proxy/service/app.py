@@ -23,7 +23,6 @@ import asyncio
 import itertools
 import math
 import os
-import re
 import time
 
 from flatgate.proxy.backends.base import TranslatorError
@@ -40,6 +39,7 @@ from flatgate.proxy.plumbing.serve import (
     ServerApp,
     Sink,
     Watchlist,
+    valid_request_id,
 )
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.service.dispatch import BUSY_RETRY_AFTER, Dispatcher, Opened, ProxyError
@@ -61,8 +61,6 @@ __all__ = ["ProxyError", "ProxyServer", "create_app"]
 
 _JSON = [("content-type", JSON)]
 _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
-# A caller's x-request-id is kept when it is 1..128 printable ASCII characters.
-_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}").fullmatch
 # A request's caller is watched for leaving from 50-100 ms in (Watchlist): an
 # answer sooner than that costs a list append, not a task.
 _WATCH_TICK = 0.05
@@ -173,7 +171,7 @@ class ProxyServer:
     async def completions(self, ex: Exchange) -> None:
         entry = Entry()
         rid = ex.header("x-request-id")
-        if rid is None or not _REQUEST_ID(rid):
+        if rid is None or not valid_request_id(rid):
             rid = f"{self._id_prefix}{next(self._ids)}"
         entry.request_id = rid
         label = "-"
@@ -198,6 +196,7 @@ class ProxyServer:
                 watch = CallerWatch(ex.disconnected)
                 self.watchlist.add(watch)
                 opened = await self.dispatcher.open(target, body, rid, authorization)
+                del body  # sent: not kept while the answer streams
             except ProxyError as err:
                 entry.status, entry.error = err.status, err.code.code
                 await ex.respond(err.status, _error_headers(err), err.body())
@@ -468,4 +467,5 @@ def create_app() -> ServerApp:
     config = load_config()
     p = config.proxy
     drain = Drain(grace=p.drain_grace_seconds, seconds=p.drain_seconds)
-    return ServerApp(ProxyServer(config, drain=drain), drain)
+    server = ProxyServer(config, drain=drain)
+    return ServerApp(server, drain, metrics=server.metrics)

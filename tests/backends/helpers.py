@@ -1,6 +1,8 @@
 """What the backend adapter tests share: the fixtures, SSE bodies written by
 hand, running a translator over pieces of a body and reading back its frames,
-and decoded requests built the way the proxy gets them (through the edge).
+decoded requests built the way the proxy gets them (through the edge), and the
+streams (with Anthropic's events) that each provider's two stream test modules
+translate alike.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any
 
 from flatgate.edge_translator.models import decode_request
 from flatgate.edge_translator.translate import write_request
+from flatgate.proxy.backends.anthropic import AnthropicStream
 from flatgate.proxy.backends.base import Translator
+from flatgate.proxy.backends.openai import OpenAIStream
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunks import read_chunk
 from flatgate.proxy.wire.decode import Request, read_request
@@ -205,3 +209,100 @@ def error_of(chunks: Sequence[Chunk]) -> ChunkError:
     assert last.finish_reason == FinishReason.ERROR
     assert last.error is not None
     return last.error
+
+
+# -- the streams under test ----------------------------------------------------
+# Each provider's stream tests span two modules (``test_<provider>_stream`` and
+# ``test_<provider>_stream_ends``); both translate with these.
+
+STREAM_MODEL = "configured-model"
+OPENAI_RID = "req-42"
+ANTHROPIC_RID = "req-7"
+
+
+def openai_stream() -> OpenAIStream:
+    return OpenAIStream(OPENAI_RID, STREAM_MODEL)
+
+
+def translate_openai(data: bytes) -> list[Chunk]:
+    return run(openai_stream(), [data])
+
+
+def anthropic_stream() -> AnthropicStream:
+    return AnthropicStream(ANTHROPIC_RID, STREAM_MODEL)
+
+
+def translate_anthropic(data: bytes) -> list[Chunk]:
+    return run(anthropic_stream(), [data])
+
+
+# -- Anthropic event builders ----------------------------------------------------
+
+
+def message_start(model: str = "claude-test", **usage: int) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": model,
+        "stop_reason": None,
+        "stop_sequence": None,
+    }
+    if usage:
+        message["usage"] = usage
+    return {"type": "message_start", "message": message}
+
+
+def block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def text_block(index: int, *texts: str) -> list[dict[str, Any]]:
+    return [
+        block_start(index, {"type": "text", "text": ""}),
+        *(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": t},
+            }
+            for t in texts
+        ),
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+def tool_block(index: int, id: str, name: str, *fragments: str) -> list[dict[str, Any]]:
+    return [
+        block_start(index, {"type": "tool_use", "id": id, "name": name, "input": {}}),
+        *(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": f},
+            }
+            for f in fragments
+        ),
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+def message_delta(stop_reason: str | None, **usage: int) -> dict[str, Any]:
+    return {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+        "usage": usage or {"output_tokens": 1},
+    }
+
+
+STOP = {"type": "message_stop"}
+PING = {"type": "ping"}
+
+
+def body(*events: dict[str, Any] | list[dict[str, Any]]) -> bytes:
+    """An Anthropic body of ``events``, the lists the block builders give flattened."""
+    flat: list[dict[str, Any]] = []
+    for e in events:
+        flat += e if isinstance(e, list) else [e]
+    return named_events(*flat)

@@ -228,10 +228,11 @@ async def test_bad_json_bad_fields_and_bad_headers_are_400():
         app, "POST", "/v1/chat/completions", chat(), headers={"content-length": "ten"}
     )
     assert proto.status == 400
-    proto = await call(
-        app, "POST", "/v1/chat/completions", chat(), headers={"x-request-id": "x" * 500}
-    )
-    assert proto.status == 400 and error_of(proto)["param"] == "x-request-id"
+    for bad in ("x" * 129, "two words", "caf\xe9"):
+        proto = await call(
+            app, "POST", "/v1/chat/completions", chat(), headers={"x-request-id": bad}
+        )
+        assert proto.status == 400 and error_of(proto)["param"] == "x-request-id"
     assert transport.sent == []
 
 
@@ -510,3 +511,36 @@ async def test_no_keepalive_when_the_answer_comes_in_time():
     app, _ = app_with(keepalive=5.0)
     proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
     assert b"keep-alive" not in proto.streamed
+
+
+NO_USAGE = [frame(content="hello "), frame(content="world", finish_reason=FinishReason.STOP)]
+
+
+def _usage_unknown(app: EdgeApp) -> float:
+    value = app.metrics.registry.get_sample_value("flatgate_edge_usage_unknown_total")
+    return value or 0.0
+
+
+async def test_usage_a_backend_never_sent_is_absent_not_zero():
+    app, _ = app_with(lambda sent: fakes.Response(200, [b"".join(NO_USAGE)]))
+    proto = await call(app, "POST", "/v1/chat/completions", chat())
+    body = proto.json()
+    assert body["choices"][0]["message"]["content"] == "hello world"
+    assert "usage" not in body
+    assert _usage_unknown(app) == 1
+    proto = await call(
+        app,
+        "POST",
+        "/v1/chat/completions",
+        chat(stream=True, stream_options={"include_usage": True}),
+    )
+    events = sse(proto.streamed)
+    assert events[-1] == "[DONE]"
+    assert all(e["usage"] is None for e in events[:-1])  # no usage event, never zeros
+    assert _usage_unknown(app) == 2
+    # With usage sent, it is reported and not counted as unknown.
+    app, _ = app_with()
+    assert (await call(app, "POST", "/v1/chat/completions", chat())).json()["usage"][
+        "completion_tokens"
+    ] == 3
+    assert _usage_unknown(app) == 0

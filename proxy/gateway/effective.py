@@ -1,0 +1,63 @@
+"""The effective configuration a service starts with, for its start-up log line.
+
+Owns ``effective_config``: the sections a service reads (file, environment and
+flags merged, defaults filled in), as plain data with every secret masked:
+API keys, the proxy token, key and token digests, and header values that carry
+credentials become ``"***"`` when set. No I/O beyond reading the config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from flatgate.edge_translator.config import load_edge_settings
+from flatgate.proxy.service.settings import load_config
+
+__all__ = ["MASK", "effective_config"]
+
+MASK = "***"
+# Keys whose values are secrets (or digests of one), wherever they appear.
+_SECRET_KEYS = frozenset(
+    {"api_key", "proxy_token", "auth_token_sha256", "metrics_token_sha256", "sha256"}
+)
+# Header names whose values are credentials.
+_SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"}
+)
+
+
+def _mask(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        if key == "headers":
+            return {k: MASK if k.lower() in _SECRET_HEADERS and v else v for k, v in value.items()}
+        return {k: _mask(v, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mask(v, key) for v in value]
+    if key in _SECRET_KEYS and value:
+        return MASK
+    return value
+
+
+def effective_config(service: str) -> dict[str, Any]:
+    """What ``service`` (proxy, stub or edge) runs with, secrets masked."""
+    if service == "edge":
+        s = load_edge_settings(None)
+        data: dict[str, Any] = {
+            "edge": msgspec.to_builtins(s.edge),
+            "models": msgspec.to_builtins(s.models),
+            "keys": msgspec.to_builtins(s.keys),
+        }
+    else:
+        c = load_config()
+        if service == "stub":
+            data = {"stub": msgspec.to_builtins(c.stub)}
+        else:
+            data = {
+                "proxy": msgspec.to_builtins(c.proxy),
+                "backends": msgspec.to_builtins(c.backends),
+                "routes": msgspec.to_builtins(c.routes),
+            }
+    masked: dict[str, Any] = _mask(data)
+    return masked
