@@ -51,7 +51,10 @@ def app_with(
     transport = fakes.Transport(handler or (lambda sent: fakes.Response(200, [b"".join(WORDS)])))
     settings = EdgeSettings(
         edge=EdgeSection(
-            proxy_url="http://127.0.0.1:9/", max_body_bytes=max_body, keepalive_seconds=keepalive
+            proxy_url="http://127.0.0.1:9/",
+            max_body_bytes=max_body,
+            keepalive_seconds=keepalive,
+            access_log=False,
         ),
         models=MODELS,
         keys=tuple(keys),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -173,3 +174,25 @@ def test_without_authentication_a_callers_credential_is_forwarded_when_asked() -
     _drive(server.completions(ex))
     assert ex.status == 200
     assert ("authorization", "Bearer caller-key") in transport.last_headers
+
+
+class HangingTransport(FakeTransport):
+    """Never answers: the request waits for its response head until cancelled."""
+
+    async def request(self, method: str, url: str, **kw: Any) -> Any:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_cancelled_request_releases_its_backend_and_admission() -> None:
+    server = ProxyServer(parse_config({**FAILING, "proxy": {"access_log": False}}), worker="t")
+    server._transport = HangingTransport()
+    task = asyncio.ensure_future(server.completions(FakeExchange(BODY)))
+    await asyncio.sleep(0.05)
+    assert sum(b.outstanding for b in server.backends.values()) == 1
+    assert server.admission.in_flight == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sum(b.outstanding for b in server.backends.values()) == 0
+    assert (server.admission.in_flight, server.admission.held) == (0, 0)
