@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import msgspec
 from prometheus_client import Histogram
@@ -75,7 +75,7 @@ from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.frames import Usage
-from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON
+from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS, FRAMES, JSON
 
 __all__ = ["EdgeApp", "create_app"]
 
@@ -84,7 +84,7 @@ log = logging.getLogger("flatgate.edge")
 _JSON = [("content-type", JSON)]
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
 _COMPLETIONS = "/v1/chat/completions"
-_GETS = ("/v1/models", "/healthz", "/metrics")
+_GETS = ("/v1/models", "/healthz", "/readyz", "/metrics")
 # A request's client is watched for leaving from 50-100 ms in (Watchlist).
 _WATCH_TICK = 0.05
 # Seconds a client is told to wait when the edge itself is at a limit.
@@ -142,8 +142,12 @@ class EdgeApp:
         *,
         transport_factory: Callable[[], Transport] | None = None,
         drain: Drain | None = None,
+        readiness: Callable[[], Awaitable[tuple[int, bytes]]] | None = None,
     ) -> None:
+        """``readiness`` answers ``/readyz`` (status, JSON body); without it the
+        edge is ready while it is not draining."""
         self.settings = settings
+        self._ready = readiness
         e = settings.edge
         self._models = settings.model_index()
         self._keys = KeyRing(settings.keys)
@@ -256,6 +260,10 @@ class EdgeApp:
         path = ex.path
         if path == "/healthz":
             await ex.respond(200, _JSON, b'{"status":"ok"}')
+        elif path == "/readyz":
+            status, body = (200, b'{"ready": true}') if self._ready is None else await self._ready()
+            await ex.respond(status, _JSON, body)
+            return status
         elif path == "/metrics":
             if self._metrics_token is not None and not self._metrics_token.valid(
                 ex.header("authorization")
@@ -413,6 +421,7 @@ class EdgeApp:
             self._failures_other.inc()
             raise UpstreamFailed(f"The proxy could not be reached: {exc}") from exc
         self._ttfb.observe(time.perf_counter() - sent)
+        entry.backend = resp.headers.get(BACKEND_HEADER)
         # The proxy has the request: its bytes are no longer held here.
         ask.frame = b""
         self._admission.drop_body(ask.held)

@@ -36,7 +36,7 @@ from flatgate.proxy.service.settings import (
 __all__ = ["Scope", "file_problems"]
 
 # What a start-up needs checked: one service's sections, or all of them.
-Scope = Literal["proxy", "stub", "edge", "up", "all"]
+Scope = Literal["proxy", "stub", "edge", "up", "split", "all"]
 
 
 def _edge_problems(data: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
@@ -47,22 +47,23 @@ def _edge_problems(data: Mapping[str, Any], environ: Mapping[str, str]) -> list[
     return unrouted_models(data, [(m.name, m.provider) for m in models])
 
 
-def _up_problems(path: str | None, environ: Mapping[str, str]) -> list[str]:
-    """What clashes when one host runs every service of the file."""
+def _up_problems(path: str | None, environ: Mapping[str, str], split: bool) -> list[str]:
+    """What clashes when one host runs every service of the file (the edge
+    and the proxy apart with ``split``, else the one-process gateway)."""
     config = load_config(path, environ)
     e, p, s = load_edge_settings(path, environ=environ).edge, config.proxy, config.stub
     ports = [
         ("stub.port" if i == 0 else f"stub.up[{i}] (on stub.port + {i})", s.port + i)
         for i in range(len(s.up))
     ]
-    ports += [("proxy.port", p.port), ("edge.port", e.port)]
+    ports += [("proxy.port", p.port), ("edge.port", e.port)] if split else [("edge.port", e.port)]
     problems = []
     owner: dict[int, str] = {}
     for key, port in ports:
         if port in owner:
             problems.append(f"{key}: port {port} is taken by {owner[port]}")
         owner.setdefault(port, key)
-    if (urlsplit(e.proxy_url).port or 80) != p.port:
+    if split and (urlsplit(e.proxy_url).port or 80) != p.port:
         problems.append(
             f"edge.proxy_url: flatgate up starts the proxy on port {p.port}, "
             f"but the edge would call {e.proxy_url}"
@@ -77,8 +78,9 @@ def file_problems(
 ) -> list[str]:
     """Every problem of a config file (``None``: ``$FLATGATE_CONFIG`` or the
     embedded default) with the ``FLATGATE_*`` variables of ``environ`` laid
-    over it, for ``scope``: one service's start-up, ``up``'s (everything, and
-    the clashes of one host) or ``all`` (everything: ``flatgate check``).
+    over it, for ``scope``: one service's start-up, ``up``'s or ``split``'s
+    (everything, and the clashes of one host for that layout) or ``all``
+    (everything: ``flatgate check``, and the one-process gateway).
     ``[]``: it starts."""
     env = os.environ if environ is None else environ
     try:
@@ -88,8 +90,9 @@ def file_problems(
     problems = []
     if scope != "edge":
         problems += config_problems(data, env)
-    if scope in ("edge", "up", "all"):
+    if scope in ("edge", "up", "split", "all"):
         problems += _edge_problems(data, env)
-    if scope == "up" and not problems:
-        problems += _up_problems(None if path is None else os.fspath(path), env)
+    if scope in ("up", "split") and not problems:
+        where = None if path is None else os.fspath(path)
+        problems += _up_problems(where, env, split=scope == "split")
     return problems

@@ -50,6 +50,7 @@ from flatgate.proxy.service.settings import (
 __all__ = ["main"]
 
 SERVICES = {
+    "gateway": "flatgate.proxy.gateway.onebox:create_app",
     "proxy": "flatgate.proxy.service.app:create_app",
     "stub": "flatgate.proxy.service.stub:create_app",
     "edge": "flatgate.edge_translator.app:create_app",
@@ -96,11 +97,22 @@ def _parser() -> argparse.ArgumentParser:
     stub.add_argument(
         "--api-key", help="require this key (openai: Authorization: Bearer, anthropic: x-api-key)"
     )
+    gateway = sub.add_parser(
+        "gateway",
+        help="edge and proxy in one process: the OpenAI API, routed in process ([edge] address)",
+    )
+    _common(gateway, "asgi")
     edge = sub.add_parser("edge", help="the OpenAI-compatible JSON edge")
     _common(edge, "asgi")
     edge.add_argument("--proxy-url", help="where the proxy listens, e.g. http://127.0.0.1:8081")
-    up = sub.add_parser("up", help="stub + proxy + edge together on one config")
+    up = sub.add_parser("up", help="the stubs and the gateway together on one config")
     up.add_argument("--config", help="TOML config file (default: the embedded default config)")
+    up.add_argument(
+        "--split",
+        action="store_true",
+        help="run the edge and the proxy as two services (HTTP between them) instead of "
+        "the one-process gateway",
+    )
     up.add_argument("--log-level", default="warning")
     check = sub.add_parser(
         "check",
@@ -112,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also check what clashes when flatgate up runs every service on one host",
     )
+    check.add_argument("--split", action="store_true", help="with --up: for flatgate up --split")
     return parser
 
 
@@ -129,7 +142,8 @@ def _report(command: str, problems: list[str]) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     path = os.path.abspath(args.config) if args.config else None
-    problems = file_problems(path, scope="up" if args.up else "all")
+    scope: Scope = ("split" if args.split else "up") if args.up else "all"
+    problems = file_problems(path, scope=scope)
     if problems:
         return _report("check", problems)
     print(f"flatgate check: {path or os.environ.get(ENV_CONFIG) or 'the embedded default'}: ok")
@@ -159,8 +173,9 @@ def _serve(service: str, args: argparse.Namespace) -> int:
         keys += ["protocol", "ttft_ms", "itl_ms", "canned", "fault", "api_key"]
     elif service == "edge":
         keys = ["host", "port", "workers", "interface", "proxy_url"]
-    _export(service, args, keys)
-    scope: Scope = "edge" if service == "edge" else "proxy"
+    # The gateway listens where the edge would: its flags set [edge] keys.
+    _export("edge" if service == "gateway" else service, args, keys)
+    scope: Scope = "edge" if service == "edge" else "all" if service == "gateway" else "proxy"
     problems = file_problems(None, scope=scope)
     if problems:
         return _report(service, problems)
@@ -169,7 +184,7 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     print(f"flatgate {service}: effective config: {config_line}", file=sys.stderr, flush=True)
     section: EdgeSection | ProxySection | StubSection
     tls: dict[str, Path] = {}
-    if service == "edge":
+    if service in ("edge", "gateway"):
         section = load_edge_settings(None).edge
         if section.tls_cert_file:
             tls = {"ssl_cert": Path(section.tls_cert_file), "ssl_key": Path(section.tls_key_file)}
@@ -233,7 +248,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 30.0
 
 
 EXAMPLE = """\
-flatgate is up: edge {es}://{eh}:{ep}  ->  proxy http://{ph}:{pp}  ->  stubs: {stubs}
+flatgate is up: {middle}  ->  stubs: {stubs}
 Models: {models}
 
 Try it with curl:
@@ -338,7 +353,7 @@ def _stop_children(children: list[_Child]) -> bool:
 
 def _up(args: argparse.Namespace) -> int:
     config_path = os.path.abspath(args.config) if args.config else None
-    problems = file_problems(config_path, scope="up")
+    problems = file_problems(config_path, scope="split" if args.split else "up")
     if problems:
         return _report("up", problems)
     config = load_config(config_path)
@@ -355,10 +370,16 @@ def _up(args: argparse.Namespace) -> int:
         )
         for i, protocol in enumerate(s.up)
     ]
-    children += [
-        _Child(["proxy"], f"http://{p.host}:{p.port}/healthz", p.drain_seconds),
-        _Child(["edge"], f"{edge_scheme}://{e.host}:{e.port}/healthz", e.drain_seconds),
-    ]
+    front = f"{edge_scheme}://{e.host}:{e.port}/healthz"
+    if args.split:
+        children += [
+            _Child(["proxy"], f"http://{p.host}:{p.port}/healthz", p.drain_seconds),
+            _Child(["edge"], front, e.drain_seconds),
+        ]
+        middle = f"edge {edge_scheme}://{e.host}:{e.port}  ->  proxy http://{p.host}:{p.port}"
+    else:
+        children.append(_Child(["gateway"], front, e.drain_seconds))
+        middle = f"gateway (edge and proxy in one process) {edge_scheme}://{e.host}:{e.port}"
     signal.signal(signal.SIGTERM, _interrupt)
     code = 1
     try:
@@ -378,8 +399,7 @@ def _up(args: argparse.Namespace) -> int:
                 es=edge_scheme,
                 eh=e.host,
                 ep=e.port,
-                ph=p.host,
-                pp=p.port,
+                middle=middle,
                 stubs=stubs,
                 model=model,
                 models=models,

@@ -41,23 +41,23 @@ def _mask(value: Any, key: str = "") -> Any:
 
 
 def effective_config(service: str) -> dict[str, Any]:
-    """What ``service`` (proxy, stub or edge) runs with, secrets masked."""
-    if service == "edge":
+    """What ``service`` (proxy, stub, edge or gateway) runs with, secrets masked."""
+    data: dict[str, Any] = {}
+    if service in ("proxy", "gateway"):
+        c = load_config()
+        data |= {
+            "proxy": msgspec.to_builtins(c.proxy),
+            "backends": msgspec.to_builtins(c.backends),
+            "routes": msgspec.to_builtins(c.routes),
+        }
+    if service in ("edge", "gateway"):
         s = load_edge_settings(None)
-        data: dict[str, Any] = {
+        data |= {
             "edge": msgspec.to_builtins(s.edge),
             "models": msgspec.to_builtins(s.models),
             "keys": msgspec.to_builtins(s.keys),
         }
-    else:
-        c = load_config()
-        if service == "stub":
-            data = {"stub": msgspec.to_builtins(c.stub)}
-        else:
-            data = {
-                "proxy": msgspec.to_builtins(c.proxy),
-                "backends": msgspec.to_builtins(c.backends),
-                "routes": msgspec.to_builtins(c.routes),
-            }
+    if service == "stub":
+        data = {"stub": msgspec.to_builtins(load_config().stub)}
     masked: dict[str, Any] = _mask(data)
     return masked

@@ -205,6 +205,11 @@ class Metrics:
     def count(self, route: str, status: int) -> None:
         self._requests[route, status].inc()
 
+    def include(self, other: Metrics) -> None:
+        """Show ``other``'s figures with these (one registry, one ``/metrics``,
+        one snapshot): the one-process gateway's proxy beside its edge."""
+        self.registry.register(_CallbackCollector(other.registry.collect))
+
     def watch_transport(self, transport: Callable[[], Any]) -> None:
         """Report the upstream pool: ``transport()`` is the worker's transport
         (``None`` until made), whose ``stats()`` is read at each scrape."""

@@ -53,11 +53,19 @@ from flatgate.proxy.wire.codes import ErrorCode, error_body
 from flatgate.proxy.wire.frames import ChunkError, FrameCutter, MalformedFrame, sse_event
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route, read_tenant, tenant_present
-from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON, PROVIDERS, SSE, FinishReason
+from flatgate.proxy.wire.schema import (
+    BACKEND_HEADER,
+    FLATBUFFERS,
+    FRAMES,
+    JSON,
+    PROVIDERS,
+    SSE,
+    FinishReason,
+)
 from flatgate.proxy.wire.stock import build_chunk
 from flatgate.proxy.wire.verify import MalformedBuffer
 
-__all__ = ["ProxyError", "ProxyServer", "create_app"]
+__all__ = ["ProxyError", "ProxyServer", "create_app", "upstream_failure"]
 
 _JSON = [("content-type", JSON)]
 _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
@@ -256,9 +264,10 @@ class ProxyServer:
         except BodyTooLarge:
             raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes") from None
 
-    def _admit(self, ex: Exchange, body: bytes, entry: Entry) -> tuple[RouteTarget, str]:
-        """The request's route target, and the ``Authorization`` a backend may be
-        forwarded; ``ProxyError`` for a bad buffer, name, route or token."""
+    def target_of(self, body: bytes, entry: Entry | None = None) -> RouteTarget:
+        """The route target of a request body, read in place; ``ProxyError`` for
+        a bad buffer, an overlong name or no route. Fills ``entry``'s provider,
+        model and tenant when given."""
         try:
             provider, model = self.route_of(body)
         except MalformedBuffer as exc:
@@ -268,7 +277,7 @@ class ProxyServer:
                 codes.MODEL_NAME_TOO_LONG,
                 f"model_name is {len(model)} bytes; the limit is {self.max_model}",
             )
-        if self.access.enabled:
+        if entry is not None:
             entry.provider = _PROVIDER_NAMES.get(provider, str(provider))
             entry.model = bytes(model).decode("utf-8", "replace")
             if self.request_type == FLATBUFFERS:
@@ -281,7 +290,12 @@ class ProxyServer:
         # The view (a GC-tracked object over the body) is not needed past the
         # lookup; dropping it now keeps it out of the GC's young generation
         # while the request waits on the backend.
-        del model
+        return target
+
+    def _admit(self, ex: Exchange, body: bytes, entry: Entry) -> tuple[RouteTarget, str]:
+        """The request's route target, and the ``Authorization`` a backend may be
+        forwarded; ``ProxyError`` for a bad buffer, name, route or token."""
+        target = self.target_of(body, entry if self.access.enabled else None)
         authorization = ex.header("authorization")
         if self.token is None:
             return target, authorization or ""
@@ -317,6 +331,7 @@ class ProxyServer:
             ("content-type", FRAMES if binary else SSE),
             ("cache-control", "no-cache"),
             ("x-request-id", entry.request_id or ""),
+            (BACKEND_HEADER, opened.backend.name),
         ]
         resp = opened.response
         translator = opened.translator
@@ -339,7 +354,7 @@ class ProxyServer:
                         break
                     ready = translator.feed(piece)
             except (UpstreamError, TranslatorError) as exc:
-                err = _upstream_failure(exc)
+                err = upstream_failure(exc)
                 entry.status, entry.error = err.status, err.code.code
                 await ex.respond(err.status, _JSON, err.body())
                 return
@@ -454,7 +469,7 @@ def _read_final(frames: bytes, entry: Entry) -> None:
         entry.error = code
 
 
-def _upstream_failure(exc: Exception) -> ProxyError:
+def upstream_failure(exc: Exception) -> ProxyError:
     if isinstance(exc, UpstreamTimeout):
         return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {exc}")
     if isinstance(exc, TranslatorError):

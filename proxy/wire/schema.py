@@ -22,6 +22,7 @@ from flatgate.generated.LLMGateway.Role import Role as _Role
 from flatgate.generated.LLMGateway.ToolChoiceMode import ToolChoiceMode as _ToolChoiceMode
 
 __all__ = [
+    "BACKEND_HEADER",
     "CHUNK_IDENTIFIER",
     "FLATBUFFERS",
     "FRAMES",
@@ -48,6 +49,8 @@ FRAMES = "application/x-flatbuffers-stream"
 # Server-sent events.
 SSE = "text/event-stream"
 JSON = "application/json"
+# The proxy's answer names the backend that gave it (for the edge's log).
+BACKEND_HEADER = "x-flatgate-backend"
 
 
 class Provider(enum.IntEnum):

@@ -258,14 +258,19 @@ def test_file_problems_by_scope(tmp_path: Path) -> None:
 
 def test_up_finds_what_clashes_on_one_host(tmp_path: Path) -> None:
     assert file_problems(write(tmp_path, GOOD), {}, "up") == []
+    assert file_problems(write(tmp_path, GOOD), {}, "split") == []
     data = with_keys("stub", port=9100, up=["fbs", "openai"])
     data["edge"]["proxy_url"] = "http://127.0.0.1:9"
-    assert file_problems(write(tmp_path, data), {}, "up") == [
+    path = write(tmp_path, data)
+    # flatgate up --split: the edge and the proxy apart, HTTP between them.
+    assert file_problems(path, {}, "split") == [
         "proxy.port: port 9101 is taken by stub.up[1] (on stub.port + 1)",
         "edge.port: port 9100 is taken by stub.port",
         "edge.proxy_url: flatgate up starts the proxy on port 9101, but the edge would call "
         "http://127.0.0.1:9",
     ]
+    # flatgate up: the one-process gateway has no proxy port and no proxy_url to call.
+    assert file_problems(path, {}, "up") == ["edge.port: port 9100 is taken by stub.port"]
 
 
 @pytest.fixture

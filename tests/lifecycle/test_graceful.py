@@ -377,7 +377,9 @@ provider = "SelfHosted"
 # -- flatgate up -----------------------------------------------------------------
 
 
-def test_flatgate_up_drains_every_service_and_exits_0(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", [[], ["--split"]], ids=["gateway", "split"])
+def test_flatgate_up_drains_every_service_and_exits_0(tmp_path: Path, layout: list[str]) -> None:
+    """Both layouts: the one-process gateway (the default) and edge + proxy apart."""
     stub, proxy, edge = free_port(), free_port(), free_port()
     drain = "drain_grace_seconds = 0.5\ndrain_seconds = 6\n"
     cfg = write_config(
@@ -412,7 +414,7 @@ provider = "SelfHosted"
     log = tmp_path / "up.log"
     with open(log, "wb") as out:
         up = subprocess.Popen(
-            [sys.executable, "-m", "flatgate.proxy.gateway.cli", "up", "--config", cfg],
+            [sys.executable, "-m", "flatgate.proxy.gateway.cli", "up", "--config", cfg, *layout],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -444,6 +446,7 @@ provider = "SelfHosted"
         assert reader.error is None and reader.status == 200
         assert reader.body.rstrip().endswith(b"data: [DONE]")
         assert text.split()[-1].encode() in reader.body
+        assert ("gateway (edge and proxy in one process)" in output) == (not layout)
         for port in (stub, proxy, edge):
             assert refused(f"http://127.0.0.1:{port}/healthz")
     finally:
