@@ -56,9 +56,16 @@ bench: $(STAMP)
 # 5,000 into a temporary directory (benchmarks/LOAD.md, "Soak test").
 SOAK_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,--requests 200000 --out benchmarks/results/soak)
 
+# Workload A, many concurrent token streams: 2,000 connections into
+# benchmarks/results/streams.*; with BENCH_QUICK, 200 into a temporary directory
+# (benchmarks/LOAD.md, "Workload A: many token streams").
+STREAMS_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,--connections 2000)
+
 bench-load: $(STAMP)
 	sh benchmarks/setup_tools.sh
 	$(BIN)/python -m benchmarks.load
+	$(BIN)/python -m benchmarks.streams $(STREAMS_ARGS)
+	$(BIN)/python -m benchmarks.load --workload openai
 	$(BIN)/python -m benchmarks.relay
 	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
 

@@ -41,6 +41,7 @@ from benchmarks.harness import ROOT
 
 __all__ = [
     "CLK_TCK",
+    "HOST",
     "GcSample",
     "Server",
     "ServerGroup",
@@ -48,6 +49,7 @@ __all__ = [
     "free_port",
     "nginx_config",
     "parse_gc",
+    "tool_version",
     "tree_cpu_seconds",
     "tree_open_fds",
     "tree_peak_rss_kib",
@@ -71,6 +73,19 @@ def find_tool(name: str, without: Collection[str] = ()) -> str | None:
     if name in without:
         return None
     return shutil.which(name) or shutil.which(name, path=os.pathsep.join(_SBIN))
+
+
+def tool_version(name: str, without: Collection[str] = (), flag: str = "-v") -> str:
+    """What ``<tool> -v`` says its version is; "absent" when it is not installed."""
+    path = find_tool(name, without)
+    if path is None:
+        return "absent"
+    try:
+        done = subprocess.run([path, flag], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    found = re.search(r"\S*\d+\.\d+\S*", done.stdout + done.stderr)
+    return found.group() if found else "unknown"
 
 
 def free_port() -> int:
@@ -179,13 +194,21 @@ class Server:
     """One server process group the bench started."""
 
     def __init__(
-        self, name: str, proc: subprocess.Popen[bytes], port: int, log: Path, metrics: bool
+        self,
+        name: str,
+        proc: subprocess.Popen[bytes],
+        port: int,
+        log: Path,
+        metrics: bool,
+        *,
+        health: str = "/healthz",
     ) -> None:
         self.name = name
         self.proc = proc
         self.port = port
         self.log = log
         self.has_metrics = metrics
+        self.health = health
         self.url = f"http://{HOST}:{port}"
 
     def alive(self) -> bool:
@@ -193,7 +216,7 @@ class Server:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+            with urllib.request.urlopen(self.url + self.health, timeout=1) as r:
                 return bool(r.status == 200)
         except (OSError, urllib.error.URLError):
             return False
@@ -249,21 +272,28 @@ class ServerGroup:
         *,
         env: Mapping[str, str] | None = None,
         metrics: bool = False,
+        health: str = "/healthz",
+        drop_env: Sequence[str] = (),
+        cwd: Path = ROOT,
     ) -> Server:
-        """``argv`` in a session of its own, without the caller's ``FLATGATE_*`` settings."""
+        """``argv`` in a session of its own, without the caller's ``FLATGATE_*``
+        settings nor any variable starting with one of ``drop_env``; ``health``:
+        the path that answers 200 once it serves. ``cwd`` defaults to the
+        repository, where ``benchmarks`` imports from (the baselines)."""
         log = self.workdir / f"{name}.log"
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("FLATGATE_")}
+        drop = ("FLATGATE_", *drop_env)
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 list(argv),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                cwd=ROOT,  # where ``benchmarks`` imports from (the baselines)
+                cwd=cwd,
                 env={**clean, **(env or {})},
                 start_new_session=True,
             )
-        self.servers[name] = Server(name, proc, port, log, metrics)
+        self.servers[name] = Server(name, proc, port, log, metrics, health=health)
         return self.servers[name]
 
     def flatgate(
@@ -292,8 +322,11 @@ class ServerGroup:
         env = {"FLATGATE_CONFIG": str(config), "FLATGATE_PROXY_TRANSPORT": f'"{transport}"'}
         return self.spawn(name, [*argv, target], port, env=env, metrics=True)
 
-    def nginx(self, name: str, upstream_port: int, binary: str) -> Server:
-        """Debian's nginx as a plain reverse proxy in front of ``upstream_port``."""
+    def nginx(
+        self, name: str, upstream_port: int, binary: str, worker_connections: int = 4096
+    ) -> Server:
+        """Debian's nginx as a plain reverse proxy in front of ``upstream_port``
+        (``worker_connections`` counts both sides of every proxied request)."""
         # nginx's worker runs as an unprivileged user when started by root: it
         # must be able to reach its temp directories under the prefix.
         self.workdir.chmod(0o755)
@@ -301,7 +334,7 @@ class ServerGroup:
         prefix.mkdir(mode=0o755)
         port = free_port()
         conf = prefix / "nginx.conf"
-        conf.write_text(nginx_config(prefix, port, upstream_port))
+        conf.write_text(nginx_config(prefix, port, upstream_port, worker_connections))
         argv = [binary, "-c", str(conf), "-p", str(prefix), "-e", str(prefix / "error.log")]
         return self.spawn(name, argv, port)
 
@@ -329,7 +362,9 @@ class ServerGroup:
                 server.stop()
 
 
-def nginx_config(prefix: Path, port: int, upstream_port: int) -> str:
+def nginx_config(
+    prefix: Path, port: int, upstream_port: int, worker_connections: int = 4096
+) -> str:
     """One worker, loopback only, keep-alive upstream, no response buffering,
     request bodies held in memory, every file under ``prefix``."""
     return f"""daemon off;
@@ -338,7 +373,7 @@ worker_processes 1;
 pid {prefix}/nginx.pid;
 error_log {prefix}/error.log warn;
 events {{
-    worker_connections 4096;
+    worker_connections {worker_connections};
 }}
 http {{
     access_log off;

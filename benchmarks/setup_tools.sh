@@ -1,9 +1,16 @@
 #!/bin/sh
 # Installs the load bench's external tools (Debian packages) when missing:
-# wrk (saturation throughput) and nginx-light (the nginx row). Called by
-# `make bench-load`. Never fails the target: without a tool, the bench skips
-# that row or figure and says why.
+# wrk (saturation throughput) and nginx-light (the nginx rows); with
+# BENCH_PEERS=1, also the peers (the Portkey gateway and the LiteLLM proxy,
+# into a scratch directory outside the repository: peers/setup_peers.sh).
+# Called by `make bench-load`. Never fails the target: without a tool, the
+# bench skips that row or figure and says why.
 set -u
+
+case "${BENCH_PEERS:-0}" in
+    0 | "") ;;
+    *) sh "$(dirname "$0")/peers/setup_peers.sh" ;;
+esac
 
 missing=""
 command -v wrk >/dev/null 2>&1 || missing="$missing wrk"

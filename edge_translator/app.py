@@ -58,6 +58,7 @@ from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Admission
 from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.drain import Drain, Ending
+from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import (
@@ -143,11 +144,14 @@ class EdgeApp:
         transport_factory: Callable[[], Transport] | None = None,
         drain: Drain | None = None,
         readiness: Callable[[], Awaitable[tuple[int, bytes]]] | None = None,
+        upstream_metrics: bool = True,
     ) -> None:
         """``readiness`` answers ``/readyz`` (status, JSON body); without it the
-        edge is ready while it is not draining."""
+        edge is ready while it is not draining. ``upstream_metrics`` false:
+        the proxy is in process and reports its backends itself."""
         self.settings = settings
         self._ready = readiness
+        self._upstream_metrics = upstream_metrics
         e = settings.edge
         self._models = settings.model_index()
         self._keys = KeyRing(settings.keys)
@@ -420,7 +424,8 @@ class EdgeApp:
         except _UpstreamError as exc:
             self._failures_other.inc()
             raise UpstreamFailed(f"The proxy could not be reached: {exc}") from exc
-        self._ttfb.observe(time.perf_counter() - sent)
+        if self._upstream_metrics:
+            self._ttfb.observe(time.perf_counter() - sent)
         entry.backend = resp.headers.get(BACKEND_HEADER)
         # The proxy has the request: its bytes are no longer held here.
         ask.frame = b""
@@ -487,4 +492,5 @@ def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
     e = settings.edge
     drain = Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
     app = EdgeApp(settings, drain=drain)
+    tune(e.gc_thresholds, freeze=e.gc_freeze)
     return ServerApp(app, drain, metrics=app.metrics)

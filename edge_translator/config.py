@@ -100,6 +100,11 @@ class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Graceful stop, as [proxy]'s (README, "Graceful restarts").
     drain_grace_seconds: float = 5.0
     drain_seconds: float = 30.0
+    # The cyclic GC (plumbing.gctune): thresholds per generation (CPython's
+    # are 700, 10, 10: a young collection every few streams at token
+    # cadence), and gc.freeze() once the app is built.
+    gc_thresholds: tuple[int, int, int] = (50_000, 20, 100)
+    gc_freeze: bool = True
 
 
 class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -173,6 +178,8 @@ def _problems(s: _Document, problems: Problems) -> None:
         except (OSError, ssl.SSLError) as exc:
             problems.append(f"edge.tls_cert_file: cannot load it with edge.tls_key_file: {exc}")
     problems.drain("edge", e.drain_grace_seconds, e.drain_seconds)
+    for i, threshold in enumerate(e.gc_thresholds):
+        problems.at_least(f"edge.gc_thresholds[{i}]", threshold, 0)
     seen: dict[str, str] = {}
     for i, m in enumerate(s.models):
         where = f"models[{i}]"

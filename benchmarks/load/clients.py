@@ -11,7 +11,8 @@ Owns how load is offered and what is recorded:
 - ``one_connection``: one keep-alive connection, one request after the other
   (the unloaded latency);
 - ``streams``: streamed completions on a few connections, timing the first
-  content token and the gaps between tokens, and checking the text.
+  content token, the gaps between tokens and the whole stream, and checking
+  the text.
 
 Loopback only. Figures are reported, never asserted here.
 """
@@ -41,6 +42,7 @@ __all__ = [
     "parse_wrk",
     "percentile",
     "run_wrk",
+    "sse_text",
     "streams",
     "wrk_script",
 ]
@@ -236,6 +238,7 @@ async def one_connection(url: str, body: bytes, headers: Headers, *, seconds: fl
 class StreamRun:
     ttft: list[float] = field(default_factory=list)  # seconds to the first content token
     tpot: list[float] = field(default_factory=list)  # mean gap between tokens, per stream
+    whole: list[float] = field(default_factory=list)  # seconds from the request to the end
     streams: int = 0
     tokens: int = 0
     errors: int = 0
@@ -266,6 +269,11 @@ class _OpenAISse:
                 for choice in json.loads(data).get("choices") or ():
                     out.append((choice.get("delta") or {}).get("content") or "")
         return out
+
+
+def sse_text(data: bytes) -> str:
+    """The content of a whole OpenAI ``chat.completion.chunk`` SSE stream."""
+    return "".join(_OpenAISse().feed(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +311,7 @@ async def _one_stream(run: StreamRun, transport: PoolTransport, call: _StreamCal
     except UpstreamError:
         run.errors += 1
         return
+    run.whole.append(time.perf_counter() - start)
     run.streams += 1
     run.tokens += len(stamps)
     if "".join(text) != call.expect:

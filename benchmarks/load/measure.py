@@ -37,6 +37,7 @@ from benchmarks.load.clients import (
     fixed_rate,
     one_connection,
     run_wrk,
+    sse_text,
     streams,
     wrk_script,
 )
@@ -64,9 +65,36 @@ from flatgate.proxy.wire.frames import FrameSplitter
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.stock import decode_chunk
 
-__all__ = ["FULL", "QUICK", "TINY", "Harness", "Settings", "measure_size", "measure_streams"]
+__all__ = [
+    "FULL",
+    "QUICK",
+    "TINY",
+    "Harness",
+    "Settings",
+    "SizeBody",
+    "Started",
+    "StreamBody",
+    "measure_size",
+    "measure_streams",
+    "row_skips",
+]
 
 Measure = Callable[[Row], None]
+# The request body of a row at a prompt size, and of its streamed request.
+SizeBody = Callable[[Row, str], Body]
+StreamBody = Callable[[Row], Body]
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What starting a workload's servers gave: the servers (or rows) that
+    cannot run, with why; the bodies its rows send (``None``: the fbs
+    workload's, ``rows.request_body`` / ``rows.stream_body``); versions found."""
+
+    skipped: dict[str, str]
+    size_body: SizeBody | None = None
+    stream_body: StreamBody | None = None
+    versions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +116,12 @@ class Settings:
     rows: tuple[str, ...] = field(default_factory=lambda: tuple(r.name for r in ROWS))
     # External tools to behave as if absent (their rows or figures are skipped).
     without: tuple[str, ...] = ()
+    # What is measured: "fbs" (the rows above, FlatBuffers and JSON bodies) or
+    # "openai" (benchmarks.load.openai_workload: OpenAI chat bodies, the peers).
+    workload: str = "fbs"
+    floor: str = "direct"  # the row every other is compared with ("added", "vs. direct")
+    versus: tuple[str, ...] = ("json-route",)  # more "vs." throughput ratio columns
+    peers: bool = False  # start the peers (BENCH_PEERS=1 or --peers; openai workload)
 
 
 FULL = Settings(
@@ -195,6 +229,27 @@ class Harness:
             ok = ok and text == "tok " * CANNED_DELTAS
         return None if ok else f"spot check: unexpected answer {data[:120]!r}"
 
+    def check_stream(self, row: Row, body: Body) -> str | None:
+        """One streamed request before measuring; the problem, if its text is wrong."""
+        req = urllib.request.Request(
+            self.url(row, streaming=True), data=body.data, headers=dict(body.headers), method="POST"
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                status, data = r.status, r.read()
+        except OSError as exc:
+            return f"stream spot check failed: {exc}"
+        if status != 200:
+            return f"stream spot check: status {status}"
+        if row.body == "openai":
+            text = sse_text(data)
+        else:
+            frames = FrameSplitter().feed(data)
+            text = "".join(decode_chunk(memoryview(f)[4:]).content for f in frames)
+        if text != STREAM_TEXT:
+            return f"stream spot check: unexpected text {text[:80]!r}"
+        return None
+
     def saturation(self, row: Row, wrk: str, script: Path, cell: Cell) -> None:
         watched = self.watched(row)
         hop = [s for s in watched if s.name in row.hop]
@@ -267,8 +322,29 @@ class Harness:
         )
 
 
-def measure_streams(h: Harness, rows: Sequence[Row], skipped: Mapping[str, str]) -> list[Any]:
+def row_skips(rows: Sequence[Row], skipped: Mapping[str, str]) -> dict[str, str]:
+    """The rows that cannot run, with why: any server a row needs failed to start
+    (``skipped``: server name to reason); the echo servers' own failures too."""
+    out: dict[str, str] = {}
+    for r in rows:
+        needed = {r.server, *r.hop}
+        bad = [n for n in needed if n in skipped]
+        if bad:
+            out[r.name] = f"{bad[0]}: {skipped[bad[0]]}"
+    for name, why in skipped.items():
+        if name not in out and name.endswith("echo"):
+            out[name] = why
+    return out
+
+
+def measure_streams(
+    h: Harness,
+    rows: Sequence[Row],
+    skipped: Mapping[str, str],
+    body_for: StreamBody | None = None,
+) -> list[Any]:
     s = h.settings
+    make = body_for or (lambda r: stream_body(r.body, PROMPT_SIZES["1KB"]))
     runs: dict[str, list[StreamRun]] = {r.name: [] for r in rows}
     reasons: dict[str, str] = {}
     for r in rows:
@@ -276,8 +352,11 @@ def measure_streams(h: Harness, rows: Sequence[Row], skipped: Mapping[str, str])
             reasons[r.name] = "the echo stub reads FlatBuffers only; the relay is the proxy's"
         elif r.name in skipped or r.stream_server in skipped:
             reasons[r.name] = skipped.get(r.name) or skipped.get(r.stream_server, "")
+    bodies = {r.name: make(r) for r in rows if r.name not in reasons}
+    for r in rows:
+        if r.name in bodies and (problem := h.check_stream(r, bodies[r.name])) is not None:
+            reasons[r.name] = problem
     live = [r for r in rows if r.name not in reasons]
-    bodies = {r.name: stream_body(r.body, PROMPT_SIZES["1KB"]) for r in live}
     h.rounds(
         live,
         s.stream_rounds,
@@ -291,15 +370,19 @@ def measure_streams(h: Harness, rows: Sequence[Row], skipped: Mapping[str, str])
         else summarise_streams(r, runs[r.name])
         for r in rows
     ]
-    add_stream_comparisons(out)
+    add_stream_comparisons(out, s.floor, s.versus)
     return out
 
 
 def measure_size(
-    h: Harness, rows: Sequence[Row], size: str, skipped: dict[str, str]
+    h: Harness,
+    rows: Sequence[Row],
+    size: str,
+    skipped: Mapping[str, str],
+    body_for: SizeBody | None = None,
 ) -> list[dict[str, Any]]:
     s = h.settings
-    nbytes = PROMPT_SIZES[size]
+    make = body_for or (lambda r, sz: request_body(r.body, PROMPT_SIZES[sz]))
     reasons: dict[str, str] = {r.name: skipped[r.name] for r in rows if r.name in skipped}
     wrk = find_tool("wrk", s.without)
     bodies: dict[str, Body] = {}
@@ -307,7 +390,7 @@ def measure_size(
     for r in rows:
         if r.name in reasons:
             continue
-        body = request_body(r.body, nbytes)
+        body = make(r, size)
         problem = h.check(r, body)
         if problem is not None:
             reasons[r.name] = problem
@@ -347,5 +430,5 @@ def measure_size(
         if wrk is None:
             cell.notes.append("wrk is not installed: no saturation figures")
         out.append(summarise(r, size, cell, len(bodies[r.name].data)))
-    add_comparisons(out)
+    add_comparisons(out, s.floor, s.versus)
     return out

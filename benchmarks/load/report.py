@@ -5,7 +5,9 @@ header (date, CPU, Python, versions, method), one table per prompt size in
 the shape of the micro benchmark's (throughput, memory, GC, p99, with "vs."
 ratio columns), the streaming table, the targets of the proxy issues as
 reported figures, and the caveats. ``render_markdown`` is pure; only
-``write_results`` writes files. Never asserts on figures.
+``write_results`` writes files (the OpenAI workload's Markdown is
+``benchmarks.load.report_openai``'s, on the helpers here). Never asserts on
+figures.
 """
 
 from __future__ import annotations
@@ -322,14 +324,23 @@ def _plot(doc: Mapping[str, Any], path: Path) -> None:
     save_figure(fig, path, dpi=110)
 
 
-def write_results(doc: Mapping[str, Any], out: Path, *, plot: bool = True) -> list[Path]:
-    """Write ``load.json``, ``load.md`` and (with ``plot``) ``load.png`` under ``out``."""
+def write_results(
+    doc: Mapping[str, Any], out: Path, *, plot: bool = True, name: str = "load"
+) -> list[Path]:
+    """Write ``<name>.json``, ``<name>.md`` and (with ``plot``) ``<name>.png``
+    under ``out``; the OpenAI workload's document renders as
+    ``benchmarks.load.report_openai`` says."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "load.json", out / "load.md"]
+    paths = [out / f"{name}.json", out / f"{name}.md"]
     paths[0].write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-    paths[1].write_text(render_markdown(doc) + "\n")
+    if doc.get("workload") == "openai":
+        from benchmarks.load.report_openai import render_openai
+
+        paths[1].write_text(render_openai(doc) + "\n")
+    else:
+        paths[1].write_text(render_markdown(doc) + "\n")
     if plot:
-        png = out / "load.png"
+        png = out / f"{name}.png"
         _plot(doc, png)
         paths.append(png)
     return paths

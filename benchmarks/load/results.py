@@ -3,7 +3,8 @@
 Owns ``Cell`` (every sample of one row at one prompt size, over its rounds),
 its summary into the row of the result document (``summarise``), the
 comparisons between rows (``add_comparisons``: added latency over direct,
-throughput vs. direct and vs. json-route) and the streaming summaries.
+throughput vs. direct and vs. json-route, or the peers) and the streaming
+summaries (time to first token, per token and for the whole stream).
 
 Conventions: throughput is the best round (on a shared machine noise only
 ever takes throughput away; every round is kept); CPU, GC and pause are
@@ -30,6 +31,7 @@ __all__ = [
     "add_comparisons",
     "add_gc",
     "add_stream_comparisons",
+    "ratio_key",
     "skipped_row",
     "summarise",
     "summarise_streams",
@@ -149,16 +151,23 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def add_comparisons(rows: list[dict[str, Any]]) -> None:
-    """Added latency over direct, throughput ratios vs direct and vs json-route."""
+def ratio_key(name: str) -> str:
+    """The result key of the throughput ratio against row ``name``: ``vs_json_route``."""
+    return "vs_" + name.replace("-", "_")
+
+
+def add_comparisons(
+    rows: list[dict[str, Any]], floor: str = "direct", versus: Sequence[str] = ("json-route",)
+) -> None:
+    """Added latency over ``floor``; throughput ratios vs ``floor`` (``vs_direct``)
+    and vs each row of ``versus`` (``vs_<name>``, and ``cpu_vs_<name>``: the hop's
+    CPU per request over that row's)."""
     by = {(r["row"], r["size"]): r for r in rows}
     for r in rows:
         if r["status"] != "ok":
             continue
-        d = by.get(("direct", r["size"]))
-        j = by.get(("json-route", r["size"]))
+        d = by.get((floor, r["size"]))
         ok_d = d is not None and d["status"] == "ok"
-        ok_j = j is not None and j["status"] == "ok"
         lat = r["latency_ms"]
         r["added_ms"] = {
             q: _diff(lat[q], d["latency_ms"][q]) if ok_d and d is not None else None for q in lat
@@ -170,14 +179,20 @@ def add_comparisons(rows: list[dict[str, Any]]) -> None:
         r["vs_direct"] = (
             _ratio(r["throughput_rps"], d["throughput_rps"]) if ok_d and d is not None else None
         )
-        r["vs_json_route"] = (
-            _ratio(r["throughput_rps"], j["throughput_rps"]) if ok_j and j is not None else None
-        )
+        for name in versus:
+            v = by.get((name, r["size"]))
+            ok_v = v is not None and v["status"] == "ok"
+            key = ratio_key(name)
+            r[key] = _ratio(r["throughput_rps"], v["throughput_rps"]) if ok_v and v else None
+            # A row with no server of its own (the floor) has no CPU to compare.
+            cpu = r["hop_cpu_us_per_req"] or None
+            r["cpu_" + key] = _ratio(cpu, v["hop_cpu_us_per_req"]) if ok_v and v else None
 
 
 def summarise_streams(row: Row, runs: Sequence[StreamRun]) -> dict[str, Any]:
     ttft = [x for r in runs for x in r.ttft]
     tpot = [x for r in runs for x in r.tpot]
+    whole = [x for r in runs for x in r.whole]
     return {
         "row": row.name,
         "status": "ok",
@@ -189,16 +204,30 @@ def summarise_streams(row: Row, runs: Sequence[StreamRun]) -> dict[str, Any]:
         "ttft_ms_p99": _ms(ttft, 99),
         "tpot_ms_p50": _ms(tpot, 50),
         "tpot_ms_mean": statistics.fmean(tpot) * 1e3 if tpot else None,
+        "stream_ms_p50": _ms(whole, 50),
+        "stream_ms_p99": _ms(whole, 99),
     }
 
 
-def add_stream_comparisons(rows: list[dict[str, Any]]) -> None:
-    direct = next((r for r in rows if r["row"] == "direct" and r["status"] == "ok"), None)
+def add_stream_comparisons(
+    rows: list[dict[str, Any]], floor: str = "direct", versus: Sequence[str] = ()
+) -> None:
+    """Added time to first token, per token and for the whole stream over
+    ``floor``; ``stream_vs_<name>``: the whole stream's p50 over that row's."""
+    direct = next((r for r in rows if r["row"] == floor and r["status"] == "ok"), None)
+    by = {r["row"]: r for r in rows if r["status"] == "ok"}
     for r in rows:
-        if r["status"] != "ok" or direct is None:
+        if r["status"] != "ok":
+            continue
+        for name in versus:
+            if (v := by.get(name)) is not None:
+                key = "stream_" + ratio_key(name)
+                r[key] = _ratio(r.get("stream_ms_p50"), v.get("stream_ms_p50"))
+        if direct is None:
             continue
         r["added_ttft_ms"] = _diff(r["ttft_ms_p50"], direct["ttft_ms_p50"])
         r["added_tpot_ms"] = _diff(r["tpot_ms_mean"], direct["tpot_ms_mean"])
+        r["added_stream_ms"] = _diff(r.get("stream_ms_p50"), direct.get("stream_ms_p50"))
 
 
 def skipped_row(name: str, reason: str, size: str | None = None) -> dict[str, Any]:

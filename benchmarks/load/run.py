@@ -1,17 +1,21 @@
 """``make bench-load``: the run that starts the servers and measures every row.
 
-Owns the run: which servers start (``start_servers``, on one config), the
-order of the measurements (streams, then each size; ``benchmarks.load.measure``
-takes them), the result document's header, the sizes skipped once the time
-budget is spent, and the command line. Every server is stopped when the run
-ends, on errors and on Ctrl-C or SIGTERM too. Results:
-``benchmarks/results/load.{json,md,png}`` (``benchmarks.load.report``); a
-quick or tiny run's go to a new temporary directory unless ``--out`` names one.
+Owns the run: the workloads (``WORKLOADS``: "fbs", the proxy's rows, whose
+servers ``start_servers`` starts on one config; "openai", an OpenAI chat
+request through flatgate and its peers, ``benchmarks.load.openai_workload``),
+the order of the measurements (streams, then each size;
+``benchmarks.load.measure`` takes them), the result document's header, the
+sizes skipped once the time budget is spent, and the command line. Every
+server is stopped when the run ends, on errors and on Ctrl-C or SIGTERM too.
+Results: ``benchmarks/results/load.{json,md,png}`` (the openai workload's:
+``load-openai.*``; ``benchmarks.load.report``); a quick or tiny run's go to a
+new temporary directory unless ``--out`` names one.
 
     python -m benchmarks.load                # full run (make bench-load), < 10 min
     BENCH_QUICK=1 python -m benchmarks.load  # every row, one round, < 2 min, to a temp dir
     python -m benchmarks.load --tiny --out /tmp/x   # the harness test's mode
     python -m benchmarks.load --rows proxy-rsgi,json-route --sizes 16KB --without nginx
+    BENCH_PEERS=1 python -m benchmarks.load --workload openai --quick   # with the peers
 
 Must not: assert on figures, listen or send beyond 127.0.0.1, stop processes
 it did not start.
@@ -22,35 +26,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
 from benchmarks.harness import RESULTS, is_quick, machine, output_dir, source_revision, versions
+from benchmarks.load import openai_workload
 from benchmarks.load.measure import (
     FULL,
     QUICK,
     TINY,
     Harness,
     Settings,
+    Started,
     measure_size,
     measure_streams,
+    row_skips,
 )
+from benchmarks.load.peers import peers_requested
 from benchmarks.load.results import skipped_row
-from benchmarks.load.rows import ADAPTER_MODEL, CANNED_DELTAS, ROWS
+from benchmarks.load.rows import ADAPTER_MODEL, CANNED_DELTAS, ROWS, Row
 from benchmarks.payloads import PROMPT_SIZES
-from benchmarks.servers import ServerGroup, find_tool
+from benchmarks.servers import ServerGroup, find_tool, tool_version
 
-__all__ = ["header", "main", "run", "start_servers"]
+__all__ = ["WORKLOADS", "Workload", "header", "main", "run", "start_servers"]
 
 
 def _config_text(canned: int, echo: int, canned_openai: int) -> str:
@@ -153,13 +159,7 @@ def _versions(without: Sequence[str]) -> dict[str, str]:
     packages = ("granian", "msgspec", "flatbuffers", "protobuf", "httptools", "uvloop", "httpx")
     out = versions(packages)
     for tool in ("wrk", "nginx"):
-        path = find_tool(tool, without)
-        if path is None:
-            out[tool] = "absent"
-            continue
-        done = subprocess.run([path, "-v"], capture_output=True, text=True, check=False)
-        found = re.search(r"\S*\d+\.\d+\S*", done.stdout + done.stderr)
-        out[tool] = found.group() if found else "unknown"
+        out[tool] = tool_version(tool, without)
     return out
 
 
@@ -170,6 +170,7 @@ _MEASURED = (
     "generated",
     "benchmarks/baselines.py",
     "benchmarks/load",
+    "benchmarks/peers",
     "benchmarks/servers.py",
 )
 
@@ -200,40 +201,61 @@ def header(settings: Settings, revision: str = "unknown") -> dict[str, Any]:
     }
 
 
+def _start_fbs(group: ServerGroup, settings: Settings) -> Started:
+    return Started(start_servers(group, settings))
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    rows: tuple[Row, ...]
+    start: Callable[[ServerGroup, Settings], Started]
+    header: Callable[[Settings, str], dict[str, Any]]
+    settings: tuple[Settings, Settings, Settings]  # full, quick, tiny
+    sizes: tuple[str, ...]  # the sizes it knows
+    results: str  # the name of its result files: <results>.{json,md,png}
+
+
+WORKLOADS = {
+    "fbs": Workload(ROWS, _start_fbs, header, (FULL, QUICK, TINY), tuple(PROMPT_SIZES), "load"),
+    "openai": Workload(
+        openai_workload.OPENAI_ROWS,
+        openai_workload.start,
+        openai_workload.header,
+        (openai_workload.OPENAI_FULL, openai_workload.OPENAI_QUICK, openai_workload.OPENAI_TINY),
+        (openai_workload.SIZE,),
+        "load-openai",
+    ),
+}
+
+
 def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Start the servers, measure every row, stop the servers; the result document."""
-    rows = [r for r in ROWS if r.name in settings.rows]
+    workload = WORKLOADS[settings.workload]
+    rows = [r for r in workload.rows if r.name in settings.rows]
     revision = source_revision(_MEASURED)  # before the servers start: what they import
     with tempfile.TemporaryDirectory(prefix="flatgate-load-") as tmp:
         group = ServerGroup(Path(tmp))
         try:
-            log(f"starting servers ({settings.mode} mode)")
-            skipped = start_servers(group, settings)
-            for name, why in skipped.items():
+            log(f"starting servers ({settings.workload} workload, {settings.mode} mode)")
+            started = workload.start(group, settings)
+            for name, why in started.skipped.items():
                 log(f"  {name}: {why}")
             # A row is skipped when any server it needs failed to start.
-            row_skips: dict[str, str] = {}
-            for r in rows:
-                needed = {r.server, *r.hop}
-                bad = [n for n in needed if n in skipped]
-                if bad:
-                    row_skips[r.name] = f"{bad[0]}: {skipped[bad[0]]}"
-            for name in ("echo", "nginx-echo"):
-                if name in skipped:
-                    row_skips.setdefault(name, skipped[name])
+            skips = row_skips(rows, started.skipped)
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 h = Harness(group, settings, runner, log)
-                stream_rows = measure_streams(h, rows, row_skips)
+                stream_rows = measure_streams(h, rows, skips, started.stream_body)
                 results: list[dict[str, Any]] = []
                 for size in settings.sizes:
                     if h.over_budget():
                         results += [skipped_row(r.name, "time budget spent", size) for r in rows]
                         continue
-                    results += measure_size(h, rows, size, row_skips)
+                    results += measure_size(h, rows, size, skips, started.size_body)
             elapsed = time.monotonic() - h.started
         finally:
             group.stop_all()
-    doc = header(settings, revision)
+    doc = workload.header(settings, revision)
+    doc["versions"].update(started.versions)
     doc["elapsed_seconds"] = round(elapsed, 1)
     doc["rows"] = results
     doc["streaming"] = stream_rows
@@ -249,32 +271,43 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    s = TINY if args.tiny else QUICK if is_quick(args.quick) else FULL
+    workload = WORKLOADS[args.workload]
+    full, quick, tiny = workload.settings
+    s = tiny if args.tiny else quick if is_quick(args.quick) else full
     if args.rows:
         names = _names(args.rows)
-        unknown = [n for n in names if n not in {r.name for r in ROWS}]
+        unknown = [n for n in names if n not in {r.name for r in workload.rows}]
         if unknown:
             raise SystemExit(f"unknown rows: {', '.join(unknown)}")
-        if "direct" not in names:
-            names = ("direct", *names)
+        if s.floor not in names:
+            names = (s.floor, *names)
         s = replace(s, rows=names)
     if args.sizes:
         sizes = _names(args.sizes)
-        unknown = [x for x in sizes if x not in PROMPT_SIZES]
+        unknown = [x for x in sizes if x not in workload.sizes]
         if unknown:
             raise SystemExit(
-                f"unknown sizes: {', '.join(unknown)} (known: {', '.join(PROMPT_SIZES)})"
+                f"unknown sizes: {', '.join(unknown)} (known: {', '.join(workload.sizes)})"
             )
         s = replace(s, sizes=sizes)
     if args.without:
         s = replace(s, without=_names(args.without))
-    return s
+    return replace(s, peers=peers_requested(args.peers))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.load.report import write_results
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__)
+    parser.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        default="fbs",
+        help="fbs: the proxy's rows (default); openai: an OpenAI chat request, with the peers",
+    )
+    parser.add_argument(
+        "--peers", action="store_true", help="openai workload: the peer rows (also BENCH_PEERS=1)"
+    )
     parser.add_argument("--quick", action="store_true", help="one round (also BENCH_QUICK=1)")
     parser.add_argument("--tiny", action="store_true", help="seconds per row, 1 KB only (tests)")
     parser.add_argument("--rows", help="comma-separated rows (direct is always included)")
@@ -288,7 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.from_json:
         doc = json.loads(args.from_json.read_text())
-        for p in write_results(doc, args.out or RESULTS, plot=not args.no_plot):
+        name = WORKLOADS[doc.get("workload", "fbs")].results
+        for p in write_results(doc, args.out or RESULTS, plot=not args.no_plot, name=name):
             print(f"wrote {p}")
         return 0
     settings = _settings(args)
@@ -298,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: every server was stopped; no results written", file=sys.stderr)
         return 130
-    out = output_dir(args.out, settings.mode != "full", "load")
-    for p in write_results(doc, out, plot=not args.no_plot):
+    name = WORKLOADS[settings.workload].results
+    out = output_dir(args.out, settings.mode != "full", name)
+    for p in write_results(doc, out, plot=not args.no_plot, name=name):
         print(f"wrote {p}")
     return 0

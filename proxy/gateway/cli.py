@@ -49,6 +49,14 @@ from flatgate.proxy.service.settings import (
 
 __all__ = ["main"]
 
+# The listen queue (the kernel caps it at net.core.somaxconn).
+LISTEN_BACKLOG = 4096
+# Connections a stub worker serves at once (it has no admission control).
+STUB_CONNECTIONS = 10_000
+# Connections granian serves past max_in_flight: enough for the excess to be
+# answered 503 (and for /healthz) rather than queued unanswered.
+ADMISSION_MARGIN = 1024
+
 SERVICES = {
     "gateway": "flatgate.proxy.gateway.onebox:create_app",
     "proxy": "flatgate.proxy.service.app:create_app",
@@ -203,6 +211,12 @@ def _serve(service: str, args: argparse.Namespace) -> int:
         loop=Loops.auto,
         log_level=args.log_level,
         log_access=False,
+        # granian serves at most `backpressure` connections per worker at once
+        # (by default backlog / workers = 1,024): each token stream holds one
+        # for its whole life, so admission control (max_in_flight) bounds
+        # instead, and the listen queue is as deep as the kernel allows.
+        backlog=LISTEN_BACKLOG,
+        backpressure=getattr(section, "max_in_flight", STUB_CONNECTIONS) + ADMISSION_MARGIN,
         **tls,
     )
     with _shared_metrics(service):

@@ -22,6 +22,7 @@ import os
 from flatgate.edge_translator.app import EdgeApp
 from flatgate.edge_translator.config import load_edge_settings
 from flatgate.proxy.plumbing.drain import Drain
+from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
@@ -42,6 +43,7 @@ def build(config_path: str | None = None, drain: Drain | None = None) -> EdgeApp
         transport_factory=lambda: InProcessTransport(proxy),
         drain=drain,
         readiness=proxy.readiness,
+        upstream_metrics=False,
     )
     edge.metrics.include(proxy.metrics)
     return edge
@@ -53,4 +55,5 @@ def create_app() -> ServerApp:
     e = settings.edge
     drain = Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
     edge = build(None, drain)
+    tune(e.gc_thresholds, freeze=e.gc_freeze)
     return ServerApp(edge, drain, metrics=edge.metrics)

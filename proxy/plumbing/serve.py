@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.wire.schema import BACKEND_HEADER
 
 __all__ = [
     "AsgiExchange",
@@ -170,8 +171,26 @@ class _AsgiSink:
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+# Header names the services ask for and answer with, encoded once.
+_KEYS = {
+    name: name.encode("latin-1")
+    for name in (
+        "accept",
+        "authorization",
+        "cache-control",
+        "connection",
+        "content-length",
+        "content-type",
+        "retry-after",
+        BACKEND_HEADER,
+        "x-request-id",
+    )
+}
+
+
 def _asgi_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
-    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    keys = _KEYS
+    return [(keys.get(k) or k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
 
 
 class AsgiExchange:
@@ -187,10 +206,12 @@ class AsgiExchange:
     def header(self, name: str) -> str | None:
         # A scan of the scope's (few) headers, no dict: whatever a request
         # keeps alive while it waits on its backend counts toward the GC's
-        # young generation.
-        key = name.encode("latin-1")
+        # young generation. ASGI servers give header names in lower case.
+        key = _KEYS.get(name)
+        if key is None:
+            key = name.encode("latin-1")
         for k, v in self._scope["headers"]:
-            if k == key or k.lower() == key:
+            if k == key:
                 value: str = v.decode("latin-1")
                 return value
         return None

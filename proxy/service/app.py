@@ -30,6 +30,7 @@ from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Admission
 from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.drain import Drain, Ending
+from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import (
@@ -483,4 +484,5 @@ def create_app() -> ServerApp:
     p = config.proxy
     drain = Drain(grace=p.drain_grace_seconds, seconds=p.drain_seconds)
     server = ProxyServer(config, drain=drain)
+    tune(p.gc_thresholds, freeze=p.gc_freeze)
     return ServerApp(server, drain, metrics=server.metrics)

@@ -78,6 +78,11 @@ class ProxySection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # "Graceful restarts").
     drain_grace_seconds: float = 5.0
     drain_seconds: float = 30.0
+    # The cyclic GC (plumbing.gctune): thresholds per generation (CPython's
+    # are 700, 10, 10: a young collection every few streams at token
+    # cadence), and gc.freeze() once the app is built.
+    gc_thresholds: tuple[int, int, int] = (50_000, 20, 100)
+    gc_freeze: bool = True
     # Connections kept per upstream host, per worker: sized for thousands of
     # concurrent streams (each holds one for its whole life).
     pool_limit: int = 4096
@@ -122,6 +127,12 @@ class StubSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # > 0: answer every request with this many fixed deltas, built once, without
     # reading the body (a backend of fixed, minimal cost, for load benchmarks).
     canned: int = 0
+    # Cadence mode (load benchmarks): every request is answered as a stream of
+    # cadence_tokens fixed deltas and a final frame with the usage, from frames
+    # built once, the body not read; one timer per worker paces every stream
+    # (first delta after ttft_ms, then one every itl_ms). See service.stub.cadence.
+    cadence: bool = False
+    cadence_tokens: int = 128
     # A fault injected in every request (tests): one of FAULTS (see service.stub).
     fault: Fault | Literal[""] = ""
     # The API it serves: fbs (CompletionRequest), openai (Chat Completions) or
@@ -178,6 +189,8 @@ def _proxy_problems(p: ProxySection, problems: Problems) -> None:
     if p.require_auth and not p.auth_token_sha256:
         problems.append("proxy.require_auth: needs proxy.auth_token_sha256 (the token to require)")
     problems.drain("proxy", p.drain_grace_seconds, p.drain_seconds)
+    for i, threshold in enumerate(p.gc_thresholds):
+        problems.at_least(f"proxy.gc_thresholds[{i}]", threshold, 0)
 
 
 def _stub_problems(s: StubSection, problems: Problems) -> None:
@@ -190,6 +203,9 @@ def _stub_problems(s: StubSection, problems: Problems) -> None:
     problems.at_least("stub.ttft_ms", s.ttft_ms, 0)
     problems.at_least("stub.itl_ms", s.itl_ms, 0)
     problems.at_least("stub.canned", s.canned, 0)
+    problems.at_least("stub.cadence_tokens", s.cadence_tokens, 1)
+    if s.cadence and s.canned:
+        problems.append("stub.cadence: not with stub.canned (choose one)")
     if not s.up or len(set(s.up)) != len(s.up):
         problems.append("stub.up: one or more protocols, each once")
     problems.drain("stub", s.drain_grace_seconds, s.drain_seconds)

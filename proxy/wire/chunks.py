@@ -140,6 +140,30 @@ _U_CACHED = USAGE.slot("cached_tokens")
 _U_REASONING = USAGE.slot("reasoning_tokens")
 _E_CODE = ERROR.slot("code")
 _E_MESSAGE = ERROR.slot("message")
+# Root vtables shorter than every field read are padded with absent fields.
+_SLOTS = 1 + max(
+    _REQUEST_ID, _CONTENT, _TOOL_CALLS, _FINISH_REASON, _USAGE, _ERROR, _INDEX, _MODEL, _REASONING
+)
+_PAD = [(0,) * (_SLOTS - k) for k in range(_SLOTS)]
+_i8 = _I8.unpack_from
+
+
+def _string(data: bytes, lo: int, stop: int, at: int, what: str) -> str:
+    """The string whose uoffset is at ``at`` (a present field), every offset
+    checked to stay in ``[lo, stop)``; the hot path's one call per string."""
+    if at + 4 > stop:
+        raise MalformedFrame(f"chunk frame: {what} out of bounds")
+    pos = at + _u32(data, at)[0]
+    if pos + 4 > stop:
+        raise MalformedFrame(f"chunk frame: {what} out of bounds")
+    start = pos + 4
+    size = _u32(data, pos)[0]
+    if start + size > stop:
+        raise MalformedFrame(f"chunk frame: {what} out of bounds")
+    try:
+        return data[start : start + size].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedFrame(f"chunk frame: {what} is not UTF-8") from exc
 
 
 def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
@@ -147,66 +171,100 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
 
     With ``end``, a chunk is read in place inside a larger buffer (several
     frames as they arrived, ``FrameCutter.spans``): no offset may leave it.
+    The root table is read inline (the per-token path: a content delta costs
+    one bounds-checked read per string); rarer fields go through ``_Frame``.
     """
     data = frame
     stop = len(data) if end is None else min(end, len(data))
-    f = _Frame(data, offset, stop)
     if stop - offset < 8 or data[offset + 4 : offset + 8] != CHUNK_IDENTIFIER:
         raise MalformedFrame("chunk frame: missing or wrong file identifier")
-    root, fields = f.table(offset + _u32(data, offset)[0], "root table")
-    n = len(fields)
+    root = offset + _u32(data, offset)[0]
+    if root + 4 > stop:
+        raise MalformedFrame("chunk frame: root table out of bounds")
+    vt = root - _i32(data, root)[0]
+    if vt < offset or vt + 4 > stop:
+        raise MalformedFrame("chunk frame: root table vtable out of bounds")
+    vt_size, t_size = _VT_HEAD(data, vt)
+    if vt_size < 4 or vt_size & 1 or vt_size > 4 + 2 * 32 or vt + vt_size > stop:
+        raise MalformedFrame(f"chunk frame: root table vtable size {vt_size}")
+    if root + t_size > stop:
+        raise MalformedFrame("chunk frame: root table out of bounds")
+    n = (vt_size - 4) >> 1
+    fields = _FIELDS[n](data, vt + 4) if n else _NO_FIELDS
+    if n and max(fields) + 1 > t_size:
+        raise MalformedFrame("chunk frame: root table field outside its table")
+    if n < _SLOTS:
+        fields += _PAD[n]
     # The hot shape first: request id, content, maybe finish reason and model.
-    request_id = f.string(root, fields[_REQUEST_ID], "request_id") if n > _REQUEST_ID else ""
-    content = f.string(root, fields[_CONTENT], "content") if n > _CONTENT else ""
+    field = fields[_REQUEST_ID]
+    request_id = _string(data, offset, stop, root + field, "request_id") if field else ""
+    field = fields[_CONTENT]
+    content = _string(data, offset, stop, root + field, "content") if field else ""
+    field = fields[_FINISH_REASON]
+    finish = _i8(data, root + field)[0] if field else 0
+    field = fields[_INDEX]
+    if field:
+        if field + 4 > t_size:
+            raise MalformedFrame("chunk frame: index out of bounds")
+        index = _i32(data, root + field)[0]
+    else:
+        index = 0
+    field = fields[_MODEL]
+    model = _string(data, offset, stop, root + field, "model") if field else ""
+    field = fields[_REASONING]
+    reasoning = _string(data, offset, stop, root + field, "reasoning") if field else ""
     calls: tuple[ToolCallDelta, ...] = ()
-    if n > _TOOL_CALLS and fields[_TOOL_CALLS]:
-        vec = f.ref(root, fields[_TOOL_CALLS], "tool_calls")
-        count = _u32(data, vec)[0]
-        f.check(vec + 4, 4 * count, "tool_calls")
-        out = []
-        for i in range(count):
-            at = vec + 4 + 4 * i
-            t, tf = f.table(at + _u32(data, at)[0], "tool call")
-            out.append(
-                ToolCallDelta(
-                    index=f.scalar(t, _get(tf, _TC_INDEX), _I32, "tool call index"),
-                    id=f.string(t, _get(tf, _TC_ID), "tool call id"),
-                    name=f.string(t, _get(tf, _TC_NAME), "tool call name"),
-                    arguments=f.string(t, _get(tf, _TC_ARGUMENTS), "tool call arguments"),
-                )
-            )
-        calls = tuple(out)
-    finish = (
-        f.scalar(root, fields[_FINISH_REASON], _I8, "finish_reason") if n > _FINISH_REASON else 0
-    )
     usage = None
-    if n > _USAGE and fields[_USAGE]:
-        t, tf = f.table(f.ref(root, fields[_USAGE], "usage"), "usage")
-        usage = Usage(
-            f.scalar(t, _get(tf, _U_PROMPT), _I32, "prompt_tokens"),
-            f.scalar(t, _get(tf, _U_COMPLETION), _I32, "completion_tokens"),
-            f.scalar(t, _get(tf, _U_CACHED), _I32, "cached_tokens"),
-            f.scalar(t, _get(tf, _U_REASONING), _I32, "reasoning_tokens"),
-        )
     error = None
-    if n > _ERROR and fields[_ERROR]:
-        t, tf = f.table(f.ref(root, fields[_ERROR], "error"), "error")
-        error = ChunkError(
-            f.string(t, _get(tf, _E_CODE), "code"), f.string(t, _get(tf, _E_MESSAGE), "message")
-        )
-    index = f.scalar(root, fields[_INDEX], _I32, "index") if n > _INDEX else 0
-    model = f.string(root, fields[_MODEL], "model") if n > _MODEL else ""
+    if fields[_TOOL_CALLS] or fields[_USAGE] or fields[_ERROR]:
+        f = _Frame(data, offset, stop)
+        if fields[_TOOL_CALLS]:
+            calls = _tool_calls(f, root, fields[_TOOL_CALLS])
+        if fields[_USAGE]:
+            t, tf = f.table(f.ref(root, fields[_USAGE], "usage"), "usage")
+            usage = Usage(
+                f.scalar(t, _get(tf, _U_PROMPT), _I32, "prompt_tokens"),
+                f.scalar(t, _get(tf, _U_COMPLETION), _I32, "completion_tokens"),
+                f.scalar(t, _get(tf, _U_CACHED), _I32, "cached_tokens"),
+                f.scalar(t, _get(tf, _U_REASONING), _I32, "reasoning_tokens"),
+            )
+        if fields[_ERROR]:
+            t, tf = f.table(f.ref(root, fields[_ERROR], "error"), "error")
+            error = ChunkError(
+                f.string(t, _get(tf, _E_CODE), "code"),
+                f.string(t, _get(tf, _E_MESSAGE), "message"),
+            )
     return Chunk(
-        request_id=request_id,
-        content=content,
-        tool_calls=calls,
-        finish_reason=_FINISH[finish] if 0 <= finish < _KNOWN else finish_reason_of(finish),
-        usage=usage,
-        error=error,
-        index=index,
-        model=model,
-        reasoning=f.string(root, fields[_REASONING], "reasoning") if n > _REASONING else "",
+        request_id,
+        content,
+        calls,
+        _FINISH[finish] if 0 <= finish < _KNOWN else finish_reason_of(finish),
+        usage,
+        error,
+        index,
+        model,
+        reasoning,
     )
+
+
+def _tool_calls(f: _Frame, root: int, field: int) -> tuple[ToolCallDelta, ...]:
+    data = f.data
+    vec = f.ref(root, field, "tool_calls")
+    count = _u32(data, vec)[0]
+    f.check(vec + 4, 4 * count, "tool_calls")
+    out = []
+    for i in range(count):
+        at = vec + 4 + 4 * i
+        t, tf = f.table(at + _u32(data, at)[0], "tool call")
+        out.append(
+            ToolCallDelta(
+                index=f.scalar(t, _get(tf, _TC_INDEX), _I32, "tool call index"),
+                id=f.string(t, _get(tf, _TC_ID), "tool call id"),
+                name=f.string(t, _get(tf, _TC_NAME), "tool call name"),
+                arguments=f.string(t, _get(tf, _TC_ARGUMENTS), "tool call arguments"),
+            )
+        )
+    return tuple(out)
 
 
 def read_outcome(frame: bytes, offset: int = 4, end: int | None = None) -> tuple[int | None, str]:

@@ -91,20 +91,20 @@ _VT_FINISH = COMPLETION_CHUNK.voffset("finish_reason")
 _VT_ERROR = COMPLETION_CHUNK.voffset("error")
 
 
-def chunk_is_final(buf: bytes | memoryview) -> bool:
-    """Whether a chunk buffer ends its stream (a finish reason or an error).
+def chunk_is_final(buf: bytes | memoryview, at: int = 0) -> bool:
+    """Whether the chunk buffer starting at ``at`` in ``buf`` ends its stream
+    (a finish reason or an error).
 
-    Read once per stream, at its end, straight from the vtable: a buffer whose
-    offsets point outside it is not final.
+    Read straight from the vtable, in place (the relay asks once per frame):
+    a buffer whose offsets point outside it is not final.
     """
     try:
         n = len(buf)
-        (root,) = _U32.unpack_from(buf, 0)
+        root = at + _U32.unpack_from(buf, at)[0]
         if root + 4 > n:
             return False
-        (soff,) = _I32.unpack_from(buf, root)
-        vt = root - soff
-        if vt < 0 or vt + 4 > n:
+        vt = root - _I32.unpack_from(buf, root)[0]
+        if vt < at or vt + 4 > n:
             return False
         (vsize,) = _U16.unpack_from(buf, vt)
         if vt + vsize > n:
@@ -187,7 +187,7 @@ class FrameCutter:
         """Whether the stream so far ends with a final chunk and nothing after it."""
         if self._carry or self._last is None:
             return False
-        return chunk_is_final(memoryview(self._last)[self._last_at + 4 :])
+        return chunk_is_final(self._last, self._last_at + 4)
 
     @property
     def pending(self) -> int:

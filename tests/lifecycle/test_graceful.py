@@ -435,6 +435,8 @@ provider = "SelfHosted"
         )
         reader.start()
         assert reader.first.wait(5)
+        # The one-process gateway runs no proxy service; --split does.
+        assert refused(f"http://127.0.0.1:{proxy}/healthz") == (not layout)
         signalled = time.monotonic()
         up.send_signal(signal.SIGTERM)
         code, _ = wait_exit(up, 6 + 2 + 3)
@@ -446,7 +448,6 @@ provider = "SelfHosted"
         assert reader.error is None and reader.status == 200
         assert reader.body.rstrip().endswith(b"data: [DONE]")
         assert text.split()[-1].encode() in reader.body
-        assert ("gateway (edge and proxy in one process)" in output) == (not layout)
         for port in (stub, proxy, edge):
             assert refused(f"http://127.0.0.1:{port}/healthz")
     finally:

@@ -256,3 +256,38 @@ def test_access_log_lines_carry_the_fields_and_no_secrets(stub: Server, tmp_path
     assert missing["status"] == 404 and missing["error"] == "no_route"
     assert missing["model"] == "nope" and missing["backend"] is None
     assert secret_prompt not in text and "sk-secret" not in text
+
+
+def test_more_concurrent_streams_than_granians_default_connection_limit(
+    tmp_path: Path,
+) -> None:
+    """granian serves 1,024 connections per worker unless told: 1,100 streams
+    held open at once (each a minute long) all get their answer's head while
+    every one of them is still running."""
+    with running("stub", ["--itl-ms", "2000"], tmp_path) as slow:
+        cfg = write_config(
+            tmp_path / "p.toml", proxy_config({"slow": slow.url}, "access_log = false")
+        )
+        with running("proxy", ["--config", cfg], tmp_path) as p:
+            body = req(" ".join(f"w{i}" for i in range(30)))  # 60 s at 2 s a token
+            head = (
+                f"POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+                f"content-type: application/x-flatbuffers\r\naccept: {FRAMES}\r\n"
+                f"content-length: {len(body)}\r\n\r\n"
+            ).encode()
+
+            async def hold(n: int) -> list[bytes]:
+                async def one() -> tuple[bytes, asyncio.StreamWriter]:
+                    reader, writer = await asyncio.open_connection("127.0.0.1", p.port)
+                    writer.write(head + body)
+                    return await reader.readuntil(b"\r\n"), writer
+
+                results = await asyncio.wait_for(
+                    asyncio.gather(*(one() for _ in range(n))), timeout=30
+                )
+                for _, writer in results:
+                    writer.close()
+                return [status for status, _ in results]
+
+            statuses = asyncio.run(hold(1100))
+            assert statuses == [b"HTTP/1.1 200 OK\r\n"] * 1100

@@ -91,6 +91,12 @@ def test_chunk_is_final() -> None:
     assert not chunk_is_final(unprefix(build_chunk(POOL, content="more")))
     for bad in (b"", b"\x00" * 3, b"\xff" * 16, b"\x08\x00\x00\x00FGCK\xff\xff\xff\xff"):
         assert not chunk_is_final(bad)
+    # In place, at an offset inside several frames (what the relay asks).
+    more = build_chunk(POOL, content="more")
+    last = build_chunk(POOL, finish_reason=FinishReason.STOP)
+    both = more + last
+    assert chunk_is_final(both, len(more) + 4) and not chunk_is_final(both, 4)
+    assert not chunk_is_final(more + b"\x00" * 8, len(more) + 4)
 
 
 @pytest.mark.parametrize(

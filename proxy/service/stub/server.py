@@ -17,6 +17,10 @@ parses and renders, the server decides what happens when.
   non-streamed request ``die`` cuts the body short, ``hang`` sends only the
   head, and ``error`` answers the protocol's server error.
 - ``ttft_ms`` delays the first delta (after the head), ``itl_ms`` each next.
+- ``[stub] cadence``: every completion request is answered by
+  ``stub.cadence.CadenceMode`` (prebuilt frames, one timer per worker; the
+  body is not parsed, faults do not apply); ``/stats`` then also reports the
+  clock's ``cadence`` figures.
 
 The ``die`` fault needs the ASGI interface (the default): granian's RSGI
 leaves a stream open when its handler fails, so no cut reaches the caller.
@@ -27,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Mapping
 
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.service.settings import FAULTS, StubSection
 from flatgate.proxy.service.stub.anthropic import AnthropicWire
+from flatgate.proxy.service.stub.cadence import CadenceMode
 from flatgate.proxy.service.stub.echo import (
     BEFORE_HEAD,
     MID_STREAM,
@@ -91,9 +97,10 @@ class _Stats:
         self.last_body_sha256 = ""
         self.last_headers: dict[str, str | None] = {}
 
-    def body(self, protocol: str) -> bytes:
+    def body(self, protocol: str, extra: Mapping[str, object] | None = None) -> bytes:
         return json.dumps(
             {
+                **(extra or {}),
                 "protocol": protocol,
                 "started": self.started,
                 "completed": self.completed,
@@ -130,6 +137,16 @@ class StubServer:
         self._canned: Canned | None = None
         if settings.canned > 0:
             self._canned = self.wire.canned(settings.canned)
+        self._cadence: CadenceMode | None = None
+        if settings.cadence:
+            self._cadence = CadenceMode(
+                self.wire,
+                self.stats,
+                ttft_ms=settings.ttft_ms,
+                itl_ms=settings.itl_ms,
+                tokens=settings.cadence_tokens,
+                always_stream=settings.protocol == "fbs",
+            )
 
     async def __call__(self, ex: Exchange) -> None:
         path = ex.path
@@ -137,7 +154,9 @@ class StubServer:
             await ex.respond(200, [("content-type", "text/plain")], b"ok\n")
             return
         if path == "/stats":
-            body = self.stats.body(self.settings.protocol)
+            cadence = self._cadence
+            extra = None if cadence is None else {"cadence": cadence.clock.stats()}
+            body = self.stats.body(self.settings.protocol, extra)
             await ex.respond(200, [("content-type", JSON)], body)
             return
         if self.drain.draining:
@@ -155,6 +174,9 @@ class StubServer:
             await _send(ex, wire.route(ex.method, path))
             return
         body = await ex.body(STUB_MAX_BODY)
+        if self._cadence is not None:
+            await self._cadence(ex, body)
+            return
         if self._canned is not None:
             self.stats.started += 1
             self.stats.completed += 1

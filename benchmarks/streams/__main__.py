@@ -1,0 +1,12 @@
+"""``python -m benchmarks.streams``: see ``benchmarks.streams.run``."""
+
+from __future__ import annotations
+
+import sys
+
+from benchmarks.streams.run import main
+
+__all__: list[str] = []
+
+if __name__ == "__main__":
+    sys.exit(main())

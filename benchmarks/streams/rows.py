@@ -1,0 +1,246 @@
+"""What the streams bench compares: its rows, their servers, bodies and config.
+
+Owns the row table (who the client talks to, in which format, which
+processes are charged to the row), the one request every stream sends (a
+400-token prompt, 128 tokens asked for, ``stream: true``) in ``.fbs`` and
+OpenAI JSON, the config every server of a row reads, and starting a row's
+servers (``start_row``), fresh for every row so that each row's peak RSS and
+GC are its own:
+
+- the stub in cadence mode (``[stub] cadence``) on granian's own command line,
+  RSGI, with granian's backpressure raised past the connections (granian's
+  default lets one worker serve 1,024 requests at once, and the backend must
+  not cap the streams);
+- the flatgate services under test (``proxy``, ``edge``, ``gateway``) through
+  the ``flatgate`` command with the default config, one worker, only the ports
+  (and the addresses of the next hop) set; or, with ``backpressure``, through
+  granian's command line with that backpressure (what granian's default of
+  1,024 requests per worker costs);
+- nginx (Debian's, ``benchmarks.servers.nginx_config``) in front of the stub.
+
+Only loopback addresses; the processes are ``benchmarks.servers``'.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from benchmarks.payloads import to_flatbuffer
+from benchmarks.servers import HOST, ServerGroup, find_tool, free_port
+from benchmarks.streams.client import Call, Kind
+from flatgate.proxy.service.settings import ProxySection
+from flatgate.proxy.service.stub.cadence import TOKEN
+from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
+
+__all__ = [
+    "MODEL",
+    "ROWS",
+    "Row",
+    "Timing",
+    "call_for",
+    "config_text",
+    "gateway_available",
+    "request_json",
+    "start_row",
+]
+
+MODEL = "bench-streams"
+_SEED = 1
+_VOCABULARY = (
+    "the a of to and in is for that on with as it be by this are from at or an model "
+    "request token stream backend latency prompt context answer question user system "
+    "tool function call result value table buffer route proxy gateway server client"
+)
+_WORDS = tuple(_VOCABULARY.split())
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """The backend: time to first token, between tokens, tokens per stream."""
+
+    ttft_ms: float = 90.0
+    itl_ms: float = 14.0
+    tokens: int = 128
+    prompt_tokens: int = 400
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    name: str
+    kind: Kind  # what the client sends and reads
+    path: str
+    front: str  # the server the client calls
+    charged: tuple[str, ...]  # the processes whose CPU, GC and RSS the row reports
+    note: str
+
+
+_C, _CHAT = "/v1/completions", "/v1/chat/completions"
+ROWS: tuple[Row, ...] = (
+    Row("direct", "fbs", _C, "stub", ("stub",), "client -> stub: the floor"),
+    Row("nginx", "fbs", _C, "nginx", ("nginx", "stub"), "nginx proxy_pass, buffering off"),
+    Row("proxy", "fbs", _C, "proxy", ("proxy", "stub"), "client -> flatgate proxy -> stub"),
+    Row(
+        "edge+proxy",
+        "openai",
+        _CHAT,
+        "edge",
+        ("edge", "proxy", "stub"),
+        "OpenAI JSON -> edge -> proxy -> stub, SSE out",
+    ),
+    Row(
+        "gateway",
+        "openai",
+        _CHAT,
+        "gateway",
+        ("gateway", "stub"),
+        "OpenAI JSON -> the one-process gateway (edge + proxy) -> stub",
+    ),
+)
+
+
+def request_json(t: Timing) -> dict[str, Any]:
+    """The request: a system prompt and a user turn of ``prompt_tokens`` words
+    in all (the stub counts a word a token), ``tokens`` asked for, streamed."""
+    rng = random.Random(_SEED)
+    words = [rng.choice(_WORDS) for _ in range(t.prompt_tokens)]
+    cut = t.prompt_tokens // 4
+    return {
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": " ".join(words[:cut])},
+            {"role": "user", "content": " ".join(words[cut:])},
+        ],
+        "max_tokens": t.tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def call_for(row: Row, port: int, t: Timing) -> Call:
+    """The HTTP request every stream of ``row`` sends, and what it must get."""
+    doc = request_json(t)
+    if row.kind == "fbs":
+        body = to_flatbuffer(doc)
+        headers = [("content-type", FLATBUFFERS), ("accept", FRAMES)]
+    else:
+        body = msgspec.json.encode(doc)
+        headers = [("content-type", "application/json"), ("accept", "text/event-stream")]
+    head = [f"POST {row.path} HTTP/1.1", f"host: {HOST}:{port}"]
+    head += [f"{k}: {v}" for k, v in headers]
+    head.append(f"content-length: {len(body)}")
+    request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+    return Call(HOST, port, request, row.kind, t.tokens, TOKEN)
+
+
+def config_text(stub_port: int, proxy_port: int, t: Timing) -> str:
+    """The one config of a row: the stub's cadence, one backend and a route to
+    it, the edge's proxy and model; everything else the shipped defaults."""
+    return f"""[stub]
+cadence = true
+cadence_tokens = {t.tokens}
+ttft_ms = {t.ttft_ms}
+itl_ms = {t.itl_ms}
+
+[[backends]]
+name = "stub"
+url = "http://{HOST}:{stub_port}"
+protocol = "fbs"
+
+[[routes]]
+model = "*"
+backends = ["stub"]
+
+[edge]
+proxy_url = "http://{HOST}:{proxy_port}"
+
+[[models]]
+name = "{MODEL}"
+provider = "SelfHosted"
+"""
+
+
+def gateway_available() -> str | None:
+    """``None`` when ``flatgate gateway --help`` works, else why not."""
+    argv = [sys.executable, "-m", "flatgate.proxy.gateway.cli", "gateway", "--help"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"flatgate gateway --help failed: {exc!r}"
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+        return f"flatgate gateway is not available ({' '.join(tail)})"
+    return None
+
+
+# The granian targets of the services (as the flatgate command serves them).
+_TARGETS = {
+    "stub": "flatgate.proxy.service.stub:create_app",
+    "proxy": "flatgate.proxy.service.app:create_app",
+    "edge": "flatgate.edge_translator.app:create_app",
+    "gateway": "flatgate.proxy.gateway.onebox:create_app",
+}
+
+
+def _granian(
+    group: ServerGroup,
+    name: str,
+    port: int,
+    config: str,
+    *,
+    interface: str,
+    backpressure: int,
+    metrics: bool,
+) -> None:
+    argv = [sys.executable, "-m", "granian", "--interface", interface, "--host", HOST]
+    argv += ["--port", str(port), "--workers", "1", "--factory", "--loop", "auto"]
+    argv += ["--log-level", "warning", "--no-access-log", "--workers-kill-timeout", "3"]
+    argv += ["--backlog", "4096", "--backpressure", str(backpressure), _TARGETS[name]]
+    group.spawn(name, argv, port, env={"FLATGATE_CONFIG": config}, metrics=metrics)
+
+
+def start_row(
+    group: ServerGroup,
+    row: Row,
+    t: Timing,
+    *,
+    connections: int,
+    backpressure: int | None,
+    without: Sequence[str] = (),
+) -> tuple[int, str | None]:
+    """Start ``row``'s servers (not yet healthy): the port the client calls,
+    and why the row cannot run (``None``: it can)."""
+    nginx = find_tool("nginx", without) if row.name == "nginx" else None
+    if row.name == "nginx" and nginx is None:
+        return 0, "nginx is not installed (benchmarks/setup_tools.sh installs it)"
+    if row.name == "gateway":
+        missing = gateway_available()
+        if missing is not None:
+            return 0, missing
+    ports = {name: free_port() for name in ("stub", "proxy", "edge", "gateway")}
+    config = group.workdir / f"{row.name.replace('+', '-')}.toml"
+    config.write_text(config_text(ports["stub"], ports["proxy"], t))
+    # The backend takes every stream at once, whatever the row.
+    stub_bp = max(4096, 2 * connections + 1024)
+    _granian(group, "stub", ports["stub"], str(config), interface="rsgi", backpressure=stub_bp,
+             metrics=False)  # fmt: skip
+    if nginx is not None:
+        server = group.nginx("nginx", ports["stub"], nginx, 2 * connections + 1024)
+        return server.port, None
+    for name in ("proxy", "edge", "gateway"):
+        if name not in row.charged:
+            continue
+        if backpressure is None:
+            args = ["--config", str(config)]
+            group.flatgate(name, name, args, metrics=True, port=ports[name])
+        else:
+            iface = ProxySection().interface  # the shipped default (the edge's is the same)
+            _granian(group, name, ports[name], str(config), interface=iface,
+                     backpressure=backpressure, metrics=True)  # fmt: skip
+    return ports[row.front], None
