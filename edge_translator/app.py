@@ -28,7 +28,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 
 import msgspec
-from prometheus_client import Histogram
 
 from flatgate.edge_translator.answer import (
     SSE_HEADERS,
@@ -178,11 +177,10 @@ class EdgeApp:
         self.metrics = Metrics("flatgate_edge")
         self.metrics.watch_transport(lambda: self._transport)
         self.metrics.watch_admission(self._admission)
-        self._translate_time = Histogram(
+        self._translate_time = self.metrics.histogram(
             "flatgate_edge_translate_seconds",
             "Time to decode a request's JSON and write its FlatBuffer.",
-            buckets=_TRANSLATE_BUCKETS,
-            registry=self.metrics.registry,
+            _TRANSLATE_BUCKETS,
         )
         # Upstream metrics children, labelled once ("proxy": the edge has one upstream).
         self._ttfb = self.metrics.upstream_ttfb_of("proxy")

@@ -10,8 +10,9 @@ the server's workers share: each worker's loop writes a snapshot of its
 registry there every second (``install``), and ``render`` merges every live
 worker's figures, with ``{prefix}_workers`` saying how many (see
 ``plumbing.aggregate``). Without it (one app in process, tests, embedding),
-``render`` is this worker's registry alone. Updates on the hot path are plain
-prometheus-client objects either way.
+``render`` is this worker's registry alone. Updates on the hot path are
+``plumbing.instruments``: plain numbers, no lock, turned into
+prometheus-client's families at scrape time.
 
 GC: a ``gc.callbacks`` hook counts collections and sums their pause per
 generation. It is installed once per process and shared by every registry.
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -41,6 +42,7 @@ from flatgate.proxy.plumbing.aggregate import (
     render,
     take,
 )
+from flatgate.proxy.plumbing.instruments import CountFamily, HistFamily, Level
 from flatgate.proxy.wire.pool import BuilderPool
 
 __all__ = ["CONTENT_TYPE", "ENV_METRICS_DIR", "GcStats", "Metrics", "gc_stats"]
@@ -137,51 +139,54 @@ class Metrics:
         self.prefix = prefix
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter(
+        self.requests = CountFamily(
             f"{prefix}_requests",
             "Requests answered, by route and HTTP status.",
             ["route", "status"],
-            registry=r,
         )
-        self.upstream_ttfb = Histogram(
+        self.upstream_ttfb = HistFamily(
             f"{prefix}_upstream_ttfb_seconds",
             "Time from sending a request upstream to its response head.",
+            _LATENCY_BUCKETS,
             ["backend"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.upstream_duration = Histogram(
+        self.upstream_duration = HistFamily(
             f"{prefix}_upstream_duration_seconds",
             "Time from sending a request upstream to the end of its response.",
+            _LATENCY_BUCKETS,
             ["backend"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.upstream_failures = Counter(
+        self.upstream_failures = CountFamily(
             f"{prefix}_upstream_failures",
             "Upstream attempts that failed before the first byte, by backend and kind.",
             ["backend", "kind"],
-            registry=r,
         )
-        self.active_streams = Gauge(
-            f"{prefix}_active_streams", "Responses being streamed now.", registry=r
+        self.active_streams = Level(f"{prefix}_active_streams", "Responses being streamed now.")
+        self.relayed_bytes = CountFamily(
+            f"{prefix}_relayed_bytes", "Response bytes relayed to callers."
         )
-        self.relayed_bytes = Counter(
-            f"{prefix}_relayed_bytes", "Response bytes relayed to callers.", registry=r
-        )
-        self.usage_unknown = Counter(
+        self.usage_unknown = CountFamily(
             f"{prefix}_usage_unknown",
             "Completions answered without usage, because the backend sent none.",
-            registry=r,
         )
+        for instrument in (
+            self.requests,
+            self.upstream_ttfb,
+            self.upstream_duration,
+            self.upstream_failures,
+            self.active_streams,
+            self.relayed_bytes,
+            self.usage_unknown,
+        ):
+            r.register(_CallbackCollector(instrument.collect))
         self._pool = pool
         self._transport: Callable[[], Any] | None = None
         self._admission: Admission | None = None
         self._gc = gc_stats()
         r.register(_CallbackCollector(self._collect_runtime))
         r.register(_CallbackCollector(self._collect_limits))
-        # Label children, looked up once each: prometheus-client's ``labels``
-        # takes a lock and builds a key on every call.
+        # Label children by the caller's own key (a status as an int): one
+        # dict lookup per update.
         self._requests = _Children(self.requests)
         self._ttfb = _Children(self.upstream_ttfb)
         self._duration = _Children(self.upstream_duration)
@@ -204,6 +209,12 @@ class Metrics:
 
     def count(self, route: str, status: int) -> None:
         self._requests[route, status].inc()
+
+    def histogram(self, name: str, doc: str, bounds: Iterable[float]) -> HistFamily:
+        """An unlabelled histogram shown with these figures (``observe`` to update)."""
+        h = HistFamily(name, doc, tuple(bounds))
+        self.registry.register(_CallbackCollector(h.collect))
+        return h
 
     def include(self, other: Metrics) -> None:
         """Show ``other``'s figures with these (one registry, one ``/metrics``,

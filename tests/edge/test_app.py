@@ -164,7 +164,7 @@ async def test_streaming_with_frames_split_anywhere():
     assert text == "hello big world"
     assert evs[0]["choices"][0]["delta"]["role"] == "assistant"
     assert evs[-2]["choices"] == [] and evs[-2]["usage"]["total_tokens"] == 6
-    assert app.metrics.active_streams._value.get() == 0
+    assert app.metrics.active_streams.value == 0
 
 
 async def test_tool_calls_non_streaming():
@@ -409,11 +409,11 @@ async def test_client_disconnect_cancels_the_proxy_request():
     scope.headers["content-length"] = str(len(proto.body))
     handler = asyncio.ensure_future(ServerApp(app).__rsgi__(scope, proto))
     await asyncio.wait_for(upstream.stalled.wait(), 5)
-    assert app.metrics.active_streams._value.get() == 1
+    assert app.metrics.active_streams.value == 1
     proto.gone.set()
     await asyncio.wait_for(handler, 5)
     assert upstream.closed
-    assert app.metrics.active_streams._value.get() == 0
+    assert app.metrics.active_streams.value == 0
     assert b"flatgate_edge_requests_total" in app.metrics.render()
     assert 'status="499"' in app.metrics.render().decode()
 
