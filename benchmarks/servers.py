@@ -10,9 +10,10 @@ to a temporary directory) and what is read from them:
   then SIGKILL to the group after a grace period, by the group id this module
   started and never by name;
 - CPU seconds (``utime + stime`` of every process in the tree, from
-  ``/proc/<pid>/stat``), peak RSS (``VmHWM`` of the largest process in the
-  tree: the granian worker), and the tree's current RSS (``VmRSS``) and open
-  file descriptors (``/proc/<pid>/fd``) are read from ``/proc``;
+  ``/proc/<pid>/stat``; also apart, with the minor page faults), peak RSS
+  (``VmHWM`` of the largest process in the tree: the granian worker), and the
+  tree's current RSS (``VmRSS``) and open file descriptors (``/proc/<pid>/fd``)
+  are read from ``/proc``;
 - GC collections and pause seconds come from the server's ``/metrics``
   (``<prefix>_gc_collections_total`` / ``<prefix>_gc_pause_seconds_total``).
 
@@ -42,6 +43,7 @@ from benchmarks.harness import ROOT
 __all__ = [
     "CLK_TCK",
     "HOST",
+    "CpuUsage",
     "GcSample",
     "Server",
     "ServerGroup",
@@ -55,6 +57,7 @@ __all__ = [
     "tree_peak_rss_kib",
     "tree_pids",
     "tree_rss_kib",
+    "tree_usage",
 ]
 
 HOST = "127.0.0.1"
@@ -131,6 +134,29 @@ def _cpu_ticks(pid: int) -> int:
 def tree_cpu_seconds(root: int) -> float:
     """User + system CPU seconds of ``root`` and its live descendants."""
     return sum(_cpu_ticks(pid) for pid in tree_pids(root)) / CLK_TCK
+
+
+@dataclass(frozen=True, slots=True)
+class CpuUsage:
+    """What a process tree has used so far: CPU seconds in user space and in
+    the kernel, and minor page faults (fresh memory touched)."""
+
+    user: float
+    system: float
+    minor_faults: int
+
+
+def tree_usage(root: int) -> CpuUsage:
+    """User and system CPU seconds and minor page faults of ``root`` and its
+    live descendants."""
+    user = system = faults = 0
+    for pid in tree_pids(root):
+        stat = _stat(pid)
+        if stat:
+            faults += int(stat[7])
+            user += int(stat[11])
+            system += int(stat[12])
+    return CpuUsage(user / CLK_TCK, system / CLK_TCK, faults)
 
 
 def _hwm_kib(pid: int) -> int:
@@ -223,6 +249,10 @@ class Server:
 
     def cpu_seconds(self) -> float:
         return tree_cpu_seconds(self.proc.pid)
+
+    def usage(self) -> CpuUsage:
+        """User and system CPU seconds and minor page faults of the tree."""
+        return tree_usage(self.proc.pid)
 
     def peak_rss_kib(self) -> int:
         return tree_peak_rss_kib(self.proc.pid)
@@ -366,7 +396,8 @@ def nginx_config(
     prefix: Path, port: int, upstream_port: int, worker_connections: int = 4096
 ) -> str:
     """One worker, loopback only, keep-alive upstream, no response buffering,
-    request bodies held in memory, every file under ``prefix``."""
+    request bodies held in memory (up to 2 MiB: the load bench's 1 MB prompt),
+    every file under ``prefix``."""
     return f"""daemon off;
 master_process on;
 worker_processes 1;
@@ -383,7 +414,7 @@ http {{
     uwsgi_temp_path {prefix}/uwsgi;
     scgi_temp_path {prefix}/scgi;
     client_max_body_size 8m;
-    client_body_buffer_size 1m;
+    client_body_buffer_size 2m;
     keepalive_requests 1000000;
     upstream backend {{
         server {HOST}:{upstream_port};

@@ -60,7 +60,7 @@ from benchmarks.load.rows import (
     stream_body,
 )
 from benchmarks.payloads import PROMPT_SIZES
-from benchmarks.servers import GcSample, Server, ServerGroup, find_tool
+from benchmarks.servers import CpuUsage, GcSample, Server, ServerGroup, find_tool
 from flatgate.proxy.wire.frames import FrameSplitter
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.stock import decode_chunk
@@ -126,14 +126,14 @@ class Settings:
 
 FULL = Settings(
     mode="full",
-    sizes=("1KB", "16KB", "128KB"),
-    rounds={"1KB": 3, "16KB": 3, "128KB": 1},
+    sizes=("1KB", "16KB", "128KB", "1MB"),
+    rounds={"1KB": 3, "16KB": 3, "128KB": 1, "1MB": 1},
     wrk_seconds=3,
     rate_seconds=2.0,
     unloaded_seconds=1.0,
     stream_seconds=2.0,
     stream_rounds=2,
-    rates={"1KB": 2000.0, "16KB": 1000.0, "128KB": 300.0},
+    rates={"1KB": 2000.0, "16KB": 1000.0, "128KB": 300.0, "1MB": 100.0},
 )
 QUICK = replace(
     FULL,
@@ -164,8 +164,9 @@ TINY = replace(
 _MAX_LOAD = 0.35
 
 
-def _cpu(servers: Sequence[Server]) -> dict[str, float]:
-    return {s.name: s.cpu_seconds() for s in servers}
+def _cpu(servers: Sequence[Server]) -> dict[str, CpuUsage]:
+    """Each server's CPU seconds (user, system) and minor page faults so far."""
+    return {s.name: s.usage() for s in servers}
 
 
 def _gc(servers: Sequence[Server]) -> dict[str, GcSample | None]:
@@ -173,10 +174,21 @@ def _gc(servers: Sequence[Server]) -> dict[str, GcSample | None]:
 
 
 def _add_cpu(
-    total: dict[str, float], before: Mapping[str, float], after: Mapping[str, float]
+    total: dict[str, float],
+    before: Mapping[str, CpuUsage],
+    after: Mapping[str, CpuUsage],
+    cell: Cell | None = None,
 ) -> None:
-    for name, seconds in after.items():
-        total[name] = total.get(name, 0.0) + seconds - before[name]
+    """Add each server's CPU seconds between two readings to ``total`` (user +
+    system) and, with ``cell``, its system seconds and minor page faults to
+    the cell's."""
+    for name, b in after.items():
+        a = before[name]
+        total[name] = total.get(name, 0.0) + b.user + b.system - a.user - a.system
+        if cell is not None:
+            cell.sys_seconds[name] = cell.sys_seconds.get(name, 0.0) + b.system - a.system
+            faults = b.minor_faults - a.minor_faults
+            cell.minor_faults[name] = cell.minor_faults.get(name, 0) + faults
 
 
 class Harness:
@@ -258,7 +270,7 @@ class Harness:
         result = run_wrk(
             wrk, self.url(row), script, connections=s.connections, seconds=s.wrk_seconds
         )
-        _add_cpu(cell.cpu_seconds, cpu0, _cpu(watched))
+        _add_cpu(cell.cpu_seconds, cpu0, _cpu(watched), cell)
         add_gc(cell, gc0, _gc(hop))
         cell.rps.append(result.rps)
         cell.requests += result.requests

@@ -157,6 +157,120 @@ def _get(rows: Sequence[Mapping[str, Any]], name: str, size: str) -> Mapping[str
     return None
 
 
+def _row_cpu(r: Mapping[str, Any]) -> float | None:
+    """CPU per request at saturation: the hop's servers, or the stub's for direct."""
+    cpu = r.get("cpu_us_per_req") or {}
+    if any(n != "stub" for n in cpu):
+        value = r.get("hop_cpu_us_per_req")
+        return float(value) if value else None
+    return cpu.get("stub")
+
+
+def _row_part(r: Mapping[str, Any], key: str) -> float | None:
+    """``key``'s figure (``sys_us_per_req``: the system part of ``_row_cpu``;
+    ``minor_faults_per_req``) summed over the hop's servers, or the stub's."""
+    cpu = r.get("cpu_us_per_req") or {}
+    part = r.get(key) or {}
+    names = [n for n in cpu if n != "stub"] or ["stub"]
+    if not part or any(n not in part for n in names):
+        return None
+    return float(sum(part[n] for n in names))
+
+
+def _per_kb(rows: Sequence[Mapping[str, Any]], name: str, small: str, large: str) -> float | None:
+    """µs of CPU per extra KB of request body, from ``small`` to ``large``."""
+    a, b = _get(rows, name, small), _get(rows, name, large)
+    if a is None or b is None:
+        return None
+    ca, cb = _row_cpu(a), _row_cpu(b)
+    kb = (b.get("body_bytes", 0) - a.get("body_bytes", 0)) / 1024
+    return None if ca is None or cb is None or kb <= 0 else (cb - ca) / kb
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+_SCALED = ("128KB", "1MB")  # the sizes whose CPU per request is set against 1 KB's
+
+
+def cpu_by_size(doc: Mapping[str, Any]) -> list[str]:
+    """CPU per request at every size, per row, and how it grows with the body:
+    the ratios to 1 KB's, µs per KB from 1 KB to the largest size, the
+    kernel's share there, and the stub's own CPU per request (it drops the
+    body unread: granian receiving it). Empty without 1 KB and a larger size."""
+    rows = doc["rows"]
+    sizes = list(doc["settings"]["sizes"])
+    scaled = [x for x in _SCALED if x in sizes]
+    if "1KB" not in sizes or not scaled:
+        return []
+    top = sizes[-1]
+    head = ["Row", *(f"CPU {x} (µs/req)" for x in sizes), *(f"{x} / 1KB" for x in scaled)]
+    head += [f"µs per KB (1KB→{top})", f"system share at {top}", f"page faults/req at {top}"]
+    head += [f"stub µs/req at 1KB / {top}"]
+    out = md_table(head, [])
+    names = list(dict.fromkeys(r["row"] for r in rows))
+    for name in names:
+        cells = {x: _get(rows, name, x) for x in sizes}
+        cpu = {x: (_row_cpu(r) if r is not None else None) for x, r in cells.items()}
+        if all(v is None for v in cpu.values()):
+            continue
+        base = cpu.get("1KB")
+        ratios = [_x(_div(cpu[x], base)) for x in scaled]
+        last = cells[top]
+        system = _row_part(last, "sys_us_per_req") if last is not None else None
+        share = _div(system, cpu[top])
+        ends = (cells["1KB"], last)
+        stub = [(c.get("cpu_us_per_req") or {}).get("stub") if c else None for c in ends]
+        line = [name, *(_f(cpu[x], 0) for x in sizes), *ratios]
+        line += [_f(_per_kb(rows, name, "1KB", top), 3), _f(share and share * 100, 0, "%")]
+        faults = _row_part(last, "minor_faults_per_req") if last is not None else None
+        line.append(_f(faults, 0))
+        line += [" / ".join(_f(v, 0) for v in stub)]
+        out.append(md_row(line))
+    return out
+
+
+def per_kb_note(doc: Mapping[str, Any]) -> list[str]:
+    """Where the per-KB cost goes, in this run's figures (empty without them)."""
+    rows = doc["rows"]
+    sizes = list(doc["settings"]["sizes"])
+    if "1KB" not in sizes or sizes[-1] == "1KB":
+        return []
+    top = sizes[-1]
+    names = ("direct", "nginx", "proxy-rsgi", "json-route")
+    slope = {n: _per_kb(rows, n, "1KB", top) for n in names}
+    if slope["direct"] is None or slope["proxy-rsgi"] is None:
+        return []
+    parts = [
+        f"Per KB of request body, from 1 KB to {top}: the stub, which answers without "
+        f"reading the body, spends {slope['direct']:.3f} µs (granian receiving it off "
+        "loopback and dropping it)"
+    ]
+    if slope["nginx"] is not None:
+        parts.append(f"nginx, which receives it and sends it on, {slope['nginx']:.3f} µs")
+    parts.append(f"proxy-rsgi {slope['proxy-rsgi']:.3f} µs")
+    if slope["json-route"] is not None:
+        parts.append(f"json-route {slope['json-route']:.3f} µs")
+    text = ", ".join(parts) + "."
+    shares = []
+    for name in ("proxy-rsgi", "nginx", "direct"):
+        r = _get(rows, name, top)
+        if r is None:
+            continue
+        system, cpu = _row_part(r, "sys_us_per_req"), _row_cpu(r)
+        faults = _row_part(r, "minor_faults_per_req")
+        if system is None or not cpu or faults is None:
+            continue
+        shares.append(f"{name} {system / cpu * 100:.0f}% and {faults:,.0f}")
+    if shares:
+        text += (
+            f" At {top}, the system (kernel) share of the CPU per request and the minor page "
+            f"faults per request (each a fresh 4 KiB page) are: {'; '.join(shares)}."
+        )
+    return [text]
+
+
 def targets(doc: Mapping[str, Any]) -> list[str]:
     """The proxy issues' targets, as figures from this run (reported, not asserted)."""
     rows = doc["rows"]
@@ -212,6 +326,25 @@ def targets(doc: Mapping[str, Any]) -> list[str]:
             lines.append(
                 f"- GC collections per 1,000 requests at 16KB: {', '.join(parts)} vs json-route "
                 f"{_f(_hop_gc(j, 'collections_per_1k'), 1)} (target: far below json-route)."
+            )
+    for proxy in ("proxy-rsgi", "proxy-asgi"):
+        small = _get(rows, proxy, "1KB")
+        base = _row_cpu(small) if small is not None else None
+        parts = []
+        for size, limit in (("128KB", 1.5), ("1MB", 4.0)):
+            big = _get(rows, proxy, size)
+            cpu = _row_cpu(big) if big is not None else None
+            if base and cpu is not None:
+                ratio = cpu / base
+                parts.append(
+                    f"{_f(cpu, 0)} µs at {size}, {ratio:.2f}x (target <= {limit:g}x: "
+                    f"{verdict(ratio <= limit)})"
+                )
+        if parts:
+            lines.append(
+                f"- {proxy} CPU per request against its {_f(base, 0)} µs at 1 KB: "
+                + "; ".join(parts)
+                + "."
             )
     sizes = list(doc["settings"]["sizes"])
     for size in dict.fromkeys(x for x in ("16KB", sizes[-1]) if x in sizes):
@@ -271,6 +404,21 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             f"{_f(rates.get(size), 0)} req/s)",
             "",
             *_size_table(h["rows"], size),
+            "",
+        ]
+    by_size = cpu_by_size(h)
+    if by_size:
+        out += [
+            "## CPU per request by prompt size",
+            "",
+            "CPU of the hop's servers per request at saturation (direct: the stub's); the "
+            "ratios to the 1 KB figure; the slope in µs per KB of request body; the system "
+            "(kernel) share of the largest size's figure; and the stub's own CPU per request "
+            "behind the row.",
+            "",
+            *by_size,
+            "",
+            *per_kb_note(h),
             "",
         ]
     out += [

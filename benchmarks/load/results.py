@@ -47,6 +47,8 @@ class Cell:
     wrk_errors: int = 0
     wrk_p99_ms: list[float] = field(default_factory=list)
     cpu_seconds: dict[str, float] = field(default_factory=dict)
+    sys_seconds: dict[str, float] = field(default_factory=dict)  # the kernel's share
+    minor_faults: dict[str, int] = field(default_factory=dict)  # fresh memory touched
     rate_requests: int = 0
     rate_cpu_seconds: dict[str, float] = field(default_factory=dict)
     gc_collections: dict[str, list[float]] = field(default_factory=dict)
@@ -113,6 +115,10 @@ def summarise(row: Row, size: str, cell: Cell, body_bytes: int) -> dict[str, Any
         "wrk_errors": cell.wrk_errors,
         "wrk_p99_ms": statistics.median(cell.wrk_p99_ms) if cell.wrk_p99_ms else None,
         "cpu_us_per_req": cpu_us,
+        "sys_us_per_req": _per_request(cell.sys_seconds, cell.requests, 1e6),
+        "minor_faults_per_req": {
+            k: v / cell.requests for k, v in cell.minor_faults.items() if cell.requests > 0
+        },
         "hop_cpu_us_per_req": sum(cpu_us.get(n, 0.0) for n in row.hop) if cpu_us else None,
         "cpu_us_per_req_at_rate": _per_request(cell.rate_cpu_seconds, cell.rate_requests, 1e6),
         "peak_rss_mib": {k: round(v / 1024, 1) for k, v in cell.peak_rss_kib.items()},

@@ -42,6 +42,7 @@ from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
 __all__ = [
     "MODEL",
     "ROWS",
+    "GcSetting",
     "Row",
     "Timing",
     "call_for",
@@ -69,6 +70,22 @@ class Timing:
     itl_ms: float = 14.0
     tokens: int = 128
     prompt_tokens: int = 400
+
+
+@dataclass(frozen=True, slots=True)
+class GcSetting:
+    """The collector's settings a row's flatgate processes run with: the
+    ``gc_thresholds`` and ``gc_freeze`` keys of ``[proxy]`` and ``[edge]`` (the
+    one-process gateway reads ``[edge]``'s; ``plumbing.gctune``)."""
+
+    name: str
+    thresholds: tuple[int, int, int]
+    freeze: bool
+    note: str = ""
+
+    def toml(self) -> str:
+        a, b, c = self.thresholds
+        return f"gc_thresholds = [{a}, {b}, {c}]\ngc_freeze = {str(self.freeze).lower()}\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +156,13 @@ def call_for(row: Row, port: int, t: Timing) -> Call:
     return Call(HOST, port, request, row.kind, t.tokens, TOKEN)
 
 
-def config_text(stub_port: int, proxy_port: int, t: Timing) -> str:
+def config_text(stub_port: int, proxy_port: int, t: Timing, gc: GcSetting | None = None) -> str:
     """The one config of a row: the stub's cadence, one backend and a route to
-    it, the edge's proxy and model; everything else the shipped defaults."""
-    return f"""[stub]
+    it, the edge's proxy and model, and ``gc``'s keys in ``[proxy]`` and
+    ``[edge]`` when given; everything else the shipped defaults."""
+    proxy = "" if gc is None else f"[proxy]\n{gc.toml()}\n"
+    edge_gc = "" if gc is None else gc.toml()
+    return f"""{proxy}[stub]
 cadence = true
 cadence_tokens = {t.tokens}
 ttft_ms = {t.ttft_ms}
@@ -159,7 +179,7 @@ backends = ["stub"]
 
 [edge]
 proxy_url = "http://{HOST}:{proxy_port}"
-
+{edge_gc}
 [[models]]
 name = "{MODEL}"
 provider = "SelfHosted"
@@ -213,9 +233,11 @@ def start_row(
     connections: int,
     backpressure: int | None,
     without: Sequence[str] = (),
+    gc: GcSetting | None = None,
 ) -> tuple[int, str | None]:
-    """Start ``row``'s servers (not yet healthy): the port the client calls,
-    and why the row cannot run (``None``: it can)."""
+    """Start ``row``'s servers (not yet healthy), flatgate's with ``gc``'s
+    collector settings when given: the port the client calls, and why the row
+    cannot run (``None``: it can)."""
     nginx = find_tool("nginx", without) if row.name == "nginx" else None
     if row.name == "nginx" and nginx is None:
         return 0, "nginx is not installed (benchmarks/setup_tools.sh installs it)"
@@ -225,7 +247,7 @@ def start_row(
             return 0, missing
     ports = {name: free_port() for name in ("stub", "proxy", "edge", "gateway")}
     config = group.workdir / f"{row.name.replace('+', '-')}.toml"
-    config.write_text(config_text(ports["stub"], ports["proxy"], t))
+    config.write_text(config_text(ports["stub"], ports["proxy"], t, gc))
     # The backend takes every stream at once, whatever the row.
     stub_bp = max(4096, 2 * connections + 1024)
     _granian(group, "stub", ports["stub"], str(config), interface="rsgi", backpressure=stub_bp,

@@ -41,7 +41,7 @@ from benchmarks.harness import RESULTS, is_quick, machine, output_dir, source_re
 from benchmarks.servers import ServerGroup, find_tool
 from benchmarks.streams.client import Client
 from benchmarks.streams.results import RowRun, add_comparisons, skipped, summarise
-from benchmarks.streams.rows import ROWS, Row, Timing, call_for, start_row
+from benchmarks.streams.rows import ROWS, GcSetting, Row, Timing, call_for, start_row
 from benchmarks.streams.sampler import Proc, Sampler
 
 __all__ = ["FULL", "QUICK", "Settings", "main", "measure_row", "parser", "run", "settings_of"]
@@ -96,10 +96,17 @@ def _stub_stats(url: str) -> dict[str, Any]:
 
 
 def measure_row(
-    row: Row, k: int, s: Settings, workdir: Path, log: Callable[[str], None]
+    row: Row,
+    k: int,
+    s: Settings,
+    workdir: Path,
+    log: Callable[[str], None],
+    *,
+    gc: GcSetting | None = None,
 ) -> RowRun | str:
-    """Start ``row``'s servers, stream through them, stop them: the run, or
-    why the row was skipped."""
+    """Start ``row``'s servers (flatgate's with ``gc``'s collector settings
+    when given), stream through them, stop them: the run, or why the row was
+    skipped."""
     where = workdir / f"{row.name.replace('+', '-')}-{k}"
     where.mkdir()
     group = ServerGroup(where)
@@ -111,6 +118,7 @@ def measure_row(
             connections=s.connections,
             backpressure=s.backpressure,
             without=s.without,
+            gc=gc,
         )
         if why is not None:
             return why
@@ -132,7 +140,8 @@ def measure_row(
         )
         marks = {"from": s.warmup, "to": s.warmup + s.seconds}
         sampler = Sampler(procs, lambda: (client.tokens, client.finished), marks=marks)
-        log(f"round {k + 1}: {row.name}: {s.connections} connections, {s.seconds:g} s")
+        under = "" if gc is None else f" (gc: {gc.name})"
+        log(f"round {k + 1}: {row.name}{under}: {s.connections} connections, {s.seconds:g} s")
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             try:
                 runner.run(client.run(on_start=sampler.start))

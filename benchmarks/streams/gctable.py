@@ -1,0 +1,333 @@
+"""``python -m benchmarks.streams.gctable``: workload A under several GC settings.
+
+The collector tuned the way Go's ``GOGC`` is, and measured on the workload it
+is tuned for: N client connections (1,000 by default) streaming back to back
+(``benchmarks.streams``), through the ``proxy`` and ``gateway`` rows, each
+under every setting of ``GC_SETTINGS``, written into the row's config as the
+``gc_thresholds`` and ``gc_freeze`` keys of ``[proxy]`` and ``[edge]`` (the
+one-process gateway reads ``[edge]``'s; ``plumbing.gctune`` applies them once
+the app is built):
+
+- ``cpython``: CPython's default thresholds (700, 10, 10), no freeze;
+- ``cpython+freeze``: the same, with ``gc.freeze()`` after start-up;
+- ``10k+freeze``: (10,000, 10, 10) and freeze;
+- ``flatgate``: the shipped default (``[proxy]``'s, 50,000, 20, 100) and freeze;
+- ``off``: threshold0 = 0, no automatic collection at all: the memory reference.
+
+``direct`` (the stub alone) is measured first in every round, the floor each
+"added" figure is taken from. Every (setting, row) runs alone on the machine
+with fresh servers, so its GC counts, pauses and peak RSS are its own; with
+``--rounds`` the order is rotated each round and the rounds are pooled. For
+each: GC collections and pause per 1,000 streams, the whole-stream duration's
+p50 / p99 / p99.9 added to direct's, CPU per token, peak RSS and the RSS
+growth over the window. Results: ``benchmarks/results/streams-gc.{json,md}``
+on a full run (``benchmarks.streams.gcreport``); a quick or custom run writes
+to a new temporary directory unless ``--out`` names one.
+
+    python -m benchmarks.streams.gctable                 # full: 1,000 connections, ~6 min
+    python -m benchmarks.streams.gctable --quick         # 200 connections, 4 s a row, ~2 min
+    python -m benchmarks.streams.gctable --rows proxy --settings cpython,flatgate --seconds 10
+    python -m benchmarks.streams.gctable --from-json streams-gc.json --out DIR   # re-render
+
+Every server is stopped when its row ends, on errors and on Ctrl-C or
+SIGTERM. Must not: assert on figures, listen or send beyond 127.0.0.1, stop
+processes it did not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import RESULTS, is_quick, output_dir, source_revision
+from benchmarks.streams.results import PERCENTILES, RowRun, skipped, summarise
+from benchmarks.streams.rows import ROWS, GcSetting, Row
+from benchmarks.streams.run import FULL, QUICK, Settings, header, measure_row, raise_fd_limit
+from flatgate.edge_translator.config import EdgeSection
+from flatgate.proxy.service.settings import ProxySection
+
+__all__ = [
+    "FULL_TABLE",
+    "GC_SETTINGS",
+    "QUICK_TABLE",
+    "TableSettings",
+    "main",
+    "parser",
+    "run",
+    "settings_of",
+    "summarise_entry",
+]
+
+_SHIPPED = ProxySection()
+GC_SETTINGS: tuple[GcSetting, ...] = (
+    GcSetting("cpython", (700, 10, 10), False, "CPython's default"),
+    GcSetting("cpython+freeze", (700, 10, 10), True, "CPython's thresholds, gc.freeze()"),
+    GcSetting("10k+freeze", (10_000, 10, 10), True, "threshold0 10,000, gc.freeze()"),
+    GcSetting("flatgate", _SHIPPED.gc_thresholds, _SHIPPED.gc_freeze, "flatgate's shipped default"),
+    GcSetting("off", (0, 10, 10), False, "no automatic collection: the memory reference"),
+)
+# The rows measured under every setting (``direct`` is the floor, measured once a round).
+TABLE_ROWS = ("proxy", "gateway")
+_ROW = {r.name: r for r in ROWS}
+_FLOOR = "direct"
+
+
+@dataclass(frozen=True, slots=True)
+class TableSettings:
+    mode: str
+    streams: Settings  # connections, window, rounds, rows (direct first)
+    gc: tuple[GcSetting, ...] = GC_SETTINGS
+
+
+FULL_TABLE = TableSettings(
+    "full",
+    replace(FULL, connections=1000, seconds=20.0, warmup=5.0, rows=(_FLOOR, *TABLE_ROWS)),
+)
+QUICK_TABLE = TableSettings(
+    "quick",
+    replace(QUICK, connections=200, seconds=4.0, warmup=2.0, rows=(_FLOOR, *TABLE_ROWS)),
+)
+
+_MEASURED = (
+    "proxy",
+    "edge_translator",
+    "generated",
+    "benchmarks/streams",
+    "benchmarks/servers.py",
+)
+
+
+def _window_rss_growth_mib(runs: Sequence[RowRun], process: str) -> float | None:
+    """The largest growth over the rounds of ``process``'s tree RSS, from the
+    window's first sample to its last (MiB)."""
+    growth = []
+    for run in runs:
+        ends = run.window()
+        if ends is None:
+            continue
+        a, b = ends
+        if process in a.rss_kib and process in b.rss_kib:
+            growth.append((b.rss_kib[process] - a.rss_kib[process]) / 1024)
+    return round(max(growth), 1) if growth else None
+
+
+def _added(mine: dict[str, float | None], base: dict[str, float | None]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, _ in PERCENTILES:
+        a, b = mine.get(name), base.get(name)
+        out[name] = None if a is None or b is None else round(a - b, 2)
+    return out
+
+
+def summarise_entry(
+    gc: GcSetting, row: Row, runs: Sequence[RowRun], floor: dict[str, Any] | None
+) -> dict[str, Any]:
+    """One (setting, row): the streams bench's summary of its runs (without
+    the per-second series), the figures of its flatgate process, and the
+    whole-stream percentiles added to ``floor``'s (direct's, same run)."""
+    out = summarise(row.name, row.note, runs)
+    out.pop("series", None)
+    out["setting"] = gc.name
+    process = row.front  # proxy or gateway: the process the setting tunes
+    mine = next((p for p in out["processes"] if p["process"] == process), None)
+    coll = None if mine is None else mine["gc_collections_per_1k_streams"]
+    pause = None if mine is None else mine["gc_pause_ms_per_1k_streams"]
+    out["flatgate"] = {
+        "process": process,
+        "gc_collections_per_1k_streams": coll,
+        "gc_pause_ms_per_1k_streams": pause,
+        "gc_pause_ms_per_collection": round(pause / coll, 3)
+        if coll and pause is not None
+        else None,
+        "cpu_us_per_token": None if mine is None else mine["cpu_us_per_token"],
+        "cpu_cores": None if mine is None else mine["cpu_cores"],
+        "peak_rss_mib": None if mine is None else mine["peak_rss_mib"],
+        "rss_growth_mib": _window_rss_growth_mib(runs, process),
+    }
+    if floor is not None and floor.get("status") == "ok":
+        out["added_duration_ms"] = _added(out["duration_ms"], floor["duration_ms"])
+        out["added_ttft_ms"] = _added(out["ttft_ms"], floor["ttft_ms"])
+    return out
+
+
+def _skipped(gc: GcSetting | None, row: str, reason: str) -> dict[str, Any]:
+    out = skipped(row, reason)
+    if gc is not None:
+        out["setting"] = gc.name
+    return out
+
+
+Plan = list[tuple[GcSetting | None, Row]]
+
+
+def plan_round(k: int, gc: Sequence[GcSetting], rows: Sequence[Row]) -> Plan:
+    """Round ``k``'s order: direct first, then every (setting, row), rotated by ``k``."""
+    pairs: Plan = [(g, r) for g in gc for r in rows]
+    j = k % len(pairs) if pairs else 0
+    return [(None, _ROW[_FLOOR]), *pairs[j:], *pairs[:j]]
+
+
+def _key(gc: GcSetting | None, row: Row) -> tuple[str, str]:
+    return ("" if gc is None else gc.name, row.name)
+
+
+def _method(ts: TableSettings, base: str) -> str:
+    names = ", ".join(
+        f"{g.name} {list(g.thresholds)}{' + freeze' if g.freeze else ''}" for g in ts.gc
+    )
+    return (
+        f"{base} GC table: the rows {', '.join(r for r in ts.streams.rows if r != _FLOOR)} "
+        f"each under every GC setting ({names}), written into the row's config as [proxy] "
+        "and [edge] gc_thresholds / gc_freeze (the gateway reads [edge]'s), every (setting, "
+        "row) alone on the machine with fresh servers; direct measured first in each round, "
+        "the floor the added latency is taken from. GC: the flatgate process's /metrics "
+        "(gc.callbacks, every generation) over the window, per 1,000 streams that ended in "
+        "it; RSS growth: the process tree's VmRSS at the window's end minus at its start."
+    )
+
+
+def run(ts: TableSettings, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """direct, then every (setting, row), every round; the result document."""
+    s = ts.streams
+    rows = [_ROW[n] for n in s.rows if n != _FLOOR]
+    revision = source_revision(_MEASURED)
+    notes = [n for n in (raise_fd_limit(s.connections),) if n]
+    edge = EdgeSection()
+    if (edge.gc_thresholds, edge.gc_freeze) != (_SHIPPED.gc_thresholds, _SHIPPED.gc_freeze):
+        notes.append(
+            f"[edge]'s shipped GC default ({list(edge.gc_thresholds)}, freeze "
+            f"{edge.gc_freeze}) differs from [proxy]'s: 'flatgate' sets [proxy]'s in both"
+        )
+    runs: dict[tuple[str, str], list[RowRun]] = {}
+    reasons: dict[tuple[str, str], str] = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="flatgate-streams-gc-") as tmp:
+        for k in range(s.rounds):
+            for gc, row in plan_round(k, ts.gc, rows):
+                key = _key(gc, row)
+                if key in reasons:
+                    continue
+                where = Path(tmp) / (gc.name if gc is not None else _FLOOR)
+                where.mkdir(exist_ok=True)
+                got = measure_row(row, k, s, where, log, gc=gc)
+                if isinstance(got, str):
+                    reasons[key] = got
+                    log(f"  {row.name} ({key[0] or 'floor'}): skipped: {got}")
+                else:
+                    runs.setdefault(key, []).append(got)
+    floor_key = ("", _FLOOR)
+    if floor_key in runs:
+        floor = summarise(_FLOOR, _ROW[_FLOOR].note, runs[floor_key])
+        floor.pop("series", None)
+    else:
+        floor = skipped(_FLOOR, reasons.get(floor_key, "not measured"))
+    entries = []
+    for gc in ts.gc:
+        for row in rows:
+            key = _key(gc, row)
+            if key in runs:
+                entries.append(summarise_entry(gc, row, runs[key], floor))
+            else:
+                entries.append(_skipped(gc, row.name, reasons.get(key, "not measured")))
+    doc = header(s, revision)
+    doc["mode"] = ts.mode
+    doc["method"] = _method(ts, doc["method"])
+    doc["gc_settings"] = [asdict(g) for g in ts.gc]
+    doc["elapsed_seconds"] = round(time.monotonic() - started, 1)
+    doc["notes"] = notes
+    doc["floor"] = floor
+    doc["entries"] = entries
+    return doc
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def settings_of(args: argparse.Namespace) -> TableSettings:
+    ts = QUICK_TABLE if is_quick(args.quick) else FULL_TABLE
+    s = ts.streams
+    if args.rows:
+        names = _names(args.rows)
+        unknown = [n for n in names if n not in TABLE_ROWS]
+        if unknown:
+            raise SystemExit(f"unknown rows: {', '.join(unknown)} (known: {', '.join(TABLE_ROWS)})")
+        s = replace(s, rows=(_FLOOR, *names))
+    if args.settings:
+        by = {g.name: g for g in GC_SETTINGS}
+        names = _names(args.settings)
+        unknown = [n for n in names if n not in by]
+        if unknown:
+            raise SystemExit(f"unknown GC settings: {', '.join(unknown)} (known: {', '.join(by)})")
+        ts = replace(ts, gc=tuple(by[n] for n in names))
+    for key in ("connections", "seconds", "warmup", "rounds"):
+        value = getattr(args, key)
+        if value is not None:
+            s = replace(s, **{key: value})
+    if args.without:
+        s = replace(s, without=_names(args.without))
+    if s.connections < 1 or s.seconds <= 0 or s.warmup < 0 or s.rounds < 1:
+        raise SystemExit("need --connections >= 1, --seconds > 0, --warmup >= 0, --rounds >= 1")
+    ts = replace(ts, streams=s)
+    if ts.mode == "full" and ts != FULL_TABLE:
+        ts = replace(ts, mode="custom", streams=replace(s, mode="custom"))
+    return ts
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.streams.gctable", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="200 connections, 4 s a row")
+    p.add_argument("--connections", type=int, help="client connections (default 1000)")
+    p.add_argument("--seconds", type=float, help="measurement window per row")
+    p.add_argument("--warmup", type=float, help="seconds before the window")
+    p.add_argument("--rounds", type=int, help="rounds, the order rotated (default 1)")
+    p.add_argument("--rows", help=f"comma-separated, of {', '.join(TABLE_ROWS)} (default: both)")
+    p.add_argument(
+        "--settings",
+        help=f"comma-separated GC settings, of {', '.join(g.name for g in GC_SETTINGS)}",
+    )
+    p.add_argument("--without", help="tools to treat as absent")
+    p.add_argument("--out", type=Path, help="results directory (default: see above)")
+    p.add_argument(
+        "--from-json", type=Path, help="measure nothing: render streams-gc.md from this json"
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from benchmarks.streams.gcreport import summary_table, write_results
+
+    args = parser().parse_args(argv)
+    if args.from_json:
+        doc = json.loads(args.from_json.read_text())
+        for p in write_results(doc, args.out or RESULTS):
+            print(f"wrote {p}")
+        return 0
+    ts = settings_of(args)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        doc = run(ts, log=lambda m: print(m, file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        print("interrupted: every server was stopped; no results written", file=sys.stderr)
+        return 130
+    out = output_dir(args.out, ts.mode != "full", "streams-gc")
+    for p in write_results(doc, out):
+        print(f"wrote {p}")
+    print("\n".join(summary_table(doc)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
