@@ -1,0 +1,184 @@
+"""What the limiter costs a request: the memory store's path in process, and
+the Redis store's round trip on loopback.
+
+Run: ``.venv/bin/python -m benchmarks.limits_bench [--requests N] [--rounds R]
+[--redis-url URL]``
+
+Memory rows drive ``Limiter.acquire`` (and ``settle``, and
+``Decision.headers``) in one coroutine, awaited the way the apps await it, on
+a ``MemoryStore`` with limits high enough never to refuse; the fastest of
+``--rounds`` rounds is reported. "match" is ``RuleSet.plan`` alone (a cache
+hit). Redis rows time ``acquire`` (one ``EVALSHA``, the scripts reading
+Redis' ``TIME``) and ``settle`` one after another on one event loop (uvloop
+when installed), against ``--redis-url`` or a ``redis-server`` the bench
+starts on a free loopback port (``--save '' --appendonly no``); p50 and p99
+of the wall time of each call. On a shared machine, take
+``flock /tmp/fg/load.lock`` around it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+from flatgate.proxy.plumbing.limits import Decision, Limiter, MemoryStore, parse_limits
+
+BIG = 10**12
+# Two rules, three checks each way: a tenant-wide rate pair, and a model
+# glob's concurrency (or day budget).
+CONFIGS: dict[str, list[dict[str, Any]]] = {
+    "rpm + tpm + max_concurrent": [
+        {"tenant": "*", "requests_per_minute": BIG, "tokens_per_minute": BIG},
+        {"tenant": "*", "model": "gpt-*", "max_concurrent": BIG},
+    ],
+    "rpm + tpm + tokens_per_day": [
+        {"tenant": "*", "requests_per_minute": BIG, "tokens_per_minute": BIG},
+        {"tenant": "*", "model": "gpt-*", "tokens_per_day": BIG},
+    ],
+    "rpm + tpm": [{"tenant": "*", "requests_per_minute": BIG, "tokens_per_minute": BIG}],
+}
+
+
+def _drive(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine that never suspends (the memory store's path)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("the memory path suspended")
+
+
+async def _acquires(lim: Limiter, n: int, settle: bool, headers: bool) -> float:
+    acquire = lim.acquire
+    started = time.perf_counter()
+    for _ in range(n):
+        d = await acquire("acme", "gpt-4o", 100)
+        if settle:
+            lim.settle(d.lease, 90)
+        if headers:
+            d.headers()
+    return time.perf_counter() - started
+
+
+def memory_rows(n: int, rounds: int) -> list[tuple[str, str, float]]:
+    rows = []
+    for name, limits in CONFIGS.items():
+        config = parse_limits({"limits": limits}, environ={})
+        for what, settle, headers in (
+            ("acquire", False, False),
+            ("acquire + settle", True, False),
+            ("acquire + settle + headers", True, True),
+        ):
+            lim = Limiter(config, MemoryStore())
+            _drive(_acquires(lim, 1000, settle, headers))
+            best = min(_drive(_acquires(lim, n, settle, headers)) for _ in range(rounds))
+            rows.append((name, what, best / n * 1e6))
+    lim = Limiter(parse_limits({"limits": CONFIGS["rpm + tpm + max_concurrent"]}, environ={}))
+    plan = lim.rules.plan
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for _ in range(n):
+            plan("acme", "gpt-4o")
+        best = min(best, time.perf_counter() - started)
+    rows.append(("(any)", "match (plan cache hit)", best / n * 1e6))
+    return rows
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str]:
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as directory:
+        command = [binary, "--port", str(port), "--bind", "127.0.0.1"]
+        proc = subprocess.Popen(
+            [*command, "--save", "", "--appendonly", "no"],
+            cwd=directory,
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            for _ in range(200):
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                    break
+                time.sleep(0.02)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+async def _redis_times(url: str, n: int, limits: list[dict[str, Any]]) -> dict[str, list[float]]:
+    config = parse_limits({"state": {"store": url, "timeout_ms": 1000}, "limits": limits}, {})
+    lim = Limiter(config)
+    times: dict[str, list[float]] = {"acquire": [], "settle": []}
+    try:
+        for i in range(n + 200):
+            started = time.perf_counter()
+            d: Decision = await lim.acquire("acme", "gpt-4o", 100)
+            acquired = time.perf_counter()
+            assert d.allowed and d.outcome.value == "allowed"
+            await lim.store.settle(d.lease, 90, 0.0)  # type: ignore[arg-type]
+            settled = time.perf_counter()
+            if i >= 200:  # warm: the script cached, the connection open
+                times["acquire"].append(acquired - started)
+                times["settle"].append(settled - acquired)
+    finally:
+        await lim.aclose()
+    return times
+
+
+def redis_rows(url: str, n: int) -> list[tuple[str, str, float, float]]:
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    rows = []
+    for name in ("rpm + tpm + max_concurrent", "rpm + tpm"):
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            times = runner.run(_redis_times(url, n, CONFIGS[name]))
+        for op, values in times.items():
+            values.sort()
+            p50 = statistics.median(values) * 1e6
+            p99 = values[int(len(values) * 0.99)] * 1e6
+            rows.append((name, op, p50, p99))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--redis-requests", type=int, default=5_000)
+    parser.add_argument("--redis-url", default="")
+    parser.add_argument("--no-redis", action="store_true")
+    args = parser.parse_args(argv)
+    print(f"# Limiter cost ({platform.python_version()}, {platform.machine()}, {time.ctime()})\n")
+    print("| rules | op | µs per request (memory store, best round) |")
+    print("|---|---|---|")
+    for name, what, us in memory_rows(args.requests, args.rounds):
+        print(f"| {name} | {what} | {us:.2f} |")
+    if args.no_redis:
+        return
+    print("\n| rules | op | Redis round trip p50 (µs) | p99 (µs) |")
+    print("|---|---|---|---|")
+    with contextlib.ExitStack() as stack:
+        url = args.redis_url or stack.enter_context(redis_server())
+        for name, op, p50, p99 in redis_rows(url, args.redis_requests):
+            print(f"| {name} | {op} | {p50:.0f} | {p99:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

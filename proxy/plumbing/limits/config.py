@@ -1,0 +1,244 @@
+"""The ``[state]``, ``[[limits]]`` and ``[[tenants]]`` sections: one frozen
+typed object, and every problem of a document, each naming its key.
+
+``[state]`` says where shared state lives: ``store = "memory"`` (each worker
+process counts on its own) or a ``redis://`` / ``rediss://`` URL (every worker
+of every instance shares one count); the password comes from the environment
+variable ``password_env`` names, never from the file or the URL. A
+``[[limits]]`` entry caps one tenant (or, with ``tenant = "*"``, each tenant
+that has no entry of its own) on the models its ``model`` glob matches; a
+``[[tenants]]`` entry lists the models a tenant may call.
+
+No I/O beyond reading the environment it is given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import msgspec
+
+from flatgate.proxy.plumbing.config import ConfigError, Problems, convert_at, overlay_env
+
+__all__ = [
+    "LIMIT_KINDS",
+    "STATE_SECTIONS",
+    "LimitRule",
+    "LimitsConfig",
+    "StateSection",
+    "TenantConfig",
+    "limits_problems",
+    "parse_limits",
+    "store_password",
+]
+
+# The limits a [[limits]] entry may set, in the order they are checked.
+LIMIT_KINDS = ("requests_per_minute", "tokens_per_minute", "max_concurrent", "tokens_per_day")
+
+
+class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    # "memory" (per worker process) or redis://host[:port][/db] / rediss://...
+    store: str = "memory"
+    # The environment variable holding the Redis password ("": none).
+    password_env: str = ""
+    # Longest wait for one store operation (a pooled connection, the
+    # connect, the round trip), in milliseconds.
+    timeout_ms: float = 50.0
+    # Connections to the store, per worker process.
+    pool_size: int = 32
+    # The store unreachable or too slow: "open" lets requests through
+    # (unlimited, no rate headers), "closed" refuses them (503).
+    on_store_error: Literal["open", "closed"] = "open"
+    # Every key the store writes starts with "<key_prefix>:".
+    key_prefix: str = "flatgate"
+
+    @property
+    def is_memory(self) -> bool:
+        return self.store == "memory"
+
+
+class LimitRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    # An exact tenant, or "*": each tenant without rules of its own.
+    tenant: str
+    # Exact name or glob (fnmatch, case-sensitive); a glob counts every model
+    # it matches together.
+    model: str = "*"
+    requests_per_minute: int | None = None
+    # Prompt and completion tokens together.
+    tokens_per_minute: int | None = None
+    max_concurrent: int | None = None
+    # Per UTC day.
+    tokens_per_day: int | None = None
+
+    def limits(self) -> list[tuple[str, int]]:
+        """``(kind, amount)`` for each limit set, in ``LIMIT_KINDS`` order."""
+        return [(k, v) for k in LIMIT_KINDS if (v := getattr(self, k)) is not None]
+
+
+class TenantConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    # Names or globs of the models the tenant may call (absent: every model;
+    # empty: none).
+    models: tuple[str, ...] | None = None
+
+
+class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    state: StateSection = StateSection()
+    limits: tuple[LimitRule, ...] = ()
+    tenants: tuple[TenantConfig, ...] = ()
+
+    def tenant_models(self) -> dict[str, tuple[str, ...] | None]:
+        """Each ``[[tenants]]`` name to its ``models`` allow-list."""
+        return {t.name: t.models for t in self.tenants}
+
+
+# FLATGATE_STATE_<KEY> overlays, for plumbing.config.overlay_env.
+STATE_SECTIONS: dict[str, tuple[str, ...]] = {"state": StateSection.__struct_fields__}
+_SECTIONS = ("state", "limits", "tenants")
+
+
+def store_password(state: StateSection, environ: Mapping[str, str] | None = None) -> str | None:
+    """The store's password from ``password_env`` (``None``: none configured)."""
+    if not state.password_env:
+        return None
+    return (os.environ if environ is None else environ).get(state.password_env) or None
+
+
+def _state_problems(s: StateSection, environ: Mapping[str, str], problems: Problems) -> None:
+    if not s.is_memory:
+        try:
+            url = urlsplit(s.store)
+            url.port  # noqa: B018  # raises on a bad port
+        except ValueError as exc:
+            problems.append(f"state.store: not a URL ({exc}): {s.store!r}")
+        else:
+            if url.scheme not in ("redis", "rediss") or not url.hostname:
+                problems.append(
+                    'state.store: expected "memory" or redis://host[:port][/db] '
+                    f"(rediss:// for TLS), got {s.store!r}"
+                )
+            elif url.password is not None:
+                problems.append(
+                    "state.store: the URL carries a password; name the environment "
+                    "variable holding it in state.password_env instead"
+                )
+            elif url.path.strip("/") and not url.path.strip("/").isdigit():
+                problems.append(
+                    f"state.store: the path must be a database number, got {url.path!r}"
+                )
+            elif url.query or url.fragment:
+                problems.append(
+                    f"state.store: options go in [state] keys, not the URL, got {s.store!r}"
+                )
+    if s.password_env:
+        if s.is_memory:
+            problems.append('state.password_env: applies to a Redis store only (store = "memory")')
+        elif not environ.get(s.password_env):
+            problems.append(f"state.password_env: environment variable {s.password_env} is not set")
+    problems.above("state.timeout_ms", s.timeout_ms)
+    problems.at_least("state.pool_size", s.pool_size, 1)
+    if not s.key_prefix or any(c in s.key_prefix for c in "{}: "):
+        problems.append(
+            f"state.key_prefix: must be non-empty, without spaces, ':', '{{' or '}}', "
+            f"got {s.key_prefix!r}"
+        )
+
+
+def _limit_problems(rules: list[LimitRule | None], problems: Problems) -> None:
+    seen: dict[tuple[str, str], int] = {}
+    for i, r in enumerate(rules):
+        if r is None:  # did not convert: already reported
+            continue
+        where = f"limits[{i}]"
+        if not r.tenant:
+            problems.append(f'{where}.tenant: must not be empty (a tenant, or "*")')
+        if not r.model:
+            problems.append(f'{where}.model: must not be empty (a name, a glob, or "*")')
+        if not r.limits():
+            problems.append(f"{where}: sets no limit (one or more of {', '.join(LIMIT_KINDS)})")
+        for kind, amount in r.limits():
+            problems.at_least(f"{where}.{kind}", amount, 1)
+        first = seen.setdefault((r.tenant, r.model), i)
+        if first != i:
+            problems.append(
+                f"{where}.model: limits[{first}] already limits tenant {r.tenant!r} on "
+                f"{r.model!r}; put the limits in one entry"
+            )
+
+
+def _tenant_problems(tenants: list[TenantConfig | None], problems: Problems) -> None:
+    seen: dict[str, int] = {}
+    for i, t in enumerate(tenants):
+        if t is None:
+            continue
+        where = f"tenants[{i}]"
+        if not t.name or t.name == "*":
+            problems.append(f'{where}.name: must be a tenant\'s name (not empty, not "*")')
+        first = seen.setdefault(t.name, i)
+        if first != i:
+            problems.append(f"{where}.name: tenants[{first}] already names {t.name!r}")
+        for j, glob in enumerate(t.models or ()):
+            if not glob:
+                problems.append(f"{where}.models[{j}]: must not be empty")
+
+
+def _entries(data: Mapping[str, Any], key: str, problems: Problems) -> list[Any]:
+    entries = data.get(key, [])
+    if isinstance(entries, list):
+        return entries
+    problems.append(f"{key}: expected an array of tables ([[{key}]])")
+    return []
+
+
+def _whole(entry: Any, kind: type[Any], where: str, problems: Problems) -> Any:
+    before = len(problems)
+    value = convert_at(entry, kind, where, problems)
+    return value if len(problems) == before else None
+
+
+def _parse(
+    data: Mapping[str, Any], environ: Mapping[str, str]
+) -> tuple[LimitsConfig | None, Problems]:
+    problems = Problems()
+    try:
+        data = overlay_env(data, environ, STATE_SECTIONS)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None, problems
+    state = convert_at(data.get("state", {}), StateSection, "state", problems)
+    if state is not None:
+        _state_problems(state, environ, problems)
+    rules = [
+        _whole(e, LimitRule, f"limits[{i}]", problems)
+        for i, e in enumerate(_entries(data, "limits", problems))
+    ]
+    _limit_problems(rules, problems)
+    tenants = [
+        _whole(e, TenantConfig, f"tenants[{i}]", problems)
+        for i, e in enumerate(_entries(data, "tenants", problems))
+    ]
+    _tenant_problems(tenants, problems)
+    if problems:
+        return None, problems
+    ours = {k: v for k, v in data.items() if k in _SECTIONS}
+    return msgspec.convert(ours, LimitsConfig), problems
+
+
+def limits_problems(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every problem of the ``[state]``, ``[[limits]]`` and ``[[tenants]]``
+    sections of a parsed TOML document (other sections are not read), with
+    ``FLATGATE_STATE_*`` variables of ``environ`` (``None``: ``os.environ``)
+    laid over ``[state]``; ``[]`` when they are good."""
+    return _parse(data, os.environ if environ is None else environ)[1]
+
+
+def parse_limits(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> LimitsConfig:
+    """The three sections of a parsed TOML document as one ``LimitsConfig``;
+    raises ``ConfigError`` listing every problem, each naming its key."""
+    config, problems = _parse(data, os.environ if environ is None else environ)
+    if config is None:
+        raise ConfigError(*problems)
+    return config
