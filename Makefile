@@ -39,7 +39,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The limits' tests need a real redis-server: installed first when missing
+# (a failure to install fails the target; those tests never skip).
 test: lint typecheck $(MOCKS_STAMP)
+	sh tests/setup_redis.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 generate: $(STAMP)
@@ -50,6 +53,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.micro
 	$(BIN)/python -m benchmarks.alloc_proxy
 	$(BIN)/python -m benchmarks.cost_checks
+	$(BIN)/python -m benchmarks.jwt_auth
 	$(BIN)/pytest benchmarks/bench_translate.py --benchmark-enable -q
 
 # The soak: 200,000 requests into benchmarks/results/soak; with BENCH_QUICK,
@@ -61,10 +65,16 @@ SOAK_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,--requests 200000 --out 
 # (benchmarks/LOAD.md, "Workload A: many token streams").
 STREAMS_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,--connections 2000)
 
+# Workload A under five GC settings (proxy and gateway rows): 1,000 connections
+# into benchmarks/results/streams-gc.*; with BENCH_QUICK, 200 into a temporary
+# directory (benchmarks/LOAD.md, "GC settings").
+GC_TABLE_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
+
 bench-load: $(STAMP)
 	sh benchmarks/setup_tools.sh
 	$(BIN)/python -m benchmarks.load
 	$(BIN)/python -m benchmarks.streams $(STREAMS_ARGS)
+	$(BIN)/python -m benchmarks.streams.gctable $(GC_TABLE_ARGS)
 	$(BIN)/python -m benchmarks.load --workload openai
 	$(BIN)/python -m benchmarks.relay
 	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)

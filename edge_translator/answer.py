@@ -1,15 +1,18 @@
-"""The proxy's answer, to the client: OpenAI SSE as frames arrive, or one
-``chat.completion``.
+"""The proxy's answer, to the client: SSE events as frames arrive, or one
+JSON body, in whichever client API the request came in.
 
 Owns what happens once the proxy has been sent a request: its refusal before
-any frame becomes the OpenAI error it means (``proxy_error``: the proxy's code
+any frame becomes the error it means (``proxy_error``: the proxy's code
 and status carry through, with ``Retry-After``); its frames are read in place
-(``Frames``) and rendered (``render``) into the client's ``Sink``; while a
-stream waits for its first token, the client gets SSE comments
-(``Keepalive``). The response head waits for the first rendered event, so a
-backend that fails at once still gets an HTTP error status; after the head, a
-failure ends the stream with an ``error`` event. No HTTP server objects: it
-writes through ``plumbing.serve``'s ``Exchange`` and ``Sink``.
+(``Frames``) and rendered into the client's ``Sink``; while a stream waits for
+its first token, the client gets keep-alives (``Keepalive``). The response
+head waits for the first rendered event, so a backend that fails at once
+still gets an HTTP error status; after the head, a failure ends the stream
+with an error event. What a client API renders is a ``ClientApi``: ``CHAT``
+here (OpenAI Chat Completions, ``render``), ``messages.endpoint.MESSAGES``
+(Anthropic). Also ``read_body``, a request body within the edge's limit. No
+HTTP server objects: it writes through ``plumbing.serve``'s ``Exchange`` and
+``Sink``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import msgspec
 
@@ -32,22 +36,28 @@ from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_ev
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
-from flatgate.proxy.plumbing.serve import Exchange, Sink
+from flatgate.proxy.plumbing.serve import BodyTooLarge, Exchange, Sink
 from flatgate.proxy.transport.base import Response, retry_after
 from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
 from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunks import read_chunk
-from flatgate.proxy.wire.frames import Chunk, FrameCutter, MalformedFrame
+from flatgate.proxy.wire.frames import Chunk, FrameCutter, MalformedFrame, Usage
 from flatgate.proxy.wire.schema import SSE
 
 __all__ = [
+    "CHAT",
     "KEEPALIVE",
     "SSE_HEADERS",
+    "Asked",
+    "ClientApi",
+    "Folding",
     "Frames",
     "Keepalive",
+    "Rendering",
     "aggregate",
     "proxy_error",
+    "read_body",
     "shutting_down",
     "stream",
 ]
@@ -57,6 +67,102 @@ log = logging.getLogger("flatgate.edge")
 SSE_HEADERS = [("content-type", SSE), ("cache-control", "no-cache")]
 # What a keep-alive tick sends: an SSE comment, which clients skip.
 KEEPALIVE = b": keep-alive\n\n"
+
+
+class Rendering(Protocol):
+    """A streamed answer's renderer (``render.StreamRenderer``)."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    @property
+    def usage(self) -> Usage | None: ...
+
+    def feed(self, chunk: Chunk) -> bytes: ...
+
+    def end(self) -> bytes: ...
+
+
+class Folding(Protocol):
+    """A whole answer's aggregator (``render.Aggregator``)."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    @property
+    def usage(self) -> Usage | None: ...
+
+    def feed(self, chunk: Chunk) -> None: ...
+
+    def body(self) -> bytes: ...
+
+
+class Asked(Protocol):
+    """What an answer needs of its request (never the prompt)."""
+
+    completion_id: str
+    model: str
+    choices: int
+    include_usage: bool
+
+
+class ClientApi(Protocol):
+    """One client API's side of an answer: its keep-alive, its renderers and
+    its error event."""
+
+    @property
+    def beat(self) -> bytes: ...
+
+    def renderer(self, ask: Asked, created: int) -> Rendering: ...
+
+    def aggregator(self, ask: Asked, created: int) -> Folding: ...
+
+    def error_event(self, err: EdgeError) -> bytes: ...
+
+
+class _Chat:
+    """OpenAI Chat Completions (``render``)."""
+
+    beat = KEEPALIVE
+
+    def renderer(self, ask: Asked, created: int) -> Rendering:
+        return StreamRenderer(
+            completion_id=ask.completion_id,
+            created=created,
+            model=ask.model,
+            include_usage=ask.include_usage,
+            choices=ask.choices,
+        )
+
+    def aggregator(self, ask: Asked, created: int) -> Folding:
+        return Aggregator(
+            completion_id=ask.completion_id, created=created, model=ask.model, choices=ask.choices
+        )
+
+    def error_event(self, err: EdgeError) -> bytes:
+        return error_event(err)
+
+
+CHAT: ClientApi = _Chat()
+
+
+async def read_body(ex: Exchange, limit: int, length: str | None) -> bytes:
+    """The request body; ``PayloadTooLarge`` (413) past ``limit`` bytes
+    (``length``: the ``Content-Length`` the client announced)."""
+    try:
+        return await ex.body(limit)
+    except BodyTooLarge:
+        raise PayloadTooLarge(
+            f"Request body exceeds the limit of {limit} bytes."
+            if length is None
+            else f"Request body of {length} bytes exceeds the limit of {limit} bytes."
+        ) from None
 
 
 class _ProxyError(msgspec.Struct):
@@ -178,12 +284,18 @@ class Keepalive:
     (``None`` if it never ticked); ``close`` ends the bookkeeping.
     """
 
-    __slots__ = ("_ex", "_gauge", "_handle", "_headers", "_interval", "_sending", "out")
+    __slots__ = ("_beat", "_ex", "_gauge", "_handle", "_headers", "_interval", "_sending", "out")
 
     def __init__(
-        self, ex: Exchange, headers: list[tuple[str, str]], interval: float, metrics: Metrics
+        self,
+        ex: Exchange,
+        headers: list[tuple[str, str]],
+        interval: float,
+        metrics: Metrics,
+        beat: bytes = KEEPALIVE,
     ) -> None:
         self._ex = ex
+        self._beat = beat
         self._headers = headers
         self._interval = interval
         self._gauge = metrics.active_streams
@@ -201,7 +313,7 @@ class Keepalive:
         if self.out is None:
             self.out = await self._ex.stream(200, self._headers)
             self._gauge.inc()
-        await self.out.send(KEEPALIVE)
+        await self.out.send(self._beat)
 
     async def settle(self) -> Sink | None:
         """Stop ticking; the response the ticks started (after their last write)."""
@@ -227,16 +339,18 @@ class Keepalive:
 async def stream(
     ex: Exchange,
     resp: Response,
-    renderer: StreamRenderer,
+    renderer: Rendering,
     *,
     headers: list[tuple[str, str]],
     keepalive: Keepalive | None,
     metrics: Metrics,
     entry: Entry,
     ending: Ending | None = None,
+    fail: Callable[[EdgeError], bytes] = error_event,
 ) -> int:
     """Render the proxy's frames as SSE events until the completion ends
-    (bytes sent, first byte and error noted in ``entry``)."""
+    (bytes sent, first byte and error noted in ``entry``); a failure is
+    ``fail``'s event."""
     out: Sink | None = None
     started_here = False
     frames = Frames(resp, ending)
@@ -285,7 +399,7 @@ async def stream(
                 metrics.active_streams.inc()
                 started_here = True
         entry.error = err.code
-        events.append(error_event(err))
+        events.append(fail(err))
         data = b"".join(events)
         entry.bytes_out += len(data)
         await out.send(data)
@@ -297,8 +411,8 @@ async def stream(
             metrics.active_streams.dec()
 
 
-async def aggregate(resp: Response, aggregator: Aggregator, ending: Ending | None = None) -> bytes:
-    """Every frame of a non-streamed answer folded into one ``chat.completion``."""
+async def aggregate(resp: Response, aggregator: Folding, ending: Ending | None = None) -> bytes:
+    """Every frame of a non-streamed answer folded into one JSON body."""
     frames = Frames(resp, ending)
     try:
         while not aggregator.finished:

@@ -6,7 +6,9 @@ writes the ``CompletionRequest`` FlatBuffer (``translate``), sends it to the
 proxy's ``POST /v1/completions`` asking for size-prefixed frames, and answers
 with OpenAI JSON (``answer``, ``render``): SSE events as frames arrive, or one
 ``chat.completion``. Also ``GET /v1/models``, ``GET /healthz`` and
-``GET /metrics`` (``flatgate_edge_*``).
+``GET /metrics`` (``flatgate_edge_*``). The Anthropic Messages API,
+``POST /v1/messages`` and ``/v1/messages/count_tokens``, is ``messages``'s:
+the app routes it there and lends it the same flow (admission, ``forward``).
 
 It runs under granian's ASGI interface by default (``[edge] interface``),
 whose ``send`` waits on a bounded channel: a client that stops reading stops
@@ -30,10 +32,13 @@ from collections.abc import Awaitable, Callable, Mapping
 import msgspec
 
 from flatgate.edge_translator.answer import (
+    CHAT,
     SSE_HEADERS,
+    ClientApi,
     Keepalive,
     aggregate,
     proxy_error,
+    read_body,
     shutting_down,
     stream,
 )
@@ -45,13 +50,14 @@ from flatgate.edge_translator.errors import (
     InvalidRequest,
     MethodNotAllowed,
     NotFound,
-    PayloadTooLarge,
     UpstreamFailed,
     UpstreamTimeout,
 )
+from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.mapping import new_request_id, resolve_model
+from flatgate.edge_translator.messages.endpoint import MessagesEndpoint
+from flatgate.edge_translator.messages.errors import error_body as messages_error
 from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_event
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Admission
@@ -61,7 +67,6 @@ from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import (
-    BodyTooLarge,
     CallerWatch,
     Exchange,
     ServerApp,
@@ -84,6 +89,9 @@ log = logging.getLogger("flatgate.edge")
 _JSON = [("content-type", JSON)]
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
 _COMPLETIONS = "/v1/chat/completions"
+_MESSAGES = "/v1/messages"
+_COUNT_TOKENS = "/v1/messages/count_tokens"
+_POSTS = (_COMPLETIONS, _MESSAGES, _COUNT_TOKENS)
 _GETS = ("/v1/models", "/healthz", "/readyz", "/metrics")
 # A request's client is watched for leaving from 50-100 ms in (Watchlist).
 _WATCH_TICK = 0.05
@@ -109,6 +117,7 @@ class _Ask:
     and what its answer needs of the request (never the prompt)."""
 
     __slots__ = (
+        "api",
         "choices",
         "completion_id",
         "ending",
@@ -130,6 +139,8 @@ class _Ask:
         self.choices = 1
         self.include_usage = False
         self.ending = Ending()
+        # The client API the answer is rendered in.
+        self.api: ClientApi = CHAT
 
 
 class EdgeApp:
@@ -154,6 +165,8 @@ class EdgeApp:
         e = settings.edge
         self._models = settings.model_index()
         self._keys = KeyRing(settings.keys)
+        # Who is calling: [[keys]] and [auth.jwt] (its verified tokens cached per worker).
+        self.identities = Identities.from_settings(settings)
         self._url = e.proxy_url.rstrip("/") + "/v1/completions"
         self._max_body = e.max_body_bytes
         self._timeouts = Timeouts(
@@ -181,6 +194,13 @@ class EdgeApp:
             "flatgate_edge_translate_seconds",
             "Time to decode a request's JSON and write its FlatBuffer.",
             _TRANSLATE_BUCKETS,
+        )
+        self._messages = MessagesEndpoint[_Ask](
+            identities=self.identities,
+            models=self._models,
+            max_body=self._max_body,
+            translate_time=self._translate_time,
+            forward=self.forward,
         )
         # Upstream metrics children, labelled once ("proxy": the edge has one upstream).
         self._ttfb = self.metrics.upstream_ttfb_of("proxy")
@@ -211,13 +231,19 @@ class EdgeApp:
         entry: Entry | None = None
         try:
             if self._drain.draining and path != "/healthz":
-                route = "other" if path != _COMPLETIONS and path not in _GETS else path
+                route = "other" if path not in _POSTS and path not in _GETS else path
                 raise shutting_down()
             if path == _COMPLETIONS:
                 entry = Entry()
                 if method != "POST":
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
                 status = await self._admitted(ex, entry)
+            elif path in (_MESSAGES, _COUNT_TOKENS):
+                entry = Entry()
+                if method != "POST":
+                    raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
+                step = self._messages.messages if path == _MESSAGES else self._messages.count_tokens
+                status = await self._admitted(ex, entry, step)
             elif path in _GETS:
                 if method not in ("GET", "HEAD"):
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use GET.")
@@ -226,37 +252,40 @@ class EdgeApp:
                 route = "other"
                 raise NotFound(f"Unknown request URL: {method} {path}.")
         except EdgeError as err:
-            status = err.status
             if entry is not None:
                 entry.error = err.code
-            await self._send_error(ex, err, entry)
+            status = await self._send_error(ex, err, entry)
         except ConnectionError:  # the client left while sending its body
             status = 499
         except Exception:
             log.exception("edge: unexpected error on %s %s", method, path)
             internal = EdgeError("The server had an error while processing your request.")
-            status = internal.status
             if entry is not None:
                 entry.error = internal.code
-            await self._send_error(ex, internal, entry)
+            status = await self._send_error(ex, internal, entry)
         self.metrics.count(route, status)
         if entry is not None:
             entry.status = status
             self.access.write(entry)
 
-    async def _send_error(self, ex: Exchange, err: EdgeError, entry: Entry | None = None) -> None:
+    async def _send_error(self, ex: Exchange, err: EdgeError, entry: Entry | None = None) -> int:
+        """Answer ``err`` in the client API's shape; the status sent."""
         headers = list(_JSON)
         if entry is not None and entry.request_id:
             headers.append(("x-request-id", entry.request_id))
         if err.retry_after is not None:
             headers.append(("retry-after", str(max(1, math.ceil(err.retry_after)))))
         if err.status == 405:
-            headers.append(("allow", "POST" if ex.path == _COMPLETIONS else "GET"))
+            headers.append(("allow", "POST" if ex.path in _POSTS else "GET"))
         if err.code in codes.NOT_RETRYABLE:
             headers.append(("x-should-retry", "false"))
         if err.error_code is codes.DRAINING:
             headers.append(("connection", "close"))
-        await ex.respond(err.status, headers, err.body())
+        status, body = err.status, b""
+        if ex.path in (_MESSAGES, _COUNT_TOKENS):
+            status, body = messages_error(err, entry.request_id if entry is not None else None)
+        await ex.respond(status, headers, body or err.body())
+        return status
 
     async def _get(self, ex: Exchange) -> int:
         path = ex.path
@@ -275,13 +304,19 @@ class EdgeApp:
                 )
             await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
-            self._keys.tenant_for(ex.header("authorization"))
+            auth = ex.header("authorization")
+            self.identities.cached(auth) or await self.identities.verify(auth)
             await ex.respond(200, _JSON, self._models_body)
         return 200
 
     # -- POST /v1/chat/completions -------------------------------------------
 
-    async def _admitted(self, ex: Exchange, entry: Entry) -> int:
+    async def _admitted(
+        self,
+        ex: Exchange,
+        entry: Entry,
+        step: Callable[[Exchange, _Ask, str | None], Awaitable[int]] | None = None,
+    ) -> int:
         """A completion within admission control: the body's bytes (its
         Content-Length, or the body limit when none is sent) and one request in
         flight are held until the proxy has the request."""
@@ -301,24 +336,18 @@ class EdgeApp:
             )
         ask = _Ask(entry, size)
         try:
-            return await self._completions(ex, ask, length)
+            return await (step or self._completions)(ex, ask, length)
         finally:
             admission.drop_body(ask.held)
             admission.done()
 
     async def _completions(self, ex: Exchange, ask: _Ask, length: str | None) -> int:
         entry = ask.entry
-        tenant = self._keys.tenant_for(ex.header("authorization"))
+        auth = ex.header("authorization")
+        identity = self.identities.cached(auth) or await self.identities.verify(auth)
+        tenant = identity.tenant
         entry.tenant = tenant or None
-        limit = self._max_body
-        try:
-            body = await ex.body(limit)
-        except BodyTooLarge:
-            raise PayloadTooLarge(
-                f"Request body exceeds the limit of {limit} bytes."
-                if length is None
-                else f"Request body of {length} bytes exceeds the limit of {limit} bytes."
-            ) from None
+        body = await read_body(ex, self._max_body, length)
         started = time.perf_counter()
         entry.bytes_in = len(body)
         req = decode_request(body)
@@ -349,7 +378,12 @@ class EdgeApp:
         ask.choices = req.n or 1
         ask.include_usage = bool(req.stream_options and req.stream_options.include_usage)
         del req
+        return await self.forward(ex, ask)
 
+    async def forward(self, ex: Exchange, ask: _Ask) -> int:
+        """Send a translated request to the proxy and answer it, watching the
+        caller and the drain (any client API's last step)."""
+        entry = ask.entry
         watch = CallerWatch(ex.disconnected)
         self._watchlist.add(watch)
         untrack = self._drain.track(ask.ending)
@@ -368,7 +402,9 @@ class EdgeApp:
         reply = [("x-request-id", ask.entry.request_id or ask.completion_id)]
         keepalive = None
         if ask.stream and self._keepalive:
-            keepalive = Keepalive(ex, [*SSE_HEADERS, *reply], self._keepalive, self.metrics)
+            keepalive = Keepalive(
+                ex, [*SSE_HEADERS, *reply], self._keepalive, self.metrics, ask.api.beat
+            )
         try:
             return await self._answer(ex, ask, keepalive, reply)
         except EdgeError as err:
@@ -377,7 +413,7 @@ class EdgeApp:
                 raise
             # The stream began with keep-alives: the error can only be an event.
             ask.entry.error = err.code
-            await out.send(error_event(err))
+            await out.send(ask.api.error_event(err))
             await out.close()
             return 200
         finally:
@@ -438,13 +474,7 @@ class EdgeApp:
                 raise proxy_error(resp.status, resp.headers, detail)
             created = int(time.time())
             if ask.stream:
-                renderer = StreamRenderer(
-                    completion_id=ask.completion_id,
-                    created=created,
-                    model=ask.model,
-                    include_usage=ask.include_usage,
-                    choices=ask.choices,
-                )
+                renderer = ask.api.renderer(ask, created)
                 headers = [*SSE_HEADERS, *reply]
                 try:
                     return await stream(
@@ -456,15 +486,11 @@ class EdgeApp:
                         metrics=self.metrics,
                         entry=entry,
                         ending=ask.ending,
+                        fail=ask.api.error_event,
                     )
                 finally:
                     self._note_usage(renderer.usage, entry)
-            aggregator = Aggregator(
-                completion_id=ask.completion_id,
-                created=created,
-                model=ask.model,
-                choices=ask.choices,
-            )
+            aggregator = ask.api.aggregator(ask, created)
             body = await aggregate(resp, aggregator, ask.ending)
             self._note_usage(aggregator.usage, entry)
             entry.first_byte()

@@ -1,6 +1,6 @@
 """The edge's settings: one frozen typed object from the shared TOML file.
 
-Owns the ``[edge]``, ``[[models]]`` and ``[[keys]]`` sections of the config
+Owns the ``[edge]``, ``[[models]]``, ``[[keys]]`` and ``[auth]`` sections of the config
 file (the proxy's sections in the same file belong to ``proxy.config`` and are
 ignored here). Values come, lowest precedence first, from the file, from
 ``FLATGATE_EDGE_<KEY>`` environment variables (TOML syntax, bare strings
@@ -9,7 +9,8 @@ start-up with an ``EdgeConfigError`` listing every problem, each naming its
 key, e.g. ``models[1].provider: expected one of OpenAI, Anthropic, SelfHosted``
 (``edge_problems`` lists them without raising).
 
-No I/O beyond reading the file it is given (or the embedded default).
+No I/O beyond reading the file it is given (or the embedded default), and
+``[auth.jwt] jwks_file``, which must load for the config to be good.
 """
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ from flatgate.proxy.plumbing.config import (
 from flatgate.proxy.wire.schema import Provider
 
 __all__ = [
+    "JWT_ALGORITHMS",
+    "AuthConfig",
     "EdgeConfigError",
     "EdgeSection",
     "EdgeSettings",
+    "JwtConfig",
     "KeyConfig",
     "ModelConfig",
     "edge_problems",
@@ -124,10 +128,56 @@ class KeyConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sha256: str
 
 
+# The JWT signature algorithms [auth.jwt] may allow: asymmetric only. `none`
+# and the HMAC family (HS*) never: a key set is published, and an HMAC "key"
+# taken from it would let anyone sign.
+JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA")
+
+
+class JwtConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[auth.jwt]``: bearer tokens that are JWTs, verified against a key set."""
+
+    # Accepted `iss`, and `aud` (a token's `aud` must hold one of these).
+    issuer: str
+    audience: str | tuple[str, ...]
+    # The key set (JWKS): an https URL, fetched in each worker and refreshed
+    # when a token names an unknown `kid`, or a local file (read at start, and
+    # read again on an unknown `kid`). Exactly one of the two.
+    jwks_url: str = ""
+    jwks_file: str = ""
+    algorithms: tuple[str, ...] = ("RS256", "ES256", "EdDSA")
+    # The claim naming the tenant (a non-empty string), by exact name.
+    tenant_claim: str = "sub"
+    # Optional claim listing the models the token may use (globs; a list of
+    # strings, or one string of them separated by spaces). "": not read.
+    models_claim: str = ""
+    # Clock skew tolerated on `exp`, `nbf` and `iat`.
+    leeway_seconds: float = 30.0
+    # Verified tokens kept, per worker, so that a token's signature is checked
+    # once: until it expires, and never longer than cache_seconds (0: no cache).
+    cache_size: int = 10000
+    cache_seconds: float = 300.0
+    # The key set is fetched at most once per refresh_seconds, and fetched
+    # again on the next new token once older than max_age_seconds (0: only
+    # on an unknown `kid`).
+    refresh_seconds: float = 30.0
+    max_age_seconds: float = 3600.0
+    fetch_timeout: float = 5.0
+    # Longest token verified (longer ones are refused unread).
+    max_token_bytes: int = 8192
+
+
+class AuthConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[auth]``: how callers are identified besides ``[[keys]]``."""
+
+    jwt: JwtConfig | None = None
+
+
 class EdgeSettings(msgspec.Struct, frozen=True):
     edge: EdgeSection = EdgeSection()
     models: tuple[ModelConfig, ...] = ()
     keys: tuple[KeyConfig, ...] = ()
+    auth: AuthConfig = AuthConfig()
 
     def model_index(self) -> dict[str, ModelConfig]:
         """Every name and alias to its model entry."""
@@ -143,6 +193,7 @@ class _Document(msgspec.Struct, frozen=True):
     edge: EdgeSection = EdgeSection()
     models: tuple[ModelConfig, ...] = ()
     keys: tuple[KeyConfig, ...] = ()
+    auth: AuthConfig = AuthConfig()
 
 
 def _problems(s: _Document, problems: Problems) -> None:
@@ -208,6 +259,52 @@ def _problems(s: _Document, problems: Problems) -> None:
         elif k.sha256 in digests:
             problems.append(f"{where}.sha256: the same key is listed twice")
         digests.add(k.sha256)
+    if s.auth.jwt is not None:
+        _jwt_problems(s.auth.jwt, problems)
+
+
+def _jwt_problems(j: JwtConfig, problems: Problems) -> None:
+    where = "auth.jwt"
+    if bool(j.jwks_url) == bool(j.jwks_file):
+        problems.append(f"{where}.jwks_url: give exactly one of jwks_url and jwks_file")
+    elif j.jwks_url:
+        url = urlsplit(j.jwks_url)
+        loopback = url.hostname in ("127.0.0.1", "::1", "localhost")
+        if not url.hostname or not (url.scheme == "https" or (url.scheme == "http" and loopback)):
+            problems.append(
+                f"{where}.jwks_url: expected https://host/path (http only on loopback), "
+                f"got {j.jwks_url!r}"
+            )
+    if not j.algorithms:
+        problems.append(f"{where}.algorithms: at least one is required")
+    for i, alg in enumerate(j.algorithms):
+        if alg not in JWT_ALGORITHMS:
+            never = " (never none or HS*: a published key set cannot hold a secret)"
+            problems.append(
+                f"{where}.algorithms[{i}]: expected one of {', '.join(JWT_ALGORITHMS)}, "
+                f"got {alg!r}" + (never if alg.lower() == "none" or alg.startswith("HS") else "")
+            )
+    if not j.issuer:
+        problems.append(f"{where}.issuer: must not be empty")
+    audiences = (j.audience,) if isinstance(j.audience, str) else j.audience
+    if not audiences or not all(audiences):
+        problems.append(f"{where}.audience: one or more non-empty strings")
+    if not j.tenant_claim:
+        problems.append(f"{where}.tenant_claim: must not be empty")
+    problems.at_least(f"{where}.leeway_seconds", j.leeway_seconds, 0)
+    problems.at_least(f"{where}.cache_size", j.cache_size, 0)
+    problems.above(f"{where}.cache_seconds", j.cache_seconds)
+    problems.at_least(f"{where}.refresh_seconds", j.refresh_seconds, 0)
+    problems.at_least(f"{where}.max_age_seconds", j.max_age_seconds, 0)
+    problems.above(f"{where}.fetch_timeout", j.fetch_timeout)
+    problems.at_least(f"{where}.max_token_bytes", j.max_token_bytes, 256)
+    if j.jwks_file and all(alg in JWT_ALGORITHMS for alg in j.algorithms):
+        from flatgate.edge_translator.jwks import KeySetError, read_key_file
+
+        try:
+            read_key_file(j.jwks_file, j.algorithms)
+        except KeySetError as exc:
+            problems.append(f"{where}.jwks_file: {exc}")
 
 
 def _parse(
@@ -243,17 +340,41 @@ def _parse(
             problems.append(f"{key}: expected an array of tables ([[{key}]])")
             entries = []
         parts[key] = [convert_at(e, kind, f"{key}[{i}]", problems) for i, e in enumerate(entries)]
+    auth = _auth(data.get("auth", {}), problems)
     # What did not convert is reported already; check what did (the defaults
     # stand in for an [edge] that did not: they add no problem).
     doc = _Document(
         section or EdgeSection(),
         tuple(m for m in parts["models"] if m is not None),
         tuple(k for k in parts["keys"] if k is not None),
+        auth,
     )
     _problems(doc, problems)
     if problems:
         return None, problems
-    return EdgeSettings(edge=doc.edge, models=doc.models, keys=doc.keys), problems
+    return EdgeSettings(edge=doc.edge, models=doc.models, keys=doc.keys, auth=doc.auth), problems
+
+
+def _auth(table: Any, problems: Problems) -> AuthConfig:
+    """``[auth]``, its ``[auth.jwt]`` converted on its own so that each of
+    its problems is named (``AuthConfig()`` when it does not convert)."""
+    if not isinstance(table, Mapping):
+        problems.append("auth: expected a table")
+        return AuthConfig()
+    for key in table:
+        if key not in AuthConfig.__struct_fields__:
+            problems.append(f"auth.{key}: unknown section (expected [auth.jwt])")
+    jwt = table.get("jwt")
+    if jwt is None:
+        return AuthConfig()
+    if not isinstance(jwt, Mapping):
+        problems.append("auth.jwt: expected a table")
+        return AuthConfig()
+    before = len(problems)
+    converted = convert_at(jwt, JwtConfig, "auth.jwt", problems)
+    # A table with a problem of its own is not checked further (a default
+    # would stand in for the bad value).
+    return AuthConfig(converted) if len(problems) == before else AuthConfig()
 
 
 def edge_problems(

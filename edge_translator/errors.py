@@ -11,6 +11,7 @@ responses in exactly one place. No I/O.
     EdgeError                internal_error (500)
     ├── InvalidRequest       invalid_request, invalid_json, unsupported_content_type (400)
     ├── AuthenticationFailed invalid_api_key, missing_api_key (401)
+    │   └── InvalidToken     invalid_token (401): a JWT that does not verify
     ├── ModelNotFound        model_not_found (404)
     ├── NotFound             not_found (404)
     ├── MethodNotAllowed     method_not_allowed (405)
@@ -30,6 +31,7 @@ __all__ = [
     "AuthenticationFailed",
     "EdgeError",
     "InvalidRequest",
+    "InvalidToken",
     "MethodNotAllowed",
     "ModelNotFound",
     "NotFound",
@@ -98,6 +100,10 @@ class InvalidRequest(EdgeError):
 
 class AuthenticationFailed(EdgeError):
     default = codes.INVALID_API_KEY
+
+
+class InvalidToken(AuthenticationFailed):
+    default = codes.INVALID_TOKEN
 
 
 class ModelNotFound(EdgeError):

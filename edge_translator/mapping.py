@@ -8,6 +8,7 @@ the stop list, the tool choice, a message's extras. Pure: no I/O.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping, Sequence
 
@@ -55,9 +56,15 @@ _CHOICE: dict[str, int] = {
 }
 
 
+# Completion ids: 12 random bytes per process, then a counter; unique across
+# workers and instances without a system call per request.
+_ID_PREFIX = "chatcmpl-" + os.urandom(12).hex()
+_ID_COUNT = itertools.count(1)
+
+
 def new_request_id() -> str:
-    """A fresh OpenAI-style completion id."""
-    return "chatcmpl-" + os.urandom(12).hex()
+    """A fresh OpenAI-style completion id (unique, not secret)."""
+    return f"{_ID_PREFIX}{next(_ID_COUNT):x}"
 
 
 def resolve_model(models: Mapping[str, ModelConfig], name: str) -> ModelConfig:

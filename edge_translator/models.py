@@ -150,6 +150,8 @@ class ChatCompletionRequest(msgspec.Struct, gc=False):
     messages: Annotated[list[Message], msgspec.Meta(min_length=1)]
     temperature: _Temp | None = None
     top_p: _Unit | None = None
+    # Not OpenAI's; vLLM, SGLang and llama.cpp take it (0: not given).
+    top_k: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None
     max_tokens: _Positive | None = None
     max_completion_tokens: _Positive | None = None
     stop: str | Annotated[list[str], msgspec.Meta(max_length=4)] | None = None

@@ -158,6 +158,8 @@ def write_request_stock(
             _fb_req.AddToolChoiceName(b, cname)
         if req.top_p is not None:
             _fb_req.AddTopP(b, req.top_p)
+        if req.top_k:
+            _fb_req.AddTopK(b, req.top_k)
         if stop:
             _fb_req.AddStop(b, stop)
         if req.seed is not None:

@@ -117,8 +117,15 @@ class CompletionChunk(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # CompletionChunk
+    def StopSequence(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
 def CompletionChunkStart(builder):
-    builder.StartObject(9)
+    builder.StartObject(10)
 
 def Start(builder):
     CompletionChunkStart(builder)
@@ -183,6 +190,12 @@ def CompletionChunkAddReasoning(builder, reasoning):
 def AddReasoning(builder, reasoning):
     CompletionChunkAddReasoning(builder, reasoning)
 
+def CompletionChunkAddStopSequence(builder, stopSequence):
+    builder.PrependUOffsetTRelativeSlot(9, flatbuffers.number_types.UOffsetTFlags.py_type(stopSequence), 0)
+
+def AddStopSequence(builder, stopSequence):
+    CompletionChunkAddStopSequence(builder, stopSequence)
+
 def CompletionChunkEnd(builder):
     return builder.EndObject()
 
@@ -211,6 +224,7 @@ class CompletionChunkT(object):
         index = 0,
         model = None,
         reasoning = None,
+        stopSequence = None,
     ):
         self.requestId = requestId  # type: Optional[str]
         self.content = content  # type: Optional[str]
@@ -221,6 +235,7 @@ class CompletionChunkT(object):
         self.index = index  # type: int
         self.model = model  # type: Optional[str]
         self.reasoning = reasoning  # type: Optional[str]
+        self.stopSequence = stopSequence  # type: Optional[str]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -261,6 +276,7 @@ class CompletionChunkT(object):
         self.index = completionChunk.Index()
         self.model = completionChunk.Model()
         self.reasoning = completionChunk.Reasoning()
+        self.stopSequence = completionChunk.StopSequence()
 
     # CompletionChunkT
     def Pack(self, builder):
@@ -284,6 +300,8 @@ class CompletionChunkT(object):
             model = builder.CreateString(self.model)
         if self.reasoning is not None:
             reasoning = builder.CreateString(self.reasoning)
+        if self.stopSequence is not None:
+            stopSequence = builder.CreateString(self.stopSequence)
         CompletionChunkStart(builder)
         if self.requestId is not None:
             CompletionChunkAddRequestId(builder, requestId)
@@ -301,5 +319,7 @@ class CompletionChunkT(object):
             CompletionChunkAddModel(builder, model)
         if self.reasoning is not None:
             CompletionChunkAddReasoning(builder, reasoning)
+        if self.stopSequence is not None:
+            CompletionChunkAddStopSequence(builder, stopSequence)
         completionChunk = CompletionChunkEnd(builder)
         return completionChunk

@@ -249,8 +249,15 @@ class CompletionRequest(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # CompletionRequest
+    def TopK(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(48))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
 def CompletionRequestStart(builder):
-    builder.StartObject(22)
+    builder.StartObject(23)
 
 def Start(builder):
     CompletionRequestStart(builder)
@@ -411,6 +418,12 @@ def CompletionRequestAddResponseFormat(builder, responseFormat):
 def AddResponseFormat(builder, responseFormat):
     CompletionRequestAddResponseFormat(builder, responseFormat)
 
+def CompletionRequestAddTopK(builder, topK):
+    builder.PrependInt32Slot(22, topK, 0)
+
+def AddTopK(builder, topK):
+    CompletionRequestAddTopK(builder, topK)
+
 def CompletionRequestEnd(builder):
     return builder.EndObject()
 
@@ -452,6 +465,7 @@ class CompletionRequestT(object):
         includeUsage = False,
         parallelToolCalls = None,
         responseFormat = None,
+        topK = 0,
     ):
         self.requestId = requestId  # type: Optional[str]
         self.provider = provider  # type: int
@@ -475,6 +489,7 @@ class CompletionRequestT(object):
         self.includeUsage = includeUsage  # type: bool
         self.parallelToolCalls = parallelToolCalls  # type: Optional[bool]
         self.responseFormat = responseFormat  # type: Optional[str]
+        self.topK = topK  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -543,6 +558,7 @@ class CompletionRequestT(object):
         self.includeUsage = completionRequest.IncludeUsage()
         self.parallelToolCalls = completionRequest.ParallelToolCalls()
         self.responseFormat = completionRequest.ResponseFormat()
+        self.topK = completionRequest.TopK()
 
     # CompletionRequestT
     def Pack(self, builder):
@@ -623,5 +639,6 @@ class CompletionRequestT(object):
         CompletionRequestAddParallelToolCalls(builder, self.parallelToolCalls)
         if self.responseFormat is not None:
             CompletionRequestAddResponseFormat(builder, responseFormat)
+        CompletionRequestAddTopK(builder, self.topK)
         completionRequest = CompletionRequestEnd(builder)
         return completionRequest

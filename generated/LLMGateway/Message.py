@@ -81,8 +81,15 @@ class Message(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # Message
+    def IsError(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
 def MessageStart(builder):
-    builder.StartObject(5)
+    builder.StartObject(6)
 
 def Start(builder):
     MessageStart(builder)
@@ -123,6 +130,12 @@ def MessageAddToolCallId(builder, toolCallId):
 def AddToolCallId(builder, toolCallId):
     MessageAddToolCallId(builder, toolCallId)
 
+def MessageAddIsError(builder, isError):
+    builder.PrependBoolSlot(5, isError, 0)
+
+def AddIsError(builder, isError):
+    MessageAddIsError(builder, isError)
+
 def MessageEnd(builder):
     return builder.EndObject()
 
@@ -145,12 +158,14 @@ class MessageT(object):
         name = None,
         toolCalls = None,
         toolCallId = None,
+        isError = False,
     ):
         self.role = role  # type: int
         self.content = content  # type: Optional[str]
         self.name = name  # type: Optional[str]
         self.toolCalls = toolCalls  # type: Optional[List[flatgate.generated.LLMGateway.ToolCall.ToolCallT]]
         self.toolCallId = toolCallId  # type: Optional[str]
+        self.isError = isError  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -185,6 +200,7 @@ class MessageT(object):
                     toolCall_ = flatgate.generated.LLMGateway.ToolCall.ToolCallT.InitFromObj(message.ToolCalls(i))
                     self.toolCalls.append(toolCall_)
         self.toolCallId = message.ToolCallId()
+        self.isError = message.IsError()
 
     # MessageT
     def Pack(self, builder):
@@ -212,5 +228,6 @@ class MessageT(object):
             MessageAddToolCalls(builder, toolCalls)
         if self.toolCallId is not None:
             MessageAddToolCallId(builder, toolCallId)
+        MessageAddIsError(builder, self.isError)
         message = MessageEnd(builder)
         return message

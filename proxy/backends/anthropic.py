@@ -4,9 +4,10 @@ Request: ``POST {url}/messages`` with ``x-api-key``, ``anthropic-version`` and
 ``stream: true``. The conversation is mapped:
 
 - system and developer messages become top-level ``system`` text blocks, in order;
-- tool results become ``tool_result`` blocks, and every result answering one
-  assistant turn goes into the one user message that follows it (results
-  first, then any user text);
+- tool results become ``tool_result`` blocks (``is_error`` when the wire
+  says the call failed), and every result answering one assistant turn goes
+  into the one user message that follows it (results first, then any user
+  text);
 - assistant tool calls become ``tool_use`` blocks whose ``input`` is the parsed
   arguments (empty arguments are ``{}``; arguments that are not a JSON object
   cannot be sent and are refused with ``untranslatable_request``);
@@ -18,7 +19,7 @@ Request: ``POST {url}/messages`` with ``x-api-key``, ``anthropic-version`` and
   ``disable_parallel_tool_use``;
 - ``stop`` -> ``stop_sequences``; ``max_tokens`` (the backend's
   ``default_max_tokens`` when the request has none: Anthropic requires it);
-  ``temperature``, ``top_p``; ``user`` -> ``metadata.user_id``.
+  ``temperature``, ``top_p``, ``top_k``; ``user`` -> ``metadata.user_id``.
 - Dropped: seed, presence/frequency penalties, n, response_format, metadata.
 
 Stream (``event:`` + ``data:``), into chunk frames:
@@ -30,7 +31,8 @@ Stream (``event:`` + ``data:``), into chunk frames:
   ``input_json_delta`` fragments are its arguments (tool-call indices count
   tool blocks only, not Anthropic's block index; a call with no arguments gets
   ``"{}"``); other block types (signatures, server tools) are skipped;
-- ``message_delta``: the stop reason and usage, both cumulative;
+- ``message_delta``: the stop reason (and the stop sequence that matched,
+  which the final chunk carries) and usage, both cumulative;
 - ``message_stop`` ends the stream with the final chunk; ``ping`` and unknown
   events are ignored; an ``error`` event (``overloaded_error`` after a 200)
   becomes an error chunk, as does a body that ends before a stop reason.
@@ -89,6 +91,7 @@ class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type", gc=False):
 class _ToolResult(msgspec.Struct, tag="tool_result", tag_field="type", omit_defaults=True):
     tool_use_id: str
     content: str = ""
+    is_error: bool = False
 
 
 _Block = _Text | _ToolUse | _ToolResult
@@ -124,6 +127,7 @@ class _MessagesRequest(msgspec.Struct, omit_defaults=True, gc=False):
     system: list[_Text] | None = None
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
     stop_sequences: list[str] | None = None
     tools: list[_Tool] | None = None
     tool_choice: _ToolChoice | None = None
@@ -177,7 +181,7 @@ def _messages(req: Request) -> tuple[list[_Text], list[_Message]]:
             if m.content:
                 system.append(_Text(m.content))
         elif role == "tool":
-            add("user", [_ToolResult(m.tool_call_id, m.content or "")])
+            add("user", [_ToolResult(m.tool_call_id, m.content or "", m.is_error)])
         elif role == "assistant":
             blocks: list[_Block] = [_Text(m.content)] if m.content else []
             for call in m.tool_calls or ():
@@ -216,6 +220,7 @@ def encode_request(req: Request, *, model: str, default_max_tokens: int = 4096) 
             system=system or None,
             temperature=req.temperature,
             top_p=req.top_p,
+            top_k=req.top_k or None,
             stop_sequences=req.stop or None,
             tools=tools,
             tool_choice=choice,
@@ -253,6 +258,7 @@ class _Delta(msgspec.Struct, gc=False):
     partial_json: str | None = None
     thinking: str | None = None
     stop_reason: str | None = None
+    stop_sequence: str | None = None
 
 
 class _Error(msgspec.Struct, gc=False):
@@ -285,6 +291,7 @@ class AnthropicStream(EventStream):
         "_input",
         "_model",
         "_output",
+        "_stop_sequence",
         "_tools",
         "_writer",
     )
@@ -297,6 +304,7 @@ class AnthropicStream(EventStream):
         self._blocks: dict[int, list[int]] = {}
         self._tools = 0
         self._finish = FinishReason.NONE
+        self._stop_sequence = ""
         # Usage, each count as last reported (message_delta's are cumulative).
         self._input: int | None = None
         self._cache_read: int | None = None
@@ -346,6 +354,8 @@ class AnthropicStream(EventStream):
         if kind == "message_delta":
             if ev.delta is not None and ev.delta.stop_reason:
                 self._finish = STOP_REASONS.get(ev.delta.stop_reason, FinishReason.STOP)
+                if self._finish is FinishReason.STOP and ev.delta.stop_sequence:
+                    self._stop_sequence = ev.delta.stop_sequence
             if ev.usage is not None:
                 self._usage(ev.usage)
             return b""
@@ -403,7 +413,9 @@ class AnthropicStream(EventStream):
             cached = self._cache_read or 0
             prompt = (self._input or 0) + cached + (self._cache_write or 0)
             report = usage(prompt, self._output, cached, 0)
-        return self._out().chunk(finish_reason=self._finish, usage=report)
+        return self._out().chunk(
+            finish_reason=self._finish, usage=report, stop_sequence=self._stop_sequence
+        )
 
 
 class AnthropicAdapter(JsonAdapter):

@@ -8,7 +8,12 @@ msgspec (messages and tools have the API's shape already, see
 messages, tools, tool_choice, parallel_tool_calls, temperature, top_p, stop,
 seed, presence/frequency penalties, n, user, response_format, and max tokens
 as ``max_tokens`` or ``max_completion_tokens`` (``max_tokens_field``).
-Dropped: ``metadata`` (OpenAI accepts it only for stored completions).
+``top_k`` is sent when given: vLLM, SGLang and llama.cpp take it (OpenAI's own
+API refuses it, and its 400 reaches the caller). A tool result marked
+``is_error`` (Anthropic's flag; OpenAI's tool messages have none) is sent as
+its text with an ``Error:`` prefix, unless the text starts with "error"
+already. Dropped: ``metadata`` (OpenAI accepts it only for stored
+completions).
 
 Stream: SSE ``data:`` events, each a ``chat.completion.chunk``, into chunk
 frames:
@@ -23,7 +28,9 @@ frames:
 - ``finish_reason`` ("" and null mean "not yet"): stop, length, tool_calls,
   content_filter, and the variants servers send (``eos``, ``function_call``,
   ``error``, ...); an unknown value is STOP; ``tool_calls`` whenever tool
-  deltas were seen and the server said stop;
+  deltas were seen and the server said stop; vLLM's ``stop_reason``, when it
+  is a string, is the stop sequence that matched (the final chunk's
+  ``stop_sequence``);
 - ``usage``: the last non-null value (on the finish chunk, or a chunk whose
   ``choices`` is ``[]``, null or absent), with ``cached_tokens`` and
   ``reasoning_tokens`` from the details;
@@ -99,6 +106,7 @@ class _ChatRequest(msgspec.Struct, omit_defaults=True, gc=False):
     max_completion_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
     stop: list[str] | None = None
     seed: int | None = None
     presence_penalty: float | None = None
@@ -118,6 +126,22 @@ _CHOICES: dict[int, str] = {
     ToolChoiceMode.Required: "required",
 }
 _encode = msgspec.json.Encoder().encode
+_replace = msgspec.structs.replace
+
+
+def _tool_errors(messages: list[Message]) -> list[Message]:
+    """The messages with each failed call's result marked in its text (see
+    the module docstring), and the flag, which OpenAI would refuse, cleared."""
+    out = []
+    for m in messages:
+        if not m.is_error:
+            out.append(m)
+            continue
+        text = m.content or ""
+        if text[:5].lower() != "error":
+            text = f"Error: {text}" if text else "Error"
+        out.append(_replace(m, content=text, is_error=False))
+    return out
 
 
 def encode_request(req: Request, *, model: str, max_tokens_field: str = "max_tokens") -> bytes:
@@ -127,13 +151,17 @@ def encode_request(req: Request, *, model: str, max_tokens_field: str = "max_tok
         choice = _ForcedTool(_Name(req.tool_choice_name))
     elif req.tool_choice:
         choice = _CHOICES.get(req.tool_choice)
+    messages = req.messages
+    if any(m.is_error for m in messages):
+        messages = _tool_errors(messages)
     out = _ChatRequest(
         model=model,
-        messages=req.messages,
+        messages=messages,
         stream=True,
         stream_options=_ALWAYS_USAGE,
         temperature=req.temperature,
         top_p=req.top_p,
+        top_k=req.top_k or None,
         stop=req.stop or None,
         seed=req.seed,
         presence_penalty=req.presence_penalty,
@@ -178,6 +206,8 @@ class _Choice(msgspec.Struct, gc=False):
     index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
+    # vLLM: the stop string that matched (or the stop token's id).
+    stop_reason: str | int | None = None
 
 
 class _PromptDetails(msgspec.Struct, gc=False):
@@ -215,7 +245,7 @@ _DONE = b"[DONE]"
 class _Choices:
     """Per-choice state: the tool calls begun, the finish reason."""
 
-    __slots__ = ("calls", "finish", "ids", "index", "used")
+    __slots__ = ("calls", "finish", "ids", "index", "stop_sequence", "used")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -223,6 +253,7 @@ class _Choices:
         self.ids: dict[int, str] = {}  # ours -> the call id
         self.used: dict[int, bool] = {}  # ours -> arguments seen
         self.finish = FinishReason.NONE
+        self.stop_sequence = ""
 
 
 class OpenAIStream(EventStream):
@@ -294,6 +325,8 @@ class OpenAIStream(EventStream):
                     break
                 if finish is FinishReason.STOP and state.calls:
                     finish = FinishReason.TOOL_CALLS
+                if finish is FinishReason.STOP and type(choice.stop_reason) is str:
+                    state.stop_sequence = choice.stop_reason
                 state.finish = finish
         return out[0] if len(out) == 1 else b"".join(out)
 
@@ -334,7 +367,14 @@ class OpenAIStream(EventStream):
         last = choices[-1]
         for c in choices:
             usage = self._usage if c is last else None
-            out.append(w.chunk(finish_reason=c.finish, usage=usage, index=c.index))
+            out.append(
+                w.chunk(
+                    finish_reason=c.finish,
+                    usage=usage,
+                    index=c.index,
+                    stop_sequence=c.stop_sequence,
+                )
+            )
         return b"".join(out)
 
 

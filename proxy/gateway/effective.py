@@ -56,6 +56,7 @@ def effective_config(service: str) -> dict[str, Any]:
             "edge": msgspec.to_builtins(s.edge),
             "models": msgspec.to_builtins(s.models),
             "keys": msgspec.to_builtins(s.keys),
+            "auth": msgspec.to_builtins(s.auth),
         }
     if service == "stub":
         data = {"stub": msgspec.to_builtins(load_config().stub)}

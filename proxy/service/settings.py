@@ -158,6 +158,7 @@ class GatewayConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     edge: dict[str, Any] = {}
     models: list[dict[str, Any]] = []
     keys: list[dict[str, Any]] = []
+    auth: dict[str, Any] = {}
 
     def backend(self, name: str) -> BackendConfig:
         for b in self.backends:
@@ -268,7 +269,7 @@ def _parse(
     for key in data:
         if key not in known:
             problems.append(f"{key}: unknown section (expected one of {', '.join(known)})")
-    edge_parts = {k: v for k, v in data.items() if k in ("edge", "models", "keys")}
+    edge_parts = {k: v for k, v in data.items() if k in ("edge", "models", "keys", "auth")}
     convert_at(edge_parts, GatewayConfig, "", problems)  # their shape; the edge checks the rest
     proxy = convert_at(data.get("proxy", {}), ProxySection, "proxy", problems)
     if proxy is not None:

@@ -130,6 +130,7 @@ _ERROR = COMPLETION_CHUNK.slot("error")
 _INDEX = COMPLETION_CHUNK.slot("index")
 _MODEL = COMPLETION_CHUNK.slot("model")
 _REASONING = COMPLETION_CHUNK.slot("reasoning")
+_STOP_SEQUENCE = COMPLETION_CHUNK.slot("stop_sequence")
 _TC_INDEX = TOOL_CALL_DELTA.slot("index")
 _TC_ID = TOOL_CALL_DELTA.slot("id")
 _TC_NAME = TOOL_CALL_DELTA.slot("name")
@@ -142,7 +143,16 @@ _E_CODE = ERROR.slot("code")
 _E_MESSAGE = ERROR.slot("message")
 # Root vtables shorter than every field read are padded with absent fields.
 _SLOTS = 1 + max(
-    _REQUEST_ID, _CONTENT, _TOOL_CALLS, _FINISH_REASON, _USAGE, _ERROR, _INDEX, _MODEL, _REASONING
+    _REQUEST_ID,
+    _CONTENT,
+    _TOOL_CALLS,
+    _FINISH_REASON,
+    _USAGE,
+    _ERROR,
+    _INDEX,
+    _MODEL,
+    _REASONING,
+    _STOP_SEQUENCE,
 )
 _PAD = [(0,) * (_SLOTS - k) for k in range(_SLOTS)]
 _i8 = _I8.unpack_from
@@ -213,6 +223,12 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
     model = _string(data, offset, stop, root + field, "model") if field else ""
     field = fields[_REASONING]
     reasoning = _string(data, offset, stop, root + field, "reasoning") if field else ""
+    # Only a final chunk names its stop sequence: a token delta never looks.
+    stop_sequence = ""
+    if finish:
+        field = fields[_STOP_SEQUENCE]
+        if field:
+            stop_sequence = _string(data, offset, stop, root + field, "stop_sequence")
     calls: tuple[ToolCallDelta, ...] = ()
     usage = None
     error = None
@@ -244,6 +260,7 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
         index,
         model,
         reasoning,
+        stop_sequence,
     )
 
 

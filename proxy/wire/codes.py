@@ -33,6 +33,8 @@ __all__ = [
     "INVALID_API_KEY",
     "INVALID_JSON",
     "INVALID_REQUEST",
+    "INVALID_TOKEN",
+    "JWKS_UNAVAILABLE",
     "LENGTH_REQUIRED",
     "MALFORMED_REQUEST",
     "METHOD_NOT_ALLOWED",
@@ -107,6 +109,12 @@ UNSUPPORTED_CONTENT_TYPE = _c(
 )  # fmt: skip
 MISSING_API_KEY = _c("missing_api_key", 401, INVALID, "no `Authorization: Bearer` key")
 INVALID_API_KEY = _c("invalid_api_key", 401, INVALID, "the key is not one of `[[keys]]`")
+INVALID_TOKEN = _c(
+    "invalid_token", 401, INVALID,
+    "a JWT bearer token (`[auth.jwt]`) does not verify: expired, not yet valid, wrong issuer "
+    "or audience, bad signature, unknown `kid`, an algorithm not allowed, or no tenant claim "
+    "(the message says which)",
+)  # fmt: skip
 UNAUTHORIZED = _c(
     "unauthorized", 401, INVALID,
     "a bearer token is missing or wrong: the proxy's caller token (a wrong one on any "
@@ -160,6 +168,11 @@ BACKENDS_BUSY = _c(
 )
 # The server itself.
 DRAINING = _c("draining", 503, API, "the server is shutting down; try another instance")
+JWKS_UNAVAILABLE = _c(
+    "jwks_unavailable", 503, API,
+    "the edge holds no JWT signing keys yet: `[auth.jwt] jwks_url` could not be fetched; "
+    "`Retry-After` says when to try again",
+)  # fmt: skip
 POOL_EXHAUSTED = _c(
     "pool_exhausted", 503, API,
     "no pooled connection to the backend came free within `pool_timeout` (not a backend "

@@ -68,13 +68,18 @@ class ToolCall(msgspec.Struct, gc=False):
 
 
 class Message(msgspec.Struct, gc=False, omit_defaults=True):
-    """One message; ``content`` is ``None`` only for an assistant turn without text."""
+    """One message; ``content`` is ``None`` only for an assistant turn without text.
+
+    ``is_error`` (a failed tool call's result) is not an OpenAI field: an
+    adapter that embeds messages as they are must map it first.
+    """
 
     role: str
     content: str | None = None
     name: str = ""
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str = ""
+    is_error: bool = False
 
 
 class Function(msgspec.Struct, gc=False, omit_defaults=True):
@@ -116,6 +121,8 @@ class Request(msgspec.Struct):
     parallel_tool_calls: bool | None = None
     # response_format's JSON text ("" when absent).
     response_format: str = ""
+    # 0: not given.
+    top_k: int = 0
 
 
 def _slots(t: Table, *names: str) -> tuple[int, ...]:
@@ -144,9 +151,11 @@ _R_METADATA = COMPLETION_REQUEST.slot("metadata")
 _R_INCLUDE_USAGE = COMPLETION_REQUEST.slot("include_usage")
 _R_PTC = COMPLETION_REQUEST.slot("parallel_tool_calls")
 _R_RESPONSE_FORMAT = COMPLETION_REQUEST.slot("response_format")
-_M_ROLE, _M_CONTENT, _M_NAME, _M_CALLS, _M_CALL_ID = _slots(
-    MESSAGE, "role", "content", "name", "tool_calls", "tool_call_id"
+_R_TOP_K = COMPLETION_REQUEST.slot("top_k")
+_M_ROLE, _M_CONTENT, _M_NAME, _M_CALLS, _M_CALL_ID, _M_IS_ERROR = _slots(
+    MESSAGE, "role", "content", "name", "tool_calls", "tool_call_id", "is_error"
 )
+_M_FIELDS = len(MESSAGE.fields)
 _C_ID, _C_NAME, _C_ARGS = _slots(TOOL_CALL, "id", "name", "arguments")
 _T_NAME, _T_DESC, _T_PARAMS, _T_STRICT = _slots(TOOL, "name", "description", "parameters", "strict")
 _K_KEY, _K_VALUE = _slots(KEY_VALUE, "key", "value")
@@ -172,6 +181,7 @@ _ROOT_SCALARS: tuple[tuple[int, str, Callable[..., tuple[Any, ...]], type], ...]
     (_R_STREAM, "stream", _I8, bool),
     (_R_INCLUDE_USAGE, "include_usage", _I8, bool),
     (_R_PTC, "parallel_tool_calls", _I8, bool),
+    (_R_TOP_K, "top_k", _I32, int),
 )
 
 
@@ -224,7 +234,7 @@ def _vector(buf: bytes | memoryview, at: int) -> list[int]:
 
 
 def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
-    f = _fields(buf, pos, 5)
+    f = _fields(buf, pos, _M_FIELDS)
     off = f[_M_ROLE]
     role = _I8(buf, pos + off)[0] if off else 0
     off = f[_M_CONTENT]
@@ -250,7 +260,9 @@ def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
             )
     if role == _ASSISTANT and not content:
         content = None
-    return Message(_ROLE_NAMES.get(role, "user"), content, name, calls, call_id)
+    off = f[_M_IS_ERROR]
+    failed = bool(_I8(buf, pos + off)[0]) if off else False
+    return Message(_ROLE_NAMES.get(role, "user"), content, name, calls, call_id, failed)
 
 
 def _tool(buf: bytes | memoryview, view: memoryview, pos: int) -> Tool:

@@ -84,6 +84,8 @@ class Chunk(msgspec.Struct, frozen=True):
     index: int = 0
     model: str = ""
     reasoning: str = ""
+    # Final chunk only: the stop sequence that ended the completion, if known.
+    stop_sequence: str = ""
 
 
 # CompletionChunk vtable entries (byte offsets in the vtable): finish_reason, error.

@@ -50,7 +50,7 @@ class Table:
 
 
 TOOL_CALL = Table("ToolCall", ("id", "name", "arguments"))
-MESSAGE = Table("Message", ("role", "content", "name", "tool_calls", "tool_call_id"))
+MESSAGE = Table("Message", ("role", "content", "name", "tool_calls", "tool_call_id", "is_error"))
 TOOL = Table("Tool", ("name", "description", "parameters", "strict"))
 KEY_VALUE = Table("KeyValue", ("key", "value"))
 COMPLETION_REQUEST = Table(
@@ -78,6 +78,7 @@ COMPLETION_REQUEST = Table(
         "include_usage",
         "parallel_tool_calls",
         "response_format",
+        "top_k",
     ),
 )
 TOOL_CALL_DELTA = Table("ToolCallDelta", ("index", "id", "name", "arguments"))
@@ -95,6 +96,7 @@ COMPLETION_CHUNK = Table(
         "index",
         "model",
         "reasoning",
+        "stop_sequence",
     ),
 )
 

@@ -46,6 +46,7 @@ def build_chunk(
     index: int = 0,
     model: str | bytes = "",
     reasoning: str | bytes = "",
+    stop_sequence: str | bytes = "",
     size_prefixed: bool = True,
 ) -> bytes:
     """One ``CompletionChunk`` as bytes, built with a builder leased from ``pool``."""
@@ -93,6 +94,7 @@ def build_chunk(
             error_off = _fb_error.End(b)
         rid, text, model_off = _string(b, request_id), _string(b, content), _string(b, model)
         thinking = _string(b, reasoning)
+        matched = _string(b, stop_sequence)
         _fb_chunk.Start(b)
         if rid:
             _fb_chunk.AddRequestId(b, rid)
@@ -112,6 +114,8 @@ def build_chunk(
             _fb_chunk.AddModel(b, model_off)
         if thinking:
             _fb_chunk.AddReasoning(b, thinking)
+        if matched:
+            _fb_chunk.AddStopSequence(b, matched)
         root = _fb_chunk.End(b)
         if size_prefixed:
             b.FinishSizePrefixed(root, CHUNK_IDENTIFIER)
@@ -160,6 +164,7 @@ def decode_chunk(buf: bytes | memoryview) -> Chunk:
             index=fb.Index(),
             model=_text(fb.Model()),
             reasoning=_text(fb.Reasoning()),
+            stop_sequence=_text(fb.StopSequence()),
         )
     except MalformedFrame:
         raise

@@ -127,6 +127,7 @@ LAYOUTS: Mapping[str, tuple[FieldSpec, ...]] = {
         _string("name"),
         _tables("tool_calls", "ToolCall"),
         _string("tool_call_id"),
+        _scalar("is_error", 1),
     ),
     "Tool": (
         _string("name"),
@@ -158,6 +159,7 @@ LAYOUTS: Mapping[str, tuple[FieldSpec, ...]] = {
         _scalar("include_usage", 1),
         _scalar("parallel_tool_calls", 1),
         _string("response_format"),
+        _scalar("top_k", 4),
     ),
 }
 

@@ -10,8 +10,9 @@
 Layout (front to back, every ``uoffset`` pointing forward): the root offset,
 the identifier, a vtable with an entry per field, the root table (soffset; the
 uoffsets and scalars at the offsets in ``_AT``; ``finish_reason`` as a byte),
-then the children: strings (request id, model, content, reasoning), the
-tool-call vector and its tables, the usage table, the error table. Field
+then the children: strings (request id, model, content, reasoning, stop
+sequence), the tool-call vector and its tables, the usage table, the error
+table. Field
 slots come from ``wire.layout``. No I/O.
 """
 
@@ -39,14 +40,15 @@ _AT = {
     "index": 24,
     "model": 28,
     "reasoning": 32,
-    "finish_reason": 36,
+    "stop_sequence": 36,
+    "finish_reason": 40,
 }
 _FIELDS = len(COMPLETION_CHUNK.fields)
 _VT_SIZE = 4 + 2 * _FIELDS
 _ROOT = 8 + _VT_SIZE + (-_VT_SIZE % 4)
-_TABLE_SIZE = 40
+_TABLE_SIZE = 44
 # root offset, identifier, vtable (size, table size, entries), padding, the table
-_HEAD = struct.Struct(f"<I4s{2 + _FIELDS}H{_ROOT - 8 - _VT_SIZE}xiIIIIIiIIb3x")
+_HEAD = struct.Struct(f"<I4s{2 + _FIELDS}H{_ROOT - 8 - _VT_SIZE}xiIIIIIiIIIb3x")
 _HEAD_SIZE = _HEAD.size
 if _HEAD_SIZE != _ROOT + _TABLE_SIZE or sorted(_AT) != sorted(COMPLETION_CHUNK.fields):
     raise ImportError("write_chunk's layout no longer fits the schema")
@@ -134,6 +136,7 @@ def write_chunk(
     index: int = 0,
     model: str | bytes = "",
     reasoning: str | bytes = "",
+    stop_sequence: str | bytes = "",
     size_prefixed: bool = True,
 ) -> bytes:
     """One ``CompletionChunk``, laid out by hand (size-prefixed unless told not)."""
@@ -146,6 +149,7 @@ def write_chunk(
         ("model", model),
         ("content", content),
         ("reasoning", reasoning),
+        ("stop_sequence", stop_sequence),
     ):
         if value:
             data = _string(_utf8(value))
@@ -213,6 +217,7 @@ def write_chunk(
         index,
         offs["model"],
         offs["reasoning"],
+        offs["stop_sequence"],
         int(finish_reason),
     )
     body = head + b"".join(parts)
@@ -291,6 +296,7 @@ class ChunkWriter:
         error: ChunkError | None = None,
         index: int = 0,
         reasoning: str = "",
+        stop_sequence: str = "",
     ) -> bytes:
         return write_chunk(
             request_id=self._request_id,
@@ -302,4 +308,5 @@ class ChunkWriter:
             error=error,
             index=index,
             reasoning=reasoning,
+            stop_sequence=stop_sequence,
         )

@@ -48,9 +48,10 @@ _calls = st.lists(
     index=st.integers(0, 2**31 - 1),
     model=st.text(max_size=20),
     reasoning=st.text(max_size=20),
+    stop_sequence=st.text(max_size=10),
 )
 def test_reads_what_decode_chunk_reads(  # noqa: PLR0917
-    request_id, content, tool_calls, finish, usage, error, index, model, reasoning
+    request_id, content, tool_calls, finish, usage, error, index, model, reasoning, stop_sequence
 ):
     """The stock builder and the hand-written writer give chunks that both readers
     (the generated accessors and the fast reader) read the same."""
@@ -64,6 +65,8 @@ def test_reads_what_decode_chunk_reads(  # noqa: PLR0917
         "index": index,
         "model": model,
         "reasoning": reasoning,
+        # The schema's rule: only a final chunk names a stop sequence.
+        "stop_sequence": stop_sequence if finish else "",
     }
     frame = build_chunk(POOL, **fields)
     expected = decode_chunk(unprefix(frame))
@@ -77,6 +80,15 @@ def test_reads_what_decode_chunk_reads(  # noqa: PLR0917
     tokens = None if expected.usage is None else expected.usage.completion_tokens
     code = "" if expected.error is None else expected.error.code or "error"
     assert read_outcome(frame) == read_outcome(written) == (tokens, code)
+
+
+def test_only_a_final_chunk_is_read_for_its_stop_sequence():
+    """A token delta never looks (the per-token path reads one field less)."""
+    final = write_chunk(finish_reason=FinishReason.STOP, stop_sequence="###")
+    assert read_chunk(final).stop_sequence == "###"
+    stray = write_chunk(content="x", stop_sequence="###")
+    assert read_chunk(stray).stop_sequence == ""
+    assert decode_chunk(unprefix(stray)).stop_sequence == "###"
 
 
 def test_wrong_identifier_and_short_frames():

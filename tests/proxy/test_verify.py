@@ -109,7 +109,7 @@ def test_field_table_matches_the_schema() -> None:
 @pytest.mark.parametrize(
     ("edit", "complaint"),
     [
-        (("  response_format: string;\n}", "  response_format: string;\n  x: string;\n}"), "Compl"),
+        (("  top_k: int32;\n}", "  top_k: int32;\n  x: string;\n}"), "Compl"),
         (("  strict: bool;", "  strict: bool;\n  extra: [Message];"), "Tool"),
         (("  tool_call_id: string;", "  tool_call_id: int64;"), "Message"),
         (("  value: string;", "  value: [string];"), "KeyValue"),
@@ -333,6 +333,7 @@ CHUNK_LAYOUTS: dict[str, tuple[FieldSpec, ...]] = {
         FieldSpec("index", FieldKind.SCALAR, 4),
         FieldSpec("model", FieldKind.STRING),
         FieldSpec("reasoning", FieldKind.STRING),
+        FieldSpec("stop_sequence", FieldKind.STRING),
     ),
     "ToolCallDelta": (
         FieldSpec("index", FieldKind.SCALAR, 4),

@@ -20,6 +20,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from flatgate.edge_translator.messages.models import decode_messages
+from flatgate.edge_translator.messages.translate import write_messages
 from flatgate.edge_translator.models import decode_request
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.wire import layout
@@ -139,6 +141,7 @@ FULL_REQUEST = {
     "tool_choice": {"type": "function", "function": {"name": "f"}},
     "temperature": 0.5,
     "top_p": 0.5,
+    "top_k": 40,
     "max_tokens": 9,
     "stop": ["x"],
     "seed": 1,
@@ -154,26 +157,83 @@ FULL_REQUEST = {
 }
 
 
-def test_write_request_writes_every_field_of_every_table() -> None:
-    req = decode_request(msgspec.json.encode(FULL_REQUEST))
-    buf = write_request(req, provider=1, model_name="m", tenant="t", request_id="r")
+# The Messages edge's counterpart of FULL_REQUEST: what OpenAI's lacks (a tool
+# result's is_error) and the rest again.
+FULL_MESSAGES = {
+    "model": "m",
+    "max_tokens": 9,
+    "system": "s",
+    "messages": [
+        {"role": "user", "content": "u"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "a"},
+                {"type": "tool_use", "id": "c1", "name": "f", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "r", "is_error": True}
+            ],
+        },
+    ],
+    "tools": [{"name": "f", "description": "d", "input_schema": {}, "strict": True}],
+    "tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": True},
+    "temperature": 0.5,
+    "top_p": 0.5,
+    "top_k": 40,
+    "stop_sequences": ["x"],
+    "metadata": {"user_id": "end-user"},
+    "stream": True,
+}
+
+
+def _written(buf: bytes) -> dict[str, set[str]]:
+    """Every field present in the buffer, by table."""
     root, fields = _table(buf, _U32(buf, 0)[0])
     r = layout.COMPLETION_REQUEST
-    assert _present(r, fields) == set(r.fields)
-    messages = _tables_of(buf, root, fields[r.slot("messages")])
-    seen: set[str] = set()
-    calls: set[str] = set()
-    for pos, mf in messages:
-        seen |= _present(layout.MESSAGE, mf)
+    seen: dict[str, set[str]] = {t: set() for t in layout.TABLES}
+    seen[r.name] = _present(r, fields)
+    for pos, mf in _tables_of(buf, root, fields[r.slot("messages")]):
+        seen["Message"] |= _present(layout.MESSAGE, mf)
         if mf.get(layout.MESSAGE.slot("tool_calls")):
             for _, cf in _tables_of(buf, pos, mf[layout.MESSAGE.slot("tool_calls")]):
-                calls |= _present(layout.TOOL_CALL, cf)
-    assert seen == set(layout.MESSAGE.fields)
-    assert calls == set(layout.TOOL_CALL.fields)
-    [(_, tf)] = _tables_of(buf, root, fields[r.slot("tools")])
-    assert _present(layout.TOOL, tf) == set(layout.TOOL.fields)
-    [(_, kf)] = _tables_of(buf, root, fields[r.slot("metadata")])
-    assert _present(layout.KEY_VALUE, kf) == set(layout.KEY_VALUE.fields)
+                seen["ToolCall"] |= _present(layout.TOOL_CALL, cf)
+    for name, table in (("tools", layout.TOOL), ("metadata", layout.KEY_VALUE)):
+        if fields.get(r.slot(name)):
+            for _, tf in _tables_of(buf, root, fields[r.slot(name)]):
+                seen[table.name] |= _present(table, tf)
+    return seen
+
+
+def test_the_edges_write_every_field_of_every_table() -> None:
+    """Between them, the two client APIs' writers write every request field;
+    only a tool result's ``is_error`` has no OpenAI form."""
+    openai = _written(
+        write_request(
+            decode_request(msgspec.json.encode(FULL_REQUEST)),
+            provider=1,
+            model_name="m",
+            tenant="t",
+            request_id="r",
+        )
+    )
+    messages = _written(
+        write_messages(
+            decode_messages(msgspec.json.encode(FULL_MESSAGES)),
+            provider=1,
+            model_name="m",
+            tenant="t",
+            request_id="r",
+        )
+    )
+    for name in ("CompletionRequest", "Message", "ToolCall", "Tool", "KeyValue"):
+        table = layout.TABLES[name]
+        assert openai[name] | messages[name] == set(table.fields), name
+    assert set(layout.MESSAGE.fields) - openai["Message"] == {"is_error"}
+    assert set(layout.MESSAGE.fields) - messages["Message"] == {"name"}
 
 
 def test_write_chunk_writes_every_field_of_every_table() -> None:
@@ -187,6 +247,7 @@ def test_write_chunk_writes_every_field_of_every_table() -> None:
         index=1,
         model="m",
         reasoning="thought",
+        stop_sequence="stop",
     )
     buf = frame[4:]
     root, fields = _table(buf, _U32(buf, 0)[0])

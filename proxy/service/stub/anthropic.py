@@ -7,7 +7,8 @@
 The forced tool is ``tool_choice: {"type": "tool", "name": ...}``.
 
 - Non-streamed: a ``message`` object (``content`` blocks, ``stop_reason``
-  ``end_turn`` / ``max_tokens`` / ``tool_use``, ``usage.input_tokens`` and
+  ``end_turn`` / ``stop_sequence`` (with the ``stop_sequence`` that ended the
+  echo) / ``max_tokens`` / ``tool_use``, ``usage.input_tokens`` and
   ``output_tokens``).
 - Streamed: ``event:`` + ``data:`` pairs in the documented order:
   ``message_start`` (``output_tokens`` 1), ``content_block_start`` (index 0),
@@ -80,8 +81,16 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + _enc(data) + b"\n\n"
 
 
+def _stop_reason(ans: Answer) -> str:
+    return "stop_sequence" if ans.stop_sequence else _STOP[ans.finish]
+
+
 def _message(
-    req: StubRequest, content: list[dict[str, Any]], stop: str | None, usage: Usage
+    req: StubRequest,
+    content: list[dict[str, Any]],
+    stop: str | None,
+    usage: Usage,
+    stop_sequence: str | None = None,
 ) -> dict[str, Any]:
     return {
         "id": f"msg_{req.request_id or 'stub'}",
@@ -90,7 +99,7 @@ def _message(
         "model": req.model,
         "content": content,
         "stop_reason": stop,
-        "stop_sequence": None,
+        "stop_sequence": stop_sequence,
         "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens},
     }
 
@@ -134,7 +143,7 @@ class _Rendering:
         ans = self._answer
         delta = {
             "type": "message_delta",
-            "delta": {"stop_reason": _STOP[ans.finish], "stop_sequence": None},
+            "delta": {"stop_reason": _stop_reason(ans), "stop_sequence": ans.stop_sequence or None},
             "usage": {"output_tokens": ans.usage.completion_tokens},
         }
         return _BLOCK_STOP + _event("message_delta", delta) + _MESSAGE_STOP
@@ -157,7 +166,7 @@ def _complete(req: StubRequest, ans: Answer) -> dict[str, Any]:
         )
     elif ans.text:
         content.append({"type": "text", "text": ans.text})
-    return _message(req, content, _STOP[ans.finish], ans.usage)
+    return _message(req, content, _stop_reason(ans), ans.usage, ans.stop_sequence or None)
 
 
 class AnthropicWire:

@@ -256,4 +256,5 @@ def to_stub_request(r: MessagesRequest, request_id: str) -> StubRequest:
         stream=bool(r.stream),
         fault=fault,
         fault_after=after,
+        stop=tuple(r.stop_sequences or ()),
     )

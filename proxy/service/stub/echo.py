@@ -7,8 +7,10 @@ Owns what the stub answers, whatever protocol it speaks:
   ``stream``, and the fault the request asks for;
 - ``answer``: the echo of the last ``user`` message, one delta per
   whitespace-delimited word with the whitespace after it (``deltas_of``), cut
-  at ``max_tokens`` deltas (finish ``length``, else ``stop``), or one tool
-  call when the request forces a tool;
+  before the first of the request's stop sequences it contains (finish
+  ``stop``, naming the sequence), then at ``max_tokens`` deltas (finish
+  ``length``, else ``stop``), or one tool call when the request forces a
+  tool;
 - ``split_model``: a model name's fault suffix (``echo@die:2``);
 - ``Wire`` and ``Rendering``: what each wire module provides to the server,
   and ``Reply`` / ``Rejected``, an answer before the first byte.
@@ -86,6 +88,8 @@ class StubRequest:
     fault_after: int = 0
     # OpenAI's ``stream_options.include_usage``.
     include_usage: bool = False
+    # Stop sequences: the echo ends before the first one it contains.
+    stop: tuple[str, ...] = ()
 
     @property
     def last_user(self) -> str:
@@ -142,6 +146,8 @@ class Answer:
     finish: FinishReason
     usage: Usage
     tool_call: ToolCall | None = None
+    # The stop sequence the echo ended at ("" for none).
+    stop_sequence: str = ""
 
     @property
     def text(self) -> str:
@@ -157,12 +163,25 @@ def answer(req: StubRequest, tool_id_prefix: str = "call_") -> Answer:
             arguments=json.dumps({"input": req.last_user}),
         )
         return Answer((), FinishReason.TOOL_CALLS, Usage(req.prompt_tokens, 1), call)
-    deltas = deltas_of(req.last_user, req.max_tokens)
+    text, matched = _until_stop(req.last_user, req.stop)
+    deltas = deltas_of(text, req.max_tokens)
     finish = FinishReason.STOP
     if req.max_tokens > 0 and len(deltas) > req.max_tokens:
         deltas = deltas[: req.max_tokens]
         finish = FinishReason.LENGTH
-    return Answer(tuple(deltas), finish, Usage(req.prompt_tokens, len(deltas)))
+        matched = ""
+    return Answer(tuple(deltas), finish, Usage(req.prompt_tokens, len(deltas)), None, matched)
+
+
+def _until_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str]:
+    """``text`` up to the earliest stop sequence in it, and that sequence (a
+    model stops before emitting it; at one place, the longest wins)."""
+    best, matched = len(text), ""
+    for s in stops:
+        at = text.find(s) if s else -1
+        if at != -1 and (at < best or (at == best and len(s) > len(matched))):
+            best, matched = at, s
+    return text[:best], matched
 
 
 class _StreamFlag(msgspec.Struct):

@@ -74,6 +74,7 @@ def parse_request(body: bytes) -> StubRequest:
         kv = req.Metadata(i)
         metadata[_s(kv.Key())] = _s(kv.Value())
     forced = _s(req.ToolChoiceName()) if req.ToolChoice() == ToolChoiceMode.Function else ""
+    stop = tuple(_s(req.Stop(i)) for i in range(req.StopLength()))
     model, fault, after = split_model(_s(req.ModelName()))
     named = metadata.get("stub.fault", "")
     if named in FAULTS:
@@ -88,6 +89,7 @@ def parse_request(body: bytes) -> StubRequest:
         metadata=metadata,
         fault=fault,
         fault_after=after,
+        stop=stop,
     )
 
 
@@ -138,7 +140,9 @@ class _Rendering:
         ans = self._answer
         if ans.tool_call is not None:
             return b""  # the tool-call chunk was final
-        frame = self._writer.chunk(finish_reason=ans.finish, usage=ans.usage)
+        frame = self._writer.chunk(
+            finish_reason=ans.finish, usage=ans.usage, stop_sequence=ans.stop_sequence
+        )
         return _framed(frame, self._binary)
 
     def error(self) -> bytes:
@@ -182,7 +186,12 @@ class FbsWire:
         if ans.tool_call is not None:
             frame = _tool_chunk(writer, ans)
         else:
-            frame = writer.chunk(content=ans.text, finish_reason=ans.finish, usage=ans.usage)
+            frame = writer.chunk(
+                content=ans.text,
+                finish_reason=ans.finish,
+                usage=ans.usage,
+                stop_sequence=ans.stop_sequence,
+            )
         binary = _binary(header)
         return Reply(200, self._headers(req, binary), _framed(frame, binary))
 

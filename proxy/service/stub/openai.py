@@ -13,7 +13,8 @@
   ``tool_choice: {"type": "function", "function": {"name": ...}}``.
 - Non-streamed: a ``chat.completion``. Streamed: ``data:`` events of
   ``chat.completion.chunk``: a role chunk, content deltas (or a tool call's
-  start and its argument fragments), a chunk with the finish reason; with
+  start and its argument fragments), a chunk with the finish reason (and, as
+  vLLM does, ``stop_reason`` naming the stop sequence that ended the echo); with
   ``stream_options.include_usage`` every chunk carries ``"usage": null`` and a
   last chunk with no choices carries the usage; then ``data: [DONE]``.
 
@@ -150,7 +151,9 @@ class _Rendering:
             self._head,
             b'{},"logprobs":null,"finish_reason":"',
             reason,
-            b'"}]',
+            b'"',
+            b',"stop_reason":' + _enc(ans.stop_sequence) if ans.stop_sequence else b"",
+            b"}]",
             self._usage_null,
             b"}\n\n",
         ]
@@ -181,20 +184,21 @@ def _completion(req: StubRequest, ans: Answer, created: int) -> dict[str, Any]:
                 "function": {"name": call.name, "arguments": call.arguments},
             }
         ]
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": _FINISH[ans.finish],
+    }
+    if ans.stop_sequence:
+        choice["stop_reason"] = ans.stop_sequence  # as vLLM names it
     return {
         "id": f"chatcmpl-{req.request_id or 'stub'}",
         "object": "chat.completion",
         "created": created,
         "model": req.model,
         "system_fingerprint": None,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": _FINISH[ans.finish],
-            }
-        ],
+        "choices": [choice],
         "usage": _usage(ans.usage),
     }
 

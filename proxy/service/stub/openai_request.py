@@ -295,4 +295,5 @@ def to_stub_request(r: ChatRequest, request_id: str) -> StubRequest:
         fault=fault,
         fault_after=after,
         include_usage=bool(r.stream and r.stream_options and r.stream_options.include_usage),
+        stop=(r.stop,) if isinstance(r.stop, str) else tuple(r.stop or ()),
     )

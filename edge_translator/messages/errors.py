@@ -1,0 +1,77 @@
+"""flatgate's errors in Anthropic's shape: ``{"type": "error", "error": {"type",
+"message"}}``, with Anthropic's status and type for each.
+
+Owns the one mapping from an ``EdgeError`` (a registered ``wire.codes`` code
+and the status it is answered with) to what an Anthropic client expects: the
+documented status/type pairs (``TYPES``), keyed by status, so that every code
+the registry holds, today's and tomorrow's, has its Anthropic type; and the
+codes answered with another status than their own (``OVERLOADED``: a gateway
+or backends at capacity is Anthropic's ``overloaded_error``, 529, which its
+SDKs retry). A status without a pair of its own is ``invalid_request_error``
+below 500 (as Anthropic does for "other 4XX status codes") and ``api_error``
+from 500 up. ``error_event`` is what a failure after the stream began
+becomes. No I/O.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from flatgate.edge_translator.errors import EdgeError
+from flatgate.proxy.wire import codes
+
+__all__ = ["OVERLOADED", "TYPES", "anthropic_error", "error_body", "error_event"]
+
+# Anthropic's documented statuses and error types.
+TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+# Codes that mean "at capacity, retry shortly": 529 overloaded_error (their
+# own status, 503, is what the OpenAI API and load balancers are told).
+OVERLOADED = frozenset(
+    {codes.BACKENDS_BUSY.code, codes.SERVER_BUSY.code, codes.POOL_EXHAUSTED.code}
+)
+
+
+class _Detail(msgspec.Struct):
+    type: str
+    message: str
+
+
+class _Body(msgspec.Struct, omit_defaults=True):
+    type: str
+    error: _Detail
+    request_id: str | None = None
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def anthropic_error(err: EdgeError) -> tuple[int, str]:
+    """The status and Anthropic error type ``err`` is answered with."""
+    status = 529 if err.code in OVERLOADED else err.status
+    kind = TYPES.get(status)
+    if kind is None:
+        kind = "invalid_request_error" if status < 500 else "api_error"
+    return status, kind
+
+
+def error_body(err: EdgeError, request_id: str | None = None) -> tuple[int, bytes]:
+    """The status and JSON body of an error before the first byte."""
+    status, kind = anthropic_error(err)
+    return status, _encode(_Body("error", _Detail(kind, err.message), request_id))
+
+
+def error_event(err: EdgeError) -> bytes:
+    """The SSE event that ends a stream with ``err`` (the SDKs raise it)."""
+    _, kind = anthropic_error(err)
+    return b"event: error\ndata: " + _encode(_Body("error", _Detail(kind, err.message))) + b"\n\n"

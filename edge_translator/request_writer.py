@@ -1,0 +1,545 @@
+"""A ``CompletionRequest`` FlatBuffer written by hand: the edges' shared writer.
+
+Owns ``RequestWriter``, the schema-specific writer both client APIs write
+through (``translate`` for OpenAI Chat Completions, ``messages.translate`` for
+Anthropic Messages): each maps its own request onto these calls, in this
+order: ``strings`` (the root's strings), ``messages`` (every message, as
+plain tuples: the writer loops over them with locals, which is what keeps the
+per-message cost down), then any of ``tools``, ``stops``, ``metadata``, and
+``finish`` (the scalars; returns the bytes). What a field means is the
+caller's business; how it is laid out is this module's.
+
+It lays the buffer out front to back in one ``bytearray`` (root table first,
+children after it, since every ``uoffset`` points forward), with fixed table
+layouts packed by precompiled ``struct.Struct`` objects, vtables shared per
+shape, and strings written from their UTF-8 bytes. About a third of the calls
+of a stock builder; the stock-builder reference it is tested and benchmarked
+against lives in ``benchmarks/codecs/stock_writer.py``.
+
+Conventions: empty strings and empty vectors are omitted (absent reads as ""),
+optional scalars are written only when given (``None`` is not given; ``top_k``,
+``max_tokens`` and ``n`` are not given at 0), booleans only when true.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+
+from flatgate.proxy.wire.layout import COMPLETION_REQUEST, KEY_VALUE, MESSAGE, TOOL, TOOL_CALL
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
+
+__all__ = ["Call", "RequestWriter", "ToolSpec", "WireMessage"]
+
+# A tool call in the history: (id, name, arguments JSON), UTF-8.
+Call = tuple[bytes, bytes, bytes]
+# A message: (role, text) when it has non-empty text and nothing else, or
+# (role, content, name, tool call id, tool calls, is_error); strings UTF-8.
+WireMessage = tuple[int, bytes] | tuple[int, bytes, bytes, bytes, Sequence[Call], bool]
+# A tool definition: (name, description, parameters JSON Schema, strict), UTF-8.
+ToolSpec = tuple[bytes, bytes, bytes, bool]
+
+# --------------------------------------------------------------------------
+# Layout: [root uoffset][b"FGRQ"][root vtable][pad][root table][root strings]
+# [messages vector][per message: (vtable)(table)(strings)(tool calls)]
+# [tools][stop][metadata]. Everything stays 4-aligned; the root table starts at
+# 4 mod 8 so that ``seed`` (the one 8-byte field, first after the soffset) is
+# 8-aligned. Vtables may sit before or after the tables that use them (a
+# signed soffset), as with the stock builder when it shares a vtable.
+# --------------------------------------------------------------------------
+
+_U32 = struct.Struct("<I")
+_PAD = (b"\0\0\0\0", b"\0\0\0", b"\0\0", b"\0")  # NUL terminator + pad to 4
+
+# The root table, in the writer's own order (fields by size, so that nothing
+# needs padding): soffset, seed (8 bytes, 8-aligned as the table starts at
+# 4 mod 8), the 4-byte fields, then the 1-byte ones. Field -> struct code.
+_ROOT_FIELDS = (
+    ("seed", "q"),
+    ("request_id", "I"),
+    ("model_name", "I"),
+    ("max_tokens", "i"),
+    ("temperature", "f"),
+    ("tools", "I"),
+    ("messages", "I"),
+    ("tool_choice_name", "I"),
+    ("top_p", "f"),
+    ("stop", "I"),
+    ("presence_penalty", "f"),
+    ("frequency_penalty", "f"),
+    ("n", "i"),
+    ("user", "I"),
+    ("tenant", "I"),
+    ("metadata", "I"),
+    ("response_format", "I"),
+    ("top_k", "i"),
+    ("provider", "b"),
+    ("tool_choice", "b"),
+    ("stream", "b"),
+    ("include_usage", "b"),
+    ("parallel_tool_calls", "b"),
+)
+_ROOT_TABLE = struct.Struct("<i" + "".join(code for _, code in _ROOT_FIELDS) + "3x")
+_R_SIZE = _ROOT_TABLE.size
+# Field -> its offset in the root table, and -> its index in the vtable list
+# (size, table size, then one entry per slot, from the layout).
+_AT = {
+    name: struct.calcsize("<i" + "".join(c for _, c in _ROOT_FIELDS[:i]))
+    for i, (name, _) in enumerate(_ROOT_FIELDS)
+}
+_V = {name: 2 + COMPLETION_REQUEST.slot(name) for name, _ in _ROOT_FIELDS}
+_ROOT_VT = struct.Struct(f"<{2 + len(COMPLETION_REQUEST.fields)}H")
+_ROOT_VT_POS = 8
+_ROOT_POS = _ROOT_VT_POS + _ROOT_VT.size
+_ROOT_POS += (4 - _ROOT_POS) % 8  # 4 mod 8
+# Header (root offset, identifier), a zeroed root vtable and table to fill in.
+_HEAD = _U32.pack(_ROOT_POS) + REQUEST_IDENTIFIER + bytes(_ROOT_POS - 8 + _R_SIZE)
+# Root vtable: size, table size, then one voffset per slot (0: absent).
+_ROOT_VT_EMPTY = [_ROOT_VT.size, _R_SIZE] + [0] * len(COMPLETION_REQUEST.fields)
+# (vtable index, table offset) of each root field, named for the hot path.
+_V_REQUEST_ID, _AT_REQUEST_ID = _V["request_id"], _AT["request_id"]
+_V_MODEL_NAME, _AT_MODEL_NAME = _V["model_name"], _AT["model_name"]
+_V_TOOL_CHOICE, _AT_TOOL_CHOICE = _V["tool_choice"], _AT["tool_choice"]
+_V_TOOL_CHOICE_NAME, _AT_TOOL_CHOICE_NAME = _V["tool_choice_name"], _AT["tool_choice_name"]
+_V_USER, _AT_USER = _V["user"], _AT["user"]
+_V_TENANT, _AT_TENANT = _V["tenant"], _AT["tenant"]
+_V_RESPONSE_FORMAT, _AT_RESPONSE_FORMAT = _V["response_format"], _AT["response_format"]
+_V_MESSAGES, _AT_MESSAGES = _V["messages"], _AT["messages"]
+_V_TOOLS, _AT_TOOLS = _V["tools"], _AT["tools"]
+_V_STOP, _AT_STOP = _V["stop"], _AT["stop"]
+_V_METADATA, _AT_METADATA = _V["metadata"], _AT["metadata"]
+_V_MAX_TOKENS, _AT_MAX_TOKENS = _V["max_tokens"], _AT["max_tokens"]
+_V_TEMPERATURE, _AT_TEMPERATURE = _V["temperature"], _AT["temperature"]
+_V_TOP_P, _AT_TOP_P = _V["top_p"], _AT["top_p"]
+_V_TOP_K, _AT_TOP_K = _V["top_k"], _AT["top_k"]
+_V_SEED, _AT_SEED = _V["seed"], _AT["seed"]
+_V_PRESENCE, _AT_PRESENCE = _V["presence_penalty"], _AT["presence_penalty"]
+_V_FREQUENCY, _AT_FREQUENCY = _V["frequency_penalty"], _AT["frequency_penalty"]
+_V_N, _AT_N = _V["n"], _AT["n"]
+_V_PROVIDER, _AT_PROVIDER = _V["provider"], _AT["provider"]
+_V_STREAM, _AT_STREAM = _V["stream"], _AT["stream"]
+_V_INCLUDE_USAGE, _AT_INCLUDE_USAGE = _V["include_usage"], _AT["include_usage"]
+_V_PTC, _AT_PTC = _V["parallel_tool_calls"], _AT["parallel_tool_calls"]
+if _ROOT_POS % 8 != 4 or _AT["seed"] != 4 or len(_V) != len(COMPLETION_REQUEST.fields):
+    raise ImportError("RequestWriter's root layout no longer fits the schema")
+
+
+def _vtables(
+    table_size: int, offsets: Sequence[int], always: frozenset[int] = frozenset()
+) -> tuple[bytes, ...]:
+    """Every vtable of a table whose fields come and go, padded to 4 bytes.
+
+    ``offsets[i]`` is slot i's offset in the table; slots in ``always`` are
+    always present; bit j of the index says whether the j-th other slot is.
+    """
+    optional = [i for i in range(len(offsets)) if i not in always]
+    out = []
+    for mask in range(1 << len(optional)):
+        present = always | {slot for j, slot in enumerate(optional) if mask >> j & 1}
+        entries = [off if i in present else 0 for i, off in enumerate(offsets)]
+        raw = struct.pack(f"<{2 + len(offsets)}H", 4 + 2 * len(offsets), table_size, *entries)
+        out.append(raw + bytes(-len(raw) % 4))
+    return tuple(out)
+
+
+# Message: soffset, content@4, name@8, tool_calls@12, tool_call_id@16, role@20,
+# is_error@21 (role, slot 0, always written). Bits of a message's vtable mask,
+# in slot order: content, name, tool_calls, tool_call_id, is_error.
+_MSG = struct.Struct("<iIIIIbb2x")
+_MSG_SIZE = _MSG.size
+_MSG_AT = {
+    "content": 4,
+    "name": 8,
+    "tool_calls": 12,
+    "tool_call_id": 16,
+    "role": 20,
+    "is_error": 21,
+}
+_MSG_VTS = _vtables(
+    _MSG_SIZE,
+    tuple(_MSG_AT[f] for f in MESSAGE.fields),
+    always=frozenset({MESSAGE.slot("role")}),
+)
+# Content-only message (the common case), table and its string's length prefix.
+_MSG_CONTENT = struct.Struct("<iIIIIbb2xI")
+# Tool: soffset, name@4, description@8, parameters@12, strict@16.
+_TOOL = struct.Struct("<iIIIb3x")
+_TOOL_AT = {"name": 4, "description": 8, "parameters": 12, "strict": 16}
+_TOOL_VTS = _vtables(_TOOL.size, tuple(_TOOL_AT[f] for f in TOOL.fields))
+# ToolCall: soffset, id@4, name@8, arguments@12.
+_CALL = struct.Struct("<iIII")
+_CALL_AT = {"id": 4, "name": 8, "arguments": 12}
+_CALL_VTS = _vtables(_CALL.size, tuple(_CALL_AT[f] for f in TOOL_CALL.fields))
+# KeyValue: soffset, key@4, value@8.
+_KV = struct.Struct("<iII")
+_KV_AT = {"key": 4, "value": 8}
+_KV_VTS = _vtables(_KV.size, tuple(_KV_AT[f] for f in KEY_VALUE.fields))
+if (
+    MESSAGE.fields != ("role", "content", "name", "tool_calls", "tool_call_id", "is_error")
+    or TOOL.fields != ("name", "description", "parameters", "strict")
+    or TOOL_CALL.fields != ("id", "name", "arguments")
+):
+    raise ImportError("RequestWriter's table layouts no longer fit the schema")
+
+# Offset-vector heads (count, then the offsets) for the short vectors (stop).
+_VEC_HEADS = tuple(struct.Struct(f"<{n + 1}I") for n in range(5))
+
+# Tables written by ``_strings_table``; the kind keys their shared vtables
+# (message vtables are keyed by their mask alone, below 256).
+_KIND_CALL, _KIND_TOOL, _KIND_KV = 1, 2, 3
+_KINDS: dict[int, tuple[tuple[bytes, ...], struct.Struct]] = {
+    _KIND_CALL: (_CALL_VTS, _CALL),
+    _KIND_TOOL: (_TOOL_VTS, _TOOL),
+    _KIND_KV: (_KV_VTS, _KV),
+}
+
+
+def _put_str(buf: bytearray, data: bytes) -> int:
+    """Append one string (length, bytes, NUL, pad); returns its position."""
+    pos = len(buf)
+    n = len(data)
+    buf += _U32.pack(n)
+    buf += data
+    buf += _PAD[n & 3]
+    return pos
+
+
+def _strings_after(buf: bytearray, strings: Sequence[bytes]) -> None:
+    """Append ``strings`` (the empty ones skipped) one after the other."""
+    for data in strings:
+        if data:
+            n = len(data)
+            buf += _U32.pack(n)
+            buf += data
+            buf += _PAD[n & 3]
+
+
+def _string_offsets(first: int, field0: int, strings: Sequence[bytes]) -> list[int]:
+    """uoffsets for string fields at ``field0``, ``field0 + 4``, ... whose strings
+    are laid out from ``first`` on, in order (0 for an empty, omitted one)."""
+    out = []
+    at = first
+    field = field0
+    for data in strings:
+        if data:
+            out.append(at - field)
+            at += len(data) + 8 - (len(data) & 3)
+        else:
+            out.append(0)
+        field += 4
+    return out
+
+
+def _strings_table(
+    buf: bytearray,
+    vt_pos: dict[int, int],
+    kind: int,
+    strings: Sequence[bytes],
+    *,
+    tail: tuple[int, ...] = (),
+    mask_extra: int = 0,
+) -> int:
+    """Append a table whose leading fields are strings (4 bytes each, from
+    offset 4), followed by ``tail`` scalars, then its strings right after it;
+    returns the table position."""
+    vts, packer = _KINDS[kind]
+    mask = mask_extra
+    bit = 1
+    for data in strings:
+        if data:
+            mask |= bit
+        bit <<= 1
+    key = kind << 8 | mask
+    vpos = vt_pos.get(key)
+    if vpos is None:
+        vpos = len(buf)
+        buf += vts[mask]
+        vt_pos[key] = vpos
+    tpos = len(buf)
+    buf += packer.pack(tpos - vpos, *_string_offsets(tpos + packer.size, tpos + 4, strings), *tail)
+    _strings_after(buf, strings)
+    return tpos
+
+
+def _offset_vector(buf: bytearray, count: int) -> int:
+    """Append a vector of ``count`` offsets (zeros, patched later); returns its position."""
+    pos = len(buf)
+    buf += _U32.pack(count)
+    buf += bytes(4 * count)
+    return pos
+
+
+def _message(  # noqa: PLR0917 - one call per message of the rare shape, positional
+    buf: bytearray,
+    vt_pos: dict[int, int],
+    role: int,
+    content: bytes,
+    name: bytes,
+    call_id: bytes,
+    calls: Sequence[Call],
+    is_error: bool,
+) -> int:
+    """A message of any shape: the table, its strings, then its tool calls;
+    returns the table position."""
+    mask = (
+        (1 if content else 0)
+        | (2 if name else 0)
+        | (4 if calls else 0)
+        | (8 if call_id else 0)
+        | (16 if is_error else 0)
+    )
+    vpos = vt_pos.get(mask)
+    if vpos is None:
+        vpos = len(buf)
+        buf += _MSG_VTS[mask]
+        vt_pos[mask] = vpos
+    tpos = len(buf)
+    strings = (content, name, call_id)
+    first = tpos + _MSG_SIZE
+    c_off, n_off, id_off = _string_offsets(first, tpos + 4, strings)
+    if id_off:  # tool_call_id sits at +16, not +12: its string is where it was laid out
+        id_off -= 4
+    calls_off = 0
+    if calls:  # the vector follows the strings
+        calls_off = first + sum(len(d) + 8 - (len(d) & 3) for d in strings if d) - (tpos + 12)
+    buf += _MSG.pack(tpos - vpos, c_off, n_off, calls_off, id_off, role, is_error)
+    _strings_after(buf, strings)
+    if calls:
+        vec = _offset_vector(buf, len(calls))
+        for i, call in enumerate(calls):
+            cpos = _strings_table(buf, vt_pos, _KIND_CALL, call)
+            _U32.pack_into(buf, vec + 4 + 4 * i, cpos - (vec + 4 + 4 * i))
+    return tpos
+
+
+class RequestWriter:
+    """One ``CompletionRequest`` being written (see the module docstring for
+    the order of calls)."""
+
+    __slots__ = ("_buf", "_meta", "_msgs", "_vals", "_vt", "_vt_pos")
+
+    def __init__(self) -> None:
+        self._buf = bytearray(_HEAD)
+        self._vt = _ROOT_VT_EMPTY.copy()
+        # Root uoffsets of the children, as they are written: request_id,
+        # model_name, tool_choice_name, user, tenant, response_format, tools, stop.
+        self._vals = [0, 0, 0, 0, 0, 0, 0, 0]
+        self._msgs = 0
+        self._meta = 0
+        # Shared vtables written so far: message ones by their field mask,
+        # other tables' by kind << 8 | mask.
+        self._vt_pos: dict[int, int] = {}
+
+    def strings(
+        self,
+        *,
+        request_id: str,
+        model_name: str,
+        tenant: str,
+        user: str,
+        tool_choice_name: str,
+        response_format: bytes,
+    ) -> None:
+        """The root's strings, right after the root table (call first)."""
+        buf, vt, vals, put = self._buf, self._vt, self._vals, _put_str
+        if request_id:
+            vals[0] = put(buf, request_id.encode()) - (_ROOT_POS + _AT_REQUEST_ID)
+            vt[_V_REQUEST_ID] = _AT_REQUEST_ID
+        if model_name:
+            vals[1] = put(buf, model_name.encode()) - (_ROOT_POS + _AT_MODEL_NAME)
+            vt[_V_MODEL_NAME] = _AT_MODEL_NAME
+        if tool_choice_name:
+            vals[2] = put(buf, tool_choice_name.encode()) - (_ROOT_POS + _AT_TOOL_CHOICE_NAME)
+            vt[_V_TOOL_CHOICE_NAME] = _AT_TOOL_CHOICE_NAME
+        if user:
+            vals[3] = put(buf, user.encode()) - (_ROOT_POS + _AT_USER)
+            vt[_V_USER] = _AT_USER
+        if tenant:
+            vals[4] = put(buf, tenant.encode()) - (_ROOT_POS + _AT_TENANT)
+            vt[_V_TENANT] = _AT_TENANT
+        if response_format:
+            vals[5] = put(buf, response_format) - (_ROOT_POS + _AT_RESPONSE_FORMAT)
+            vt[_V_RESPONSE_FORMAT] = _AT_RESPONSE_FORMAT
+
+    def messages(self, messages: Sequence[WireMessage]) -> None:
+        """The messages, in order: ``(role, text)`` for a message with nothing
+        but non-empty text (the common shape: one pack each), or ``(role,
+        content, name, call id, calls, is_error)`` for any other."""
+        buf = self._buf
+        vt_pos = self._vt_pos
+        count = len(messages)
+        vec = len(buf)
+        buf += _U32.pack(count)
+        buf += bytes(4 * count)
+        self._msgs = vec - (_ROOT_POS + _AT_MESSAGES)
+        self._vt[_V_MESSAGES] = _AT_MESSAGES
+        pack_text = _MSG_CONTENT.pack
+        pack_slot = _U32.pack_into
+        text_vt = -1
+        slot = vec + 4
+        for m in messages:
+            tpos = len(buf)
+            if len(m) == 2:
+                role, data = m
+                if text_vt < 0:
+                    text_vt = vt_pos.get(1, -1)
+                    if text_vt < 0:
+                        vt_pos[1] = text_vt = tpos
+                        buf += _MSG_VTS[1]
+                        tpos += len(_MSG_VTS[1])
+                n = len(data)
+                buf += pack_text(tpos - text_vt, _MSG_SIZE - 4, 0, 0, 0, role, 0, n)
+                buf += data
+                buf += _PAD[n & 3]
+            else:
+                tpos = _message(buf, vt_pos, *m)
+            pack_slot(buf, slot, tpos - slot)
+            slot += 4
+
+    def tools(self, tools: Sequence[ToolSpec]) -> None:
+        """The tool definitions (none: call nothing)."""
+        buf = self._buf
+        vec = _offset_vector(buf, len(tools))
+        self._vals[6] = vec - (_ROOT_POS + _AT_TOOLS)
+        self._vt[_V_TOOLS] = _AT_TOOLS
+        for i, (name, description, parameters, strict) in enumerate(tools):
+            tpos = _strings_table(
+                buf,
+                self._vt_pos,
+                _KIND_TOOL,
+                (name, description, parameters),
+                tail=(1 if strict else 0,),
+                mask_extra=8 if strict else 0,
+            )
+            _U32.pack_into(buf, vec + 4 + 4 * i, tpos - (vec + 4 + 4 * i))
+
+    def stops(self, stops: Sequence[bytes]) -> None:
+        """The stop sequences, non-empty ones only (none: call nothing)."""
+        buf = self._buf
+        vec = len(buf)
+        count = len(stops)
+        self._vals[7] = vec - (_ROOT_POS + _AT_STOP)
+        self._vt[_V_STOP] = _AT_STOP
+        offs = _string_offsets(vec + 4 + 4 * count, vec + 4, stops)
+        head = _VEC_HEADS[count] if count < len(_VEC_HEADS) else struct.Struct(f"<{count + 1}I")
+        buf += head.pack(count, *offs)
+        _strings_after(buf, stops)
+
+    def metadata(self, metadata: Mapping[str, str]) -> None:
+        """The metadata vector: ``KeyValue`` tables sorted by key (code point
+        order is UTF-8 byte order), each followed by its strings."""
+        buf = self._buf
+        vt_pos = self._vt_pos
+        items = sorted(metadata.items())
+        count = len(items)
+        vec = len(buf)
+        self._vt[_V_METADATA] = _AT_METADATA
+        self._meta = vec - (_ROOT_POS + _AT_METADATA)
+        buf += _U32.pack(count)
+        buf += bytes(4 * count)
+        pack_kv = _KV.pack
+        elem = vec + 4
+        for key, value in items:
+            k, v = key.encode(), value.encode()
+            mask = (1 if k else 0) | (2 if v else 0)
+            vkey = _KIND_KV << 8 | mask
+            vpos = vt_pos.get(vkey)
+            if vpos is None:
+                vpos = len(buf)
+                buf += _KV_VTS[mask]
+                vt_pos[vkey] = vpos
+            tpos = len(buf)
+            nk = len(k)
+            k_size = nk + 8 - (nk & 3) if k else 0
+            buf += pack_kv(tpos - vpos, 8 if k else 0, 4 + k_size if v else 0)
+            if k:
+                buf += _U32.pack(nk)
+                buf += k
+                buf += _PAD[nk & 3]
+            if v:
+                nv = len(v)
+                buf += _U32.pack(nv)
+                buf += v
+                buf += _PAD[nv & 3]
+            _U32.pack_into(buf, elem, tpos - elem)
+            elem += 4
+
+    def finish(
+        self,
+        *,
+        provider: int,
+        tool_choice: int = 0,
+        max_tokens: int = 0,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int = 0,
+        seed: int | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        n: int = 0,
+        stream: bool = False,
+        include_usage: bool = False,
+        parallel_tool_calls: bool | None = None,
+    ) -> bytes:
+        """The scalars, then the root table and its vtable in one pack each;
+        the finished buffer."""
+        vt = self._vt
+        if max_tokens:
+            vt[_V_MAX_TOKENS] = _AT_MAX_TOKENS
+        if temperature is not None:
+            vt[_V_TEMPERATURE] = _AT_TEMPERATURE
+        if top_p is not None:
+            vt[_V_TOP_P] = _AT_TOP_P
+        if top_k:
+            vt[_V_TOP_K] = _AT_TOP_K
+        if seed is not None:
+            vt[_V_SEED] = _AT_SEED
+        if presence_penalty is not None:
+            vt[_V_PRESENCE] = _AT_PRESENCE
+        if frequency_penalty is not None:
+            vt[_V_FREQUENCY] = _AT_FREQUENCY
+        if n:
+            vt[_V_N] = _AT_N
+        if provider:
+            vt[_V_PROVIDER] = _AT_PROVIDER
+        if tool_choice:
+            vt[_V_TOOL_CHOICE] = _AT_TOOL_CHOICE
+        if stream:
+            vt[_V_STREAM] = _AT_STREAM
+        if include_usage:
+            vt[_V_INCLUDE_USAGE] = _AT_INCLUDE_USAGE
+        if parallel_tool_calls is not None:
+            vt[_V_PTC] = _AT_PTC
+        rid, name, choice_name, user, tenant, rfo, tools, stop = self._vals
+        buf = self._buf
+        _ROOT_TABLE.pack_into(
+            buf,
+            _ROOT_POS,
+            _ROOT_POS - _ROOT_VT_POS,
+            seed or 0,
+            rid,
+            name,
+            max_tokens,
+            temperature or 0.0,
+            tools,
+            self._msgs,
+            choice_name,
+            top_p or 0.0,
+            stop,
+            presence_penalty or 0.0,
+            frequency_penalty or 0.0,
+            n,
+            user,
+            tenant,
+            self._meta,
+            rfo,
+            top_k,
+            provider,
+            tool_choice,
+            stream,
+            include_usage,
+            bool(parallel_tool_calls),
+        )
+        _ROOT_VT.pack_into(buf, _ROOT_VT_POS, *vt)
+        return bytes(buf)
