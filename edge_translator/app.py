@@ -42,7 +42,7 @@ from flatgate.edge_translator.answer import (
     shutting_down,
     stream,
 )
-from flatgate.edge_translator.auth import KeyRing
+from flatgate.edge_translator.auth import OPEN, Identity
 from flatgate.edge_translator.config import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.errors import (
     AuthenticationFailed,
@@ -58,14 +58,17 @@ from flatgate.edge_translator.mapping import new_request_id, resolve_model
 from flatgate.edge_translator.messages.endpoint import MessagesEndpoint
 from flatgate.edge_translator.messages.errors import error_body as messages_error
 from flatgate.edge_translator.models import decode_request
+from flatgate.edge_translator.tenancy import Admitted, Tenancy
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Admission
 from flatgate.proxy.plumbing.auth import TokenCheck
+from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import (
     CallerWatch,
     Exchange,
@@ -99,24 +102,14 @@ _WATCH_TICK = 0.05
 _BUSY_RETRY_AFTER = 1.0
 
 
-class _Model(msgspec.Struct):
-    id: str
-    owned_by: str
-    object: str = "model"
-    created: int = 0
-
-
-class _ModelList(msgspec.Struct):
-    data: list[_Model]
-    object: str = "list"
-
-
 class _Ask:
     """One completion request on its way: its log entry, the body bytes it
     holds against admission control, its FlatBuffer until the proxy has it,
     and what its answer needs of the request (never the prompt)."""
 
     __slots__ = (
+        "admitted",
+        "answered",
         "api",
         "choices",
         "completion_id",
@@ -124,9 +117,11 @@ class _Ask:
         "entry",
         "frame",
         "held",
+        "identity",
         "include_usage",
         "model",
         "stream",
+        "usage",
     )
 
     def __init__(self, entry: Entry, held: int) -> None:
@@ -141,6 +136,12 @@ class _Ask:
         self.ending = Ending()
         # The client API the answer is rendered in.
         self.api: ClientApi = CHAT
+        self.identity: Identity = OPEN
+        # The usage the backend reported (None: none, or no answer yet), and
+        # whether an answer began (the proxy said 200).
+        self.usage: Usage | None = None
+        self.answered = False
+        self.admitted: Admitted | None = None
 
 
 class EdgeApp:
@@ -164,7 +165,8 @@ class EdgeApp:
         self._upstream_metrics = upstream_metrics
         e = settings.edge
         self._models = settings.model_index()
-        self._keys = KeyRing(settings.keys)
+        # Which models each caller may use, and the tenants' limits.
+        self.tenancy = Tenancy(settings)
         # Who is calling: [[keys]] and [auth.jwt] (its verified tokens cached per worker).
         self.identities = Identities.from_settings(settings)
         self._url = e.proxy_url.rstrip("/") + "/v1/completions"
@@ -206,10 +208,23 @@ class EdgeApp:
         self._ttfb = self.metrics.upstream_ttfb_of("proxy")
         self._failures_timeout = self.metrics.upstream_failure_of("proxy", "timeout")
         self._failures_other = self.metrics.upstream_failure_of("proxy", "unreachable")
-        models = [
-            _Model(name, m.owned_by) for m in settings.models for name in (m.name, *m.aliases)
-        ]
-        self._models_body = msgspec.json.encode(_ModelList(models))
+        self.metrics.collect_from(self.tenancy.collect)
+
+    def reload(self, settings: EdgeSettings) -> None:
+        """A new config's ``[[keys]]``, ``[auth]``, ``[[models]]``, ``[state]``,
+        ``[[limits]]`` and ``[[tenants]]``, from the next request on (requests
+        in flight finish on the old). ``[edge]`` stays as started: its
+        addresses, pools and limits need a restart (logged when it differs)."""
+        old = self.settings
+        if settings.edge != old.edge:
+            log.warning("edge: [edge] changes take effect on restart; the rest is reloaded")
+            settings = msgspec.structs.replace(settings, edge=old.edge)
+        if (settings.keys, settings.auth) != (old.keys, old.auth):
+            self.identities = Identities.from_settings(settings)
+        self._models = settings.model_index()
+        self._messages.reload(identities=self.identities, models=self._models)
+        self.tenancy.reload(settings)
+        self.settings = settings
 
     @property
     def transport(self) -> Transport:
@@ -218,10 +233,11 @@ class EdgeApp:
         return self._transport
 
     async def aclose(self) -> None:
-        """Close the transport (for embedding and tests)."""
+        """Close the transport and the limits store (for embedding and tests)."""
         transport, self._transport = self._transport, None
         if transport is not None:
             await transport.aclose()
+        await self.tenancy.aclose()
 
     async def __call__(self, ex: Exchange) -> None:
         path = ex.path
@@ -273,6 +289,7 @@ class EdgeApp:
         headers = list(_JSON)
         if entry is not None and entry.request_id:
             headers.append(("x-request-id", entry.request_id))
+        headers += err.headers
         if err.retry_after is not None:
             headers.append(("retry-after", str(max(1, math.ceil(err.retry_after)))))
         if err.status == 405:
@@ -305,8 +322,8 @@ class EdgeApp:
             await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
             auth = ex.header("authorization")
-            self.identities.cached(auth) or await self.identities.verify(auth)
-            await ex.respond(200, _JSON, self._models_body)
+            identity = self.identities.cached(auth) or await self.identities.verify(auth)
+            await ex.respond(200, _JSON, self.tenancy.listing(identity))
         return 200
 
     # -- POST /v1/chat/completions -------------------------------------------
@@ -345,6 +362,7 @@ class EdgeApp:
         entry = ask.entry
         auth = ex.header("authorization")
         identity = self.identities.cached(auth) or await self.identities.verify(auth)
+        ask.identity = identity
         tenant = identity.tenant
         entry.tenant = tenant or None
         body = await read_body(ex, self._max_body, length)
@@ -384,6 +402,10 @@ class EdgeApp:
         """Send a translated request to the proxy and answer it, watching the
         caller and the drain (any client API's last step)."""
         entry = ask.entry
+        tenancy = self.tenancy
+        tenant = ask.identity.tenant
+        tenancy.check(ask.identity, entry.model or ask.model, ask.model)
+        admitted = ask.admitted = await tenancy.admit(tenant, ask.model, ask.frame)
         watch = CallerWatch(ex.disconnected)
         self._watchlist.add(watch)
         untrack = self._drain.track(ask.ending)
@@ -394,12 +416,18 @@ class EdgeApp:
                 raise
             entry.error = "client_closed"
             return 499  # nginx's "client closed request", for the metrics only
+        except EdgeError as err:
+            err.headers += admitted.headers
+            raise
         finally:
             untrack()
             watch.stop()
+            tenancy.settle(tenant, ask.model, admitted, ask.usage, ask.answered)
 
     async def _exchange(self, ex: Exchange, ask: _Ask) -> int:
         reply = [("x-request-id", ask.entry.request_id or ask.completion_id)]
+        if ask.admitted is not None:
+            reply += ask.admitted.headers
         keepalive = None
         if ask.stream and self._keepalive:
             keepalive = Keepalive(
@@ -472,6 +500,7 @@ class EdgeApp:
                 except _UpstreamError:
                     detail = b""
                 raise proxy_error(resp.status, resp.headers, detail)
+            ask.answered = True
             created = int(time.time())
             if ask.stream:
                 renderer = ask.api.renderer(ask, created)
@@ -489,9 +518,11 @@ class EdgeApp:
                         fail=ask.api.error_event,
                     )
                 finally:
+                    ask.usage = renderer.usage
                     self._note_usage(renderer.usage, entry)
             aggregator = ask.api.aggregator(ask, created)
             body = await aggregate(resp, aggregator, ask.ending)
+            ask.usage = aggregator.usage
             self._note_usage(aggregator.usage, entry)
             entry.first_byte()
             entry.bytes_out = len(body)
@@ -517,4 +548,14 @@ def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
     drain = Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
     app = EdgeApp(settings, drain=drain)
     tune(e.gc_thresholds, freeze=e.gc_freeze)
-    return ServerApp(app, drain, metrics=app.metrics)
+    path = env.get(ENV_CONFIG)
+    starts = []
+    if path and e.reload_seconds > 0:
+        watch = ConfigWatch(
+            path,
+            lambda: app.reload(load_edge_settings(path, environ=env)),
+            interval=e.reload_seconds,
+            name="edge",
+        )
+        starts.append(watch.install)
+    return ServerApp(app, drain, metrics=app.metrics, on_start=starts)

@@ -69,7 +69,7 @@ class KeyRing:
         self._by_digest: dict[bytes, tuple[bytes, Identity]] = {}
         for k in keys:
             digest = bytes.fromhex(k.sha256)
-            self._by_digest[digest] = (digest, Identity(k.tenant, Credential.KEY))
+            self._by_digest[digest] = (digest, Identity(k.tenant, Credential.KEY, k.models))
 
     @property
     def open(self) -> bool:

@@ -1,6 +1,7 @@
 """The edge's settings: one frozen typed object from the shared TOML file.
 
 Owns the ``[edge]``, ``[[models]]``, ``[[keys]]`` and ``[auth]`` sections of the config
+(and reads ``[state]``, ``[[limits]]`` and ``[[tenants]]`` through ``plumbing.limits``)
 file (the proxy's sections in the same file belong to ``proxy.config`` and are
 ignored here). Values come, lowest precedence first, from the file, from
 ``FLATGATE_EDGE_<KEY>`` environment variables (TOML syntax, bare strings
@@ -32,6 +33,7 @@ from flatgate.proxy.plumbing.config import (
     env_value,
     read_document,
 )
+from flatgate.proxy.plumbing.limits import LimitsConfig, parse_limits
 from flatgate.proxy.wire.schema import Provider
 
 __all__ = [
@@ -104,6 +106,10 @@ class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Graceful stop, as [proxy]'s (README, "Graceful restarts").
     drain_grace_seconds: float = 5.0
     drain_seconds: float = 30.0
+    # Each worker looks at the config file this often and applies a good
+    # change to [[keys]], [auth], [[models]], [state], [[limits]] and
+    # [[tenants]] (plumbing.reload; `flatgate reload`). 0: never.
+    reload_seconds: float = 1.0
     # The cyclic GC (plumbing.gctune): thresholds per generation (CPython's
     # are 700, 10, 10: a young collection every few streams at token
     # cadence), and gc.freeze() once the app is built.
@@ -126,6 +132,9 @@ class KeyConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tenant: str
     # Hex SHA-256 of the API key; the key itself is never stored.
     sha256: str
+    # Names or globs of the models this key may call (absent: every model the
+    # tenant may; a [[tenants]] entry's list applies as well).
+    models: tuple[str, ...] | None = None
 
 
 # The JWT signature algorithms [auth.jwt] may allow: asymmetric only. `none`
@@ -178,6 +187,8 @@ class EdgeSettings(msgspec.Struct, frozen=True):
     models: tuple[ModelConfig, ...] = ()
     keys: tuple[KeyConfig, ...] = ()
     auth: AuthConfig = AuthConfig()
+    # [state], [[limits]] and [[tenants]] (plumbing.limits).
+    limits: LimitsConfig = LimitsConfig()
 
     def model_index(self) -> dict[str, ModelConfig]:
         """Every name and alias to its model entry."""
@@ -229,6 +240,7 @@ def _problems(s: _Document, problems: Problems) -> None:
         except (OSError, ssl.SSLError) as exc:
             problems.append(f"edge.tls_cert_file: cannot load it with edge.tls_key_file: {exc}")
     problems.drain("edge", e.drain_grace_seconds, e.drain_seconds)
+    problems.at_least("edge.reload_seconds", e.reload_seconds, 0)
     for i, threshold in enumerate(e.gc_thresholds):
         problems.at_least(f"edge.gc_thresholds[{i}]", threshold, 0)
     seen: dict[str, str] = {}
@@ -350,9 +362,17 @@ def _parse(
         auth,
     )
     _problems(doc, problems)
+    limits = LimitsConfig()
+    try:
+        limits = parse_limits(data, os.environ if environ is None else environ)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
     if problems:
         return None, problems
-    return EdgeSettings(edge=doc.edge, models=doc.models, keys=doc.keys, auth=doc.auth), problems
+    settings = EdgeSettings(
+        edge=doc.edge, models=doc.models, keys=doc.keys, auth=doc.auth, limits=limits
+    )
+    return settings, problems
 
 
 def _auth(table: Any, problems: Problems) -> AuthConfig:

@@ -68,6 +68,7 @@ class EdgeError(Exception):
         code: ErrorCode | None = None,
         status: int | None = None,
         retry_after: float | None = None,
+        headers: list[tuple[str, str]] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -76,6 +77,8 @@ class EdgeError(Exception):
         self.status = status or self.error_code.status
         # Seconds the client should wait before trying again (Retry-After).
         self.retry_after = retry_after
+        # More headers for the answer (a tenant's x-ratelimit-*).
+        self.headers = headers or []
 
     @property
     def code(self) -> str:

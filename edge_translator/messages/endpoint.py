@@ -39,6 +39,7 @@ from flatgate.edge_translator.answer import (
     Rendering,
     read_body,
 )
+from flatgate.edge_translator.auth import Identity
 from flatgate.edge_translator.config import ModelConfig
 from flatgate.edge_translator.errors import AuthenticationFailed, EdgeError, InvalidRequest
 from flatgate.edge_translator.identity import Identities
@@ -94,6 +95,7 @@ class Ask(Protocol):
     model: str
     stream: bool
     api: ClientApi
+    identity: Identity
 
 
 A = TypeVar("A", bound=Ask)
@@ -125,7 +127,12 @@ class MessagesEndpoint(Generic[A]):
         self._translate_time = translate_time
         self._forward = forward
 
-    async def _tenant(self, ex: Exchange) -> str:
+    def reload(self, *, identities: Identities, models: Mapping[str, ModelConfig]) -> None:
+        """A reloaded config's credentials and models."""
+        self._identities = identities
+        self._models = models
+
+    async def _tenant(self, ex: Exchange, ask: A) -> str:
         ids = self._identities
         token = ex.header("x-api-key")
         if token is None:
@@ -136,6 +143,7 @@ class MessagesEndpoint(Generic[A]):
                 code=codes.MISSING_API_KEY,
             )
         identity = ids.cached_token(token) or await ids.verify_token(token)
+        ask.identity = identity
         return identity.tenant
 
     def _model(self, ex: Exchange, ask: A, name: str) -> ModelConfig:
@@ -157,7 +165,7 @@ class MessagesEndpoint(Generic[A]):
     async def messages(self, ex: Exchange, ask: A, length: str | None) -> int:
         """``POST /v1/messages``."""
         entry = ask.entry
-        tenant = await self._tenant(ex)
+        tenant = await self._tenant(ex, ask)
         entry.tenant = tenant or None
         body = await read_body(ex, self._max_body, length)
         started = time.perf_counter()
@@ -183,7 +191,7 @@ class MessagesEndpoint(Generic[A]):
     async def count_tokens(self, ex: Exchange, ask: A, length: str | None) -> int:
         """``POST /v1/messages/count_tokens``: an estimate, answered here."""
         entry = ask.entry
-        tenant = await self._tenant(ex)
+        tenant = await self._tenant(ex, ask)
         entry.tenant = tenant or None
         body = await read_body(ex, self._max_body, length)
         entry.bytes_in = len(body)

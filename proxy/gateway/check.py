@@ -95,4 +95,5 @@ def file_problems(
     if scope in ("up", "split") and not problems:
         where = None if path is None else os.fspath(path)
         problems += _up_problems(where, env, split=scope == "split")
-    return problems
+    # [state], [[limits]] and [[tenants]] are read by both services: once each.
+    return list(dict.fromkeys(problems))

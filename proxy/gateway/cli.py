@@ -133,6 +133,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also check what clashes when flatgate up runs every service on one host",
     )
     check.add_argument("--split", action="store_true", help="with --up: for flatgate up --split")
+    reload = sub.add_parser(
+        "reload",
+        help="check a config file and have every running worker that reads it apply it "
+        "(keys, limits, models, routes; no restart, no connection dropped)",
+    )
+    reload.add_argument("--config", help="TOML config file (default: $FLATGATE_CONFIG)")
     return parser
 
 
@@ -155,6 +161,27 @@ def _check(args: argparse.Namespace) -> int:
     if problems:
         return _report("check", problems)
     print(f"flatgate check: {path or os.environ.get(ENV_CONFIG) or 'the embedded default'}: ok")
+    return 0
+
+
+def _reload(args: argparse.Namespace) -> int:
+    """Check the file, then touch it: each worker watching it (``[edge]`` /
+    ``[proxy]`` ``reload_seconds``) re-reads it within that interval. A bad
+    file is not touched (the workers would reject it too)."""
+    path = args.config or os.environ.get(ENV_CONFIG)
+    if not path:
+        print(
+            "flatgate reload: no config file: pass --config or set FLATGATE_CONFIG "
+            "(the embedded default cannot change)",
+            file=sys.stderr,
+        )
+        return 2
+    path = os.path.abspath(path)
+    problems = file_problems(path, scope="all")
+    if problems:
+        return _report("reload", problems)
+    os.utime(path)
+    print(f"flatgate reload: {path}: ok; workers apply it within their reload_seconds")
     return 0
 
 
@@ -437,6 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _up(args)
     if args.command == "check":
         return _check(args)
+    if args.command == "reload":
+        return _reload(args)
     return _serve(args.command, args)
 
 

@@ -18,21 +18,25 @@ bypass the edge's keys. Internal ``.fbs`` callers use ``flatgate proxy``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from flatgate.edge_translator.app import EdgeApp
 from flatgate.edge_translator.config import load_edge_settings
+from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.gctune import tune
+from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import load_config
 
-__all__ = ["build", "create_app"]
+__all__ = ["build", "create_app", "reloader"]
 
 
-def build(config_path: str | None = None, drain: Drain | None = None) -> EdgeApp:
-    """The gateway's handler: an edge whose proxy is in process."""
+def _build(
+    config_path: str | None = None, drain: Drain | None = None
+) -> tuple[EdgeApp, ProxyServer]:
     config = load_config(config_path)
     settings = load_edge_settings(config_path)
     e = settings.edge
@@ -46,7 +50,25 @@ def build(config_path: str | None = None, drain: Drain | None = None) -> EdgeApp
         upstream_metrics=False,
     )
     edge.metrics.include(proxy.metrics)
-    return edge
+    return edge, proxy
+
+
+def build(config_path: str | None = None, drain: Drain | None = None) -> EdgeApp:
+    """The gateway's handler: an edge whose proxy is in process."""
+    return _build(config_path, drain)[0]
+
+
+def reloader(path: str, edge: EdgeApp, proxy: ProxyServer) -> Callable[[], None]:
+    """Re-read ``path`` for both layers: both halves validate before either
+    is applied."""
+
+    def apply() -> None:
+        config = load_config(path)
+        settings = load_edge_settings(path)
+        proxy.reload(config)
+        edge.reload(settings)
+
+    return apply
 
 
 def create_app() -> ServerApp:
@@ -54,6 +76,13 @@ def create_app() -> ServerApp:
     settings = load_edge_settings(None)
     e = settings.edge
     drain = Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
-    edge = build(None, drain)
+    edge, proxy = _build(None, drain)
     tune(e.gc_thresholds, freeze=e.gc_freeze)
-    return ServerApp(edge, drain, metrics=edge.metrics)
+    path = os.environ.get(ENV_CONFIG)
+    starts = []
+    if path and e.reload_seconds > 0:
+        watch = ConfigWatch(
+            path, reloader(path, edge, proxy), interval=e.reload_seconds, name="gateway"
+        )
+        starts.append(watch.install)
+    return ServerApp(edge, drain, metrics=edge.metrics, on_start=starts)

@@ -221,6 +221,10 @@ class Metrics:
         one snapshot): the one-process gateway's proxy beside its edge."""
         self.registry.register(_CallbackCollector(other.registry.collect))
 
+    def collect_from(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        """Show the families ``collect()`` yields at each scrape with these."""
+        self.registry.register(_CallbackCollector(collect))
+
     def watch_transport(self, transport: Callable[[], Any]) -> None:
         """Report the upstream pool: ``transport()`` is the worker's transport
         (``None`` until made), whose ``stats()`` is read at each scrape."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Protocol
 
 from flatgate.proxy.plumbing.drain import Drain
@@ -362,12 +362,20 @@ class ServerApp:
     """
 
     def __init__(
-        self, handler: Handler, drain: Drain | None = None, *, metrics: Metrics | None = None
+        self,
+        handler: Handler,
+        drain: Drain | None = None,
+        *,
+        metrics: Metrics | None = None,
+        on_start: Sequence[Callable[[asyncio.AbstractEventLoop], None]] = (),
     ) -> None:
+        """``on_start``: more per-worker starts, each given the worker's loop
+        (a config watch)."""
         self._handler = handler
         self._drain = drain
         self._metrics = metrics
-        self._installed = drain is None and metrics is None
+        self._on_start = tuple(on_start)
+        self._installed = drain is None and metrics is None and not self._on_start
 
     def _install(self, loop: asyncio.AbstractEventLoop) -> None:
         if not self._installed:
@@ -376,6 +384,8 @@ class ServerApp:
                 self._drain.install(loop)
             if self._metrics is not None:
                 self._metrics.install(loop)
+            for start in self._on_start:
+                start(loop)
 
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._install(loop)

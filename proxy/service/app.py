@@ -21,18 +21,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import math
 import os
 import time
 
+import msgspec
+
 from flatgate.proxy.backends.base import TranslatorError
+from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Admission
 from flatgate.proxy.plumbing.auth import TokenCheck
+from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import (
     BodyTooLarge,
     CallerWatch,
@@ -80,6 +86,8 @@ _DRAINING_HEADERS = [*_JSON, ("connection", "close"), ("retry-after", "1")]
 _DRAINING_BODY = error_body(codes.DRAINING, "the proxy is shutting down; retry elsewhere")
 _DRAINED = "the proxy is shutting down: this answer was ended early"
 
+log = logging.getLogger("flatgate.proxy")
+
 
 def _error_headers(err: ProxyError) -> list[tuple[str, str]]:
     headers = _JSON
@@ -115,19 +123,9 @@ class ProxyServer:
         self.pool = BuilderPool()
         self.metrics = Metrics("flatgate", self.pool)
         self.balancer = Balancer(p.cooldown_seconds)
-        self.backends = {b.name: Backend.from_config(b) for b in config.backends}
-        entries = []
-        self.targets: list[RouteTarget] = []
-        for r in config.routes:
-            target = RouteTarget(
-                label=r.model,
-                backends=tuple(self.backends[n] for n in r.backends),
-                fallbacks=tuple(self.backends[n] for n in r.fallbacks),
-            )
-            self.targets.append(target)
-            provider = None if r.provider is None else PROVIDERS[r.provider]
-            entries.append(Route(model=r.model, target=target, provider=provider))
-        self.routes: RouteTable[RouteTarget] = RouteTable(entries)
+        self.backends: dict[str, Backend] = {}
+        self._backend_configs: dict[str, BackendConfig] = {}
+        self._route(config)
         self._transport: Transport | None = None
         self.dispatcher = Dispatcher(
             self.balancer, self.metrics, lambda: self.transport, max_attempts=p.max_attempts
@@ -145,6 +143,42 @@ class ProxyServer:
         self._id_prefix = f"fg-{worker or os.getpid()}-"
         self._ready_at = 0.0
         self._ready: tuple[int, bytes] = (503, b"")
+
+    def _route(self, config: GatewayConfig) -> None:
+        """Build the backends and the route table of ``config``; a backend
+        whose config is unchanged is kept (its outstanding count and
+        cooldown with it)."""
+        kept = {name: b for name, b in self.backends.items() if name in self._backend_configs}
+        configs = {b.name: b for b in config.backends}
+        backends = {
+            name: kept[name] if self._backend_configs.get(name) == cfg else Backend.from_config(cfg)
+            for name, cfg in configs.items()
+        }
+        entries = []
+        targets: list[RouteTarget] = []
+        for r in config.routes:
+            target = RouteTarget(
+                label=r.model,
+                backends=tuple(backends[n] for n in r.backends),
+                fallbacks=tuple(backends[n] for n in r.fallbacks),
+            )
+            targets.append(target)
+            provider = None if r.provider is None else PROVIDERS[r.provider]
+            entries.append(Route(model=r.model, target=target, provider=provider))
+        self.routes: RouteTable[RouteTarget] = RouteTable(entries)
+        self.targets = targets
+        self.backends = backends
+        self._backend_configs = configs
+
+    def reload(self, config: GatewayConfig) -> None:
+        """A new config's ``[[backends]]`` and ``[[routes]]``, from the next
+        request on (requests in flight finish on the backends they have).
+        ``[proxy]`` stays as started (logged when it differs)."""
+        if config.proxy != self.config.proxy:
+            log.warning("proxy: [proxy] changes take effect on restart; the rest is reloaded")
+            config = msgspec.structs.replace(config, proxy=self.config.proxy)
+        self._route(config)
+        self.config = config
 
     @property
     def transport(self) -> Transport:
@@ -485,4 +519,11 @@ def create_app() -> ServerApp:
     drain = Drain(grace=p.drain_grace_seconds, seconds=p.drain_seconds)
     server = ProxyServer(config, drain=drain)
     tune(p.gc_thresholds, freeze=p.gc_freeze)
-    return ServerApp(server, drain, metrics=server.metrics)
+    path = os.environ.get(ENV_CONFIG)
+    starts = []
+    if path and p.reload_seconds > 0:
+        watch = ConfigWatch(
+            path, lambda: server.reload(load_config(path)), interval=p.reload_seconds, name="proxy"
+        )
+        starts.append(watch.install)
+    return ServerApp(server, drain, metrics=server.metrics, on_start=starts)

@@ -28,6 +28,13 @@ from flatgate.proxy.plumbing.config import (
     overlay_env,
     read_document,
 )
+from flatgate.proxy.plumbing.limits import (
+    LimitRule,
+    LimitsConfig,
+    StateSection,
+    TenantConfig,
+    limits_problems,
+)
 from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.wire.schema import PROVIDERS
 
@@ -78,6 +85,10 @@ class ProxySection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # "Graceful restarts").
     drain_grace_seconds: float = 5.0
     drain_seconds: float = 30.0
+    # Each worker looks at the config file this often and applies a good
+    # change to [[backends]] and [[routes]] (plumbing.reload; `flatgate
+    # reload`). 0: never.
+    reload_seconds: float = 1.0
     # The cyclic GC (plumbing.gctune): thresholds per generation (CPython's
     # are 700, 10, 10: a young collection every few streams at token
     # cadence), and gc.freeze() once the app is built.
@@ -159,6 +170,14 @@ class GatewayConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     models: list[dict[str, Any]] = []
     keys: list[dict[str, Any]] = []
     auth: dict[str, Any] = {}
+    # Tenants' limits and where their counts live (plumbing.limits).
+    state: StateSection = StateSection()
+    limits: tuple[LimitRule, ...] = ()
+    tenants: tuple[TenantConfig, ...] = ()
+
+    def limits_config(self) -> LimitsConfig:
+        """``[state]``, ``[[limits]]`` and ``[[tenants]]`` together."""
+        return LimitsConfig(self.state, self.limits, self.tenants)
 
     def backend(self, name: str) -> BackendConfig:
         for b in self.backends:
@@ -190,6 +209,7 @@ def _proxy_problems(p: ProxySection, problems: Problems) -> None:
     if p.require_auth and not p.auth_token_sha256:
         problems.append("proxy.require_auth: needs proxy.auth_token_sha256 (the token to require)")
     problems.drain("proxy", p.drain_grace_seconds, p.drain_seconds)
+    problems.at_least("proxy.reload_seconds", p.reload_seconds, 0)
     for i, threshold in enumerate(p.gc_thresholds):
         problems.at_least(f"proxy.gc_thresholds[{i}]", threshold, 0)
 
@@ -274,6 +294,7 @@ def _parse(
     proxy = convert_at(data.get("proxy", {}), ProxySection, "proxy", problems)
     if proxy is not None:
         _proxy_problems(proxy, problems)
+    problems += limits_problems(data, environ)
     stub = convert_at(data.get("stub", {}), StubSection, "stub", problems)
     if stub is not None:
         _stub_problems(stub, problems)

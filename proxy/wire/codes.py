@@ -36,6 +36,7 @@ __all__ = [
     "INVALID_TOKEN",
     "JWKS_UNAVAILABLE",
     "LENGTH_REQUIRED",
+    "LIMITS_UNAVAILABLE",
     "MALFORMED_REQUEST",
     "METHOD_NOT_ALLOWED",
     "MISSING_API_KEY",
@@ -51,6 +52,7 @@ __all__ = [
     "PROXY_UNAVAILABLE",
     "SERVER_BUSY",
     "TENANT_FORBIDDEN",
+    "TENANT_RATE_LIMITED",
     "UNAUTHORIZED",
     "UNSUPPORTED_CONTENT_TYPE",
     "UNSUPPORTED_MEDIA_TYPE",
@@ -163,6 +165,16 @@ BACKEND_DISCONNECTED = _c(
 BACKEND_STREAM_TRUNCATED = _c(
     "backend_stream_truncated", 502, API, "the backend ended its stream without a final chunk"
 )
+TENANT_RATE_LIMITED = _c(
+    "tenant_rate_limited", 429, RATE,
+    "a tenant's limit (`[[limits]]`: requests or tokens per minute, streams in flight, the "
+    "day's token budget) is spent; the message names it, `Retry-After` says when to try again",
+)  # fmt: skip
+LIMITS_UNAVAILABLE = _c(
+    "limits_unavailable", 503, API,
+    "the limits store (`[state]`) does not answer and `on_store_error = \"closed\"`; "
+    "`Retry-After` says when to try again",
+)  # fmt: skip
 BACKENDS_BUSY = _c(
     "backends_busy", 503, API, "every backend of the route is at its `max_outstanding`"
 )

@@ -29,7 +29,13 @@ import struct
 
 from flatgate.proxy.wire.layout import COMPLETION_REQUEST, MESSAGE, TOOL, TOOL_CALL
 
-__all__ = ["BYTES_PER_TOKEN", "TOKENS_PER_MESSAGE", "estimate_request", "estimate_tokens"]
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "TOKENS_PER_MESSAGE",
+    "estimate_request",
+    "estimate_tokens",
+    "reservation",
+]
 
 BYTES_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
@@ -39,6 +45,8 @@ _I32 = struct.Struct("<i").unpack_from
 _U16 = struct.Struct("<H").unpack_from
 _R_MESSAGES = COMPLETION_REQUEST.voffset("messages")
 _R_TOOLS = COMPLETION_REQUEST.voffset("tools")
+_R_MAX_TOKENS = COMPLETION_REQUEST.voffset("max_tokens")
+_R_N = COMPLETION_REQUEST.voffset("n")
 _M_CONTENT = MESSAGE.voffset("content")
 _M_CALLS = MESSAGE.voffset("tool_calls")
 _C_TEXT = (TOOL_CALL.voffset("name"), TOOL_CALL.voffset("arguments"))
@@ -91,3 +99,18 @@ def estimate_request(buf: bytes | memoryview) -> int:
     for tool in _tables(buf, root, _R_TOOLS):
         text += sum(_length(buf, tool, v) for v in _T_TEXT)
     return estimate_tokens(text, len(messages))
+
+
+def reservation(buf: bytes | memoryview, default_max_tokens: int) -> int:
+    """The tokens a request may use at most, reserved against its tenant's
+    token limits before it is sent: the prompt's estimate plus, for each of
+    its ``n`` choices, its ``max_tokens`` (``default_max_tokens`` when it sets
+    none). For a ``CompletionRequest`` whose offsets are trusted."""
+    root = _U32(buf, 0)[0]
+    at = _field(buf, root, _R_MAX_TOKENS)
+    most: int = _I32(buf, at)[0] if at else 0
+    if most <= 0:
+        most = default_max_tokens
+    at = _field(buf, root, _R_N)
+    n: int = _I32(buf, at)[0] if at else 1
+    return estimate_request(buf) + most * max(n, 1)

@@ -54,10 +54,30 @@ class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     on_store_error: Literal["open", "closed"] = "open"
     # Every key the store writes starts with "<key_prefix>:".
     key_prefix: str = "flatgate"
+    # Completion tokens reserved against tokens_per_minute / tokens_per_day
+    # for a request that sets no max_tokens (settled to the usage reported).
+    default_max_tokens: int = 4096
 
     @property
     def is_memory(self) -> bool:
         return self.store == "memory"
+
+    def same_store(self, other: StateSection) -> bool:
+        """Whether ``other`` names the same store, the same way (a reload
+        that changes only the policy keys keeps the store and its counts)."""
+        return (
+            self.store,
+            self.password_env,
+            self.timeout_ms,
+            self.pool_size,
+            self.key_prefix,
+        ) == (
+            other.store,
+            other.password_env,
+            other.timeout_ms,
+            other.pool_size,
+            other.key_prefix,
+        )
 
 
 class LimitRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -140,6 +160,7 @@ def _state_problems(s: StateSection, environ: Mapping[str, str], problems: Probl
             problems.append(f"state.password_env: environment variable {s.password_env} is not set")
     problems.above("state.timeout_ms", s.timeout_ms)
     problems.at_least("state.pool_size", s.pool_size, 1)
+    problems.at_least("state.default_max_tokens", s.default_max_tokens, 1)
     if not s.key_prefix or any(c in s.key_prefix for c in "{}: "):
         problems.append(
             f"state.key_prefix: must be non-empty, without spaces, ':', '{{' or '}}', "

@@ -41,7 +41,7 @@ from flatgate.proxy.plumbing.limits.decision import Decision, Lease, Outcome
 from flatgate.proxy.plumbing.limits.health import StoreHealth
 from flatgate.proxy.plumbing.limits.memory import MemoryStore
 from flatgate.proxy.plumbing.limits.redisstore import RedisStore
-from flatgate.proxy.plumbing.limits.rules import DEFAULT_CACHE_SIZE, RuleSet, allowed
+from flatgate.proxy.plumbing.limits.rules import DEFAULT_CACHE_SIZE, RuleSet, allowed, key_part
 from flatgate.proxy.plumbing.limits.store import Store, StoreError
 
 __all__ = ["DEFAULT_LEASE_TTL", "Limiter", "open_store"]
@@ -117,20 +117,20 @@ class Limiter:
         count) stays unless ``[state]`` changed (then a new store opens and
         the old one closes in the background; settles still in flight may
         land in either)."""
-        if config.state != self.config.state:
+        if not config.state.same_store(self.config.state):
             old = self.store
             self.store = open_store(config.state, self._environ)
             self._local = self.store if isinstance(self.store, MemoryStore) else None
             self.health.name = self.store.name
-            self.health.policy = config.state.on_store_error
             self.health.up = True
-            self._unavailable = _CLOSED if config.state.on_store_error == "closed" else _OPEN
             try:
                 asyncio.get_running_loop()
             except RuntimeError:  # no loop: its connections go with it
                 pass
             else:
                 self._spawn(old.aclose())
+        self.health.policy = config.state.on_store_error
+        self._unavailable = _CLOSED if config.state.on_store_error == "closed" else _OPEN
         self.rules = RuleSet(config.limits, config.state.key_prefix, cache_size=self._cache_size)
         self.tenants = config.tenant_models()
         self.config = config
@@ -239,6 +239,32 @@ class Limiter:
             return True
         self.health.answered()
         return found
+
+    def record_usage(self, tenant: str, model: str, prompt: int, completion: int) -> None:
+        """Count one request of ``tenant`` on ``model`` and its tokens in the
+        store's usage of the current UTC day (hash ``<key_prefix>:usage:<date>``,
+        fields ``<tenant>:<model>:{requests,prompt_tokens,completion_tokens}``,
+        names escaped as in keys); in the background with a Redis store."""
+        unix = self._clock()
+        if unix >= self._day_end:
+            self._date, left = utc_day(unix)
+            self._day_end = unix + left
+        at = f"{key_part(tenant)}:{key_part(model)}:"
+        fields = (
+            (at + "requests", 1),
+            (at + "prompt_tokens", prompt),
+            (at + "completion_tokens", completion),
+        )
+        if self._local is not None:
+            self._local.add_usage_now(self._date, fields)
+        else:
+            self._spawn(self._add_usage(self._date, fields))
+
+    async def _add_usage(self, date: str, fields: Sequence[tuple[str, int]]) -> None:
+        try:
+            await self.store.add_usage(date, fields)
+        except StoreError as exc:
+            self.health.failed(str(exc))
 
     def lease_id(self) -> str:
         """A lease id unique across workers and instances."""

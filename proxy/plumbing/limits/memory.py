@@ -81,6 +81,9 @@ class MemoryStore(Store):
         self._day_expiry: dict[str, float] = {}
         self.backends: dict[str, _Leases] = {}
         self.cooling: dict[str, float] = {}
+        # One day's usage at a time (this process's): field -> amount.
+        self.usage_date = ""
+        self.usage_fields: dict[str, int] = {}
         self._next_sweep = 0.0
 
     def __len__(self) -> int:
@@ -266,6 +269,20 @@ class MemoryStore(Store):
 
     async def cooldowns(self, now: float) -> dict[str, float]:
         return {name: until for name, until in self.cooling.items() if until > now}
+
+    async def add_usage(self, date: str, fields: Sequence[tuple[str, int]]) -> None:
+        self.add_usage_now(date, fields)
+
+    def add_usage_now(self, date: str, fields: Sequence[tuple[str, int]]) -> None:
+        """``add_usage``, without an await (the day before is let go)."""
+        if date != self.usage_date:
+            self.usage_date, self.usage_fields = date, {}
+        got = self.usage_fields
+        for field, amount in fields:
+            got[field] = got.get(field, 0) + amount
+
+    async def usage(self, date: str) -> dict[str, int]:
+        return dict(self.usage_fields) if date == self.usage_date else {}
 
     def sweep(self, now: float) -> None:
         """Drop every key whose state is spent (see the module docstring)."""

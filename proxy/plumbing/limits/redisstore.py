@@ -36,7 +36,14 @@ from redis.exceptions import NoScriptError, RedisError
 from flatgate.proxy.plumbing.limits import scripts
 from flatgate.proxy.plumbing.limits.decision import Lease
 from flatgate.proxy.plumbing.limits.rules import Plan, key_part
-from flatgate.proxy.plumbing.limits.store import Raw, Store, StoreError, settle_deltas
+from flatgate.proxy.plumbing.limits.store import (
+    USAGE_DAYS,
+    Raw,
+    Store,
+    StoreError,
+    settle_deltas,
+    usage_key,
+)
 
 __all__ = ["RedisStore", "public_url"]
 
@@ -50,6 +57,10 @@ def public_url(url: str) -> str:
     if parts.username:
         netloc = f"{parts.username}@{netloc}"
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _store_error(exc: BaseException) -> StoreError:
@@ -90,6 +101,7 @@ class RedisStore(Store):
         # redis-py leaves execute_command unannotated.
         self._execute = cast("Callable[..., Awaitable[Any]]", self._redis.execute_command)
         self._backends = f"{key_prefix}:{{backends}}"
+        self._prefix = key_prefix
 
     async def _call(self, *args: Any) -> Any:
         try:
@@ -177,6 +189,16 @@ class RedisStore(Store):
             if float(until) > now:
                 out[name.decode("utf-8", "surrogateescape")] = float(until)
         return out
+
+    async def add_usage(self, date: str, fields: Sequence[tuple[str, int]]) -> None:
+        args: list[str] = [str(USAGE_DAYS * 86400)]
+        for field, amount in fields:
+            args += (field, str(amount))
+        await self._run(scripts.USAGE, [usage_key(self._prefix, date)], args)
+
+    async def usage(self, date: str) -> dict[str, int]:
+        reply = await self._call("HGETALL", usage_key(self._prefix, date))
+        return {_text(k): int(v) for k, v in (reply or {}).items()}
 
     async def ping(self) -> None:
         """A round trip (raises ``StoreError``)."""

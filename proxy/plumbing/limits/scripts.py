@@ -257,3 +257,16 @@ end
 return 1
 """
 )
+
+# KEYS[1]: one UTC day's usage hash. ARGV: the hash's time to live (seconds),
+# then field and amount pairs. Adds each amount to its field.
+USAGE: Final = Script(
+    """
+local key = KEYS[1]
+for i = 2, #ARGV, 2 do
+  redis.call('HINCRBY', key, ARGV[i], ARGV[i + 1])
+end
+redis.call('EXPIRE', key, ARGV[1])
+return 1
+"""
+)

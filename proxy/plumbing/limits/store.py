@@ -37,6 +37,15 @@ class StoreError(Exception):
     """The store did not answer in time, or refused the operation."""
 
 
+# Days a day's usage is kept in the store.
+USAGE_DAYS = 40
+
+
+def usage_key(prefix: str, date: str) -> str:
+    """The key of UTC day ``date``'s usage hash."""
+    return f"{prefix}:usage:{date}"
+
+
 def settle_deltas(lease: Lease, actual: int) -> list[tuple[int, int]]:
     """``(check index, token delta)`` for each token check of a lease whose
     request used ``actual`` tokens: the actual count less what was reserved
@@ -110,6 +119,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def cooldowns(self, now: float) -> dict[str, float]:
         """Every backend cooling down at Unix time ``now``, to its ``until``."""
+
+    @abc.abstractmethod
+    async def add_usage(self, date: str, fields: Sequence[tuple[str, int]]) -> None:
+        """Add each ``(field, amount)`` to the usage of UTC day ``date``
+        (``YYYY-MM-DD``), kept ``USAGE_DAYS`` days."""
+
+    @abc.abstractmethod
+    async def usage(self, date: str) -> dict[str, int]:
+        """Every field of the usage of UTC day ``date``."""
 
     async def aclose(self) -> None:  # noqa: B027  # optional
         """Let go of connections."""

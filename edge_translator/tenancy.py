@@ -1,0 +1,227 @@
+"""What a tenant may do at the edge: which models it may call, and its limits.
+
+Owns ``Tenancy``, one per worker, over a ``plumbing.limits.Limiter``:
+
+- **Models.** A caller may use a model when every allow-list that applies lets
+  it through: its ``[[tenants]]`` entry's ``models``, and its credential's
+  (``[[keys]] models``, or the JWT's ``models_claim``). The requested name or
+  the model's own name may match (an alias of an allowed model is allowed).
+  Any other model is ``model_not_found``, as if it did not exist, and
+  ``GET /v1/models`` lists only what the caller may use.
+- **Limits.** Before a request goes to the proxy, ``admit`` reserves what it
+  may use against the tenant's ``[[limits]]``: one request, a concurrency
+  slot, and its tokens (``wire.estimate.reservation``: the prompt's estimate
+  plus ``max_tokens``, or ``[state] default_max_tokens``). A spent limit is a
+  429 ``tenant_rate_limited`` (Retry-After; the message names the limit)
+  before any backend is contacted; the store not answering with
+  ``on_store_error = "closed"`` a 503 ``limits_unavailable``. ``settle``
+  corrects the reservation to the usage the backend reported (the estimate
+  stays when it reported none; nothing is charged when no answer came).
+- **Usage.** Each answered request's tokens, per tenant and model: in
+  ``/metrics`` (``flatgate_edge_tenant_*``; tenants beyond the configured ones
+  share the label ``"other"`` past ``MAX_TENANT_LABELS``) and per UTC day in
+  the store (``Limiter.record_usage``).
+
+``reload`` swaps in a new config's models, allow-lists and limits, keeping
+the limiter's store and its counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+import msgspec
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from flatgate.edge_translator.auth import Identity
+from flatgate.edge_translator.config import EdgeSettings, ModelConfig
+from flatgate.edge_translator.errors import EdgeError, ModelNotFound
+from flatgate.proxy.plumbing.limits import DEFAULT_LEASE_TTL, Decision, Lease, Limiter, allowed
+from flatgate.proxy.plumbing.limits.decision import Outcome
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.estimate import reservation
+from flatgate.proxy.wire.frames import Usage
+
+__all__ = ["MAX_TENANT_LABELS", "Admitted", "Tenancy"]
+
+# Distinct tenant labels in /metrics beyond the configured tenants.
+MAX_TENANT_LABELS: Final = 100
+_OTHER: Final = "other"
+_PREFIX: Final = "flatgate_edge"
+
+
+class _Model(msgspec.Struct):
+    id: str
+    owned_by: str
+    object: str = "model"
+    created: int = 0
+
+
+class _ModelList(msgspec.Struct):
+    data: list[_Model]
+    object: str = "list"
+
+
+class Admitted:
+    """One admitted request: its lease (``None``: nothing to settle) and the
+    rate headers its answer carries."""
+
+    __slots__ = ("headers", "lease", "reserved")
+
+    def __init__(self, lease: Lease | None, headers: list[tuple[str, str]], reserved: int) -> None:
+        self.lease = lease
+        self.headers = headers
+        self.reserved = reserved
+
+
+_FREE: Final = Admitted(None, [], 0)
+
+
+def _refusal(d: Decision) -> EdgeError:
+    headers = [h for h in d.headers() if h[0] != "retry-after"]
+    if d.outcome is Outcome.STORE_UNAVAILABLE:
+        code = codes.LIMITS_UNAVAILABLE
+        message = "The limits store is unavailable; retry shortly."
+    else:
+        code = codes.TENANT_RATE_LIMITED
+        message = f"Rate limit reached: {d.message}. Retry after {max(1, round(d.retry_after))} s."
+    return EdgeError(message, code=code, retry_after=d.retry_after, headers=headers)
+
+
+class Tenancy:
+    """See the module docstring. ``limiter``: one made from the settings when
+    not given (tests share one)."""
+
+    def __init__(self, settings: EdgeSettings, limiter: Limiter | None = None) -> None:
+        self.limiter = Limiter(settings.limits) if limiter is None else limiter
+        self._apply(settings)
+        # (tenant label, model) -> [requests, prompt tokens, completion tokens]
+        self._usage: dict[tuple[str, str], list[int]] = {}
+        self._labels: set[str] = set()
+
+    def _apply(self, settings: EdgeSettings) -> None:
+        limits = settings.limits
+        self._models: tuple[ModelConfig, ...] = settings.models
+        self._default_max = limits.state.default_max_tokens
+        self._ttl = settings.edge.total_timeout or DEFAULT_LEASE_TTL
+        self._tenant_models = limits.tenant_models()
+        # Whether any request needs admit(): limits, or [[tenants]] lists.
+        self.active = bool(limits.limits) or any(t.models is not None for t in limits.tenants)
+        self._listings: dict[tuple[str, tuple[str, ...] | None], bytes] = {}
+        self._configured = (
+            {k.tenant for k in settings.keys}
+            | {t.name for t in limits.tenants}
+            | {r.tenant for r in limits.limits if r.tenant != "*"}
+        )
+
+    def reload(self, settings: EdgeSettings) -> None:
+        """A new config's models, allow-lists and limits (counts kept)."""
+        self.limiter.reload(settings.limits)
+        self._apply(settings)
+
+    # -- models ---------------------------------------------------------------
+
+    def may_use(self, identity: Identity, requested: str, model: str) -> bool:
+        """Whether ``identity`` may call ``model`` (asked for as ``requested``)."""
+        for globs in (self._tenant_models.get(identity.tenant), identity.models):
+            if globs is not None and not (allowed(globs, model) or allowed(globs, requested)):
+                return False
+        return True
+
+    def check(self, identity: Identity, requested: str, model: str) -> None:
+        """Raise ``model_not_found`` unless ``identity`` may call ``model``."""
+        if not self.may_use(identity, requested, model):
+            raise ModelNotFound(
+                f"The model '{requested}' does not exist or you do not have access to it.",
+                param="model",
+            )
+
+    def listing(self, identity: Identity) -> bytes:
+        """``GET /v1/models``'s body for ``identity``: the models it may use."""
+        key = (identity.tenant, identity.models)
+        body = self._listings.get(key)
+        if body is None:
+            body = msgspec.json.encode(
+                _ModelList(
+                    [
+                        _Model(name, m.owned_by)
+                        for m in self._models
+                        for name in (m.name, *m.aliases)
+                        if self.may_use(identity, name, m.name)
+                    ]
+                )
+            )
+            if len(self._listings) < 4096:  # bounded by configuration in practice
+                self._listings[key] = body
+        return body
+
+    # -- limits ---------------------------------------------------------------
+
+    async def admit(self, tenant: str, model: str, frame: bytes) -> Admitted:
+        """Reserve a request of ``tenant`` on ``model`` (its FlatBuffer
+        ``frame``) against the limits; raises the refusal as an ``EdgeError``."""
+        if not self.active:
+            return _FREE
+        estimate = reservation(frame, self._default_max)
+        d = await self.limiter.acquire(tenant, model, estimate, self._ttl)
+        if not d.allowed:
+            raise _refusal(d)
+        return Admitted(d.lease, d.headers(), estimate)
+
+    def settle(
+        self, tenant: str, model: str, admitted: Admitted, usage: Usage | None, answered: bool
+    ) -> None:
+        """The request has ended: correct its reservation to ``usage`` (kept
+        when the backend reported none; dropped when no answer came), and
+        count its usage."""
+        lease = admitted.lease
+        if usage is not None:
+            total = usage.prompt_tokens + usage.completion_tokens
+            self.limiter.settle(lease, total)
+        elif answered:
+            self.limiter.release(lease)
+        else:
+            self.limiter.settle(lease, 0)
+        if not answered:
+            return
+        prompt = usage.prompt_tokens if usage is not None else 0
+        completion = usage.completion_tokens if usage is not None else 0
+        label = tenant if tenant in self._configured or tenant in self._labels else None
+        if label is None:
+            if len(self._labels) < MAX_TENANT_LABELS:
+                self._labels.add(tenant)
+                label = tenant
+            else:
+                label = _OTHER
+        counts = self._usage.get((label, model))
+        if counts is None:
+            counts = self._usage[label, model] = [0, 0, 0]
+        counts[0] += 1
+        counts[1] += prompt
+        counts[2] += completion
+        if self.active or tenant:
+            self.limiter.record_usage(tenant, model, prompt, completion)
+
+    def collect(self) -> Iterable[Metric]:
+        """``flatgate_edge_tenant_{requests,tokens}_total`` and the limiter's."""
+        requests = CounterMetricFamily(
+            f"{_PREFIX}_tenant_requests",
+            "Requests answered, by tenant and model",
+            labels=["tenant", "model"],
+        )
+        tokens = CounterMetricFamily(
+            f"{_PREFIX}_tenant_tokens",
+            "Tokens the backends reported, by tenant, model and kind",
+            labels=["tenant", "model", "kind"],
+        )
+        for (tenant, model), (n, prompt, completion) in self._usage.items():
+            requests.add_metric([tenant, model], n)
+            tokens.add_metric([tenant, model, "prompt"], prompt)
+            tokens.add_metric([tenant, model, "completion"], completion)
+        yield requests
+        yield tokens
+        yield from self.limiter.collect(_PREFIX)
+
+    async def aclose(self) -> None:
+        await self.limiter.aclose()
