@@ -8,10 +8,12 @@ also caches it. Every operation is bounded by ``timeout_ms`` as a whole
 (waiting for a pooled connection, connecting, the round trip); a broken
 connection is replaced and the operation tried once more, within that bound.
 A store that fails answers ``StoreError`` at once, and the limiter applies
-``on_store_error``. Connections come from a bounded pool
-(``pool_size`` per worker process); a dead one is dropped and the next
-operation connects afresh, so the store recovers by itself when Redis comes
-back.
+``on_store_error``. Connections are a fixed set (``pool_size`` per worker
+process) used with pre-encoded commands (``redisconn``); a dead one is
+disconnected and connects afresh on its next use, so the store recovers by
+itself when Redis comes back. Settles and usage counts go in one pipeline
+per turn of the event loop. The acquire script answers one string of
+numbers: one reply to parse.
 
 Clock: with ``server_time`` (production) the scripts read Redis' ``TIME``,
 one clock for every instance (GCRA compares times written by different
@@ -24,17 +26,15 @@ become ``StoreError`` here.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
 from flatgate.proxy.plumbing.limits import scripts
 from flatgate.proxy.plumbing.limits.decision import Lease
+from flatgate.proxy.plumbing.limits.redisconn import Connections, encode
 from flatgate.proxy.plumbing.limits.rules import Plan, key_part
 from flatgate.proxy.plumbing.limits.store import (
     USAGE_DAYS,
@@ -57,6 +57,14 @@ def public_url(url: str) -> str:
     if parts.username:
         netloc = f"{parts.username}@{netloc}"
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _pairs(reply: Any) -> dict[Any, Any]:
+    """A hash's fields and values, from ``HGETALL``'s flat reply."""
+    if isinstance(reply, dict):
+        return reply
+    items = list(reply or ())
+    return dict(zip(items[::2], items[1::2], strict=True))
 
 
 def _text(value: bytes | str) -> str:
@@ -84,41 +92,50 @@ class RedisStore(Store):
         self.name = public_url(url)
         self.server_time = server_time
         self._timeout = timeout_ms / 1000
-        self._pool = BlockingConnectionPool.from_url(
+        # A fixed set of connections, used with pre-encoded commands
+        # (redisconn); every operation is bounded by its own timer, and a
+        # broken connection is reconnected and the command sent once more.
+        self._conns = Connections(
             url,
-            max_connections=pool_size,
-            timeout=None,  # bounded by the operation's own timeout
+            pool_size,
             password=password,
             socket_connect_timeout=self._timeout,
-            socket_timeout=None,  # likewise: one timer per operation
-            # One retry, at once, on a broken connection: a pooled one that
-            # died with a restarted server is replaced within the operation.
-            # (A reply lost after the script ran would charge twice: rare, and
-            # only ever against the tenant.)
-            retry=Retry(NoBackoff(), 1),
+            socket_timeout=None,
         )
-        self._redis = Redis(connection_pool=self._pool)
-        # redis-py leaves execute_command unannotated.
-        self._execute = cast("Callable[..., Awaitable[Any]]", self._redis.execute_command)
         self._backends = f"{key_prefix}:{{backends}}"
         self._prefix = key_prefix
 
-    async def _call(self, *args: Any) -> Any:
+    async def _call(self, *args: str) -> Any:
         try:
             async with asyncio.timeout(self._timeout):
-                return await self._execute(*args)
+                reply = await self._conns.call(encode(*args))
         except (RedisError, OSError, TimeoutError) as exc:
             raise _store_error(exc) from exc
+        if isinstance(reply, RedisError):
+            raise _store_error(reply)
+        return reply
 
-    async def _run(self, script: scripts.Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    async def _run(
+        self,
+        script: scripts.Script,
+        keys: Sequence[str],
+        args: Sequence[str],
+        *,
+        background: bool = False,
+    ) -> Any:
+        """Run ``script``; ``background``: batched with the others of this
+        turn of the event loop (settles, usage: off the request's path)."""
+        send = self._conns.batch if background else self._conns.call
         try:
             async with asyncio.timeout(self._timeout):
-                try:
-                    return await self._execute("EVALSHA", script.sha, len(keys), *keys, *args)
-                except NoScriptError:
-                    return await self._execute("EVAL", script.text, len(keys), *keys, *args)
+                reply = await send(encode("EVALSHA", script.sha, str(len(keys)), *keys, *args))
+                if isinstance(reply, NoScriptError):
+                    reply = await send(encode("EVAL", script.text, str(len(keys)), *keys, *args))
         except (RedisError, OSError, TimeoutError) as exc:
             raise _store_error(exc) from exc
+        if isinstance(reply, RedisError):
+            raise _store_error(reply)
+        return reply
 
     def _now(self, now: float) -> str:
         return "" if self.server_time else repr(now)
@@ -137,8 +154,9 @@ class RedisStore(Store):
         args = (self._now(now), lease_id, repr(ttl), str(estimate), repr(day_left), *plan.args)
         reply = await self._run(scripts.ACQUIRE, keys, args)
         try:
-            return int(reply[0]) - 1, float(reply[1]), [float(x) for x in reply[2:]]
-        except (TypeError, ValueError, IndexError) as exc:
+            parts = reply.split()
+            return int(parts[0]) - 1, float(parts[1]), [float(x) for x in parts[2:]]
+        except (AttributeError, TypeError, ValueError, IndexError) as exc:
             raise StoreError(f"unexpected reply to the acquire script: {reply!r}") from exc
 
     async def settle(self, lease: Lease, actual: int, now: float) -> None:
@@ -152,7 +170,7 @@ class RedisStore(Store):
             keys.append(lease.keys[i])
             args += ("c", "0", "0")
         if keys:
-            await self._run(scripts.SETTLE, keys, args)
+            await self._run(scripts.SETTLE, keys, args, background=True)
 
     async def renew(self, lease: Lease, ttl: float, now: float) -> bool:
         keys = [lease.keys[i] for i in lease.plan.conc_at]
@@ -183,7 +201,7 @@ class RedisStore(Store):
         await self._run(scripts.COOLDOWN, [f"{self._backends}:cooldowns"], args)
 
     async def cooldowns(self, now: float) -> dict[str, float]:
-        raw = await self._call("HGETALL", f"{self._backends}:cooldowns")
+        raw = _pairs(await self._call("HGETALL", f"{self._backends}:cooldowns"))
         out = {}
         for name, until in raw.items():
             if float(until) > now:
@@ -194,16 +212,15 @@ class RedisStore(Store):
         args: list[str] = [str(USAGE_DAYS * 86400)]
         for field, amount in fields:
             args += (field, str(amount))
-        await self._run(scripts.USAGE, [usage_key(self._prefix, date)], args)
+        await self._run(scripts.USAGE, [usage_key(self._prefix, date)], args, background=True)
 
     async def usage(self, date: str) -> dict[str, int]:
-        reply = await self._call("HGETALL", usage_key(self._prefix, date))
-        return {_text(k): int(v) for k, v in (reply or {}).items()}
+        reply = _pairs(await self._call("HGETALL", usage_key(self._prefix, date)))
+        return {_text(k): int(v) for k, v in reply.items()}
 
     async def ping(self) -> None:
         """A round trip (raises ``StoreError``)."""
         await self._call("PING")
 
     async def aclose(self) -> None:
-        await self._redis.aclose()
-        await self._pool.aclose()
+        await self._conns.aclose()

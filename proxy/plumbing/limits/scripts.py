@@ -69,7 +69,7 @@ end
 
 # KEYS[i]: check i's key (a day key with its date).
 # ARGV: now, lease id, lease ttl, estimate, day_left, then per check: code, amount.
-# Returns {refused check (1-based, 0: none), retry, level of each check}.
+# Returns one string: "<refused check (1-based, 0: none)> <retry> <level of each check>...".
 ACQUIRE: Final = Script(
     _PRELUDE
     + f"""
@@ -153,7 +153,8 @@ if refused ~= 0 then  -- a refusal charges nothing: the levels as they stand
   end
 end
 for i = 1, #KEYS do out[i + 2] = levels[i] end
-return out
+-- One bulk string, the numbers space-separated: one reply to parse.
+return table.concat(out, ' ')
 """
 )
 

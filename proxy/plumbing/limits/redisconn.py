@@ -1,0 +1,134 @@
+"""A lean path to Redis for the limits' hot path: pre-encoded commands over a
+fixed set of redis-py connections, and a batch per event-loop turn for the
+operations off the request's path.
+
+redis-py's general path (``Redis.execute_command`` through a
+``BlockingConnectionPool``) spends most of a request's limit check in
+Python: a pool condition and lock, a health probe, observability hooks, and
+``pack_command`` re-encoding every argument. Here a command is encoded once
+into RESP (``encode``), a worker's ``size`` connections wait in a queue (a
+``get`` is a deque pop when one is free), and redis-py's own ``Connection``
+still does the connecting (TCP or TLS, ``AUTH``, ``SELECT``) and parses the
+replies. ``batch`` gathers the commands sent during one turn of the event
+loop and writes them in one pipeline: one write and one wake-up of Redis for
+all the settles that ended together.
+
+A connection that fails is disconnected and the command sent once more on it
+(it reconnects): a server restart costs one retry, not an error. Errors
+Redis answers come back as the exception objects redis-py's parser makes
+(``NoScriptError``, ``ResponseError``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+__all__ = ["Connections", "encode"]
+
+_CRLF = b"\r\n"
+
+
+def encode(*parts: str | bytes) -> bytes:
+    """One command in RESP: an array of bulk strings."""
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+class _Batch:
+    __slots__ = ("commands", "done")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.commands: list[bytes] = []
+        self.done: asyncio.Future[list[Any]] = loop.create_future()
+
+
+class Connections:
+    """``size`` connections to the server of ``url`` (redis-py's URL forms;
+    ``options``: redis-py connection keywords, e.g. ``password``)."""
+
+    def __init__(self, url: str, size: int, **options: Any) -> None:
+        template = ConnectionPool.from_url(url, **options)
+        self._idle: asyncio.Queue[AbstractConnection] = asyncio.Queue()
+        self._all: list[AbstractConnection] = [
+            template.make_connection()  # type: ignore[no-untyped-call]
+            for _ in range(size)
+        ]
+        for conn in self._all:
+            self._idle.put_nowait(conn)
+        self._batch: _Batch | None = None
+
+    async def call(self, command: bytes) -> Any:
+        """Send one encoded command; its reply (an error reply as an exception
+        object, not raised)."""
+        return (await self.pipeline([command]))[0]
+
+    async def pipeline(self, commands: Sequence[bytes]) -> list[Any]:
+        """Send ``commands`` in one write on one connection; their replies in
+        order. Raises redis-py's ``ConnectionError`` / ``TimeoutError`` or
+        ``OSError`` when the connection fails twice."""
+        conn = await self._idle.get()
+        try:
+            try:
+                return await _exchange(conn, commands)
+            except (RedisConnectionError, OSError):
+                await conn.disconnect()
+                return await _exchange(conn, commands)
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            self._idle.put_nowait(conn)
+
+    async def batch(self, command: bytes) -> Any:
+        """``call``, sent together with every other ``batch`` command of this
+        turn of the event loop (one pipeline)."""
+        batch = self._batch
+        if batch is None:
+            loop = asyncio.get_running_loop()
+            batch = self._batch = _Batch(loop)
+            loop.call_soon(self._send, batch)
+        at = len(batch.commands)
+        batch.commands.append(command)
+        replies = await asyncio.shield(batch.done)
+        return replies[at]
+
+    def _send(self, batch: _Batch) -> None:
+        self._batch = None
+        task = asyncio.get_running_loop().create_task(self.pipeline(batch.commands))
+
+        def settle(t: asyncio.Task[list[Any]]) -> None:
+            if batch.done.done():
+                return
+            exc = None if t.cancelled() else t.exception()
+            if t.cancelled():
+                batch.done.cancel()
+            elif exc is not None:
+                batch.done.set_exception(exc)
+            else:
+                batch.done.set_result(t.result())
+
+        task.add_done_callback(settle)
+
+    async def aclose(self) -> None:
+        for conn in self._all:
+            await conn.disconnect()
+
+
+async def _exchange(conn: AbstractConnection, commands: Sequence[bytes]) -> list[Any]:
+    await conn.send_packed_command(commands, check_health=False)
+    replies = []
+    for _ in commands:
+        try:
+            replies.append(await conn.read_response(disconnect_on_error=False))
+        except ResponseError as exc:  # an error reply: the connection is fine
+            replies.append(exc)
+    return replies
