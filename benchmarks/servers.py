@@ -47,6 +47,7 @@ __all__ = [
     "GcSample",
     "Server",
     "ServerGroup",
+    "TcpServer",
     "find_tool",
     "free_port",
     "nginx_config",
@@ -287,6 +288,17 @@ class Server:
             self.proc.wait(timeout=5)
 
 
+class TcpServer(Server):
+    """A server that speaks no HTTP (redis-server): healthy once it accepts."""
+
+    def healthy(self) -> bool:
+        try:
+            with socket.create_connection((HOST, self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+
 class ServerGroup:
     """Every server of one run; ``stop_all`` ends them (also on errors)."""
 
@@ -305,6 +317,7 @@ class ServerGroup:
         health: str = "/healthz",
         drop_env: Sequence[str] = (),
         cwd: Path = ROOT,
+        kind: type[Server] = Server,
     ) -> Server:
         """``argv`` in a session of its own, without the caller's ``FLATGATE_*``
         settings nor any variable starting with one of ``drop_env``; ``health``:
@@ -323,7 +336,7 @@ class ServerGroup:
                 env={**clean, **(env or {})},
                 start_new_session=True,
             )
-        self.servers[name] = Server(name, proc, port, log, metrics, health=health)
+        self.servers[name] = kind(name, proc, port, log, metrics, health=health)
         return self.servers[name]
 
     def flatgate(
@@ -367,6 +380,17 @@ class ServerGroup:
         conf.write_text(nginx_config(prefix, port, upstream_port, worker_connections))
         argv = [binary, "-c", str(conf), "-p", str(prefix), "-e", str(prefix / "error.log")]
         return self.spawn(name, argv, port)
+
+    def redis(self, name: str, binary: str) -> Server:
+        """A ``redis-server`` on loopback, without persistence, in a
+        directory of its own; ``url`` is its ``redis://`` URL."""
+        prefix = self.workdir / name
+        prefix.mkdir()
+        port = free_port()
+        argv = [binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no"]
+        server = self.spawn(name, argv, port, cwd=prefix, kind=TcpServer)
+        server.url = f"redis://{HOST}:{port}/0"
+        return server
 
     def wait_healthy(self, seconds: float = 60.0) -> dict[str, str]:
         """Wait for every server; the ones that failed, with the reason."""

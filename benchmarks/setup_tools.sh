@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the load bench's external tools (Debian packages) when missing:
-# wrk (saturation throughput) and nginx-light (the nginx rows); with
+# wrk (saturation throughput), nginx-light (the nginx rows) and redis-server
+# (the OpenAI workload's gateway-redis row); with
 # BENCH_PEERS=1, also the peers (the Portkey gateway and the LiteLLM proxy,
 # into a scratch directory outside the repository: peers/setup_peers.sh).
 # Called by `make bench-load`. Never fails the target: without a tool, the
@@ -16,6 +17,9 @@ missing=""
 command -v wrk >/dev/null 2>&1 || missing="$missing wrk"
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
     missing="$missing nginx-light"
+fi
+if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then
+    missing="$missing redis-server"
 fi
 [ -z "$missing" ] && exit 0
 

@@ -83,13 +83,20 @@ from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.frames import Usage
-from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS, FRAMES, JSON
+from flatgate.proxy.wire.schema import (
+    ADMITTED_HEADER,
+    BACKEND_HEADER,
+    FLATBUFFERS,
+    FRAMES,
+    JSON,
+)
 
 __all__ = ["EdgeApp", "create_app"]
 
 log = logging.getLogger("flatgate.edge")
 
 _JSON = [("content-type", JSON)]
+_ADMITTED = ((ADMITTED_HEADER, "1"),)
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
 _COMPLETIONS = "/v1/chat/completions"
 _MESSAGES = "/v1/messages"
@@ -467,6 +474,7 @@ class EdgeApp:
                     ("accept", FRAMES),
                     ("x-request-id", entry.request_id or ask.completion_id),
                     *self._proxy_auth,
+                    *(_ADMITTED if self.tenancy.active else ()),
                 ],
                 timeouts=self._timeouts,
             )

@@ -78,6 +78,24 @@ OPENAI_ROWS: tuple[Row, ...] = (
         "edge -> proxy (RSGI) -> openai adapter -> stub",
     ),
     Row("gateway", "gateway", _CHAT, "openai", ("gateway",), "gateway", "flatgate gateway"),
+    Row(
+        "gateway-limits",
+        "gateway-limits",
+        _CHAT,
+        "openai",
+        ("gateway-limits",),
+        None,
+        "gateway, three tenant limits, memory store",
+    ),
+    Row(
+        "gateway-redis",
+        "gateway-redis",
+        _CHAT,
+        "openai",
+        ("gateway-redis",),
+        None,
+        "gateway, three tenant limits, Redis on loopback (its CPU not counted)",
+    ),
     Row("portkey", "portkey", _CHAT, "openai", ("portkey",), "portkey", "Portkey gateway (node)"),
     Row("litellm", "litellm", _CHAT, "openai", ("litellm",), "litellm", "LiteLLM proxy"),
 )
@@ -198,6 +216,17 @@ provider = "OpenAI"
 """
 
 
+# Limits that never refuse: what checking and charging them costs. Three
+# checks, as a typical tenant has: two rates and a concurrency lease.
+LIMITS = """
+[[limits]]
+tenant = "*"
+requests_per_minute = 1000000000
+tokens_per_minute = 1000000000000
+max_concurrent = 1000000
+"""
+
+
 def gateway_available(run: Callable[..., Any] = subprocess.run) -> tuple[bool, str]:
     """``(True, its help text)`` when ``flatgate gateway --help`` succeeds, else
     ``(False, why)``."""
@@ -232,13 +261,28 @@ def start(group: ServerGroup, settings: Settings) -> Started:
         args = [*cfg, "--interface", "rsgi", "--transport", "fast"]
         hop = group.flatgate("proxy-edge", "proxy", args, metrics=True)
         group.flatgate("edge", "edge", [*cfg, "--proxy-url", hop.url], metrics=True)
-    if "gateway" in wanted:
+    gateways = [n for n in ("gateway", "gateway-limits", "gateway-redis") if n in wanted]
+    if gateways:
         ok, text = gateway_available()
-        if ok:
-            extra = ["--interface", "rsgi"] if "--interface" in text else []
-            group.flatgate("gateway", "gateway", [*cfg, *extra], metrics=True)
-        else:
-            skipped["gateway"] = text
+        extra = ["--interface", "rsgi"] if "--interface" in text else []
+        redis = find_tool("redis-server", settings.without)
+        for name in gateways:
+            if not ok:
+                skipped[name] = text
+                continue
+            if name == "gateway":
+                group.flatgate(name, "gateway", [*cfg, *extra], metrics=True)
+                continue
+            limits = LIMITS
+            if name == "gateway-redis":
+                if redis is None:
+                    skipped[name] = "redis-server is not installed (setup_tools.sh installs it)"
+                    continue
+                store = group.redis("redis", redis)
+                limits += f'[state]\nstore = "{store.url}"\non_store_error = "closed"\n'
+            limited = group.workdir / f"{name}.toml"
+            limited.write_text(config_text(stub.port, echo.port) + limits)
+            group.flatgate(name, "gateway", ["--config", str(limited), *extra], metrics=True)
     if "nginx" in wanted:
         nginx = find_tool("nginx", settings.without)
         if nginx is None:

@@ -41,7 +41,7 @@ def _build(
     settings = load_edge_settings(config_path)
     e = settings.edge
     drain = drain or Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
-    proxy = ProxyServer(config, drain=drain, worker=str(os.getpid()))
+    proxy = ProxyServer(config, drain=drain, worker=str(os.getpid()), limits=False)
     edge = EdgeApp(
         settings,
         transport_factory=lambda: InProcessTransport(proxy),

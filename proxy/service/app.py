@@ -36,6 +36,7 @@ from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.gctune import tune
+from flatgate.proxy.plumbing.limits import Lease
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.reload import ConfigWatch
@@ -50,6 +51,7 @@ from flatgate.proxy.plumbing.serve import (
 )
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.service.dispatch import BUSY_RETRY_AFTER, Dispatcher, Opened, ProxyError
+from flatgate.proxy.service.quota import ProxyLimits
 from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.service.settings import GatewayConfig, load_config
 from flatgate.proxy.transport.base import Transport, UpstreamError, UpstreamTimeout
@@ -61,6 +63,7 @@ from flatgate.proxy.wire.frames import ChunkError, FrameCutter, MalformedFrame, 
 from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route, read_tenant, tenant_present
 from flatgate.proxy.wire.schema import (
+    ADMITTED_HEADER,
     BACKEND_HEADER,
     FLATBUFFERS,
     FRAMES,
@@ -115,8 +118,15 @@ class ProxyServer:
         return read_route(body)
 
     def __init__(
-        self, config: GatewayConfig, *, worker: str = "", drain: Drain | None = None
+        self,
+        config: GatewayConfig,
+        *,
+        worker: str = "",
+        drain: Drain | None = None,
+        limits: bool = True,
     ) -> None:
+        """``limits`` false: tenants' limits are someone else's (the
+        one-process gateway's edge)."""
         self.config = config
         p = config.proxy
         self.max_body = p.max_body_bytes
@@ -139,6 +149,9 @@ class ProxyServer:
         self.drain = drain or Drain(p.drain_grace_seconds, p.drain_seconds)
         self.metrics.watch_transport(lambda: self._transport)
         self.metrics.watch_admission(self.admission)
+        self.quota = ProxyLimits(config.limits_config()) if limits else None
+        if self.quota is not None:
+            self.metrics.collect_from(self.quota.collect)
         self._ids = itertools.count(1)
         self._id_prefix = f"fg-{worker or os.getpid()}-"
         self._ready_at = 0.0
@@ -178,6 +191,8 @@ class ProxyServer:
             log.warning("proxy: [proxy] changes take effect on restart; the rest is reloaded")
             config = msgspec.structs.replace(config, proxy=self.config.proxy)
         self._route(config)
+        if self.quota is not None:
+            self.quota.reload(config.limits_config())
         self.config = config
 
     @property
@@ -220,6 +235,9 @@ class ProxyServer:
         label = "-"
         held = -1  # body bytes admitted (-1: not admitted)
         watch: CallerWatch | None = None
+        lease: Lease | None = None
+        prompt = 0
+        answered = False
         ending = Ending()
         untrack = self.drain.track(ending)
         try:
@@ -236,6 +254,16 @@ class ProxyServer:
                 entry.bytes_in = len(body)
                 target, authorization = self._admit(ex, body, entry)
                 label = target.label
+                quota = self.quota
+                if (
+                    quota is not None
+                    and quota.active
+                    and self.request_type == FLATBUFFERS
+                    and tenant_present(body)
+                    and ex.header(ADMITTED_HEADER) is None
+                ):
+                    model = bytes(self.route_of(body)[1]).decode("utf-8", "replace")
+                    lease, prompt = await quota.admit(body, read_tenant(body) or "", model)
                 watch = CallerWatch(ex.disconnected)
                 self.watchlist.add(watch)
                 opened = await self.dispatcher.open(target, body, rid, authorization)
@@ -246,6 +274,7 @@ class ProxyServer:
                 return
             self.admission.drop_body(held)
             held = 0
+            answered = True
             entry.backend = opened.backend.name
             await self._stream(ex, opened, entry, watch, ending, binary=binary)
         except asyncio.CancelledError:
@@ -265,6 +294,8 @@ class ProxyServer:
             untrack()
             if watch is not None:
                 watch.stop()
+            if lease is not None and self.quota is not None:
+                self.quota.settle(lease, prompt, entry.tokens, answered)
             if held >= 0:
                 self.admission.drop_body(held)
                 self.admission.done()

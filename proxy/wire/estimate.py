@@ -92,10 +92,17 @@ def estimate_request(buf: bytes | memoryview) -> int:
     root = _U32(buf, 0)[0]
     text = 0
     messages = _tables(buf, root, _R_MESSAGES)
-    for m in messages:
-        text += _length(buf, m, _M_CONTENT)
-        for call in _tables(buf, m, _M_CALLS):
-            text += sum(_length(buf, call, v) for v in _C_TEXT)
+    u16, u32 = _U16, _U32
+    for m in messages:  # _length and _field inlined: this loop is the cost
+        vt = m - _I32(buf, m)[0]
+        size = u16(buf, vt)[0]
+        off = u16(buf, vt + _M_CONTENT)[0] if size >= _M_CONTENT + 2 else 0
+        if off:
+            at = m + off
+            text += u32(buf, at + u32(buf, at)[0])[0]
+        if size >= _M_CALLS + 2 and u16(buf, vt + _M_CALLS)[0]:
+            for call in _tables(buf, m, _M_CALLS):
+                text += sum(_length(buf, call, v) for v in _C_TEXT)
     for tool in _tables(buf, root, _R_TOOLS):
         text += sum(_length(buf, tool, v) for v in _T_TEXT)
     return estimate_tokens(text, len(messages))

@@ -22,6 +22,7 @@ from flatgate.generated.LLMGateway.Role import Role as _Role
 from flatgate.generated.LLMGateway.ToolChoiceMode import ToolChoiceMode as _ToolChoiceMode
 
 __all__ = [
+    "ADMITTED_HEADER",
     "BACKEND_HEADER",
     "CHUNK_IDENTIFIER",
     "FLATBUFFERS",
@@ -51,6 +52,9 @@ SSE = "text/event-stream"
 JSON = "application/json"
 # The proxy's answer names the backend that gave it (for the edge's log).
 BACKEND_HEADER = "x-flatgate-backend"
+# Sent by the edge to the proxy with a request whose tenant it has held to
+# its limits already (the proxy does not count it again).
+ADMITTED_HEADER = "x-flatgate-admitted"
 
 
 class Provider(enum.IntEnum):
