@@ -66,6 +66,7 @@ from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.gctune import tune
+from flatgate.proxy.plumbing.limits import Limiter
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.reload import ConfigWatch
@@ -163,6 +164,7 @@ class EdgeApp:
         drain: Drain | None = None,
         readiness: Callable[[], Awaitable[tuple[int, bytes]]] | None = None,
         upstream_metrics: bool = True,
+        limiter: Limiter | None = None,
     ) -> None:
         """``readiness`` answers ``/readyz`` (status, JSON body); without it the
         edge is ready while it is not draining. ``upstream_metrics`` false:
@@ -173,7 +175,7 @@ class EdgeApp:
         e = settings.edge
         self._models = settings.model_index()
         # Which models each caller may use, and the tenants' limits.
-        self.tenancy = Tenancy(settings)
+        self.tenancy = Tenancy(settings, limiter)
         # Who is calling: [[keys]] and [auth.jwt] (its verified tokens cached per worker).
         self.identities = Identities.from_settings(settings)
         self._url = e.proxy_url.rstrip("/") + "/v1/completions"

@@ -25,6 +25,7 @@ from flatgate.edge_translator.config import load_edge_settings
 from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.gctune import tune
+from flatgate.proxy.plumbing.limits import Limiter
 from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.service.app import ProxyServer
@@ -41,13 +42,18 @@ def _build(
     settings = load_edge_settings(config_path)
     e = settings.edge
     drain = drain or Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
-    proxy = ProxyServer(config, drain=drain, worker=str(os.getpid()), limits=False)
+    # One limiter (and store) per worker for both layers: the edge's
+    # tenants' limits, the router's shared backend counts and cooldowns.
+    limiter = Limiter(settings.limits)
+    worker = str(os.getpid())
+    proxy = ProxyServer(config, drain=drain, worker=worker, limits=False, limiter=limiter)
     edge = EdgeApp(
         settings,
         transport_factory=lambda: InProcessTransport(proxy),
         drain=drain,
         readiness=proxy.readiness,
         upstream_metrics=False,
+        limiter=limiter,
     )
     edge.metrics.include(proxy.metrics)
     return edge, proxy

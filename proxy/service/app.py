@@ -36,7 +36,7 @@ from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.gctune import tune
-from flatgate.proxy.plumbing.limits import Lease
+from flatgate.proxy.plumbing.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.reload import ConfigWatch
@@ -124,9 +124,12 @@ class ProxyServer:
         worker: str = "",
         drain: Drain | None = None,
         limits: bool = True,
+        limiter: Limiter | None = None,
     ) -> None:
         """``limits`` false: tenants' limits are someone else's (the
-        one-process gateway's edge)."""
+        one-process gateway's edge, whose ``limiter`` it may share: with a
+        shared store, backends' ``max_outstanding`` and cooldowns are counted
+        there)."""
         self.config = config
         p = config.proxy
         self.max_body = p.max_body_bytes
@@ -149,9 +152,14 @@ class ProxyServer:
         self.drain = drain or Drain(p.drain_grace_seconds, p.drain_seconds)
         self.metrics.watch_transport(lambda: self._transport)
         self.metrics.watch_admission(self.admission)
-        self.quota = ProxyLimits(config.limits_config()) if limits else None
+        self.quota = ProxyLimits(config.limits_config(), limiter) if limits else None
         if self.quota is not None:
             self.metrics.collect_from(self.quota.collect)
+            limiter = self.quota.limiter
+        if limiter is not None and not config.state.is_memory:
+            shared = SharedBackends(limiter)
+            self.balancer.shared = shared
+            self.dispatcher.shared = shared
         self._ids = itertools.count(1)
         self._id_prefix = f"fg-{worker or os.getpid()}-"
         self._ready_at = 0.0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from flatgate.proxy.backends.anthropic import AnthropicAdapter
@@ -24,6 +24,7 @@ from flatgate.proxy.backends.base import Adapter
 from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.fbs import FbsAdapter
 from flatgate.proxy.backends.openai import OpenAIAdapter
+from flatgate.proxy.plumbing.limits import SharedBackends
 from flatgate.proxy.transport.base import Timeouts
 
 __all__ = ["Backend", "Balancer", "RouteTarget", "adapter_for"]
@@ -84,10 +85,18 @@ class RouteTarget:
 
 
 class Balancer:
-    def __init__(self, cooldown_seconds: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        cooldown_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        shared: SharedBackends | None = None,
+    ):
+        """``shared``: cooldowns also written to, and read from, the limits
+        store (every worker and instance skips a backend one of them saw fail)."""
         self.cooldown_seconds = cooldown_seconds
         self._clock = clock
         self._turn = 0
+        self.shared = shared
 
     def plan(self, route: RouteTarget) -> list[Backend]:
         """Backends to try, in order, for one request on ``route``."""
@@ -104,14 +113,22 @@ class Balancer:
             return []
         turn = self._turn
         ranked = []
+        elsewhere: Mapping[str, float] = {}
+        unix = 0.0
+        if self.shared is not None:
+            elsewhere = self.shared.cooling()
+            unix = time.time()
         for i, b in enumerate(group):
             if b.max_outstanding and b.outstanding >= b.max_outstanding:
                 continue
-            cooling = b.cooldown_until > now
+            until = b.cooldown_until
+            cooling = until > now
+            if not cooling and elsewhere.get(b.name, 0.0) > unix:
+                cooling, until = True, now + elsewhere[b.name] - unix
             ranked.append(
                 (
                     cooling,
-                    b.cooldown_until if cooling else 0.0,
+                    until if cooling else 0.0,
                     (b.outstanding + 1) / b.weight,
                     (i - turn) % n,
                     b,
@@ -126,6 +143,8 @@ class Balancer:
         backend.failures += 1
         wait = self.cooldown_seconds if seconds is None else seconds
         backend.cooldown_until = max(backend.cooldown_until, self._clock() + wait)
+        if self.shared is not None:
+            self.shared.set_cooldown(backend.name, time.time() + wait)
 
     def succeeded(self, backend: Backend) -> None:
         backend.cooldown_until = 0.0

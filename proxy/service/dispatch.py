@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flatgate.proxy.backends.base import Probe, RefusalKind, Translator, Untranslatable
+from flatgate.proxy.plumbing.limits import BackendLease, SharedBackends
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.transport.base import (
@@ -98,6 +99,9 @@ class Opened:
     translator: Translator
     started: float
     _metrics: Metrics
+    # The backend's outstanding request in the shared store (None: none).
+    lease: BackendLease | None = None
+    shared: SharedBackends | None = None
     _closed: bool = False
 
     async def close(self) -> None:
@@ -109,6 +113,8 @@ class Opened:
             await self.response.aclose()
         finally:
             self.backend.outstanding -= 1
+            if self.shared is not None:
+                self.shared.release(self.lease)
             self._metrics.upstream_duration_of(self.backend.name).observe(
                 time.perf_counter() - self.started
             )
@@ -142,6 +148,7 @@ class _Failures:
     unreachable: str = ""
     untranslatable: str = ""
     pool_full: str = ""
+    busy: bool = False
 
     def error(self) -> ProxyError:
         if self.limited:
@@ -160,7 +167,27 @@ class _Failures:
             return ProxyError(codes.POOL_EXHAUSTED, self.pool_full, retry_after=BUSY_RETRY_AFTER)
         if self.untranslatable and not self.unreachable:
             return ProxyError(codes.UNTRANSLATABLE_REQUEST, self.untranslatable)
+        if self.busy and not self.unreachable:
+            return _busy()
         return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {self.unreachable}")
+
+
+# A shared outstanding request's longest life: a worker that dies leaks its
+# count no longer than this.
+_LEASE_TTL = 900.0
+
+
+def _busy() -> ProxyError:
+    return ProxyError(
+        codes.BACKENDS_BUSY,
+        "every backend of this route is at its limit",
+        retry_after=BUSY_RETRY_AFTER,
+    )
+
+
+def _release(shared: SharedBackends | None, lease: BackendLease | None) -> None:
+    if shared is not None:
+        shared.release(lease)
 
 
 class Dispatcher:
@@ -172,11 +199,15 @@ class Dispatcher:
         metrics: Metrics,
         transport: Callable[[], Transport],
         max_attempts: int = 0,
+        shared: SharedBackends | None = None,
     ) -> None:
+        """``shared``: backends' ``max_outstanding`` counted in the limits
+        store, across workers and instances (also the balancer's cooldowns)."""
         self.balancer = balancer
         self.metrics = metrics
         self._transport = transport
         self.max_attempts = max_attempts
+        self.shared = shared
 
     async def open(
         self, target: RouteTarget, body: bytes, request_id: str, authorization: str = ""
@@ -184,11 +215,8 @@ class Dispatcher:
         """The first backend's 200 answer; ``ProxyError`` when none gives one."""
         plan = self.balancer.plan(target)
         if not plan:
-            raise ProxyError(
-                codes.BACKENDS_BUSY,
-                "every backend of this route is at its limit",
-                retry_after=BUSY_RETRY_AFTER,
-            )
+            raise _busy()
+        shared = self.shared
         attempts = self.max_attempts or len(plan)
         decoded = _Decoded(body)
         failures = _Failures()
@@ -204,6 +232,12 @@ class Dispatcher:
             except Untranslatable as exc:
                 failures.untranslatable = f"{backend.name}: {exc}"
                 continue
+            lease = None
+            if shared is not None and backend.max_outstanding:
+                lease = await shared.acquire(backend.name, backend.max_outstanding, _LEASE_TTL)
+                if lease is None:  # at its limit, counted over every worker
+                    failures.busy = True
+                    continue
             attempts -= 1
             started = time.perf_counter()
             backend.outstanding += 1
@@ -218,11 +252,13 @@ class Dispatcher:
                 )
             except UpstreamPoolTimeout as exc:
                 backend.outstanding -= 1
+                _release(shared, lease)
                 self.metrics.upstream_failure_of(backend.name, "pool_timeout").inc()
                 failures.pool_full = f"{backend.name}: {exc}"
                 continue
             except UpstreamError as exc:
                 backend.outstanding -= 1
+                _release(shared, lease)
                 self.balancer.failed(backend)
                 self.metrics.upstream_failure_of(backend.name, type(exc).__name__).inc()
                 if isinstance(exc, UpstreamTimeout):
@@ -232,18 +268,19 @@ class Dispatcher:
                 continue
             except BaseException:
                 backend.outstanding -= 1
+                _release(shared, lease)
                 raise
             if resp.status == 200:
                 self.balancer.succeeded(backend)
                 self.metrics.upstream_ttfb_of(backend.name).observe(time.perf_counter() - started)
                 model = decoded().model_name if adapter.protocol != "fbs" else ""
-                return Opened(
-                    backend, resp, adapter.translator(request_id, model), started, self.metrics
-                )
+                translator = adapter.translator(request_id, model)
+                return Opened(backend, resp, translator, started, self.metrics, lease, shared)
             try:
                 await self._refused(backend, resp, failures)
             finally:
                 backend.outstanding -= 1
+                _release(shared, lease)
         raise failures.error()
 
     async def _refused(self, backend: Backend, resp: Response, failures: _Failures) -> None:

@@ -37,8 +37,8 @@ __all__ = ["ProxyLimits"]
 class ProxyLimits:
     """See the module docstring; one per worker."""
 
-    def __init__(self, config: LimitsConfig) -> None:
-        self.limiter = Limiter(config)
+    def __init__(self, config: LimitsConfig, limiter: Limiter | None = None) -> None:
+        self.limiter = Limiter(config) if limiter is None else limiter
         self._apply(config)
 
     def _apply(self, config: LimitsConfig) -> None:
