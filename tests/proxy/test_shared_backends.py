@@ -31,7 +31,7 @@ class FailingFirst(FakeTransport):
         self.hosts: list[str] = []
 
     async def request(self, method: str, url: str, **kw: Any) -> Any:
-        host = url.split("//")[1].split("/")[0]
+        host = url.split("//")[1].split("/", maxsplit=1)[0]
         self.hosts.append(host)
         if host in self.down:
             raise UpstreamConnectError(f"refused: {host}")
