@@ -139,6 +139,74 @@ async def _redis_times(url: str, n: int, limits: list[dict[str, Any]]) -> dict[s
     return times
 
 
+async def _client_cpu(url: str, n: int) -> float:
+    """This process's CPU (user + system) per ``acquire`` on Redis, in µs:
+    what the limiter costs the gateway's worker (Redis' own CPU not counted)."""
+    config = parse_limits(
+        {
+            "state": {"store": url, "timeout_ms": 1000},
+            "limits": CONFIGS["rpm + tpm + max_concurrent"],
+        },
+        {},
+    )
+    lim = Limiter(config)
+    try:
+        for _ in range(200):
+            await lim.acquire("acme", "gpt-4o", 100)
+        started = time.process_time()
+        for _ in range(n):
+            await lim.acquire("acme", "gpt-4o", 100)
+        return (time.process_time() - started) / n * 1e6
+    finally:
+        await lim.aclose()
+
+
+async def _holds(url: str, workers: int, clients: int, seconds: float, rpm: int) -> str:
+    """``clients`` callers over ``workers`` limiters (as many worker
+    processes would have) on one Redis, as fast as they can for ``seconds``,
+    against one ``requests_per_minute``: the count allowed, and the count GCRA
+    allows between the first acquire and the last (``rpm`` at once, then
+    ``rpm`` a minute)."""
+    prefix = f"hold{time.time_ns()}"
+    config = parse_limits(
+        {
+            "state": {"store": url, "timeout_ms": 1000, "key_prefix": prefix},
+            "limits": [{"tenant": "acme", "requests_per_minute": rpm}],
+        },
+        {},
+    )
+    limiters = [Limiter(config) for _ in range(workers)]
+    allowed = refused = 0
+    first = last = 0.0
+
+    async def client(i: int, stop: float) -> None:
+        nonlocal allowed, refused, last
+        lim = limiters[i % workers]
+        while time.perf_counter() < stop:
+            d = await lim.acquire("acme", "m")
+            last = time.perf_counter()
+            if d.allowed:
+                allowed += 1
+            else:
+                refused += 1
+
+    try:
+        first = time.perf_counter()
+        stop = first + seconds
+        await asyncio.gather(*(client(i, stop) for i in range(clients)))
+    finally:
+        for lim in limiters:
+            await lim.aclose()
+    span = last - first
+    low, high = rpm + int(span * rpm / 60) - 1, rpm + int(span * rpm / 60) + 1
+    verdict = "holds" if low <= allowed <= high else "DOES NOT HOLD"
+    return (
+        f"{clients} clients over {workers} limiters, {span:.2f} s, {rpm} requests/minute: "
+        f"{allowed} allowed, {refused} refused; GCRA allows {low + 1} (±1 for the "
+        f"clock at either end): {verdict}"
+    )
+
+
 def redis_rows(url: str, n: int) -> list[tuple[str, str, float, float]]:
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
     with contextlib.suppress(ImportError):
@@ -178,6 +246,10 @@ def main(argv: list[str] | None = None) -> None:
         url = args.redis_url or stack.enter_context(redis_server())
         for name, op, p50, p99 in redis_rows(url, args.redis_requests):
             print(f"| {name} | {op} | {p50:.0f} | {p99:.0f} |")
+        with asyncio.Runner() as runner:
+            cpu = runner.run(_client_cpu(url, args.redis_requests))
+            print(f"\nClient CPU per acquire (rpm + tpm + max_concurrent): {cpu:.1f} µs")
+            print(runner.run(_holds(url, workers=4, clients=32, seconds=3.0, rpm=600)))
 
 
 if __name__ == "__main__":
