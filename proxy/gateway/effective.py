@@ -58,6 +58,13 @@ def effective_config(service: str) -> dict[str, Any]:
             "keys": msgspec.to_builtins(s.keys),
             "auth": msgspec.to_builtins(s.auth),
         }
+    if service in ("proxy", "edge", "gateway"):
+        limits = load_config().limits_config() if service == "proxy" else s.limits
+        data |= {
+            "state": msgspec.to_builtins(limits.state),
+            "limits": msgspec.to_builtins(limits.limits),
+            "tenants": msgspec.to_builtins(limits.tenants),
+        }
     if service == "stub":
         data = {"stub": msgspec.to_builtins(load_config().stub)}
     masked: dict[str, Any] = _mask(data)
