@@ -28,6 +28,7 @@ the limiter's store and its counts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Final
 
@@ -85,7 +86,8 @@ def _refusal(d: Decision) -> EdgeError:
         message = "The limits store is unavailable; retry shortly."
     else:
         code = codes.TENANT_RATE_LIMITED
-        message = f"Rate limit reached: {d.message}. Retry after {max(1, round(d.retry_after))} s."
+        wait = max(1, math.ceil(d.retry_after))  # as Retry-After says it
+        message = f"Rate limit reached: {d.message}. Retry after {wait} s."
     return EdgeError(message, code=code, retry_after=d.retry_after, headers=headers)
 
 

@@ -14,10 +14,13 @@ server it started. Figures are not asserted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import tomllib
 import xml.dom.minidom
 from collections.abc import AsyncIterator
@@ -404,19 +407,25 @@ def test_svg_is_well_formed_and_breaks_lines_at_gaps() -> None:
 # the harness, for real -----------------------------------------------------------------
 
 
-def _leftovers(mark: Path) -> list[str]:
-    """Live processes whose environment has ``TMPDIR=mark`` (every server inherits it)."""
+def _leftover_pids(mark: Path) -> dict[int, str]:
+    """Live processes whose environment has ``TMPDIR=mark`` (every server
+    inherits it), by PID, with their command lines."""
     needle = b"TMPDIR=" + str(mark).encode() + b"\0"
-    found = []
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             if needle in Path(f"/proc/{entry}/environ").read_bytes():
-                found.append(Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace"))
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace")
+                found[int(entry)] = cmd
         except OSError:
             continue
     return found
+
+
+def _leftovers(mark: Path) -> list[str]:
+    return list(_leftover_pids(mark).values())
 
 
 def _soak(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -484,6 +493,9 @@ def test_sigterm_stops_every_server(tmp_path: Path) -> None:
             for line in proc.stderr:  # the first sample: every server is up, traffic flows
                 if line.startswith("traffic t="):
                     break
+            # Keep reading what it writes, so that it never blocks on a full pipe.
+            rest = threading.Thread(target=proc.stderr.read, daemon=True)
+            rest.start()
             running = [cmd for cmd in _leftovers(tmp_path) if "gateway.cli" in cmd]
             assert len(running) >= 4, running  # edge, proxy, two stubs (and their workers)
             proc.terminate()
@@ -492,5 +504,8 @@ def test_sigterm_stops_every_server(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+                for pid in _leftover_pids(tmp_path):  # what the soak could not stop
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
     assert _leftovers(tmp_path) == []
     assert not (tmp_path / "out").exists()

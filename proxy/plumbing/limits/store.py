@@ -123,7 +123,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def add_usage(self, date: str, fields: Sequence[tuple[str, int]]) -> None:
         """Add each ``(field, amount)`` to the usage of UTC day ``date``
-        (``YYYY-MM-DD``), kept ``USAGE_DAYS`` days."""
+        (``YYYYMMDD``, as ``algorithms.utc_day``), kept ``USAGE_DAYS`` days."""
 
     @abc.abstractmethod
     async def usage(self, date: str) -> dict[str, int]:
