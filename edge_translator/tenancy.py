@@ -165,7 +165,9 @@ class Tenancy:
         ``frame``) against the limits; raises the refusal as an ``EdgeError``."""
         if not self.active:
             return _FREE
-        estimate = reservation(frame, self._default_max)
+        plan = self.limiter.rules.plan(tenant, model)  # cached
+        # The estimate reads the whole buffer: only when tokens are counted.
+        estimate = reservation(frame, self._default_max) if plan and plan.tokens_at else 0
         d = await self.limiter.acquire(tenant, model, estimate, self._ttl)
         if not d.allowed:
             raise _refusal(d)
@@ -202,7 +204,7 @@ class Tenancy:
         counts[0] += 1
         counts[1] += prompt
         counts[2] += completion
-        if self.active or tenant:
+        if not self.limiter.store.local:  # a memory store's day: /metrics has it
             self.limiter.record_usage(tenant, model, prompt, completion)
 
     def collect(self) -> Iterable[Metric]:
