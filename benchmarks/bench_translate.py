@@ -1,4 +1,5 @@
-"""Micro benchmark of the edge: JSON -> FlatBuffer translation and chunk -> SSE.
+"""Micro benchmark of the edge: JSON -> FlatBuffer translation and chunk -> SSE,
+for both client APIs (OpenAI Chat Completions and Anthropic Messages).
 
 Run: ``.venv/bin/pytest benchmarks/bench_translate.py --benchmark-enable``
 (``testpaths`` is ``tests``, so this file runs only when named).
@@ -7,14 +8,21 @@ Translate, one group per request (from ``benchmarks.payloads``; "2KB-4msg" is
 a four-message request of about 2 KB of JSON, the others are 8 messages with a
 tool call and a tool definition at 1 KB, 16 KB and 128 KB of prompt):
 
-- ``translate_json``: the edge's whole op, JSON bytes in, FlatBuffer bytes out
-  (decode, validate, model lookup, request id, the schema-specific writer);
+- ``translate_json``: the OpenAI edge's whole op, JSON bytes in, FlatBuffer
+  bytes out (decode, validate, model lookup, request id, the schema-specific
+  writer);
+- ``translate_messages_json``: the same op for the same conversation as an
+  Anthropic Messages request (``payloads.to_messages``), through the
+  Messages edge;
 - ``stock_json``: decode + a pooled stock ``flatbuffers.Builder`` (what
   ``translate_json`` replaces).
 
 Render, per streamed token: ``chunk_to_sse``, ``read_chunk`` +
-``StreamRenderer.feed`` of a one-word content frame, the edge's op.
-(``make bench`` measures translate at every size too, allocations included.)
+``StreamRenderer.feed`` of a one-word content frame, the OpenAI edge's op;
+``chunk_to_messages_sse``, ``read_chunk`` + ``EventRenderer.feed`` of the same
+frame inside an open text block (one ``content_block_delta`` event), the
+Messages edge's. (``make bench`` measures the OpenAI translate at every size
+too, allocations included.)
 """
 
 from __future__ import annotations
@@ -25,9 +33,10 @@ import msgspec
 import pytest
 
 from benchmarks.codecs.common import MODELS
-from benchmarks.codecs.flatgate import translate_json
+from benchmarks.codecs.flatgate import translate_json, translate_messages_json
 from benchmarks.codecs.stock_writer import write_request_stock
-from benchmarks.payloads import make_request
+from benchmarks.payloads import make_request, to_messages
+from flatgate.edge_translator.messages.render import EventRenderer
 from flatgate.edge_translator.models import decode_request
 from flatgate.edge_translator.render import StreamRenderer
 from flatgate.proxy.wire.chunks import read_chunk
@@ -43,24 +52,38 @@ REQUESTS = {
 REQUEST_ID = "chatcmpl-0123456789abcdef01234567"
 
 
+# (label, OpenAI JSON, the same conversation as Anthropic Messages JSON)
+Body = tuple[str, bytes, bytes]
+
+
 @pytest.fixture(scope="module", params=list(REQUESTS))
-def body(request: pytest.FixtureRequest) -> tuple[str, bytes]:
-    return request.param, msgspec.json.encode(REQUESTS[request.param]())
+def body(request: pytest.FixtureRequest) -> Body:
+    chat = REQUESTS[request.param]()
+    return request.param, msgspec.json.encode(chat), msgspec.json.encode(to_messages(chat))
 
 
-def _group(benchmark: Any, body: tuple[str, bytes]) -> bytes:
-    benchmark.group = f"translate {body[0]} ({len(body[1])} B JSON)"
-    return body[1]
+def _group(benchmark: Any, body: Body) -> None:
+    label, chat, messages = body
+    benchmark.group = (
+        f"translate {label} ({len(chat)} B OpenAI JSON, {len(messages)} B Anthropic JSON)"
+    )
 
 
-def test_translate_json(benchmark: Any, body: tuple[str, bytes]) -> None:
-    raw = _group(benchmark, body)
-    out = benchmark(translate_json, raw, models=MODELS, tenant="acme")
+def test_translate_json(benchmark: Any, body: Body) -> None:
+    _group(benchmark, body)
+    out = benchmark(translate_json, body[1], models=MODELS, tenant="acme")
     assert out[4:8] == b"FGRQ"
 
 
-def test_stock_json(benchmark: Any, body: tuple[str, bytes]) -> None:
-    raw = _group(benchmark, body)
+def test_translate_messages_json(benchmark: Any, body: Body) -> None:
+    _group(benchmark, body)
+    out = benchmark(translate_messages_json, body[2], models=MODELS, tenant="acme")
+    assert out[4:8] == b"FGRQ"
+
+
+def test_stock_json(benchmark: Any, body: Body) -> None:
+    _group(benchmark, body)
+    raw = body[1]
     pool = BuilderPool()
 
     def stock_json() -> bytes:
@@ -81,3 +104,12 @@ def test_chunk_to_sse(benchmark: Any) -> None:
     r.feed(read_chunk(frame))  # past the first (role) delta
     out = benchmark(lambda: r.feed(read_chunk(frame)))
     assert out.startswith(b"data: {")
+
+
+def test_chunk_to_messages_sse(benchmark: Any) -> None:
+    benchmark.group = "render, per streamed token"
+    frame = build_chunk(BuilderPool(), request_id=REQUEST_ID, content="token ", model="claude")
+    r = EventRenderer(message_id="msg_0123456789abcdef0123456789", model="claude")
+    r.feed(read_chunk(frame))  # past message_start and the text block's start
+    out = benchmark(lambda: r.feed(read_chunk(frame)))
+    assert out.startswith(b"event: content_block_delta\ndata: {")

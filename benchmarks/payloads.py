@@ -9,6 +9,8 @@ it as is, a protobuf or FlatBuffers writer maps it field by field.
 ``to_flatbuffer(d)`` is its ``CompletionRequest`` FlatBuffer: the edge's
 validation, then the stock ``flatbuffers.Builder`` with the generated code
 (``benchmarks.codecs.stock_writer``, a fresh builder), not the edge's writer.
+``to_messages(d)`` is the same conversation as an Anthropic Messages request,
+for the rows that compare the two client APIs.
 
 Deterministic: the same arguments give the same dict and the same bytes. No
 I/O. The text is words drawn from a fixed vocabulary, so it compresses and
@@ -28,7 +30,7 @@ from benchmarks.codecs.common import edge_request
 from benchmarks.codecs.stock_writer import write_request_stock
 from flatgate.proxy.wire.pool import BuilderPool
 
-__all__ = ["PROMPT_SIZES", "make_request", "prompt_bytes", "to_flatbuffer"]
+__all__ = ["PROMPT_SIZES", "make_request", "prompt_bytes", "to_flatbuffer", "to_messages"]
 
 PROMPT_SIZES = {"1KB": 1 << 10, "16KB": 16 << 10, "128KB": 128 << 10, "1MB": 1 << 20}
 
@@ -159,3 +161,59 @@ def to_flatbuffer(
         model_name=request["model"],
         request_id=request_id or "",
     )
+
+
+def to_messages(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` (``make_request``'s shape) as an Anthropic Messages request
+    with the same content: the system prompt (and a developer note) as
+    top-level ``system`` text blocks, the assistant's tool call as a
+    ``tool_use`` block (its arguments parsed into ``input``), the tool's answer
+    as a ``tool_result`` block in a user turn, the tools' ``parameters`` as
+    ``input_schema``; ``stop`` -> ``stop_sequences``, ``user`` ->
+    ``metadata.user_id``. What the Messages API has no field for (``seed``,
+    ``metadata``, ``stream_options``, ``parallel_tool_calls``) is left out."""
+    system: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    for m in request["messages"]:
+        role, content = m["role"], m.get("content")
+        if role in ("system", "developer"):
+            system.append({"type": "text", "text": content})
+        elif role == "tool":
+            result = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": content}
+            turns.append({"role": "user", "content": [result]})
+        elif m.get("tool_calls"):
+            uses = [
+                {
+                    "type": "tool_use",
+                    "id": c["id"],
+                    "name": c["function"]["name"],
+                    "input": msgspec.json.decode(c["function"]["arguments"]),
+                }
+                for c in m["tool_calls"]
+            ]
+            turns.append({"role": "assistant", "content": uses})
+        else:
+            turns.append({"role": role, "content": content})
+    out: dict[str, Any] = {
+        "model": request["model"],
+        "max_tokens": request["max_tokens"],
+        "system": system,
+        "messages": turns,
+        "temperature": request["temperature"],
+        "top_p": request["top_p"],
+        "stop_sequences": request["stop"],
+        "metadata": {"user_id": request["user"]},
+        "stream": request["stream"],
+    }
+    if request.get("tools"):
+        out["tools"] = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],
+                "input_schema": t["function"]["parameters"],
+                "strict": t["function"]["strict"],
+            }
+            for t in request["tools"]
+        ]
+        out["tool_choice"] = {"type": request["tool_choice"]}
+    return out

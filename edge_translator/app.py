@@ -212,6 +212,7 @@ class EdgeApp:
             max_body=self._max_body,
             translate_time=self._translate_time,
             forward=self.forward,
+            allowed=self.tenancy.check,
         )
         # Upstream metrics children, labelled once ("proxy": the edge has one upstream).
         self._ttfb = self.metrics.upstream_ttfb_of("proxy")

@@ -12,7 +12,9 @@
   (``edge_translator.translate.write_request``).
 - ``chunk``: ``proxy.frames.build_chunk`` with a pooled builder.
 - ``translate``: the edge's whole op, ``translate_json`` here: the edge's own
-  steps (decode and validate, resolve the model, write) in one call.
+  steps (decode and validate, resolve the model, write) in one call;
+  ``translate_messages_json`` is the same op for the Anthropic Messages API
+  (``benchmarks/bench_translate.py`` puts the two side by side).
 
 No I/O.
 """
@@ -25,6 +27,9 @@ from benchmarks.codecs.common import MODELS, REQUEST_ID, Decoded, Delta
 from benchmarks.codecs.fbs_generated import inputs, read
 from flatgate.edge_translator.config import ModelConfig
 from flatgate.edge_translator.mapping import new_request_id, resolve_model
+from flatgate.edge_translator.messages.endpoint import new_message_id
+from flatgate.edge_translator.messages.models import decode_messages
+from flatgate.edge_translator.messages.translate import write_messages
 from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.wire.pool import BuilderPool
@@ -42,6 +47,7 @@ __all__ = [
     "route",
     "translate",
     "translate_json",
+    "translate_messages_json",
     "verify",
 ]
 
@@ -94,6 +100,26 @@ def translate_json(
         model_name=model.name,
         tenant=tenant,
         request_id=new_request_id() if request_id is None else request_id,
+    )
+
+
+def translate_messages_json(
+    body: bytes,
+    *,
+    models: Mapping[str, ModelConfig],
+    tenant: str = "",
+    request_id: str | None = None,
+) -> bytes:
+    """The Messages edge's translate op: Anthropic JSON bytes in, FlatBuffer bytes out
+    (``messages.endpoint.MessagesEndpoint.messages`` up to the proxy call)."""
+    req = decode_messages(body)
+    model = resolve_model(models, req.model)
+    return write_messages(
+        req,
+        provider=model.provider_id,
+        model_name=model.name,
+        tenant=tenant,
+        request_id=new_message_id() if request_id is None else request_id,
     )
 
 

@@ -15,9 +15,11 @@ caller watch, the drain, the access log, ``answer``'s streaming):
   ``render``'s events and message, ``ping`` keep-alives, ``errors``' error
   event);
 - ``count_tokens``: the same decode, checks and translation (so a request it
-  counts is one ``messages`` would send), then ``{"input_tokens": N}`` with
-  ``wire.estimate``'s estimate of that ``CompletionRequest``: the estimate the
-  limits reserve with, not a tokenizer's count.
+  counts is one ``messages`` would send), the same model allow-list (a model
+  the caller may not use is 404, as from ``messages``), then
+  ``{"input_tokens": N}`` with ``wire.estimate``'s estimate of that
+  ``CompletionRequest``: the estimate the limits reserve with, not a
+  tokenizer's count.
 
 No HTTP server objects beyond ``plumbing.serve``'s ``Exchange``.
 """
@@ -109,7 +111,14 @@ class MessagesEndpoint(Generic[A]):
     """The Messages API's two endpoints, over the app's shared parts (``A``:
     the app's request type)."""
 
-    __slots__ = ("_forward", "_identities", "_max_body", "_models", "_translate_time")
+    __slots__ = (
+        "_allowed",
+        "_forward",
+        "_identities",
+        "_max_body",
+        "_models",
+        "_translate_time",
+    )
 
     def __init__(
         self,
@@ -119,13 +128,18 @@ class MessagesEndpoint(Generic[A]):
         max_body: int,
         translate_time: _Timer,
         forward: Callable[[Exchange, A], Awaitable[int]],
+        allowed: Callable[[Identity, str, str], None],
     ) -> None:
-        """``forward`` sends a translated request to the proxy and answers it."""
+        """``forward`` sends a translated request to the proxy and answers it
+        (checking the caller's model allow-list, among the rest); ``allowed``
+        raises unless an identity may use a model (asked for by a name, resolved
+        to a model): ``count_tokens``, which forwards nothing, checks it there."""
         self._identities = identities
         self._models = models
         self._max_body = max_body
         self._translate_time = translate_time
         self._forward = forward
+        self._allowed = allowed
 
     def reload(self, *, identities: Identities, models: Mapping[str, ModelConfig]) -> None:
         """A reloaded config's credentials and models."""
@@ -197,6 +211,7 @@ class MessagesEndpoint(Generic[A]):
         entry.bytes_in = len(body)
         req = decode_count_tokens(body)
         model = self._model(ex, ask, req.model)
+        self._allowed(ask.identity, req.model, model.name)
         frame = write_messages(req, provider=model.provider_id, model_name=model.name)
         out = msgspec.json.encode({"input_tokens": estimate_request(frame)})
         entry.first_byte()

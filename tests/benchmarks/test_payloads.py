@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 import pytest
 
-from benchmarks.payloads import PROMPT_SIZES, make_request, prompt_bytes, to_flatbuffer
+from benchmarks.codecs.common import MODELS
+from benchmarks.codecs.flatgate import translate_json, translate_messages_json
+from benchmarks.payloads import (
+    PROMPT_SIZES,
+    make_request,
+    prompt_bytes,
+    to_flatbuffer,
+    to_messages,
+)
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequestT
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.verify import verify_request
+from tests.edge.helpers import decode_request_fb
 
 
 def test_seeded_and_deterministic() -> None:
@@ -80,3 +90,20 @@ def test_to_flatbuffer_carries_the_request() -> None:
     assert (t.stream, t.includeUsage, t.parallelToolCalls) == (True, True, True)
     assert t.maxTokens == 512
     assert json.loads(t.responseFormat) == {"type": "json_object"}
+
+
+@pytest.mark.parametrize(("messages", "tools"), [(4, 0), (8, 1), (20, 4)])
+def test_the_messages_twin_is_the_same_conversation(messages: int, tools: int) -> None:
+    """Through each edge, the OpenAI request and its Messages twin write the
+    same ``CompletionRequest`` but for what only OpenAI's API has (an even
+    count: no developer note, which the Messages API would fold into the
+    system prompt)."""
+    chat = make_request(2048, seed=5, messages=messages, tools=tools)
+    args: dict[str, Any] = {"models": MODELS, "tenant": "acme", "request_id": "r"}
+    a = decode_request_fb(translate_messages_json(msgspec.json.encode(to_messages(chat)), **args))
+    o = decode_request_fb(translate_json(msgspec.json.encode(chat), **args))
+    only_openai = {"seed", "metadata", "parallelToolCalls"}
+    assert {k: v for k, v in a.items() if k not in only_openai} == {
+        k: v for k, v in o.items() if k not in only_openai
+    }
+    assert a["seed"] is a["metadata"] is a["parallelToolCalls"] is None

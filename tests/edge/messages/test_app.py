@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anthropic
+import httpx2
 import pytest
 
 from flatgate.edge_translator.auth import hash_key
@@ -46,6 +48,31 @@ def anthropic_error(proto: fakes.Protocol) -> dict[str, Any]:
     doc: dict[str, Any] = proto.json()
     assert doc["type"] == "error" and set(doc["error"]) == {"type", "message"}
     return doc
+
+
+STREAM: Any = {
+    "model": "flatgate-echo",
+    "max_tokens": 64,
+    "messages": [{"role": "user", "content": "hello big world"}],
+}
+
+
+def sdk_reading(proto: fakes.Protocol) -> anthropic.Anthropic:
+    """The official SDK, answered with what ``proto`` was sent (its status and
+    streamed bytes, as the edge wrote them)."""
+
+    status = proto.status
+    assert status is not None
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            status, headers={"content-type": "text/event-stream"}, content=proto.streamed
+        )
+
+    client = httpx2.Client(transport=httpx2.MockTransport(answer))
+    return anthropic.Anthropic(
+        api_key=KEY, base_url="http://edge", http_client=client, max_retries=0
+    )
 
 
 async def messages(app: Any, data: bytes, **headers: str) -> fakes.Protocol:
@@ -155,6 +182,7 @@ async def test_refusals_before_the_proxy() -> None:
         (429, "backend_rate_limited", "7", 429, "rate_limit_error"),
         (503, "backends_busy", "1", 529, "overloaded_error"),
         (503, "server_busy", "1", 529, "overloaded_error"),
+        (503, "draining", "1", 503, "api_error"),
         (502, "backend_unavailable", None, 502, "api_error"),
         (504, "backend_timeout", None, 504, "timeout_error"),
         (400, "backend_rejected", None, 400, "invalid_request_error"),
@@ -209,6 +237,10 @@ async def test_pings_while_the_first_token_is_awaited() -> None:
     pings = [n for n, _ in evs].index("message_start")
     assert pings >= 2 and all(e == ("ping", {"type": "ping"}) for e in evs[:pings])
     assert evs[-1][0] == "message_stop"
+    # The SDK's stream helper takes pings before message_start in its stride.
+    with sdk_reading(proto) as sdk, sdk.messages.stream(**STREAM) as stream:
+        assert "".join(stream.text_stream) == "hello big world"
+        assert stream.get_final_message().stop_reason == "end_turn"
 
 
 async def test_an_error_after_pings_is_an_error_event() -> None:
@@ -219,6 +251,16 @@ async def test_an_error_after_pings_is_an_error_event() -> None:
     evs = events(proto.streamed)
     assert evs[0][0] == "ping"
     assert evs[-1][1]["error"] == {"type": "timeout_error", "message": "gave up"}
+    with (
+        sdk_reading(proto) as sdk,
+        pytest.raises(anthropic.APIStatusError) as info,
+        sdk.messages.stream(**STREAM) as stream,
+    ):
+        stream.get_final_message()
+    assert info.value.body == {
+        "type": "error",
+        "error": {"type": "timeout_error", "message": "gave up"},
+    }
 
 
 async def test_a_tool_call_streams_as_a_tool_use_block() -> None:
@@ -266,3 +308,22 @@ async def test_count_tokens_is_the_estimate_and_calls_no_backend() -> None:
     assert anthropic_error(unknown)["error"]["type"] == "not_found_error"
     text = app.metrics.render().decode()
     assert 'route="/v1/messages/count_tokens",status="200"} 1.0' in text
+
+
+async def test_a_key_s_model_allow_list_holds_for_both_endpoints() -> None:
+    """A model the key may not use does not exist for it: 404 from
+    ``/v1/messages`` and from ``count_tokens`` alike, before any proxy call."""
+    app, transport = app_with(keys=[KeyConfig("acme", hash_key(KEY), models=("gpt-*",))])
+    count = json.dumps(
+        {"model": "flatgate-echo", "messages": [{"role": "user", "content": "hi"}]}
+    ).encode()
+    for path, data in (("/v1/messages", body()), ("/v1/messages/count_tokens", count)):
+        denied = await call(app, "POST", path, data, headers={"x-api-key": KEY})
+        assert denied.status == 404, path
+        err = anthropic_error(denied)["error"]
+        assert err["type"] == "not_found_error" and "flatgate-echo" in err["message"]
+        allowed = await call(
+            app, "POST", path, data.replace(b"flatgate-echo", b"gpt-4o"), headers={"x-api-key": KEY}
+        )
+        assert allowed.status == 200, (path, allowed.payload)
+    assert len(transport.sent) == 1  # the allowed /v1/messages only

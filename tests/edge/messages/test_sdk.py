@@ -93,11 +93,27 @@ def test_the_stream_helper(sync: anthropic.Anthropic) -> None:
     )
 
 
-async def test_the_async_client_and_its_stream_helper(messages: MessagesStack) -> None:
+async def test_the_async_client_create_streaming_and_not_and_its_stream_helper(
+    messages: MessagesStack,
+) -> None:
     c = anthropic.AsyncAnthropic(base_url=messages.gateway.url, api_key=KEY, max_retries=0)
     try:
         m: Any = await c.messages.create(model="echo", max_tokens=8, messages=user("async hello"))
         assert m.content[0].text == "async hello"
+        events: list[Any] = [
+            e
+            async for e in await c.messages.create(
+                model="echo", max_tokens=8, stream=True, messages=user("async events")
+            )
+        ]
+        assert (events[0].type, events[-2].delta.stop_reason, events[-1].type) == (
+            "message_start",
+            "end_turn",
+            "message_stop",
+        )
+        assert "".join(e.delta.text for e in events if e.type == "content_block_delta") == (
+            "async events"
+        )
         async with c.messages.stream(model="echo", max_tokens=8, messages=user("a b c")) as s:
             text = "".join([t async for t in s.text_stream])
             final = await s.get_final_message()

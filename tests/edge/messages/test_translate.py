@@ -138,6 +138,32 @@ def test_blocks_cache_control_and_thinking() -> None:
     ]
 
 
+def test_cache_control_anywhere_is_accepted_and_not_carried() -> None:
+    """Anthropic allows ``cache_control`` on system and text blocks, tools,
+    tool_use and tool_result blocks: each request writes what it would without."""
+
+    def request(**mark: Any) -> dict[str, Any]:
+        return {
+            "system": [{"type": "text", "text": "sys", **mark}],
+            "tools": [{**TOOL, **mark}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "look", **mark}]},
+                {"role": "assistant", "content": [{**CALL, **mark}]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x", **mark},
+                        {"type": "text", "text": "go on", **mark},
+                    ],
+                },
+            ],
+        }
+
+    marked = wire(**request(cache_control={"type": "ephemeral", "ttl": "5m"}))
+    assert marked == wire(**request())
+    assert [m["content"] for m in marked["messages"]] == [b"sys", b"look", None, b"x", b"go on"]
+
+
 def test_a_tool_round_trip() -> None:
     history = [
         {"role": "user", "content": "look it up"},
@@ -178,6 +204,8 @@ def test_tools_and_tool_choice() -> None:
         ({"type": "none"}, ToolChoiceMode.None_, None, None),
         ({"type": "tool", "name": "lookup"}, ToolChoiceMode.Function, b"lookup", None),
         ({"type": "auto", "disable_parallel_tool_use": True}, ToolChoiceMode.Auto, None, False),
+        ({"type": "any", "disable_parallel_tool_use": True}, ToolChoiceMode.Required, None, False),
+        ({"type": "any", "disable_parallel_tool_use": False}, ToolChoiceMode.Required, None, None),
         (
             {"type": "tool", "name": "lookup", "disable_parallel_tool_use": True},
             ToolChoiceMode.Function,
