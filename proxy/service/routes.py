@@ -156,8 +156,8 @@ class RouteTable(Generic[T]):
                 )
             model = model.tobytes()
         try:
-            exact = self._exact.get(model)  # type: ignore[arg-type]  # hashes like bytes
-        except (TypeError, ValueError):  # bytearray: TypeError; writable view: ValueError
+            exact = self._exact.get(model)
+        except (TypeError, ValueError):  # bytearray: TypeError
             raise TypeError(
                 "RouteTable.lookup: model must be bytes or a read-only memoryview; "
                 "convert writable buffers once at the edge with bytes(...)"
@@ -166,7 +166,7 @@ class RouteTable(Generic[T]):
             found = exact[0].get(provider, exact[1])
             if found is not _MISSING:
                 return found  # type: ignore[return-value]
-        cached = self._cache.get(model)  # type: ignore[arg-type]
+        cached = self._cache.get(model)
         if cached is not None:
             hit = cached.get(provider, _MISSING)
             if hit is not _MISSING:
