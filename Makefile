@@ -54,6 +54,8 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.alloc_proxy
 	$(BIN)/python -m benchmarks.cost_checks
 	$(BIN)/python -m benchmarks.jwt_auth
+	sh tests/setup_redis.sh
+	$(BIN)/python -m benchmarks.limits_bench
 	$(BIN)/pytest benchmarks/bench_translate.py --benchmark-enable -q
 
 # The soak: 200,000 requests into benchmarks/results/soak; with BENCH_QUICK,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["Server", "free_port", "running", "spawn", "write_config"]
+__all__ = ["Server", "closed_port", "free_port", "running", "spawn", "write_config"]
 
 
 def free_port() -> int:
@@ -28,6 +28,17 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A loopback port that refuses connections for as long as the block
+    runs: bound, never listening, so no server started meanwhile (by this
+    test or another) can take it, as it could a ``free_port``."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        yield port
 
 
 class Server:

@@ -5,6 +5,7 @@ checked exactly; its faults are chosen per request by a model-name suffix."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from tests.servers import Server, free_port, spawn
+from tests.servers import Server, closed_port, free_port, spawn
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +44,9 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     d = tmp_path_factory.mktemp("sdk")
-    ports = {name: free_port() for name in ("openai", "anthropic", "proxy", "edge", "dead")}
+    refused = contextlib.ExitStack()
+    ports = {name: free_port() for name in ("openai", "anthropic", "proxy", "edge")}
+    ports["dead"] = refused.enter_context(closed_port())
     models = "".join(
         f'\n[[models]]\nname = "{model(p, f)}"\nprovider = "OpenAI"\n'
         for p in PROTOCOLS
@@ -120,6 +123,7 @@ provider = "SelfHosted"
     finally:
         for s in reversed(servers):
             s.stop()
+        refused.close()
 
 
 def chat(stack: Stack, name: str, **kw: Any) -> list[Any]:

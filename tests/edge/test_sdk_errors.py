@@ -16,6 +16,7 @@ here; nothing asserts on time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -31,7 +32,7 @@ import pytest
 from flatgate.edge_translator.auth import hash_key
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
-from tests.servers import Server, free_port, spawn
+from tests.servers import Server, closed_port, free_port, spawn
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +87,9 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     d = tmp_path_factory.mktemp("sdk-errors")
-    stub, proxy, edge, orphan, closed, dead_proxy = (free_port() for _ in range(6))
+    stub, proxy, edge, orphan = (free_port() for _ in range(4))
+    ports = contextlib.ExitStack()
+    closed, dead_proxy = (ports.enter_context(closed_port()) for _ in range(2))
     at = f"http://127.0.0.1:{stub}"
     impatient = f"first_byte_timeout = {FIRST_BYTE}"
     config = d / "flatgate.toml"
@@ -185,6 +188,7 @@ access_log = false
     finally:
         for s in reversed(servers):
             s.stop()
+        ports.close()
 
 
 class AuthStack:

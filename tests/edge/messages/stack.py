@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from flatgate.edge_translator.auth import hash_key
-from tests.servers import Server, free_port, spawn
+from tests.servers import Server, closed_port, free_port, spawn
 
 __all__ = ["BACKENDS", "KEY", "MAX_BODY", "MessagesStack", "messages_stack"]
 
@@ -130,23 +130,24 @@ sha256 = "{hash_key(KEY)}"
 @contextmanager
 def messages_stack(d: Path) -> Iterator[MessagesStack]:
     """Start everything (stopped when the block ends)."""
-    fbs, oai, ant, proxy, closed = (free_port() for _ in range(5))
-    config = d / "flatgate.toml"
-    _config(config, fbs=fbs, oai=oai, ant=ant, proxy=proxy, closed=closed)
-    args = ["--config", str(config)]
-    servers = [
-        spawn("stub", ["--protocol", "fbs"], d, port=fbs),
-        spawn("stub", ["--protocol", "openai"], d, port=oai),
-        spawn("stub", ["--protocol", "anthropic"], d, port=ant),
-        spawn("proxy", args, d, port=proxy),
-        spawn("edge", args, d),
-        spawn("gateway", args, d),
-    ]
-    try:
-        for s in servers:
-            s.wait_healthy()
-        stubs, (proxy_s, edge, gateway) = servers[:3], servers[3:]
-        yield MessagesStack(gateway, edge, proxy_s, stubs)
-    finally:
-        for s in reversed(servers):
-            s.stop()
+    fbs, oai, ant, proxy = (free_port() for _ in range(4))
+    with closed_port() as closed:
+        config = d / "flatgate.toml"
+        _config(config, fbs=fbs, oai=oai, ant=ant, proxy=proxy, closed=closed)
+        args = ["--config", str(config)]
+        servers = [
+            spawn("stub", ["--protocol", "fbs"], d, port=fbs),
+            spawn("stub", ["--protocol", "openai"], d, port=oai),
+            spawn("stub", ["--protocol", "anthropic"], d, port=ant),
+            spawn("proxy", args, d, port=proxy),
+            spawn("edge", args, d),
+            spawn("gateway", args, d),
+        ]
+        try:
+            for s in servers:
+                s.wait_healthy()
+            stubs, (proxy_s, edge, gateway) = servers[:3], servers[3:]
+            yield MessagesStack(gateway, edge, proxy_s, stubs)
+        finally:
+            for s in reversed(servers):
+                s.stop()
