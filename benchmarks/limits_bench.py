@@ -109,7 +109,7 @@ def edge_rows(n: int, rounds: int) -> list[tuple[str, float]]:
     2 KB, 4-message request when a token limit applies, the acquire, the rate
     headers) and the settle to a reported usage; CPU µs, best round."""
     body = msgspec.json.encode(make_request(1700, 1, messages=4, tools=0))
-    models = {"gpt-4o": ModelConfig("gpt-4o", "OpenAI")}
+    models = {"gpt-4o-mini": ModelConfig("gpt-4o-mini", "OpenAI")}
     frame = translate_json(body, models=models, tenant="acme")
     identity = Identity("acme", Credential.KEY)
     usage = Usage(prompt_tokens=500, completion_tokens=10)
