@@ -347,10 +347,12 @@ async def stream(
     entry: Entry,
     ending: Ending | None = None,
     fail: Callable[[EdgeError], bytes] = error_event,
+    beat: bytes = KEEPALIVE,
 ) -> int:
     """Render the proxy's frames as SSE events until the completion ends
     (bytes sent, first byte and error noted in ``entry``); a failure is
-    ``fail``'s event."""
+    ``fail``'s event. Frames that render to nothing (a backend's heartbeat)
+    are sent on as ``beat``, the client API's keep-alive."""
     out: Sink | None = None
     started_here = False
     frames = Frames(resp, ending)
@@ -371,7 +373,7 @@ async def stream(
                     started_here = True
                 resp.begun()
                 entry.first_byte()
-            data = b"".join(events)
+            data = b"".join(events) or beat
             entry.bytes_out += len(data)
             await out.send(data)
             events.clear()

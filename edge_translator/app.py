@@ -527,6 +527,7 @@ class EdgeApp:
                         entry=entry,
                         ending=ask.ending,
                         fail=ask.api.error_event,
+                        beat=ask.api.beat,
                     )
                 finally:
                     ask.usage = renderer.usage

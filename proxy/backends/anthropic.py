@@ -33,7 +33,8 @@ Stream (``event:`` + ``data:``), into chunk frames:
   ``"{}"``); other block types (signatures, server tools) are skipped;
 - ``message_delta``: the stop reason (and the stop sequence that matched,
   which the final chunk carries) and usage, both cumulative;
-- ``message_stop`` ends the stream with the final chunk; ``ping`` and unknown
+- ``message_stop`` ends the stream with the final chunk; ``ping`` becomes an
+  empty chunk (a heartbeat the edge relays as its own keep-alive), unknown
   events are ignored; an ``error`` event (``overloaded_error`` after a 200)
   becomes an error chunk, as does a body that ends before a stop reason.
 
@@ -367,7 +368,12 @@ class AnthropicStream(EventStream):
             err = ev.error or _Error()
             message = f"{err.type or 'error'}: {err.message or 'the backend failed'}"
             return self._fail(codes.BACKEND_STREAM_ERROR, message)
-        return b""  # ping, and events this flatgate does not know
+        if kind == "ping":
+            # A heartbeat: an empty chunk, so that the edge, which times the
+            # gaps between the proxy's bytes, hears that the backend is alive
+            # through a long silence (a tool's input being generated).
+            return self._out().chunk()
+        return b""  # events this flatgate does not know
 
     def _start(self, ev: _Event) -> bytes:
         block = ev.content_block

@@ -103,14 +103,18 @@ def read_frames(data: bytes) -> list[Chunk]:
     return [read_chunk(f) for f in frames]
 
 
-def run(translator: Translator, pieces: Iterable[bytes], *, end: bool = True) -> list[Chunk]:
-    """Feed ``pieces`` then (unless told not) end; every call must return whole frames."""
+def run(
+    translator: Translator, pieces: Iterable[bytes], *, end: bool = True, heartbeats: bool = False
+) -> list[Chunk]:
+    """Feed ``pieces`` then (unless told not) end; every call must return
+    whole frames. The empty chunks a backend's pings become (heartbeats) are
+    left out unless ``heartbeats``."""
     out: list[Chunk] = []
     for piece in pieces:
         out += read_frames(translator.feed(piece))
     if end:
         out += read_frames(translator.end())
-    return out
+    return out if heartbeats else [c for c in out if not is_empty(c)]
 
 
 def split(data: bytes, points: Iterable[int]) -> list[bytes]:
@@ -136,7 +140,8 @@ def terminals(chunks: Sequence[Chunk]) -> list[Chunk]:
 
 
 def is_empty(c: Chunk) -> bool:
-    """A chunk that says nothing (a translator should never write one)."""
+    """A chunk that says nothing: only ever a heartbeat (an Anthropic backend's
+    ``ping``)."""
     return not (c.content or c.reasoning or c.tool_calls or is_terminal(c) or c.usage)
 
 

@@ -150,8 +150,22 @@ def test_every_fixture_ends_in_exactly_one_terminal_chunk(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
-def test_no_fixture_makes_an_empty_chunk(name: str) -> None:
-    assert not [c for c in translate(fixture(name)) if is_empty(c)]
+def test_a_fixture_makes_empty_chunks_only_for_its_pings(name: str) -> None:
+    data = fixture(name)
+    chunks = run(stream(), [data], heartbeats=True)
+    beats = [c for c in chunks if is_empty(c)]
+    assert len(beats) == data.count(b"event: ping\n")
+    assert all(c.finish_reason == FinishReason.NONE and c.error is None for c in beats)
+
+
+def test_pings_through_a_long_silence_are_heartbeats_between_the_tokens() -> None:
+    ping = {"type": "ping"}
+    data = body(
+        message_start(), ping, text_block(0, "a"), ping, ping, message_delta("end_turn"), STOP
+    )
+    chunks = run(stream(), [data], heartbeats=True)
+    shape = ["beat" if is_empty(c) else c.content or "end" for c in chunks]
+    assert shape == ["beat", "a", "beat", "beat", "end"]
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)

@@ -121,14 +121,15 @@ def test_crlf_stream_translates_like_lf() -> None:
 
 
 def test_repeated_role_on_every_delta_is_ignored() -> None:
-    chunks = translate(fixture("ollama_2024_empty_finish_reason_excerpt.sse"))
+    data = fixture("ollama_2024_empty_finish_reason_excerpt.sse")
+    chunks = run(stream(), [data], heartbeats=True)
     assert content(chunks) == " Hello there! I'"
     assert not [c for c in chunks if is_empty(c)]
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_no_fixture_makes_an_empty_chunk(name: str) -> None:
-    assert not [c for c in translate(fixture(name)) if is_empty(c)]
+    assert not [c for c in run(stream(), [fixture(name)], heartbeats=True) if is_empty(c)]
 
 
 def test_each_feed_returns_whole_frames_only() -> None:

@@ -167,6 +167,20 @@ async def test_streaming_with_frames_split_anywhere():
     assert app.metrics.active_streams.value == 0
 
 
+async def test_a_backend_heartbeat_mid_stream_is_a_keep_alive_comment():
+    # The proxy relays an Anthropic backend's ping as an empty chunk: the
+    # client hears something through the silence, and the text is unchanged.
+    heartbeat = frame()
+    pieces = [WORDS[0], heartbeat, heartbeat + WORDS[1], WORDS[2]]
+    app, _ = app_with(lambda sent: fakes.Response(200, pieces))
+    proto = await call(app, "POST", "/v1/chat/completions", chat(stream=True))
+    raw = proto.streamed
+    assert raw.count(b": keep-alive\n\n") == 1  # alone in its read: sent as a comment
+    evs = sse(raw)
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in evs[:-1])
+    assert (text, evs[-1]) == ("hello big world", "[DONE]")
+
+
 async def test_tool_calls_non_streaming():
     calls = frame(
         tool_calls=[ToolCallDelta(0, "call_1", "f", '{"input": "x"}')],

@@ -243,6 +243,18 @@ async def test_pings_while_the_first_token_is_awaited() -> None:
         assert stream.get_final_message().stop_reason == "end_turn"
 
 
+async def test_a_backend_ping_mid_stream_is_a_ping_event() -> None:
+    heartbeat = frame()
+    app, _ = app_with(lambda sent: fakes.Response(200, [WORDS[0], heartbeat, *WORDS[1:]]))
+    proto = await messages(app, body(stream=True))
+    names = [n for n, _ in events(proto.streamed)]
+    assert names.count("ping") == 1
+    assert names.index("ping") > names.index("content_block_start")
+    # The SDK takes a ping between deltas in its stride.
+    with sdk_reading(proto) as sdk, sdk.messages.stream(**STREAM) as stream:
+        assert "".join(stream.text_stream) == "hello big world"
+
+
 async def test_an_error_after_pings_is_an_error_event() -> None:
     err = frame(error=ChunkError("backend_timeout", "gave up"), finish_reason=FinishReason.ERROR)
     app, _ = app_with(lambda sent: fakes.Response(200, [err], delay=0.25), keepalive=0.1)
