@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -41,6 +41,7 @@ from flatgate.edge_translator.tenancy import Tenancy
 from flatgate.proxy.plumbing.limits import Decision, Limiter, MemoryStore, parse_limits
 from flatgate.proxy.wire.frames import Usage
 
+T = TypeVar("T")
 BIG = 10**12
 # Two rules, three checks each way: a tenant-wide rate pair, and a model
 # glob's concurrency (or day budget).
@@ -101,6 +102,11 @@ def memory_rows(n: int, rounds: int) -> list[tuple[str, str, float]]:
         best = min(best, time.perf_counter() - started)
     rows.append(("(any)", "match (plan cache hit)", best / n * 1e6))
     return rows
+
+
+async def _in_a_loop(fn: Callable[[int, int], T], n: int, rounds: int) -> T:
+    """``fn`` run inside a running event loop (the edge arms timers on it)."""
+    return fn(n, rounds)
 
 
 def edge_rows(n: int, rounds: int) -> list[tuple[str, float]]:
@@ -282,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {what} | {us:.2f} |")
     print("\n| rules | the edge's whole limits path per request (CPU µs, memory store) |")
     print("|---|---|")
-    for name, us in edge_rows(args.requests // 10, args.rounds):
+    for name, us in asyncio.run(_in_a_loop(edge_rows, args.requests // 10, args.rounds)):
         print(f"| {name} | {us:.2f} |")
     if args.no_redis:
         return

@@ -28,6 +28,7 @@ the limiter's store and its counts.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterable
 from typing import Final
@@ -100,6 +101,9 @@ class Tenancy:
         self._apply(settings)
         # (tenant label, model) -> [requests, prompt tokens, completion tokens]
         self._usage: dict[tuple[str, str], list[int]] = {}
+        # Leases holding concurrency slots, renewed while their requests run.
+        self._held: set[Lease] = set()
+        self._renewal: asyncio.TimerHandle | None = None
         self._labels: set[str] = set()
 
     def _apply(self, settings: EdgeSettings) -> None:
@@ -171,7 +175,27 @@ class Tenancy:
         d = await self.limiter.acquire(tenant, model, estimate, self._ttl)
         if not d.allowed:
             raise _refusal(d)
-        return Admitted(d.lease, d.headers(), estimate)
+        lease = d.lease
+        if lease is not None and lease.plan.conc_at:
+            self._held.add(lease)
+            if self._renewal is None:
+                loop = asyncio.get_running_loop()
+                self._renewal = loop.call_later(self._ttl / 2, self._renew)
+        return Admitted(lease, d.headers(), estimate)
+
+    def _renew(self) -> None:
+        """Every half TTL, while requests hold concurrency slots: renew each
+        one's lease, so that a stream longer than the lease keeps its slot
+        (one timer per worker, not one per request)."""
+        held = self._held
+        for lease in list(held):
+            if lease.done:
+                held.discard(lease)
+            else:
+                self.limiter.spawn(self.limiter.renew(lease, self._ttl))
+        self._renewal = (
+            asyncio.get_running_loop().call_later(self._ttl / 2, self._renew) if held else None
+        )
 
     def settle(
         self, tenant: str, model: str, admitted: Admitted, usage: Usage | None, answered: bool
@@ -180,6 +204,8 @@ class Tenancy:
         when the backend reported none; dropped when no answer came), and
         count its usage."""
         lease = admitted.lease
+        if lease is not None:
+            self._held.discard(lease)
         if usage is not None:
             total = usage.prompt_tokens + usage.completion_tokens
             self.limiter.settle(lease, total)
@@ -228,4 +254,7 @@ class Tenancy:
         yield from self.limiter.collect(_PREFIX)
 
     async def aclose(self) -> None:
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
         await self.limiter.aclose()

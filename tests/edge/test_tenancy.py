@@ -7,6 +7,7 @@ on the buffers the edge writes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -365,3 +366,24 @@ def test_reservation_is_the_prompt_estimate_and_the_completion_cap(
     assert estimate_request(buf) == PROMPT_TOKENS
     assert reservation(buf, 1000) == expected
     assert reservation(memoryview(buf), 1000) == expected
+
+
+async def test_a_request_longer_than_its_lease_keeps_its_concurrency_slot() -> None:
+    # Leases live for the edge's total_timeout (here 1 s); a running request's
+    # is renewed every half of it, so a second request stays refused for as
+    # long as the first runs, and gets in once it ends.
+    s = settings(
+        edge={"total_timeout": 1.0},
+        limits=[{"tenant": "acme", "max_concurrent": 1}],
+    )
+    t = Tenancy(s)  # the real clock: the lease expires unless renewed
+    try:
+        first = await t.admit("acme", "echo", frame())
+        await asyncio.sleep(1.6)  # past the lease's first expiry, three renewals in
+        err = await refusal(t)
+        assert "max_concurrent" in err.message
+        t.settle("acme", "echo", first, Usage(1, 1), answered=True)
+        await t.limiter.flush()
+        await t.admit("acme", "echo", frame())
+    finally:
+        await t.aclose()
