@@ -33,9 +33,10 @@ Stream (``event:`` + ``data:``), into chunk frames:
   ``"{}"``); other block types (signatures, server tools) are skipped;
 - ``message_delta``: the stop reason (and the stop sequence that matched,
   which the final chunk carries) and usage, both cumulative;
-- ``message_stop`` ends the stream with the final chunk; ``ping`` becomes an
-  empty chunk (a heartbeat the edge relays as its own keep-alive), unknown
-  events are ignored; an ``error`` event (``overloaded_error`` after a 200)
+- ``message_stop`` ends the stream with the final chunk; ``ping``, once the
+  first token has gone out, becomes an empty chunk (a heartbeat the edge
+  relays as its own keep-alive), and is ignored before; unknown events are
+  ignored; an ``error`` event (``overloaded_error`` after a 200)
   becomes an error chunk, as does a body that ends before a stop reason.
 
 Stop reasons: end_turn, stop_sequence, pause_turn -> STOP (a paused turn has
@@ -292,6 +293,7 @@ class AnthropicStream(EventStream):
         "_input",
         "_model",
         "_output",
+        "_spoke",
         "_stop_sequence",
         "_tools",
         "_writer",
@@ -306,6 +308,9 @@ class AnthropicStream(EventStream):
         self._tools = 0
         self._finish = FinishReason.NONE
         self._stop_sequence = ""
+        # Whether a frame with something in it has gone out (pings before it
+        # are not relayed).
+        self._spoke = False
         # Usage, each count as last reported (message_delta's are cumulative).
         self._input: int | None = None
         self._cache_read: int | None = None
@@ -337,9 +342,13 @@ class AnthropicStream(EventStream):
         ev = _decode_event(data)
         kind = ev.type
         if kind == "content_block_delta":
-            return self._delta(ev)
+            out = self._delta(ev)
+            self._spoke = self._spoke or bool(out)
+            return out
         if kind == "content_block_start":
-            return self._start(ev)
+            out = self._start(ev)
+            self._spoke = self._spoke or bool(out)
+            return out
         if kind == "content_block_stop":
             block = self._blocks.get(ev.index)
             if block is not None and block[0] == _TOOL and not block[2]:
@@ -368,10 +377,12 @@ class AnthropicStream(EventStream):
             err = ev.error or _Error()
             message = f"{err.type or 'error'}: {err.message or 'the backend failed'}"
             return self._fail(codes.BACKEND_STREAM_ERROR, message)
-        if kind == "ping":
+        if kind == "ping" and self._spoke:
             # A heartbeat: an empty chunk, so that the edge, which times the
             # gaps between the proxy's bytes, hears that the backend is alive
-            # through a long silence (a tool's input being generated).
+            # through a long silence (a tool's input being generated). Not
+            # before the first token: the answer has not begun (an error may
+            # still be an HTTP status, and the first-byte timeout applies).
             return self._out().chunk()
         return b""  # events this flatgate does not know
 

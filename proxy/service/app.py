@@ -284,7 +284,9 @@ class ProxyServer:
             held = 0
             answered = True
             entry.backend = opened.backend.name
-            await self._stream(ex, opened, entry, watch, ending, binary=binary)
+            await self._stream(
+                ex, opened, entry, watch, ending, binary=binary, tokens=lease is not None
+            )
         except asyncio.CancelledError:
             if watch is not None and watch.caught():
                 # The caller went away; whatever was open upstream is closed by now.
@@ -392,6 +394,7 @@ class ProxyServer:
         ending: Ending,
         *,
         binary: bool,
+        tokens: bool = False,
     ) -> None:
         """Relay frames until the final chunk; cancel upstream if the caller goes away.
 
@@ -492,7 +495,7 @@ class ProxyServer:
             metrics.relayed_bytes.inc(relayed)
             metrics.active_streams.dec()
             entry.bytes_out = relayed
-            if last and self.access.enabled:
+            if last and (self.access.enabled or tokens):  # tokens: a lease settles to them
                 _read_final(last, entry)
 
     @staticmethod

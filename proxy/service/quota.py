@@ -15,8 +15,9 @@ proxy trusts with tenants can send it. The one-process gateway's router
 keeps no limits of its own (its edge does).
 
 When the request ends, its reservation is settled to the prompt estimate
-plus the completion tokens of the final chunk when the access log read them,
-kept as reserved otherwise, and dropped when no answer came.
+plus the completion tokens of the final chunk (read from the last frame
+relayed), kept as reserved when the backend reported none, and dropped when
+no answer came.
 """
 
 from __future__ import annotations

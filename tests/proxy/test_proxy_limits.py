@@ -12,8 +12,11 @@ from benchmarks.alloc_proxy import FakeExchange, FakeTransport, _drive
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
+from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.request import build_request
-from flatgate.proxy.wire.schema import ADMITTED_HEADER
+from flatgate.proxy.wire.schema import ADMITTED_HEADER, FinishReason
+from flatgate.proxy.wire.stock import build_chunk
 
 TOKEN = "proxy-caller-token"
 
@@ -108,3 +111,19 @@ def test_a_token_budget_counts_the_reservation() -> None:
     assert statuses(server, body, 3) == [200, 200, 429]
     err = json.loads(call(server, body).body_out)["error"]
     assert "tokens_per_day" in err["message"]
+
+
+def test_a_token_budget_is_settled_to_the_reported_usage() -> None:
+    # The same 250-token budget: each request reserves about 106 tokens, and
+    # settles to its prompt's estimate plus the 5 completion tokens the
+    # backend reports (read from the final chunk, access log or not).
+    answer = build_chunk(
+        BuilderPool(),
+        content="done",
+        finish_reason=FinishReason.STOP,
+        usage=Usage(prompt_tokens=3, completion_tokens=5),
+    )
+    body = build_request("m", [("user", "hi")], tenant="acme", max_tokens=100)
+    server, transport = server_for(config(rpm=100, tokens_per_day=250))
+    transport.data = answer
+    assert statuses(server, body, 6) == [200] * 6

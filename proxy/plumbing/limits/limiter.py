@@ -41,7 +41,13 @@ from flatgate.proxy.plumbing.limits.decision import Decision, Lease, Outcome
 from flatgate.proxy.plumbing.limits.health import StoreHealth
 from flatgate.proxy.plumbing.limits.memory import MemoryStore
 from flatgate.proxy.plumbing.limits.redisstore import RedisStore
-from flatgate.proxy.plumbing.limits.rules import DEFAULT_CACHE_SIZE, RuleSet, allowed, key_part
+from flatgate.proxy.plumbing.limits.rules import (
+    DEFAULT_CACHE_SIZE,
+    Plan,
+    RuleSet,
+    allowed,
+    key_part,
+)
 from flatgate.proxy.plumbing.limits.store import Store, StoreError
 
 __all__ = ["DEFAULT_LEASE_TTL", "Limiter", "open_store"]
@@ -177,7 +183,11 @@ class Limiter:
                     ttl=ttl,
                     day_left=day_left,
                 )
+            except asyncio.CancelledError:
+                self._forget(plan, keys, lease_id)
+                raise
             except StoreError as exc:
+                self._forget(plan, keys, lease_id)
                 self.health.failed(str(exc))
                 if not self._unavailable.allowed:
                     self.refused["store_unavailable"] += 1
@@ -198,6 +208,16 @@ class Limiter:
             plan=plan,
             levels=levels,
         )
+
+    def _forget(self, plan: Plan, keys: Sequence[str], lease_id: str) -> None:
+        """An acquire whose answer was lost (a timeout, a cancellation) may
+        have taken concurrency slots all the same: give them back, in the
+        background (removing an absent lease id changes nothing). Tokens it
+        may have charged stay charged, against the tenant."""
+        if lease_id and plan.conc_at:
+            lease = Lease(plan, keys, lease_id, 0, self._date)
+            lease.done = True
+            self._spawn(self._settle(lease, 0, self._clock() - EPOCH))
 
     def settle(self, lease: Lease | None, actual_tokens: int) -> None:
         """The request of ``lease`` has ended having used ``actual_tokens``

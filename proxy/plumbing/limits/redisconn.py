@@ -68,7 +68,14 @@ class Connections:
     """``size`` connections to the server of ``url`` (redis-py's URL forms;
     ``options``: redis-py connection keywords, e.g. ``password``)."""
 
-    def __init__(self, url: str, size: int, **options: Any) -> None:
+    def __init__(
+        self, url: str, size: int, *, background_timeout: float = 1.0, **options: Any
+    ) -> None:
+        """``background_timeout``: the longest a batch of background commands
+        may take (waiting for a connection included); past it the batch fails
+        and its connection is dropped, so a server that stopped answering
+        cannot hold the connections for good."""
+        self._background_timeout = background_timeout
         template = ConnectionPool.from_url(url, **options)
         self._idle: asyncio.Queue[AbstractConnection] = asyncio.Queue()
         self._all: list[AbstractConnection] = [
@@ -82,9 +89,10 @@ class Connections:
     async def call(self, command: bytes) -> Any:
         """Send one encoded command; its reply (an error reply as an exception
         object, not raised). Background commands waiting to be sent go with it
-        in the same write."""
+        in the same write when a connection is free at once (so that a call
+        that times out waiting for one never takes them down with it)."""
         batch = self._batch
-        if batch is None:
+        if batch is None or self._idle.empty():
             return (await self.pipeline([command]))[0]
         self._batch = None
         if batch.timer is not None:
@@ -131,7 +139,9 @@ class Connections:
     def _send(self, batch: _Batch) -> None:
         if self._batch is batch:
             self._batch = None
-        task = asyncio.get_running_loop().create_task(self.pipeline(batch.commands))
+        task = asyncio.get_running_loop().create_task(
+            asyncio.wait_for(self.pipeline(batch.commands), self._background_timeout)
+        )
 
         def settle(t: asyncio.Task[list[Any]]) -> None:
             if t.cancelled():

@@ -95,9 +95,13 @@ class RedisStore(Store):
         # A fixed set of connections, used with pre-encoded commands
         # (redisconn); every operation is bounded by its own timer, and a
         # broken connection is reconnected and the command sent once more.
+        # Background batches (settles, usage) get a longer bound: they wait
+        # their turn behind the requests' own commands.
+        self._background = max(1.0, 4 * self._timeout)
         self._conns = Connections(
             url,
             pool_size,
+            background_timeout=self._background,
             password=password,
             socket_connect_timeout=self._timeout,
             socket_timeout=None,
@@ -127,7 +131,7 @@ class RedisStore(Store):
         turn of the event loop (settles, usage: off the request's path)."""
         send = self._conns.batch if background else self._conns.call
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self._background if background else self._timeout):
                 reply = await send(encode("EVALSHA", script.sha, str(len(keys)), *keys, *args))
                 if isinstance(reply, NoScriptError):
                     reply = await send(encode("EVAL", script.text, str(len(keys)), *keys, *args))

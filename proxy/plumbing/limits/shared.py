@@ -66,8 +66,13 @@ class SharedBackends:
             count = await lim.store.backend_acquire(
                 backend, lease_id, ttl, limit, lim.clock() - EPOCH
             )
+        except asyncio.CancelledError:
+            # Its answer is lost, not necessarily its lease: give it back.
+            lim.spawn(self._release(BackendLease(backend, lease_id, 0, True)))
+            raise
         except StoreError as exc:
             lim.health.failed(str(exc))
+            lim.spawn(self._release(BackendLease(backend, lease_id, 0, True)))
             return BackendLease(backend, lease_id, 0, False)
         lim.health.answered()
         return None if count < 0 else BackendLease(backend, lease_id, count, True)
