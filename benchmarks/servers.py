@@ -275,15 +275,23 @@ class Server:
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGINT to the group this bench started, SIGKILL after ``grace``."""
-        if self.proc.poll() is not None:
-            return
-        pgid = self.proc.pid  # start_new_session: the group id is the leader's pid
+        self.interrupt()
+        self.finish(time.monotonic() + grace)
+
+    def interrupt(self) -> None:
+        """SIGINT to the group this bench started (the first half of ``stop``)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGINT)  # the group id is the leader's pid
+
+    def finish(self, deadline: float) -> None:
+        """Wait for the group's leader until ``deadline`` (``time.monotonic``),
+        then SIGKILL to the group (the second half of ``stop``)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=grace)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+            os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
 
@@ -410,10 +418,18 @@ class ServerGroup:
             failed[name] = f"not healthy in {seconds:.0f} s: {self.servers[name].log_tail(600)}"
         return failed
 
-    def stop_all(self) -> None:
-        for server in reversed(list(self.servers.values())):
+    def stop_all(self, grace: float = 10.0) -> None:
+        """Stop every server at once: SIGINT to all, then SIGKILL to what is
+        left after ``grace`` (the stops overlap: a group of servers stopping
+        with streams in flight takes one grace period, not one each)."""
+        servers = list(reversed(self.servers.values()))
+        for server in servers:
             with contextlib.suppress(Exception):
-                server.stop()
+                server.interrupt()
+        deadline = time.monotonic() + grace
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.finish(deadline)
 
 
 def nginx_config(

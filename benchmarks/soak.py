@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import os
 import signal
 import subprocess
@@ -428,6 +429,7 @@ def _settings(argv: Sequence[str] | None) -> tuple[Settings, Path | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     settings, out = _settings(argv)
     signal.signal(signal.SIGTERM, _interrupt)
+    faulthandler.register(signal.SIGUSR1)  # every thread's stack, on demand
     try:
         doc = run(settings, log=lambda m: print(m, file=sys.stderr, flush=True))
     except KeyboardInterrupt:

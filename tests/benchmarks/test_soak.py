@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 import xml.dom.minidom
 from collections.abc import AsyncIterator
@@ -494,12 +495,24 @@ def test_sigterm_stops_every_server(tmp_path: Path) -> None:
                 if line.startswith("traffic t="):
                     break
             # Keep reading what it writes, so that it never blocks on a full pipe.
-            rest = threading.Thread(target=proc.stderr.read, daemon=True)
+            said: list[str] = []
+            err = proc.stderr
+            rest = threading.Thread(target=lambda: said.append(err.read()), daemon=True)
             rest.start()
             running = [cmd for cmd in _leftovers(tmp_path) if "gateway.cli" in cmd]
             assert len(running) >= 4, running  # edge, proxy, two stubs (and their workers)
             proc.terminate()
-            assert proc.wait(timeout=60) == 130
+            try:
+                code = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGUSR1)  # the soak dumps its threads' stacks
+                time.sleep(2)
+                proc.kill()
+                rest.join(5)
+                pytest.fail(
+                    f"the soak did not stop within 60 s of SIGTERM: {''.join(said)[-6000:]}"
+                )
+            assert code == 130
         finally:
             if proc.poll() is None:
                 proc.kill()
