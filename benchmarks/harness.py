@@ -20,16 +20,19 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 __all__ = [
     "RESULTS",
     "ROOT",
+    "interrupt_on_sigterm",
     "is_quick",
     "machine",
     "md_facts",
@@ -134,3 +137,26 @@ def pyplot() -> Any:
 def save_figure(fig: Any, path: Path, dpi: int) -> None:
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
+
+
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM stop a run as Ctrl-C does. Raising ``KeyboardInterrupt``
+    from a SIGTERM handler is not enough: inside an event loop it can land in
+    a transport's callback, where the loop reports it and carries on. So
+    SIGTERM is handed to whatever handles SIGINT at that moment: while an
+    ``asyncio.Runner`` runs, its handler, which cancels the main task and
+    then raises ``KeyboardInterrupt`` from ``run``; otherwise Python's, which
+    raises it at once."""
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        current = signal.getsignal(signal.SIGINT)
+        if callable(current):
+            current(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    # A background job starts with SIGINT ignored, and asyncio.Runner only
+    # takes SIGINT over from Python's own handler: put that one back.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, handle)

@@ -49,7 +49,14 @@ from typing import Any
 
 import uvloop
 
-from benchmarks.harness import is_quick, machine, output_dir, source_revision, versions
+from benchmarks.harness import (
+    interrupt_on_sigterm,
+    is_quick,
+    machine,
+    output_dir,
+    source_revision,
+    versions,
+)
 from benchmarks.servers import Server, ServerGroup
 from benchmarks.soak_report import as_rows, checks, verdict, write_results
 from benchmarks.soak_sampler import Sampler, Watched, fetch, read_gauges, requests_by_status
@@ -368,10 +375,6 @@ def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any
     return doc
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
 def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
     def parse(text: str) -> int | float:
         value = kind(text)
@@ -428,7 +431,7 @@ def _settings(argv: Sequence[str] | None) -> tuple[Settings, Path | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings, out = _settings(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     faulthandler.register(signal.SIGUSR1)  # every thread's stack, on demand
     try:
         doc = run(settings, log=lambda m: print(m, file=sys.stderr, flush=True))

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 import tempfile
 import time
@@ -37,7 +36,15 @@ from typing import Any
 
 import uvloop
 
-from benchmarks.harness import RESULTS, is_quick, machine, output_dir, source_revision, versions
+from benchmarks.harness import (
+    RESULTS,
+    interrupt_on_sigterm,
+    is_quick,
+    machine,
+    output_dir,
+    source_revision,
+    versions,
+)
 from benchmarks.load import openai_workload
 from benchmarks.load.measure import (
     FULL,
@@ -262,10 +269,6 @@ def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any
     return doc
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
 def _names(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -326,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {p}")
         return 0
     settings = _settings(args)
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     try:
         doc = run(settings, log=lambda m: print(m, file=sys.stderr, flush=True))
     except KeyboardInterrupt:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import tempfile
 import time
@@ -47,7 +46,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import RESULTS, is_quick, output_dir, source_revision
+from benchmarks.harness import RESULTS, interrupt_on_sigterm, is_quick, output_dir, source_revision
 from benchmarks.streams.results import PERCENTILES, RowRun, skipped, summarise
 from benchmarks.streams.rows import ROWS, GcSetting, Row
 from benchmarks.streams.run import FULL, QUICK, Settings, header, measure_row, raise_fd_limit
@@ -248,10 +247,6 @@ def run(ts: TableSettings, log: Callable[[str], None] = print) -> dict[str, Any]
     return doc
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
 def _names(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -316,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {p}")
         return 0
     ts = settings_of(args)
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     try:
         doc = run(ts, log=lambda m: print(m, file=sys.stderr, flush=True))
     except KeyboardInterrupt:

@@ -24,7 +24,6 @@ import asyncio
 import json
 import re
 import resource
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,15 @@ from typing import Any
 
 import uvloop
 
-from benchmarks.harness import RESULTS, is_quick, machine, output_dir, source_revision, versions
+from benchmarks.harness import (
+    RESULTS,
+    interrupt_on_sigterm,
+    is_quick,
+    machine,
+    output_dir,
+    source_revision,
+    versions,
+)
 from benchmarks.servers import ServerGroup, find_tool
 from benchmarks.streams.client import Client
 from benchmarks.streams.results import RowRun, add_comparisons, skipped, summarise
@@ -250,10 +257,6 @@ def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any
     return doc
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
 def settings_of(args: argparse.Namespace) -> Settings:
     s = QUICK if is_quick(args.quick) else FULL
     if args.rows:
@@ -306,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {p}")
         return 0
     settings = settings_of(args)
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     try:
         doc = run(settings, log=lambda m: print(m, file=sys.stderr, flush=True))
     except KeyboardInterrupt:

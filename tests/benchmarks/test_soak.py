@@ -488,6 +488,7 @@ def test_sigterm_stops_every_server(tmp_path: Path) -> None:
     env["TMPDIR"] = str(tmp_path)
     argv = [sys.executable, "-m", "benchmarks.soak", "--out", str(tmp_path / "out")]
     argv += ["--requests", "5000", "--concurrency", "1"]
+    stopped = False
     with subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) as proc:
         try:
             assert proc.stderr is not None
@@ -513,11 +514,13 @@ def test_sigterm_stops_every_server(tmp_path: Path) -> None:
                     f"the soak did not stop within 60 s of SIGTERM: {''.join(said)[-6000:]}"
                 )
             assert code == 130
+            stopped = True
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-                for pid in _leftover_pids(tmp_path):  # what the soak could not stop
+            if not stopped:  # a failure: end what the soak left behind
+                for pid in _leftover_pids(tmp_path):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
     assert _leftovers(tmp_path) == []
