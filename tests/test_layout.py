@@ -79,3 +79,22 @@ def test_no_module_is_over_600_lines() -> None:
     over = {path: n for path, n in counts.items() if n > MAX_LINES}
     listed = "\n".join(f"  {path}: {n} lines" for path, n in over.items())
     assert not over, f"modules over {MAX_LINES} lines (split them by topic):\n{listed}"
+
+
+def test_no_module_imports_the_package_that_imports_it() -> None:
+    """A package whose ``__init__`` re-exports its modules is not imported by
+    those modules (``from <package> import x`` inside it is an import cycle
+    through the package): they import each other by their full names."""
+    import ast
+
+    for folder, name in MAPPED.items():
+        if folder == "generated":
+            continue
+        for init in (ROOT / folder).rglob("__init__.py"):
+            package = ".".join((name, *init.parent.relative_to(ROOT / folder).parts))
+            for path in init.parent.rglob("*.py"):
+                if path == init:
+                    continue
+                for node in ast.walk(ast.parse(path.read_text())):
+                    if isinstance(node, ast.ImportFrom) and node.module == package:
+                        raise AssertionError(f"{path.relative_to(ROOT)} imports {package}")

@@ -32,10 +32,19 @@ from urllib.parse import urlsplit, urlunsplit
 
 from redis.exceptions import NoScriptError, RedisError
 
-from flatgate.proxy.plumbing.limits import scripts
 from flatgate.proxy.plumbing.limits.decision import Lease
 from flatgate.proxy.plumbing.limits.redisconn import Connections, encode
 from flatgate.proxy.plumbing.limits.rules import Plan, key_part
+from flatgate.proxy.plumbing.limits.scripts import (
+    ACQUIRE,
+    BACKEND_ACQUIRE,
+    BACKEND_COUNTS,
+    COOLDOWN,
+    RENEW,
+    SETTLE,
+    USAGE,
+    Script,
+)
 from flatgate.proxy.plumbing.limits.store import (
     USAGE_DAYS,
     Raw,
@@ -121,7 +130,7 @@ class RedisStore(Store):
 
     async def _run(
         self,
-        script: scripts.Script,
+        script: Script,
         keys: Sequence[str],
         args: Sequence[str],
         *,
@@ -156,7 +165,7 @@ class RedisStore(Store):
         day_left: float,
     ) -> Raw:
         args = (self._now(now), lease_id, repr(ttl), str(estimate), repr(day_left), *plan.args)
-        reply = await self._run(scripts.ACQUIRE, keys, args)
+        reply = await self._run(ACQUIRE, keys, args)
         try:
             parts = reply.split()
             return int(parts[0]) - 1, float(parts[1]), [float(x) for x in parts[2:]]
@@ -174,13 +183,13 @@ class RedisStore(Store):
             keys.append(lease.keys[i])
             args += ("c", "0", "0")
         if keys:
-            await self._run(scripts.SETTLE, keys, args, background=True)
+            await self._run(SETTLE, keys, args, background=True)
 
     async def renew(self, lease: Lease, ttl: float, now: float) -> bool:
         keys = [lease.keys[i] for i in lease.plan.conc_at]
         if not keys:
             return True
-        return bool(await self._run(scripts.RENEW, keys, (self._now(now), lease.id, repr(ttl))))
+        return bool(await self._run(RENEW, keys, (self._now(now), lease.id, repr(ttl))))
 
     def _outstanding(self, backend: str) -> str:
         return f"{self._backends}:out:{key_part(backend)}"
@@ -189,7 +198,7 @@ class RedisStore(Store):
         self, backend: str, lease_id: str, ttl: float, limit: int, now: float
     ) -> int:
         args = (self._now(now), lease_id, repr(ttl), str(limit))
-        return int(await self._run(scripts.BACKEND_ACQUIRE, [self._outstanding(backend)], args))
+        return int(await self._run(BACKEND_ACQUIRE, [self._outstanding(backend)], args))
 
     async def backend_release(self, backend: str, lease_id: str) -> None:
         await self._call("ZREM", self._outstanding(backend), lease_id)
@@ -198,11 +207,11 @@ class RedisStore(Store):
         if not backends:
             return []
         keys = [self._outstanding(b) for b in backends]
-        return [int(n) for n in await self._run(scripts.BACKEND_COUNTS, keys, (self._now(now),))]
+        return [int(n) for n in await self._run(BACKEND_COUNTS, keys, (self._now(now),))]
 
     async def set_cooldown(self, backend: str, until: float, now: float) -> None:
         args = (repr(now), backend, repr(until))
-        await self._run(scripts.COOLDOWN, [f"{self._backends}:cooldowns"], args)
+        await self._run(COOLDOWN, [f"{self._backends}:cooldowns"], args)
 
     async def cooldowns(self, now: float) -> dict[str, float]:
         raw = _pairs(await self._call("HGETALL", f"{self._backends}:cooldowns"))
@@ -216,7 +225,7 @@ class RedisStore(Store):
         args: list[str] = [str(USAGE_DAYS * 86400)]
         for field, amount in fields:
             args += (field, str(amount))
-        await self._run(scripts.USAGE, [usage_key(self._prefix, date)], args, background=True)
+        await self._run(USAGE, [usage_key(self._prefix, date)], args, background=True)
 
     async def usage(self, date: str) -> dict[str, int]:
         reply = _pairs(await self._call("HGETALL", usage_key(self._prefix, date)))
