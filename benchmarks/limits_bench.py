@@ -9,11 +9,11 @@ Memory rows drive ``Limiter.acquire`` (and ``settle``, and
 a ``MemoryStore`` with limits high enough never to refuse; the fastest of
 ``--rounds`` rounds is reported. "match" is ``RuleSet.plan`` alone (a cache
 hit). Redis rows time ``acquire`` (one ``EVALSHA``, the scripts reading
-Redis' ``TIME``) and ``settle`` one after another on one event loop (uvloop
-when installed), against ``--redis-url`` or a ``redis-server`` the bench
-starts on a free loopback port (``--save '' --appendonly no``); p50 and p99
-of the wall time of each call. On a shared machine, take
-``flock /tmp/fg/load.lock`` around it.
+Redis' ``TIME``) and ``settle`` (one pipeline), one after another on one
+event loop (uvloop when installed), against
+``--redis-url`` or a ``redis-server`` the bench starts on a free loopback
+port (``--save '' --appendonly no``); p50 and p99 of the wall time of each
+call. On a shared machine, run it alone.
 """
 
 from __future__ import annotations
@@ -22,19 +22,18 @@ import argparse
 import asyncio
 import contextlib
 import platform
-import shutil
-import socket
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
 from benchmarks.codecs.flatgate import translate_json
 from benchmarks.payloads import make_request
+from benchmarks.servers import ServerGroup, find_tool
 from flatgate.edge_translator.auth import Credential, Identity
 from flatgate.edge_translator.config import ModelConfig, parse_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
@@ -145,29 +144,26 @@ def edge_rows(n: int, rounds: int) -> list[tuple[str, float]]:
 
 @contextlib.contextmanager
 def redis_server() -> Iterator[str]:
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """A ``redis-server`` on a free loopback port for the run (the load
+    bench's ``ServerGroup.redis``), stopped after; its ``redis://`` URL."""
+    binary = find_tool("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed (tests/setup_redis.sh installs it)")
     with tempfile.TemporaryDirectory() as directory:
-        command = [binary, "--port", str(port), "--bind", "127.0.0.1"]
-        proc = subprocess.Popen(
-            [*command, "--save", "", "--appendonly", "no"],
-            cwd=directory,
-            stdout=subprocess.DEVNULL,
-        )
+        group = ServerGroup(Path(directory))
         try:
-            for _ in range(200):
-                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                    break
-                time.sleep(0.02)
-            yield f"redis://127.0.0.1:{port}/0"
+            server = group.redis("redis", binary)
+            failed = group.wait_healthy(seconds=10)
+            if failed:
+                raise SystemExit(f"redis-server did not start: {failed}")
+            yield server.url
         finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            group.stop_all()
 
 
 async def _redis_times(url: str, n: int, limits: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The wall time of each ``acquire``, and of each ``settle`` (sent alone,
+    as it is when nothing else is in flight)."""
     config = parse_limits({"state": {"store": url, "timeout_ms": 1000}, "limits": limits}, {})
     lim = Limiter(config)
     times: dict[str, list[float]] = {"acquire": [], "settle": []}
@@ -177,7 +173,8 @@ async def _redis_times(url: str, n: int, limits: list[dict[str, Any]]) -> dict[s
             d: Decision = await lim.acquire("acme", "gpt-4o", 100)
             acquired = time.perf_counter()
             assert d.allowed and d.outcome.value == "allowed"
-            await lim.store.settle(d.lease, 90, 0.0)  # type: ignore[arg-type]
+            lim.settle(d.lease, 90)
+            await lim.flush()
             settled = time.perf_counter()
             if i >= 200:  # warm: the script cached, the connection open
                 times["acquire"].append(acquired - started)

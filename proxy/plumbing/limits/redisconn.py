@@ -9,9 +9,11 @@ Python: a pool condition and lock, a health probe, observability hooks, and
 into RESP (``encode``), a worker's ``size`` connections wait in a queue (a
 ``get`` is a deque pop when one is free), and redis-py's own ``Connection``
 still does the connecting (TCP or TLS, ``AUTH``, ``SELECT``) and parses the
-replies. ``batch`` holds the commands off the request's path (settles, usage)
-for the next request's ``call`` to carry in its own write, or ``BATCH_DELAY``
-at most: one write and one wake-up of Redis per request, not three.
+replies. ``batch`` gathers the commands off the request's path (settles,
+usage) sent during one turn of the event loop and writes them in one
+pipeline, on a connection of their own: under load, one write for many
+requests' settles, and never on a request's own round trip (carrying them in
+the next acquire's write doubled its wall time).
 
 A connection that fails is disconnected and the command sent once more on it
 (it reconnects): a server restart costs one retry, not an error. Errors
@@ -43,17 +45,12 @@ def encode(*parts: str | bytes) -> bytes:
     return b"".join(out)
 
 
-# How long background commands wait for a request's command to ride with.
-BATCH_DELAY = 0.005
-
-
 class _Batch:
-    __slots__ = ("commands", "done", "timer")
+    __slots__ = ("commands", "done")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.commands: list[bytes] = []
         self.done: asyncio.Future[list[Any]] = loop.create_future()
-        self.timer: asyncio.TimerHandle | None = None
 
     def finish(self, replies: list[Any] | None, exc: BaseException | None = None) -> None:
         if self.done.done():
@@ -88,22 +85,8 @@ class Connections:
 
     async def call(self, command: bytes) -> Any:
         """Send one encoded command; its reply (an error reply as an exception
-        object, not raised). Background commands waiting to be sent go with it
-        in the same write when a connection is free at once (so that a call
-        that times out waiting for one never takes them down with it)."""
-        batch = self._batch
-        if batch is None or self._idle.empty():
-            return (await self.pipeline([command]))[0]
-        self._batch = None
-        if batch.timer is not None:
-            batch.timer.cancel()
-        try:
-            replies = await self.pipeline([*batch.commands, command])
-        except BaseException as exc:
-            batch.finish(None, exc if isinstance(exc, Exception) else ConnectionError("cancelled"))
-            raise
-        batch.finish(replies[:-1])
-        return replies[-1]
+        object, not raised)."""
+        return (await self.pipeline([command]))[0]
 
     async def pipeline(self, commands: Sequence[bytes]) -> list[Any]:
         """Send ``commands`` in one write on one connection; their replies in
@@ -123,22 +106,20 @@ class Connections:
             self._idle.put_nowait(conn)
 
     async def batch(self, command: bytes) -> Any:
-        """``call``, off the request's path: sent with the next ``call`` (the
-        next request's acquire) or within ``BATCH_DELAY``, whichever comes
-        first, together with every other ``batch`` command until then."""
+        """``call``, off the request's path: sent together with every other
+        ``batch`` command of this turn of the event loop."""
         batch = self._batch
         if batch is None:
             loop = asyncio.get_running_loop()
             batch = self._batch = _Batch(loop)
-            batch.timer = loop.call_later(BATCH_DELAY, self._send, batch)
+            loop.call_soon(self._send, batch)
         at = len(batch.commands)
         batch.commands.append(command)
         replies = await asyncio.shield(batch.done)
         return replies[at]
 
     def _send(self, batch: _Batch) -> None:
-        if self._batch is batch:
-            self._batch = None
+        self._batch = None
         task = asyncio.get_running_loop().create_task(
             asyncio.wait_for(self.pipeline(batch.commands), self._background_timeout)
         )
