@@ -22,17 +22,17 @@ import os
 import platform
 import signal
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "RESULTS",
     "ROOT",
-    "interrupt_on_sigterm",
     "is_quick",
     "machine",
     "md_facts",
@@ -40,10 +40,13 @@ __all__ = [
     "md_table",
     "output_dir",
     "pyplot",
+    "run_interruptible",
     "save_figure",
     "source_revision",
     "versions",
 ]
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -139,7 +142,7 @@ def save_figure(fig: Any, path: Path, dpi: int) -> None:
     pyplot().close(fig)
 
 
-def interrupt_on_sigterm() -> None:
+def _interrupt_on_sigterm() -> None:
     """Make SIGTERM stop a run as Ctrl-C does. Raising ``KeyboardInterrupt``
     from a SIGTERM handler is not enough: inside an event loop it can land in
     a transport's callback, where the loop reports it and carries on. So
@@ -160,3 +163,15 @@ def interrupt_on_sigterm() -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, handle)
+
+
+def run_interruptible(run: Callable[[Callable[[str], None]], T]) -> T | None:
+    """Run a measurement (given a log that writes to stderr) with SIGTERM as
+    Ctrl-C: its result, or ``None`` when interrupted (the run stops every
+    server it started on the way out; nothing is written)."""
+    _interrupt_on_sigterm()
+    try:
+        return run(lambda m: print(m, file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        print("interrupted: every server was stopped; no results written", file=sys.stderr)
+        return None

@@ -50,10 +50,10 @@ from typing import Any
 import uvloop
 
 from benchmarks.harness import (
-    interrupt_on_sigterm,
     is_quick,
     machine,
     output_dir,
+    run_interruptible,
     source_revision,
     versions,
 )
@@ -431,12 +431,9 @@ def _settings(argv: Sequence[str] | None) -> tuple[Settings, Path | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings, out = _settings(argv)
-    interrupt_on_sigterm()
     faulthandler.register(signal.SIGUSR1)  # every thread's stack, on demand
-    try:
-        doc = run(settings, log=lambda m: print(m, file=sys.stderr, flush=True))
-    except KeyboardInterrupt:
-        print("interrupted: every server was stopped; no results written", file=sys.stderr)
+    doc = run_interruptible(lambda log: run(settings, log=log))
+    if doc is None:
         return 130
     for c in doc["checks"]:
         print(f"{c['verdict']:4}  {c['name']}: {c['detail']}")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -38,10 +37,10 @@ import uvloop
 
 from benchmarks.harness import (
     RESULTS,
-    interrupt_on_sigterm,
     is_quick,
     machine,
     output_dir,
+    run_interruptible,
     source_revision,
     versions,
 )
@@ -329,11 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {p}")
         return 0
     settings = _settings(args)
-    interrupt_on_sigterm()
-    try:
-        doc = run(settings, log=lambda m: print(m, file=sys.stderr, flush=True))
-    except KeyboardInterrupt:
-        print("interrupted: every server was stopped; no results written", file=sys.stderr)
+    doc = run_interruptible(lambda log: run(settings, log=log))
+    if doc is None:
         return 130
     name = WORKLOADS[settings.workload].results
     out = output_dir(args.out, settings.mode != "full", name)

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import RESULTS, interrupt_on_sigterm, is_quick, output_dir, source_revision
+from benchmarks.harness import RESULTS, is_quick, output_dir, run_interruptible, source_revision
 from benchmarks.streams.results import PERCENTILES, RowRun, skipped, summarise
 from benchmarks.streams.rows import ROWS, GcSetting, Row
 from benchmarks.streams.run import FULL, QUICK, Settings, header, measure_row, raise_fd_limit
@@ -311,11 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {p}")
         return 0
     ts = settings_of(args)
-    interrupt_on_sigterm()
-    try:
-        doc = run(ts, log=lambda m: print(m, file=sys.stderr, flush=True))
-    except KeyboardInterrupt:
-        print("interrupted: every server was stopped; no results written", file=sys.stderr)
+    doc = run_interruptible(lambda log: run(ts, log=log))
+    if doc is None:
         return 130
     out = output_dir(args.out, ts.mode != "full", "streams-gc")
     for p in write_results(doc, out):

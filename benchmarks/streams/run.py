@@ -25,7 +25,6 @@ import json
 import re
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -38,10 +37,10 @@ import uvloop
 
 from benchmarks.harness import (
     RESULTS,
-    interrupt_on_sigterm,
     is_quick,
     machine,
     output_dir,
+    run_interruptible,
     source_revision,
     versions,
 )
@@ -309,11 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {p}")
         return 0
     settings = settings_of(args)
-    interrupt_on_sigterm()
-    try:
-        doc = run(settings, log=lambda m: print(m, file=sys.stderr, flush=True))
-    except KeyboardInterrupt:
-        print("interrupted: every server was stopped; no results written", file=sys.stderr)
+    doc = run_interruptible(lambda log: run(settings, log=log))
+    if doc is None:
         return 130
     out = output_dir(args.out, settings.mode != "full", "streams")
     out.mkdir(parents=True, exist_ok=True)
