@@ -58,7 +58,7 @@ from flatgate.edge_translator.mapping import new_request_id, resolve_model
 from flatgate.edge_translator.messages.endpoint import MessagesEndpoint
 from flatgate.edge_translator.messages.errors import error_body as messages_error
 from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.tenancy import Admitted, Tenancy
+from flatgate.edge_translator.tenancy import FREE, Admitted, Tenancy
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Admission
@@ -415,7 +415,9 @@ class EdgeApp:
         tenancy = self.tenancy
         tenant = ask.identity.tenant
         tenancy.check(ask.identity, entry.model or ask.model, ask.model)
-        admitted = ask.admitted = await tenancy.admit(tenant, ask.model, ask.frame)
+        admitted = ask.admitted = (
+            await tenancy.admit(tenant, ask.model, ask.frame) if tenancy.active else FREE
+        )
         watch = CallerWatch(ex.disconnected)
         self._watchlist.add(watch)
         untrack = self._drain.track(ask.ending)

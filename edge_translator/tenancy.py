@@ -45,7 +45,7 @@ from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.estimate import reservation
 from flatgate.proxy.wire.frames import Usage
 
-__all__ = ["MAX_TENANT_LABELS", "Admitted", "Tenancy"]
+__all__ = ["FREE", "MAX_TENANT_LABELS", "Admitted", "Tenancy"]
 
 # Distinct tenant labels in /metrics beyond the configured tenants.
 MAX_TENANT_LABELS: Final = 100
@@ -77,7 +77,8 @@ class Admitted:
         self.reserved = reserved
 
 
-_FREE: Final = Admitted(None, [], 0)
+# An admission with nothing held (no limit applies).
+FREE: Final = Admitted(None, [], 0)
 
 
 def _refusal(d: Decision) -> EdgeError:
@@ -168,7 +169,7 @@ class Tenancy:
         """Reserve a request of ``tenant`` on ``model`` (its FlatBuffer
         ``frame``) against the limits; raises the refusal as an ``EdgeError``."""
         if not self.active:
-            return _FREE
+            return FREE
         plan = self.limiter.rules.plan(tenant, model)  # cached
         # The estimate reads the whole buffer: only when tokens are counted.
         estimate = reservation(frame, self._default_max) if plan and plan.tokens_at else 0
