@@ -22,6 +22,7 @@ from typing import Any
 
 from benchmarks.allocs import count_allocations
 from benchmarks.payloads import make_request, to_flatbuffer
+from flatgate.proxy.plumbing.serve import BodyPolicy
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import Response, Timeouts
@@ -55,10 +56,12 @@ class FakeExchange:
         self.body_out = b""
         self.headers_out: list[tuple[str, str]] = []
 
+    peer = "127.0.0.1:40000"
+
     def header(self, name: str) -> str | None:
         return self._headers.get(name)
 
-    async def body(self, limit: int) -> bytes:
+    async def body(self, policy: BodyPolicy) -> bytes:
         return self._body
 
     async def respond(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:

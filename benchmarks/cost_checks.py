@@ -14,6 +14,17 @@ to ``/dev/null`` through its own batching (one ``os.write`` per ~3.5 KB).
 ``done``), the model-name cap, the caller's ``x-request-id`` check and the
 caller watch's timer (``CallerWatch.start_later``). "all off" replaces them
 with no-ops (here, never in the product).
+
+A third table gives, per call, each step a request takes before its body is
+used: the body read with and without its timeouts, admission with and without
+the per-caller and per-connection shares, and the edge's limits charged
+before the body.
+
+A second table gives the buffer checks that run on the way to a JSON backend
+or a tenant's token limits, per request and by prompt size:
+``verify_request`` with the proxy's ``max_body_bytes`` as its expansion bound
+(``max_bytes``), and ``reservation`` (the bounded token estimate). Both must
+stay flat in prompt bytes.
 """
 
 from __future__ import annotations
@@ -22,16 +33,22 @@ import argparse
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import flatgate.proxy.service.app as app_module
 from benchmarks.alloc_proxy import CONFIG, FakeExchange, FakeTransport
 from benchmarks.payloads import make_request, to_flatbuffer
+from flatgate.edge_translator.config import parse_edge_settings
+from flatgate.edge_translator.tenancy import Tenancy
 from flatgate.proxy.plumbing.accesslog import AccessLog
+from flatgate.proxy.plumbing.admission import Admission, Hold
 from flatgate.proxy.plumbing.auth import hash_key
+from flatgate.proxy.plumbing.serve import AsgiExchange, BodyPolicy
 from flatgate.proxy.service.app import ProxyServer
-from flatgate.proxy.service.settings import parse_config
+from flatgate.proxy.service.settings import ProxySection, parse_config
+from flatgate.proxy.wire.estimate import reservation
+from flatgate.proxy.wire.verify import verify_request
 
 TOKEN = "bench-token"
 
@@ -39,13 +56,13 @@ TOKEN = "bench-token"
 class _NoAdmission:
     max_in_flight = max_bytes = in_flight = held = refused = 0
 
-    def admit(self, nbytes: int) -> bool:
-        return True
+    def admit(self, nbytes: int, caller: str | None = None, connection: str = "") -> Hold:
+        return Hold(0, caller, connection)
 
-    def drop_body(self, nbytes: int) -> None:
+    def drop_body(self, hold: Hold) -> None:
         return None
 
-    def done(self) -> None:
+    def done(self, hold: Hold) -> None:
         return None
 
 
@@ -157,6 +174,104 @@ async def measure(requests: int, rounds: int) -> dict[str, float]:
     return {name: seconds * 1e6 for name, seconds in best.items()}
 
 
+BUFFER_SIZES = {"1 KB": 1 << 10, "16 KB": 16 << 10, "128 KB": 128 << 10}
+
+
+def buffer_checks(requests: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Fastest round's CPU µs per request of each buffer check, per prompt size."""
+    max_body = ProxySection().max_body_bytes
+    checks: dict[str, Callable[[bytes], object]] = {
+        "verify_request (max_bytes = max_body_bytes)": lambda b: verify_request(
+            b, max_bytes=max_body
+        ),
+        "reservation (token estimate)": lambda b: reservation(b, 1024),
+    }
+    out: dict[str, dict[str, float]] = {name: {} for name in checks}
+    for label, size in BUFFER_SIZES.items():
+        body = to_flatbuffer(make_request(size, seed=7))
+        for name, check in checks.items():
+            best = float("inf")
+            for _ in range(rounds):
+                start = time.process_time()
+                for _ in range(requests):
+                    check(body)
+                best = min(best, (time.process_time() - start) / requests)
+            out[name][label] = best * 1e6
+    return out
+
+
+def buffer_report(results: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "| check | " + " | ".join(f"CPU µs/request, {s}" for s in BUFFER_SIZES) + " |",
+        "|---|" + "---:|" * len(BUFFER_SIZES),
+    ]
+    for name, by_size in results.items():
+        lines.append(f"| {name} | " + " | ".join(f"{us:.2f}" for us in by_size.values()) + " |")
+    return "\n".join(lines)
+
+
+async def intake_checks(calls: int, rounds: int) -> dict[str, float]:
+    """Fastest round's CPU µs per call of each step a request takes before its
+    body is used (issue 18's checks), with the step it adds to."""
+    policy = ProxySection().max_body_bytes
+    message = {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def receive() -> dict[str, Any]:
+        return message
+
+    async def send(_: Any) -> None:
+        return None
+
+    scope = {"method": "POST", "path": "/", "headers": [], "client": ("127.0.0.1", 5000)}
+    untimed = BodyPolicy(policy)
+    timed = BodyPolicy(policy, idle_timeout=15.0, timeout=60.0)
+    admission = Admission(10_000, 256 << 20, caller_bytes=64 << 20, connection_bytes=16 << 20)
+    edge = parse_edge_settings(
+        {
+            "models": [{"name": "echo", "provider": "SelfHosted"}],
+            "limits": [{"tenant": "*", "model": "*", "requests_per_minute": 10**9}],
+        },
+        environ={},
+    )
+    tenancy = Tenancy(edge)
+
+    async def body(p: BodyPolicy) -> None:
+        await AsgiExchange(scope, receive, send).body(p)
+
+    async def admit(caller: str | None, connection: str) -> None:
+        hold = admission.admit(1 << 10, caller, connection)
+        assert isinstance(hold, Hold)
+        admission.done(hold)
+
+    async def early() -> None:
+        tenancy.release_caller(await tenancy.admit_caller("acme"))
+
+    steps: dict[str, Callable[[], Awaitable[None]]] = {
+        "body read (ASGI, one message), no timeouts": lambda: body(untimed),
+        "body read, idle and whole-body timeouts": lambda: body(timed),
+        "admission, the worker's bounds only": lambda: admit(None, ""),
+        "admission, with the caller's and the connection's shares": lambda: admit(
+            "acme", "127.0.0.1:5000"
+        ),
+        'limits before the body (a model = "*" rate, memory store)': early,
+    }
+    best = dict.fromkeys(steps, float("inf"))
+    for _ in range(rounds):
+        for name, step in steps.items():
+            start = time.process_time()
+            for _ in range(calls):
+                await step()
+            best[name] = min(best[name], (time.process_time() - start) / calls)
+    await tenancy.aclose()
+    return {name: seconds * 1e6 for name, seconds in best.items()}
+
+
+def intake_report(results: dict[str, float]) -> str:
+    lines = ["| step before the body | CPU µs/call |", "|---|---:|"]
+    lines += [f"| {name} | {us:.2f} |" for name, us in results.items()]
+    return "\n".join(lines)
+
+
 def report(results: dict[str, float]) -> str:
     base = results["all off"]
     lines = ["| variant | CPU µs/request | cost over all off (µs) |", "|---|---:|---:|"]
@@ -169,8 +284,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--only",
+        choices=("requests", "buffers", "intake"),
+        help="one of the three tables (default: all)",
+    )
     opts = parser.parse_args()
-    print(report(asyncio.run(measure(opts.requests, opts.rounds))))
+    if opts.only in (None, "requests"):
+        print(report(asyncio.run(measure(opts.requests, opts.rounds))))
+    if opts.only in (None, "buffers"):
+        print(buffer_report(buffer_checks(max(opts.requests // 4, 1), opts.rounds)))
+    if opts.only in (None, "intake"):
+        print(intake_report(asyncio.run(intake_checks(opts.requests, opts.rounds))))
 
 
 if __name__ == "__main__":

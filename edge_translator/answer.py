@@ -27,6 +27,7 @@ import msgspec
 
 from flatgate.edge_translator.errors import (
     EdgeError,
+    InvalidRequest,
     ModelNotFound,
     PayloadTooLarge,
     UpstreamFailed,
@@ -36,7 +37,14 @@ from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_ev
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
-from flatgate.proxy.plumbing.serve import BodyTooLarge, Exchange, Sink
+from flatgate.proxy.plumbing.serve import (
+    BodyMalformed,
+    BodyPolicy,
+    BodyTimeout,
+    BodyTooLarge,
+    Exchange,
+    Sink,
+)
 from flatgate.proxy.transport.base import Response, retry_after
 from flatgate.proxy.transport.base import UpstreamError as _UpstreamError
 from flatgate.proxy.transport.base import UpstreamTimeout as _UpstreamTimeout
@@ -152,17 +160,24 @@ class _Chat:
 CHAT: ClientApi = _Chat()
 
 
-async def read_body(ex: Exchange, limit: int, length: str | None) -> bytes:
-    """The request body; ``PayloadTooLarge`` (413) past ``limit`` bytes
-    (``length``: the ``Content-Length`` the client announced)."""
+async def read_body(ex: Exchange, policy: BodyPolicy, length: str | None) -> bytes:
+    """The request body, read within ``policy``: ``PayloadTooLarge`` (413)
+    past its bytes (``length``: the ``Content-Length`` the client announced),
+    ``body_timeout`` (408) when it stops arriving, ``malformed_body`` (400)
+    when it ends early or is framed badly."""
     try:
-        return await ex.body(limit)
+        return await ex.body(policy)
     except BodyTooLarge:
+        limit = policy.max_bytes
         raise PayloadTooLarge(
             f"Request body exceeds the limit of {limit} bytes."
             if length is None
             else f"Request body of {length} bytes exceeds the limit of {limit} bytes."
         ) from None
+    except BodyTimeout as exc:
+        raise InvalidRequest(f"Request body timed out: {exc}.", code=codes.BODY_TIMEOUT) from None
+    except BodyMalformed as exc:
+        raise InvalidRequest(f"Malformed request body: {exc}.", code=codes.MALFORMED_BODY) from None
 
 
 class _ProxyError(msgspec.Struct):

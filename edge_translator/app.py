@@ -32,9 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import msgspec
 
 from flatgate.edge_translator.answer import (
-    CHAT,
     SSE_HEADERS,
-    ClientApi,
     Keepalive,
     aggregate,
     proxy_error,
@@ -42,7 +40,8 @@ from flatgate.edge_translator.answer import (
     shutting_down,
     stream,
 )
-from flatgate.edge_translator.auth import OPEN, Identity
+from flatgate.edge_translator.ask import Ask
+from flatgate.edge_translator.auth import Credential, Identity
 from flatgate.edge_translator.config import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.errors import (
     AuthenticationFailed,
@@ -58,14 +57,15 @@ from flatgate.edge_translator.mapping import new_request_id, resolve_model
 from flatgate.edge_translator.messages.endpoint import MessagesEndpoint
 from flatgate.edge_translator.messages.errors import error_body as messages_error
 from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.tenancy import FREE, Admitted, Tenancy
+from flatgate.edge_translator.tenancy import FREE, Tenancy, with_headers
 from flatgate.edge_translator.translate import write_request
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
-from flatgate.proxy.plumbing.admission import Admission
+from flatgate.proxy.plumbing.admission import Refusal
 from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.config import ENV_CONFIG
-from flatgate.proxy.plumbing.drain import Drain, Ending
+from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.gctune import tune
+from flatgate.proxy.plumbing.intake import admission, body_policy
 from flatgate.proxy.plumbing.limits import Limiter
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
@@ -110,48 +110,6 @@ _WATCH_TICK = 0.05
 _BUSY_RETRY_AFTER = 1.0
 
 
-class _Ask:
-    """One completion request on its way: its log entry, the body bytes it
-    holds against admission control, its FlatBuffer until the proxy has it,
-    and what its answer needs of the request (never the prompt)."""
-
-    __slots__ = (
-        "admitted",
-        "answered",
-        "api",
-        "choices",
-        "completion_id",
-        "ending",
-        "entry",
-        "frame",
-        "held",
-        "identity",
-        "include_usage",
-        "model",
-        "stream",
-        "usage",
-    )
-
-    def __init__(self, entry: Entry, held: int) -> None:
-        self.entry = entry
-        self.held = held
-        self.frame = b""
-        self.completion_id = ""
-        self.model = ""
-        self.stream = False
-        self.choices = 1
-        self.include_usage = False
-        self.ending = Ending()
-        # The client API the answer is rendered in.
-        self.api: ClientApi = CHAT
-        self.identity: Identity = OPEN
-        # The usage the backend reported (None: none, or no answer yet), and
-        # whether an answer began (the proxy said 200).
-        self.usage: Usage | None = None
-        self.answered = False
-        self.admitted: Admitted | None = None
-
-
 class EdgeApp:
     """The edge's request handler; one per worker (its transport is made in the
     worker's loop, on first use)."""
@@ -191,7 +149,8 @@ class EdgeApp:
             lambda: make_transport(e.transport, limit=e.pool_limit, pool_timeout=e.pool_timeout)
         )
         self._transport: Transport | None = None
-        self._admission = Admission(e.max_in_flight, e.max_buffered_bytes)
+        self._admission = admission(e)
+        self._body_policy = body_policy(e)
         # Presented to the proxy when it authenticates its callers.
         self._proxy_auth = [("authorization", f"Bearer {e.proxy_token}")] if e.proxy_token else []
         self._metrics_token = TokenCheck(e.metrics_token_sha256) if e.metrics_token_sha256 else None
@@ -206,10 +165,10 @@ class EdgeApp:
             "Time to decode a request's JSON and write its FlatBuffer.",
             _TRANSLATE_BUCKETS,
         )
-        self._messages = MessagesEndpoint[_Ask](
+        self._messages = MessagesEndpoint[Ask](
             identities=self.identities,
             models=self._models,
-            max_body=self._max_body,
+            body_policy=self._body_policy,
             translate_time=self._translate_time,
             forward=self.forward,
             allowed=self.tenancy.check,
@@ -258,18 +217,30 @@ class EdgeApp:
         try:
             if self._drain.draining and path != "/healthz":
                 route = "other" if path not in _POSTS and path not in _GETS else path
+                if path in _POSTS:  # logged, as every answer on these paths is
+                    entry = Entry()
+                    rid = ex.header("x-request-id")
+                    if rid is not None and valid_request_id(rid):
+                        entry.request_id = rid
                 raise shutting_down()
             if path == _COMPLETIONS:
                 entry = Entry()
                 if method != "POST":
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
-                status = await self._admitted(ex, entry)
+                status = await self._admitted(ex, entry, self._authenticate, self._completions)
             elif path in (_MESSAGES, _COUNT_TOKENS):
                 entry = Entry()
                 if method != "POST":
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
-                step = self._messages.messages if path == _MESSAGES else self._messages.count_tokens
-                status = await self._admitted(ex, entry, step)
+                messages = self._messages
+                if path == _MESSAGES:
+                    status = await self._admitted(
+                        ex, entry, messages.authenticate, messages.messages
+                    )
+                else:  # answered here, not a completion: no limit charged
+                    status = await self._admitted(
+                        ex, entry, messages.authenticate, messages.count_tokens, charged=False
+                    )
             elif path in _GETS:
                 if method not in ("GET", "HEAD"):
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use GET.")
@@ -338,15 +309,26 @@ class EdgeApp:
 
     # -- POST /v1/chat/completions -------------------------------------------
 
+    async def _authenticate(self, ex: Exchange) -> Identity:
+        """The OpenAI API's caller, from ``Authorization: Bearer``."""
+        auth = ex.header("authorization")
+        return self.identities.cached(auth) or await self.identities.verify(auth)
+
     async def _admitted(
         self,
         ex: Exchange,
         entry: Entry,
-        step: Callable[[Exchange, _Ask, str | None], Awaitable[int]] | None = None,
+        authenticate: Callable[[Exchange], Awaitable[Identity]],
+        step: Callable[[Exchange, Ask, str | None], Awaitable[int]],
+        *,
+        charged: bool = True,
     ) -> int:
-        """A completion within admission control: the body's bytes (its
-        Content-Length, or the body limit when none is sent) and one request in
-        flight are held until the proxy has the request."""
+        """A request from its headers to its answer. Before the body is read:
+        the caller is authenticated, ``charged`` its limits no model changes
+        (``Tenancy.admit_caller``), and admitted against the worker's bounds
+        and its shares (``plumbing.admission``): the body's bytes (its
+        Content-Length, or the body limit when none is sent) and one request
+        in flight are held until the proxy has the request."""
         rid = ex.header("x-request-id")
         if rid is not None and valid_request_id(rid):
             entry.request_id = rid  # logged (and answered) even if the request fails
@@ -354,28 +336,36 @@ class EdgeApp:
         if length is not None and not length.isdigit():
             raise InvalidRequest("Invalid Content-Length header.")
         size = min(int(length), self._max_body + 1) if length is not None else self._max_body
-        admission = self._admission
-        if not admission.admit(size):
-            raise EdgeError(
-                "The gateway is at its limit of requests in flight; retry shortly.",
-                code=codes.SERVER_BUSY,
-                retry_after=_BUSY_RETRY_AFTER,
-            )
-        ask = _Ask(entry, size)
+        identity = await authenticate(ex)
+        entry.tenant = identity.tenant or None
+        tenancy = self.tenancy
+        early = await tenancy.admit_caller(identity.tenant) if charged else FREE
         try:
-            return await (step or self._completions)(ex, ask, length)
+            peer = ex.peer
+            caller = identity.tenant if identity.credential is not Credential.OPEN else None
+            hold = self._admission.admit(
+                size, peer.rpartition(":")[0] if caller is None else caller, peer
+            )
+            if isinstance(hold, Refusal):
+                raise EdgeError(
+                    f"The gateway refused the request: {hold.message}; retry shortly.",
+                    code=hold.code,
+                    retry_after=_BUSY_RETRY_AFTER,
+                )
+            try:
+                return await step(ex, Ask(entry, hold, identity, early), length)
+            finally:
+                self._admission.done(hold)
+        except EdgeError as err:
+            err.headers = with_headers(err.headers, early.headers)
+            raise
         finally:
-            admission.drop_body(ask.held)
-            admission.done()
+            tenancy.release_caller(early)
 
-    async def _completions(self, ex: Exchange, ask: _Ask, length: str | None) -> int:
+    async def _completions(self, ex: Exchange, ask: Ask, length: str | None) -> int:
         entry = ask.entry
-        auth = ex.header("authorization")
-        identity = self.identities.cached(auth) or await self.identities.verify(auth)
-        ask.identity = identity
-        tenant = identity.tenant
-        entry.tenant = tenant or None
-        body = await read_body(ex, self._max_body, length)
+        tenant = ask.identity.tenant
+        body = await read_body(ex, self._body_policy, length)
         started = time.perf_counter()
         entry.bytes_in = len(body)
         req = decode_request(body)
@@ -408,7 +398,7 @@ class EdgeApp:
         del req
         return await self.forward(ex, ask)
 
-    async def forward(self, ex: Exchange, ask: _Ask) -> int:
+    async def forward(self, ex: Exchange, ask: Ask) -> int:
         """Send a translated request to the proxy and answer it, watching the
         caller and the drain (any client API's last step)."""
         entry = ask.entry
@@ -416,7 +406,9 @@ class EdgeApp:
         tenant = ask.identity.tenant
         tenancy.check(ask.identity, entry.model or ask.model, ask.model)
         admitted = ask.admitted = (
-            await tenancy.admit(tenant, ask.model, ask.frame) if tenancy.active else FREE
+            await tenancy.admit(tenant, ask.model, ask.frame, after_caller=True)
+            if tenancy.active
+            else FREE
         )
         watch = CallerWatch(ex.disconnected)
         self._watchlist.add(watch)
@@ -436,10 +428,10 @@ class EdgeApp:
             watch.stop()
             tenancy.settle(tenant, ask.model, admitted, ask.usage, ask.answered)
 
-    async def _exchange(self, ex: Exchange, ask: _Ask) -> int:
+    async def _exchange(self, ex: Exchange, ask: Ask) -> int:
         reply = [("x-request-id", ask.entry.request_id or ask.completion_id)]
         if ask.admitted is not None:
-            reply += ask.admitted.headers
+            reply = with_headers(reply + ask.admitted.headers, ask.early.headers)
         keepalive = None
         if ask.stream and self._keepalive:
             keepalive = Keepalive(
@@ -463,7 +455,7 @@ class EdgeApp:
     async def _answer(
         self,
         ex: Exchange,
-        ask: _Ask,
+        ask: Ask,
         keepalive: Keepalive | None,
         reply: list[tuple[str, str]],
     ) -> int:
@@ -504,8 +496,7 @@ class EdgeApp:
         entry.backend = resp.headers.get(BACKEND_HEADER)
         # The proxy has the request: its bytes are no longer held here.
         ask.frame = b""
-        self._admission.drop_body(ask.held)
-        ask.held = 0
+        self._admission.drop_body(ask.hold)
         try:
             if resp.status != 200:
                 try:
@@ -572,4 +563,4 @@ def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
             name="edge",
         )
         starts.append(watch.install)
-    return ServerApp(app, drain, metrics=app.metrics, on_start=starts)
+    return ServerApp(app, drain, metrics=app.metrics, on_start=starts, access_logs=(app.access,))

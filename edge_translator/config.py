@@ -33,6 +33,7 @@ from flatgate.proxy.plumbing.config import (
     env_value,
     read_document,
 )
+from flatgate.proxy.plumbing.intake import IntakeSection, intake_problems
 from flatgate.proxy.plumbing.limits import LimitsConfig, parse_limits
 from flatgate.proxy.wire.schema import Provider
 
@@ -57,14 +58,12 @@ class EdgeConfigError(ConfigError):
     """A config the edge cannot start with; the message names the key."""
 
 
-class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class EdgeSection(IntakeSection, frozen=True, forbid_unknown_fields=True):
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1
     # Where the FlatBuffers proxy listens (its POST /v1/completions).
     proxy_url: str = "http://127.0.0.1:8081"
-    # Largest request body accepted (413 above it).
-    max_body_bytes: int = 8 << 20
     connect_timeout: float = 2.0
     # Longest wait between the proxy's bytes once the answer has begun.
     read_timeout: float = 30.0
@@ -87,11 +86,6 @@ class EdgeSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     pool_limit: int = 4096
     # Longest wait for a free connection to the proxy; then 503 with Retry-After.
     pool_timeout: float = 5.0
-    # Admission control, per worker: requests in flight and request-body bytes
-    # held (a body without Content-Length counts as max_body_bytes); above
-    # either, 503 with Retry-After.
-    max_in_flight: int = 10000
-    max_buffered_bytes: int = 256 << 20
     # The token the edge presents to a proxy that authenticates its callers
     # (`Authorization: Bearer`); best set as FLATGATE_EDGE_PROXY_TOKEN.
     proxy_token: str = ""
@@ -215,15 +209,14 @@ def _problems(s: _Document, problems: Problems) -> None:
     problems.port("edge.port", e.port)
     if not e.host:
         problems.append("edge.host: must not be empty")
-    for key in ("workers", "max_body_bytes", "pool_limit"):
+    intake_problems("edge", e, problems)
+    for key in ("workers", "pool_limit"):
         problems.at_least(f"edge.{key}", getattr(e, key), 1)
     for key in ("connect_timeout", "read_timeout", "first_byte_timeout"):
         problems.above(f"edge.{key}", getattr(e, key))
     problems.at_least("edge.keepalive_seconds", e.keepalive_seconds, 0)
     problems.at_least("edge.total_timeout", e.total_timeout, 0)
     problems.above("edge.pool_timeout", e.pool_timeout)
-    problems.at_least("edge.max_in_flight", e.max_in_flight, 1)
-    problems.at_least("edge.max_buffered_bytes", e.max_buffered_bytes, 1)
     if e.metrics_token_sha256 and not _HEX64.match(e.metrics_token_sha256):
         problems.append(
             "edge.metrics_token_sha256: expected 64 lower-case hex digits "

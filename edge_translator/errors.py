@@ -4,7 +4,9 @@ Every failure the edge reports to a client is an ``EdgeError`` (or a subclass)
 carrying a registered ``wire.codes.ErrorCode`` (its HTTP status and OpenAI
 ``type``), a message and the ``param`` it concerns; ``body()`` renders
 ``{"error": {"message", "type", "param", "code"}}``. The app turns these into
-responses in exactly one place. No I/O.
+responses in exactly one place. A message quotes what the caller sent (a
+model or tool name) through ``shown``, at most ``ECHO_CHARS`` of it: a
+megabyte of model name is not a megabyte of 404. No I/O.
 
 ::
 
@@ -28,6 +30,7 @@ from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.codes import ErrorCode
 
 __all__ = [
+    "ECHO_CHARS",
     "AuthenticationFailed",
     "EdgeError",
     "InvalidRequest",
@@ -38,6 +41,7 @@ __all__ = [
     "PayloadTooLarge",
     "UpstreamFailed",
     "UpstreamTimeout",
+    "shown",
 ]
 
 
@@ -53,6 +57,15 @@ class _Body(msgspec.Struct):
 
 
 _encode = msgspec.json.Encoder().encode
+
+# The most of a caller's text an error message quotes.
+ECHO_CHARS = 256
+
+
+def shown(text: str) -> str:
+    """``text`` as an error message quotes it: its first ``ECHO_CHARS``
+    characters, and an ellipsis when there were more."""
+    return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "\u2026"
 
 
 class EdgeError(Exception):

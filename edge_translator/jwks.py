@@ -32,6 +32,7 @@ import msgspec
 from jwt import PyJWK
 from jwt.exceptions import PyJWTError
 
+from flatgate.edge_translator.decoding import UNDECODABLE, why_undecodable
 from flatgate.proxy.transport.base import Timeouts, UpstreamError
 from flatgate.proxy.transport.factory import make_transport
 
@@ -152,6 +153,8 @@ def parse_key_set(
         doc = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise KeySetError(f"not JSON: {exc}") from None
+    except UNDECODABLE as exc:
+        raise KeySetError(f"not JSON: {why_undecodable(exc)}") from None
     keys = doc.get("keys") if isinstance(doc, dict) else None
     if not isinstance(keys, list):
         raise KeySetError('not a JWK set: expected {"keys": [...]}')

@@ -6,8 +6,10 @@ set (``jwks.KeySource``, fetched again on an unknown ``kid``, rate-limited),
 then PyJWT's ``jwt.decode`` with that one key and that one algorithm (the key
 is bound to the algorithms it may verify, so a token cannot pick how its key
 is read), checking the signature, ``exp`` (required), ``nbf``, ``iat``,
-``iss`` and ``aud`` within ``leeway_seconds``; then the tenant claim (a
-non-empty printable string) and, if configured, the models claim.
+``iss`` and ``aud`` within ``leeway_seconds``; then that the time claims are
+JSON numbers (PyJWT takes ``int()`` of them, so ``"exp": "9999999999"``, a
+string, would pass), the tenant claim (a non-empty printable string) and, if
+configured, the models claim.
 
 A verified token is cached (``cached``: one dict lookup and a clock read, no
 signature check) until its ``exp`` (plus the leeway, as a verify would
@@ -17,12 +19,15 @@ that drops its key. The cache holds only tokens that verified, at most
 long: a caller cannot grow it with made-up tokens.
 
 Every failure is an ``InvalidToken`` (401) saying what failed, never echoing
-the token, its claims or a key. No I/O here beyond ``jwks``'.
+the token, its claims or a key: garbage in any part (not base64url, not
+UTF-8, not JSON, JSON nested too deeply to decode) included. No I/O here
+beyond ``jwks``'.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -51,6 +56,11 @@ __all__ = ["MAX_CLAIM_CHARS", "MAX_MODELS", "JwtVerifier", "key_source", "looks_
 MAX_CLAIM_CHARS = 256
 MAX_MODELS = 256
 _INVALID = "Invalid JWT bearer token: "
+_NOT_DECODED = "it does not decode (expected header.payload.signature)."
+# NumericDate claims: a JSON number of seconds since the epoch (RFC 7519).
+_TIMES = ("exp", "nbf", "iat")
+# How PyJWT names a time claim it could not take int() of.
+_PYJWT_TIME = re.compile(r"\((exp|nbf|iat)\) must be")
 
 
 def looks_like_jwt(token: str) -> bool:
@@ -104,13 +114,28 @@ def _header(token: str) -> dict[str, Any] | None:
         return None
     try:
         header = msgspec.json.decode(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    except (ValueError, msgspec.DecodeError):  # binascii.Error is a ValueError
+    # binascii.Error and UnicodeDecodeError are ValueErrors; RecursionError:
+    # nested deeper than the decoder goes.
+    except (ValueError, RecursionError, msgspec.DecodeError):
         return None
     return header if isinstance(header, dict) else None
 
 
 def _invalid(why: str) -> InvalidToken:
     return InvalidToken(_INVALID + why)
+
+
+def _time_claims(claims: dict[str, Any]) -> None:
+    """Refuse a time claim PyJWT took that is not a JSON number."""
+    for name in _TIMES:
+        if name in claims:
+            value = claims[name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise _not_a_time(name)
+
+
+def _not_a_time(name: str) -> InvalidToken:
+    return _invalid(f"its '{name}' claim is not a number (seconds since the epoch).")
 
 
 def _text(value: Any) -> TypeGuard[str]:
@@ -197,7 +222,7 @@ class JwtVerifier:
             raise _invalid(f"it is longer than {self._max_token} bytes.")
         header = _header(token)
         if header is None:
-            raise _invalid("it does not decode (expected header.payload.signature).")
+            raise _invalid(_NOT_DECODED)
         alg, kid = header.get("alg"), header.get("kid")
         if not (kid is None or isinstance(kid, str)):
             raise _invalid("its key id (kid) is not a string.")
@@ -263,10 +288,16 @@ class JwtVerifier:
             raise _invalid(f"it has no '{exc.claim}' claim.") from None
         except jwt_errors.InvalidAlgorithmError:
             raise _invalid("its algorithm does not match its key.") from None
-        except jwt_errors.DecodeError:
-            raise _invalid("it does not decode (expected header.payload.signature).") from None
-        except jwt_errors.PyJWTError:
+        except jwt_errors.PyJWTError as exc:  # DecodeError among them
+            named = _PYJWT_TIME.search(str(exc))
+            if named is not None:
+                raise _not_a_time(named.group(1)) from None
+            if isinstance(exc, jwt_errors.DecodeError):
+                raise _invalid(_NOT_DECODED) from None
             raise _invalid("one of its claims is malformed.") from None
+        except RecursionError:  # a payload nested deeper than json goes
+            raise _invalid(_NOT_DECODED) from None
+        _time_claims(claims)
         return claims
 
     def _identity(self, claims: dict[str, Any]) -> Identity:
@@ -296,7 +327,7 @@ class JwtVerifier:
         try:
             # A verify accepts the token until exp + leeway: the cache does too.
             until = float(exp) + self._leeway
-        except (TypeError, ValueError):  # PyJWT took it: int() did
+        except (TypeError, ValueError, OverflowError):  # PyJWT took it: int() did
             return
         until = min(until, self._clock() + self._cache_seconds)
         cache = self._cache

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from flatgate.edge_translator.config import ModelConfig
-from flatgate.edge_translator.errors import ModelNotFound
+from flatgate.edge_translator.errors import ModelNotFound, shown
 from flatgate.edge_translator.models import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -72,7 +72,7 @@ def resolve_model(models: Mapping[str, ModelConfig], name: str) -> ModelConfig:
     found = models.get(name)
     if found is None:
         raise ModelNotFound(
-            f"The model '{name}' does not exist or you do not have access to it.",
+            f"The model '{shown(name)}' does not exist or you do not have access to it.",
             param="model",
         )
     return found

@@ -9,7 +9,8 @@ naming the field (``temperature``, ``messages.[0].role``).
 
 Content parts other than ``text`` (images, audio, files) are rejected with a
 400 naming the part: the wire schema carries text only, and silently dropping
-an image would change what the model is asked.
+an image would change what the model is asked. A body nested too deeply, or
+with text that is not UTF-8 (``decoding``), is ``invalid_json``.
 
 Pure: no I/O. The decoder is built once at import.
 """
@@ -21,7 +22,13 @@ from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.edge_translator.decoding import (
+    UNDECODABLE,
+    is_utf8,
+    validation_text,
+    why_undecodable,
+)
+from flatgate.edge_translator.errors import InvalidRequest, shown
 from flatgate.proxy.wire import codes
 
 __all__ = [
@@ -221,7 +228,7 @@ def _check(req: ChatCompletionRequest) -> None:
         name = choice.function.name
         if not any(t.function.name == name for t in req.tools or ()):
             raise InvalidRequest(
-                f"Invalid value for 'tool_choice': no function named '{name}' in 'tools'.",
+                f"Invalid value for 'tool_choice': no function named '{shown(name)}' in 'tools'.",
                 param="tool_choice",
             )
     for i, tool in enumerate(req.tools or ()):
@@ -231,6 +238,26 @@ def _check(req: ChatCompletionRequest) -> None:
                 f"Invalid type for 'tools.[{i}].function.parameters': expected an object.",
                 param=f"tools.[{i}].function.parameters",
             )
+        if not is_utf8(params):
+            raise _not_utf8(f"tools.[{i}].function.parameters")
+    if not is_utf8(bytes(req.response_format)):
+        raise _not_utf8("response_format")
+
+
+def _not_utf8(param: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"Invalid value for '{param}': a string in it is not valid UTF-8.",
+        param=param,
+        code=codes.INVALID_JSON,
+    )
+
+
+def _not_json(why: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"We could not parse the JSON body of your request ({why}). "
+        "The API expects a JSON payload.",
+        code=codes.INVALID_JSON,
+    )
 
 
 def decode_request(body: bytes | memoryview) -> ChatCompletionRequest:
@@ -238,13 +265,11 @@ def decode_request(body: bytes | memoryview) -> ChatCompletionRequest:
     try:
         req = _decoder.decode(body)
     except msgspec.ValidationError as exc:
-        text = str(exc)
+        text = validation_text(exc)
         raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
     except msgspec.DecodeError as exc:
-        raise InvalidRequest(
-            f"We could not parse the JSON body of your request ({exc}). "
-            "The API expects a JSON payload.",
-            code=codes.INVALID_JSON,
-        ) from exc
+        raise _not_json(str(exc)) from exc
+    except UNDECODABLE as exc:
+        raise _not_json(why_undecodable(exc)) from None
     _check(req)
     return req

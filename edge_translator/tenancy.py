@@ -8,9 +8,14 @@ Owns ``Tenancy``, one per worker, over a ``plumbing.limits.Limiter``:
   the model's own name may match (an alias of an allowed model is allowed).
   Any other model is ``model_not_found``, as if it did not exist, and
   ``GET /v1/models`` lists only what the caller may use.
-- **Limits.** Before a request goes to the proxy, ``admit`` reserves what it
-  may use against the tenant's ``[[limits]]``: one request, a concurrency
-  slot, and its tokens (``wire.estimate.reservation``: the prompt's estimate
+- **Limits.** In two steps (``limits.rules``' phases). As soon as the caller
+  is known, before its body is read, ``admit_caller`` charges the limits no
+  model changes (the ``model = "*"`` rules' requests per minute and streams
+  in flight), so that a tenant over them holds no body bytes at all; a
+  request whose body then fails keeps its request charge and gives its slot
+  back (``release_caller``). Before the request goes to the proxy, ``admit``
+  reserves the rest against the tenant's ``[[limits]]``: one request, a
+  concurrency slot, and its tokens (``wire.estimate.reservation``: the prompt's estimate
   plus ``max_tokens``, or ``[state] default_max_tokens``). A spent limit is a
   429 ``tenant_rate_limited`` (Retry-After; the message names the limit)
   before any backend is contacted; the store not answering with
@@ -38,14 +43,15 @@ from prometheus_client.core import CounterMetricFamily, Metric
 
 from flatgate.edge_translator.auth import Identity
 from flatgate.edge_translator.config import EdgeSettings, ModelConfig
-from flatgate.edge_translator.errors import EdgeError, ModelNotFound
+from flatgate.edge_translator.errors import EdgeError, ModelNotFound, shown
 from flatgate.proxy.plumbing.limits import DEFAULT_LEASE_TTL, Decision, Lease, Limiter, allowed
 from flatgate.proxy.plumbing.limits.decision import Outcome
+from flatgate.proxy.plumbing.limits.rules import EARLY, FULL, LATE
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.estimate import reservation
 from flatgate.proxy.wire.frames import Usage
 
-__all__ = ["FREE", "MAX_TENANT_LABELS", "Admitted", "Tenancy"]
+__all__ = ["FREE", "MAX_TENANT_LABELS", "Admitted", "Tenancy", "with_headers"]
 
 # Distinct tenant labels in /metrics beyond the configured tenants.
 MAX_TENANT_LABELS: Final = 100
@@ -79,6 +85,17 @@ class Admitted:
 
 # An admission with nothing held (no limit applies).
 FREE: Final = Admitted(None, [], 0)
+
+
+def with_headers(
+    headers: list[tuple[str, str]], more: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """``headers`` and those of ``more`` it does not name (an answer's rate
+    headers from both of its admissions, the later one's first)."""
+    if not more:
+        return headers
+    names = {name for name, _ in headers}
+    return headers + [h for h in more if h[0] not in names]
 
 
 def _refusal(d: Decision) -> EdgeError:
@@ -140,7 +157,7 @@ class Tenancy:
         """Raise ``model_not_found`` unless ``identity`` may call ``model``."""
         if not self.may_use(identity, requested, model):
             raise ModelNotFound(
-                f"The model '{requested}' does not exist or you do not have access to it.",
+                f"The model '{shown(requested)}' does not exist or you do not have access to it.",
                 param="model",
             )
 
@@ -165,15 +182,39 @@ class Tenancy:
 
     # -- limits ---------------------------------------------------------------
 
-    async def admit(self, tenant: str, model: str, frame: bytes) -> Admitted:
+    async def admit_caller(self, tenant: str) -> Admitted:
+        """Charge ``tenant``'s limits that no model changes, before its body is
+        read (``FREE`` when none apply); raises the refusal as an ``EdgeError``."""
+        if not self.active or not self.limiter.rules.plan(tenant, "", EARLY):
+            return FREE
+        return self._held_for(await self.limiter.acquire(tenant, "", 0, self._ttl, phase=EARLY), 0)
+
+    def release_caller(self, admitted: Admitted) -> None:
+        """The request of ``admit_caller`` has ended: its slot goes back, its
+        request charge stays."""
+        lease = admitted.lease
+        if lease is not None:
+            self._held.discard(lease)
+            self.limiter.settle(lease, 0)
+
+    async def admit(
+        self, tenant: str, model: str, frame: bytes, *, after_caller: bool = False
+    ) -> Admitted:
         """Reserve a request of ``tenant`` on ``model`` (its FlatBuffer
-        ``frame``) against the limits; raises the refusal as an ``EdgeError``."""
+        ``frame``) against the limits (``after_caller``: those
+        ``admit_caller`` did not charge); raises the refusal as an ``EdgeError``."""
         if not self.active:
             return FREE
-        plan = self.limiter.rules.plan(tenant, model)  # cached
+        phase = LATE if after_caller else FULL
+        plan = self.limiter.rules.plan(tenant, model, phase)  # cached
         # The estimate reads the whole buffer: only when tokens are counted.
         estimate = reservation(frame, self._default_max) if plan and plan.tokens_at else 0
-        d = await self.limiter.acquire(tenant, model, estimate, self._ttl)
+        d = await self.limiter.acquire(tenant, model, estimate, self._ttl, phase=phase)
+        return self._held_for(d, estimate)
+
+    def _held_for(self, d: Decision, estimate: int) -> Admitted:
+        """An allowed decision's admission, its slots renewed while held; a
+        refusal raised."""
         if not d.allowed:
             raise _refusal(d)
         lease = d.lease

@@ -52,7 +52,7 @@ from flatgate.edge_translator.messages.render import PING, EventRenderer, Messag
 from flatgate.edge_translator.messages.translate import write_messages
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.auth import bearer_token
-from flatgate.proxy.plumbing.serve import Exchange, valid_request_id
+from flatgate.proxy.plumbing.serve import BodyPolicy, Exchange, valid_request_id
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.estimate import estimate_request
 from flatgate.proxy.wire.schema import JSON
@@ -113,9 +113,9 @@ class MessagesEndpoint(Generic[A]):
 
     __slots__ = (
         "_allowed",
+        "_body_policy",
         "_forward",
         "_identities",
-        "_max_body",
         "_models",
         "_translate_time",
     )
@@ -125,7 +125,7 @@ class MessagesEndpoint(Generic[A]):
         *,
         identities: Identities,
         models: Mapping[str, ModelConfig],
-        max_body: int,
+        body_policy: BodyPolicy,
         translate_time: _Timer,
         forward: Callable[[Exchange, A], Awaitable[int]],
         allowed: Callable[[Identity, str, str], None],
@@ -136,7 +136,7 @@ class MessagesEndpoint(Generic[A]):
         to a model): ``count_tokens``, which forwards nothing, checks it there."""
         self._identities = identities
         self._models = models
-        self._max_body = max_body
+        self._body_policy = body_policy
         self._translate_time = translate_time
         self._forward = forward
         self._allowed = allowed
@@ -146,7 +146,8 @@ class MessagesEndpoint(Generic[A]):
         self._identities = identities
         self._models = models
 
-    async def _tenant(self, ex: Exchange, ask: A) -> str:
+    async def authenticate(self, ex: Exchange) -> Identity:
+        """The caller, from ``x-api-key`` or ``Authorization: Bearer``."""
         ids = self._identities
         token = ex.header("x-api-key")
         if token is None:
@@ -156,9 +157,7 @@ class MessagesEndpoint(Generic[A]):
                 "x-api-key header is required (or Authorization: Bearer).",
                 code=codes.MISSING_API_KEY,
             )
-        identity = ids.cached_token(token) or await ids.verify_token(token)
-        ask.identity = identity
-        return identity.tenant
+        return ids.cached_token(token) or await ids.verify_token(token)
 
     def _model(self, ex: Exchange, ask: A, name: str) -> ModelConfig:
         """The model, and the request id (the client's, else the message id)."""
@@ -179,9 +178,8 @@ class MessagesEndpoint(Generic[A]):
     async def messages(self, ex: Exchange, ask: A, length: str | None) -> int:
         """``POST /v1/messages``."""
         entry = ask.entry
-        tenant = await self._tenant(ex, ask)
-        entry.tenant = tenant or None
-        body = await read_body(ex, self._max_body, length)
+        tenant = ask.identity.tenant
+        body = await read_body(ex, self._body_policy, length)
         started = time.perf_counter()
         entry.bytes_in = len(body)
         req = decode_messages(body)
@@ -205,9 +203,7 @@ class MessagesEndpoint(Generic[A]):
     async def count_tokens(self, ex: Exchange, ask: A, length: str | None) -> int:
         """``POST /v1/messages/count_tokens``: an estimate, answered here."""
         entry = ask.entry
-        tenant = await self._tenant(ex, ask)
-        entry.tenant = tenant or None
-        body = await read_body(ex, self._max_body, length)
+        body = await read_body(ex, self._body_policy, length)
         entry.bytes_in = len(body)
         req = decode_count_tokens(body)
         model = self._model(ex, ask, req.model)

@@ -17,8 +17,9 @@ that names them: the wire schema carries text, and silently dropping an image
 would change what the model is asked (``translate`` raises those, and the
 other per-block refusals, as it walks the blocks: one pass). Failures are
 ``InvalidRequest``s whose message names the field the way Anthropic does
-(``messages.0.content.1.type: ...``). Pure: no I/O; the decoders are built
-once at import.
+(``messages.0.content.1.type: ...``); a body nested too deeply, or with text
+that is not UTF-8 (``edge_translator.decoding``), is ``invalid_json``. Pure:
+no I/O; the decoders are built once at import.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.edge_translator.decoding import (
+    UNDECODABLE,
+    is_utf8,
+    validation_text,
+    why_undecodable,
+)
+from flatgate.edge_translator.errors import InvalidRequest, shown
 from flatgate.proxy.wire import codes
 
 __all__ = [
@@ -53,6 +60,7 @@ __all__ = [
     "decode_messages",
     "misplaced",
     "not_an_object",
+    "not_utf8",
     "unsupported",
 ]
 
@@ -186,7 +194,7 @@ def _where(message: str) -> tuple[str, str]:
 
 
 def _invalid(exc: msgspec.ValidationError) -> InvalidRequest:
-    path, reason = _where(str(exc))
+    path, reason = _where(validation_text(exc))
     if path.endswith(".type") and reason.startswith("Invalid value"):
         reason += f": flatgate carries content blocks of type {_CARRIED}"
     elif path.endswith(".role") and "'system'" in reason:
@@ -220,13 +228,21 @@ def not_an_object(where: str) -> InvalidRequest:
     return InvalidRequest(f"{where}: Input should be an object", param=where)
 
 
+def not_utf8(where: str) -> InvalidRequest:
+    """The 400 for JSON kept as written (an ``input_schema``, a ``tool_use``
+    input) whose bytes are not UTF-8."""
+    return InvalidRequest(
+        f"{where}: a string in it is not valid UTF-8", param=where, code=codes.INVALID_JSON
+    )
+
+
 def _check_tools(req: CountTokensRequest) -> None:
     names = set()
     for i, tool in enumerate(req.tools or ()):
         if tool.type not in (None, "custom"):
             raise InvalidRequest(
-                f"tools.{i}.type: tools of type '{tool.type}' (server tools) are not supported: "
-                "flatgate carries client tools with an input_schema.",
+                f"tools.{i}.type: tools of type '{shown(tool.type)}' (server tools) are not "
+                "supported: flatgate carries client tools with an input_schema.",
                 param=f"tools.{i}.type",
             )
         schema = bytes(tool.input_schema)
@@ -235,6 +251,8 @@ def _check_tools(req: CountTokensRequest) -> None:
             raise InvalidRequest(f"{where}: Field required", param=where)
         if not schema.lstrip().startswith(b"{"):
             raise not_an_object(f"tools.{i}.input_schema")
+        if not is_utf8(schema):
+            raise not_utf8(f"tools.{i}.input_schema")
         names.add(tool.name)
     choice = req.tool_choice
     if isinstance(choice, AnyChoice | ToolChoice) and not req.tools:
@@ -243,13 +261,14 @@ def _check_tools(req: CountTokensRequest) -> None:
         )
     if isinstance(choice, ToolChoice) and choice.name not in names:
         raise InvalidRequest(
-            f"tool_choice.name: tool '{choice.name}' not found in tools", param="tool_choice.name"
+            f"tool_choice.name: tool '{shown(choice.name)}' not found in tools",
+            param="tool_choice.name",
         )
 
 
-def _not_json(exc: msgspec.DecodeError) -> InvalidRequest:
+def _not_json(why: str) -> InvalidRequest:
     return InvalidRequest(
-        f"There was an issue with the request body: it is not valid JSON ({exc}).",
+        f"There was an issue with the request body: it is not valid JSON ({why}).",
         code=codes.INVALID_JSON,
     )
 
@@ -261,7 +280,9 @@ def decode_messages(body: bytes | memoryview) -> MessagesRequest:
     except msgspec.ValidationError as exc:
         raise _invalid(exc) from exc
     except msgspec.DecodeError as exc:
-        raise _not_json(exc) from exc
+        raise _not_json(str(exc)) from exc
+    except UNDECODABLE as exc:
+        raise _not_json(why_undecodable(exc)) from None
     _check_tools(req)
     return req
 
@@ -273,6 +294,8 @@ def decode_count_tokens(body: bytes | memoryview) -> CountTokensRequest:
     except msgspec.ValidationError as exc:
         raise _invalid(exc) from exc
     except msgspec.DecodeError as exc:
-        raise _not_json(exc) from exc
+        raise _not_json(str(exc)) from exc
+    except UNDECODABLE as exc:
+        raise _not_json(why_undecodable(exc)) from None
     _check_tools(req)
     return req

@@ -302,7 +302,7 @@ def _tool_input(parts: list[str]) -> msgspec.Raw:
     data = text.encode()
     try:
         ok = isinstance(_decode_any(data), dict)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested too deeply to check
         ok = False
     if not ok:
         raise UpstreamFailed(

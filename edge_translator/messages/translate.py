@@ -26,11 +26,21 @@ false``; written only when tools exist), ``stop_sequences`` -> ``stop``,
 ``metadata.user_id`` -> ``user``, ``max_tokens``, ``temperature``, ``top_p``,
 ``top_k``, ``stream`` (with ``include_usage``: the Messages API always reports
 usage). Blocks the wire cannot carry are refused as they are met (see
-``models``). Pure: no I/O.
+``models``).
+
+A ``CountTokensRequest``'s buffer is then verified as whoever reads a
+``messages`` request verifies it (the proxy before a JSON backend, an fbs
+backend such as the stub on arrival: ``wire.verify.verify_request``, its
+object and depth bounds), so ``count_tokens``, which the edge answers itself,
+counts no prompt that ``messages`` would be refused (400
+``malformed_request``, the verifier's message): one definition of the limits,
+not a second copy of them here. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from flatgate.edge_translator.decoding import is_utf8
+from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.edge_translator.messages.models import (
     AnyChoice,
     AutoChoice,
@@ -45,10 +55,13 @@ from flatgate.edge_translator.messages.models import (
     ToolUseBlock,
     misplaced,
     not_an_object,
+    not_utf8,
     unsupported,
 )
 from flatgate.edge_translator.request_writer import Call, RequestWriter, WireMessage
+from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.schema import Role, ToolChoiceMode
+from flatgate.proxy.wire.verify import MAX_BUFFER_BYTES, MalformedBuffer, verify_request
 
 __all__ = ["tool_choice_of", "write_messages"]
 
@@ -126,6 +139,8 @@ def _assistant(out: list[WireMessage], blocks: list[object], i: int) -> None:
             args = bytes(b.input)  # type: ignore[attr-defined]
             if not args.lstrip().startswith(b"{"):
                 raise not_an_object(f"messages.{i}.content.{j}.input")
+            if not is_utf8(args):
+                raise not_utf8(f"messages.{i}.content.{j}.input")
             calls.append((b.id.encode(), b.name.encode(), args))  # type: ignore[attr-defined]
         elif kind is ToolResultBlock:
             raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
@@ -138,6 +153,18 @@ def _assistant(out: list[WireMessage], blocks: list[object], i: int) -> None:
         out.append((_ASSISTANT, data))
 
 
+def _verified(frame: bytes) -> bytes:
+    """``frame`` if the proxy would take it (see the module docstring). Its
+    expansion bound is left at FlatBuffers' own: that one is against shared
+    references, which this writer never makes, and the proxy holds it to its
+    own ``max_body_bytes``, which the edge does not know."""
+    try:
+        verify_request(frame, max_bytes=MAX_BUFFER_BYTES)
+    except MalformedBuffer as exc:
+        raise InvalidRequest(str(exc), code=codes.MALFORMED_REQUEST) from None
+    return frame
+
+
 def write_messages(
     req: CountTokensRequest,
     *,
@@ -147,7 +174,7 @@ def write_messages(
     request_id: str = "",
 ) -> bytes:
     """``req`` as a ``CompletionRequest`` buffer (a ``CountTokensRequest``:
-    its prompt alone, no sampling parameters)."""
+    its prompt alone, no sampling parameters, verified as the proxy would)."""
     full = req if type(req) is MessagesRequest else None
     w = RequestWriter()
     choice, choice_name, parallel = tool_choice_of(req)
@@ -195,7 +222,9 @@ def write_messages(
             ]
         )
     if full is None:
-        return w.finish(provider=provider, tool_choice=choice, parallel_tool_calls=parallel)
+        return _verified(
+            w.finish(provider=provider, tool_choice=choice, parallel_tool_calls=parallel)
+        )
     if full.stop_sequences:
         stops = [s.encode() for s in full.stop_sequences if s]
         if stops:

@@ -53,6 +53,9 @@ __all__ = ["main"]
 LISTEN_BACKLOG = 4096
 # Connections a stub worker serves at once (it has no admission control).
 STUB_CONNECTIONS = 10_000
+# HTTP/2 streams a stub connection may have open (granian's default; the
+# services' is [edge]/[proxy] http2_max_streams).
+STUB_HTTP2_STREAMS = 200
 # Connections granian serves past max_in_flight: enough for the excess to be
 # answered 503 (and for /healthz) rather than queued unanswered.
 ADMISSION_MARGIN = 1024
@@ -198,6 +201,7 @@ def _export(service: str, args: argparse.Namespace, keys: Sequence[str]) -> None
 
 def _serve(service: str, args: argparse.Namespace) -> int:
     from granian.constants import Interfaces, Loops
+    from granian.http import HTTP2Settings
 
     from flatgate.proxy.gateway.server import DrainingServer
 
@@ -244,6 +248,9 @@ def _serve(service: str, args: argparse.Namespace) -> int:
         # instead, and the listen queue is as deep as the kernel allows.
         backlog=LISTEN_BACKLOG,
         backpressure=getattr(section, "max_in_flight", STUB_CONNECTIONS) + ADMISSION_MARGIN,
+        http2_settings=HTTP2Settings(
+            max_concurrent_streams=getattr(section, "http2_max_streams", STUB_HTTP2_STREAMS)
+        ),
         **tls,
     )
     with _shared_metrics(service):

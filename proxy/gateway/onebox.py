@@ -20,8 +20,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import msgspec
+
 from flatgate.edge_translator.app import EdgeApp
-from flatgate.edge_translator.config import load_edge_settings
+from flatgate.edge_translator.config import EdgeSettings, load_edge_settings
 from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.gctune import tune
@@ -30,16 +32,25 @@ from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
-from flatgate.proxy.service.settings import load_config
+from flatgate.proxy.service.settings import GatewayConfig, load_config
 
 __all__ = ["build", "create_app", "reloader"]
+
+
+def _router_config(config: GatewayConfig, settings: EdgeSettings) -> GatewayConfig:
+    """``config`` as the in-process router takes it: its requests are the
+    edge's, so a buffer may expand to what the edge's largest body does
+    (``verify_request``'s bound), when that is more than ``[proxy]``'s."""
+    largest = max(config.proxy.max_body_bytes, settings.edge.max_body_bytes)
+    proxy = msgspec.structs.replace(config.proxy, max_body_bytes=largest)
+    return msgspec.structs.replace(config, proxy=proxy)
 
 
 def _build(
     config_path: str | None = None, drain: Drain | None = None
 ) -> tuple[EdgeApp, ProxyServer]:
-    config = load_config(config_path)
     settings = load_edge_settings(config_path)
+    config = _router_config(load_config(config_path), settings)
     e = settings.edge
     drain = drain or Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
     # One limiter (and store) per worker for both layers: the edge's
@@ -69,8 +80,8 @@ def reloader(path: str, edge: EdgeApp, proxy: ProxyServer) -> Callable[[], None]
     is applied."""
 
     def apply() -> None:
-        config = load_config(path)
         settings = load_edge_settings(path)
+        config = _router_config(load_config(path), settings)
         proxy.reload(config)
         edge.reload(settings)
 
@@ -91,4 +102,6 @@ def create_app() -> ServerApp:
             path, reloader(path, edge, proxy), interval=e.reload_seconds, name="gateway"
         )
         starts.append(watch.install)
-    return ServerApp(edge, drain, metrics=edge.metrics, on_start=starts)
+    # The router's own access log is written only on the proxy's HTTP
+    # surface, which this app does not serve: the edge's is the one to flush.
+    return ServerApp(edge, drain, metrics=edge.metrics, on_start=starts, access_logs=(edge.access,))

@@ -12,11 +12,18 @@ so a caller cannot forge a line or a field.
 
 Cost: entries are kept (a few small strings each) and rendered together at a
 flush, every ``FLUSH_ENTRIES`` entries or ``FLUSH_SECONDS`` after the first
-kept one, whichever is sooner, and at exit: rendering in a batch costs about
-half what rendering each line on its own request does. Lines go out in
+kept one, whichever is sooner: rendering in a batch costs about half what
+rendering each line on its own request does. Lines go out in
 ``os.write`` calls of whole lines of at most ``FLUSH_BYTES`` (under
 ``PIPE_BUF``, so the lines of several worker processes sharing one stderr pipe
 never interleave). The time stamp is formatted once per millisecond.
+
+On the way out nothing kept may be lost. A granian worker is a forked process
+that leaves through ``os._exit``, so ``atexit`` (registered all the same, for
+a process that exits normally) never runs there: ``unbatch`` (called when a
+drain begins) writes what is kept and from then on each line as its request
+ends, since the worker may be killed at the drain's deadline; and the server
+boundary (``plumbing.serve.ServerApp``) calls ``flush`` when the worker stops.
 """
 
 from __future__ import annotations
@@ -183,6 +190,8 @@ class AccessLog:
         self._json = log_format == "json"
         self._write = write
         self._pending: list[Entry] = []
+        # Entries kept before a flush: FLUSH_ENTRIES, 1 once unbatched.
+        self._flush_at = FLUSH_ENTRIES
         self._timer: asyncio.TimerHandle | None = None
         self._clock = _Clock()
         if enabled:
@@ -196,7 +205,7 @@ class AccessLog:
         entry.ended = time.time()
         pending = self._pending
         pending.append(entry)
-        if len(pending) >= FLUSH_ENTRIES:
+        if len(pending) >= self._flush_at:
             self.flush()
         elif self._timer is None:
             try:
@@ -205,6 +214,12 @@ class AccessLog:
                 self.flush()
                 return
             self._timer = loop.call_later(FLUSH_SECONDS, self.flush)
+
+    def unbatch(self) -> None:
+        """Write what is kept now, and from now on each entry as it is
+        written (a drain has begun: the process may be killed any moment)."""
+        self._flush_at = 1
+        self.flush()
 
     def _render(self, e: Entry) -> bytes:
         ttfb = e.ttfb

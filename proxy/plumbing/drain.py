@@ -19,7 +19,9 @@ an orchestrator's own deadline (Kubernetes' ``terminationGracePeriodSeconds``
 is 30 s by default) can be matched by one number.
 
 Knows nothing of HTTP: what draining answers, and how a stream ends, belong
-to the apps. No I/O; one timer on the worker's loop.
+to the apps; what else must change when a drain begins (the access log stops
+batching its lines) registers with ``on_begin``. No I/O; one timer on the
+worker's loop.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Drain:
     """One worker's drain; see the module docstring for the timeline."""
 
     __slots__ = (
+        "_beginnings",
         "_begun",
         "_ends",
         "_expired",
@@ -62,6 +65,7 @@ class Drain:
         self.seconds = seconds
         self.margin = margin
         self._begun = False
+        self._beginnings: list[Callable[[], None]] = []
         self._expired = False
         self._ends: dict[int, Callable[[], None]] = {}
         self._ids = itertools.count()
@@ -98,6 +102,15 @@ class Drain:
         self._begun = True
         self._timer = loop.call_later(self.end_after, self._expire)
         log.info("draining: streams still running are ended in %.1fs", self.end_after)
+        for beginning in self._beginnings:
+            _call(beginning, "an on_begin callback failed")
+
+    def on_begin(self, callback: Callable[[], None]) -> None:
+        """Have ``begin`` call ``callback`` (after the deadline is set); at
+        once if the drain has begun already."""
+        self._beginnings.append(callback)
+        if self._begun:
+            _call(callback, "an on_begin callback failed")
 
     def track(self, end: Callable[[], None]) -> Callable[[], None]:
         """Register an in-flight stream's "end now" callback; returns the
@@ -141,10 +154,7 @@ class Drain:
         if ends:
             log.warning("drain: ending %d stream(s) still running", len(ends))
         for end in ends:
-            try:
-                end()
-            except Exception:
-                log.exception("drain: a stream's end callback failed")
+            _call(end, "a stream's end callback failed")
 
     def _call_soon(self, end: Callable[[], None]) -> None:
         try:
@@ -182,3 +192,11 @@ class Ending:
 
 def _nothing() -> None:
     return None
+
+
+def _call(callback: Callable[[], None], failure: str) -> None:
+    # One failing callback must not keep the others from running.
+    try:
+        callback()
+    except Exception:
+        log.exception("drain: %s", failure)

@@ -16,16 +16,25 @@ stub are written once against ``Exchange`` and run under either interface:
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
 
+from granian._granian import RSGIProtocolClosed as ProtocolClosed
+
+from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.wire.schema import BACKEND_HEADER
 
 __all__ = [
     "AsgiExchange",
+    "BodyError",
+    "BodyMalformed",
+    "BodyPolicy",
+    "BodyTimeout",
     "BodyTooLarge",
     "CallerWatch",
     "Exchange",
@@ -49,12 +58,93 @@ class Sink(Protocol):
     async def close(self) -> None: ...
 
 
-class BodyTooLarge(Exception):
-    """A request body over the limit given to ``Exchange.body``."""
+# A body may come in this many pieces whatever their size; past it, its
+# pieces must average MIN_PIECE_BYTES (200,000 one-byte chunks cost seconds of
+# CPU, one receive each; an honest upload's reads are kilobytes each).
+FREE_PIECES: Final = 1024
+MIN_PIECE_BYTES: Final = 1024
+# Bodies up to this size are read in one call under RSGI (its fastest path),
+# within the idle timeout; larger ones piece by piece.
+_RSGI_WHOLE: Final = 64 << 10
+
+
+@dataclass(frozen=True, slots=True)
+class BodyPolicy:
+    """How a request body is read: at most ``max_bytes``; no more than
+    ``idle_timeout`` seconds without a byte, nor ``timeout`` for the whole
+    body (0: no limit), counted from when the handler asks for it."""
+
+    max_bytes: int
+    idle_timeout: float = 0.0
+    timeout: float = 0.0
+
+
+class BodyError(Exception):
+    """A request body that could not be read whole: the root of the three below."""
+
+
+class BodyTooLarge(BodyError):
+    """A request body over ``BodyPolicy.max_bytes``."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"body over {limit} bytes")
         self.limit = limit
+
+
+class BodyTimeout(BodyError):
+    """A request body that stopped arriving (``idle``) or took too long in all."""
+
+    def __init__(self, seconds: float, idle: bool) -> None:
+        what = "no byte of the request body" if idle else "the request body was not complete"
+        super().__init__(f"{what} within {seconds:g} s")
+        self.seconds = seconds
+        self.idle = idle
+
+
+class BodyMalformed(BodyError):
+    """A request body that ended early, whose chunked framing was malformed, or
+    that came in too many small pieces (the message says which)."""
+
+
+# granian reports both a client gone mid-body and a chunked body it cannot
+# parse (a chunk longer than its size, no CRLF, too many trailers) as the end
+# of the request: the server cannot tell them apart, and answers both.
+_ENDED_EARLY = "the request body ended before it was complete, or its chunked framing is malformed"
+
+
+def _check_pieces(count: int, total: int) -> None:
+    if count > FREE_PIECES and total < count * MIN_PIECE_BYTES:
+        raise BodyMalformed(
+            f"the request body came in {count} pieces of {total // count} bytes on average; "
+            f"past {FREE_PIECES} pieces they must average {MIN_PIECE_BYTES} bytes"
+        )
+
+
+class _BodyClock:
+    """The deadline of a body read: the idle timeout from the last piece, or
+    the whole body's, whichever comes first (one ``asyncio.timeout``,
+    rescheduled per piece)."""
+
+    __slots__ = ("_end", "_idle", "_idle_first", "_loop", "_total")
+
+    def __init__(self, policy: BodyPolicy) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._idle = policy.idle_timeout
+        self._total = policy.timeout
+        self._end = self._loop.time() + policy.timeout if policy.timeout > 0 else math.inf
+        self._idle_first = False
+
+    def next(self) -> float | None:
+        """When the read fails if no piece comes first (``None``: never)."""
+        idle_at = self._loop.time() + self._idle if self._idle > 0 else math.inf
+        self._idle_first = idle_at < self._end
+        at = min(idle_at, self._end)
+        return None if at == math.inf else at
+
+    def expired(self) -> BodyTimeout:
+        if self._idle_first:
+            return BodyTimeout(self._idle, idle=True)
+        return BodyTimeout(self._total, idle=False)
 
 
 class Exchange(Protocol):
@@ -65,10 +155,18 @@ class Exchange(Protocol):
         """A request header by lower-case name."""
         ...
 
-    async def body(self, limit: int) -> bytes:
-        """The whole request body; ``BodyTooLarge`` once it passes ``limit``
-        bytes, whether or not a ``Content-Length`` announced them (a chunked
-        upload is counted as it arrives, never buffered past the limit)."""
+    @property
+    def peer(self) -> str:
+        """The client's ``host:port``: one HTTP/1.1 connection, or one HTTP/2
+        connection's streams, share it."""
+        ...
+
+    async def body(self, policy: BodyPolicy) -> bytes:
+        """The whole request body, read within ``policy``: ``BodyTooLarge``
+        once it passes ``max_bytes``, whether or not a ``Content-Length``
+        announced them (a chunked upload is counted as it arrives, never
+        buffered past the limit); ``BodyTimeout`` when it stops arriving;
+        ``BodyMalformed`` when it ends early or is framed badly."""
         ...
 
     async def respond(self, status: int, headers: Headers, body: bytes) -> None: ...
@@ -122,23 +220,39 @@ class RsgiExchange:
         value: str | None = self._scope.headers.get(name)
         return value
 
-    async def body(self, limit: int) -> bytes:
+    @property
+    def peer(self) -> str:
+        client: str = self._scope.client
+        return client
+
+    async def body(self, policy: BodyPolicy) -> bytes:
+        limit = policy.max_bytes
+        clock = _BodyClock(policy)
         length = self._scope.headers.get("content-length")
-        if length is not None and length.isdigit():
-            if int(length) > limit:
-                raise BodyTooLarge(limit)
-            data: bytes = await self._proto()
-            if len(data) > limit:  # the peer sent more than it announced
-                raise BodyTooLarge(limit)
-            return data
-        pieces = []
-        total = 0
-        async for piece in self._proto:
-            total += len(piece)
-            if total > limit:
-                raise BodyTooLarge(limit)
-            pieces.append(piece)
-        return b"".join(pieces)
+        try:
+            async with asyncio.timeout_at(clock.next()) as deadline:
+                if length is not None and length.isdigit():
+                    if int(length) > limit:
+                        raise BodyTooLarge(limit)
+                    if int(length) <= _RSGI_WHOLE:
+                        data: bytes = await self._proto()
+                        if len(data) > limit:  # the peer sent more than it announced
+                            raise BodyTooLarge(limit)
+                        return data
+                pieces = []
+                total = 0
+                async for piece in self._proto:
+                    total += len(piece)
+                    if total > limit:
+                        raise BodyTooLarge(limit)
+                    pieces.append(piece)
+                    _check_pieces(len(pieces), total)
+                    deadline.reschedule(clock.next())
+                return b"".join(pieces)
+        except TimeoutError:
+            raise clock.expired() from None
+        except ProtocolClosed:
+            raise BodyMalformed(_ENDED_EARLY) from None
 
     async def respond(self, status: int, headers: Headers, body: bytes) -> None:
         self._proto.response_bytes(status, headers, body)
@@ -216,25 +330,42 @@ class AsgiExchange:
                 return value
         return None
 
-    async def body(self, limit: int) -> bytes:
-        message = await self._receive()
-        first: bytes = message.get("body", b"")
-        if len(first) > limit:
-            raise BodyTooLarge(limit)
-        if not message.get("more_body"):
-            return first
-        parts = [first]
-        total = len(first)
-        while message.get("more_body"):
-            message = await self._receive()
-            if message["type"] == "http.disconnect":
-                raise ConnectionError("client went away while sending the body")
-            piece = message.get("body", b"")
-            total += len(piece)
-            if total > limit:
-                raise BodyTooLarge(limit)
-            parts.append(piece)
-        return b"".join(parts)
+    @property
+    def peer(self) -> str:
+        client = self._scope.get("client")
+        return f"{client[0]}:{client[1]}" if client else ""
+
+    async def body(self, policy: BodyPolicy) -> bytes:
+        limit = policy.max_bytes
+        receive = self._receive
+        clock = _BodyClock(policy)
+        try:
+            async with asyncio.timeout_at(clock.next()) as deadline:
+                message = await receive()
+                first: bytes = message.get("body", b"")
+                if len(first) > limit:
+                    raise BodyTooLarge(limit)
+                if not message.get("more_body"):
+                    if message["type"] == "http.disconnect":
+                        raise BodyMalformed(_ENDED_EARLY)
+                    return first
+                parts = [first]
+                total = len(first)
+                while True:
+                    deadline.reschedule(clock.next())
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise BodyMalformed(_ENDED_EARLY)
+                    piece = message.get("body", b"")
+                    total += len(piece)
+                    if total > limit:
+                        raise BodyTooLarge(limit)
+                    parts.append(piece)
+                    _check_pieces(len(parts), total)
+                    if not message.get("more_body"):
+                        return b"".join(parts)
+        except TimeoutError:
+            raise clock.expired() from None
 
     async def respond(self, status: int, headers: Headers, body: bytes) -> None:
         await self._send(
@@ -359,6 +490,11 @@ class ServerApp:
     and the ``metrics`` snapshots are installed once per worker when its loop
     starts (RSGI's ``__rsgi_init__``, ASGI's ``lifespan.startup``), or on the
     first request if neither came (tests, ASGI without lifespan).
+
+    The handler's ``access_logs`` write each line at once from the drain's
+    beginning on, and what they keep is written when the worker stops (RSGI's
+    ``__rsgi_del__``, ASGI's ``lifespan.shutdown``): a forked worker leaves
+    through ``os._exit``, which runs no ``atexit``.
     """
 
     def __init__(
@@ -368,6 +504,7 @@ class ServerApp:
         *,
         metrics: Metrics | None = None,
         on_start: Sequence[Callable[[asyncio.AbstractEventLoop], None]] = (),
+        access_logs: Sequence[AccessLog] = (),
     ) -> None:
         """``on_start``: more per-worker starts, each given the worker's loop
         (a config watch)."""
@@ -375,7 +512,11 @@ class ServerApp:
         self._drain = drain
         self._metrics = metrics
         self._on_start = tuple(on_start)
+        self._access_logs = tuple(access_logs)
         self._installed = drain is None and metrics is None and not self._on_start
+        if drain is not None:
+            for access in self._access_logs:
+                drain.on_begin(access.unbatch)
 
     def _install(self, loop: asyncio.AbstractEventLoop) -> None:
         if not self._installed:
@@ -387,8 +528,15 @@ class ServerApp:
             for start in self._on_start:
                 start(loop)
 
+    def _stop(self) -> None:
+        for access in self._access_logs:
+            access.flush()
+
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._install(loop)
+
+    def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._stop()
 
     async def __rsgi__(self, scope: Any, proto: Any) -> None:
         if not self._installed:
@@ -414,5 +562,6 @@ class ServerApp:
                     self._install(asyncio.get_running_loop())
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
+                    self._stop()
                     await send({"type": "lifespan.shutdown.complete"})
                     return

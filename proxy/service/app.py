@@ -31,17 +31,17 @@ import msgspec
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
-from flatgate.proxy.plumbing.admission import Admission
+from flatgate.proxy.plumbing.admission import Hold
 from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.gctune import tune
+from flatgate.proxy.plumbing.intake import admission, body_policy
 from flatgate.proxy.plumbing.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import (
-    BodyTooLarge,
     CallerWatch,
     Exchange,
     ServerApp,
@@ -50,7 +50,8 @@ from flatgate.proxy.plumbing.serve import (
     valid_request_id,
 )
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
-from flatgate.proxy.service.dispatch import BUSY_RETRY_AFTER, Dispatcher, Opened, ProxyError
+from flatgate.proxy.service.caller import body_of, caller_of, hold_of
+from flatgate.proxy.service.dispatch import Dispatcher, Opened, ProxyError
 from flatgate.proxy.service.quota import ProxyLimits
 from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.service.settings import GatewayConfig, load_config
@@ -141,10 +142,15 @@ class ProxyServer:
         self._route(config)
         self._transport: Transport | None = None
         self.dispatcher = Dispatcher(
-            self.balancer, self.metrics, lambda: self.transport, max_attempts=p.max_attempts
+            self.balancer,
+            self.metrics,
+            lambda: self.transport,
+            max_attempts=p.max_attempts,
+            max_bytes=p.max_body_bytes,
         )
         self.max_model = p.max_model_bytes
-        self.admission = Admission(p.max_in_flight, p.max_buffered_bytes)
+        self.admission = admission(p)
+        self.body_policy = body_policy(p)
         self.token = TokenCheck(p.auth_token_sha256) if p.auth_token_sha256 else None
         self.require_auth = p.require_auth and self.token is not None
         self.access = AccessLog("proxy", p.log_format, enabled=p.access_log)
@@ -217,7 +223,7 @@ class ProxyServer:
         if path == "/healthz":
             await ex.respond(200, [("content-type", "text/plain")], b"ok\n")
         elif self.drain.draining:
-            await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
+            await self._refuse_draining(ex)
         elif path == "/v1/completions":
             await self.completions(ex)
         elif path == "/readyz":
@@ -233,15 +239,32 @@ class ProxyServer:
             err = ProxyError(codes.NOT_FOUND, f"no such path: {path}")
             await ex.respond(err.status, _JSON, err.body())
 
-    # POST /v1/completions
-    async def completions(self, ex: Exchange) -> None:
+    async def _refuse_draining(self, ex: Exchange) -> None:
+        """503 ``draining``; logged on ``/v1/completions``, as every answer there is."""
+        if ex.path != "/v1/completions":
+            await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
+            return
         entry = Entry()
+        entry.request_id = self._request_id(ex)
+        entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
+        try:
+            await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
+        finally:
+            self.access.write(entry)
+
+    def _request_id(self, ex: Exchange) -> str:
+        """The caller's ``x-request-id`` if it is valid, else one of ours."""
         rid = ex.header("x-request-id")
         if rid is None or not valid_request_id(rid):
             rid = f"{self._id_prefix}{next(self._ids)}"
-        entry.request_id = rid
+        return rid
+
+    # POST /v1/completions
+    async def completions(self, ex: Exchange) -> None:
+        entry = Entry()
+        rid = entry.request_id = self._request_id(ex)
         label = "-"
-        held = -1  # body bytes admitted (-1: not admitted)
+        hold: Hold | None = None  # the body bytes admitted
         watch: CallerWatch | None = None
         lease: Lease | None = None
         prompt = 0
@@ -251,16 +274,11 @@ class ProxyServer:
         try:
             try:
                 size, binary = self._head(ex)
-                if not self.admission.admit(size):
-                    raise ProxyError(
-                        codes.SERVER_BUSY,
-                        "the proxy is at its limit of requests in flight",
-                        retry_after=BUSY_RETRY_AFTER,
-                    )
-                held = size
-                body = await self._body(ex)
+                authorization, trusted = caller_of(ex, self.token, self.require_auth)
+                hold = hold_of(self.admission, ex, size, trusted)
+                body = await body_of(ex, self.body_policy)
                 entry.bytes_in = len(body)
-                target, authorization = self._admit(ex, body, entry)
+                target = self._admit(body, entry, trusted)
                 label = target.label
                 quota = self.quota
                 if (
@@ -280,8 +298,7 @@ class ProxyServer:
                 entry.status, entry.error = err.status, err.code.code
                 await ex.respond(err.status, _error_headers(err), err.body())
                 return
-            self.admission.drop_body(held)
-            held = 0
+            self.admission.drop_body(hold)
             answered = True
             entry.backend = opened.backend.name
             await self._stream(
@@ -298,7 +315,7 @@ class ProxyServer:
                 await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
             else:
                 raise
-        except ConnectionError:  # the caller left while sending its body
+        except ConnectionError:  # the caller left mid-answer
             entry.status, entry.error = CLIENT_CLOSED, "client_closed"
         finally:
             untrack()
@@ -306,9 +323,8 @@ class ProxyServer:
                 watch.stop()
             if lease is not None and self.quota is not None:
                 self.quota.settle(lease, prompt, entry.tokens, answered)
-            if held >= 0:
-                self.admission.drop_body(held)
-                self.admission.done()
+            if hold is not None:
+                self.admission.done(hold)
             self.metrics.count(label, entry.status)
             self.access.write(entry)
 
@@ -333,12 +349,6 @@ class ProxyServer:
         if size < 0:
             raise ProxyError(codes.BAD_CONTENT_LENGTH, "Content-Length is negative")
         return size, FRAMES in (ex.header("accept") or "")
-
-    async def _body(self, ex: Exchange) -> bytes:
-        try:
-            return await ex.body(self.max_body)
-        except BodyTooLarge:
-            raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes") from None
 
     def target_of(self, body: bytes, entry: Entry | None = None) -> RouteTarget:
         """The route target of a request body, read in place; ``ProxyError`` for
@@ -368,22 +378,20 @@ class ProxyServer:
         # while the request waits on the backend.
         return target
 
-    def _admit(self, ex: Exchange, body: bytes, entry: Entry) -> tuple[RouteTarget, str]:
-        """The request's route target, and the ``Authorization`` a backend may be
-        forwarded; ``ProxyError`` for a bad buffer, name, route or token."""
+    def _admit(self, body: bytes, entry: Entry, trusted: bool) -> RouteTarget:
+        """The request's route target; ``ProxyError`` for a bad buffer, name or
+        route, or a tenant set without the proxy's token."""
         target = self.target_of(body, entry if self.access.enabled else None)
-        authorization = ex.header("authorization")
-        if self.token is None:
-            return target, authorization or ""
-        if not self.token.valid(authorization):
-            if self.request_type == FLATBUFFERS and tenant_present(body):
-                raise ProxyError(
-                    codes.TENANT_FORBIDDEN, "setting a tenant needs the proxy's bearer token"
-                )
-            if authorization is not None or self.require_auth:
-                raise ProxyError(codes.UNAUTHORIZED, "the proxy's bearer token is missing or wrong")
-        # The proxy's own token is never forwarded, whatever forward_credentials says.
-        return target, ""
+        if (
+            self.token is not None
+            and not trusted
+            and self.request_type == FLATBUFFERS
+            and tenant_present(body)
+        ):
+            raise ProxyError(
+                codes.TENANT_FORBIDDEN, "setting a tenant needs the proxy's bearer token"
+            )
+        return target
 
     async def _stream(
         self,
@@ -568,4 +576,6 @@ def create_app() -> ServerApp:
             path, lambda: server.reload(load_config(path)), interval=p.reload_seconds, name="proxy"
         )
         starts.append(watch.install)
-    return ServerApp(server, drain, metrics=server.metrics, on_start=starts)
+    return ServerApp(
+        server, drain, metrics=server.metrics, on_start=starts, access_logs=(server.access,)
+    )

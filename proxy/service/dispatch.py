@@ -55,7 +55,7 @@ from flatgate.proxy.transport.base import (
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.codes import ErrorCode, error_body
 from flatgate.proxy.wire.decode import Request, read_request
-from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
+from flatgate.proxy.wire.verify import MAX_BYTES, MalformedBuffer, verify_request
 
 __all__ = ["BUSY_RETRY_AFTER", "Dispatcher", "Opened", "ProxyError"]
 
@@ -121,17 +121,19 @@ class Opened:
 
 
 class _Decoded:
-    """The request verified and decoded, once, on first use."""
+    """The request verified and decoded, once, on first use; ``max_bytes``
+    bounds what it may expand to (``verify_request``)."""
 
-    __slots__ = ("_body", "_request")
+    __slots__ = ("_body", "_max_bytes", "_request")
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, max_bytes: int) -> None:
         self._body = body
+        self._max_bytes = max_bytes
         self._request: Request | None = None
 
     def __call__(self) -> Request:
         if self._request is None:
-            verify_request(self._body)
+            verify_request(self._body, max_bytes=self._max_bytes)
             self._request = read_request(self._body)
         return self._request
 
@@ -200,14 +202,19 @@ class Dispatcher:
         transport: Callable[[], Transport],
         max_attempts: int = 0,
         shared: SharedBackends | None = None,
+        *,
+        max_bytes: int = MAX_BYTES,
     ) -> None:
         """``shared``: backends' ``max_outstanding`` counted in the limits
-        store, across workers and instances (also the balancer's cooldowns)."""
+        store, across workers and instances (also the balancer's cooldowns).
+        ``max_bytes``: what a request decoded for a JSON backend may expand
+        to (the service's ``max_body_bytes``; see ``wire.verify``)."""
         self.balancer = balancer
         self.metrics = metrics
         self._transport = transport
         self.max_attempts = max_attempts
         self.shared = shared
+        self.max_bytes = max_bytes
 
     async def open(
         self, target: RouteTarget, body: bytes, request_id: str, authorization: str = ""
@@ -218,7 +225,7 @@ class Dispatcher:
             raise _busy()
         shared = self.shared
         attempts = self.max_attempts or len(plan)
-        decoded = _Decoded(body)
+        decoded = _Decoded(body, self.max_bytes)
         failures = _Failures()
         transport = self._transport()
         for backend in plan:

@@ -28,6 +28,7 @@ from flatgate.proxy.plumbing.config import (
     overlay_env,
     read_document,
 )
+from flatgate.proxy.plumbing.intake import IntakeSection, intake_problems
 from flatgate.proxy.plumbing.limits import (
     LimitRule,
     LimitsConfig,
@@ -66,12 +67,10 @@ StubProtocol = Literal["fbs", "openai", "anthropic"]
 STUB_PROTOCOLS: tuple[str, ...] = get_args(StubProtocol)
 
 
-class ProxySection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ProxySection(IntakeSection, frozen=True, forbid_unknown_fields=True):
     host: str = "127.0.0.1"
     port: int = 8081
     workers: int = 1
-    # Largest request body accepted (413 above it).
-    max_body_bytes: int = 8 << 20
     # Upstream HTTP client: "fast" (asyncio + llhttp pool, default) or "httpx" (reference).
     transport: Literal["fast", "httpx"] = "fast"
     # Server interface: "asgi" has backpressure on streamed responses in
@@ -104,10 +103,6 @@ class ProxySection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_attempts: int = 3
     # Longest model name routed (400 above it): bounds what the route cache keeps.
     max_model_bytes: int = 256
-    # Admission control, per worker: requests in flight, and request-body bytes
-    # held (read, or being sent upstream); above either, 503 with Retry-After.
-    max_in_flight: int = 10000
-    max_buffered_bytes: int = 256 << 20
     # Callers must present `Authorization: Bearer <token>` to set a tenant or
     # read /metrics; this is the token's hex SHA-256 ("": no authentication).
     auth_token_sha256: str = ""
@@ -194,14 +189,12 @@ def _proxy_problems(p: ProxySection, problems: Problems) -> None:
     if not p.host:
         problems.append("proxy.host: must not be empty")
     problems.at_least("proxy.workers", p.workers, 1)
-    problems.at_least("proxy.max_body_bytes", p.max_body_bytes, 1)
+    intake_problems("proxy", p, problems)
     problems.at_least("proxy.cooldown_seconds", p.cooldown_seconds, 0)
     problems.at_least("proxy.pool_limit", p.pool_limit, 1)
     problems.above("proxy.pool_timeout", p.pool_timeout)
     problems.at_least("proxy.max_attempts", p.max_attempts, 0)
     problems.at_least("proxy.max_model_bytes", p.max_model_bytes, 1)
-    problems.at_least("proxy.max_in_flight", p.max_in_flight, 1)
-    problems.at_least("proxy.max_buffered_bytes", p.max_buffered_bytes, 1)
     if p.auth_token_sha256 and not _HEX64.match(p.auth_token_sha256):
         problems.append(
             "proxy.auth_token_sha256: expected 64 lower-case hex digits (the SHA-256 of the token)"

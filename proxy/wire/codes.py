@@ -26,7 +26,9 @@ __all__ = [
     "BACKEND_TIMEOUT",
     "BACKEND_UNAVAILABLE",
     "BAD_CONTENT_LENGTH",
+    "BODY_TIMEOUT",
     "BODY_TOO_LARGE",
+    "CALLER_BUSY",
     "CODES",
     "DRAINING",
     "INTERNAL_ERROR",
@@ -37,6 +39,7 @@ __all__ = [
     "JWKS_UNAVAILABLE",
     "LENGTH_REQUIRED",
     "LIMITS_UNAVAILABLE",
+    "MALFORMED_BODY",
     "MALFORMED_REQUEST",
     "METHOD_NOT_ALLOWED",
     "MISSING_API_KEY",
@@ -130,7 +133,17 @@ TENANT_FORBIDDEN = _c(
 NOT_FOUND = _c("not_found", 404, INVALID, "no such path")
 NO_ROUTE = _c("no_route", 404, INVALID, "no route for that provider and model")
 MODEL_NOT_FOUND = _c("model_not_found", 404, INVALID, "the edge serves no such model")
+MALFORMED_BODY = _c(
+    "malformed_body", 400, INVALID,
+    "the request body ended before its `Content-Length`, its chunked framing is malformed, "
+    "or it came in too many small pieces (the message says which)",
+)  # fmt: skip
 METHOD_NOT_ALLOWED = _c("method_not_allowed", 405, INVALID, "wrong method for the path")
+BODY_TIMEOUT = _c(
+    "body_timeout", 408, INVALID,
+    "the request body stopped arriving for `body_idle_timeout` seconds, or was not complete "
+    "within `body_timeout`",
+)  # fmt: skip
 LENGTH_REQUIRED = _c("length_required", 411, INVALID, "no `Content-Length`")
 BODY_TOO_LARGE = _c("body_too_large", 413, INVALID, "body over `max_body_bytes`")
 UNSUPPORTED_MEDIA_TYPE = _c(
@@ -169,6 +182,12 @@ TENANT_RATE_LIMITED = _c(
     "tenant_rate_limited", 429, RATE,
     "a tenant's limit (`[[limits]]`: requests or tokens per minute, streams in flight, the "
     "day's token budget) is spent; the message names it, `Retry-After` says when to try again",
+)  # fmt: skip
+CALLER_BUSY = _c(
+    "caller_busy", 429, RATE,
+    "this caller (a tenant at the edge, an address at the proxy) or this connection already "
+    "holds its share of the worker's request-body bytes (`max_buffered_bytes_per_caller`, "
+    "`max_buffered_bytes_per_connection`); `Retry-After` says when to try again",
 )  # fmt: skip
 LIMITS_UNAVAILABLE = _c(
     "limits_unavailable", 503, API,

@@ -6,7 +6,9 @@ returns a ``Request``. It follows offsets itself with ``struct`` (the
 generated object API allocates a table object per access and copies every
 string twice), trusting the bounds the verifier checked, and decodes every
 string as strict UTF-8: a string that is not raises ``MalformedBuffer`` (the
-verifier does not look at string bytes).
+verifier does not look at string bytes). A table or string that many offsets
+share is decoded once per reference, so what it builds is bounded by what the
+verifier's ``max_bytes`` let through, not by the buffer's size.
 
 The message, tool and tool-call structs have the OpenAI Chat Completions
 shape (the schema's field names are OpenAI's), so an OpenAI-compatible request

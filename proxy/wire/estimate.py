@@ -20,6 +20,15 @@ about a token each). The text counted: every message's content, each tool
 call's name and arguments, and each tool definition's name, description and
 parameter schema.
 
+Bounded, whatever the buffer: the proxy estimates a request before anything
+verifies it, so ``estimate_request`` never raises on a buffer ``read_route``
+accepted (an offset that leaves the buffer ends the count there), reads at
+most ``MAX_OBJECTS`` tables, and counts at most ``max_bytes`` of text
+(default ``MAX_BYTES``, the verifier's bound on what a buffer expands to).
+Offsets shared many times over (2,000 messages that are one 256 KiB message)
+cannot make the estimate, and so a token reservation, exceed that of an
+honest request of ``max_bytes``.
+
 Pure: no I/O; ``estimate_request`` reads lengths only (no string is decoded).
 """
 
@@ -28,6 +37,7 @@ from __future__ import annotations
 import struct
 
 from flatgate.proxy.wire.layout import COMPLETION_REQUEST, MESSAGE, TOOL, TOOL_CALL
+from flatgate.proxy.wire.verify import MAX_BYTES, MAX_OBJECTS
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -76,48 +86,69 @@ def _length(buf: bytes | memoryview, table: int, voffset: int) -> int:
     return n
 
 
-def _tables(buf: bytes | memoryview, table: int, voffset: int) -> list[int]:
-    """The tables of the vector field at ``voffset`` (none when absent)."""
+def _tables(buf: bytes | memoryview, table: int, voffset: int, most: int) -> list[int]:
+    """The tables of the vector field at ``voffset`` (none when absent), at
+    most ``most`` of them."""
     at = _field(buf, table, voffset)
-    if not at:
+    if not at or most <= 0:
         return []
     vec = at + _U32(buf, at)[0]
     first = vec + 4
-    return [first + 4 * i + _U32(buf, first + 4 * i)[0] for i in range(_U32(buf, vec)[0])]
+    count: int = _U32(buf, vec)[0]
+    return [
+        first + 4 * i + _U32(buf, first + 4 * i)[0] for i in range(count if count < most else most)
+    ]
 
 
-def estimate_request(buf: bytes | memoryview) -> int:
-    """The estimate for a ``CompletionRequest`` that ``verify_request``
-    accepted (or that flatgate wrote): its offsets are trusted."""
-    root = _U32(buf, 0)[0]
+def estimate_request(buf: bytes | memoryview, *, max_bytes: int = MAX_BYTES) -> int:
+    """The estimate for a ``CompletionRequest`` that ``read_route`` accepted,
+    its text counted up to ``max_bytes`` (see the module docstring)."""
     text = 0
-    messages = _tables(buf, root, _R_MESSAGES)
-    u16, u32 = _U16, _U32
-    for m in messages:  # _length and _field inlined: this loop is the cost
-        vt = m - _I32(buf, m)[0]
-        size = u16(buf, vt)[0]
-        off = u16(buf, vt + _M_CONTENT)[0] if size >= _M_CONTENT + 2 else 0
-        if off:
-            at = m + off
-            text += u32(buf, at + u32(buf, at)[0])[0]
-        if size >= _M_CALLS + 2 and u16(buf, vt + _M_CALLS)[0]:
-            for call in _tables(buf, m, _M_CALLS):
-                text += sum(_length(buf, call, v) for v in _C_TEXT)
-    for tool in _tables(buf, root, _R_TOOLS):
-        text += sum(_length(buf, tool, v) for v in _T_TEXT)
-    return estimate_tokens(text, len(messages))
+    messages: list[int] = []
+    try:
+        root = _U32(buf, 0)[0]
+        messages = _tables(buf, root, _R_MESSAGES, MAX_OBJECTS)
+        left = MAX_OBJECTS - len(messages)
+        u16, u32 = _U16, _U32
+        for m in messages:  # _length and _field inlined: this loop is the cost
+            vt = m - _I32(buf, m)[0]
+            size = u16(buf, vt)[0]
+            off = u16(buf, vt + _M_CONTENT)[0] if size >= _M_CONTENT + 2 else 0
+            if off:
+                at = m + off
+                text += u32(buf, at + u32(buf, at)[0])[0]
+            if size >= _M_CALLS + 2 and u16(buf, vt + _M_CALLS)[0]:
+                calls = _tables(buf, m, _M_CALLS, left)
+                left -= len(calls)
+                for call in calls:
+                    text += sum(_length(buf, call, v) for v in _C_TEXT)
+        for tool in _tables(buf, root, _R_TOOLS, left):
+            text += sum(_length(buf, tool, v) for v in _T_TEXT)
+    except struct.error:  # an offset past the buffer: what was read so far
+        pass
+    return estimate_tokens(text if text < max_bytes else max_bytes, len(messages))
 
 
-def reservation(buf: bytes | memoryview, default_max_tokens: int) -> int:
+def _root_int(buf: bytes | memoryview, voffset: int, default: int) -> int:
+    """The root's int32 field at ``voffset``; ``default`` when absent or outside
+    the buffer."""
+    try:
+        at = _field(buf, _U32(buf, 0)[0], voffset)
+        value: int = _I32(buf, at)[0] if at else default
+    except struct.error:
+        return default
+    return value
+
+
+def reservation(
+    buf: bytes | memoryview, default_max_tokens: int, *, max_bytes: int = MAX_BYTES
+) -> int:
     """The tokens a request may use at most, reserved against its tenant's
     token limits before it is sent: the prompt's estimate plus, for each of
     its ``n`` choices, its ``max_tokens`` (``default_max_tokens`` when it sets
-    none). For a ``CompletionRequest`` whose offsets are trusted."""
-    root = _U32(buf, 0)[0]
-    at = _field(buf, root, _R_MAX_TOKENS)
-    most: int = _I32(buf, at)[0] if at else 0
+    none). For a ``CompletionRequest`` that ``read_route`` accepted."""
+    most = _root_int(buf, _R_MAX_TOKENS, 0)
     if most <= 0:
         most = default_max_tokens
-    at = _field(buf, root, _R_N)
-    n: int = _I32(buf, at)[0] if at else 1
-    return estimate_request(buf) + most * max(n, 1)
+    n = _root_int(buf, _R_N, 1)
+    return estimate_request(buf, max_bytes=max_bytes) + most * max(n, 1)

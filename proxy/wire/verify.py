@@ -37,8 +37,17 @@ Limits: the schema has no recursive table, so nesting is at most 3 tables deep
 Every uoffset points forward (it is unsigned), so no offset chain can cycle; but
 objects may be shared (many vector entries pointing at one table), so the total
 number of tables, vectors and strings visited is capped by ``max_objects``
-(default ``MAX_OBJECTS``). The cost is linear in the objects visited and
-independent of string bytes.
+(default ``MAX_OBJECTS``), counting a shared object once per reference. What
+the buffer expands to when decoded is capped too: the bytes of every string
+(its length word) and of every vector's elements (4 per uoffset), summed once
+per reference, at most ``max_bytes`` (default ``MAX_BYTES``). Without that cap
+2,000 ``messages`` entries pointing at one 256 KiB ``Message`` (a 270 KB body)
+decode to 500 MiB. Each service passes its own ``max_body_bytes``: distinct
+strings and vectors occupy distinct bytes of a buffer, so one that shares
+nothing expands to less than its own size; one that shares strings (flatc's
+``CreateSharedString``) is held to what it would weigh unshared, a body the
+service accepts. The cost is linear in the objects visited and independent of
+string bytes (the sum reads no byte beyond each string's length word).
 
 Pure: no I/O, no state. Only ``MalformedBuffer`` leaves ``verify_request``.
 """
@@ -55,6 +64,7 @@ from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 __all__ = [
     "LAYOUTS",
     "MAX_BUFFER_BYTES",
+    "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_OBJECTS",
     "FieldKind",
@@ -70,6 +80,9 @@ MAX_BUFFER_BYTES = (1 << 31) - 1
 MAX_DEPTH = 8
 # Tables + vectors + strings visited. A 20-message request visits ~100.
 MAX_OBJECTS = 65_536
+# String and vector bytes a buffer may expand to, shared ones counted per
+# reference; callers in service pass their max_body_bytes instead.
+MAX_BYTES = 8 << 20
 
 _U32 = struct.Struct("<I").unpack_from
 _I32 = struct.Struct("<i").unpack_from
@@ -225,13 +238,18 @@ class _Fail(Exception):
 class _Walk:
     """One verification: the buffer, its size and what is left of the limits."""
 
-    __slots__ = ("buf", "max_depth", "n", "objects")
+    __slots__ = ("buf", "max_bytes", "max_depth", "n", "objects", "room")
 
-    def __init__(self, buf: bytes | memoryview, objects: int, max_depth: int) -> None:
+    def __init__(
+        self, buf: bytes | memoryview, objects: int, max_depth: int, max_bytes: int
+    ) -> None:
         self.buf = buf
         self.n = len(buf)
         self.objects = objects
         self.max_depth = max_depth
+        self.max_bytes = max_bytes
+        # Bytes of strings and vector elements still allowed (max_bytes).
+        self.room = max_bytes
 
 
 def check_input(buf: object) -> bytes | memoryview:
@@ -259,8 +277,9 @@ def check_input(buf: object) -> bytes | memoryview:
     )
 
 
-def _string_at(buf: bytes | memoryview, n: int, at: int) -> None:
-    """Check the string whose uoffset is stored at ``at`` (already in bounds)."""
+def _string_at(buf: bytes | memoryview, n: int, at: int) -> int:
+    """Check the string whose uoffset is stored at ``at`` (already in bounds);
+    return its length in bytes."""
     if at & 3:
         raise _Fail("string uoffset not 4-byte aligned", at)
     s = at + _U32(buf, at)[0]
@@ -268,11 +287,13 @@ def _string_at(buf: bytes | memoryview, n: int, at: int) -> None:
         raise _Fail("string not 4-byte aligned", s)
     if s + 4 > n:
         raise _Fail("string length past buffer end", s)
-    end = s + 4 + _U32(buf, s)[0]
+    length: int = _U32(buf, s)[0]
+    end = s + 4 + length
     if end >= n:
         raise _Fail("string bytes or terminator past buffer end", s)
     if buf[end] != 0:
         raise _Fail("string terminator is not NUL", end)
+    return length
 
 
 def _vector_at(w: _Walk, at: int) -> tuple[int, int]:
@@ -294,6 +315,10 @@ def _vector_at(w: _Walk, at: int) -> tuple[int, int]:
     if w.objects < 0:
         raise _Fail("too many objects (max_objects)", v)
     return v + 4, length
+
+
+def _expands(w: _Walk) -> str:
+    return f"expands to more than {w.max_bytes} bytes of strings and vectors (max_bytes)"
 
 
 def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
@@ -322,6 +347,9 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
     present = min((vsize - 4) >> 1, len(slots))
     offsets = layout.readers[present].unpack_from(buf, vt + 4)
     name = ""
+    # Bytes of this table's own strings and vector elements (max_bytes),
+    # charged once its fields are checked; nested tables charge their own.
+    text = 0
     try:
         for i in range(present):
             off = offsets[i]
@@ -336,9 +364,10 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
                     raise _Fail(f"{size}-byte scalar not aligned", at)
             elif kind == _STRING:
                 w.objects -= 1
-                _string_at(buf, n, at)
+                text += _string_at(buf, n, at)
             elif kind == _TABLE_VECTOR:
                 first, length = _vector_at(w, at)
+                text += 4 * length
                 assert nested is not None
                 for j in range(length):
                     e = first + 4 * j
@@ -349,9 +378,10 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
                         raise
             elif kind == _STRING_VECTOR:
                 first, length = _vector_at(w, at)
+                text += 4 * length
                 for j in range(length):
                     try:
-                        _string_at(buf, n, first + 4 * j)
+                        text += _string_at(buf, n, first + 4 * j)
                     except _Fail as fail:
                         fail.path.append(f"[{j}]")
                         raise
@@ -366,20 +396,36 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
         raise
     if w.objects < 0:
         raise _Fail("too many objects (max_objects)", pos)
+    if text:
+        w.room -= text
+        if w.room < 0:
+            raise _Fail(_expands(w), pos)
 
 
 def verify_request(
-    buf: bytes | memoryview, *, max_objects: int = MAX_OBJECTS, max_depth: int = MAX_DEPTH
+    buf: bytes | memoryview,
+    *,
+    max_objects: int = MAX_OBJECTS,
+    max_depth: int = MAX_DEPTH,
+    max_bytes: int = MAX_BYTES,
 ) -> None:
     """Check the whole ``CompletionRequest`` in ``buf``; raise ``MalformedBuffer``.
 
     ``buf`` is ``bytes`` or a read-only memoryview (see ``check_input``).
+    ``max_bytes``: what the buffer may expand to (see the module docstring);
+    a service passes its ``max_body_bytes``.
     """
-    _verify_root(buf, _ROOT, REQUEST_IDENTIFIER, max_objects, max_depth)
+    _verify_root(buf, _ROOT, REQUEST_IDENTIFIER, max_objects, max_depth, max_bytes=max_bytes)
 
 
 def _verify_root(
-    buf: bytes | memoryview, root_layout: _Layout, identifier: bytes, max_objects: int, depth: int
+    buf: bytes | memoryview,
+    root_layout: _Layout,
+    identifier: bytes,
+    max_objects: int,
+    depth: int,
+    *,
+    max_bytes: int = MAX_BYTES,
 ) -> None:
     """Verify a finished buffer (not size-prefixed) whose root is ``root_layout``."""
     data = check_input(buf)
@@ -393,7 +439,7 @@ def _verify_root(
             f"file identifier: expected {identifier!r}, found {bytes(data[4:8])!r} at offset 4"
         )
     root = _U32(data, 0)[0]
-    walk = _Walk(data, max_objects - 1, depth)
+    walk = _Walk(data, max_objects - 1, depth, max_bytes)
     try:
         if root < 8:
             raise _Fail("root offset points into the header", 0)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from benchmarks.cost_checks import VARIANTS, measure, report
+from benchmarks.cost_checks import (
+    BUFFER_SIZES,
+    VARIANTS,
+    buffer_checks,
+    buffer_report,
+    measure,
+    report,
+)
 
 
 def test_every_variant_serves_and_is_reported() -> None:
@@ -13,3 +20,10 @@ def test_every_variant_serves_and_is_reported() -> None:
     assert all(us > 0 for us in results.values())
     table = report(results)
     assert all(v.name in table for v in VARIANTS)
+
+
+def test_every_buffer_check_is_measured_at_every_size() -> None:
+    results = buffer_checks(requests=5, rounds=1)
+    assert all(list(by_size) == list(BUFFER_SIZES) for by_size in results.values())
+    table = buffer_report(results)
+    assert all(name in table for name in results)

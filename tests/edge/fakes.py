@@ -13,6 +13,7 @@ from flatgate.proxy.transport.base import Timeouts
 
 class Scope:
     proto = "http"
+    client = "127.0.0.1:50000"
 
     def __init__(self, method: str, path: str, headers: Mapping[str, str] | None = None) -> None:
         self.method = method

@@ -540,7 +540,7 @@ def test_edge_without_the_proxy_token_is_a_gateway_failure(
     ("tenant", "token", "answer"),
     [
         ("acme", None, (403, "tenant_forbidden")),
-        ("acme", "not-the-token", (403, "tenant_forbidden")),
+        ("acme", "not-the-token", (401, "unauthorized")),  # wrong: 401 on any request
         ("acme", PROXY_TOKEN, (200, None)),
         (None, None, (200, None)),
     ],

@@ -70,7 +70,7 @@ def test_plans_are_cached_within_bounds() -> None:
     assert rules.cache_info() == (3, 3)
     assert rules.plan("t0", "m") is not first  # evicted, rebuilt alike
     rules.plan("x" * 600, "m")  # too long to keep
-    assert ("x" * 600, "m") not in rules._cache
+    assert ("x" * 600, "m", 0) not in rules._cache
     uncached = RuleSet(RULES, "fg", cache_size=0)
     uncached.plan("a", "b")
     assert uncached.cache_info() == (0, 0)

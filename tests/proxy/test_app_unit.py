@@ -147,7 +147,8 @@ def authed(
     [
         (None, "", False, 200, None),  # anonymous, no tenant: allowed
         (None, "acme", False, 403, "tenant_forbidden"),
-        ("Bearer wrong", "acme", False, 403, "tenant_forbidden"),
+        # A wrong token is 401 on any request, a tenant set or not.
+        ("Bearer wrong", "acme", False, 401, "unauthorized"),
         ("Bearer wrong", "", False, 401, "unauthorized"),
         (f"Bearer {TOKEN}", "acme", False, 200, None),
         (None, "", True, 401, "unauthorized"),

@@ -10,22 +10,47 @@ import re
 import pytest
 
 from flatgate.proxy.plumbing.accesslog import FLUSH_BYTES, AccessLog, Entry
-from flatgate.proxy.plumbing.admission import Admission
+from flatgate.proxy.plumbing.admission import Admission, Hold, Refusal
 from flatgate.proxy.plumbing.auth import TokenCheck, bearer_token, hash_key
 from flatgate.proxy.plumbing.serve import CallerWatch, Watchlist
+from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.route import read_route, read_tenant, tenant_present
 
 
 def test_admission_bounds_requests_and_bytes() -> None:
     a = Admission(max_in_flight=2, max_bytes=100)
-    assert a.admit(60) and not a.admit(41)  # bytes: 101 > 100
-    assert a.admit(40) and not a.admit(0)  # requests: 2 in flight
+    first = a.admit(60)
+    assert isinstance(first, Hold)
+    assert a.admit(41) is Refusal.BUFFERED  # bytes: 101 > 100
+    assert isinstance(a.admit(40), Hold)
+    assert a.admit(0) is Refusal.IN_FLIGHT  # requests: 2 in flight
     assert (a.in_flight, a.held, a.refused) == (2, 100, 2)
-    a.drop_body(60)
-    a.done()
-    assert a.admit(50)
+    a.drop_body(first)
+    a.done(first)  # its body was dropped already: not counted twice
+    assert isinstance(a.admit(50), Hold)
     assert (a.in_flight, a.held) == (2, 90)
+
+
+def test_admission_shares_per_caller_and_connection() -> None:
+    a = Admission(100, 1000, caller_bytes=300, connection_bytes=200)
+    one = a.admit(200, "acme", "10.0.0.1:1")
+    assert isinstance(one, Hold)
+    # The connection's share is spent, whoever asks on it.
+    assert a.admit(1, "other", "10.0.0.1:1") is Refusal.CONNECTION
+    assert isinstance(a.admit(100, "acme", "10.0.0.1:2"), Hold)
+    # The caller's share is spent, on any connection.
+    assert a.admit(1, "acme", "10.0.0.1:3") is Refusal.CALLER
+    assert Refusal.CALLER.code is codes.CALLER_BUSY
+    assert Refusal.BUFFERED.code is codes.SERVER_BUSY
+    # Another caller still gets in; a trusted one (None) has no share.
+    assert a.admit(300, "beta", "10.0.0.2:1") is Refusal.CONNECTION
+    assert isinstance(a.admit(200, "beta", "10.0.0.2:1"), Hold)
+    assert isinstance(a.admit(150, None, "10.0.0.3:1"), Hold)
+    a.done(one)
+    assert a.holding("acme") == 100
+    assert isinstance(a.admit(200, "acme", "10.0.0.1:1"), Hold)
+    assert a.held == 200 + 100 + 200 + 150
 
 
 def test_token_check() -> None:

@@ -43,6 +43,7 @@ from flatgate.proxy.plumbing.limits.memory import MemoryStore
 from flatgate.proxy.plumbing.limits.redisstore import RedisStore
 from flatgate.proxy.plumbing.limits.rules import (
     DEFAULT_CACHE_SIZE,
+    FULL,
     Plan,
     RuleSet,
     allowed,
@@ -149,13 +150,20 @@ class Limiter:
         return allowed(self.tenants.get(tenant), model) and allowed(key_models, model)
 
     async def acquire(
-        self, tenant: str, model: str, estimate: int = 0, ttl: float = DEFAULT_LEASE_TTL
+        self,
+        tenant: str,
+        model: str,
+        estimate: int = 0,
+        ttl: float = DEFAULT_LEASE_TTL,
+        *,
+        phase: int = FULL,
     ) -> Decision:
         """Check and charge every limit on ``tenant`` calling ``model``: one
         request, ``estimate`` tokens reserved (prompt plus the most the
         completion may take), a concurrency slot held for at most ``ttl``
-        seconds (unless settled, released or renewed first)."""
-        plan = self.rules.plan(tenant, model)
+        seconds (unless settled, released or renewed first). ``phase``: all
+        of them (``FULL``), or those of one step (``rules.EARLY``, ``LATE``)."""
+        plan = self.rules.plan(tenant, model, phase)
         if not plan:
             return UNLIMITED
         if estimate < 0:  # noqa: PLR1730  # a branch is cheaper than max()

@@ -14,7 +14,13 @@ Redis Cluster hash tag, so one request's keys share a slot), with ``%``,
 ``:``, ``{``, ``}`` escaped in the tenant and the model; a day key ends in
 ``:<YYYYMMDD>``.
 
-``Plan``s are cached per ``(tenant, model)`` in a bounded dict (oldest out
+A request may be charged in two steps (the edge's): ``EARLY``, the limits no
+model changes (the ``model = "*"`` rules' requests per minute and streams in
+flight), as soon as the caller is known and before its body is read; then
+``LATE``, the rest, once the body says which model. ``FULL`` is both at once
+(the proxy's, which learns the tenant from the body).
+
+``Plan``s are cached per ``(tenant, model, phase)`` in a bounded dict (oldest out
 first), as are ``allowed``'s answers: a lookup is a dict hit. No I/O.
 """
 
@@ -31,11 +37,22 @@ from flatgate.proxy.plumbing.limits.algorithms import (
     KIND_CODES,
     KINDS,
     PERIOD,
+    REQUESTS,
     TOKENS,
 )
 from flatgate.proxy.plumbing.limits.config import LimitRule
 
-__all__ = ["DEFAULT_CACHE_SIZE", "Check", "Plan", "RuleSet", "allowed", "key_part"]
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "EARLY",
+    "FULL",
+    "LATE",
+    "Check",
+    "Plan",
+    "RuleSet",
+    "allowed",
+    "key_part",
+]
 
 DEFAULT_CACHE_SIZE: Final = 4096
 # Longer tenant and model names are resolved every time, never cached.
@@ -43,6 +60,12 @@ _MAX_CACHED_CHARS: Final = 512
 _GLOB_CHARS: Final = frozenset("*?[")
 _SHORT: Final = ("rpm", "tpm", "conc", "tpd")
 _ESCAPES: Final = str.maketrans({"%": "%25", ":": "%3A", "{": "%7B", "}": "%7D"})
+# Which of a request's checks a plan holds (see the module docstring).
+FULL: Final = 0
+EARLY: Final = 1
+LATE: Final = 2
+# The kinds an EARLY plan charges, of the model = "*" rules.
+_EARLY_KINDS: Final = frozenset({REQUESTS, CONCURRENT})
 
 
 def key_part(name: str) -> str:
@@ -154,7 +177,7 @@ class RuleSet:
         self.rules = tuple(rules)
         self._prefix = key_prefix
         self._cache_size = cache_size
-        self._cache: dict[tuple[str, str], Plan] = {}
+        self._cache: dict[tuple[str, str, int], Plan] = {}
         Entry = tuple[LimitRule, re.Pattern[str] | str | None]
         self._exact: dict[str, list[Entry]] = {}
         self._star: list[Entry] = []
@@ -165,32 +188,40 @@ class RuleSet:
             else:
                 self._exact.setdefault(rule.tenant, []).append(entry)
 
-    def plan(self, tenant: str, model: str) -> Plan:
-        """The checks for a request of ``tenant`` to ``model`` (an empty
-        ``Plan``, false, when no rule applies)."""
-        hit = self._cache.get((tenant, model))
+    def plan(self, tenant: str, model: str, phase: int = FULL) -> Plan:
+        """The checks of ``phase`` for a request of ``tenant`` to ``model`` (an
+        empty ``Plan``, false, when no rule applies; ``model`` is not read for
+        ``EARLY``)."""
+        if phase == EARLY:
+            model = ""
+        hit = self._cache.get((tenant, model, phase))
         if hit is not None:
             return hit
-        plan = self._resolve(tenant, model)
+        plan = self._resolve(tenant, model, phase)
         if self._cache_size and len(tenant) + len(model) <= _MAX_CACHED_CHARS:
             cache = self._cache
             while len(cache) >= self._cache_size:
                 del cache[next(iter(cache))]
-            cache[(tenant, model)] = plan
+            cache[(tenant, model, phase)] = plan
         return plan
 
-    def _resolve(self, tenant: str, model: str) -> Plan:
+    def _resolve(self, tenant: str, model: str, phase: int) -> Plan:
         entries = self._exact.get(tenant, self._star)
         tag = key_part(tenant)
         checks: list[Check] = []
         for rule, matcher in entries:
-            if not _matches(matcher, model):
+            star = matcher is None
+            if phase == EARLY and not star:
+                continue
+            if phase != EARLY and not _matches(matcher, model):
                 continue
             scope = f"for tenant {tenant}"
-            if rule.model != "*":
+            if not star:
                 scope += f", model {rule.model}"
             for name, amount in rule.limits():
                 kind = KINDS.index(name)
+                if phase != FULL and (star and kind in _EARLY_KINDS) != (phase == EARLY):
+                    continue
                 key = f"{self._prefix}:{{{tag}}}:{_SHORT[kind]}:{key_part(rule.model)}"
                 checks.append(Check(kind, amount, key, f"{name} ({amount}) {scope}"))
         return Plan(tenant, checks)

@@ -42,6 +42,7 @@ from flatgate.proxy.service.stub.echo import (
     Reply,
     StubRequest,
     deltas_of,
+    id_header,
     is_streamed,
 )
 from flatgate.proxy.wire.frames import Usage
@@ -240,7 +241,9 @@ class AnthropicWire:
 
     def complete(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Reply:
         body = _enc(_complete(req, ans))
-        return Reply(200, [("content-type", JSON), ("request-id", req.request_id)], body)
+        return Reply(
+            200, [("content-type", JSON), *id_header(self.request_id_header, req.request_id)], body
+        )
 
     def failed(self, req: StubRequest, header: HeaderFn) -> Reply:
         return error_reply(500, "api_error", "Internal server error (stub fault: error)")

@@ -13,7 +13,11 @@ Owns what the stub answers, whatever protocol it speaks:
   tool;
 - ``split_model``: a model name's fault suffix (``echo@die:2``);
 - ``Wire`` and ``Rendering``: what each wire module provides to the server,
-  and ``Reply`` / ``Rejected``, an answer before the first byte.
+  and ``Reply`` / ``Rejected``, an answer before the first byte;
+- ``id_header``: the response header echoing the request's id, only when the
+  id is one a header can carry;
+- ``STUB_MAX_BODY``: the largest body the stub reads (and so what a request
+  may expand to when it is verified).
 
 Pure: no I/O.
 """
@@ -29,6 +33,7 @@ from typing import Protocol
 
 import msgspec
 
+from flatgate.proxy.plumbing.serve import valid_request_id
 from flatgate.proxy.service.settings import FAULTS
 from flatgate.proxy.wire.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason, Role
@@ -37,6 +42,7 @@ __all__ = [
     "BEFORE_HEAD",
     "LISTED_MODEL",
     "MID_STREAM",
+    "STUB_MAX_BODY",
     "Answer",
     "Canned",
     "HeaderFn",
@@ -49,6 +55,7 @@ __all__ = [
     "Wire",
     "answer",
     "deltas_of",
+    "id_header",
     "is_streamed",
     "split_model",
 ]
@@ -60,6 +67,9 @@ HeaderFn = Callable[[str], str | None]
 # strike after ``fault_after`` deltas of a streamed answer.
 BEFORE_HEAD = frozenset({"fail", "rate_limit", "overloaded", "auth", "reject"})
 MID_STREAM = frozenset({"die", "hang", "error"})
+
+# The stub takes what the proxy may forward (its own limit is configurable).
+STUB_MAX_BODY = 64 << 20
 
 # The model the JSON protocols list at /v1/models (the stub answers any name).
 LISTED_MODEL = "flatgate-echo"
@@ -198,6 +208,15 @@ def is_streamed(body: bytes) -> bool:
         return _STREAM_FLAG.decode(body).stream
     except msgspec.DecodeError:
         return False
+
+
+def id_header(name: str, request_id: str) -> Headers:
+    """The response header ``name`` echoing ``request_id``, or none when the id
+    is not one the proxy would take (``plumbing.serve.valid_request_id``): a
+    value with CR/LF or text past Latin-1 cannot be sent as a header, and
+    trying fails the answer with a 500 (which a proxy takes for a sick
+    backend). The id is still echoed in the body."""
+    return [(name, request_id)] if valid_request_id(request_id) else []
 
 
 @dataclass(frozen=True, slots=True)

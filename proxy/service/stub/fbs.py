@@ -24,12 +24,14 @@ from collections.abc import Iterator
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
 from flatgate.proxy.service.settings import FAULTS
 from flatgate.proxy.service.stub.echo import (
+    STUB_MAX_BODY,
     Answer,
     Canned,
     HeaderFn,
     Rejected,
     Reply,
     StubRequest,
+    id_header,
     split_model,
 )
 from flatgate.proxy.wire import codes
@@ -63,7 +65,7 @@ def _after(value: str) -> int:
 
 def parse_request(body: bytes) -> StubRequest:
     """Verify and decode what the stub needs; raises ``MalformedBuffer``."""
-    verify_request(body)
+    verify_request(body, max_bytes=STUB_MAX_BODY)
     req = _fb_req.CompletionRequest.GetRootAs(body, 0)
     messages = []
     for i in range(req.MessagesLength()):
@@ -179,7 +181,10 @@ class FbsWire:
         return reply
 
     def _headers(self, req: StubRequest, binary: bool) -> list[tuple[str, str]]:
-        return [("content-type", FRAMES if binary else SSE), ("x-request-id", req.request_id)]
+        return [
+            ("content-type", FRAMES if binary else SSE),
+            *id_header(self.request_id_header, req.request_id),
+        ]
 
     def complete(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Reply:
         writer = ChunkWriter(req.request_id, req.model)

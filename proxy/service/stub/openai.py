@@ -40,6 +40,7 @@ from flatgate.proxy.service.stub.echo import (
     Reply,
     StubRequest,
     deltas_of,
+    id_header,
     is_streamed,
 )
 from flatgate.proxy.service.stub.openai_request import (
@@ -274,7 +275,9 @@ class OpenAIWire:
 
     def complete(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Reply:
         body = _enc(_completion(req, ans, int(time.time())))
-        return Reply(200, [("content-type", JSON), ("x-request-id", req.request_id)], body)
+        return Reply(
+            200, [("content-type", JSON), *id_header(self.request_id_header, req.request_id)], body
+        )
 
     def failed(self, req: StubRequest, header: HeaderFn) -> Reply:
         return error_reply(

@@ -34,19 +34,21 @@ import json
 from collections.abc import Mapping
 
 from flatgate.proxy.plumbing.drain import Drain
-from flatgate.proxy.plumbing.serve import Exchange
+from flatgate.proxy.plumbing.serve import BodyPolicy, Exchange
 from flatgate.proxy.service.settings import FAULTS, StubSection
 from flatgate.proxy.service.stub.anthropic import AnthropicWire
 from flatgate.proxy.service.stub.cadence import CadenceMode
 from flatgate.proxy.service.stub.echo import (
     BEFORE_HEAD,
     MID_STREAM,
+    STUB_MAX_BODY,
     Canned,
     Rejected,
     Reply,
     StubRequest,
     Wire,
     answer,
+    id_header,
 )
 from flatgate.proxy.service.stub.fbs import FbsWire
 from flatgate.proxy.service.stub.openai import OpenAIWire
@@ -80,10 +82,6 @@ def _seen(name: str, value: str | None) -> str | None:
     if value is None or name not in _SECRET_HEADERS:
         return value
     return "sha256:" + hashlib.sha256(value.encode("latin-1")).hexdigest()
-
-
-# The stub takes what the proxy may forward (its own limit is configurable).
-STUB_MAX_BODY = 64 << 20
 
 
 class _Stats:
@@ -173,7 +171,7 @@ class StubServer:
         if path != wire.path or ex.method != "POST":
             await _send(ex, wire.route(ex.method, path))
             return
-        body = await ex.body(STUB_MAX_BODY)
+        body = await ex.body(BodyPolicy(STUB_MAX_BODY))
         if self._cadence is not None:
             await self._cadence(ex, body)
             return
@@ -227,7 +225,10 @@ class StubServer:
         rendering = wire.stream(req, ans, ex.header)
         sink = await ex.stream(
             200,
-            [("content-type", rendering.content_type), (wire.request_id_header, req.request_id)],
+            [
+                ("content-type", rendering.content_type),
+                *id_header(wire.request_id_header, req.request_id),
+            ],
         )
         if settings.ttft_ms:
             await asyncio.sleep(settings.ttft_ms / 1000)
