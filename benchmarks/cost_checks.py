@@ -213,7 +213,7 @@ def buffer_report(results: dict[str, dict[str, float]]) -> str:
 async def intake_checks(calls: int, rounds: int) -> dict[str, float]:
     """Fastest round's CPU µs per call of each step a request takes before its
     body is used (issue 18's checks), with the step it adds to."""
-    policy = ProxySection().max_body_bytes
+    max_body = ProxySection().max_body_bytes
     message = {"type": "http.request", "body": b"{}", "more_body": False}
 
     async def receive() -> dict[str, Any]:
@@ -223,8 +223,8 @@ async def intake_checks(calls: int, rounds: int) -> dict[str, float]:
         return None
 
     scope = {"method": "POST", "path": "/", "headers": [], "client": ("127.0.0.1", 5000)}
-    untimed = BodyPolicy(policy)
-    timed = BodyPolicy(policy, idle_timeout=15.0, timeout=60.0)
+    untimed = BodyPolicy(max_body)
+    timed = BodyPolicy(max_body, idle_timeout=15.0, timeout=60.0)
     admission = Admission(10_000, 256 << 20, caller_bytes=64 << 20, connection_bytes=16 << 20)
     edge = parse_edge_settings(
         {

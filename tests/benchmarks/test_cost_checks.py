@@ -9,6 +9,8 @@ from benchmarks.cost_checks import (
     VARIANTS,
     buffer_checks,
     buffer_report,
+    intake_checks,
+    intake_report,
     measure,
     report,
 )
@@ -26,4 +28,11 @@ def test_every_buffer_check_is_measured_at_every_size() -> None:
     results = buffer_checks(requests=5, rounds=1)
     assert all(list(by_size) == list(BUFFER_SIZES) for by_size in results.values())
     table = buffer_report(results)
+    assert all(name in table for name in results)
+
+
+def test_every_intake_step_runs_and_is_reported() -> None:
+    results = asyncio.run(intake_checks(calls=20, rounds=1))
+    assert len(results) == 5 and all(us > 0 for us in results.values())
+    table = intake_report(results)
     assert all(name in table for name in results)
