@@ -26,7 +26,7 @@ from flatgate.proxy.plumbing.serve import BodyPolicy
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import Response, Timeouts
-from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.stock import build_chunk
 

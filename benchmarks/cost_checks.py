@@ -39,7 +39,7 @@ from typing import Any
 import flatgate.proxy.service.app as app_module
 from benchmarks.alloc_proxy import CONFIG, FakeExchange, FakeTransport
 from benchmarks.payloads import make_request, to_flatbuffer
-from flatgate.edge_translator.config import parse_edge_settings
+from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
 from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.admission import Admission, Hold

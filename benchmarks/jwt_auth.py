@@ -32,9 +32,9 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from flatgate.edge_translator.config import JwtConfig, KeyConfig
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.jwt_auth import JwtVerifier
+from flatgate.edge_translator.settings import JwtConfig, KeyConfig
 from flatgate.proxy.plumbing.auth import hash_key
 
 ISSUER, AUDIENCE = "https://issuer.bench/", "flatgate"

@@ -34,10 +34,10 @@ import msgspec
 from benchmarks.codecs.flatgate import translate_json
 from benchmarks.payloads import make_request
 from benchmarks.servers import ServerGroup, find_tool
-from flatgate.edge_translator.auth import Credential, Identity
-from flatgate.edge_translator.config import ModelConfig, parse_edge_settings
+from flatgate.edge_translator.keys import Credential, Identity
+from flatgate.edge_translator.settings import ModelConfig, parse_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
-from flatgate.proxy.plumbing.limits import Decision, Limiter, MemoryStore, parse_limits
+from flatgate.proxy.limits import Decision, Limiter, MemoryStore, parse_limits
 from flatgate.proxy.wire.frames import Usage
 
 T = TypeVar("T")

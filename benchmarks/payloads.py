@@ -28,7 +28,7 @@ import msgspec
 
 from benchmarks.codecs.common import edge_request
 from benchmarks.codecs.stock_writer import write_request_stock
-from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.builders import BuilderPool
 
 __all__ = ["PROMPT_SIZES", "make_request", "prompt_bytes", "to_flatbuffer", "to_messages"]
 

@@ -33,7 +33,7 @@ from enum import StrEnum
 import msgspec
 
 from flatgate.proxy.transport.base import Response, Timeouts, UpstreamError, UpstreamTimeout
-from flatgate.proxy.transport.pool import PoolTransport
+from flatgate.proxy.transport.fast import PoolTransport
 
 __all__ = [
     "ECHO_MODEL",

@@ -33,7 +33,7 @@ from flatgate.edge_translator.errors import (
     UpstreamFailed,
     UpstreamTimeout,
 )
-from flatgate.edge_translator.render import Aggregator, StreamRenderer, error_event
+from flatgate.edge_translator.openai.render import Aggregator, StreamRenderer, error_event
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics

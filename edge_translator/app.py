@@ -40,9 +40,10 @@ from flatgate.edge_translator.answer import (
     shutting_down,
     stream,
 )
+from flatgate.edge_translator.anthropic.endpoint import MessagesEndpoint
+from flatgate.edge_translator.anthropic.errors import error_body as messages_error
 from flatgate.edge_translator.ask import Ask
-from flatgate.edge_translator.auth import Credential, Identity
-from flatgate.edge_translator.config import EdgeSettings, load_edge_settings
+from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.errors import (
     AuthenticationFailed,
     EdgeError,
@@ -53,12 +54,13 @@ from flatgate.edge_translator.errors import (
     UpstreamTimeout,
 )
 from flatgate.edge_translator.identity import Identities
-from flatgate.edge_translator.mapping import new_request_id, resolve_model
-from flatgate.edge_translator.messages.endpoint import MessagesEndpoint
-from flatgate.edge_translator.messages.errors import error_body as messages_error
-from flatgate.edge_translator.models import decode_request
+from flatgate.edge_translator.keys import Credential, Identity
+from flatgate.edge_translator.openai.mapping import new_request_id
+from flatgate.edge_translator.openai.models import decode_request
+from flatgate.edge_translator.openai.translate import write_request
+from flatgate.edge_translator.settings import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.tenancy import FREE, Tenancy, with_headers
-from flatgate.edge_translator.translate import write_request
+from flatgate.proxy.limits import Limiter
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Refusal
 from flatgate.proxy.plumbing.auth import TokenCheck
@@ -66,7 +68,6 @@ from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.intake import admission, body_policy
-from flatgate.proxy.plumbing.limits import Limiter
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.reload import ConfigWatch

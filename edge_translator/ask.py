@@ -10,7 +10,7 @@ Plain data: no I/O, no behaviour.
 from __future__ import annotations
 
 from flatgate.edge_translator.answer import CHAT, ClientApi
-from flatgate.edge_translator.auth import Identity
+from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.tenancy import Admitted
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.admission import Hold

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from flatgate.edge_translator.auth import OPEN, Identity, KeyRing
-from flatgate.edge_translator.config import EdgeSettings, KeyConfig
 from flatgate.edge_translator.errors import AuthenticationFailed
 from flatgate.edge_translator.jwt_auth import JwtVerifier, looks_like_jwt
+from flatgate.edge_translator.keys import OPEN, Identity, KeyRing
+from flatgate.edge_translator.settings import EdgeSettings, KeyConfig
 from flatgate.proxy.plumbing.auth import bearer_token
 from flatgate.proxy.wire import codes
 

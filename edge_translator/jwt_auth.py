@@ -39,8 +39,6 @@ from jwt import PyJWK
 from jwt import exceptions as jwt_errors
 from jwt.types import Options
 
-from flatgate.edge_translator.auth import Credential, Identity
-from flatgate.edge_translator.config import JwtConfig
 from flatgate.edge_translator.errors import EdgeError, InvalidToken
 from flatgate.edge_translator.jwks import (
     KeySet,
@@ -48,6 +46,8 @@ from flatgate.edge_translator.jwks import (
     fetch_key_set,
     read_key_file,
 )
+from flatgate.edge_translator.keys import Credential, Identity
+from flatgate.edge_translator.settings import JwtConfig
 from flatgate.proxy.wire import codes
 
 __all__ = ["MAX_CLAIM_CHARS", "MAX_MODELS", "JwtVerifier", "key_source", "looks_like_jwt"]

@@ -41,12 +41,12 @@ from typing import Final
 import msgspec
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from flatgate.edge_translator.auth import Identity
-from flatgate.edge_translator.config import EdgeSettings, ModelConfig
 from flatgate.edge_translator.errors import EdgeError, ModelNotFound, shown
-from flatgate.proxy.plumbing.limits import DEFAULT_LEASE_TTL, Decision, Lease, Limiter, allowed
-from flatgate.proxy.plumbing.limits.decision import Outcome
-from flatgate.proxy.plumbing.limits.rules import EARLY, FULL, LATE
+from flatgate.edge_translator.keys import Identity
+from flatgate.edge_translator.settings import EdgeSettings, ModelConfig
+from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Decision, Lease, Limiter, allowed
+from flatgate.proxy.limits.decision import Outcome
+from flatgate.proxy.limits.rules import EARLY, FULL, LATE
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.estimate import reservation
 from flatgate.proxy.wire.frames import Usage

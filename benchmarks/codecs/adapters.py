@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.codecs.common import edge_request
-from flatgate.edge_translator.translate import write_request
+from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.backends.base import Translator
 from flatgate.proxy.wire.decode import Request, read_request
 from flatgate.proxy.wire.verify import verify_request

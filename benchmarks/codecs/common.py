@@ -18,8 +18,8 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from flatgate.edge_translator.config import ModelConfig
-from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.openai.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.settings import ModelConfig
 
 __all__ = [
     "DELTA",

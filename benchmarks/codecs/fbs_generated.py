@@ -30,10 +30,10 @@ from benchmarks.codecs.common import (
 )
 from benchmarks.codecs.stock_writer import write_request_stock
 from benchmarks.payloads import to_flatbuffer
-from flatgate.edge_translator.mapping import resolve_model
-from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.catalog import resolve_model
+from flatgate.edge_translator.openai.models import ChatCompletionRequest, decode_request
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest
-from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.stock import build_chunk
 
 __all__ = ["OPS", "chunk", "decode", "encode", "inputs", "read", "route", "translate"]

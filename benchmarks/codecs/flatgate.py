@@ -25,14 +25,15 @@ from collections.abc import Mapping
 
 from benchmarks.codecs.common import MODELS, REQUEST_ID, Decoded, Delta
 from benchmarks.codecs.fbs_generated import inputs, read
-from flatgate.edge_translator.config import ModelConfig
-from flatgate.edge_translator.mapping import new_request_id, resolve_model
-from flatgate.edge_translator.messages.endpoint import new_message_id
-from flatgate.edge_translator.messages.models import decode_messages
-from flatgate.edge_translator.messages.translate import write_messages
-from flatgate.edge_translator.models import ChatCompletionRequest, decode_request
-from flatgate.edge_translator.translate import write_request
-from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.edge_translator.anthropic.endpoint import new_message_id
+from flatgate.edge_translator.anthropic.models import decode_messages
+from flatgate.edge_translator.anthropic.translate import write_messages
+from flatgate.edge_translator.catalog import resolve_model
+from flatgate.edge_translator.openai.mapping import new_request_id
+from flatgate.edge_translator.openai.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.openai.translate import write_request
+from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.stock import build_chunk
 from flatgate.proxy.wire.verify import verify_request

@@ -27,8 +27,8 @@ from benchmarks.codecs.common import (
     edge_request,
     json_body,
 )
-from flatgate.edge_translator.mapping import resolve_model
-from flatgate.edge_translator.models import (
+from flatgate.edge_translator.catalog import resolve_model
+from flatgate.edge_translator.openai.models import (
     AssistantMessage,
     ChatCompletionRequest,
     ContentPart,

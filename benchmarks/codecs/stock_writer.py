@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import flatbuffers
 
-from flatgate.edge_translator.mapping import (
+from flatgate.edge_translator.openai.mapping import (
     ROLE_OF,
     extras_of,
     max_tokens_of,
@@ -21,13 +21,13 @@ from flatgate.edge_translator.mapping import (
     text_of,
     tool_choice_of,
 )
-from flatgate.edge_translator.models import ChatCompletionRequest
+from flatgate.edge_translator.openai.models import ChatCompletionRequest
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
 from flatgate.generated.LLMGateway import KeyValue as _fb_kv
 from flatgate.generated.LLMGateway import Message as _fb_msg
 from flatgate.generated.LLMGateway import Tool as _fb_tool
 from flatgate.generated.LLMGateway import ToolCall as _fb_call
-from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
+from flatgate.proxy.wire.builders import BuilderPool, finish_bytes
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 
 __all__ = ["write_request_stock"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flatgate.proxy.transport.base import Timeouts, UpstreamError
-from flatgate.proxy.transport.pool import PoolTransport
+from flatgate.proxy.transport.fast import PoolTransport
 from flatgate.proxy.wire.frames import FrameSplitter
 from flatgate.proxy.wire.stock import decode_chunk
 

@@ -50,7 +50,7 @@ from benchmarks.harness import RESULTS, is_quick, output_dir, run_interruptible,
 from benchmarks.streams.results import PERCENTILES, RowRun, skipped, summarise
 from benchmarks.streams.rows import ROWS, GcSetting, Row
 from benchmarks.streams.run import FULL, QUICK, Settings, header, measure_row, raise_fd_limit
-from flatgate.edge_translator.config import EdgeSection
+from flatgate.edge_translator.settings import EdgeSection
 from flatgate.proxy.service.settings import ProxySection
 
 __all__ = [

@@ -36,7 +36,7 @@ from benchmarks.payloads import to_flatbuffer
 from benchmarks.servers import HOST, ServerGroup, find_tool, free_port
 from benchmarks.streams.client import Call, Kind
 from flatgate.proxy.service.settings import ProxySection
-from flatgate.proxy.service.stub.cadence import TOKEN
+from flatgate.proxy.stub.cadence import TOKEN
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
 
 __all__ = [
@@ -201,7 +201,7 @@ def gateway_available() -> str | None:
 
 # The granian targets of the services (as the flatgate command serves them).
 _TARGETS = {
-    "stub": "flatgate.proxy.service.stub:create_app",
+    "stub": "flatgate.proxy.stub:create_app",
     "proxy": "flatgate.proxy.service.app:create_app",
     "edge": "flatgate.edge_translator.app:create_app",
     "gateway": "flatgate.proxy.gateway.onebox:create_app",

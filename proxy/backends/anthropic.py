@@ -57,8 +57,8 @@ from flatgate.proxy.backends.base import (
     Probe,
     Untranslatable,
 )
-from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.json_api import EventStream, JsonAdapter, usage
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.decode import Request
 from flatgate.proxy.wire.frames import ToolCallDelta

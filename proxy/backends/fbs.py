@@ -19,7 +19,7 @@ from flatgate.proxy.backends.base import (
     TranslatorError,
     classify,
 )
-from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.decode import Request

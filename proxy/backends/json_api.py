@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Mapping
 
 from flatgate.proxy.backends.base import Outbound, Probe, Refusal, classify
-from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.backends.sse import SSEError, SSEParser
 from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.wire import codes

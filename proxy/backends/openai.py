@@ -50,8 +50,8 @@ import msgspec
 from flatgate.proxy.backends.base import (
     Probe,
 )
-from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.json_api import INT32_MAX, EventStream, JsonAdapter, usage
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.decode import Message, Request, Tool
 from flatgate.proxy.wire.frames import ToolCallDelta, Usage

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from flatgate.edge_translator.config import (
+from flatgate.edge_translator.settings import (
     edge_problems,
     load_edge_settings,
     parse_edge_settings,

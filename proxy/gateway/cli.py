@@ -34,7 +34,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from flatgate.edge_translator.config import EdgeSection, load_edge_settings
+from flatgate.edge_translator.settings import EdgeSection, load_edge_settings
 from flatgate.proxy.gateway.check import Scope, file_problems
 from flatgate.proxy.gateway.effective import effective_config
 from flatgate.proxy.plumbing.config import ENV_CONFIG, env_name
@@ -63,7 +63,7 @@ ADMISSION_MARGIN = 1024
 SERVICES = {
     "gateway": "flatgate.proxy.gateway.onebox:create_app",
     "proxy": "flatgate.proxy.service.app:create_app",
-    "stub": "flatgate.proxy.service.stub:create_app",
+    "stub": "flatgate.proxy.stub:create_app",
     "edge": "flatgate.edge_translator.app:create_app",
 }
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from flatgate.edge_translator.config import load_edge_settings
+from flatgate.edge_translator.settings import load_edge_settings
 from flatgate.proxy.service.settings import load_config
 
 __all__ = ["MASK", "effective_config"]

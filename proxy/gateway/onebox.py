@@ -23,11 +23,11 @@ from collections.abc import Callable
 import msgspec
 
 from flatgate.edge_translator.app import EdgeApp
-from flatgate.edge_translator.config import EdgeSettings, load_edge_settings
+from flatgate.edge_translator.settings import EdgeSettings, load_edge_settings
+from flatgate.proxy.limits import Limiter
 from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.gctune import tune
-from flatgate.proxy.plumbing.limits import Limiter
 from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.service.app import ProxyServer

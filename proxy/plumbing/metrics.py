@@ -43,7 +43,7 @@ from flatgate.proxy.plumbing.aggregate import (
     take,
 )
 from flatgate.proxy.plumbing.instruments import CountFamily, HistFamily, Level
-from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.builders import BuilderPool
 
 __all__ = ["CONTENT_TYPE", "ENV_METRICS_DIR", "GcStats", "Metrics", "gc_stats"]
 

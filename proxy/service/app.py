@@ -29,7 +29,8 @@ import time
 import msgspec
 
 from flatgate.proxy.backends.base import TranslatorError
-from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Hold
 from flatgate.proxy.plumbing.auth import TokenCheck
@@ -37,7 +38,6 @@ from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.intake import admission, body_policy
-from flatgate.proxy.plumbing.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.reload import ConfigWatch
@@ -58,10 +58,10 @@ from flatgate.proxy.service.settings import GatewayConfig, load_config
 from flatgate.proxy.transport.base import Transport, UpstreamError, UpstreamTimeout
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunks import read_outcome
 from flatgate.proxy.wire.codes import ErrorCode, error_body
 from flatgate.proxy.wire.frames import ChunkError, FrameCutter, MalformedFrame, sse_event
-from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route, read_tenant, tenant_present
 from flatgate.proxy.wire.schema import (
     ADMITTED_HEADER,

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 from flatgate.proxy.backends.anthropic import AnthropicAdapter
 from flatgate.proxy.backends.base import Adapter
-from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.fbs import FbsAdapter
 from flatgate.proxy.backends.openai import OpenAIAdapter
-from flatgate.proxy.plumbing.limits import SharedBackends
+from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.limits import SharedBackends
 from flatgate.proxy.transport.base import Timeouts
 
 __all__ = ["Backend", "Balancer", "RouteTarget", "adapter_for"]

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flatgate.proxy.backends.base import Probe, RefusalKind, Translator, Untranslatable
-from flatgate.proxy.plumbing.limits import BackendLease, SharedBackends
+from flatgate.proxy.limits import BackendLease, SharedBackends
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.transport.base import (

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 
 from prometheus_client.core import Metric
 
-from flatgate.proxy.plumbing.limits import DEFAULT_LEASE_TTL, Lease, Limiter, LimitsConfig
-from flatgate.proxy.plumbing.limits.decision import Outcome
+from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Lease, Limiter, LimitsConfig
+from flatgate.proxy.limits.decision import Outcome
 from flatgate.proxy.service.dispatch import ProxyError
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.estimate import estimate_request, reservation

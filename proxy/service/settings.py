@@ -20,7 +20,14 @@ from typing import Any, Literal, TypeVar, get_args
 
 import msgspec
 
-from flatgate.proxy.backends.config import BackendConfig, backend_problems
+from flatgate.proxy.backends.section import BackendConfig, backend_problems
+from flatgate.proxy.limits import (
+    LimitRule,
+    LimitsConfig,
+    StateSection,
+    TenantConfig,
+    limits_problems,
+)
 from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
@@ -29,13 +36,6 @@ from flatgate.proxy.plumbing.config import (
     read_document,
 )
 from flatgate.proxy.plumbing.intake import IntakeSection, intake_problems
-from flatgate.proxy.plumbing.limits import (
-    LimitRule,
-    LimitsConfig,
-    StateSection,
-    TenantConfig,
-    limits_problems,
-)
 from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.wire.schema import PROVIDERS
 

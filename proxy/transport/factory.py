@@ -16,7 +16,7 @@ def make_transport(
 
         return HttpxTransport(limit=limit, pool_timeout=pool_timeout)
     if kind == "fast":
-        from flatgate.proxy.transport.pool import PoolTransport
+        from flatgate.proxy.transport.fast import PoolTransport
 
         return PoolTransport(limit=limit, pool_timeout=pool_timeout)
     raise ValueError(f"unknown transport {kind!r}: expected 'fast' or 'httpx'")

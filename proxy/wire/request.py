@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
 from flatgate.generated.LLMGateway import KeyValue as _fb_kv
 from flatgate.generated.LLMGateway import Message as _fb_msg
-from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
+from flatgate.proxy.wire.builders import BuilderPool, finish_bytes
 from flatgate.proxy.wire.schema import PROVIDERS, REQUEST_IDENTIFIER, Role
 
 __all__ = ["ROLES", "build_request"]

@@ -23,8 +23,8 @@ from flatgate.generated.LLMGateway import CompletionChunk as _fb_chunk
 from flatgate.generated.LLMGateway import Error as _fb_error
 from flatgate.generated.LLMGateway import ToolCallDelta as _fb_tcd
 from flatgate.generated.LLMGateway import Usage as _fb_usage
+from flatgate.proxy.wire.builders import BuilderPool, finish_bytes
 from flatgate.proxy.wire.frames import Chunk, ChunkError, MalformedFrame, ToolCallDelta, Usage
-from flatgate.proxy.wire.pool import BuilderPool, finish_bytes
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason, finish_reason_of
 
 __all__ = ["build_chunk", "decode_chunk"]

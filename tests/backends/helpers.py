@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.translate import write_request
+from flatgate.edge_translator.openai.models import decode_request
+from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.backends.anthropic import AnthropicStream
 from flatgate.proxy.backends.base import Translator
 from flatgate.proxy.backends.openai import OpenAIStream

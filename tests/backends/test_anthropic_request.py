@@ -16,7 +16,7 @@ import pytest
 
 from flatgate.proxy.backends.anthropic import AnthropicAdapter, encode_request
 from flatgate.proxy.backends.base import Untranslatable
-from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.decode import (
     Function,
     FunctionCall,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from flatgate.proxy.backends.anthropic import STOP_REASONS, AnthropicAdapter
-from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (

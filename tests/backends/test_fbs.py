@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from flatgate.proxy.backends.base import TranslatorError
-from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.fbs import FbsAdapter, FrameRelay
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.decode import Request
 from flatgate.proxy.wire.frames import MAX_FRAME_BYTES, ChunkError, Usage

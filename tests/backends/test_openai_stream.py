@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.openai import FINISH_REASONS, OpenAIAdapter
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (

@@ -17,9 +17,9 @@ import pytest
 
 from flatgate.proxy.backends.anthropic import AnthropicAdapter
 from flatgate.proxy.backends.base import Adapter, Refusal, RefusalKind, classify
-from flatgate.proxy.backends.config import BackendConfig
 from flatgate.proxy.backends.fbs import FbsAdapter
 from flatgate.proxy.backends.openai import OpenAIAdapter
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.transport.base import MAX_RETRY_AFTER, retry_after
 from flatgate.proxy.wire import codes
 from tests.backends.helpers import fixture

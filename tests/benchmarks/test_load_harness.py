@@ -69,7 +69,7 @@ from benchmarks.servers import (
     tree_peak_rss_kib,
     tree_pids,
 )
-from flatgate.proxy.service.stub import parse_request
+from flatgate.proxy.stub import parse_request
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.schema import JSON
 from flatgate.proxy.wire.verify import MalformedBuffer

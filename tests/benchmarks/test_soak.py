@@ -46,10 +46,10 @@ from benchmarks.soak_traffic import (
     prompt,
 )
 from benchmarks.svgplot import Panel, Series, nice_ticks, render
-from flatgate.edge_translator.config import edge_problems
+from flatgate.edge_translator.settings import edge_problems
 from flatgate.proxy.service.settings import config_problems, unrouted_models
-from flatgate.proxy.service.stub.echo import split_model
-from flatgate.proxy.transport.pool import PoolTransport
+from flatgate.proxy.stub.echo import split_model
+from flatgate.proxy.transport.fast import PoolTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNTING = (

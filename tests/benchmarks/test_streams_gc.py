@@ -35,7 +35,7 @@ from benchmarks.streams.gctable import (
 from benchmarks.streams.results import RowRun, summarise
 from benchmarks.streams.rows import ROWS, Timing, config_text
 from benchmarks.streams.sampler import GC, Sample
-from flatgate.edge_translator.config import parse_edge_settings
+from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.proxy.service.settings import ProxySection, config_problems, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]

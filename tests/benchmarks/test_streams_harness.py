@@ -41,7 +41,7 @@ from benchmarks.streams.rows import ROWS, Timing, call_for, config_text, request
 from benchmarks.streams.run import FULL, main, parser, settings_of
 from benchmarks.streams.sampler import GC, Sample, parse_gc_max
 from flatgate.proxy.service.settings import config_problems
-from flatgate.proxy.service.stub import parse_request
+from flatgate.proxy.stub import parse_request
 from flatgate.proxy.wire.frames import ChunkError, Usage
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.writer import write_chunk

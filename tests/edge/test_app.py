@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from flatgate.edge_translator.app import EdgeApp, create_app
-from flatgate.edge_translator.auth import hash_key
-from flatgate.edge_translator.config import (
+from flatgate.edge_translator.keys import hash_key
+from flatgate.edge_translator.settings import (
     EdgeSection,
     EdgeSettings,
     KeyConfig,
@@ -20,8 +20,8 @@ from flatgate.edge_translator.config import (
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.transport.base import UpstreamConnectError, UpstreamProtocolError
 from flatgate.proxy.transport.base import UpstreamTimeout as TransportTimeout
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
-from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.stock import build_chunk
 from tests.edge import fakes

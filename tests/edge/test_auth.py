@@ -4,9 +4,9 @@ import hashlib
 
 import pytest
 
-from flatgate.edge_translator.auth import KeyRing, bearer_token, hash_key
-from flatgate.edge_translator.config import KeyConfig
 from flatgate.edge_translator.errors import AuthenticationFailed
+from flatgate.edge_translator.keys import KeyRing, bearer_token, hash_key
+from flatgate.edge_translator.settings import KeyConfig
 
 
 def ring() -> KeyRing:

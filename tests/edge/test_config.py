@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from flatgate.edge_translator.auth import hash_key
-from flatgate.edge_translator.config import (
+from flatgate.edge_translator.keys import hash_key
+from flatgate.edge_translator.settings import (
     EdgeConfigError,
     EdgeSection,
     load_edge_settings,

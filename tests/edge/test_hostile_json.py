@@ -18,12 +18,12 @@ import httpx
 import msgspec
 import pytest
 
-from flatgate.edge_translator.auth import hash_key
+from flatgate.edge_translator.anthropic.models import decode_count_tokens, decode_messages
+from flatgate.edge_translator.anthropic.render import MessageAggregator
+from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.errors import ECHO_CHARS, InvalidRequest, UpstreamFailed
-from flatgate.edge_translator.messages.models import decode_count_tokens, decode_messages
-from flatgate.edge_translator.messages.render import MessageAggregator
-from flatgate.edge_translator.messages.translate import write_messages
-from flatgate.edge_translator.models import decode_request
+from flatgate.edge_translator.keys import hash_key
+from flatgate.edge_translator.openai.models import decode_request
 from flatgate.proxy.wire.frames import Chunk, ToolCallDelta
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.verify import MAX_OBJECTS

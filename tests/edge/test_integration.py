@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from flatgate.edge_translator.auth import hash_key
+from flatgate.edge_translator.keys import hash_key
 from tests.edge.stack import Service, free_port, start
 
 pytestmark = pytest.mark.integration

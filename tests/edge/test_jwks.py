@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.config import (
+from flatgate.edge_translator.errors import EdgeError, InvalidToken
+from flatgate.edge_translator.jwks import KeySetError, fetch_key_set, parse_key_set
+from flatgate.edge_translator.jwt_auth import JwtVerifier, key_source
+from flatgate.edge_translator.settings import (
     EdgeConfigError,
     JwtConfig,
     edge_problems,
     parse_edge_settings,
 )
-from flatgate.edge_translator.errors import EdgeError, InvalidToken
-from flatgate.edge_translator.jwks import KeySetError, fetch_key_set, parse_key_set
-from flatgate.edge_translator.jwt_auth import JwtVerifier, key_source
 from tests.edge.jwt_keys import (
     AUDIENCE,
     ISSUER,

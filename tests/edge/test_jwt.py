@@ -11,11 +11,11 @@ from typing import Any
 import jwt
 import pytest
 
-from flatgate.edge_translator.auth import OPEN, Credential, Identity, hash_key
-from flatgate.edge_translator.config import JwtConfig, KeyConfig
 from flatgate.edge_translator.errors import AuthenticationFailed, EdgeError, InvalidToken
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.jwt_auth import JwtVerifier
+from flatgate.edge_translator.keys import OPEN, Credential, Identity, hash_key
+from flatgate.edge_translator.settings import JwtConfig, KeyConfig
 from tests.edge.jwt_keys import (
     AUDIENCE,
     ISSUER,

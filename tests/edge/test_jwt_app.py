@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from flatgate.edge_translator.app import EdgeApp
-from flatgate.edge_translator.auth import hash_key
-from flatgate.edge_translator.config import (
+from flatgate.edge_translator.keys import hash_key
+from flatgate.edge_translator.settings import (
     AuthConfig,
     EdgeSection,
     EdgeSettings,

@@ -21,10 +21,10 @@ import httpx
 import pytest
 from jwt.api_jws import PyJWS
 
-from flatgate.edge_translator.config import JwtConfig
 from flatgate.edge_translator.errors import InvalidToken
 from flatgate.edge_translator.jwks import KeySetError, parse_key_set
 from flatgate.edge_translator.jwt_auth import JwtVerifier
+from flatgate.edge_translator.settings import JwtConfig
 from tests.edge.jwt_keys import AUDIENCE, ISSUER, Signer, rsa_signer, write_key_set
 from tests.servers import Server, running, write_config
 

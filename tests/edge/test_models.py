@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.edge_translator.models import (
+from flatgate.edge_translator.openai.models import (
     AssistantMessage,
     DeveloperMessage,
     SystemMessage,

@@ -8,7 +8,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from flatgate.edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
-from flatgate.edge_translator.render import (
+from flatgate.edge_translator.openai.render import (
     DONE,
     SYSTEM_FINGERPRINT,
     Aggregator,

@@ -29,7 +29,7 @@ import httpx2
 import openai
 import pytest
 
-from flatgate.edge_translator.auth import hash_key
+from flatgate.edge_translator.keys import hash_key
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
 from tests.servers import Server, closed_port, free_port, spawn

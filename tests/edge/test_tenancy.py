@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.auth import OPEN, Credential, Identity, hash_key
-from flatgate.edge_translator.config import EdgeSettings, parse_edge_settings
 from flatgate.edge_translator.errors import EdgeError, ModelNotFound
 from flatgate.edge_translator.identity import Identities
-from flatgate.edge_translator.models import decode_request
+from flatgate.edge_translator.keys import OPEN, Credential, Identity, hash_key
+from flatgate.edge_translator.openai.models import decode_request
+from flatgate.edge_translator.openai.translate import write_request
+from flatgate.edge_translator.settings import EdgeSettings, parse_edge_settings
 from flatgate.edge_translator.tenancy import Admitted, Tenancy
-from flatgate.edge_translator.translate import write_request
-from flatgate.proxy.plumbing.limits import Limiter
-from flatgate.proxy.plumbing.limits.algorithms import utc_day
+from flatgate.proxy.limits import Limiter
+from flatgate.proxy.limits.algorithms import utc_day
 from flatgate.proxy.wire.estimate import estimate_request, reservation
 from flatgate.proxy.wire.frames import Usage
 from flatgate.proxy.wire.schema import Provider

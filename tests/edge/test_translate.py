@@ -19,12 +19,13 @@ from hypothesis import strategies as st
 
 from benchmarks.codecs.flatgate import translate_json
 from benchmarks.codecs.stock_writer import write_request_stock
-from flatgate.edge_translator.config import ModelConfig
+from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.errors import InvalidRequest, ModelNotFound
-from flatgate.edge_translator.mapping import new_request_id, resolve_model
-from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.translate import write_request
-from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.edge_translator.openai.mapping import new_request_id
+from flatgate.edge_translator.openai.models import decode_request
+from flatgate.edge_translator.openai.translate import write_request
+from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 from flatgate.proxy.wire.verify import verify_request

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.config import edge_problems
+from flatgate.edge_translator.settings import edge_problems
 from flatgate.proxy.gateway.check import file_problems
 from flatgate.proxy.gateway.cli import main
 from flatgate.proxy.service.settings import config_problems, unrouted_models

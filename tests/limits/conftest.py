@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.plumbing.limits import Limiter, MemoryStore, RedisStore, parse_limits
+from flatgate.proxy.limits import Limiter, MemoryStore, RedisStore, parse_limits
 from tests.redisserver import RedisServer, redis_server, shared_redis, unique_prefix
 
 __all__ = ["Clock", "MakeLimiter", "redis_server", "shared_redis"]

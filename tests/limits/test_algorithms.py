@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flatgate.proxy.plumbing.limits import Quota, go_duration
-from flatgate.proxy.plumbing.limits.algorithms import rate_quota, utc_day
+from flatgate.proxy.limits import Quota, go_duration
+from flatgate.proxy.limits.algorithms import rate_quota, utc_day
 
 
 @pytest.mark.parametrize(

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.plumbing.config import ConfigError
-from flatgate.proxy.plumbing.limits import (
+from flatgate.proxy.limits import (
     LimitRule,
     LimitsConfig,
     StateSection,
     limits_problems,
     parse_limits,
 )
-from flatgate.proxy.plumbing.limits.config import store_password
+from flatgate.proxy.limits.sections import store_password
+from flatgate.proxy.plumbing.config import ConfigError
 
 
 def test_defaults() -> None:

@@ -22,10 +22,10 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flatgate.edge_translator.auth import hash_key
-from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.translate import write_request
-from flatgate.proxy.plumbing.limits.algorithms import utc_day
+from flatgate.edge_translator.keys import hash_key
+from flatgate.edge_translator.openai.models import decode_request
+from flatgate.edge_translator.openai.translate import write_request
+from flatgate.proxy.limits.algorithms import utc_day
 from flatgate.proxy.wire.estimate import reservation
 from flatgate.proxy.wire.schema import Provider
 from tests.servers import Server, running, write_config

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from pytest import approx
 
-from flatgate.proxy.plumbing.limits import Decision, Outcome
+from flatgate.proxy.limits import Decision, Outcome
 from tests.limits.conftest import Clock, MakeLimiter
 
 pytestmark = pytest.mark.integration

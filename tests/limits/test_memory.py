@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flatgate.proxy.plumbing.limits import Limiter, MemoryStore, parse_limits
-from flatgate.proxy.plumbing.limits.memory import SWEEP_SECONDS, _Leases
+from flatgate.proxy.limits import Limiter, MemoryStore, parse_limits
+from flatgate.proxy.limits.memory import SWEEP_SECONDS, _Leases
 from tests.limits.conftest import Clock
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from redis.asyncio import Redis
 
-from flatgate.proxy.plumbing.limits import (
+from flatgate.proxy.limits import (
     Limiter,
     Outcome,
     RedisStore,

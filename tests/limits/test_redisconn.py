@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from flatgate.proxy.plumbing.limits import Lease, Limiter, RedisStore, StoreError, parse_limits
-from flatgate.proxy.plumbing.limits.redisconn import Connections, encode
+from flatgate.proxy.limits import Lease, Limiter, RedisStore, StoreError, parse_limits
+from flatgate.proxy.limits.redisconn import Connections, encode
 from tests.redisserver import RedisServer, unique_prefix
 
 

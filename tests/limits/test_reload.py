@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from flatgate.edge_translator.auth import hash_key
+from flatgate.edge_translator.keys import hash_key
 from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config

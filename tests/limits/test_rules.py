@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from flatgate.proxy.plumbing.limits import LimitRule, allowed
-from flatgate.proxy.plumbing.limits import rules as rules_module
-from flatgate.proxy.plumbing.limits.rules import RuleSet, key_part
+from flatgate.proxy.limits import LimitRule, allowed
+from flatgate.proxy.limits import rules as rules_module
+from flatgate.proxy.limits.rules import RuleSet, key_part
 
 RULES = [
     LimitRule(tenant="*", requests_per_minute=60),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flatgate.proxy.plumbing.limits import SharedBackends
+from flatgate.proxy.limits import SharedBackends
 from tests.limits.conftest import Clock, MakeLimiter
 
 pytestmark = pytest.mark.integration

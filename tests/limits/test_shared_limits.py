@@ -21,7 +21,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from flatgate.proxy.plumbing.limits.algorithms import PERIOD, TOLERANCE, utc_day
+from flatgate.proxy.limits.algorithms import PERIOD, TOLERANCE, utc_day
 from tests.redisserver import RedisServer, unique_prefix
 from tests.servers import Server, running, write_config
 

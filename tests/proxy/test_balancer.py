@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from flatgate.proxy.backends.config import BackendConfig
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunks import read_chunk, read_outcome
 from flatgate.proxy.wire.frames import (
     ChunkError,
@@ -18,7 +19,6 @@ from flatgate.proxy.wire.frames import (
     unprefix,
 )
 from flatgate.proxy.wire.layout import COMPLETION_CHUNK
-from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.stock import build_chunk, decode_chunk
 from flatgate.proxy.wire.writer import write_chunk

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunks import read_chunk
 from flatgate.proxy.wire.frames import (
     Chunk,
@@ -22,7 +23,6 @@ from flatgate.proxy.wire.frames import (
     sse_event,
     unprefix,
 )
-from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.stock import build_chunk, decode_chunk
 from flatgate.proxy.wire.writer import write_chunk

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from flatgate.edge_translator.config import edge_problems
+from flatgate.edge_translator.settings import edge_problems
 from flatgate.proxy.plumbing.gctune import DEFAULT_THRESHOLDS, tune
 from flatgate.proxy.service.settings import ProxySection, config_problems
 

@@ -18,7 +18,7 @@ from flatgate.proxy.transport.base import (
     UpstreamTimeout,
 )
 from flatgate.proxy.transport.factory import make_transport
-from flatgate.proxy.transport.pool import PoolTransport
+from flatgate.proxy.transport.fast import PoolTransport
 from flatgate.proxy.transport.reference import HttpxTransport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

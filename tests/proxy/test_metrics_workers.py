@@ -32,7 +32,7 @@ from flatgate.proxy.plumbing.aggregate import (
 )
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import ServerApp
-from flatgate.proxy.wire.pool import BuilderPool
+from flatgate.proxy.wire.builders import BuilderPool
 from tests.edge import fakes
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="worker liveness is POSIX only")

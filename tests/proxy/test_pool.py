@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from flatgate.proxy.wire.builders import POISON, BuilderPool, finish_bytes
 from flatgate.proxy.wire.frames import unprefix
-from flatgate.proxy.wire.pool import POISON, BuilderPool, finish_bytes
 from flatgate.proxy.wire.stock import build_chunk, decode_chunk
 
 

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from flatgate.proxy.service.stub import deltas_of
+from flatgate.proxy.stub import deltas_of
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.frames import (
     ChunkError,
     FrameCutter,
@@ -14,7 +15,6 @@ from flatgate.proxy.wire.frames import (
     chunk_is_final,
     unprefix,
 )
-from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
 from flatgate.proxy.wire.stock import build_chunk
 

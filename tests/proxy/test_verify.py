@@ -15,8 +15,8 @@ from flatgate.generated.LLMGateway.CompletionChunk import CompletionChunk, Compl
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
 from flatgate.generated.LLMGateway.Message import MessageT
 from flatgate.generated.LLMGateway.ToolCall import ToolCallT
+from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
-from flatgate.proxy.wire.pool import BuilderPool
 from flatgate.proxy.wire.route import read_route
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, REQUEST_IDENTIFIER, FinishReason
 from flatgate.proxy.wire.stock import build_chunk, decode_chunk

@@ -20,10 +20,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from flatgate.edge_translator.messages.models import decode_messages
-from flatgate.edge_translator.messages.translate import write_messages
-from flatgate.edge_translator.models import decode_request
-from flatgate.edge_translator.translate import write_request
+from flatgate.edge_translator.anthropic.models import decode_messages
+from flatgate.edge_translator.anthropic.translate import write_messages
+from flatgate.edge_translator.openai.models import decode_request
+from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.wire import layout
 from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import FinishReason

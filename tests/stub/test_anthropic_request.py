@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.service.stub.anthropic import AnthropicWire
-from flatgate.proxy.service.stub.echo import Rejected, StubRequest
+from flatgate.proxy.stub.anthropic import AnthropicWire
+from flatgate.proxy.stub.echo import Rejected, StubRequest
 from flatgate.proxy.wire.schema import Role
 
 WIRE = AnthropicWire()

@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from flatgate.proxy.service.settings import config_problems
-from flatgate.proxy.service.stub.cadence import TOKEN, Clock, Prebuilt, prebuilt
-from flatgate.proxy.service.stub.server import WIRES
+from flatgate.proxy.stub.cadence import TOKEN, Clock, Prebuilt, prebuilt
+from flatgate.proxy.stub.server import WIRES
 from flatgate.proxy.wire.frames import Chunk
 from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason
 from tests.servers import Server, running, write_config

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flatgate.proxy.service.settings import FAULTS
-from flatgate.proxy.service.stub import StubRequest, deltas_of
-from flatgate.proxy.service.stub.echo import (
+from flatgate.proxy.stub import StubRequest, deltas_of
+from flatgate.proxy.stub.echo import (
     BEFORE_HEAD,
     MID_STREAM,
     answer,

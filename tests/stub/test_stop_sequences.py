@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.messages.models import decode_messages
-from flatgate.edge_translator.messages.translate import write_messages
-from flatgate.proxy.service.stub.anthropic import AnthropicWire
-from flatgate.proxy.service.stub.echo import StubRequest, answer
-from flatgate.proxy.service.stub.fbs import FbsWire, parse_request
-from flatgate.proxy.service.stub.openai import OpenAIWire
+from flatgate.edge_translator.anthropic.models import decode_messages
+from flatgate.edge_translator.anthropic.translate import write_messages
+from flatgate.proxy.stub.anthropic import AnthropicWire
+from flatgate.proxy.stub.echo import StubRequest, answer
+from flatgate.proxy.stub.fbs import FbsWire, parse_request
+from flatgate.proxy.stub.openai import OpenAIWire
 from flatgate.proxy.wire.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.schema import FRAMES, FinishReason, Role
 from flatgate.proxy.wire.stock import decode_chunk

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.service.stub.anthropic import AnthropicWire
-from flatgate.proxy.service.stub.echo import Answer, StubRequest, Wire, answer
-from flatgate.proxy.service.stub.fbs import FbsWire
-from flatgate.proxy.service.stub.openai import OpenAIWire
+from flatgate.proxy.stub.anthropic import AnthropicWire
+from flatgate.proxy.stub.echo import Answer, StubRequest, Wire, answer
+from flatgate.proxy.stub.fbs import FbsWire
+from flatgate.proxy.stub.openai import OpenAIWire
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.frames import Chunk, FrameSplitter, SSESplitter, unprefix
 from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason, Role

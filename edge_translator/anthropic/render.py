@@ -1,0 +1,409 @@
+"""Chunk frames -> Anthropic Messages JSON: the streamed events and the
+aggregated non-streaming ``message``.
+
+Owns the response side of the Messages API as the official SDKs read it:
+
+- ``EventRenderer.feed(chunk)`` returns the SSE bytes one decoded ``Chunk``
+  becomes. Every event is an ``event:`` line and a ``data`` object whose
+  ``type`` matches, in exactly this order: ``message_start`` (``usage``: the
+  input tokens when the first chunk already carries them, else 0); then for
+  each content block, indices 0, 1, 2, ...: ``content_block_start``, its
+  deltas, ``content_block_stop``, one block at a time (reasoning is a
+  ``thinking`` block with ``thinking_delta``s, text a ``text`` block with
+  ``text_delta``s, a tool call a ``tool_use`` block with
+  ``input_json_delta``s; a block is closed before the next one opens); then
+  ``message_delta`` (``stop_reason``, ``stop_sequence``, and the final
+  ``usage``: ``input_tokens``, cumulative ``output_tokens``,
+  ``cache_read_input_tokens`` when some were cached) and ``message_stop``.
+- ``MessageAggregator`` folds every chunk of a non-streaming answer into one
+  ``message`` (``id``, ``type``, ``role``, ``content`` blocks in the order
+  they began, ``model``, ``stop_reason``, ``stop_sequence``, ``usage``).
+- An error chunk raises the ``EdgeError`` it carries (``render.chunk_error``):
+  the caller ends the stream with ``errors.error_event``.
+
+Stop reasons: Stop -> ``end_turn``, or ``stop_sequence`` when the final chunk
+names the sequence that matched; Length -> ``max_tokens``; ToolCalls ->
+``tool_use``; ContentFilter -> ``refusal``. Usage: the wire's prompt tokens
+include the cached ones, Anthropic's ``input_tokens`` do not. The Messages API
+requires the counts: a backend that reported none gives 0 (and the app counts
+it in ``flatgate_edge_usage_unknown_total``).
+
+A text delta inside an open text block (the per-token path) is a
+pre-encoded head, the msgspec-encoded text and a fixed tail, written with
+``Encoder.encode_into`` into one reused ``bytearray``. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from flatgate.edge_translator.errors import UpstreamFailed
+from flatgate.edge_translator.openai.render import chunk_error
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.frames import Chunk, Usage
+from flatgate.proxy.wire.schema import FinishReason
+
+__all__ = ["PING", "EventRenderer", "MessageAggregator", "stop_reason_name"]
+
+PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+
+_STOP: dict[int, str] = {
+    FinishReason.STOP: "end_turn",
+    FinishReason.LENGTH: "max_tokens",
+    FinishReason.TOOL_CALLS: "tool_use",
+    FinishReason.CONTENT_FILTER: "refusal",
+}
+_ERROR = FinishReason.ERROR
+
+_encoder = msgspec.json.Encoder()
+_encode = _encoder.encode
+_encode_into = _encoder.encode_into
+
+# Block kinds.
+_TEXT, _THINKING, _TOOL = 1, 2, 3
+_DELTA_HEAD = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+_DELTA_KIND = {
+    _TEXT: b',"delta":{"type":"text_delta","text":',
+    _THINKING: b',"delta":{"type":"thinking_delta","thinking":',
+    _TOOL: b',"delta":{"type":"input_json_delta","partial_json":',
+}
+_DELTA_END = b"}}\n\n"
+_START_HEAD = b'event: content_block_start\ndata: {"type":"content_block_start","index":'
+_TEXT_BLOCK = b',"content_block":{"type":"text","text":""}}\n\n'
+_THINKING_BLOCK = b',"content_block":{"type":"thinking","thinking":"","signature":""}}\n\n'
+_STOP_HEAD = b'event: content_block_stop\ndata: {"type":"content_block_stop","index":'
+_MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+
+
+def stop_reason_name(chunk: Chunk) -> str | None:
+    """Anthropic's ``stop_reason`` for a final chunk (``None`` while it goes on)."""
+    if chunk.finish_reason == FinishReason.STOP and chunk.stop_sequence:
+        return "stop_sequence"
+    return _STOP.get(chunk.finish_reason)
+
+
+class _InUsage(msgspec.Struct):
+    input_tokens: int
+    output_tokens: int
+
+
+class _OutUsage(msgspec.Struct, omit_defaults=True):
+    output_tokens: int
+    input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+
+def _usage_out(u: Usage | None) -> _OutUsage:
+    if u is None:
+        return _OutUsage(0)
+    return _OutUsage(
+        u.completion_tokens, u.prompt_tokens - u.cached_tokens, u.cached_tokens or None
+    )
+
+
+class _Delta(msgspec.Struct):
+    stop_reason: str | None
+    stop_sequence: str | None
+
+
+class _MessageDelta(msgspec.Struct):
+    type: str
+    delta: _Delta
+    usage: _OutUsage
+
+
+class EventRenderer:
+    """The Messages SSE events of one streamed answer, chunk by chunk."""
+
+    __slots__ = (
+        "_buf",
+        "_done",
+        "_id",
+        "_index",
+        "_kind",
+        "_model",
+        "_started",
+        "_text_head",
+        "_tools",
+        "_usage",
+    )
+
+    def __init__(self, *, message_id: str, model: str) -> None:
+        self._id = message_id
+        self._model = model
+        self._started = False
+        # The open block: its kind (0: none) and index; the next index is len.
+        self._kind = 0
+        self._index = -1
+        self._text_head = b""
+        # The wire's tool-call index -> the block index of that call.
+        self._tools: dict[int, int] = {}
+        self._usage: Usage | None = None
+        self._done = False
+        self._buf = bytearray()
+
+    @property
+    def finished(self) -> bool:
+        """True once the final chunk has been rendered (through ``message_stop``)."""
+        return self._done
+
+    @property
+    def complete(self) -> bool:
+        return self._done
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage the backend sent, if any."""
+        return self._usage
+
+    def end(self) -> bytes:
+        """Nothing: ``feed`` renders the final chunk through ``message_stop``."""
+        return b""
+
+    def feed(self, chunk: Chunk) -> bytes:
+        """The SSE bytes for one chunk (possibly several events).
+
+        An error chunk raises the ``EdgeError`` it carries.
+        """
+        content = chunk.content
+        if (
+            self._kind == _TEXT
+            and content
+            and not chunk.finish_reason
+            and not chunk.reasoning
+            and not chunk.tool_calls
+        ):
+            buf = self._buf
+            buf[:] = self._text_head
+            _encode_into(content, buf, -1)
+            buf += _DELTA_END
+            return bytes(buf)
+        return self._feed(chunk)
+
+    def _feed(self, chunk: Chunk) -> bytes:
+        finish = chunk.finish_reason
+        if chunk.error is not None or finish == _ERROR:
+            raise chunk_error(chunk.error)
+        out: list[bytes] = []
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        if not self._started:
+            self._started = True
+            out.append(self._message_start(chunk))
+        if chunk.reasoning:
+            if self._kind != _THINKING:
+                self._open(_THINKING, _THINKING_BLOCK, out)
+            out.append(self._delta(self._index, _THINKING, chunk.reasoning))
+        if chunk.content:
+            if self._kind != _TEXT:
+                self._open(_TEXT, _TEXT_BLOCK, out)
+                self._text_head = _DELTA_HEAD + str(self._index).encode() + _DELTA_KIND[_TEXT]
+            out.append(self._delta(self._index, _TEXT, chunk.content))
+        for call in chunk.tool_calls:
+            index = self._tools.get(call.index)
+            if index is None:
+                block = (
+                    b',"content_block":{"type":"tool_use","id":%b,"name":%b,"input":{}}}\n\n'
+                    % (
+                        _encode(call.id),
+                        _encode(call.name),
+                    )
+                )
+                self._open(_TOOL, block, out)
+                index = self._tools[call.index] = self._index
+            # A fragment for a call whose block another has closed (servers
+            # stream calls one after the other; this one interleaved) still
+            # goes to its own block: the SDKs accumulate by index.
+            if call.arguments:
+                out.append(self._delta(index, _TOOL, call.arguments))
+        if finish:
+            self._close(out)
+            self._done = True
+            matched = chunk.stop_sequence or None
+            delta = _MessageDelta(
+                "message_delta",
+                _Delta(stop_reason_name(chunk), matched),
+                _usage_out(self._usage),
+            )
+            out.append(b"event: message_delta\ndata: " + _encode(delta) + b"\n\n")
+            out.append(_MESSAGE_STOP)
+        return b"".join(out)
+
+    def _message_start(self, chunk: Chunk) -> bytes:
+        if chunk.model:
+            self._model = chunk.model
+        u = self._usage
+        usage = _InUsage(u.prompt_tokens - u.cached_tokens if u is not None else 0, 0)
+        return (
+            b'event: message_start\ndata: {"type":"message_start","message":{"id":'
+            + _encode(self._id)
+            + b',"type":"message","role":"assistant","model":'
+            + _encode(self._model)
+            + b',"content":[],"stop_reason":null,"stop_sequence":null,"usage":'
+            + _encode(usage)
+            + b"}}\n\n"
+        )
+
+    def _delta(self, index: int, kind: int, text: str) -> bytes:
+        return _DELTA_HEAD + str(index).encode() + _DELTA_KIND[kind] + _encode(text) + _DELTA_END
+
+    def _close(self, out: list[bytes]) -> None:
+        if self._kind:
+            out.append(_STOP_HEAD + str(self._index).encode() + b"}\n\n")
+            self._kind = 0
+
+    def _open(self, kind: int, block: bytes, out: list[bytes]) -> None:
+        self._close(out)
+        self._index += 1
+        self._kind = kind
+        out.append(_START_HEAD + str(self._index).encode() + block)
+
+
+class _Text(msgspec.Struct, tag="text", tag_field="type"):
+    text: str
+
+
+class _Thinking(msgspec.Struct, tag="thinking", tag_field="type"):
+    thinking: str
+    signature: str = ""
+
+
+class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type"):
+    id: str
+    name: str
+    input: msgspec.Raw
+
+
+class _UsageOut(msgspec.Struct, omit_defaults=True):
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int | None = None
+
+
+class _Message(msgspec.Struct):
+    id: str
+    type: str
+    role: str
+    model: str
+    content: list[_Text | _Thinking | _ToolUse]
+    stop_reason: str | None
+    stop_sequence: str | None
+    usage: _UsageOut
+
+
+_decode_any = msgspec.json.decode
+
+
+def _tool_input(parts: list[str]) -> msgspec.Raw:
+    """A call's arguments as the ``input`` object the Messages API requires."""
+    text = "".join(parts).strip()
+    if not text:
+        return msgspec.Raw(b"{}")
+    data = text.encode()
+    try:
+        ok = isinstance(_decode_any(data), dict)
+    except (msgspec.DecodeError, RecursionError):  # nested too deeply to check
+        ok = False
+    if not ok:
+        raise UpstreamFailed(
+            "The backend's tool call arguments are not a JSON object, which the Messages "
+            "API requires as a tool_use block's input.",
+            code=codes.BACKEND_PROTOCOL_ERROR,
+        )
+    return msgspec.Raw(data)
+
+
+class _Block:
+    __slots__ = ("id", "kind", "name", "parts")
+
+    def __init__(self, kind: int, id_: str = "", name: str = "") -> None:
+        self.kind = kind
+        self.id = id_
+        self.name = name
+        self.parts: list[str] = []
+
+    def out(self) -> _Text | _Thinking | _ToolUse:
+        if self.kind == _TEXT:
+            return _Text("".join(self.parts))
+        if self.kind == _THINKING:
+            return _Thinking("".join(self.parts))
+        return _ToolUse(self.id, self.name, _tool_input(self.parts))
+
+
+class MessageAggregator:
+    """Folds the chunks of a non-streaming answer into one ``message``."""
+
+    __slots__ = ("_blocks", "_id", "_model", "_stop", "_tools", "_usage")
+
+    def __init__(self, *, message_id: str, model: str) -> None:
+        self._id = message_id
+        self._model = model
+        # Blocks in the order they began.
+        self._blocks: list[_Block] = []
+        self._tools: dict[int, _Block] = {}
+        self._usage: Usage | None = None
+        self._stop: Chunk | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self._stop is not None
+
+    @property
+    def complete(self) -> bool:
+        return self._stop is not None
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._usage
+
+    def _part(self, kind: int, text: str) -> None:
+        blocks = self._blocks
+        if not blocks or blocks[-1].kind != kind:
+            blocks.append(_Block(kind))
+        blocks[-1].parts.append(text)
+
+    def feed(self, chunk: Chunk) -> None:
+        """Take one chunk; an error chunk raises the ``EdgeError`` it carries."""
+        if chunk.error is not None or chunk.finish_reason == _ERROR:
+            raise chunk_error(chunk.error)
+        if chunk.model:
+            self._model = chunk.model
+        if chunk.reasoning:
+            self._part(_THINKING, chunk.reasoning)
+        if chunk.content:
+            self._part(_TEXT, chunk.content)
+        for call in chunk.tool_calls:
+            block = self._tools.get(call.index)
+            if block is None:
+                block = self._tools[call.index] = _Block(_TOOL, call.id, call.name)
+                self._blocks.append(block)
+            if call.arguments:
+                block.parts.append(call.arguments)
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        if chunk.finish_reason:
+            self._stop = chunk
+
+    def body(self) -> bytes:
+        """The ``message`` JSON body."""
+        content = [block.out() for block in self._blocks]
+        stop = self._stop
+        u = self._usage
+        usage = (
+            _UsageOut(0, 0)
+            if u is None
+            else _UsageOut(
+                u.prompt_tokens - u.cached_tokens, u.completion_tokens, u.cached_tokens or None
+            )
+        )
+        message = _Message(
+            self._id,
+            "message",
+            "assistant",
+            self._model,
+            content,
+            stop_reason_name(stop) if stop is not None else None,
+            (stop.stop_sequence or None) if stop is not None else None,
+            usage,
+        )
+        return _encode(message)

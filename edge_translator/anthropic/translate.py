@@ -1,0 +1,243 @@
+"""Anthropic request -> ``CompletionRequest`` FlatBuffer: the Messages edge's hot path.
+
+Owns ``write_messages``: a decoded ``MessagesRequest`` (or the prompt of a
+``CountTokensRequest``) as a ``CompletionRequest`` buffer, through the edges'
+shared writer (``request_writer.RequestWriter``). The mapping, message by
+message:
+
+- ``system`` (a string, or text blocks joined) is the first message, role System;
+- a user turn's ``tool_result`` blocks are Tool messages, in order (the call
+  id, the text: a string or text blocks joined, ``is_error``), then its text
+  blocks, joined, are one User message (Anthropic requires the results
+  first, so the order is kept);
+- an assistant turn is one Assistant message: its text blocks joined, its
+  ``tool_use`` blocks as tool calls (the ``input`` object, as the caller wrote
+  it, is the call's arguments); ``thinking`` and ``redacted_thinking`` blocks
+  are dropped (a backend other than the one that wrote them cannot read them,
+  and the one that did verifies their signatures), and a turn left with
+  nothing is dropped;
+- text blocks are joined with nothing between them, as the OpenAI edge joins
+  text parts: the text reaches the backend exactly as sent.
+
+Then: ``tools`` (``input_schema`` is the parameters' JSON Schema, as written),
+``tool_choice`` (auto -> Auto, any -> Required, tool -> Function with its
+name, none -> None; ``disable_parallel_tool_use`` -> ``parallel_tool_calls =
+false``; written only when tools exist), ``stop_sequences`` -> ``stop``,
+``metadata.user_id`` -> ``user``, ``max_tokens``, ``temperature``, ``top_p``,
+``top_k``, ``stream`` (with ``include_usage``: the Messages API always reports
+usage). Blocks the wire cannot carry are refused as they are met (see
+``models``).
+
+A ``CountTokensRequest``'s buffer is then verified as whoever reads a
+``messages`` request verifies it (the proxy before a JSON backend, an fbs
+backend such as the stub on arrival: ``wire.verify.verify_request``, its
+object and depth bounds), so ``count_tokens``, which the edge answers itself,
+counts no prompt that ``messages`` would be refused (400
+``malformed_request``, the verifier's message): one definition of the limits,
+not a second copy of them here. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from flatgate.edge_translator.anthropic.models import (
+    AnyChoice,
+    AutoChoice,
+    CountTokensRequest,
+    MessagesRequest,
+    NoneChoice,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoice,
+    ToolResultBlock,
+    ToolUseBlock,
+    misplaced,
+    not_an_object,
+    not_utf8,
+    unsupported,
+)
+from flatgate.edge_translator.decoding import is_utf8
+from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.edge_translator.request_writer import Call, RequestWriter, WireMessage
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.schema import Role, ToolChoiceMode
+from flatgate.proxy.wire.verify import MAX_BUFFER_BYTES, MalformedBuffer, verify_request
+
+__all__ = ["tool_choice_of", "write_messages"]
+
+_USER = int(Role.User)
+_ASSISTANT = int(Role.Assistant)
+_TOOL = int(Role.Tool)
+_SYSTEM = int(Role.System)
+_DROPPED = (ThinkingBlock, RedactedThinkingBlock)
+_EMPTY_USER: WireMessage = (_USER, b"", b"", b"", (), False)
+
+
+def tool_choice_of(req: CountTokensRequest) -> tuple[int, str, bool | None]:
+    """(mode, forced tool name, parallel_tool_calls) on the wire; nothing
+    without tools (a choice among no tools is no choice)."""
+    choice = req.tool_choice
+    if choice is None or not req.tools:
+        return ToolChoiceMode.Unset, "", None
+    kind = type(choice)
+    if kind is NoneChoice:
+        return ToolChoiceMode.None_, "", None
+    single = False if choice.disable_parallel_tool_use else None  # type: ignore[union-attr]
+    if kind is AutoChoice:
+        return ToolChoiceMode.Auto, "", single
+    if kind is AnyChoice:
+        return ToolChoiceMode.Required, "", single
+    assert kind is ToolChoice
+    return ToolChoiceMode.Function, choice.name, single  # type: ignore[union-attr]
+
+
+def _result_text(block: ToolResultBlock, i: int, j: int) -> bytes:
+    content = block.content
+    if content is None:
+        return b""
+    if isinstance(content, str):
+        return content.encode()
+    parts = []
+    for k, part in enumerate(content):
+        if type(part) is not TextBlock:
+            raise unsupported(part, f"messages.{i}.content.{j}.content.{k}")
+        parts.append(part.text)
+    return "".join(parts).encode()
+
+
+def _user(out: list[WireMessage], blocks: list[object], i: int) -> None:
+    texts = []
+    results = False
+    for j, b in enumerate(blocks):
+        kind = type(b)
+        if kind is TextBlock:
+            texts.append(b.text)  # type: ignore[attr-defined]
+        elif kind is ToolResultBlock:
+            results = True
+            call_id = b.tool_use_id.encode()  # type: ignore[attr-defined]
+            failed = bool(b.is_error)  # type: ignore[attr-defined]
+            out.append((_TOOL, _result_text(b, i, j), b"", call_id, (), failed))  # type: ignore[arg-type]
+        elif kind is ToolUseBlock:
+            raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
+        elif kind not in _DROPPED:
+            raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
+    data = "".join(texts).encode()
+    if data:
+        out.append((_USER, data))
+    elif not results:
+        out.append(_EMPTY_USER)  # keep the turn: the backend says what an empty one means
+
+
+def _assistant(out: list[WireMessage], blocks: list[object], i: int) -> None:
+    texts = []
+    calls: list[Call] = []
+    for j, b in enumerate(blocks):
+        kind = type(b)
+        if kind is TextBlock:
+            texts.append(b.text)  # type: ignore[attr-defined]
+        elif kind is ToolUseBlock:
+            args = bytes(b.input)  # type: ignore[attr-defined]
+            if not args.lstrip().startswith(b"{"):
+                raise not_an_object(f"messages.{i}.content.{j}.input")
+            if not is_utf8(args):
+                raise not_utf8(f"messages.{i}.content.{j}.input")
+            calls.append((b.id.encode(), b.name.encode(), args))  # type: ignore[attr-defined]
+        elif kind is ToolResultBlock:
+            raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
+        elif kind not in _DROPPED:
+            raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
+    data = "".join(texts).encode()
+    if calls:
+        out.append((_ASSISTANT, data, b"", b"", calls, False))
+    elif data:
+        out.append((_ASSISTANT, data))
+
+
+def _verified(frame: bytes) -> bytes:
+    """``frame`` if the proxy would take it (see the module docstring). Its
+    expansion bound is left at FlatBuffers' own: that one is against shared
+    references, which this writer never makes, and the proxy holds it to its
+    own ``max_body_bytes``, which the edge does not know."""
+    try:
+        verify_request(frame, max_bytes=MAX_BUFFER_BYTES)
+    except MalformedBuffer as exc:
+        raise InvalidRequest(str(exc), code=codes.MALFORMED_REQUEST) from None
+    return frame
+
+
+def write_messages(
+    req: CountTokensRequest,
+    *,
+    provider: int,
+    model_name: str,
+    tenant: str = "",
+    request_id: str = "",
+) -> bytes:
+    """``req`` as a ``CompletionRequest`` buffer (a ``CountTokensRequest``:
+    its prompt alone, no sampling parameters, verified as the proxy would)."""
+    full = req if type(req) is MessagesRequest else None
+    w = RequestWriter()
+    choice, choice_name, parallel = tool_choice_of(req)
+    meta = full.metadata if full is not None else None
+    w.strings(
+        request_id=request_id,
+        model_name=model_name,
+        tenant=tenant,
+        user=(meta and meta.user_id) or "",
+        tool_choice_name=choice_name,
+        response_format=b"",
+    )
+
+    wire: list[WireMessage] = []
+    add = wire.append
+    system = req.system
+    if system:
+        data = (system if type(system) is str else "".join(b.text for b in system)).encode()  # type: ignore[union-attr]
+        if data:
+            add((_SYSTEM, data))
+    for i, m in enumerate(req.messages):
+        content = m.content
+        user = m.role == "user"
+        if type(content) is str:
+            if content:
+                add((_USER if user else _ASSISTANT, content.encode()))
+            elif user:
+                add(_EMPTY_USER)
+        elif user:
+            _user(wire, content, i)  # type: ignore[arg-type]
+        else:
+            _assistant(wire, content, i)  # type: ignore[arg-type]
+    w.messages(wire)
+
+    if req.tools:
+        w.tools(
+            [
+                (
+                    t.name.encode(),
+                    (t.description or "").encode(),
+                    bytes(t.input_schema),
+                    bool(t.strict),
+                )
+                for t in req.tools
+            ]
+        )
+    if full is None:
+        return _verified(
+            w.finish(provider=provider, tool_choice=choice, parallel_tool_calls=parallel)
+        )
+    if full.stop_sequences:
+        stops = [s.encode() for s in full.stop_sequences if s]
+        if stops:
+            w.stops(stops)
+    stream = bool(full.stream)
+    return w.finish(
+        provider=provider,
+        tool_choice=choice,
+        max_tokens=full.max_tokens,
+        temperature=full.temperature,
+        top_p=full.top_p,
+        top_k=full.top_k or 0,
+        stream=stream,
+        include_usage=stream,
+        parallel_tool_calls=parallel,
+    )

@@ -1,0 +1,122 @@
+"""OpenAI request -> ``CompletionRequest`` FlatBuffer: the OpenAI edge's hot path.
+
+Owns ``write_request``: a decoded ``ChatCompletionRequest`` (DESIGN section 1;
+what each field means on the wire is ``mapping``) as a ``CompletionRequest``
+buffer, through the edges' shared writer (``request_writer.RequestWriter``).
+
+Conventions (besides the writer's): metadata is sorted by key
+(``KeyValue.key`` is the table's key), ``max_completion_tokens`` wins over
+``max_tokens``, text content parts are joined, and a message with nothing but
+a role and text takes the writer's one-pack path. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from flatgate.edge_translator.openai.mapping import (
+    ROLE_OF,
+    extras_of,
+    max_tokens_of,
+    stops_of,
+    text_of,
+    tool_choice_of,
+)
+from flatgate.edge_translator.openai.models import (
+    AssistantMessage,
+    ChatCompletionRequest,
+    ToolMessage,
+)
+from flatgate.edge_translator.request_writer import RequestWriter, WireMessage
+
+__all__ = ["write_request"]
+
+
+def write_request(
+    req: ChatCompletionRequest,
+    *,
+    provider: int,
+    model_name: str,
+    tenant: str = "",
+    request_id: str = "",
+) -> bytes:
+    """``req`` as a ``CompletionRequest`` buffer (the schema-specific writer)."""
+    w = RequestWriter()
+    choice, choice_name = tool_choice_of(req)
+    rf = bytes(req.response_format)
+    w.strings(
+        request_id=request_id,
+        model_name=model_name,
+        tenant=tenant,
+        user=req.user or "",
+        tool_choice_name=choice_name,
+        response_format=b"" if rf == b"null" else rf,
+    )
+
+    wire: list[WireMessage] = []
+    add = wire.append
+    role_of = ROLE_OF
+    for msg in req.messages:
+        kind = type(msg)
+        content = msg.content
+        data = (content if type(content) is str else text_of(content)).encode()
+        if (
+            not data
+            or kind is ToolMessage
+            or msg.name  # type: ignore[union-attr]  # every other kind has a name
+            or (kind is AssistantMessage and msg.tool_calls)  # type: ignore[union-attr]
+        ):
+            name, call_id, calls = extras_of(msg)
+            add(
+                (
+                    role_of[kind],
+                    data,
+                    name,
+                    call_id,
+                    [
+                        (c.id.encode(), c.function.name.encode(), c.function.arguments.encode())
+                        for c in calls
+                    ],
+                    False,
+                )
+            )
+        else:
+            add((role_of[kind], data))
+    w.messages(wire)
+
+    if req.tools:
+        specs = []
+        for tool in req.tools:
+            fn = tool.function
+            params = bytes(fn.parameters)
+            specs.append(
+                (
+                    fn.name.encode(),
+                    (fn.description or "").encode(),
+                    b"" if params == b"null" else params,
+                    bool(fn.strict),
+                )
+            )
+        w.tools(specs)
+    if req.stop:
+        stops = [x.encode() for x in stops_of(req)]
+        if stops:
+            w.stops(stops)
+    if req.metadata:
+        w.metadata(req.metadata)
+
+    stream = bool(req.stream)
+    options = req.stream_options
+    return w.finish(
+        provider=provider,
+        tool_choice=choice,
+        max_tokens=max_tokens_of(req),
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=req.top_k or 0,
+        seed=req.seed,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
+        n=req.n or 0,
+        stream=stream,
+        include_usage=stream and options is not None and options.include_usage,
+        parallel_tool_calls=req.parallel_tool_calls,
+    )

@@ -1,0 +1,430 @@
+"""The edge's settings: one frozen typed object from the shared TOML file.
+
+Owns the ``[edge]``, ``[[models]]``, ``[[keys]]`` and ``[auth]`` sections of the config
+(and reads ``[state]``, ``[[limits]]`` and ``[[tenants]]`` through ``plumbing.limits``)
+file (the proxy's sections in the same file belong to ``proxy.config`` and are
+ignored here). Values come, lowest precedence first, from the file, from
+``FLATGATE_EDGE_<KEY>`` environment variables (TOML syntax, bare strings
+allowed) and from explicit overrides (the CLI's flags). A bad config fails at
+start-up with an ``EdgeConfigError`` listing every problem, each naming its
+key, e.g. ``models[1].provider: expected one of OpenAI, Anthropic, SelfHosted``
+(``edge_problems`` lists them without raising).
+
+No I/O beyond reading the file it is given (or the embedded default), and
+``[auth.jwt] jwks_file``, which must load for the config to be good.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import msgspec
+
+from flatgate.proxy.limits import LimitsConfig, parse_limits
+from flatgate.proxy.plumbing.config import (
+    ConfigError,
+    Problems,
+    convert_at,
+    env_name,
+    env_value,
+    read_document,
+)
+from flatgate.proxy.plumbing.intake import IntakeSection, intake_problems
+from flatgate.proxy.wire.schema import Provider
+
+__all__ = [
+    "JWT_ALGORITHMS",
+    "AuthConfig",
+    "EdgeConfigError",
+    "EdgeSection",
+    "EdgeSettings",
+    "JwtConfig",
+    "KeyConfig",
+    "ModelConfig",
+    "edge_problems",
+    "load_edge_settings",
+    "parse_edge_settings",
+]
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class EdgeConfigError(ConfigError):
+    """A config the edge cannot start with; the message names the key."""
+
+
+class EdgeSection(IntakeSection, frozen=True, forbid_unknown_fields=True):
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    # Where the FlatBuffers proxy listens (its POST /v1/completions).
+    proxy_url: str = "http://127.0.0.1:8081"
+    connect_timeout: float = 2.0
+    # Longest wait between the proxy's bytes once the answer has begun.
+    read_timeout: float = 30.0
+    # Longest wait for the proxy's answer to begin: a reasoning model behind it
+    # may think for minutes before its first token.
+    first_byte_timeout: float = 600.0
+    # While a stream waits for its first token, an SSE comment goes to the
+    # client this often (0: never), so that proxies in between keep the
+    # connection; it commits the response to 200, so a later error is an event.
+    keepalive_seconds: float = 15.0
+    # Longest whole exchange with the proxy (0: none).
+    total_timeout: float = 0.0
+    # Client to the proxy: "fast" (proxy.upstream's keep-alive pool) or "httpx".
+    transport: Literal["fast", "httpx"] = "fast"
+    # Server interface: "asgi" bounds what a client that stops reading can make
+    # the edge buffer (granian's ASGI send waits); "rsgi" is leaner, unbounded.
+    interface: Literal["asgi", "rsgi"] = "asgi"
+    # Connections kept to the proxy, per worker: each stream holds one for its
+    # whole life, so sized for thousands of concurrent streams.
+    pool_limit: int = 4096
+    # Longest wait for a free connection to the proxy; then 503 with Retry-After.
+    pool_timeout: float = 5.0
+    # The token the edge presents to a proxy that authenticates its callers
+    # (`Authorization: Bearer`); best set as FLATGATE_EDGE_PROXY_TOKEN.
+    proxy_token: str = ""
+    # Hex SHA-256 of the bearer token /metrics needs ("": /metrics is open).
+    metrics_token_sha256: str = ""
+    # One line per request on stderr, as logfmt "text" or "json".
+    access_log: bool = True
+    log_format: Literal["text", "json"] = "text"
+    # Serve HTTPS with this PEM certificate (chain) and key (both, or neither).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    # Graceful stop, as [proxy]'s (README, "Graceful restarts").
+    drain_grace_seconds: float = 5.0
+    drain_seconds: float = 30.0
+    # Each worker looks at the config file this often and applies a good
+    # change to [[keys]], [auth], [[models]], [state], [[limits]] and
+    # [[tenants]] (plumbing.reload; `flatgate reload`). 0: never.
+    reload_seconds: float = 1.0
+    # The cyclic GC (plumbing.gctune): thresholds per generation (CPython's
+    # are 700, 10, 10: a young collection every few streams at token
+    # cadence), and gc.freeze() once the app is built.
+    gc_thresholds: tuple[int, int, int] = (50_000, 20, 100)
+    gc_freeze: bool = True
+
+
+class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    provider: str
+    aliases: tuple[str, ...] = ()
+    owned_by: str = "flatgate"
+
+    @property
+    def provider_id(self) -> Provider:
+        return Provider[self.provider]
+
+
+class KeyConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    tenant: str
+    # Hex SHA-256 of the API key; the key itself is never stored.
+    sha256: str
+    # Names or globs of the models this key may call (absent: every model the
+    # tenant may; a [[tenants]] entry's list applies as well).
+    models: tuple[str, ...] | None = None
+
+
+# The JWT signature algorithms [auth.jwt] may allow: asymmetric only. `none`
+# and the HMAC family (HS*) never: a key set is published, and an HMAC "key"
+# taken from it would let anyone sign.
+JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA")
+
+
+class JwtConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[auth.jwt]``: bearer tokens that are JWTs, verified against a key set."""
+
+    # Accepted `iss`, and `aud` (a token's `aud` must hold one of these).
+    issuer: str
+    audience: str | tuple[str, ...]
+    # The key set (JWKS): an https URL, fetched in each worker and refreshed
+    # when a token names an unknown `kid`, or a local file (read at start, and
+    # read again on an unknown `kid`). Exactly one of the two.
+    jwks_url: str = ""
+    jwks_file: str = ""
+    algorithms: tuple[str, ...] = ("RS256", "ES256", "EdDSA")
+    # The claim naming the tenant (a non-empty string), by exact name.
+    tenant_claim: str = "sub"
+    # Optional claim listing the models the token may use (globs; a list of
+    # strings, or one string of them separated by spaces). "": not read.
+    models_claim: str = ""
+    # Clock skew tolerated on `exp`, `nbf` and `iat`.
+    leeway_seconds: float = 30.0
+    # Verified tokens kept, per worker, so that a token's signature is checked
+    # once: until it expires, and never longer than cache_seconds (0: no cache).
+    cache_size: int = 10000
+    cache_seconds: float = 300.0
+    # The key set is fetched at most once per refresh_seconds, and fetched
+    # again on the next new token once older than max_age_seconds (0: only
+    # on an unknown `kid`).
+    refresh_seconds: float = 30.0
+    max_age_seconds: float = 3600.0
+    fetch_timeout: float = 5.0
+    # Longest token verified (longer ones are refused unread).
+    max_token_bytes: int = 8192
+
+
+class AuthConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[auth]``: how callers are identified besides ``[[keys]]``."""
+
+    jwt: JwtConfig | None = None
+
+
+class EdgeSettings(msgspec.Struct, frozen=True):
+    edge: EdgeSection = EdgeSection()
+    models: tuple[ModelConfig, ...] = ()
+    keys: tuple[KeyConfig, ...] = ()
+    auth: AuthConfig = AuthConfig()
+    # [state], [[limits]] and [[tenants]] (plumbing.limits).
+    limits: LimitsConfig = LimitsConfig()
+
+    def model_index(self) -> dict[str, ModelConfig]:
+        """Every name and alias to its model entry."""
+        out: dict[str, ModelConfig] = {}
+        for m in self.models:
+            out[m.name] = m
+            for alias in m.aliases:
+                out[alias] = m
+        return out
+
+
+class _Document(msgspec.Struct, frozen=True):
+    edge: EdgeSection = EdgeSection()
+    models: tuple[ModelConfig, ...] = ()
+    keys: tuple[KeyConfig, ...] = ()
+    auth: AuthConfig = AuthConfig()
+
+
+def _problems(s: _Document, problems: Problems) -> None:
+    e = s.edge
+    url = urlsplit(e.proxy_url)
+    if url.scheme != "http" or not url.hostname:
+        problems.append(f"edge.proxy_url: expected http://host[:port], got {e.proxy_url!r}")
+    problems.port("edge.port", e.port)
+    if not e.host:
+        problems.append("edge.host: must not be empty")
+    intake_problems("edge", e, problems)
+    for key in ("workers", "pool_limit"):
+        problems.at_least(f"edge.{key}", getattr(e, key), 1)
+    for key in ("connect_timeout", "read_timeout", "first_byte_timeout"):
+        problems.above(f"edge.{key}", getattr(e, key))
+    problems.at_least("edge.keepalive_seconds", e.keepalive_seconds, 0)
+    problems.at_least("edge.total_timeout", e.total_timeout, 0)
+    problems.above("edge.pool_timeout", e.pool_timeout)
+    if e.metrics_token_sha256 and not _HEX64.match(e.metrics_token_sha256):
+        problems.append(
+            "edge.metrics_token_sha256: expected 64 lower-case hex digits "
+            "(the SHA-256 of the token)"
+        )
+    if bool(e.tls_cert_file) != bool(e.tls_key_file):
+        key = "tls_key_file" if e.tls_cert_file else "tls_cert_file"
+        problems.append(f"edge.{key}: give tls_cert_file and tls_key_file together")
+    elif e.tls_cert_file:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                e.tls_cert_file, e.tls_key_file
+            )
+        except (OSError, ssl.SSLError) as exc:
+            problems.append(f"edge.tls_cert_file: cannot load it with edge.tls_key_file: {exc}")
+    problems.drain("edge", e.drain_grace_seconds, e.drain_seconds)
+    problems.at_least("edge.reload_seconds", e.reload_seconds, 0)
+    for i, threshold in enumerate(e.gc_thresholds):
+        problems.at_least(f"edge.gc_thresholds[{i}]", threshold, 0)
+    seen: dict[str, str] = {}
+    for i, m in enumerate(s.models):
+        where = f"models[{i}]"
+        if m.provider not in Provider.__members__:
+            problems.append(
+                f"{where}.provider: expected one of {', '.join(Provider.__members__)}, "
+                f"got {m.provider!r}"
+            )
+        for j, name in enumerate((m.name, *m.aliases)):
+            key = f"{where}.name" if j == 0 else f"{where}.aliases[{j - 1}]"
+            if not name:
+                problems.append(f"{key}: must not be empty")
+            elif name in seen:
+                problems.append(f"{key}: {name!r} is already used by {seen[name]}")
+            else:
+                seen[name] = where
+    digests: set[str] = set()
+    for i, k in enumerate(s.keys):
+        where = f"keys[{i}]"
+        if not k.tenant:
+            problems.append(f"{where}.tenant: must not be empty")
+        if not _HEX64.match(k.sha256):
+            problems.append(
+                f"{where}.sha256: expected 64 lower-case hex digits (the SHA-256 of the key)"
+            )
+        elif k.sha256 in digests:
+            problems.append(f"{where}.sha256: the same key is listed twice")
+        digests.add(k.sha256)
+    if s.auth.jwt is not None:
+        _jwt_problems(s.auth.jwt, problems)
+
+
+def _jwt_problems(j: JwtConfig, problems: Problems) -> None:
+    where = "auth.jwt"
+    if bool(j.jwks_url) == bool(j.jwks_file):
+        problems.append(f"{where}.jwks_url: give exactly one of jwks_url and jwks_file")
+    elif j.jwks_url:
+        url = urlsplit(j.jwks_url)
+        loopback = url.hostname in ("127.0.0.1", "::1", "localhost")
+        if not url.hostname or not (url.scheme == "https" or (url.scheme == "http" and loopback)):
+            problems.append(
+                f"{where}.jwks_url: expected https://host/path (http only on loopback), "
+                f"got {j.jwks_url!r}"
+            )
+    if not j.algorithms:
+        problems.append(f"{where}.algorithms: at least one is required")
+    for i, alg in enumerate(j.algorithms):
+        if alg not in JWT_ALGORITHMS:
+            never = " (never none or HS*: a published key set cannot hold a secret)"
+            problems.append(
+                f"{where}.algorithms[{i}]: expected one of {', '.join(JWT_ALGORITHMS)}, "
+                f"got {alg!r}" + (never if alg.lower() == "none" or alg.startswith("HS") else "")
+            )
+    if not j.issuer:
+        problems.append(f"{where}.issuer: must not be empty")
+    audiences = (j.audience,) if isinstance(j.audience, str) else j.audience
+    if not audiences or not all(audiences):
+        problems.append(f"{where}.audience: one or more non-empty strings")
+    if not j.tenant_claim:
+        problems.append(f"{where}.tenant_claim: must not be empty")
+    problems.at_least(f"{where}.leeway_seconds", j.leeway_seconds, 0)
+    problems.at_least(f"{where}.cache_size", j.cache_size, 0)
+    problems.above(f"{where}.cache_seconds", j.cache_seconds)
+    problems.at_least(f"{where}.refresh_seconds", j.refresh_seconds, 0)
+    problems.at_least(f"{where}.max_age_seconds", j.max_age_seconds, 0)
+    problems.above(f"{where}.fetch_timeout", j.fetch_timeout)
+    problems.at_least(f"{where}.max_token_bytes", j.max_token_bytes, 256)
+    if j.jwks_file and all(alg in JWT_ALGORITHMS for alg in j.algorithms):
+        from flatgate.edge_translator.jwks import KeySetError, read_key_file
+
+        try:
+            read_key_file(j.jwks_file, j.algorithms)
+        except KeySetError as exc:
+            problems.append(f"{where}.jwks_file: {exc}")
+
+
+def _parse(
+    data: Mapping[str, Any],
+    overrides: Mapping[str, object] | None,
+    environ: Mapping[str, str] | None,
+) -> tuple[EdgeSettings | None, Problems]:
+    """The settings and every problem found; the settings only when there are
+    none. ``[edge]`` and each ``[[models]]`` / ``[[keys]]`` entry are converted
+    on their own, so a problem in one does not hide those in the others."""
+    problems = Problems()
+    edge = data.get("edge", {})
+    if not isinstance(edge, Mapping):
+        problems.append("edge: expected a table")
+        return None, problems
+    merged = dict(edge)
+    for key in EdgeSection.__struct_fields__:
+        raw = (environ or {}).get(env_name("edge", key))
+        if raw is not None:
+            merged[key] = env_value(raw)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in EdgeSection.__struct_fields__:
+            problems.append(f"edge.{key}: unknown setting")
+            continue
+        merged[key] = value
+    section = convert_at(merged, EdgeSection, "edge", problems)
+    parts: dict[str, list[Any]] = {}
+    for key, kind in (("models", ModelConfig), ("keys", KeyConfig)):
+        entries = data.get(key, [])
+        if not isinstance(entries, list):
+            problems.append(f"{key}: expected an array of tables ([[{key}]])")
+            entries = []
+        parts[key] = [convert_at(e, kind, f"{key}[{i}]", problems) for i, e in enumerate(entries)]
+    auth = _auth(data.get("auth", {}), problems)
+    # What did not convert is reported already; check what did (the defaults
+    # stand in for an [edge] that did not: they add no problem).
+    doc = _Document(
+        section or EdgeSection(),
+        tuple(m for m in parts["models"] if m is not None),
+        tuple(k for k in parts["keys"] if k is not None),
+        auth,
+    )
+    _problems(doc, problems)
+    limits = LimitsConfig()
+    try:
+        limits = parse_limits(data, os.environ if environ is None else environ)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        return None, problems
+    settings = EdgeSettings(
+        edge=doc.edge, models=doc.models, keys=doc.keys, auth=doc.auth, limits=limits
+    )
+    return settings, problems
+
+
+def _auth(table: Any, problems: Problems) -> AuthConfig:
+    """``[auth]``, its ``[auth.jwt]`` converted on its own so that each of
+    its problems is named (``AuthConfig()`` when it does not convert)."""
+    if not isinstance(table, Mapping):
+        problems.append("auth: expected a table")
+        return AuthConfig()
+    for key in table:
+        if key not in AuthConfig.__struct_fields__:
+            problems.append(f"auth.{key}: unknown section (expected [auth.jwt])")
+    jwt = table.get("jwt")
+    if jwt is None:
+        return AuthConfig()
+    if not isinstance(jwt, Mapping):
+        problems.append("auth.jwt: expected a table")
+        return AuthConfig()
+    before = len(problems)
+    converted = convert_at(jwt, JwtConfig, "auth.jwt", problems)
+    # A table with a problem of its own is not checked further (a default
+    # would stand in for the bad value).
+    return AuthConfig(converted) if len(problems) == before else AuthConfig()
+
+
+def edge_problems(
+    data: Mapping[str, Any],
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Every problem of the edge's sections of a parsed TOML document, each
+    naming its key (``[]``: good); arguments as ``parse_edge_settings``'s."""
+    return _parse(data, overrides, environ)[1]
+
+
+def parse_edge_settings(
+    data: Mapping[str, Any],
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> EdgeSettings:
+    """Validate a parsed TOML document, with ``FLATGATE_EDGE_*`` variables from
+    ``environ`` and then ``overrides`` (``[edge]`` keys; ``None`` values skipped)
+    laid over its ``[edge]`` table. Raises ``EdgeConfigError`` listing every
+    problem."""
+    settings, problems = _parse(data, overrides, environ)
+    if settings is None:
+        raise EdgeConfigError(*problems)
+    return settings
+
+
+def load_edge_settings(
+    config_path: str | os.PathLike[str] | None,
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> EdgeSettings:
+    """Read the config file (``None``: the embedded default ``proxy/default.toml``)
+    and build the edge's settings; ``environ`` defaults to ``os.environ``."""
+    env = os.environ if environ is None else environ
+    try:
+        data = read_document(config_path, env)
+    except ConfigError as exc:
+        raise EdgeConfigError(str(exc)) from exc
+    return parse_edge_settings(data, overrides, env)

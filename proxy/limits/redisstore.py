@@ -1,0 +1,239 @@
+"""``RedisStore``: the limits' state in Redis (or Valkey), shared by every
+worker of every instance.
+
+One round trip per request: ``scripts.ACQUIRE`` checks and charges every
+check of a request atomically. Scripts go by ``EVALSHA``; a server that does
+not know one (``NOSCRIPT``: restarted, flushed) is sent it by ``EVAL``, which
+also caches it. Every operation is bounded by ``timeout_ms`` as a whole
+(waiting for a pooled connection, connecting, the round trip); a broken
+connection is replaced and the operation tried once more, within that bound.
+A store that fails answers ``StoreError`` at once, and the limiter applies
+``on_store_error``. Connections are a fixed set (``pool_size`` per worker
+process) used with pre-encoded commands (``redisconn``); a dead one is
+disconnected and connects afresh on its next use, so the store recovers by
+itself when Redis comes back. Settles and usage counts go in one pipeline
+per turn of the event loop. The acquire script answers one string of
+numbers: one reply to parse.
+
+Clock: with ``server_time`` (production) the scripts read Redis' ``TIME``,
+one clock for every instance (GCRA compares times written by different
+instances); without it, the ``now`` each call is given (tests drive it).
+
+This module is the one place ``redis`` (redis-py) enters: its exceptions
+become ``StoreError`` here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from redis.exceptions import NoScriptError, RedisError
+
+from flatgate.proxy.limits.decision import Lease
+from flatgate.proxy.limits.redisconn import Connections, encode
+from flatgate.proxy.limits.rules import Plan, key_part
+from flatgate.proxy.limits.scripts import (
+    ACQUIRE,
+    BACKEND_ACQUIRE,
+    BACKEND_COUNTS,
+    COOLDOWN,
+    RENEW,
+    SETTLE,
+    USAGE,
+    Script,
+)
+from flatgate.proxy.limits.store import (
+    USAGE_DAYS,
+    Raw,
+    Store,
+    StoreError,
+    settle_deltas,
+    usage_key,
+)
+
+__all__ = ["RedisStore", "public_url"]
+
+
+def public_url(url: str) -> str:
+    """``url`` without a password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    if parts.username:
+        netloc = f"{parts.username}@{netloc}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _pairs(reply: Any) -> dict[Any, Any]:
+    """A hash's fields and values, from ``HGETALL``'s flat reply."""
+    if isinstance(reply, dict):
+        return reply
+    items = list(reply or ())
+    return dict(zip(items[::2], items[1::2], strict=True))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _store_error(exc: BaseException) -> StoreError:
+    text = str(exc)
+    return StoreError(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+class RedisStore(Store):
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        password: str | None = None,
+        timeout_ms: float = 50.0,
+        pool_size: int = 32,
+        key_prefix: str = "flatgate",
+        server_time: bool = True,
+    ) -> None:
+        self.name = public_url(url)
+        self.server_time = server_time
+        self._timeout = timeout_ms / 1000
+        # A fixed set of connections, used with pre-encoded commands
+        # (redisconn); every operation is bounded by its own timer, and a
+        # broken connection is reconnected and the command sent once more.
+        # Background batches (settles, usage) get a longer bound: they wait
+        # their turn behind the requests' own commands.
+        self._background = max(1.0, 4 * self._timeout)
+        self._conns = Connections(
+            url,
+            pool_size,
+            background_timeout=self._background,
+            password=password,
+            socket_connect_timeout=self._timeout,
+            socket_timeout=None,
+        )
+        self._backends = f"{key_prefix}:{{backends}}"
+        self._prefix = key_prefix
+
+    async def _call(self, *args: str) -> Any:
+        try:
+            async with asyncio.timeout(self._timeout):
+                reply = await self._conns.call(encode(*args))
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise _store_error(exc) from exc
+        if isinstance(reply, RedisError):
+            raise _store_error(reply)
+        return reply
+
+    async def _run(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str],
+        *,
+        background: bool = False,
+    ) -> Any:
+        """Run ``script``; ``background``: batched with the others of this
+        turn of the event loop (settles, usage: off the request's path)."""
+        send = self._conns.batch if background else self._conns.call
+        try:
+            async with asyncio.timeout(self._background if background else self._timeout):
+                reply = await send(encode("EVALSHA", script.sha, str(len(keys)), *keys, *args))
+                if isinstance(reply, NoScriptError):
+                    reply = await send(encode("EVAL", script.text, str(len(keys)), *keys, *args))
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise _store_error(exc) from exc
+        if isinstance(reply, RedisError):
+            raise _store_error(reply)
+        return reply
+
+    def _now(self, now: float) -> str:
+        return "" if self.server_time else repr(now)
+
+    async def acquire(
+        self,
+        plan: Plan,
+        keys: Sequence[str],
+        now: float,
+        *,
+        estimate: int,
+        lease_id: str,
+        ttl: float,
+        day_left: float,
+    ) -> Raw:
+        args = (self._now(now), lease_id, repr(ttl), str(estimate), repr(day_left), *plan.args)
+        reply = await self._run(ACQUIRE, keys, args)
+        try:
+            parts = reply.split()
+            return int(parts[0]) - 1, float(parts[1]), [float(x) for x in parts[2:]]
+        except (AttributeError, TypeError, ValueError, IndexError) as exc:
+            raise StoreError(f"unexpected reply to the acquire script: {reply!r}") from exc
+
+    async def settle(self, lease: Lease, actual: int, now: float) -> None:
+        keys: list[str] = []
+        args: list[str] = [self._now(now), lease.id]
+        for i, delta in settle_deltas(lease, actual):
+            check = lease.plan.checks[i]
+            keys.append(lease.keys[i])
+            args += (check.code, str(check.amount), str(delta))
+        for i in lease.plan.conc_at:
+            keys.append(lease.keys[i])
+            args += ("c", "0", "0")
+        if keys:
+            await self._run(SETTLE, keys, args, background=True)
+
+    async def renew(self, lease: Lease, ttl: float, now: float) -> bool:
+        keys = [lease.keys[i] for i in lease.plan.conc_at]
+        if not keys:
+            return True
+        return bool(await self._run(RENEW, keys, (self._now(now), lease.id, repr(ttl))))
+
+    def _outstanding(self, backend: str) -> str:
+        return f"{self._backends}:out:{key_part(backend)}"
+
+    async def backend_acquire(
+        self, backend: str, lease_id: str, ttl: float, limit: int, now: float
+    ) -> int:
+        args = (self._now(now), lease_id, repr(ttl), str(limit))
+        return int(await self._run(BACKEND_ACQUIRE, [self._outstanding(backend)], args))
+
+    async def backend_release(self, backend: str, lease_id: str) -> None:
+        await self._call("ZREM", self._outstanding(backend), lease_id)
+
+    async def backend_counts(self, backends: Sequence[str], now: float) -> list[int]:
+        if not backends:
+            return []
+        keys = [self._outstanding(b) for b in backends]
+        return [int(n) for n in await self._run(BACKEND_COUNTS, keys, (self._now(now),))]
+
+    async def set_cooldown(self, backend: str, until: float, now: float) -> None:
+        args = (repr(now), backend, repr(until))
+        await self._run(COOLDOWN, [f"{self._backends}:cooldowns"], args)
+
+    async def cooldowns(self, now: float) -> dict[str, float]:
+        raw = _pairs(await self._call("HGETALL", f"{self._backends}:cooldowns"))
+        out = {}
+        for name, until in raw.items():
+            if float(until) > now:
+                out[name.decode("utf-8", "surrogateescape")] = float(until)
+        return out
+
+    async def add_usage(self, date: str, fields: Sequence[tuple[str, int]]) -> None:
+        args: list[str] = [str(USAGE_DAYS * 86400)]
+        for field, amount in fields:
+            args += (field, str(amount))
+        await self._run(USAGE, [usage_key(self._prefix, date)], args, background=True)
+
+    async def usage(self, date: str) -> dict[str, int]:
+        reply = _pairs(await self._call("HGETALL", usage_key(self._prefix, date)))
+        return {_text(k): int(v) for k, v in reply.items()}
+
+    async def ping(self) -> None:
+        """A round trip (raises ``StoreError``)."""
+        await self._call("PING")
+
+    async def aclose(self) -> None:
+        await self._conns.aclose()

@@ -1,0 +1,133 @@
+"""The interface both stores implement, and the one error they raise.
+
+A store keeps the limits' state and applies ``algorithms``' rules to it;
+``MemoryStore`` in this worker process, ``RedisStore`` in Redis (or Valkey),
+shared by every worker of every instance. Times are seconds since
+``algorithms.EPOCH``; a store with ``server_time`` reads its own clock and
+ignores the ``now`` it is given (``RedisStore`` in production: one clock for
+every instance).
+
+Also the shared state of backends, for the balancer: leased outstanding
+counts (a worker that dies leaks nothing past the TTL) and cooldowns (the
+Unix time until which a backend is skipped).
+
+Exceptions: ``StoreError`` (the store did not answer: unreachable, too slow,
+or refused); nothing else escapes a store.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from flatgate.proxy.limits.decision import Lease
+from flatgate.proxy.limits.rules import Plan
+
+__all__ = ["Raw", "Store", "StoreError", "settle_deltas"]
+
+# What an acquire found: the index of the check that refused (-1: none, the
+# request is allowed and every check was charged), the seconds to wait, and
+# per check its level after the request (as it stands, when refused: a
+# refusal charges nothing): a rate's ``tat - now``, a concurrency's leases,
+# a day's tokens used.
+Raw = tuple[int, float, list[float]]
+
+
+class StoreError(Exception):
+    """The store did not answer in time, or refused the operation."""
+
+
+# Days a day's usage is kept in the store.
+USAGE_DAYS = 40
+
+
+def usage_key(prefix: str, date: str) -> str:
+    """The key of UTC day ``date``'s usage hash."""
+    return f"{prefix}:usage:{date}"
+
+
+def settle_deltas(lease: Lease, actual: int) -> list[tuple[int, int]]:
+    """``(check index, token delta)`` for each token check of a lease whose
+    request used ``actual`` tokens: the actual count less what was reserved
+    (a negative delta gives tokens back)."""
+    out = []
+    for i in lease.plan.tokens_at:
+        delta = actual - min(lease.estimate, lease.plan.checks[i].amount)
+        if delta:
+            out.append((i, delta))
+    return out
+
+
+class Store(abc.ABC):
+    """Limits' state; see the module docstring."""
+
+    # Reads its own clock (the ``now`` arguments are ignored).
+    server_time: bool = False
+    # Answers synchronously (``acquire_now``): the limiter skips the await.
+    local: bool = False
+    # What the log calls it (no credentials).
+    name: str = ""
+
+    @abc.abstractmethod
+    async def acquire(
+        self,
+        plan: Plan,
+        keys: Sequence[str],
+        now: float,
+        *,
+        estimate: int,
+        lease_id: str,
+        ttl: float,
+        day_left: float,
+    ) -> Raw:
+        """Check every check of ``plan`` (under ``keys``) and, when all pass,
+        charge them all (all or nothing): one request, one concurrency lease
+        ``lease_id`` for ``ttl`` seconds, ``estimate`` tokens. ``day_left``:
+        the seconds to the end of the UTC day (a day refusal's wait)."""
+
+    @abc.abstractmethod
+    async def settle(self, lease: Lease, actual: int, now: float) -> None:
+        """Correct the lease's token reservations to ``actual`` and free its
+        concurrency slots."""
+
+    @abc.abstractmethod
+    async def renew(self, lease: Lease, ttl: float, now: float) -> bool:
+        """Extend the lease's concurrency slots to ``now + ttl``; ``False``
+        if any had already expired (its slot may have been taken since)."""
+
+    @abc.abstractmethod
+    async def backend_acquire(
+        self, backend: str, lease_id: str, ttl: float, limit: int, now: float
+    ) -> int:
+        """Count one more request outstanding on ``backend`` (lease
+        ``lease_id``, for ``ttl`` seconds) unless it has ``limit`` already (0:
+        no limit); the count after, or ``-1`` when at the limit."""
+
+    @abc.abstractmethod
+    async def backend_release(self, backend: str, lease_id: str) -> None:
+        """The request of ``lease_id`` is no longer outstanding on ``backend``."""
+
+    @abc.abstractmethod
+    async def backend_counts(self, backends: Sequence[str], now: float) -> list[int]:
+        """The requests outstanding on each of ``backends``."""
+
+    @abc.abstractmethod
+    async def set_cooldown(self, backend: str, until: float, now: float) -> None:
+        """Skip ``backend`` until Unix time ``until`` (an earlier ``until``
+        than one already set changes nothing); ``now``: Unix time."""
+
+    @abc.abstractmethod
+    async def cooldowns(self, now: float) -> dict[str, float]:
+        """Every backend cooling down at Unix time ``now``, to its ``until``."""
+
+    @abc.abstractmethod
+    async def add_usage(self, date: str, fields: Sequence[tuple[str, int]]) -> None:
+        """Add each ``(field, amount)`` to the usage of UTC day ``date``
+        (``YYYYMMDD``, as ``algorithms.utc_day``), kept ``USAGE_DAYS`` days."""
+
+    @abc.abstractmethod
+    async def usage(self, date: str) -> dict[str, int]:
+        """Every field of the usage of UTC day ``date``."""
+
+    async def aclose(self) -> None:  # noqa: B027  # optional
+        """Let go of connections."""

@@ -1,0 +1,266 @@
+"""The stub's Anthropic protocol: the Messages API.
+
+``POST /v1/messages`` (and ``GET /v1/models``). A request needs the
+``anthropic-version`` header and ``max_tokens``; it is validated by
+``anthropic_request``; a failure is a 400 in Anthropic's shape,
+``{"type": "error", "error": {"type": "invalid_request_error", "message"}}``.
+The forced tool is ``tool_choice: {"type": "tool", "name": ...}``.
+
+- Non-streamed: a ``message`` object (``content`` blocks, ``stop_reason``
+  ``end_turn`` / ``stop_sequence`` (with the ``stop_sequence`` that ended the
+  echo) / ``max_tokens`` / ``tool_use``, ``usage.input_tokens`` and
+  ``output_tokens``).
+- Streamed: ``event:`` + ``data:`` pairs in the documented order:
+  ``message_start`` (``output_tokens`` 1), ``content_block_start`` (index 0),
+  one ``ping``, a ``content_block_delta`` per delta (``text_delta``, or
+  ``input_json_delta`` fragments of a ``tool_use`` block), ``content_block_stop``,
+  ``message_delta`` (stop reason, cumulative ``output_tokens``), ``message_stop``.
+- A mid-stream error is ``event: error`` with ``overloaded_error``.
+
+Per token only the delta's text is JSON-encoded. No I/O.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from flatgate.proxy.stub.anthropic_request import (
+    Invalid,
+    decode_messages_request,
+    to_stub_request,
+)
+from flatgate.proxy.stub.echo import (
+    LISTED_MODEL,
+    Answer,
+    Canned,
+    HeaderFn,
+    Rejected,
+    Reply,
+    StubRequest,
+    deltas_of,
+    id_header,
+    is_streamed,
+)
+from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.schema import JSON, SSE, FinishReason
+
+__all__ = ["AnthropicWire", "error_reply"]
+
+_enc = msgspec.json.encode
+_STOP = {
+    FinishReason.STOP: "end_turn",
+    FinishReason.LENGTH: "max_tokens",
+    FinishReason.TOOL_CALLS: "tool_use",
+}
+_RETRY = [("retry-after", "1"), ("retry-after-ms", "1000")]
+_PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+_TEXT_DELTA = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":'
+)
+_JSON_DELTA = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"input_json_delta","partial_json":'
+)
+_DELTA_END = b"}}\n\n"
+_BLOCK_STOP = b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+_MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+_OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+
+def error_reply(status: int, type_: str, message: str) -> Reply:
+    """An error in Anthropic's shape."""
+    body = _enc({"type": "error", "error": {"type": type_, "message": message}})
+    return Reply(status, [("content-type", JSON)], body)
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + _enc(data) + b"\n\n"
+
+
+def _stop_reason(ans: Answer) -> str:
+    return "stop_sequence" if ans.stop_sequence else _STOP[ans.finish]
+
+
+def _message(
+    req: StubRequest,
+    content: list[dict[str, Any]],
+    stop: str | None,
+    usage: Usage,
+    stop_sequence: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": f"msg_{req.request_id or 'stub'}",
+        "type": "message",
+        "role": "assistant",
+        "model": req.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": stop_sequence,
+        "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens},
+    }
+
+
+class _Rendering:
+    __slots__ = ("_answer", "_req", "content_type")
+
+    def __init__(self, req: StubRequest, ans: Answer) -> None:
+        self.content_type = SSE
+        self._req = req
+        self._answer = ans
+
+    def opening(self) -> bytes:
+        req, ans = self._req, self._answer
+        start = _message(req, [], None, Usage(ans.usage.prompt_tokens, 1))
+        call = ans.tool_call
+        block: dict[str, Any] = {"type": "text", "text": ""}
+        if call is not None:
+            block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+        return b"".join(
+            (
+                _event("message_start", {"type": "message_start", "message": start}),
+                _event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": 0, "content_block": block},
+                ),
+                _PING,
+            )
+        )
+
+    def steps(self) -> Iterator[bytes]:
+        ans = self._answer
+        if ans.tool_call is not None:
+            for fragment in ans.tool_call.fragments():
+                yield _JSON_DELTA + _enc(fragment) + _DELTA_END
+            return
+        for delta in ans.deltas:
+            yield _TEXT_DELTA + _enc(delta) + _DELTA_END
+
+    def closing(self) -> bytes:
+        ans = self._answer
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": _stop_reason(ans), "stop_sequence": ans.stop_sequence or None},
+            "usage": {"output_tokens": ans.usage.completion_tokens},
+        }
+        return _BLOCK_STOP + _event("message_delta", delta) + _MESSAGE_STOP
+
+    def error(self) -> bytes:
+        return _event("error", _OVERLOADED)
+
+
+def _complete(req: StubRequest, ans: Answer) -> dict[str, Any]:
+    call = ans.tool_call
+    content: list[dict[str, Any]] = []
+    if call is not None:
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": msgspec.json.decode(call.arguments),
+            }
+        )
+    elif ans.text:
+        content.append({"type": "text", "text": ans.text})
+    return _message(req, content, _stop_reason(ans), ans.usage, ans.stop_sequence or None)
+
+
+class AnthropicWire:
+    """The Anthropic side of the stub (see the module docstring)."""
+
+    path = "/v1/messages"
+    request_id_header = "request-id"
+    tool_id_prefix = "toolu_"
+
+    def route(self, method: str, path: str) -> Reply:
+        if path == "/v1/models" and method == "GET":
+            model = {
+                "type": "model",
+                "id": LISTED_MODEL,
+                "display_name": LISTED_MODEL,
+                "created_at": "1970-01-01T00:00:00Z",
+            }
+            doc = {
+                "data": [model],
+                "has_more": False,
+                "first_id": LISTED_MODEL,
+                "last_id": LISTED_MODEL,
+            }
+            return Reply(200, [("content-type", JSON)], _enc(doc))
+        if path in (self.path, "/v1/models"):
+            return error_reply(
+                405, "invalid_request_error", f"Method {method} not allowed for {path}"
+            )
+        return error_reply(404, "not_found_error", "Not Found")
+
+    def authorize(self, header: HeaderFn, api_key: str) -> Reply | None:
+        # The Messages API takes the key as ``x-api-key``; the anthropic SDK
+        # (2.x) sends it as ``Authorization: Bearer``, which the API accepts too.
+        given = header("x-api-key")
+        if given is None:
+            scheme, _, token = (header("authorization") or "").partition(" ")
+            given = token.strip() if scheme.lower() == "bearer" else None
+        if given is not None and hmac.compare_digest(given, api_key):
+            return None
+        message = "x-api-key header is required" if given is None else "invalid x-api-key"
+        return error_reply(401, "authentication_error", message)
+
+    def parse(self, body: bytes, header: HeaderFn) -> StubRequest:
+        if not header("anthropic-version"):
+            raise Rejected(
+                error_reply(400, "invalid_request_error", "anthropic-version: header is required")
+            )
+        try:
+            return to_stub_request(decode_messages_request(body), header("x-request-id") or "")
+        except Invalid as exc:
+            raise Rejected(error_reply(400, "invalid_request_error", str(exc))) from None
+
+    def fault(self, fault: str, req: StubRequest) -> Reply:
+        if fault == "rate_limit":
+            reply = error_reply(
+                429,
+                "rate_limit_error",
+                "Number of requests has exceeded your rate limit (stub fault: rate_limit)",
+            )
+            reply.headers.extend(_RETRY)
+            return reply
+        if fault == "overloaded":
+            return error_reply(529, "overloaded_error", "Overloaded")
+        if fault == "auth":
+            return error_reply(401, "authentication_error", "invalid x-api-key (stub fault: auth)")
+        if fault == "reject":
+            return error_reply(
+                400, "invalid_request_error", "prompt is too long: 200001 tokens > 200000 maximum"
+            )
+        return error_reply(503, "api_error", "Service unavailable (stub fault: fail)")
+
+    def complete(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Reply:
+        body = _enc(_complete(req, ans))
+        return Reply(
+            200, [("content-type", JSON), *id_header(self.request_id_header, req.request_id)], body
+        )
+
+    def failed(self, req: StubRequest, header: HeaderFn) -> Reply:
+        return error_reply(500, "api_error", "Internal server error (stub fault: error)")
+
+    def stream(self, req: StubRequest, ans: Answer, header: HeaderFn) -> _Rendering:
+        return _Rendering(req, ans)
+
+    def canned(self, count: int) -> Canned:
+        req = StubRequest("canned", "stub-canned", (), 0, "", True)
+        ans = Answer(tuple(deltas_of("tok " * count)), FinishReason.STOP, Usage(0, count))
+        r = _Rendering(req, ans)
+        streamed = Reply(
+            200, [("content-type", SSE)], r.opening() + b"".join(r.steps()) + r.closing()
+        )
+        whole = Reply(200, [("content-type", JSON)], _enc(_complete(req, ans)))
+
+        def pick(body: bytes, header: HeaderFn) -> Reply:
+            return streamed if is_streamed(body) else whole
+
+        return pick

@@ -1,0 +1,281 @@
+"""The stub's HTTP handling: routing, API keys, faults, pacing and stats.
+
+``StubServer`` is written against ``plumbing.serve.Exchange`` and one ``Wire``
+(``fbs``, ``openai`` or ``anthropic``, from ``[stub] protocol``): the wire
+parses and renders, the server decides what happens when.
+
+- ``GET /healthz`` says ok; ``GET /stats`` reports streams started,
+  completed, cancelled (the caller went away) and active, frames (writes)
+  sent, and the SHA-256 and a few headers of the last request (what a proxy
+  forwarded), as JSON. Neither needs the API key.
+- A fault comes from the request (fbs metadata, a model suffix) or from
+  ``[stub] fault`` (every request). ``BEFORE_HEAD`` faults answer an error
+  status; ``stall`` sends no head at all; ``die``, ``hang`` and ``error``
+  strike after ``fault_after`` deltas (all of them, when the answer is
+  shorter): ``die`` cuts the connection, ``hang`` goes silent with it open,
+  ``error`` sends the protocol's mid-stream error and ends the stream. On a
+  non-streamed request ``die`` cuts the body short, ``hang`` sends only the
+  head, and ``error`` answers the protocol's server error.
+- ``ttft_ms`` delays the first delta (after the head), ``itl_ms`` each next.
+- ``[stub] cadence``: every completion request is answered by
+  ``stub.cadence.CadenceMode`` (prebuilt frames, one timer per worker; the
+  body is not parsed, faults do not apply); ``/stats`` then also reports the
+  clock's ``cadence`` figures.
+
+The ``die`` fault needs the ASGI interface (the default): granian's RSGI
+leaves a stream open when its handler fails, so no cut reaches the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Mapping
+
+from flatgate.proxy.plumbing.drain import Drain
+from flatgate.proxy.plumbing.serve import BodyPolicy, Exchange
+from flatgate.proxy.service.settings import FAULTS, StubSection
+from flatgate.proxy.stub.anthropic import AnthropicWire
+from flatgate.proxy.stub.cadence import CadenceMode
+from flatgate.proxy.stub.echo import (
+    BEFORE_HEAD,
+    MID_STREAM,
+    STUB_MAX_BODY,
+    Canned,
+    Rejected,
+    Reply,
+    StubRequest,
+    Wire,
+    answer,
+    id_header,
+)
+from flatgate.proxy.stub.fbs import FbsWire
+from flatgate.proxy.stub.openai import OpenAIWire
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.codes import error_body
+from flatgate.proxy.wire.schema import JSON
+
+__all__ = ["WIRES", "StubServer"]
+
+WIRES: dict[str, type[Wire]] = {
+    "fbs": FbsWire,
+    "openai": OpenAIWire,
+    "anthropic": AnthropicWire,
+}
+# Longest a stalled or hanging stub waits before giving up on its own.
+_STALL_SECONDS = 3600.0
+_SEEN_HEADERS = (
+    "x-request-id",
+    "authorization",
+    "x-api-key",
+    "proxy-authorization",
+    "cookie",
+    "te",
+    "upgrade",
+)
+# Credentials are reported by digest ("sha256:<hex>"), never echoed.
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+
+
+def _seen(name: str, value: str | None) -> str | None:
+    if value is None or name not in _SECRET_HEADERS:
+        return value
+    return "sha256:" + hashlib.sha256(value.encode("latin-1")).hexdigest()
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.started = 0
+        self.completed = 0
+        self.cancelled = 0
+        self.active = 0
+        self.frames = 0
+        # What the last request looked like, for tests of what proxies forward.
+        self.last_body_sha256 = ""
+        self.last_headers: dict[str, str | None] = {}
+
+    def body(self, protocol: str, extra: Mapping[str, object] | None = None) -> bytes:
+        return json.dumps(
+            {
+                **(extra or {}),
+                "protocol": protocol,
+                "started": self.started,
+                "completed": self.completed,
+                "cancelled": self.cancelled,
+                "active": self.active,
+                "frames": self.frames,
+                "last_body_sha256": self.last_body_sha256,
+                "last_headers": self.last_headers,
+                # The stub leases no pooled builders (ChunkWriter); kept for readers.
+                "pool_leased": 0,
+            }
+        ).encode()
+
+
+async def _send(ex: Exchange, reply: Reply) -> None:
+    await ex.respond(reply.status, reply.headers, reply.body)
+
+
+class StubServer:
+    """The stub's request handler (see the module docstring)."""
+
+    def __init__(
+        self, settings: StubSection, fault: str | None = None, drain: Drain | None = None
+    ) -> None:
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}: expected one of {', '.join(FAULTS)}")
+        self.settings = settings
+        self.fault = fault or ""
+        self.wire: Wire = WIRES[settings.protocol]()
+        self.stats = _Stats()
+        # Draining: new requests get 503 (the stream in flight runs on until
+        # the process is stopped).
+        self.drain = drain or Drain(settings.drain_grace_seconds, settings.drain_seconds)
+        self._canned: Canned | None = None
+        if settings.canned > 0:
+            self._canned = self.wire.canned(settings.canned)
+        self._cadence: CadenceMode | None = None
+        if settings.cadence:
+            self._cadence = CadenceMode(
+                self.wire,
+                self.stats,
+                ttft_ms=settings.ttft_ms,
+                itl_ms=settings.itl_ms,
+                tokens=settings.cadence_tokens,
+                always_stream=settings.protocol == "fbs",
+            )
+
+    async def __call__(self, ex: Exchange) -> None:
+        path = ex.path
+        if path == "/healthz":
+            await ex.respond(200, [("content-type", "text/plain")], b"ok\n")
+            return
+        if path == "/stats":
+            cadence = self._cadence
+            extra = None if cadence is None else {"cadence": cadence.clock.stats()}
+            body = self.stats.body(self.settings.protocol, extra)
+            await ex.respond(200, [("content-type", JSON)], body)
+            return
+        if self.drain.draining:
+            body = error_body(codes.DRAINING, "the stub is shutting down")
+            headers = [("content-type", JSON), ("connection", "close"), ("retry-after", "1")]
+            await ex.respond(codes.DRAINING.status, headers, body)
+            return
+        wire = self.wire
+        if self.settings.api_key:
+            denied = wire.authorize(ex.header, self.settings.api_key)
+            if denied is not None:
+                await _send(ex, denied)
+                return
+        if path != wire.path or ex.method != "POST":
+            await _send(ex, wire.route(ex.method, path))
+            return
+        body = await ex.body(BodyPolicy(STUB_MAX_BODY))
+        if self._cadence is not None:
+            await self._cadence(ex, body)
+            return
+        if self._canned is not None:
+            self.stats.started += 1
+            self.stats.completed += 1
+            await _send(ex, self._canned(body, ex.header))
+            return
+        self.stats.last_body_sha256 = hashlib.sha256(body).hexdigest()
+        self.stats.last_headers = {name: _seen(name, ex.header(name)) for name in _SEEN_HEADERS}
+        try:
+            req = wire.parse(body, ex.header)
+        except Rejected as rejected:
+            await _send(ex, rejected.reply)
+            return
+        fault = req.fault or self.fault
+        if fault in BEFORE_HEAD:
+            await _send(ex, wire.fault(fault, req))
+            return
+        self.stats.started += 1
+        self.stats.active += 1
+        work = asyncio.ensure_future(self._answer(ex, req, fault))
+        gone = asyncio.ensure_future(ex.disconnected())
+        try:
+            done, _ = await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+            if work in done:
+                work.result()
+                self.stats.completed += 1
+            else:
+                work.cancel()
+                self.stats.cancelled += 1
+                await asyncio.gather(work, return_exceptions=True)
+        finally:
+            gone.cancel()
+            self.stats.active -= 1
+
+    async def _answer(self, ex: Exchange, req: StubRequest, fault: str) -> None:
+        if fault == "stall":
+            await asyncio.sleep(_STALL_SECONDS)
+            return
+        wire, settings = self.wire, self.settings
+        ans = answer(req, wire.tool_id_prefix)
+        if not req.stream:
+            if fault == "error":
+                reply = wire.failed(req, ex.header)
+            else:
+                reply = wire.complete(req, ans, ex.header)
+            await self._whole(ex, reply, fault)
+            return
+        stats = self.stats
+        rendering = wire.stream(req, ans, ex.header)
+        sink = await ex.stream(
+            200,
+            [
+                ("content-type", rendering.content_type),
+                *id_header(wire.request_id_header, req.request_id),
+            ],
+        )
+        if settings.ttft_ms:
+            await asyncio.sleep(settings.ttft_ms / 1000)
+        opening = rendering.opening()
+        if opening:
+            await sink.send(opening)
+            stats.frames += 1
+        itl = settings.itl_ms / 1000
+        mid = fault in MID_STREAM
+        after = req.fault_after
+        for i, step in enumerate(rendering.steps()):
+            if mid and i == after:
+                break
+            await sink.send(step)
+            stats.frames += 1
+            if itl:
+                await asyncio.sleep(itl)
+        if not mid:
+            closing = rendering.closing()
+            if closing:
+                await sink.send(closing)
+                stats.frames += 1
+            await sink.close()
+            return
+        if fault == "error":
+            await sink.send(rendering.error())
+            stats.frames += 1
+            await sink.close()
+            return
+        # granian's ASGI sends the head with the first body bytes: an empty
+        # write sends it, so a fault after 0 deltas still follows a 200.
+        await sink.send(b"")
+        if fault == "hang":
+            await asyncio.sleep(_STALL_SECONDS)
+        # "die": end the handler with an error so the server cuts the connection.
+        raise ConnectionAbortedError("stub fault: die")
+
+    async def _whole(self, ex: Exchange, reply: Reply, fault: str) -> None:
+        if self.settings.ttft_ms:
+            await asyncio.sleep(self.settings.ttft_ms / 1000)
+        if fault not in ("die", "hang"):
+            await _send(ex, reply)
+            self.stats.frames += 1
+            return
+        sink = await ex.stream(reply.status, reply.headers)
+        if fault == "hang":
+            await sink.send(b"")  # the head only
+            await asyncio.sleep(_STALL_SECONDS)
+        await sink.send(reply.body[: len(reply.body) // 2])
+        raise ConnectionAbortedError("stub fault: die")
