@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
 from benchmarks.allocs import count_allocations
+from benchmarks.codecs.stock_chunk import build_chunk
 from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.proxy.plumbing.serve import BodyPolicy
 from flatgate.proxy.service.app import ProxyServer
@@ -28,7 +29,6 @@ from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import Response, Timeouts
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.stock import build_chunk
 
 CONFIG = {
     "proxy": {"access_log": False},

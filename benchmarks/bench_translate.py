@@ -34,14 +34,14 @@ import pytest
 
 from benchmarks.codecs.common import MODELS
 from benchmarks.codecs.flatgate import translate_json, translate_messages_json
+from benchmarks.codecs.stock_chunk import build_chunk
 from benchmarks.codecs.stock_writer import write_request_stock
 from benchmarks.payloads import make_request, to_messages
 from flatgate.edge_translator.anthropic.render import EventRenderer
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.render import StreamRenderer
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.chunks import read_chunk
-from flatgate.proxy.wire.stock import build_chunk
+from flatgate.proxy.wire.chunk.reader import read_chunk
 
 REQUESTS = {
     "1KB": lambda: make_request(1 << 10, 1),

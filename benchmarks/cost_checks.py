@@ -47,8 +47,8 @@ from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.plumbing.serve import AsgiExchange, BodyPolicy
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import ProxySection, parse_config
-from flatgate.proxy.wire.estimate import reservation
-from flatgate.proxy.wire.verify import verify_request
+from flatgate.proxy.wire.request.estimate import reservation
+from flatgate.proxy.wire.request.verify import verify_request
 
 TOKEN = "bench-token"
 

@@ -38,7 +38,7 @@ from flatgate.edge_translator.keys import Credential, Identity
 from flatgate.edge_translator.settings import ModelConfig, parse_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
 from flatgate.proxy.limits import Decision, Limiter, MemoryStore, parse_limits
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
 
 T = TypeVar("T")
 BIG = 10**12

@@ -52,7 +52,7 @@ _RUNS: dict[str, dict[str, str]] = {
         "flatbuffers": "generated accessors for the same fields (no verification)",
         "flatgate": "`verify_request`, then the generated accessors",
     },
-    "verify": {"flatgate": "`wire.verify.verify_request`"},
+    "verify": {"flatgate": "`wire.request.verify.verify_request`"},
     "adapt-request": {
         "openai-adapter": "`read_request`, then `backends.openai.encode_request`",
         "anthropic-adapter": "`read_request`, then `backends.anthropic.encode_request`",
@@ -72,9 +72,9 @@ _RUNS: dict[str, dict[str, str]] = {
         "json": "`json.dumps` of the delta's fields",
         "msgspec": "`Encoder.encode` of a delta `Struct`",
         "protobuf": "`CompletionChunk(...)`, `SerializeToString`",
-        "flatbuffers": "`wire.stock.build_chunk` with a fresh builder each time",
-        "flatgate": "`wire.stock.build_chunk` with a pooled builder",
-        "flatgate-writer": "`wire.writer.ChunkWriter.content`, a stream's per-token writer",
+        "flatbuffers": "`benchmarks.codecs.stock_chunk.build_chunk` with a fresh builder each time",
+        "flatgate": "`benchmarks.codecs.stock_chunk.build_chunk` with a pooled builder",
+        "flatgate-writer": "`wire.chunk.writer.ChunkWriter.content`, a stream's per-token writer",
     },
     "translate": {
         "protobuf": "edge validation (`decode_request`), then the protobuf mapping",

@@ -26,19 +26,15 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from flatgate.edge_translator.errors import ECHO_CHARS, shown
+from flatgate.proxy.plumbing.validation import quoted_span
 
 __all__ = ["UNDECODABLE", "is_utf8", "validation_text", "why_undecodable"]
 
 # What decoding a body raises besides msgspec's errors (see the docstring).
 UNDECODABLE = (RecursionError, UnicodeDecodeError)
-
-# msgspec quotes the value it refuses: "Invalid enum value '...' - at `$.x`".
-_QUOTED = re.compile(r"'(?P<value>.*)'(?: - at `[^`]*`)?$", re.S)
 
 
 def why_undecodable(exc: RecursionError | UnicodeDecodeError) -> str:
@@ -63,7 +59,8 @@ def is_utf8(data: bytes) -> bool:
 def validation_text(exc: msgspec.ValidationError) -> str:
     """``str(exc)``, the value it quotes cut to ``ECHO_CHARS`` characters."""
     text = str(exc)
-    found = _QUOTED.search(text)
-    if found is not None and len(found["value"]) > ECHO_CHARS:
-        text = text[: found.start("value")] + shown(found["value"]) + text[found.end("value") :]
+    span = quoted_span(text)
+    if span is not None and span[1] - span[0] > ECHO_CHARS:
+        start, end = span
+        text = text[:start] + shown(text[start:end]) + text[end:]
     return text

@@ -1,14 +1,16 @@
 """The edge's settings: one frozen typed object from the shared TOML file.
 
-Owns the ``[edge]``, ``[[models]]``, ``[[keys]]`` and ``[auth]`` sections of the config
-(and reads ``[state]``, ``[[limits]]`` and ``[[tenants]]`` through ``plumbing.limits``)
-file (the proxy's sections in the same file belong to ``proxy.config`` and are
-ignored here). Values come, lowest precedence first, from the file, from
-``FLATGATE_EDGE_<KEY>`` environment variables (TOML syntax, bare strings
-allowed) and from explicit overrides (the CLI's flags). A bad config fails at
-start-up with an ``EdgeConfigError`` listing every problem, each naming its
-key, e.g. ``models[1].provider: expected one of OpenAI, Anthropic, SelfHosted``
-(``edge_problems`` lists them without raising).
+Owns the ``[edge]`` section (its fields beyond
+``plumbing.server_section.ServiceSection``'s), ``[[models]]``, ``[[keys]]``
+and ``[auth]`` (and reads ``[state]``, ``[[limits]]`` and ``[[tenants]]``
+through ``proxy.limits``; the other services' sections in the same file are
+theirs and ignored here). Values come, lowest precedence first, from the
+file, from ``FLATGATE_EDGE_<KEY>`` environment variables (TOML syntax, bare
+strings allowed; ``plumbing.config.overlay_env``) and from explicit
+overrides. A bad config fails at start-up with an ``EdgeConfigError`` listing
+every problem, each naming its key, e.g. ``models[1].provider: expected one
+of OpenAI, Anthropic, SelfHosted`` (``edge_problems`` lists them without
+raising).
 
 No I/O beyond reading the file it is given (or the embedded default), and
 ``[auth.jwt] jwks_file``, which must load for the config to be good.
@@ -17,10 +19,9 @@ No I/O beyond reading the file it is given (or the embedded default), and
 from __future__ import annotations
 
 import os
-import re
 import ssl
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -30,14 +31,20 @@ from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
     convert_at,
-    env_name,
-    env_value,
+    entries,
+    overlay_env,
     read_document,
 )
-from flatgate.proxy.plumbing.intake import IntakeSection, intake_problems
+from flatgate.proxy.plumbing.server_section import (
+    ServiceSection,
+    intake_problems,
+    lifecycle_problems,
+    server_problems,
+)
 from flatgate.proxy.wire.schema import Provider
 
 __all__ = [
+    "EDGE_OVERLAY",
     "JWT_ALGORITHMS",
     "AuthConfig",
     "EdgeConfigError",
@@ -51,17 +58,13 @@ __all__ = [
     "parse_edge_settings",
 ]
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
 
 class EdgeConfigError(ConfigError):
     """A config the edge cannot start with; the message names the key."""
 
 
-class EdgeSection(IntakeSection, frozen=True, forbid_unknown_fields=True):
-    host: str = "127.0.0.1"
+class EdgeSection(ServiceSection, frozen=True, kw_only=True, forbid_unknown_fields=True):
     port: int = 8080
-    workers: int = 1
     # Where the FlatBuffers proxy listens (its POST /v1/completions).
     proxy_url: str = "http://127.0.0.1:8081"
     connect_timeout: float = 2.0
@@ -76,39 +79,18 @@ class EdgeSection(IntakeSection, frozen=True, forbid_unknown_fields=True):
     keepalive_seconds: float = 15.0
     # Longest whole exchange with the proxy (0: none).
     total_timeout: float = 0.0
-    # Client to the proxy: "fast" (proxy.upstream's keep-alive pool) or "httpx".
-    transport: Literal["fast", "httpx"] = "fast"
-    # Server interface: "asgi" bounds what a client that stops reading can make
-    # the edge buffer (granian's ASGI send waits); "rsgi" is leaner, unbounded.
-    interface: Literal["asgi", "rsgi"] = "asgi"
-    # Connections kept to the proxy, per worker: each stream holds one for its
-    # whole life, so sized for thousands of concurrent streams.
-    pool_limit: int = 4096
-    # Longest wait for a free connection to the proxy; then 503 with Retry-After.
-    pool_timeout: float = 5.0
     # The token the edge presents to a proxy that authenticates its callers
     # (`Authorization: Bearer`); best set as FLATGATE_EDGE_PROXY_TOKEN.
     proxy_token: str = ""
     # Hex SHA-256 of the bearer token /metrics needs ("": /metrics is open).
     metrics_token_sha256: str = ""
-    # One line per request on stderr, as logfmt "text" or "json".
-    access_log: bool = True
-    log_format: Literal["text", "json"] = "text"
     # Serve HTTPS with this PEM certificate (chain) and key (both, or neither).
     tls_cert_file: str = ""
     tls_key_file: str = ""
-    # Graceful stop, as [proxy]'s (README, "Graceful restarts").
-    drain_grace_seconds: float = 5.0
-    drain_seconds: float = 30.0
-    # Each worker looks at the config file this often and applies a good
-    # change to [[keys]], [auth], [[models]], [state], [[limits]] and
-    # [[tenants]] (plumbing.reload; `flatgate reload`). 0: never.
-    reload_seconds: float = 1.0
-    # The cyclic GC (plumbing.gctune): thresholds per generation (CPython's
-    # are 700, 10, 10: a young collection every few streams at token
-    # cadence), and gc.freeze() once the app is built.
-    gc_thresholds: tuple[int, int, int] = (50_000, 20, 100)
-    gc_freeze: bool = True
+
+
+# FLATGATE_EDGE_<KEY> overlays, for plumbing.config.overlay_env.
+EDGE_OVERLAY: dict[str, tuple[str, ...]] = {"edge": EdgeSection.__struct_fields__}
 
 
 class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -181,7 +163,7 @@ class EdgeSettings(msgspec.Struct, frozen=True):
     models: tuple[ModelConfig, ...] = ()
     keys: tuple[KeyConfig, ...] = ()
     auth: AuthConfig = AuthConfig()
-    # [state], [[limits]] and [[tenants]] (plumbing.limits).
+    # [state], [[limits]] and [[tenants]] (limits.sections).
     limits: LimitsConfig = LimitsConfig()
 
     def model_index(self) -> dict[str, ModelConfig]:
@@ -206,22 +188,16 @@ def _problems(s: _Document, problems: Problems) -> None:
     url = urlsplit(e.proxy_url)
     if url.scheme != "http" or not url.hostname:
         problems.append(f"edge.proxy_url: expected http://host[:port], got {e.proxy_url!r}")
-    problems.port("edge.port", e.port)
-    if not e.host:
-        problems.append("edge.host: must not be empty")
+    server_problems("edge", e, problems)
     intake_problems("edge", e, problems)
-    for key in ("workers", "pool_limit"):
-        problems.at_least(f"edge.{key}", getattr(e, key), 1)
+    problems.at_least("edge.pool_limit", e.pool_limit, 1)
     for key in ("connect_timeout", "read_timeout", "first_byte_timeout"):
         problems.above(f"edge.{key}", getattr(e, key))
     problems.at_least("edge.keepalive_seconds", e.keepalive_seconds, 0)
     problems.at_least("edge.total_timeout", e.total_timeout, 0)
     problems.above("edge.pool_timeout", e.pool_timeout)
-    if e.metrics_token_sha256 and not _HEX64.match(e.metrics_token_sha256):
-        problems.append(
-            "edge.metrics_token_sha256: expected 64 lower-case hex digits "
-            "(the SHA-256 of the token)"
-        )
+    if e.metrics_token_sha256:
+        problems.sha256("edge.metrics_token_sha256", e.metrics_token_sha256, "the token")
     if bool(e.tls_cert_file) != bool(e.tls_key_file):
         key = "tls_key_file" if e.tls_cert_file else "tls_cert_file"
         problems.append(f"edge.{key}: give tls_cert_file and tls_key_file together")
@@ -232,10 +208,7 @@ def _problems(s: _Document, problems: Problems) -> None:
             )
         except (OSError, ssl.SSLError) as exc:
             problems.append(f"edge.tls_cert_file: cannot load it with edge.tls_key_file: {exc}")
-    problems.drain("edge", e.drain_grace_seconds, e.drain_seconds)
-    problems.at_least("edge.reload_seconds", e.reload_seconds, 0)
-    for i, threshold in enumerate(e.gc_thresholds):
-        problems.at_least(f"edge.gc_thresholds[{i}]", threshold, 0)
+    lifecycle_problems("edge", e, problems)
     seen: dict[str, str] = {}
     for i, m in enumerate(s.models):
         where = f"models[{i}]"
@@ -257,11 +230,7 @@ def _problems(s: _Document, problems: Problems) -> None:
         where = f"keys[{i}]"
         if not k.tenant:
             problems.append(f"{where}.tenant: must not be empty")
-        if not _HEX64.match(k.sha256):
-            problems.append(
-                f"{where}.sha256: expected 64 lower-case hex digits (the SHA-256 of the key)"
-            )
-        elif k.sha256 in digests:
+        if problems.sha256(f"{where}.sha256", k.sha256, "the key") and k.sha256 in digests:
             problems.append(f"{where}.sha256: the same key is listed twice")
         digests.add(k.sha256)
     if s.auth.jwt is not None:
@@ -321,15 +290,13 @@ def _parse(
     none. ``[edge]`` and each ``[[models]]`` / ``[[keys]]`` entry are converted
     on their own, so a problem in one does not hide those in the others."""
     problems = Problems()
-    edge = data.get("edge", {})
-    if not isinstance(edge, Mapping):
-        problems.append("edge: expected a table")
+    try:
+        # environ None: no FLATGATE_EDGE_* variables (the loaders pass os.environ).
+        overlaid = overlay_env(data, environ or {}, EDGE_OVERLAY)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
         return None, problems
-    merged = dict(edge)
-    for key in EdgeSection.__struct_fields__:
-        raw = (environ or {}).get(env_name("edge", key))
-        if raw is not None:
-            merged[key] = env_value(raw)
+    merged = dict(overlaid.get("edge", {}))
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -340,11 +307,8 @@ def _parse(
     section = convert_at(merged, EdgeSection, "edge", problems)
     parts: dict[str, list[Any]] = {}
     for key, kind in (("models", ModelConfig), ("keys", KeyConfig)):
-        entries = data.get(key, [])
-        if not isinstance(entries, list):
-            problems.append(f"{key}: expected an array of tables ([[{key}]])")
-            entries = []
-        parts[key] = [convert_at(e, kind, f"{key}[{i}]", problems) for i, e in enumerate(entries)]
+        found = entries(data, key, problems)
+        parts[key] = [convert_at(e, kind, f"{key}[{i}]", problems) for i, e in enumerate(found)]
     auth = _auth(data.get("auth", {}), problems)
     # What did not convert is reported already; check what did (the defaults
     # stand in for an [edge] that did not: they add no problem).

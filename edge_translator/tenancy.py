@@ -1,6 +1,6 @@
 """What a tenant may do at the edge: which models it may call, and its limits.
 
-Owns ``Tenancy``, one per worker, over a ``plumbing.limits.Limiter``:
+Owns ``Tenancy``, one per worker, over a ``limits.Limiter``:
 
 - **Models.** A caller may use a model when every allow-list that applies lets
   it through: its ``[[tenants]]`` entry's ``models``, and its credential's
@@ -15,7 +15,7 @@ Owns ``Tenancy``, one per worker, over a ``plumbing.limits.Limiter``:
   request whose body then fails keeps its request charge and gives its slot
   back (``release_caller``). Before the request goes to the proxy, ``admit``
   reserves the rest against the tenant's ``[[limits]]``: one request, a
-  concurrency slot, and its tokens (``wire.estimate.reservation``: the prompt's estimate
+  concurrency slot, and its tokens (``wire.request.estimate.reservation``: the prompt's estimate
   plus ``max_tokens``, or ``[state] default_max_tokens``). A spent limit is a
   429 ``tenant_rate_limited`` (Retry-After; the message names the limit)
   before any backend is contacted; the store not answering with
@@ -34,7 +34,6 @@ the limiter's store and its counts.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Iterable
 from typing import Final
 
@@ -47,9 +46,10 @@ from flatgate.edge_translator.settings import EdgeSettings, ModelConfig
 from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Decision, Lease, Limiter, allowed
 from flatgate.proxy.limits.decision import Outcome
 from flatgate.proxy.limits.rules import EARLY, FULL, LATE
+from flatgate.proxy.transport.base import retry_after_value
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.estimate import reservation
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
+from flatgate.proxy.wire.request.estimate import reservation
 
 __all__ = ["FREE", "MAX_TENANT_LABELS", "Admitted", "Tenancy", "with_headers"]
 
@@ -105,7 +105,7 @@ def _refusal(d: Decision) -> EdgeError:
         message = "The limits store is unavailable; retry shortly."
     else:
         code = codes.TENANT_RATE_LIMITED
-        wait = max(1, math.ceil(d.retry_after))  # as Retry-After says it
+        wait = retry_after_value(d.retry_after)  # as Retry-After says it
         message = f"Rate limit reached: {d.message}. Retry after {wait} s."
     return EdgeError(message, code=code, retry_after=d.retry_after, headers=headers)
 

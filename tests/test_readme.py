@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flatgate.proxy.wire.frames import Chunk
+from flatgate.proxy.wire.chunk.frames import Chunk
 from tests.edge.hardening_stack import MODEL, Ports, stack_toml, start_all, stop_all
 from tests.servers import Server, free_port, spawn
 

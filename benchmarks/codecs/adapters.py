@@ -2,7 +2,7 @@
 ``make bench``'s adapt-request and adapt-chunk rows.
 
 - ``adapt-request``: a verified ``CompletionRequest`` (the edge's bytes for the
-  shared payload) read with ``wire.decode.read_request`` and written as the
+  shared payload) read with ``wire.request.decode.read_request`` and written as the
   backend's JSON with msgspec: what an adapter does per request after
   verification (``verify`` is flatgate's own row).
 - ``adapt-chunk``: one SSE event of a token delta, as the backend sends it,
@@ -21,8 +21,8 @@ from typing import Any
 from benchmarks.codecs.common import edge_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.backends.base import Translator
-from flatgate.proxy.wire.decode import Request, read_request
-from flatgate.proxy.wire.verify import verify_request
+from flatgate.proxy.wire.request.decode import Request, read_request
+from flatgate.proxy.wire.request.verify import verify_request
 
 __all__ = ["OPS", "Ops", "ops"]
 

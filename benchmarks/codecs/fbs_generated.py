@@ -4,8 +4,9 @@ The baseline flatgate's own code is measured against. ``route`` and
 ``decode`` use the ``flatc --python`` accessors (a ``Table`` object per table
 reached, a ``bytes`` copy per string read); ``encode`` and ``translate`` use
 the stock ``flatbuffers.Builder`` with the generated ``Start``/``Add``/``End``
-functions (``edge_translator.translate.write_request_stock``, pooled builder);
-``chunk`` is ``proxy.frames.build_chunk`` given a fresh builder each time (a
+functions (``benchmarks.codecs.stock_writer.write_request_stock``, pooled
+builder); ``chunk`` is ``benchmarks.codecs.stock_chunk.build_chunk`` given a
+fresh builder each time (a
 pool that keeps none), the same code as flatgate's pooled row otherwise.
 
 The accessors do not verify: on untrusted bytes they may raise anything or
@@ -28,13 +29,13 @@ from benchmarks.codecs.common import (
     edge_request,
     json_body,
 )
+from benchmarks.codecs.stock_chunk import build_chunk
 from benchmarks.codecs.stock_writer import write_request_stock
 from benchmarks.payloads import to_flatbuffer
 from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.openai.models import ChatCompletionRequest, decode_request
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.stock import build_chunk
 
 __all__ = ["OPS", "chunk", "decode", "encode", "inputs", "read", "route", "translate"]
 

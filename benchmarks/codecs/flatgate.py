@@ -1,16 +1,19 @@
 """flatgate's own code on the same FlatBuffers bytes.
 
-- ``route``: ``proxy.wire.read_route``, the bounds-checked zero-copy reader
+- ``route``: ``wire.request.route.read_route``, the bounds-checked zero-copy reader
   (the model comes back as a memoryview of the body).
-- ``verify``: ``wire.verify.verify_request`` alone, the full verifier every
+- ``verify``: ``wire.request.verify.verify_request`` alone, the full verifier every
   decoding backend runs first.
 - ``decode``: the verifier, then the generated accessors (into the shape every
   codec's decode returns): the FlatBuffers row plus the price of decoding
-  untrusted bytes safely. The adapters read with ``wire.decode.read_request``
+  untrusted bytes safely. The adapters read with ``wire.request.decode.read_request``
   instead: their ``adapt-request`` rows.
 - ``encode``: the edge's schema-specific writer
-  (``edge_translator.translate.write_request``).
-- ``chunk``: ``proxy.frames.build_chunk`` with a pooled builder.
+  (``edge_translator.openai.translate.write_request``, through
+  ``wire.request.writer``).
+- ``chunk``: ``benchmarks.codecs.stock_chunk.build_chunk`` with a pooled builder
+  (the product writes chunks with ``wire.chunk.writer``: the
+  ``flatgate-writer`` row).
 - ``translate``: the edge's whole op, ``translate_json`` here: the edge's own
   steps (decode and validate, resolve the model, write) in one call;
   ``translate_messages_json`` is the same op for the Anthropic Messages API
@@ -25,6 +28,7 @@ from collections.abc import Mapping
 
 from benchmarks.codecs.common import MODELS, REQUEST_ID, Decoded, Delta
 from benchmarks.codecs.fbs_generated import inputs, read
+from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.edge_translator.anthropic.endpoint import new_message_id
 from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
@@ -34,9 +38,8 @@ from flatgate.edge_translator.openai.models import ChatCompletionRequest, decode
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.route import read_route
-from flatgate.proxy.wire.stock import build_chunk
-from flatgate.proxy.wire.verify import verify_request
+from flatgate.proxy.wire.request.route import read_route
+from flatgate.proxy.wire.request.verify import verify_request
 
 __all__ = [
     "OPS",

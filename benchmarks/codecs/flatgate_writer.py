@@ -1,4 +1,4 @@
-"""flatgate's per-token chunk writer (``wire.writer.ChunkWriter``).
+"""flatgate's per-token chunk writer (``wire.chunk.writer.ChunkWriter``).
 
 Only the ``chunk`` op: a stream's token delta, laid out by hand instead of
 through ``flatbuffers.Builder`` (the stream's request id and model written
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from benchmarks.codecs.common import Delta
 from benchmarks.codecs.fbs_generated import inputs
-from flatgate.proxy.wire.writer import ChunkWriter
+from flatgate.proxy.wire.chunk.writer import ChunkWriter
 
 __all__ = ["OPS", "chunk", "inputs"]
 

@@ -1,7 +1,7 @@
 """The stock-builder reference writer of the edge's request translation.
 
 ``write_request_stock`` writes the same ``CompletionRequest`` as
-``edge_translator.translate.write_request``, through a pooled stock
+``edge_translator.openai.translate.write_request``, through a pooled stock
 ``flatbuffers.Builder`` and the generated code: the reference the fast writer
 is tested against (decoded field by field) and benchmarked against. Benchmark
 and test scaffolding, not product code. No I/O.

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from flatgate.proxy.transport.base import Timeouts, UpstreamError
 from flatgate.proxy.transport.fast import PoolTransport
-from flatgate.proxy.wire.frames import FrameSplitter
-from flatgate.proxy.wire.stock import decode_chunk
+from flatgate.proxy.wire.chunk.frames import FrameSplitter
+from flatgate.proxy.wire.chunk.stock import decode_chunk
 
 __all__ = [
     "LatencyRun",

@@ -61,9 +61,9 @@ from benchmarks.load.rows import (
 )
 from benchmarks.payloads import PROMPT_SIZES
 from benchmarks.servers import CpuUsage, GcSample, Server, ServerGroup, find_tool
-from flatgate.proxy.wire.frames import FrameSplitter
+from flatgate.proxy.wire.chunk.frames import FrameSplitter
+from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.stock import decode_chunk
 
 __all__ = [
     "FULL",

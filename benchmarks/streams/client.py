@@ -6,7 +6,7 @@ whose bytes go to llhttp (``httptools``) and from its body callback to a
 checker that counts the stream's tokens as they arrive:
 
 - ``fbs``: size-prefixed chunk frames (``application/x-flatbuffers-stream``),
-  each read with ``wire.chunks.read_chunk``;
+  each read with ``wire.chunk.reader.read_chunk``;
 - ``openai``: SSE ``chat.completion.chunk`` events, read with msgspec.
 
 A frame or event is decoded once and remembered by its bytes (``_Memo``): a
@@ -35,8 +35,8 @@ from typing import Any, Literal, cast
 import httptools
 import msgspec
 
-from flatgate.proxy.wire.chunks import read_chunk
-from flatgate.proxy.wire.frames import MalformedFrame
+from flatgate.proxy.wire.chunk.frames import MalformedFrame
+from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = ["ERROR_KINDS", "Call", "Client", "Record"]

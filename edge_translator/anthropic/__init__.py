@@ -3,9 +3,10 @@
 OpenAI API.
 
 Modules: ``models`` (the request, msgspec Structs, and its checks),
-``translate`` (request -> ``CompletionRequest``, through the shared
-``request_writer``), ``render`` (chunk frames -> Messages SSE events, or one
+``translate`` (request -> ``CompletionRequest``, through the wire layer's
+``wire.request.writer``), ``render`` (chunk frames -> Messages SSE events, or one
 ``message``), ``errors`` (flatgate's error codes in Anthropic's shape and
-statuses), ``endpoint`` (what the app calls: authentication by ``x-api-key``
-or bearer token, then the shared request flow).
+statuses), ``endpoint`` (what the app's shared flow calls: ``MESSAGES``,
+this API's ``client_api.ClientApi``, with authentication by ``x-api-key`` or
+bearer token, and ``COUNT_TOKENS``, answered at the edge).
 """

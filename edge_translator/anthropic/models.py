@@ -24,8 +24,8 @@ no I/O; the decoders are built once at import.
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Literal, TypeAlias
+from collections.abc import Callable
+from typing import Annotated, Literal, TypeAlias, TypeVar
 
 import msgspec
 
@@ -36,6 +36,7 @@ from flatgate.edge_translator.decoding import (
     why_undecodable,
 )
 from flatgate.edge_translator.errors import InvalidRequest, shown
+from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.wire import codes
 
 __all__ = [
@@ -174,23 +175,15 @@ class MessagesRequest(CountTokensRequest, kw_only=True):
 _decode_messages = msgspec.json.Decoder(MessagesRequest).decode
 _decode_count = msgspec.json.Decoder(CountTokensRequest).decode
 
-_AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
-_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
-_INDEX = re.compile(r"\[(\d+)\]")
 _CARRIED = "text, tool_use, tool_result (thinking and redacted_thinking are dropped)"
 
 
 def _where(message: str) -> tuple[str, str]:
     """(Anthropic's path, msgspec's reason) of a validation message:
     ``$.messages[0].role`` is ``messages.0.role``."""
-    found = _AT.search(message)
-    path = found.group("path") if found else ""
-    reason = message[: found.start()] if found else message
-    missing = _MISSING.match(reason)
-    if missing:
-        path += "." + missing.group("field")
-        reason = "Field required"
-    return _INDEX.sub(r".\1", path).replace("[...]", "").strip("."), reason
+    v = read_validation(message)
+    path = v.where(index=".{}", value="", field=v.missing)
+    return path, "Field required" if v.missing else v.reason
 
 
 def _invalid(exc: msgspec.ValidationError) -> InvalidRequest:
@@ -273,10 +266,13 @@ def _not_json(why: str) -> InvalidRequest:
     )
 
 
-def decode_messages(body: bytes | memoryview) -> MessagesRequest:
-    """Decode and check a ``/v1/messages`` body; every failure is an ``InvalidRequest``."""
+R = TypeVar("R", bound="CountTokensRequest")
+
+
+def _decoded(decode: Callable[[bytes | memoryview], R], body: bytes | memoryview) -> R:
+    """``decode(body)``, checked; every failure is an ``InvalidRequest``."""
     try:
-        req = _decode_messages(body)
+        req = decode(body)
     except msgspec.ValidationError as exc:
         raise _invalid(exc) from exc
     except msgspec.DecodeError as exc:
@@ -285,17 +281,13 @@ def decode_messages(body: bytes | memoryview) -> MessagesRequest:
         raise _not_json(why_undecodable(exc)) from None
     _check_tools(req)
     return req
+
+
+def decode_messages(body: bytes | memoryview) -> MessagesRequest:
+    """Decode and check a ``/v1/messages`` body; every failure is an ``InvalidRequest``."""
+    return _decoded(_decode_messages, body)
 
 
 def decode_count_tokens(body: bytes | memoryview) -> CountTokensRequest:
     """Decode and check a ``/v1/messages/count_tokens`` body (no ``max_tokens``)."""
-    try:
-        req = _decode_count(body)
-    except msgspec.ValidationError as exc:
-        raise _invalid(exc) from exc
-    except msgspec.DecodeError as exc:
-        raise _not_json(str(exc)) from exc
-    except UNDECODABLE as exc:
-        raise _not_json(why_undecodable(exc)) from None
-    _check_tools(req)
-    return req
+    return _decoded(_decode_count, body)

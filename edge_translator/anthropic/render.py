@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.edge_translator.errors import UpstreamFailed
+from flatgate.edge_translator.errors import ProxyFailed
 from flatgate.edge_translator.openai.render import chunk_error
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.frames import Chunk, Usage
+from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = ["PING", "EventRenderer", "MessageAggregator", "stop_reason_name"]
@@ -305,7 +305,7 @@ def _tool_input(parts: list[str]) -> msgspec.Raw:
     except (msgspec.DecodeError, RecursionError):  # nested too deeply to check
         ok = False
     if not ok:
-        raise UpstreamFailed(
+        raise ProxyFailed(
             "The backend's tool call arguments are not a JSON object, which the Messages "
             "API requires as a tool_use block's input.",
             code=codes.BACKEND_PROTOCOL_ERROR,

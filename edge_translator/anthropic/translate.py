@@ -2,7 +2,7 @@
 
 Owns ``write_messages``: a decoded ``MessagesRequest`` (or the prompt of a
 ``CountTokensRequest``) as a ``CompletionRequest`` buffer, through the edges'
-shared writer (``request_writer.RequestWriter``). The mapping, message by
+shared writer (``wire.request.writer.RequestWriter``). The mapping, message by
 message:
 
 - ``system`` (a string, or text blocks joined) is the first message, role System;
@@ -30,7 +30,7 @@ usage). Blocks the wire cannot carry are refused as they are met (see
 
 A ``CountTokensRequest``'s buffer is then verified as whoever reads a
 ``messages`` request verifies it (the proxy before a JSON backend, an fbs
-backend such as the stub on arrival: ``wire.verify.verify_request``, its
+backend such as the stub on arrival: ``wire.request.verify``, its
 object and depth bounds), so ``count_tokens``, which the edge answers itself,
 counts no prompt that ``messages`` would be refused (400
 ``malformed_request``, the verifier's message): one definition of the limits,
@@ -58,10 +58,11 @@ from flatgate.edge_translator.anthropic.models import (
 )
 from flatgate.edge_translator.decoding import is_utf8
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.edge_translator.request_writer import Call, RequestWriter, WireMessage
 from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.buffer import MAX_BUFFER_BYTES, MalformedBuffer
+from flatgate.proxy.wire.request.verify import verify_request
+from flatgate.proxy.wire.request.writer import Call, RequestWriter, WireMessage
 from flatgate.proxy.wire.schema import Role, ToolChoiceMode
-from flatgate.proxy.wire.verify import MAX_BUFFER_BYTES, MalformedBuffer, verify_request
 
 __all__ = ["tool_choice_of", "write_messages"]
 

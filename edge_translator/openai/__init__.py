@@ -1,2 +1,4 @@
-"""The OpenAI Chat Completions API at the edge: its request models, their
-translation to a ``CompletionRequest``, and its rendering."""
+"""The OpenAI Chat Completions API at the edge: its request models
+(``models``, ``mapping``), their translation to a ``CompletionRequest``
+(``translate``), its rendering (``render``), and ``endpoint``, what the app's
+shared flow calls (``CHAT``, this API's ``client_api.ClientApi``)."""

@@ -17,7 +17,6 @@ Pure: no I/O. The decoder is built once at import.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal, TypeAlias
 
 import msgspec
@@ -29,6 +28,7 @@ from flatgate.edge_translator.decoding import (
     why_undecodable,
 )
 from flatgate.edge_translator.errors import InvalidRequest, shown
+from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.wire import codes
 
 __all__ = [
@@ -179,26 +179,16 @@ class ChatCompletionRequest(msgspec.Struct, gc=False):
 
 _decoder = msgspec.json.Decoder(ChatCompletionRequest)
 
-_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
-_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
-
 
 def param_from_error(message: str) -> str | None:
     """OpenAI's ``param`` for a msgspec validation message.
 
     msgspec names the JSON path (``$.messages[0].role``); OpenAI writes it as
-    ``messages.[0].role``. A missing field is named by the field itself.
+    ``messages.[0].role``. A missing field is named by the field itself; a
+    dict value's path has no key in it (``$.metadata[...]``): the dict is named.
     """
-    path = ""
-    found = _PATH.search(message)
-    if found:
-        path = found.group("path")
-    missing = _MISSING.match(message)
-    if missing:
-        path += "." + missing.group("field")
-    # A dict value's path has no key in it (``$.metadata[...]``): name the dict.
-    path = path.replace("[...]", "").lstrip(".").replace("[", ".[").lstrip(".")
-    return path or None
+    v = read_validation(message)
+    return v.where(index=".[{}]", value="", field=v.missing) or None
 
 
 def _reject_parts(content: Content | None, where: str) -> None:

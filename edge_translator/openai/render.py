@@ -30,9 +30,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from flatgate.edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
+from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.frames import Chunk, ChunkError, Usage
+from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, Usage
 from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = [
@@ -70,8 +70,8 @@ def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> E
     code = codes.peer_code(error.code, 502) if error and error.code else codes.PROXY_PROTOCOL_ERROR
     message = error.message if error and error.message else default
     if code.status == 504:
-        return UpstreamTimeout(message, code=code)
-    return UpstreamFailed(message, code=code, status=502)
+        return ProxyTimedOut(message, code=code)
+    return ProxyFailed(message, code=code, status=502)
 
 
 class _Err(msgspec.Struct):

@@ -2,7 +2,7 @@
 
 Owns ``write_request``: a decoded ``ChatCompletionRequest`` (DESIGN section 1;
 what each field means on the wire is ``mapping``) as a ``CompletionRequest``
-buffer, through the edges' shared writer (``request_writer.RequestWriter``).
+buffer, through the edges' shared writer (``wire.request.writer.RequestWriter``).
 
 Conventions (besides the writer's): metadata is sorted by key
 (``KeyValue.key`` is the table's key), ``max_completion_tokens`` wins over
@@ -25,7 +25,7 @@ from flatgate.edge_translator.openai.models import (
     ChatCompletionRequest,
     ToolMessage,
 )
-from flatgate.edge_translator.request_writer import RequestWriter, WireMessage
+from flatgate.proxy.wire.request.writer import RequestWriter, WireMessage
 
 __all__ = ["write_request"]
 

@@ -60,10 +60,10 @@ from flatgate.proxy.backends.base import (
 from flatgate.proxy.backends.json_api import EventStream, JsonAdapter, usage
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.decode import Request
-from flatgate.proxy.wire.frames import ToolCallDelta
+from flatgate.proxy.wire.chunk.frames import ToolCallDelta
+from flatgate.proxy.wire.chunk.writer import ChunkWriter
+from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import FinishReason, ToolChoiceMode
-from flatgate.proxy.wire.writer import ChunkWriter
 
 __all__ = ["STOP_REASONS", "AnthropicAdapter", "AnthropicStream", "encode_request"]
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from flatgate.proxy.wire.decode import Request
+from flatgate.proxy.wire.request.decode import Request
 
 __all__ = [
     "Adapter",

@@ -22,10 +22,10 @@ from flatgate.proxy.backends.base import (
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.decode import Request
-from flatgate.proxy.wire.frames import ChunkError, FrameCutter, MalformedFrame
+from flatgate.proxy.wire.chunk.frames import ChunkError, FrameCutter, MalformedFrame
+from flatgate.proxy.wire.chunk.writer import write_chunk
+from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, FinishReason
-from flatgate.proxy.wire.writer import write_chunk
 
 __all__ = ["COMPLETIONS_PATH", "FbsAdapter", "FrameRelay", "completions_url", "request_headers"]
 

@@ -26,10 +26,10 @@ from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.backends.sse import SSEError, SSEParser
 from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.decode import Request
-from flatgate.proxy.wire.frames import ChunkError, Usage
+from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
+from flatgate.proxy.wire.chunk.writer import write_chunk
+from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import JSON, SSE, FinishReason
-from flatgate.proxy.wire.writer import write_chunk
 
 __all__ = ["INT32_MAX", "EventStream", "JsonAdapter", "count", "error_message", "usage"]
 

@@ -4,7 +4,7 @@ vLLM, llama.cpp, Ollama, SGLang, TGI, DeepSeek).
 Request: ``POST {url}/chat/completions`` with ``stream: true`` and
 ``stream_options.include_usage`` always, the decoded request written with
 msgspec (messages and tools have the API's shape already, see
-``wire.decode``). Sent: model (the backend's ``model`` or the routed name),
+``wire.request.decode``). Sent: model (the backend's ``model`` or the routed name),
 messages, tools, tool_choice, parallel_tool_calls, temperature, top_p, stop,
 seed, presence/frequency penalties, n, user, response_format, and max tokens
 as ``max_tokens`` or ``max_completion_tokens`` (``max_tokens_field``).
@@ -53,10 +53,10 @@ from flatgate.proxy.backends.base import (
 from flatgate.proxy.backends.json_api import INT32_MAX, EventStream, JsonAdapter, usage
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.decode import Message, Request, Tool
-from flatgate.proxy.wire.frames import ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.writer import ChunkWriter
+from flatgate.proxy.wire.request.decode import Message, Request, Tool
 from flatgate.proxy.wire.schema import FinishReason, ToolChoiceMode
-from flatgate.proxy.wire.writer import ChunkWriter
 
 __all__ = ["FINISH_REASONS", "OpenAIAdapter", "OpenAIStream", "encode_request"]
 

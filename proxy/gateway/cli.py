@@ -3,12 +3,15 @@
 Owns turning flags into settings and starting granian. Flags become
 ``FLATGATE_<SERVICE>_<KEY>`` environment variables, so the worker processes
 granian spawns read the very same settings through ``service.settings`` /
-``edge_translator.config`` (one path for flags, environment and file).
+``stub.settings`` / ``edge_translator.settings`` / ``gateway.document`` (one
+path for flags, environment and file).
 
-Every problem of the config is found before anything starts (``gateway.check``,
-the same code ``flatgate check`` runs), listed one per line, and the command
-exits 2. Each service runs under ``gateway.server.DrainingServer``: SIGTERM or
-SIGINT drains it (README, "Graceful restarts"). The proxy's and the edge's
+The file is read once per command: every problem of the config is found
+before anything starts (``gateway.check``, the same code ``flatgate check``
+runs), listed one per line, and the command exits 2; the document it gives
+is what the command starts with. Each service runs under
+``gateway.server.DrainingServer``: SIGTERM or SIGINT drains it (README,
+"Graceful restarts"). The proxy's and the edge's
 workers share their metrics through a directory made per server
 (``_shared_metrics``), so that any worker's ``/metrics`` answers for all.
 
@@ -34,18 +37,13 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from flatgate.edge_translator.settings import EdgeSection, load_edge_settings
-from flatgate.proxy.gateway.check import Scope, file_problems
+from flatgate.proxy.gateway.check import checked, file_problems
+from flatgate.proxy.gateway.document import SERVICE_SCOPES, Scope
 from flatgate.proxy.gateway.effective import effective_config
 from flatgate.proxy.plumbing.config import ENV_CONFIG, env_name
 from flatgate.proxy.plumbing.metrics import ENV_METRICS_DIR
-from flatgate.proxy.service.settings import (
-    FAULTS,
-    STUB_PROTOCOLS,
-    ProxySection,
-    StubSection,
-    load_config,
-)
+from flatgate.proxy.plumbing.server_section import ServerSection, ServiceSection
+from flatgate.proxy.stub.settings import FAULTS, STUB_PROTOCOLS
 
 __all__ = ["main"]
 
@@ -214,22 +212,23 @@ def _serve(service: str, args: argparse.Namespace) -> int:
         keys = ["host", "port", "workers", "interface", "proxy_url"]
     # The gateway listens where the edge would: its flags set [edge] keys.
     _export("edge" if service == "gateway" else service, args, keys)
-    scope: Scope = "edge" if service == "edge" else "all" if service == "gateway" else "proxy"
-    problems = file_problems(None, scope=scope)
-    if problems:
+    doc, problems = checked(None, scope=SERVICE_SCOPES[service])
+    if doc is None:
         return _report(service, problems)
     # One line: what this service runs with, secrets masked.
-    config_line = json.dumps(effective_config(service), separators=(",", ":"))
+    config_line = json.dumps(effective_config(service, doc), separators=(",", ":"))
     print(f"flatgate {service}: effective config: {config_line}", file=sys.stderr, flush=True)
-    section: EdgeSection | ProxySection | StubSection
+    section: ServerSection
     tls: dict[str, Path] = {}
     if service in ("edge", "gateway"):
-        section = load_edge_settings(None).edge
-        if section.tls_cert_file:
-            tls = {"ssl_cert": Path(section.tls_cert_file), "ssl_key": Path(section.tls_key_file)}
+        section = doc.edge
+        if doc.edge.tls_cert_file:
+            tls = {"ssl_cert": Path(doc.edge.tls_cert_file), "ssl_key": Path(doc.edge.tls_key_file)}
     else:
-        config = load_config()
-        section = config.proxy if service == "proxy" else config.stub
+        section = doc.proxy if service == "proxy" else doc.stub
+    in_flight, streams = STUB_CONNECTIONS, STUB_HTTP2_STREAMS
+    if isinstance(section, ServiceSection):
+        in_flight, streams = section.max_in_flight, section.http2_max_streams
     server = DrainingServer(
         SERVICES[service],
         grace=section.drain_grace_seconds,
@@ -247,10 +246,8 @@ def _serve(service: str, args: argparse.Namespace) -> int:
         # for its whole life, so admission control (max_in_flight) bounds
         # instead, and the listen queue is as deep as the kernel allows.
         backlog=LISTEN_BACKLOG,
-        backpressure=getattr(section, "max_in_flight", STUB_CONNECTIONS) + ADMISSION_MARGIN,
-        http2_settings=HTTP2Settings(
-            max_concurrent_streams=getattr(section, "http2_max_streams", STUB_HTTP2_STREAMS)
-        ),
+        backpressure=in_flight + ADMISSION_MARGIN,
+        http2_settings=HTTP2Settings(max_concurrent_streams=streams),
         **tls,
     )
     with _shared_metrics(service):
@@ -401,14 +398,12 @@ def _stop_children(children: list[_Child]) -> bool:
 
 def _up(args: argparse.Namespace) -> int:
     config_path = os.path.abspath(args.config) if args.config else None
-    problems = file_problems(config_path, scope="split" if args.split else "up")
-    if problems:
+    doc, problems = checked(config_path, scope="split" if args.split else "up")
+    if doc is None:
         return _report("up", problems)
-    config = load_config(config_path)
-    edge = load_edge_settings(config_path)
     base = [sys.executable, "-m", "flatgate.proxy.gateway.cli"]
     extra = (["--config", config_path] if config_path else []) + ["--log-level", args.log_level]
-    e, p, s = edge.edge, config.proxy, config.stub
+    e, p, s = doc.edge, doc.proxy, doc.stub
     edge_scheme = "https" if e.tls_cert_file else "http"
     children = [
         _Child(
@@ -439,9 +434,9 @@ def _up(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return 1
-        model = edge.models[0].name if edge.models else "flatgate-echo"
+        model = doc.models[0].name if doc.models else "flatgate-echo"
         stubs = ", ".join(f"{pr} http://{s.host}:{s.port + i}" for i, pr in enumerate(s.up))
-        models = ", ".join(m.name for m in edge.models)
+        models = ", ".join(m.name for m in doc.models)
         print(
             EXAMPLE.format(
                 es=edge_scheme,

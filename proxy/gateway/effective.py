@@ -1,7 +1,8 @@
 """The effective configuration a service starts with, for its start-up log line.
 
-Owns ``effective_config``: the sections a service reads (file, environment and
-flags merged, defaults filled in), as plain data with every secret masked:
+Owns ``effective_config``: the sections a service reads of the document
+(``gateway.document``: file, environment and flags merged, defaults filled
+in), as plain data with every secret masked:
 API keys, the proxy token, key and token digests, and header values that carry
 credentials become ``"***"`` when set. No I/O beyond reading the config.
 """
@@ -12,8 +13,7 @@ from typing import Any
 
 import msgspec
 
-from flatgate.edge_translator.settings import load_edge_settings
-from flatgate.proxy.service.settings import load_config
+from flatgate.proxy.gateway.document import SERVICE_SCOPES, GatewayDocument, load_document
 
 __all__ = ["MASK", "effective_config"]
 
@@ -40,32 +40,31 @@ def _mask(value: Any, key: str = "") -> Any:
     return value
 
 
-def effective_config(service: str) -> dict[str, Any]:
-    """What ``service`` (proxy, stub, edge or gateway) runs with, secrets masked."""
-    data: dict[str, Any] = {}
-    if service in ("proxy", "gateway"):
-        c = load_config()
-        data |= {
-            "proxy": msgspec.to_builtins(c.proxy),
-            "backends": msgspec.to_builtins(c.backends),
-            "routes": msgspec.to_builtins(c.routes),
-        }
-    if service in ("edge", "gateway"):
-        s = load_edge_settings(None)
-        data |= {
-            "edge": msgspec.to_builtins(s.edge),
-            "models": msgspec.to_builtins(s.models),
-            "keys": msgspec.to_builtins(s.keys),
-            "auth": msgspec.to_builtins(s.auth),
-        }
-    if service in ("proxy", "edge", "gateway"):
-        limits = load_config().limits_config() if service == "proxy" else s.limits
-        data |= {
-            "state": msgspec.to_builtins(limits.state),
-            "limits": msgspec.to_builtins(limits.limits),
-            "tenants": msgspec.to_builtins(limits.tenants),
-        }
-    if service == "stub":
-        data = {"stub": msgspec.to_builtins(load_config().stub)}
+# The sections each service runs with, in the file's order.
+_SHOWN: dict[str, tuple[str, ...]] = {
+    "proxy": ("proxy", "backends", "routes", "state", "limits", "tenants"),
+    "stub": ("stub",),
+    "edge": ("edge", "models", "keys", "auth", "state", "limits", "tenants"),
+    "gateway": (
+        "proxy",
+        "backends",
+        "routes",
+        "edge",
+        "models",
+        "keys",
+        "auth",
+        "state",
+        "limits",
+        "tenants",
+    ),
+}
+
+
+def effective_config(service: str, document: GatewayDocument | None = None) -> dict[str, Any]:
+    """What ``service`` (proxy, stub, edge or gateway) runs with, secrets
+    masked: its sections of ``document`` (``None``: read from
+    ``$FLATGATE_CONFIG`` and the ``FLATGATE_*`` variables)."""
+    doc = load_document(None, scope=SERVICE_SCOPES[service]) if document is None else document
+    data = {key: msgspec.to_builtins(getattr(doc, key)) for key in _SHOWN[service]}
     masked: dict[str, Any] = _mask(data)
     return masked

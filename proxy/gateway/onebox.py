@@ -23,7 +23,8 @@ from collections.abc import Callable
 import msgspec
 
 from flatgate.edge_translator.app import EdgeApp
-from flatgate.edge_translator.settings import EdgeSettings, load_edge_settings
+from flatgate.edge_translator.settings import EdgeSettings
+from flatgate.proxy.gateway.document import GatewayDocument, load_document
 from flatgate.proxy.limits import Limiter
 from flatgate.proxy.plumbing.config import ENV_CONFIG
 from flatgate.proxy.plumbing.drain import Drain
@@ -32,12 +33,12 @@ from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
-from flatgate.proxy.service.settings import GatewayConfig, load_config
+from flatgate.proxy.service.settings import ProxySettings
 
 __all__ = ["build", "create_app", "reloader"]
 
 
-def _router_config(config: GatewayConfig, settings: EdgeSettings) -> GatewayConfig:
+def _router_config(config: ProxySettings, settings: EdgeSettings) -> ProxySettings:
     """``config`` as the in-process router takes it: its requests are the
     edge's, so a buffer may expand to what the edge's largest body does
     (``verify_request``'s bound), when that is more than ``[proxy]``'s."""
@@ -46,11 +47,14 @@ def _router_config(config: GatewayConfig, settings: EdgeSettings) -> GatewayConf
     return msgspec.structs.replace(config, proxy=proxy)
 
 
-def _build(
-    config_path: str | None = None, drain: Drain | None = None
-) -> tuple[EdgeApp, ProxyServer]:
-    settings = load_edge_settings(config_path)
-    config = _router_config(load_config(config_path), settings)
+def _parts(document: GatewayDocument) -> tuple[EdgeSettings, ProxySettings]:
+    """The edge's part of the document, and the router's."""
+    settings = document.edge_settings()
+    return settings, _router_config(document.proxy_settings(), settings)
+
+
+def _build(document: GatewayDocument, drain: Drain | None = None) -> tuple[EdgeApp, ProxyServer]:
+    settings, config = _parts(document)
     e = settings.edge
     drain = drain or Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
     # One limiter (and store) per worker for both layers: the edge's
@@ -72,16 +76,15 @@ def _build(
 
 def build(config_path: str | None = None, drain: Drain | None = None) -> EdgeApp:
     """The gateway's handler: an edge whose proxy is in process."""
-    return _build(config_path, drain)[0]
+    return _build(load_document(config_path), drain)[0]
 
 
 def reloader(path: str, edge: EdgeApp, proxy: ProxyServer) -> Callable[[], None]:
-    """Re-read ``path`` for both layers: both halves validate before either
-    is applied."""
+    """Re-read ``path`` (once) for both layers: both halves validate before
+    either is applied."""
 
     def apply() -> None:
-        settings = load_edge_settings(path)
-        config = _router_config(load_config(path), settings)
+        settings, config = _parts(load_document(path))
         proxy.reload(config)
         edge.reload(settings)
 
@@ -89,11 +92,12 @@ def reloader(path: str, edge: EdgeApp, proxy: ProxyServer) -> Callable[[], None]
 
 
 def create_app() -> ServerApp:
-    """granian factory: settings from ``$FLATGATE_CONFIG`` and ``FLATGATE_*``."""
-    settings = load_edge_settings(None)
-    e = settings.edge
+    """granian factory: settings from ``$FLATGATE_CONFIG`` and ``FLATGATE_*``,
+    the file read once."""
+    document = load_document(None)
+    e = document.edge
     drain = Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
-    edge, proxy = _build(None, drain)
+    edge, proxy = _build(document, drain)
     tune(e.gc_thresholds, freeze=e.gc_freeze)
     path = os.environ.get(ENV_CONFIG)
     starts = []

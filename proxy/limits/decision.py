@@ -9,7 +9,6 @@ the apps turn a refusal into their 429 (or 503, ``STORE_UNAVAILABLE``). No I/O.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Sequence
 
 from flatgate.proxy.limits.algorithms import (
@@ -20,6 +19,7 @@ from flatgate.proxy.limits.algorithms import (
     rate_remaining,
 )
 from flatgate.proxy.limits.rules import Plan
+from flatgate.proxy.transport.base import retry_after_value
 
 __all__ = ["Decision", "Lease", "Outcome"]
 
@@ -145,7 +145,7 @@ class Decision:
                 ("x-ratelimit-reset-tokens", go_duration(tok.reset)),
             )
         if not self.allowed:
-            out.append(("retry-after", str(max(1, math.ceil(self.retry_after)))))
+            out.append(("retry-after", retry_after_value(self.retry_after)))
         return out
 
     def __eq__(self, other: object) -> bool:

@@ -21,11 +21,18 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from flatgate.proxy.plumbing.config import ConfigError, Problems, convert_at, overlay_env
+from flatgate.proxy.plumbing.config import (
+    ConfigError,
+    Problems,
+    convert_at,
+    convert_entry,
+    entries,
+    overlay_env,
+)
 
 __all__ = [
     "LIMIT_KINDS",
-    "STATE_SECTIONS",
+    "STATE_OVERLAY",
     "LimitRule",
     "LimitsConfig",
     "StateSection",
@@ -116,7 +123,7 @@ class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 # FLATGATE_STATE_<KEY> overlays, for plumbing.config.overlay_env.
-STATE_SECTIONS: dict[str, tuple[str, ...]] = {"state": StateSection.__struct_fields__}
+STATE_OVERLAY: dict[str, tuple[str, ...]] = {"state": StateSection.__struct_fields__}
 _SECTIONS = ("state", "limits", "tenants")
 
 
@@ -206,26 +213,12 @@ def _tenant_problems(tenants: list[TenantConfig | None], problems: Problems) -> 
                 problems.append(f"{where}.models[{j}]: must not be empty")
 
 
-def _entries(data: Mapping[str, Any], key: str, problems: Problems) -> list[Any]:
-    entries = data.get(key, [])
-    if isinstance(entries, list):
-        return entries
-    problems.append(f"{key}: expected an array of tables ([[{key}]])")
-    return []
-
-
-def _whole(entry: Any, kind: type[Any], where: str, problems: Problems) -> Any:
-    before = len(problems)
-    value = convert_at(entry, kind, where, problems)
-    return value if len(problems) == before else None
-
-
 def _parse(
     data: Mapping[str, Any], environ: Mapping[str, str]
 ) -> tuple[LimitsConfig | None, Problems]:
     problems = Problems()
     try:
-        data = overlay_env(data, environ, STATE_SECTIONS)
+        data = overlay_env(data, environ, STATE_OVERLAY)
     except ConfigError as exc:
         problems.extend(exc.problems)
         return None, problems
@@ -233,13 +226,13 @@ def _parse(
     if state is not None:
         _state_problems(state, environ, problems)
     rules = [
-        _whole(e, LimitRule, f"limits[{i}]", problems)
-        for i, e in enumerate(_entries(data, "limits", problems))
+        convert_entry(e, LimitRule, f"limits[{i}]", problems)
+        for i, e in enumerate(entries(data, "limits", problems))
     ]
     _limit_problems(rules, problems)
     tenants = [
-        _whole(e, TenantConfig, f"tenants[{i}]", problems)
-        for i, e in enumerate(_entries(data, "tenants", problems))
+        convert_entry(e, TenantConfig, f"tenants[{i}]", problems)
+        for i, e in enumerate(entries(data, "tenants", problems))
     ]
     _tenant_problems(tenants, problems)
     if problems:

@@ -4,11 +4,15 @@ errors that name the key.
 Owns the file's reading (a path, ``$FLATGATE_CONFIG``, or the embedded default
 ``proxy/default.toml``), the environment variable names
 (``FLATGATE_CONFIG``, ``FLATGATE_<SECTION>_<KEY>``) and their TOML-syntax
-values, turning msgspec's validation errors into ``key: problem`` messages, and
-the checks every section shares (``Problems``: ranges, ports, drain times).
-Each service owns the sections it reads (``service.settings``,
-``backends.config``, ``edge_translator.config``); each checks a whole document
-and reports every problem it finds, not only the first.
+values (``overlay_env``, the one overlay every service uses), turning
+msgspec's validation errors into ``key: problem`` messages (``convert_at``,
+through ``plumbing.validation``), and the checks every section shares
+(``Problems``: ranges, ports, drain times, SHA-256 digests). The fields every
+server's section shares are ``plumbing.server_section``'s; each service owns
+the sections it reads (``service.settings``, ``stub.settings``,
+``backends.section``, ``limits.sections``, ``edge_translator.settings``) and
+the gateway the whole document (``gateway.document``); each checks a whole
+document and reports every problem it finds, not only the first.
 
 No I/O beyond reading the file it is given.
 """
@@ -25,13 +29,17 @@ from typing import Any, TypeVar
 import msgspec
 import msgspec.structs
 
+from flatgate.proxy.plumbing.validation import read_validation
+
 __all__ = [
     "DEFAULT_CONFIG",
     "ENV_CONFIG",
     "ConfigError",
+    "Overlays",
     "Problems",
-    "convert",
     "convert_at",
+    "convert_entry",
+    "entries",
     "env_name",
     "env_value",
     "key_path",
@@ -43,6 +51,10 @@ __all__ = [
 ENV_CONFIG = "FLATGATE_CONFIG"
 DEFAULT_CONFIG = "default.toml"
 T = TypeVar("T")
+# The sections ``overlay_env`` lays variables over, each with its keys.
+Overlays = Mapping[str, Iterable[str]]
+# A SHA-256 written as a config value (of an API key, of a bearer token).
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ConfigError(ValueError):
@@ -72,6 +84,13 @@ class Problems(list[str]):
         if not 1 <= value <= 65535:
             self.append(f"{key}: expected 1..65535, got {value}")
 
+    def sha256(self, key: str, value: str, of: str) -> bool:
+        """Whether ``value`` is a hex SHA-256 (of ``of``: "the key", "the token")."""
+        if _HEX64.match(value):
+            return True
+        self.append(f"{key}: expected 64 lower-case hex digits (the SHA-256 of {of})")
+        return False
+
     def drain(self, section: str, grace: float, seconds: float) -> None:
         """``drain_grace_seconds`` and ``drain_seconds`` of ``[section]``."""
         self.at_least(f"{section}.drain_grace_seconds", grace, 0)
@@ -97,10 +116,13 @@ def env_value(raw: str) -> Any:
 
 
 def overlay_env(
-    data: Mapping[str, Any], environ: Mapping[str, str], sections: Mapping[str, Iterable[str]]
+    data: Mapping[str, Any], environ: Mapping[str, str], sections: Overlays
 ) -> dict[str, Any]:
     """``data`` with ``FLATGATE_<SECTION>_<KEY>`` variables laid over each
-    ``[section]`` table, for the keys given per section."""
+    ``[section]`` table, for the keys given per section (a variable wins over
+    the file; a table made of variables alone appears). Raises
+    ``ConfigError`` (``section: expected a table``) for a section that is
+    not a table."""
     out = dict(data)
     for section, keys in sections.items():
         table = out.get(section, {})
@@ -116,35 +138,16 @@ def overlay_env(
     return out
 
 
-def key_path(message: str) -> str:
+def key_path(message: str, where: str = "") -> str:
     """msgspec's ``... - at `$.backends[0].url` `` as ``backends[0].url: ...``
-    (a missing required key: ``routes[0].model: required key is missing``)."""
-    text, sep, path = message.rpartition(" - at `$")
-    if not sep:
-        return message
-    path = path.rstrip("`").lstrip(".")
-    missing = re.match(r"Object missing required field `([^`]+)`", text)
-    if missing:
-        key = f"{path}.{missing.group(1)}" if path else missing.group(1)
-        return f"{key}: required key is missing"
-    return f"{path}: {text}" if path else text
-
-
-def convert(data: Any, kind: type[T]) -> T:
-    """``msgspec.convert`` with its errors as ``ConfigError`` naming the key."""
-    try:
-        return msgspec.convert(data, kind)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(key_path(str(exc))) from exc
-
-
-def _at(message: str, where: str) -> str:
-    """A msgspec message about the part at ``where`` as ``key: problem``, the
-    key named from the document's root."""
-    if where:
-        text, sep, path = message.rpartition(" - at `$")
-        message = f"{text} - at `${'.' + where}{path}" if sep else f"{message} - at `$.{where}`"
-    return key_path(message)
+    (a missing required key: ``routes[0].model: required key is missing``),
+    the key named from ``where`` (the part converted: ``""``, the document's
+    root)."""
+    v = read_validation(message)
+    if v.missing:
+        return f"{v.where(root=where, field=v.missing)}: required key is missing"
+    key = v.where(root=where)
+    return f"{key}: {v.reason}" if key else v.reason
 
 
 def convert_at(data: Any, kind: type[T], where: str, problems: list[str]) -> T | None:
@@ -160,7 +163,7 @@ def convert_at(data: Any, kind: type[T], where: str, problems: list[str]) -> T |
     try:
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:
-        first = _at(str(exc), where)
+        first = key_path(str(exc), where)
     if not (isinstance(data, Mapping) and issubclass(kind, msgspec.Struct)):
         problems.append(first)
         return None
@@ -172,12 +175,12 @@ def convert_at(data: Any, kind: type[T], where: str, problems: list[str]) -> T |
     for key, value in data.items():
         if key not in fields:
             if forbid:
-                found.append(_at(f"Object contains unknown field `{key}`", where))
+                found.append(key_path(f"Object contains unknown field `{key}`", where))
             continue
         try:
             msgspec.convert({**required, key: value}, kind)
         except msgspec.ValidationError as exc:
-            message = _at(str(exc), where)
+            message = key_path(str(exc), where)
             if message not in found:
                 found.append(message)
         else:
@@ -187,6 +190,24 @@ def convert_at(data: Any, kind: type[T], where: str, problems: list[str]) -> T |
         return msgspec.convert(good, kind)
     except msgspec.ValidationError:
         return None
+
+
+def entries(data: Mapping[str, Any], key: str, problems: list[str]) -> list[Any]:
+    """The ``[[key]]`` array of tables (``[]`` when it is not one: reported)."""
+    found = data.get(key, [])
+    if isinstance(found, list):
+        return found
+    problems.append(f"{key}: expected an array of tables ([[{key}]])")
+    return []
+
+
+def convert_entry(entry: Any, kind: type[T], where: str, problems: list[str]) -> T | None:
+    """One ``[[...]]`` entry, or ``None`` if it has a problem (added): an
+    entry with a problem of its own is not checked further (its other keys'
+    checks could be about a default standing in for a bad value)."""
+    before = len(problems)
+    value = convert_at(entry, kind, where, problems)
+    return value if len(problems) == before else None
 
 
 def read_config_text(path: str | os.PathLike[str] | None) -> str:

@@ -1,18 +1,24 @@
 """The proxy's HTTP surface: route from the buffer, dispatch, relay frames.
 
 ``POST /v1/completions`` takes a ``CompletionRequest`` FlatBuffer, reads
-``(provider, model)`` with ``wire.route.read_route`` (a memoryview into the
-body, nothing decoded), finds the route, and has the dispatcher
+``(provider, model)`` with ``wire.request.route.read_route`` (a memoryview
+into the body, nothing decoded), finds the route, and has the dispatcher
 (``service.dispatch``) open an answer from one of its backends: an ``fbs``
 backend is sent the very ``bytes`` object the server handed over, a JSON
-backend its adapter's translation. The answer's chunk frames stream back:
-size-prefixed frames relayed as they arrive (``Accept:
-application/x-flatbuffers-stream``), or re-framed as SSE.
+backend its adapter's translation. The answer's chunk frames stream back
+through ``service.relay``: size-prefixed frames relayed as they arrive
+(``Accept: application/x-flatbuffers-stream``), or re-framed as SSE.
 
-Errors before the first byte are an HTTP status with
-``{"error": {"code", "message"}}`` (and ``Retry-After`` when a backend asked
-for a wait); after it, one error chunk with ``finish_reason`` error ends the
-stream. This module is the one place errors become responses.
+A request's steps, in order (``completions``): its head (method, type,
+length), its caller (``service.caller``: token, admission), its body, its
+route (``_admit``), its tenant's limits (``_reserve``), a backend's answer
+(``Dispatcher.open``), the relay (``_answer``); each returns what the next
+needs, and whatever one took is given back in ``completions``' ``finally``.
+
+Errors before the first byte are a ``service.errors.ProxyError``, answered
+by ``errors.answer_of`` (status, ``{"error": {"code", "message"}}``,
+``Retry-After`` and the other common headers); after it, one error chunk with
+``finish_reason`` error ends the stream.
 
 Also ``/healthz``, ``/readyz`` and ``/metrics``.
 """
@@ -22,13 +28,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import os
 import time
 
 import msgspec
 
-from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
@@ -45,24 +49,24 @@ from flatgate.proxy.plumbing.serve import (
     CallerWatch,
     Exchange,
     ServerApp,
-    Sink,
     Watchlist,
     valid_request_id,
 )
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
-from flatgate.proxy.service.caller import body_of, caller_of, hold_of
-from flatgate.proxy.service.dispatch import Dispatcher, Opened, ProxyError
+from flatgate.proxy.service.caller import caller_of, hold_of
+from flatgate.proxy.service.dispatch import Dispatcher
+from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
 from flatgate.proxy.service.quota import ProxyLimits
+from flatgate.proxy.service.relay import Relay
 from flatgate.proxy.service.routes import Route, RouteTable
-from flatgate.proxy.service.settings import GatewayConfig, load_config
-from flatgate.proxy.transport.base import Transport, UpstreamError, UpstreamTimeout
+from flatgate.proxy.service.settings import ProxySettings, load_config
+from flatgate.proxy.transport.base import Transport
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.chunks import read_outcome
-from flatgate.proxy.wire.codes import ErrorCode, error_body
-from flatgate.proxy.wire.frames import ChunkError, FrameCutter, MalformedFrame, sse_event
-from flatgate.proxy.wire.route import read_route, read_tenant, tenant_present
+from flatgate.proxy.wire.chunk.frames import MalformedFrame
+from flatgate.proxy.wire.chunk.reader import read_outcome
+from flatgate.proxy.wire.request.route import read_route, read_tenant, tenant_present
 from flatgate.proxy.wire.schema import (
     ADMITTED_HEADER,
     BACKEND_HEADER,
@@ -71,12 +75,9 @@ from flatgate.proxy.wire.schema import (
     JSON,
     PROVIDERS,
     SSE,
-    FinishReason,
 )
-from flatgate.proxy.wire.stock import build_chunk
-from flatgate.proxy.wire.verify import MalformedBuffer
 
-__all__ = ["ProxyError", "ProxyServer", "create_app", "upstream_failure"]
+__all__ = ["CLIENT_CLOSED", "ProxyServer", "create_app"]
 
 _JSON = [("content-type", JSON)]
 _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
@@ -86,41 +87,20 @@ _WATCH_TICK = 0.05
 # Status logged and counted for a caller that left before its answer ended.
 CLIENT_CLOSED = 499
 # While draining, everything but /healthz (README, "Graceful restarts").
-_DRAINING_HEADERS = [*_JSON, ("connection", "close"), ("retry-after", "1")]
-_DRAINING_BODY = error_body(codes.DRAINING, "the proxy is shutting down; retry elsewhere")
+_DRAINING = answer_of(
+    ProxyError(codes.DRAINING, "the proxy is shutting down; retry elsewhere", retry_after=1.0)
+)
 _DRAINED = "the proxy is shutting down: this answer was ended early"
 
 log = logging.getLogger("flatgate.proxy")
 
 
-def _error_headers(err: ProxyError) -> list[tuple[str, str]]:
-    headers = _JSON
-    if err.retry_after is not None:
-        headers = [*headers, ("retry-after", str(max(1, math.ceil(err.retry_after))))]
-    if err.status == 401:
-        headers = [*headers, ("www-authenticate", 'Bearer realm="flatgate"')]
-    if err.code.code in codes.NOT_RETRYABLE:
-        headers = [*headers, ("x-should-retry", "false")]
-    return headers
-
-
 class ProxyServer:
-    """The proxy's request handler; one per granian worker.
-
-    ``request_type`` and ``route_of`` are what a request body is and how its
-    route is read: FlatBuffers and ``wire.route.read_route``. A subclass may
-    read another format (the load bench's JSON and protobuf baselines do).
-    """
-
-    request_type: str = FLATBUFFERS
-
-    def route_of(self, body: bytes) -> tuple[int, bytes | memoryview]:
-        """``(provider, model)`` of a request body; ``MalformedBuffer`` if bad."""
-        return read_route(body)
+    """The proxy's request handler; one per granian worker."""
 
     def __init__(
         self,
-        config: GatewayConfig,
+        config: ProxySettings,
         *,
         worker: str = "",
         drain: Drain | None = None,
@@ -171,7 +151,7 @@ class ProxyServer:
         self._ready_at = 0.0
         self._ready: tuple[int, bytes] = (503, b"")
 
-    def _route(self, config: GatewayConfig) -> None:
+    def _route(self, config: ProxySettings) -> None:
         """Build the backends and the route table of ``config``; a backend
         whose config is unchanged is kept (its outstanding count and
         cooldown with it)."""
@@ -197,7 +177,7 @@ class ProxyServer:
         self.backends = backends
         self._backend_configs = configs
 
-    def reload(self, config: GatewayConfig) -> None:
+    def reload(self, config: ProxySettings) -> None:
         """A new config's ``[[backends]]`` and ``[[routes]]``, from the next
         request on (requests in flight finish on the backends they have).
         ``[proxy]`` stays as started (logged when it differs)."""
@@ -232,23 +212,22 @@ class ProxyServer:
         elif path == "/metrics":
             if self.token is not None and not self.token.valid(ex.header("authorization")):
                 err = ProxyError(codes.UNAUTHORIZED, "/metrics needs the proxy's bearer token")
-                await ex.respond(err.status, _error_headers(err), err.body())
+                await ex.respond(*answer_of(err))
                 return
             await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
-            err = ProxyError(codes.NOT_FOUND, f"no such path: {path}")
-            await ex.respond(err.status, _JSON, err.body())
+            await ex.respond(*answer_of(ProxyError(codes.NOT_FOUND, f"no such path: {path}")))
 
     async def _refuse_draining(self, ex: Exchange) -> None:
         """503 ``draining``; logged on ``/v1/completions``, as every answer there is."""
         if ex.path != "/v1/completions":
-            await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
+            await ex.respond(*_DRAINING)
             return
         entry = Entry()
         entry.request_id = self._request_id(ex)
         entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
         try:
-            await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
+            await ex.respond(*_DRAINING)
         finally:
             self.access.write(entry)
 
@@ -261,6 +240,8 @@ class ProxyServer:
 
     # POST /v1/completions
     async def completions(self, ex: Exchange) -> None:
+        """One request, step by step (see the module docstring); however it
+        ends, it is logged and counted once and what it held is given back."""
         entry = Entry()
         rid = entry.request_id = self._request_id(ex)
         label = "-"
@@ -268,7 +249,7 @@ class ProxyServer:
         watch: CallerWatch | None = None
         lease: Lease | None = None
         prompt = 0
-        answered = False
+        relay: Relay | None = None  # the answer, once a backend gave one
         ending = Ending()
         untrack = self.drain.track(ending)
         try:
@@ -276,34 +257,33 @@ class ProxyServer:
                 size, binary = self._head(ex)
                 authorization, trusted = caller_of(ex, self.token, self.require_auth)
                 hold = hold_of(self.admission, ex, size, trusted)
-                body = await body_of(ex, self.body_policy)
+                body = await ex.body(self.body_policy)
                 entry.bytes_in = len(body)
                 target = self._admit(body, entry, trusted)
                 label = target.label
-                quota = self.quota
-                if (
-                    quota is not None
-                    and quota.active
-                    and self.request_type == FLATBUFFERS
-                    and tenant_present(body)
-                    and ex.header(ADMITTED_HEADER) is None
-                ):
-                    model = bytes(self.route_of(body)[1]).decode("utf-8", "replace")
-                    lease, prompt = await quota.admit(body, read_tenant(body) or "", model)
+                if self.quota is not None and self.quota.active:
+                    lease, prompt = await self._reserve(ex, body, self.quota)
                 watch = CallerWatch(ex.disconnected)
                 self.watchlist.add(watch)
                 opened = await self.dispatcher.open(target, body, rid, authorization)
                 del body  # sent: not kept while the answer streams
-            except ProxyError as err:
-                entry.status, entry.error = err.status, err.code.code
-                await ex.respond(err.status, _error_headers(err), err.body())
+            except ANSWERABLE as exc:
+                await self._refuse(ex, entry, exc)
                 return
             self.admission.drop_body(hold)
-            answered = True
             entry.backend = opened.backend.name
-            await self._stream(
-                ex, opened, entry, watch, ending, binary=binary, tokens=lease is not None
-            )
+            relay = Relay(opened, rid, binary, self.metrics)
+            try:
+                await self._answer(ex, relay, entry, watch, ending)
+            finally:
+                await relay.close()
+                # What the relay ended with, in the access log (and read for a
+                # lease, which settles to the completion's tokens).
+                entry.bytes_out = relay.relayed
+                if relay.error is not None:
+                    entry.error = relay.error.code
+                if relay.last and (self.access.enabled or lease is not None):
+                    _read_final(relay.last, entry)
         except asyncio.CancelledError:
             if watch is not None and watch.caught():
                 # The caller went away; whatever was open upstream is closed by now.
@@ -312,7 +292,7 @@ class ProxyServer:
                 # The drain's deadline, before any answer: whatever was open
                 # upstream is closed by now.
                 entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
-                await ex.respond(codes.DRAINING.status, _DRAINING_HEADERS, _DRAINING_BODY)
+                await ex.respond(*_DRAINING)
             else:
                 raise
         except ConnectionError:  # the caller left mid-answer
@@ -322,21 +302,29 @@ class ProxyServer:
             if watch is not None:
                 watch.stop()
             if lease is not None and self.quota is not None:
-                self.quota.settle(lease, prompt, entry.tokens, answered)
+                self.quota.settle(lease, prompt, entry.tokens, relay is not None)
             if hold is not None:
                 self.admission.done(hold)
             self.metrics.count(label, entry.status)
             self.access.write(entry)
+
+    async def _refuse(self, ex: Exchange, entry: Entry, exc: Exception) -> None:
+        """Answer ``exc`` (one of ``errors.ANSWERABLE``), before any byte.
+
+        No name in the handler holds the error: its traceback holds the
+        handler's frame, and with it the request body, until the GC breaks
+        the cycle."""
+        err = proxy_error(exc)
+        entry.status, entry.error = err.status, err.code.code
+        await ex.respond(*answer_of(err))
 
     def _head(self, ex: Exchange) -> tuple[int, bool]:
         """The request's declared body size and whether it wants binary frames."""
         if ex.method != "POST":
             raise ProxyError(codes.METHOD_NOT_ALLOWED, "POST a CompletionRequest here")
         ctype = (ex.header("content-type") or "").partition(";")[0].strip().lower()
-        if ctype != self.request_type:
-            raise ProxyError(
-                codes.UNSUPPORTED_MEDIA_TYPE, f"Content-Type must be {self.request_type}"
-            )
+        if ctype != FLATBUFFERS:
+            raise ProxyError(codes.UNSUPPORTED_MEDIA_TYPE, f"Content-Type must be {FLATBUFFERS}")
         length = ex.header("content-length")
         if length is None:
             raise ProxyError(codes.LENGTH_REQUIRED, "send a Content-Length")
@@ -351,13 +339,23 @@ class ProxyServer:
         return size, FRAMES in (ex.header("accept") or "")
 
     def target_of(self, body: bytes, entry: Entry | None = None) -> RouteTarget:
-        """The route target of a request body, read in place; ``ProxyError`` for
-        a bad buffer, an overlong name or no route. Fills ``entry``'s provider,
-        model and tenant when given."""
-        try:
-            provider, model = self.route_of(body)
-        except MalformedBuffer as exc:
-            raise ProxyError(codes.MALFORMED_REQUEST, str(exc)) from None
+        """The route target of a request body, read in place;
+        ``MalformedBuffer`` for a bad buffer, ``ProxyError`` for an overlong
+        name or no route. Fills ``entry``'s provider, model and tenant when
+        given."""
+        provider, model = read_route(body)
+        return self.target_for(provider, model, entry, body)
+
+    def target_for(
+        self,
+        provider: int,
+        model: bytes | memoryview,
+        entry: Entry | None = None,
+        body: bytes | None = None,
+    ) -> RouteTarget:
+        """The route target of ``(provider, model)``; ``ProxyError`` for an
+        overlong name or no route. Fills ``entry``'s provider and model when
+        given, and its tenant from the request ``body`` when given too."""
         if len(model) > self.max_model:
             raise ProxyError(
                 codes.MODEL_NAME_TOO_LONG,
@@ -366,163 +364,73 @@ class ProxyServer:
         if entry is not None:
             entry.provider = _PROVIDER_NAMES.get(provider, str(provider))
             entry.model = bytes(model).decode("utf-8", "replace")
-            if self.request_type == FLATBUFFERS:
+            if body is not None:
                 entry.tenant = read_tenant(body)
         target = self.routes.lookup(provider, model)
         if target is None:
             name = bytes(model).decode("utf-8", "replace")
             pname = _PROVIDER_NAMES.get(provider, str(provider))
             raise ProxyError(codes.NO_ROUTE, f"no route for provider {pname} model {name!r}")
-        # The view (a GC-tracked object over the body) is not needed past the
-        # lookup; dropping it now keeps it out of the GC's young generation
-        # while the request waits on the backend.
         return target
 
     def _admit(self, body: bytes, entry: Entry, trusted: bool) -> RouteTarget:
-        """The request's route target; ``ProxyError`` for a bad buffer, name or
-        route, or a tenant set without the proxy's token."""
+        """The request's route target; ``ProxyError`` (or ``MalformedBuffer``)
+        for a bad buffer, name or route, or a tenant set without the proxy's
+        token."""
         target = self.target_of(body, entry if self.access.enabled else None)
-        if (
-            self.token is not None
-            and not trusted
-            and self.request_type == FLATBUFFERS
-            and tenant_present(body)
-        ):
+        if self.token is not None and not trusted and tenant_present(body):
             raise ProxyError(
                 codes.TENANT_FORBIDDEN, "setting a tenant needs the proxy's bearer token"
             )
         return target
 
-    async def _stream(
-        self,
-        ex: Exchange,
-        opened: Opened,
-        entry: Entry,
-        watch: CallerWatch,
-        ending: Ending,
-        *,
-        binary: bool,
-        tokens: bool = False,
-    ) -> None:
-        """Relay frames until the final chunk; cancel upstream if the caller goes away.
+    async def _reserve(
+        self, ex: Exchange, body: bytes, quota: ProxyLimits
+    ) -> tuple[Lease | None, int]:
+        """The tenant's lease and prompt estimate, when the request names a
+        tenant the edge has not admitted already (``service.quota``); else
+        ``(None, 0)``."""
+        if not tenant_present(body) or ex.header(ADMITTED_HEADER) is not None:
+            return None, 0
+        model = bytes(read_route(body)[1]).decode("utf-8", "replace")
+        return await quota.admit(body, read_tenant(body) or "", model)
 
-        When the first body read already holds the final chunk (a non-streamed
-        answer, or a fast backend), it goes out as one plain response: granian's
+    async def _answer(
+        self, ex: Exchange, relay: Relay, entry: Entry, watch: CallerWatch, ending: Ending
+    ) -> None:
+        """Send the relay's frames; a failure before the first is a status.
+
+        When the first frames already end the answer (a non-streamed answer,
+        or a fast backend), they go out as one plain response: granian's
         streamed responses cost several times more per request.
         """
-        metrics = self.metrics
-        metrics.active_streams.inc()
+        try:
+            first = await relay.first(watch)
+        except ANSWERABLE as exc:
+            await self._refuse(ex, entry, exc)
+            return
+        entry.status = 200
+        entry.first_byte()
         headers = [
-            ("content-type", FRAMES if binary else SSE),
+            ("content-type", FRAMES if relay.binary else SSE),
             ("cache-control", "no-cache"),
             ("x-request-id", entry.request_id or ""),
-            (BACKEND_HEADER, opened.backend.name),
+            (BACKEND_HEADER, entry.backend or ""),
         ]
-        resp = opened.response
-        translator = opened.translator
-        pieces = resp.iter_bytes()
-        relayed = 0
-        last = b""
+        if relay.whole:
+            await ex.respond(200, headers, first)
+            return
+        watch.start()
+        sink = await ex.stream(200, headers)
         try:
-            # Until the first frame: the caller may leave while the backend
-            # thinks, and the first-byte timeout is in force.
-            ended = False
-            try:
-                ready = b""
-                while not ready:
-                    if not resp.ready():
-                        watch.start()
-                    piece = await anext(pieces, None)
-                    if piece is None:
-                        ready = translator.end()
-                        ended = True
-                        break
-                    ready = translator.feed(piece)
-            except (UpstreamError, TranslatorError) as exc:
-                err = upstream_failure(exc)
-                entry.status, entry.error = err.status, err.code.code
-                await ex.respond(err.status, _JSON, err.body())
-                return
-            resp.begun()
-            entry.status = 200
-            entry.first_byte()
-            last = ready
-            if ended or translator.done:
-                out = ready if binary else self._sse(ready)
-                relayed = len(out)
-                await ex.respond(200, headers, out)
-                return
-            watch.start()
-            sink = await ex.stream(200, headers)
-            try:
-                out = ready if binary else self._sse(ready)
-                relayed += len(out)
+            await sink.send(first)
+            async for out in relay.frames():
                 await sink.send(out)
-                async for piece in pieces:
-                    ready = translator.feed(piece)
-                    if ready:
-                        last = ready
-                        out = ready if binary else self._sse(ready)
-                        relayed += len(out)
-                        await sink.send(out)
-                    if translator.done:
-                        break
-                else:
-                    tail = translator.end()
-                    if tail:
-                        last = tail
-                        await sink.send(tail if binary else self._sse(tail))
-            except UpstreamError as exc:
-                if not translator.done:
-                    code = (
-                        codes.BACKEND_TIMEOUT
-                        if isinstance(exc, UpstreamTimeout)
-                        else codes.BACKEND_DISCONNECTED
-                    )
-                    last = b""
-                    entry.error = code.code
-                    await self._send_error(sink, binary, entry.request_id or "", code, str(exc))
-            except TranslatorError as exc:
-                last = b""
-                entry.error = codes.BACKEND_PROTOCOL_ERROR.code
-                await self._send_error(
-                    sink, binary, entry.request_id or "", codes.BACKEND_PROTOCOL_ERROR, str(exc)
-                )
-            except asyncio.CancelledError:
-                if watch.fired or not ending.absorb():
-                    raise
-                last = b""
-                entry.error = codes.DRAINING.code
-                await self._send_error(
-                    sink, binary, entry.request_id or "", codes.DRAINING, _DRAINED
-                )
-            await sink.close()
-        finally:
-            await pieces.aclose()  # type: ignore[attr-defined]
-            await opened.close()
-            metrics.relayed_bytes.inc(relayed)
-            metrics.active_streams.dec()
-            entry.bytes_out = relayed
-            if last and (self.access.enabled or tokens):  # tokens: a lease settles to them
-                _read_final(last, entry)
-
-    @staticmethod
-    def _sse(ready: bytes) -> bytes:
-        view = memoryview(ready)
-        return b"".join([sse_event(view[start:end]) for start, end in FrameCutter.spans(ready)])
-
-    async def _send_error(
-        self, sink: Sink, binary: bool, rid: str, code: ErrorCode, message: str
-    ) -> None:
-        # Rare (one per failed stream): built with the pool, whose figures
-        # /metrics reports.
-        frame = build_chunk(
-            self.pool,
-            request_id=rid,
-            error=ChunkError(code.code, message),
-            finish_reason=FinishReason.ERROR,
-        )
-        await sink.send(frame if binary else sse_event(memoryview(frame)[4:]))
+        except asyncio.CancelledError:
+            if watch.fired or not ending.absorb():
+                raise
+            await sink.send(relay.fail(codes.DRAINING, _DRAINED))
+        await sink.close()
 
     async def readiness(self) -> tuple[int, bytes]:
         """200 when every route has a ready backend (cached 1 s): an fbs backend
@@ -552,14 +460,6 @@ def _read_final(frames: bytes, entry: Entry) -> None:
     entry.tokens = tokens
     if code and entry.error is None:
         entry.error = code
-
-
-def upstream_failure(exc: Exception) -> ProxyError:
-    if isinstance(exc, UpstreamTimeout):
-        return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {exc}")
-    if isinstance(exc, TranslatorError):
-        return ProxyError(codes.BACKEND_PROTOCOL_ERROR, str(exc))
-    return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {exc}")
 
 
 def create_app() -> ServerApp:

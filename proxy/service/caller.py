@@ -1,31 +1,25 @@
-"""A proxy request's caller, before its body is used: who it is, what it may
-hold, and its body read within bounds.
+"""A proxy request's caller, before its body is read: who it is and what it may hold.
 
-The three steps of ``ProxyServer.completions`` between the request's head and
-its route, in order: ``caller_of`` (the proxy's bearer token, checked from the
+The two steps of ``ProxyServer.completions`` between the request's head and
+its body, in order: ``caller_of`` (the proxy's bearer token, checked from the
 headers alone, so a wrong or missing one where required is refused before any
-body byte is read), ``hold_of`` (admission control: a caller that presented
+body byte is read) and ``hold_of`` (admission control: a caller that presented
 the token is held to the worker's bounds alone, any other to its address's
-share of the body bytes too, and every request to its connection's), and
-``body_of`` (the body within ``serve.BodyPolicy``). Each failure is a
-``ProxyError``. No routing here.
+share of the body bytes too, and every request to its connection's). Each
+failure is a ``ProxyError``. No routing here, and no body: it is read within
+``serve.BodyPolicy`` next, and its failures are mapped with the others
+(``service.errors``).
 """
 
 from __future__ import annotations
 
 from flatgate.proxy.plumbing.admission import Admission, Hold, Refusal
 from flatgate.proxy.plumbing.auth import TokenCheck
-from flatgate.proxy.plumbing.serve import (
-    BodyMalformed,
-    BodyPolicy,
-    BodyTimeout,
-    BodyTooLarge,
-    Exchange,
-)
-from flatgate.proxy.service.dispatch import BUSY_RETRY_AFTER, ProxyError
+from flatgate.proxy.plumbing.serve import Exchange
+from flatgate.proxy.service.errors import BUSY_RETRY_AFTER, ProxyError
 from flatgate.proxy.wire import codes
 
-__all__ = ["body_of", "caller_of", "hold_of"]
+__all__ = ["caller_of", "hold_of"]
 
 
 def caller_of(ex: Exchange, token: TokenCheck | None, require_auth: bool) -> tuple[str, bool]:
@@ -50,15 +44,3 @@ def hold_of(admission: Admission, ex: Exchange, size: int, trusted: bool) -> Hol
     if isinstance(hold, Refusal):
         raise ProxyError(hold.code, hold.message, retry_after=BUSY_RETRY_AFTER)
     return hold
-
-
-async def body_of(ex: Exchange, policy: BodyPolicy) -> bytes:
-    """The request body within ``policy``: 413, 408 or 400 when it is not."""
-    try:
-        return await ex.body(policy)
-    except BodyTooLarge:
-        raise ProxyError(codes.BODY_TOO_LARGE, f"body over {policy.max_bytes} bytes") from None
-    except BodyTimeout as exc:
-        raise ProxyError(codes.BODY_TIMEOUT, str(exc)) from None
-    except BodyMalformed as exc:
-        raise ProxyError(codes.MALFORMED_BODY, str(exc)) from None

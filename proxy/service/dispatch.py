@@ -27,8 +27,10 @@ to, fallbacks included; 0: no bound). When every backend is at its
 ``max_outstanding``, 503 ``backends_busy`` with ``Retry-After``.
 
 Every attempt counts one outstanding request on its backend until the answer
-is closed (``Opened.close``) or refused. Shared by the HTTP app and anything
-that calls the router in process; knows nothing of HTTP servers.
+is closed (``Opened.close``) or refused. Shared by the HTTP app and the
+in-process router; knows nothing of HTTP servers. It refuses with a
+``service.errors.ProxyError``; a buffer that cannot be read for a JSON backend
+is the wire layer's ``MalformedBuffer``, mapped where the callers map the rest.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from flatgate.proxy.backends.base import Probe, RefusalKind, Translator, Untrans
 from flatgate.proxy.limits import BackendLease, SharedBackends
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
+from flatgate.proxy.service.errors import BUSY_RETRY_AFTER, ProxyError, timed_out, unreachable
 from flatgate.proxy.transport.base import (
     Response,
     Timeouts,
@@ -53,41 +56,12 @@ from flatgate.proxy.transport.base import (
     UpstreamTimeout,
 )
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import ErrorCode, error_body
-from flatgate.proxy.wire.decode import Request, read_request
-from flatgate.proxy.wire.verify import MAX_BYTES, MalformedBuffer, verify_request
+from flatgate.proxy.wire.request.decode import Request, read_request
+from flatgate.proxy.wire.request.verify import MAX_BYTES, verify_request
 
-__all__ = ["BUSY_RETRY_AFTER", "Dispatcher", "Opened", "ProxyError"]
-
-# Seconds a caller is told to wait when flatgate itself is at a limit.
-BUSY_RETRY_AFTER = 1.0
+__all__ = ["Dispatcher", "Opened"]
 
 log = logging.getLogger("flatgate.proxy")
-
-
-class ProxyError(Exception):
-    """An error answered before the first byte: its registered code, a message,
-    the status (the code's own unless a backend's is passed through), and the
-    seconds a caller should wait before trying again, when known."""
-
-    def __init__(
-        self,
-        code: ErrorCode,
-        message: str,
-        *,
-        status: int = 0,
-        retry_after: float | None = None,
-        body: bytes = b"",
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status or code.status
-        self.message = message
-        self.retry_after = retry_after
-        self._body = body
-
-    def body(self) -> bytes:
-        return self._body or error_body(self.code, self.message)
 
 
 @dataclass(slots=True)
@@ -164,14 +138,14 @@ class _Failures:
         if self.answered:
             return ProxyError(codes.BACKEND_ERROR, self.answered)
         if self.timeout:
-            return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {self.timeout}")
+            return timed_out(self.timeout)
         if self.pool_full and not self.unreachable:
             return ProxyError(codes.POOL_EXHAUSTED, self.pool_full, retry_after=BUSY_RETRY_AFTER)
         if self.untranslatable and not self.unreachable:
             return ProxyError(codes.UNTRANSLATABLE_REQUEST, self.untranslatable)
         if self.busy and not self.unreachable:
             return _busy()
-        return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {self.unreachable}")
+        return unreachable(self.unreachable)
 
 
 # A shared outstanding request's longest life: a worker that dies leaks its
@@ -219,7 +193,8 @@ class Dispatcher:
     async def open(
         self, target: RouteTarget, body: bytes, request_id: str, authorization: str = ""
     ) -> Opened:
-        """The first backend's 200 answer; ``ProxyError`` when none gives one."""
+        """The first backend's 200 answer; ``ProxyError`` when none gives one,
+        ``MalformedBuffer`` when the request cannot be read for one."""
         plan = self.balancer.plan(target)
         if not plan:
             raise _busy()
@@ -233,9 +208,9 @@ class Dispatcher:
                 break
             adapter = backend.adapter
             try:
+                # A buffer the adapter cannot read raises MalformedBuffer:
+                # the caller's fault, answered at once (``service.errors``).
                 out = adapter.prepare(body, decoded, request_id, authorization)
-            except MalformedBuffer as exc:
-                raise ProxyError(codes.MALFORMED_REQUEST, str(exc)) from None
             except Untranslatable as exc:
                 failures.untranslatable = f"{backend.name}: {exc}"
                 continue

@@ -11,9 +11,10 @@ application/x-flatbuffers-stream``. The edge reads it exactly as it reads the
 proxy's HTTP answer, so both shapes share every line past the HTTP boundary.
 
 - A refusal before any frame (no route, every backend down, ...) is a
-  ``Response`` with the proxy's status, ``Retry-After`` and JSON error body.
-- After the first frame, an upstream failure is one error chunk, as the
-  proxy's relay writes it.
+  ``Response`` with the proxy's status, headers and JSON error body
+  (``service.errors.answer_of``, as the HTTP surface answers).
+- Otherwise the frames come from the proxy's one relay (``service.relay``):
+  an upstream failure is one error chunk, as over HTTP.
 - Closing the response (the edge's client left, or its drain ended it)
   closes the backend's answer, which aborts its connection.
 
@@ -26,30 +27,24 @@ from __future__ import annotations
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 
-from flatgate.proxy.backends.base import TranslatorError
-from flatgate.proxy.service.app import ProxyServer, upstream_failure
-from flatgate.proxy.service.dispatch import Opened, ProxyError
-from flatgate.proxy.transport.base import Response, Timeouts, UpstreamError, UpstreamTimeout
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import ErrorCode
-from flatgate.proxy.wire.frames import ChunkError
-from flatgate.proxy.wire.schema import BACKEND_HEADER, FinishReason
-from flatgate.proxy.wire.stock import build_chunk
+from flatgate.proxy.service.app import ProxyServer
+from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
+from flatgate.proxy.service.relay import Relay
+from flatgate.proxy.transport.base import Response, Timeouts
+from flatgate.proxy.wire.schema import BACKEND_HEADER
 
 __all__ = ["InProcessTransport"]
 
 
 class _Refused:
-    """The proxy's answer before any frame: a status and its JSON error."""
+    """The proxy's answer before any frame: a status, its headers and its JSON
+    error, as ``errors.answer_of`` writes them for the HTTP surface."""
 
     __slots__ = ("_body", "headers", "status")
 
     def __init__(self, err: ProxyError) -> None:
-        self.status = err.status
-        self.headers: Mapping[str, str] = (
-            {} if err.retry_after is None else {"retry-after": str(max(1, round(err.retry_after)))}
-        )
-        self._body = err.body()
+        self.status, headers, self._body = answer_of(err)
+        self.headers: Mapping[str, str] = dict(headers)
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
         yield self._body
@@ -68,78 +63,41 @@ class _Refused:
 
 
 class _Relayed:
-    """A backend's answer, as chunk frames, relayed as they are ready."""
+    """A backend's answer, as chunk frames, relayed as they are ready
+    (``service.relay``: the edge reads the first frame, and so sets the
+    first-byte timeout aside, itself)."""
 
-    __slots__ = ("_label", "_opened", "_proxy", "_rid", "_started", "headers", "status")
+    __slots__ = ("_label", "_proxy", "_relay", "headers", "status")
 
-    def __init__(self, proxy: ProxyServer, opened: Opened, rid: str, label: str) -> None:
+    def __init__(self, proxy: ProxyServer, relay: Relay, backend: str, label: str) -> None:
         self.status = 200
-        self.headers: Mapping[str, str] = {BACKEND_HEADER: opened.backend.name}
+        self.headers: Mapping[str, str] = {BACKEND_HEADER: backend}
         self._proxy = proxy
-        self._opened = opened
-        self._rid = rid
+        self._relay = relay
         self._label = label
-        self._started = False
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
-        opened = self._opened
-        translator = opened.translator
-        pieces = opened.response.iter_bytes()
-        metrics = self._proxy.metrics
-        metrics.active_streams.inc()
-        relayed = 0
-        status = 200
+        relay = self._relay
         try:
-            try:
-                async for piece in pieces:
-                    ready = translator.feed(piece)
-                    if ready:
-                        relayed += len(ready)
-                        yield ready
-                    if translator.done:
-                        return
-                tail = translator.end()
-                if tail:
-                    relayed += len(tail)
-                    yield tail
-            except UpstreamError as exc:
-                if not translator.done:
-                    code = (
-                        codes.BACKEND_TIMEOUT
-                        if isinstance(exc, UpstreamTimeout)
-                        else codes.BACKEND_DISCONNECTED
-                    )
-                    status = 200 if relayed else upstream_failure(exc).status
-                    yield self._error(code, str(exc))
-            except TranslatorError as exc:
-                status = 200 if relayed else codes.BACKEND_PROTOCOL_ERROR.status
-                yield self._error(codes.BACKEND_PROTOCOL_ERROR, str(exc))
+            async for out in relay.frames():
+                yield out
         finally:
-            await pieces.aclose()  # type: ignore[attr-defined]
-            await opened.close()
-            metrics.relayed_bytes.inc(relayed)
-            metrics.active_streams.dec()
-            metrics.count(self._label, status)
-
-    def _error(self, code: ErrorCode, message: str) -> bytes:
-        return build_chunk(
-            self._proxy.pool,
-            request_id=self._rid,
-            error=ChunkError(code.code, message),
-            finish_reason=FinishReason.ERROR,
-        )
+            await relay.close()
+            error = relay.error
+            status = 200 if relay.relayed or error is None else error.status
+            self._proxy.metrics.count(self._label, status)
 
     async def read(self) -> bytes:
         return b"".join([piece async for piece in self.iter_bytes()])
 
     def ready(self) -> bool:
-        return self._opened.response.ready()
+        return self._relay.opened.response.ready()
 
     def begun(self) -> None:
-        self._opened.response.begun()
+        self._relay.opened.response.begun()
 
     async def aclose(self) -> None:
-        await self._opened.close()
+        await self._relay.close()
 
 
 class InProcessTransport:
@@ -172,10 +130,13 @@ class InProcessTransport:
             target = proxy.target_of(body)
             label = target.label
             opened = await proxy.dispatcher.open(target, body, rid, "")
-        except ProxyError as err:
-            proxy.metrics.count(label, err.status)
-            return _Refused(err)
-        return _Relayed(proxy, opened, rid, label)
+        except ANSWERABLE as exc:
+            # Named nowhere: the error's traceback holds this frame, and the body.
+            refused = _Refused(proxy_error(exc))
+            proxy.metrics.count(label, refused.status)
+            return refused
+        relay = Relay(opened, rid, True, proxy.metrics)
+        return _Relayed(proxy, relay, opened.backend.name, label)
 
     def stats(self) -> dict[str, int]:
         """The router's own upstream pool (what this hop holds is nothing)."""

@@ -3,7 +3,7 @@
 Owns ``ProxyLimits``. A request that names a ``tenant`` (which only a caller
 holding the proxy's bearer token may, when ``auth_token_sha256`` is set) is
 held to that tenant's ``[[limits]]`` as at the edge: one request, a
-concurrency slot and its tokens (``wire.estimate.reservation``: the prompt's
+concurrency slot and its tokens (``wire.request.estimate.reservation``: the prompt's
 estimate plus ``max_tokens``, or ``[state] default_max_tokens``) are reserved
 before any backend is contacted; a spent limit is a 429
 ``tenant_rate_limited`` with Retry-After, the store down with
@@ -28,9 +28,9 @@ from prometheus_client.core import Metric
 
 from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Lease, Limiter, LimitsConfig
 from flatgate.proxy.limits.decision import Outcome
-from flatgate.proxy.service.dispatch import ProxyError
+from flatgate.proxy.service.errors import ProxyError
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.estimate import estimate_request, reservation
+from flatgate.proxy.wire.request.estimate import estimate_request, reservation
 
 __all__ = ["ProxyLimits"]
 

@@ -9,24 +9,23 @@ it gives the same deterministic echo (``echo``) and the same faults
 Modules: ``echo`` (the answer and the faults, no format), ``fbs``, ``openai``
 and ``anthropic`` (the wire formats; ``openai_request`` and
 ``anthropic_request`` validate their requests), ``server`` (HTTP handling,
-stats, faults). ``create_app`` is the granian factory.
+stats, faults), ``settings`` (``[stub]``). ``create_app`` is the granian factory.
 """
 
 from __future__ import annotations
 
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import ServerApp
-from flatgate.proxy.service.settings import FAULTS, load_config
 from flatgate.proxy.stub.echo import StubRequest, deltas_of
 from flatgate.proxy.stub.fbs import parse_request
 from flatgate.proxy.stub.server import StubServer
+from flatgate.proxy.stub.settings import FAULTS, load_stub_section
 
 __all__ = ["FAULTS", "StubRequest", "StubServer", "create_app", "deltas_of", "parse_request"]
 
 
 def create_app() -> ServerApp:
     """granian factory: settings from ``$FLATGATE_CONFIG`` and ``FLATGATE_STUB_*``."""
-    config = load_config()
-    s = config.stub
+    s = load_stub_section()
     drain = Drain(grace=s.drain_grace_seconds, seconds=s.drain_seconds)
     return ServerApp(StubServer(s, s.fault or None, drain), drain)

@@ -45,7 +45,7 @@ from flatgate.proxy.stub.echo import (
     id_header,
     is_streamed,
 )
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import JSON, SSE, FinishReason
 
 __all__ = ["AnthropicWire", "error_reply"]

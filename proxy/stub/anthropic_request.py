@@ -16,19 +16,14 @@ last user message that has text. No I/O.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
+from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.stub.echo import StubRequest, split_model
 from flatgate.proxy.wire.schema import Role
 
 __all__ = ["Invalid", "MessagesRequest", "decode_messages_request", "to_stub_request"]
 
-_MISSING = re.compile(r"Object missing required field `([^`]+)`")
-_UNKNOWN = re.compile(r"Object contains unknown field `([^`]+)`")
-_PATH_INDEX = re.compile(r"\[(\d+)\]")
-_NAMED = ((_MISSING, "Field required"), (_UNKNOWN, "Extra inputs are not permitted"))
 _CHOICES = ("auto", "any", "none", "tool")
 
 
@@ -100,26 +95,22 @@ class MessagesRequest(msgspec.Struct, gc=False, forbid_unknown_fields=True):
 _DECODER = msgspec.json.Decoder(MessagesRequest)
 
 
-def _path(path: str) -> str:
-    """msgspec's ``$.messages[0].role`` as Anthropic's ``messages.0.role``."""
-    return _PATH_INDEX.sub(r".\1", path).lstrip("$").lstrip(".")
-
-
 def decode_messages_request(body: bytes) -> MessagesRequest:
     """The body as a ``MessagesRequest``; raises ``Invalid`` naming the field."""
     try:
         return _DECODER.decode(body)
     except msgspec.ValidationError as exc:
-        text, sep, at = str(exc).rpartition(" - at `")
-        if not sep:
-            text, at = str(exc), ""
-        where = _path(at.rstrip("`"))
-        for pattern, what in _NAMED:
-            m = pattern.match(text)
-            if m:
-                field = f"{where}.{m.group(1)}" if where else m.group(1)
-                raise Invalid(f"{field}: {what}") from None
-        raise Invalid(f"{where}: {text}" if where else f"Invalid request body: {text}") from None
+        # msgspec's $.messages[0].role is Anthropic's messages.0.role.
+        v = read_validation(str(exc))
+        if v.missing:
+            raise Invalid(f"{v.where(index='.{}', field=v.missing)}: Field required") from None
+        if v.unknown:
+            field = v.where(index=".{}", field=v.unknown)
+            raise Invalid(f"{field}: Extra inputs are not permitted") from None
+        where = v.where(index=".{}")
+        raise Invalid(
+            f"{where}: {v.reason}" if where else f"Invalid request body: {v.reason}"
+        ) from None
     except msgspec.DecodeError:
         raise Invalid("There was an issue with the request body: it is not valid JSON.") from None
 

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from flatgate.proxy.plumbing.serve import Exchange, Sink
 from flatgate.proxy.stub.echo import Answer, HeaderFn, Reply, StubRequest, Wire, is_streamed
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FRAMES, FinishReason
 
 __all__ = ["TOKEN", "CadenceMode", "Clock", "Counts", "Prebuilt", "prebuilt"]

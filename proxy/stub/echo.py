@@ -34,8 +34,8 @@ from typing import Protocol
 import msgspec
 
 from flatgate.proxy.plumbing.serve import valid_request_id
-from flatgate.proxy.service.settings import FAULTS
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.stub.settings import FAULTS
+from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason, Role
 
 __all__ = [

@@ -3,7 +3,7 @@
 ``POST /v1/completions`` with a ``CompletionRequest`` FlatBuffer. Framing by
 ``Accept``: ``application/x-flatbuffers-stream`` gives size-prefixed frames,
 anything else SSE (``data: <base64>``). Frames are written with
-``wire.writer.ChunkWriter``, one per stream: a token delta is its cached head
+``wire.chunk.writer.ChunkWriter``, one per stream: a token delta is its cached head
 plus the delta's string.
 
 A tool call is one chunk carrying the call, the finish reason and the usage.
@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
-from flatgate.proxy.service.settings import FAULTS
 from flatgate.proxy.stub.echo import (
     STUB_MAX_BODY,
     Answer,
@@ -34,12 +33,14 @@ from flatgate.proxy.stub.echo import (
     id_header,
     split_model,
 )
+from flatgate.proxy.stub.settings import FAULTS
 from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.buffer import MalformedBuffer
+from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage, sse_event
+from flatgate.proxy.wire.chunk.writer import ChunkWriter, write_chunk
 from flatgate.proxy.wire.codes import ErrorCode, error_body
-from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage, sse_event
+from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import FRAMES, JSON, SSE, FinishReason, ToolChoiceMode
-from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
-from flatgate.proxy.wire.writer import ChunkWriter, write_chunk
 
 __all__ = ["FbsWire", "parse_request"]
 

@@ -50,7 +50,7 @@ from flatgate.proxy.stub.openai_request import (
     to_stub_request,
 )
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import JSON, FinishReason
 
 __all__ = ["OpenAIWire", "error_reply"]

@@ -8,10 +8,9 @@ msgspec Structs decode the body once (unknown fields ignored, as OpenAI does);
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
+from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.stub.echo import StubRequest, split_model
 from flatgate.proxy.wire.schema import Role
 
@@ -27,7 +26,6 @@ _ROLES = {
 }
 _ROLE_LIST = "'system', 'assistant', 'user', 'function', 'tool', and 'developer'"
 _PART_TYPES = ("text", "image_url", "input_audio", "refusal", "audio", "file")
-_MISSING = re.compile(r"Object missing required field `([^`]+)`")
 
 
 class Invalid(ValueError):
@@ -124,15 +122,13 @@ def decode_chat_request(body: bytes) -> ChatRequest:
 
 
 def _from_msgspec(message: str) -> Invalid:
-    text, sep, path = message.rpartition(" - at `$")
-    if not sep:
+    v = read_validation(message)
+    if not v.path:
         return Invalid(f"Invalid request body: {message}", None, "invalid_type")
-    param = path.rstrip("`").lstrip(".")
-    missing = _MISSING.match(text)
-    if missing:
-        param = f"{param}.{missing.group(1)}" if param else missing.group(1)
-        return _missing(param)
-    return Invalid(f"Invalid type for '{param}': {text}", param, "invalid_type")
+    if v.missing:
+        return _missing(v.where(field=v.missing))
+    param = v.where()
+    return Invalid(f"Invalid type for '{param}': {v.reason}", param, "invalid_type")
 
 
 def _missing(param: str) -> Invalid:

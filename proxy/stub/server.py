@@ -35,7 +35,6 @@ from collections.abc import Mapping
 
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import BodyPolicy, Exchange
-from flatgate.proxy.service.settings import FAULTS, StubSection
 from flatgate.proxy.stub.anthropic import AnthropicWire
 from flatgate.proxy.stub.cadence import CadenceMode
 from flatgate.proxy.stub.echo import (
@@ -52,6 +51,7 @@ from flatgate.proxy.stub.echo import (
 )
 from flatgate.proxy.stub.fbs import FbsWire
 from flatgate.proxy.stub.openai import OpenAIWire
+from flatgate.proxy.stub.settings import FAULTS, StubSection
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.codes import error_body
 from flatgate.proxy.wire.schema import JSON

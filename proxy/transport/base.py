@@ -19,6 +19,9 @@ Transports, by ``flatgate.proxy.transport.factory.make_transport(kind)``:
 
 Every transport takes the body as the caller's ``bytes`` object and sends it
 as a fixed-length body (httpx sends only ``bytes``/``str`` that way).
+
+``Retry-After`` has one rule both ways: ``retry_after`` reads a backend's,
+``retry_after_value`` writes flatgate's own.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ __all__ = [
     "UpstreamProtocolError",
     "UpstreamTimeout",
     "retry_after",
+    "retry_after_value",
 ]
 
 TransportKind = Literal["fast", "httpx"]
@@ -135,6 +139,12 @@ class Transport(Protocol):
 
 # A Retry-After longer than this is taken as this (seconds).
 MAX_RETRY_AFTER = 3600.0
+
+
+def retry_after_value(seconds: float) -> str:
+    """The ``Retry-After`` flatgate answers with: whole seconds, rounded up,
+    at least 1 (a caller told 0 would retry at once). The one rounding rule."""
+    return str(max(1, math.ceil(seconds)))
 
 
 def retry_after(headers: Mapping[str, str], now: Callable[[], float] = time.time) -> float | None:

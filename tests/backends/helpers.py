@@ -20,9 +20,9 @@ from flatgate.proxy.backends.anthropic import AnthropicStream
 from flatgate.proxy.backends.base import Translator
 from flatgate.proxy.backends.openai import OpenAIStream
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.chunks import read_chunk
-from flatgate.proxy.wire.decode import Request, read_request
-from flatgate.proxy.wire.frames import Chunk, ChunkError, FrameSplitter
+from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, FrameSplitter
+from flatgate.proxy.wire.chunk.reader import read_chunk
+from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.schema import FinishReason, Provider
 
 FIXTURES = Path(__file__).parent / "fixtures"

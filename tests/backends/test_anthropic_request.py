@@ -17,7 +17,7 @@ import pytest
 from flatgate.proxy.backends.anthropic import AnthropicAdapter, encode_request
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.wire.decode import (
+from flatgate.proxy.wire.request.decode import (
     Function,
     FunctionCall,
     Message,

@@ -18,7 +18,7 @@ import pytest
 
 from flatgate.proxy.backends.anthropic import STOP_REASONS, AnthropicAdapter
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (
     ANTHROPIC_RID,

@@ -15,10 +15,10 @@ from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.backends.fbs import FbsAdapter, FrameRelay
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.decode import Request
-from flatgate.proxy.wire.frames import MAX_FRAME_BYTES, ChunkError, Usage
+from flatgate.proxy.wire.chunk.frames import MAX_FRAME_BYTES, ChunkError, Usage
+from flatgate.proxy.wire.chunk.writer import ChunkWriter
+from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, FinishReason
-from flatgate.proxy.wire.writer import ChunkWriter
 from tests.backends.helpers import bytewise, random_pieces, read_frames, run, terminals
 
 W = ChunkWriter("rid", "m")

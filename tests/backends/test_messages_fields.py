@@ -15,9 +15,9 @@ from flatgate.proxy.backends.anthropic import AnthropicStream
 from flatgate.proxy.backends.anthropic import encode_request as anthropic_request
 from flatgate.proxy.backends.openai import OpenAIStream
 from flatgate.proxy.backends.openai import encode_request as openai_request
-from flatgate.proxy.wire.decode import Request, read_request
+from flatgate.proxy.wire.request.decode import Request, read_request
+from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.verify import verify_request
 from tests.backends.helpers import chunk, data_events, named_events, run
 
 CALL = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "x"}}

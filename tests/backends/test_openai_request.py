@@ -16,7 +16,7 @@ import pytest
 
 from flatgate.proxy.backends.openai import OpenAIAdapter, encode_request
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.wire.decode import Function, Message, Request, Tool
+from flatgate.proxy.wire.request.decode import Function, Message, Request, Tool
 from flatgate.proxy.wire.schema import JSON, SSE, ToolChoiceMode
 from tests.backends.helpers import request, request_raw, user
 

@@ -16,7 +16,7 @@ import pytest
 
 from flatgate.proxy.backends.openai import FINISH_REASONS, OpenAIAdapter
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (
     OPENAI_RID,

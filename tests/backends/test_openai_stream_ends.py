@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.backends.openai import FINISH_REASONS
-from flatgate.proxy.wire.frames import ChunkError, Usage
+from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (
     OPENAI_RID,

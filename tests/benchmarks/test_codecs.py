@@ -20,10 +20,10 @@ from benchmarks.codecs.fbs_generated import read
 from benchmarks.codecs.proto import backend
 from benchmarks.payloads import make_request
 from flatgate.generated import gateway_pb2 as pb
-from flatgate.proxy.wire.frames import unprefix
-from flatgate.proxy.wire.route import read_route
-from flatgate.proxy.wire.stock import decode_chunk
-from flatgate.proxy.wire.verify import verify_request
+from flatgate.proxy.wire.chunk.frames import unprefix
+from flatgate.proxy.wire.chunk.stock import decode_chunk
+from flatgate.proxy.wire.request.route import read_route
+from flatgate.proxy.wire.request.verify import verify_request
 
 ROLES = {0: "user", 1: "system", 2: "developer", 3: "assistant", 4: "tool"}
 CHOICES = {0: None, 1: "auto", 2: "none", 3: "required"}

@@ -70,9 +70,9 @@ from benchmarks.servers import (
     tree_pids,
 )
 from flatgate.proxy.stub import parse_request
-from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.buffer import MalformedBuffer
+from flatgate.proxy.wire.request.route import read_route
 from flatgate.proxy.wire.schema import JSON
-from flatgate.proxy.wire.verify import MalformedBuffer
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = {r.name: r for r in ROWS}

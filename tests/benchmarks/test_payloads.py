@@ -18,8 +18,8 @@ from benchmarks.payloads import (
     to_messages,
 )
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequestT
-from flatgate.proxy.wire.route import read_route
-from flatgate.proxy.wire.verify import verify_request
+from flatgate.proxy.wire.request.route import read_route
+from flatgate.proxy.wire.request.verify import verify_request
 from tests.edge.helpers import decode_request_fb
 
 

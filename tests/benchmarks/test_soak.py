@@ -49,6 +49,7 @@ from benchmarks.svgplot import Panel, Series, nice_ticks, render
 from flatgate.edge_translator.settings import edge_problems
 from flatgate.proxy.service.settings import config_problems, unrouted_models
 from flatgate.proxy.stub.echo import split_model
+from flatgate.proxy.stub.settings import stub_problems
 from flatgate.proxy.transport.fast import PoolTransport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +114,7 @@ def test_prompt_is_twelve_words() -> None:
 def test_config_routes_every_edge_model(tmp_path: Path) -> None:
     data = tomllib.loads(config_text(18101, 18102, Settings()))
     assert config_problems(data, environ={}) == []
+    assert stub_problems(data, environ={}) == []
     assert edge_problems(data, environ={}) == []
     models = [(m["name"], m["provider"]) for m in data["models"]]
     assert {name for name, _ in models} >= {k.model for k in MIX if k.name != "unknown-model"}

@@ -37,6 +37,7 @@ from benchmarks.streams.rows import ROWS, Timing, config_text
 from benchmarks.streams.sampler import GC, Sample
 from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.proxy.service.settings import ProxySection, config_problems, parse_config
+from flatgate.proxy.stub.settings import stub_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = {r.name: r for r in ROWS}
@@ -60,6 +61,7 @@ def test_each_setting_reaches_proxy_and_edge(name: str) -> None:
     g = BY[name]
     doc = tomllib.loads(config_text(9001, 9002, Timing(), g))
     assert config_problems(doc, {}) == []
+    assert stub_problems(doc, {}) == []
     proxy = parse_config(doc, {}).proxy
     assert (proxy.gc_thresholds, proxy.gc_freeze) == (g.thresholds, g.freeze)
     edge = parse_edge_settings(doc, environ={}).edge

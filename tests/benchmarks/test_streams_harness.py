@@ -42,9 +42,10 @@ from benchmarks.streams.run import FULL, main, parser, settings_of
 from benchmarks.streams.sampler import GC, Sample, parse_gc_max
 from flatgate.proxy.service.settings import config_problems
 from flatgate.proxy.stub import parse_request
-from flatgate.proxy.wire.frames import ChunkError, Usage
+from flatgate.proxy.stub.settings import stub_problems
+from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
+from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.writer import write_chunk
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = {r.name: r for r in ROWS}
@@ -74,6 +75,7 @@ def test_config_is_the_default_but_for_the_addresses() -> None:
 
     doc = tomllib.loads(config_text(9001, 9002, T))
     assert config_problems(doc) == []
+    assert stub_problems(doc) == []
     assert set(doc) == {"stub", "backends", "routes", "edge", "models"}
     assert doc["stub"]["cadence"] is True and set(doc["edge"]) == {"proxy_url"}
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.edge_translator.app import EdgeApp, create_app
 from flatgate.edge_translator.keys import hash_key
 from flatgate.edge_translator.settings import (
@@ -21,9 +22,8 @@ from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.transport.base import UpstreamConnectError, UpstreamProtocolError
 from flatgate.proxy.transport.base import UpstreamTimeout as TransportTimeout
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.stock import build_chunk
 from tests.edge import fakes
 from tests.edge.helpers import decode_request_fb
 

@@ -21,12 +21,12 @@ import pytest
 from flatgate.edge_translator.anthropic.models import decode_count_tokens, decode_messages
 from flatgate.edge_translator.anthropic.render import MessageAggregator
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.edge_translator.errors import ECHO_CHARS, InvalidRequest, UpstreamFailed
+from flatgate.edge_translator.errors import ECHO_CHARS, InvalidRequest, ProxyFailed
 from flatgate.edge_translator.keys import hash_key
 from flatgate.edge_translator.openai.models import decode_request
-from flatgate.proxy.wire.frames import Chunk, ToolCallDelta
+from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta
+from flatgate.proxy.wire.request.verify import MAX_OBJECTS
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.verify import MAX_OBJECTS
 from tests.servers import Server, running, write_config
 
 KEY = "sk-hostile-json"
@@ -178,7 +178,7 @@ def test_deeply_nested_tool_arguments_from_a_backend_are_its_error() -> None:
     agg = MessageAggregator(message_id="m", model=MODEL)
     agg.feed(Chunk(tool_calls=(ToolCallDelta(0, "t", "f", deep("object").decode()),)))
     agg.feed(Chunk(finish_reason=FinishReason.TOOL_CALLS))
-    with pytest.raises(UpstreamFailed) as info:
+    with pytest.raises(ProxyFailed) as info:
         agg.body()
     assert info.value.code == "backend_protocol_error"
 

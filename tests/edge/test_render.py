@@ -7,7 +7,7 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from flatgate.edge_translator.errors import EdgeError, UpstreamFailed, UpstreamTimeout
+from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
 from flatgate.edge_translator.openai.render import (
     DONE,
     SYSTEM_FINGERPRINT,
@@ -18,7 +18,7 @@ from flatgate.edge_translator.openai.render import (
     finish_reason_name,
 )
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.frames import Chunk, ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import FinishReason
 
 
@@ -153,13 +153,13 @@ def test_finish_reason_names(reason, name):
 
 def test_error_chunks_raise_edge_errors():
     r = StreamRenderer(completion_id="c", created=1, model="m")
-    with pytest.raises(UpstreamFailed, match="backend died"):
+    with pytest.raises(ProxyFailed, match="backend died"):
         r.feed(
             Chunk(
                 error=ChunkError("backend_failed", "backend died"), finish_reason=FinishReason.ERROR
             )
         )
-    with pytest.raises(UpstreamTimeout):
+    with pytest.raises(ProxyTimedOut):
         Aggregator(completion_id="c", created=1, model="m").feed(
             Chunk(error=ChunkError("backend_timeout", "slow"), finish_reason=FinishReason.ERROR)
         )
@@ -168,7 +168,7 @@ def test_error_chunks_raise_edge_errors():
 
 def test_error_event_is_what_the_sdk_raises_on():
     ev = events(
-        error_event(UpstreamFailed("backend died", code=codes.peer_code("backend_failed", 502)))
+        error_event(ProxyFailed("backend died", code=codes.peer_code("backend_failed", 502)))
     )
     assert ev == [
         {
@@ -241,7 +241,7 @@ def test_aggregated_tool_calls():
 
 
 def test_edge_error_is_the_root():
-    assert issubclass(UpstreamFailed, EdgeError) and issubclass(UpstreamTimeout, EdgeError)
+    assert issubclass(ProxyFailed, EdgeError) and issubclass(ProxyTimedOut, EdgeError)
 
 
 def test_n_choices_finish_only_when_all_have():

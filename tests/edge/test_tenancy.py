@@ -23,8 +23,8 @@ from flatgate.edge_translator.settings import EdgeSettings, parse_edge_settings
 from flatgate.edge_translator.tenancy import Admitted, Tenancy
 from flatgate.proxy.limits import Limiter
 from flatgate.proxy.limits.algorithms import utc_day
-from flatgate.proxy.wire.estimate import estimate_request, reservation
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
+from flatgate.proxy.wire.request.estimate import estimate_request, reservation
 from flatgate.proxy.wire.schema import Provider
 from tests.edge.jwt_keys import AUDIENCE, ISSUER, rsa_signer, write_key_set
 

@@ -26,9 +26,9 @@ from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.request.route import read_route
+from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
-from flatgate.proxy.wire.verify import verify_request
 from tests.edge.helpers import decode_request_fb
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -17,11 +17,11 @@ from flatgate.proxy.transport.base import (
     UpstreamPoolTimeout,
     UpstreamProtocolError,
 )
-from flatgate.proxy.wire.frames import FrameSplitter, unprefix
+from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
+from flatgate.proxy.wire.chunk.stock import decode_chunk
+from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FinishReason
-from flatgate.proxy.wire.stock import decode_chunk
-from flatgate.proxy.wire.writer import write_chunk
 
 CONFIG: dict[str, Any] = {
     "proxy": {"access_log": False},

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.settings import edge_problems
 from flatgate.proxy.gateway.check import file_problems
 from flatgate.proxy.gateway.cli import main
-from flatgate.proxy.service.settings import config_problems, unrouted_models
+from flatgate.proxy.gateway.document import side_problems
+from flatgate.proxy.service.settings import unrouted_models
 
 GOOD = """
 [proxy]
@@ -42,8 +42,8 @@ provider = "SelfHosted"
 
 def problems(config: str | dict[str, Any], environ: dict[str, str] | None = None) -> list[str]:
     data = tomllib.loads(config) if isinstance(config, str) else config
-    env = environ or {}
-    return config_problems(data, env) + edge_problems(data, environ=env)
+    proxy, edge = side_problems(data, environ or {})
+    return proxy + edge
 
 
 def with_keys(section: str, **keys: Any) -> dict[str, Any]:

@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
-from flatgate.proxy.wire.frames import Chunk, FrameSplitter, unprefix
+from flatgate.proxy.wire.chunk.frames import Chunk, FrameSplitter, unprefix
+from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FRAMES, FinishReason
-from flatgate.proxy.wire.stock import decode_chunk
 from tests.servers import Server, free_port, running, spawn, write_config
 
 pytestmark = pytest.mark.integration

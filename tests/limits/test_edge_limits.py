@@ -26,7 +26,7 @@ from flatgate.edge_translator.keys import hash_key
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.limits.algorithms import utc_day
-from flatgate.proxy.wire.estimate import reservation
+from flatgate.proxy.wire.request.estimate import reservation
 from flatgate.proxy.wire.schema import Provider
 from tests.servers import Server, running, write_config
 

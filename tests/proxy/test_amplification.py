@@ -20,11 +20,12 @@ from benchmarks.alloc_proxy import FakeExchange, FakeTransport, _drive
 from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.wire.decode import read_request
-from flatgate.proxy.wire.estimate import estimate_request, estimate_tokens, reservation
+from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.layout import COMPLETION_REQUEST
-from flatgate.proxy.wire.route import read_route
-from flatgate.proxy.wire.verify import MAX_BYTES, MAX_OBJECTS, MalformedBuffer, verify_request
+from flatgate.proxy.wire.request.decode import read_request
+from flatgate.proxy.wire.request.estimate import estimate_request, estimate_tokens, reservation
+from flatgate.proxy.wire.request.route import read_route
+from flatgate.proxy.wire.request.verify import MAX_BYTES, MAX_OBJECTS, verify_request
 from tests.proxy.shared_offsets import (
     amplified,
     expanded_bytes,

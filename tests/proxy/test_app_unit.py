@@ -20,9 +20,9 @@ from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import UpstreamConnectError, UpstreamPoolTimeout
+from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.writer import write_chunk
 
 BODY = build_request("m", [("user", "hi")])
 

@@ -14,13 +14,13 @@ from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
-from flatgate.proxy.wire.estimate import (
+from flatgate.proxy.wire.request import build_request
+from flatgate.proxy.wire.request.estimate import (
     BYTES_PER_TOKEN,
     TOKENS_PER_MESSAGE,
     estimate_request,
     estimate_tokens,
 )
-from flatgate.proxy.wire.request import build_request
 
 
 @pytest.mark.parametrize(

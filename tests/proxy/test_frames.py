@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.chunks import read_chunk
-from flatgate.proxy.wire.frames import (
+from flatgate.proxy.wire.chunk.frames import (
     Chunk,
     ChunkError,
     FrameSplitter,
@@ -23,9 +23,10 @@ from flatgate.proxy.wire.frames import (
     sse_event,
     unprefix,
 )
+from flatgate.proxy.wire.chunk.reader import read_chunk
+from flatgate.proxy.wire.chunk.stock import decode_chunk
+from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.stock import build_chunk, decode_chunk
-from flatgate.proxy.wire.writer import write_chunk
 
 POOL = BuilderPool(debug=True)
 

@@ -15,7 +15,7 @@ from flatgate.proxy.plumbing.auth import TokenCheck, bearer_token, hash_key
 from flatgate.proxy.plumbing.serve import CallerWatch, Watchlist
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request import build_request
-from flatgate.proxy.wire.route import read_route, read_tenant, tenant_present
+from flatgate.proxy.wire.request.route import read_route, read_tenant, tenant_present
 
 
 def test_admission_bounds_requests_and_bytes() -> None:

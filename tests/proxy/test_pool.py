@@ -7,9 +7,10 @@ import random
 
 import pytest
 
+from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.proxy.wire.builders import POISON, BuilderPool, finish_bytes
-from flatgate.proxy.wire.frames import unprefix
-from flatgate.proxy.wire.stock import build_chunk, decode_chunk
+from flatgate.proxy.wire.chunk.frames import unprefix
+from flatgate.proxy.wire.chunk.stock import decode_chunk
 
 
 def test_reuses_and_counts() -> None:

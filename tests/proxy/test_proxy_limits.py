@@ -9,14 +9,14 @@ import json
 from typing import Any
 
 from benchmarks.alloc_proxy import FakeExchange, FakeTransport, _drive
+from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import ADMITTED_HEADER, FinishReason
-from flatgate.proxy.wire.stock import build_chunk
 
 TOKEN = "proxy-caller-token"
 

@@ -6,9 +6,10 @@ import random
 
 import pytest
 
+from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.proxy.stub import deltas_of
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.frames import (
+from flatgate.proxy.wire.chunk.frames import (
     ChunkError,
     FrameCutter,
     MalformedFrame,
@@ -16,7 +17,6 @@ from flatgate.proxy.wire.frames import (
     unprefix,
 )
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.stock import build_chunk
 
 POOL = BuilderPool(debug=True)
 

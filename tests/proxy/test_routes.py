@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from flatgate.proxy.service.routes import Route, RouteTable
-from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.request.route import read_route
 from tests.proxy.wire_helpers import build, sample_request
 
 OPENAI, ANTHROPIC, SELF_HOSTED = 0, 1, 2

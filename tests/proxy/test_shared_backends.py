@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.alloc_proxy import FakeTransport
 from flatgate.proxy.service.app import ProxyServer
-from flatgate.proxy.service.dispatch import ProxyError
+from flatgate.proxy.service.errors import ProxyError
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import UpstreamConnectError
 from flatgate.proxy.wire.request import build_request

@@ -16,8 +16,8 @@ import trustme
 
 from flatgate.proxy.transport.base import Timeouts, Transport, UpstreamConnectError
 from flatgate.proxy.transport.factory import make_transport
-from flatgate.proxy.wire.chunks import read_chunk
-from flatgate.proxy.wire.frames import FrameSplitter
+from flatgate.proxy.wire.chunk.frames import FrameSplitter
+from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
 from tests.servers import free_port, running

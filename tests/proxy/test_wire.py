@@ -13,9 +13,10 @@ import pytest
 
 from flatgate.generated.LLMGateway import CompletionRequest as fb_request
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest, CompletionRequestT
-from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.buffer import MalformedBuffer
+from flatgate.proxy.wire.request.route import read_route
+from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
-from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
 from tests.proxy.wire_helpers import build, full_decode, sample_request, string_position
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,8 +18,9 @@ from flatgate.generated.LLMGateway.KeyValue import KeyValueT
 from flatgate.generated.LLMGateway.Message import MessageT
 from flatgate.generated.LLMGateway.Tool import ToolT
 from flatgate.generated.LLMGateway.ToolCall import ToolCallT
-from flatgate.proxy.wire.route import read_route
-from flatgate.proxy.wire.verify import MalformedBuffer, verify_request
+from flatgate.proxy.wire.buffer import MalformedBuffer
+from flatgate.proxy.wire.request.route import read_route
+from flatgate.proxy.wire.request.verify import verify_request
 from tests.proxy.wire_helpers import build, full_decode
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,12 +1,14 @@
-"""Every slot the hand-written readers and writers use, derived from the schema.
+"""``wire.layout``, the one description of every wire table, against the schema
+and the generated code: the one check.
 
-``wire.layout`` names each table's fields in slot order, and every hand-written
-reader and writer (``read_route``, ``chunk_is_final``, ``read_chunk``,
-``write_chunk``, ``write_request``, the verifier's ``LAYOUTS``) takes its slots
-from there. These tests derive the slots from flatc's generated code (each
-``Add<Field>`` function passes its slot to the builder), and check that the
-writers write every field of the schema: renaming, reordering or appending a
-field breaks a test here, never the wire.
+Every hand-written reader, the verifier and both writers take their slots,
+kinds, scalar types and inline layouts from ``wire.layout``. These tests
+derive each table's slots and scalar types from flatc's generated code (each
+``Add<Field>`` function passes its slot to a ``Prepend<Type>Slot`` of the
+builder) and its kinds and nested tables from ``schema/gateway.fbs``, check
+that every inline layout is sound, and that the writers write every field of
+the schema: renaming, reordering, retyping or appending a field breaks a test
+here, never the wire.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import importlib
 import re
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,25 +28,71 @@ from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.wire import layout
-from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.writer import write_chunk
+from flatgate.proxy.wire.layout import Field, FieldKind, Table
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.verify import LAYOUTS
-from flatgate.proxy.wire.writer import write_chunk
+from tests.schema.fbs_parse import Schema, parse, parse_file
+
+SCHEMA = Path(__file__).resolve().parents[2] / "schema" / "gateway.fbs"
+ROOTS = ("CompletionRequest", "CompletionChunk")
 
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 
+# Schema scalar types -> struct codes.
+_SCALAR_CODES = {
+    "bool": "?",
+    "byte": "b",
+    "ubyte": "B",
+    "int8": "b",
+    "uint8": "B",
+    "short": "h",
+    "ushort": "H",
+    "int16": "h",
+    "uint16": "H",
+    "int": "i",
+    "uint": "I",
+    "int32": "i",
+    "uint32": "I",
+    "float": "f",
+    "float32": "f",
+    "long": "q",
+    "ulong": "Q",
+    "int64": "q",
+    "uint64": "Q",
+    "double": "d",
+    "float64": "d",
+}
+# The builder's Prepend<Type>Slot -> struct code (a uoffset: "I").
+_PREPEND_CODES = {
+    "Bool": "?",
+    "Int8": "b",
+    "Uint8": "B",
+    "Int16": "h",
+    "Uint16": "H",
+    "Int32": "i",
+    "Uint32": "I",
+    "Int64": "q",
+    "Uint64": "Q",
+    "Float32": "f",
+    "Float64": "d",
+    "UOffsetTRelative": "I",
+}
+
 
 class _SlotRecorder:
-    """Stands in for ``flatbuffers.Builder``: records the slot an ``Add*`` writes."""
+    """Stands in for ``flatbuffers.Builder``: records what an ``Add*`` writes."""
 
     def __init__(self) -> None:
         self.slot: int | None = None
+        self.code = ""
 
     def __getattr__(self, name: str) -> Any:
         def prepend(slot: int, *_: Any) -> None:
             self.slot = slot
+            self.code = _PREPEND_CODES[name[len("Prepend") : -len("Slot")]]
 
         if name.startswith("Prepend") and name.endswith("Slot"):
             return prepend
@@ -54,8 +103,8 @@ def _snake(camel: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
 
 
-def generated_slots(table: str) -> dict[str, int]:
-    """Field name -> slot, from the generated module's ``Add<Field>`` functions."""
+def generated_fields(table: str) -> dict[str, tuple[int, str]]:
+    """Field name -> (slot, struct code), from the generated ``Add<Field>`` functions."""
     module = importlib.import_module(f"flatgate.generated.LLMGateway.{table}")
     out = {}
     for name, fn in vars(module).items():
@@ -63,16 +112,16 @@ def generated_slots(table: str) -> dict[str, int]:
             rec = _SlotRecorder()
             fn(rec, 0)
             assert rec.slot is not None, name
-            out[_snake(name[3:])] = rec.slot
+            out[_snake(name[3:])] = (rec.slot, rec.code)
     return out
 
 
 @pytest.mark.parametrize("table", sorted(layout.TABLES))
-def test_layout_slots_are_the_generated_ones(table: str) -> None:
-    expected = generated_slots(table)
+def test_slots_and_scalar_types_are_the_generated_ones(table: str) -> None:
     t = layout.TABLES[table]
-    assert {f: t.slot(f) for f in t.fields} == expected
-    assert [t.voffset(f) for f in t.fields] == [4 + 2 * s for s in sorted(expected.values())]
+    assert {f.name: (t.slot(f.name), f.fmt) for f in t.specs} == generated_fields(table)
+    slots = sorted(slot for slot, _ in generated_fields(table).values())
+    assert [t.voffset(f) for f in t.fields] == [layout.VTABLE_HEAD + 2 * s for s in slots]
 
 
 def test_every_generated_table_is_laid_out() -> None:
@@ -84,14 +133,103 @@ def test_every_generated_table_is_laid_out() -> None:
         if "def Start(" in p.read_text()
     }
     assert set(layout.TABLES) == tables
-    assert set(LAYOUTS) | {"CompletionChunk", "ToolCallDelta", "Usage", "Error"} == set(
-        layout.TABLES
-    )
 
 
-@pytest.mark.parametrize("table", sorted(LAYOUTS))
-def test_the_verifier_walks_the_layout(table: str) -> None:
-    assert tuple(spec.name for spec in LAYOUTS[table]) == layout.TABLES[table].fields
+def expected_field(schema: Schema, name: str, ftype: str) -> Field:
+    """What the layout must say for a schema field of type ``ftype``."""
+    if ftype == "string":
+        return Field(name, FieldKind.STRING)
+    if ftype == "[string]":
+        return Field(name, FieldKind.STRING_VECTOR)
+    if ftype.startswith("["):
+        inner = ftype[1:-1]
+        if inner not in schema.tables:
+            raise AssertionError(f"{name}: vectors of {inner} are not supported by the layout")
+        return Field(name, FieldKind.TABLE_VECTOR, table=inner)
+    if ftype in schema.tables:
+        return Field(name, FieldKind.TABLE, table=ftype)
+    if ftype in schema.enums:
+        return Field(name, FieldKind.SCALAR, _SCALAR_CODES[schema.enums[ftype][0]])
+    if ftype in _SCALAR_CODES:
+        return Field(name, FieldKind.SCALAR, _SCALAR_CODES[ftype])
+    raise AssertionError(f"{name}: type {ftype} unknown to the layout (union? struct?)")
+
+
+def layout_errors(schema: Schema, tables: Mapping[str, Table], roots: tuple[str, ...]) -> list[str]:
+    """Every difference between the layout and the tables the ``roots`` reach."""
+    errors: list[str] = []
+    todo, seen = list(roots), set()
+    while todo:
+        table = todo.pop()
+        if table in seen:
+            continue
+        seen.add(table)
+        want = [expected_field(schema, f.name, f.type) for f in schema.tables[table]]
+        have = list(tables[table].specs) if table in tables else []
+        if want != have:
+            errors.append(f"{table}: schema says {want}, layout has {have}")
+        todo.extend(spec.table for spec in want if spec.table is not None)
+    extra = set(tables) - seen
+    if extra:
+        errors.append(f"layout knows tables the roots do not reach: {sorted(extra)}")
+    return errors
+
+
+def test_layout_matches_the_schema() -> None:
+    assert layout_errors(parse_file(SCHEMA), layout.TABLES, ROOTS) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "complaint"),
+    [
+        (("  top_k: int32;\n}", "  top_k: int32;\n  x: string;\n}"), "Compl"),
+        (("  strict: bool;", "  strict: bool;\n  extra: [Message];"), "Tool"),
+        (("  tool_call_id: string;", "  tool_call_id: int64;"), "Message"),
+        (("  value: string;", "  value: [string];"), "KeyValue"),
+        (("  index: int32;\n  id: string;", "  index: int64;\n  id: string;"), "ToolCallDelta"),
+        (("  usage: Usage;", "  usage: [Usage];"), "CompletionChunk"),
+    ],
+)
+def test_the_layout_check_catches_schema_changes(edit: tuple[str, str], complaint: str) -> None:
+    text = SCHEMA.read_text()
+    assert edit[0] in text
+    errors = layout_errors(parse(text.replace(edit[0], edit[1], 1)), layout.TABLES, ROOTS)
+    assert errors
+    assert errors[0].startswith(complaint)
+
+
+@pytest.mark.parametrize("table", sorted(layout.TABLES))
+def test_inline_layouts_are_sound(table: str) -> None:
+    """Every field inside the table, aligned to its size (the table at 4 mod 8
+    when it has an 8-byte field), none overlapping; the packer's format says
+    the same."""
+    t = layout.TABLES[table]
+    start = 4 if any(f.size == 8 for f in t.specs) else 0
+    taken: set[int] = set(range(4))  # the soffset
+    for f in t.specs:
+        at = t.inline[f.name]
+        assert (start + at) % f.size == 0, f.name
+        span = set(range(at, at + f.size))
+        assert not span & taken, f.name
+        taken |= span
+    assert max(taken) < t.inline_size
+    assert t.inline_size % 4 == 0
+    assert sorted(t.inline, key=t.inline.__getitem__) == list(t.inline_order)
+    assert t.packer(" ".join(t.inline_order)).size == t.inline_size
+
+
+def test_a_writer_packing_in_another_order_fails_at_import() -> None:
+    with pytest.raises(ValueError, match="a writer packs"):
+        layout.ERROR.packer("message code")
+
+
+def test_an_appended_field_goes_where_its_size_says() -> None:
+    t = Table("T", (Field("a", FieldKind.STRING), Field("b", FieldKind.SCALAR, "b")))
+    grown = Table("T", (*t.specs, Field("c", FieldKind.SCALAR, "q")))
+    assert dict(t.inline) == {"a": 4, "b": 8}
+    assert dict(grown.inline) == {"c": 4, "a": 12, "b": 16}
+    assert grown.inline_format == "<iqIbxxx"
+    assert grown.voffset("c") == 8
 
 
 def _table(buf: bytes, pos: int) -> tuple[int, dict[int, int]]:

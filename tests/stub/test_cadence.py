@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flatgate.proxy.service.settings import config_problems
+from flatgate.proxy.gateway.document import side_problems
 from flatgate.proxy.stub.cadence import TOKEN, Clock, Prebuilt, prebuilt
 from flatgate.proxy.stub.server import WIRES
-from flatgate.proxy.wire.frames import Chunk
+from flatgate.proxy.wire.chunk.frames import Chunk
 from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason
 from tests.servers import Server, running, write_config
 from tests.stub.helpers import sse_events, stream_raw
@@ -91,9 +91,9 @@ def test_config_checks_cadence() -> None:
         "backends": [{"name": "s", "url": "http://127.0.0.1:9"}],
         "routes": [{"model": "*", "backends": ["s"]}],
     }
-    assert config_problems({**doc, "stub": {"cadence": True}}) == []
+    assert side_problems({**doc, "stub": {"cadence": True}}, scope="stub") == ([], [])
     stub = {"cadence": True, "canned": 3, "cadence_tokens": 0}
-    problems = config_problems({**doc, "stub": stub})
+    problems, _ = side_problems({**doc, "stub": stub}, scope="stub")
     assert any("stub.cadence_tokens" in p for p in problems)
     assert any("stub.cadence: not with stub.canned" in p for p in problems)
 

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flatgate.proxy.service.settings import FAULTS
 from flatgate.proxy.stub import StubRequest, deltas_of
 from flatgate.proxy.stub.echo import (
     BEFORE_HEAD,
@@ -17,7 +16,8 @@ from flatgate.proxy.stub.echo import (
     is_streamed,
     split_model,
 )
-from flatgate.proxy.wire.frames import Usage
+from flatgate.proxy.stub.settings import FAULTS
+from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason, Role
 
 

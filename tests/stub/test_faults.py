@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.frames import FrameSplitter, unprefix
+from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
+from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FRAMES, FinishReason
-from flatgate.proxy.wire.stock import decode_chunk
 from tests.servers import Server, running, write_config
 from tests.stub.helpers import sse_events, stream_raw, stub
 

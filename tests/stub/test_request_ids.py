@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, SSE
-from flatgate.proxy.wire.stock import decode_chunk
 from tests.proxy.test_proxy_http import metric, proxy_config
 from tests.servers import Server, running, write_config
 from tests.stub.helpers import stub

@@ -16,9 +16,9 @@ from flatgate.proxy.stub.anthropic import AnthropicWire
 from flatgate.proxy.stub.echo import StubRequest, answer
 from flatgate.proxy.stub.fbs import FbsWire, parse_request
 from flatgate.proxy.stub.openai import OpenAIWire
-from flatgate.proxy.wire.frames import FrameSplitter, unprefix
+from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
+from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.schema import FRAMES, FinishReason, Role
-from flatgate.proxy.wire.stock import decode_chunk
 from tests.edge.helpers import decode_request_fb
 from tests.stub.helpers import sse_events
 from tests.stub.test_wires import rendered

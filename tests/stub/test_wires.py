@@ -12,9 +12,9 @@ from flatgate.proxy.stub.echo import Answer, StubRequest, Wire, answer
 from flatgate.proxy.stub.fbs import FbsWire
 from flatgate.proxy.stub.openai import OpenAIWire
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.frames import Chunk, FrameSplitter, SSESplitter, unprefix
+from flatgate.proxy.wire.chunk.frames import Chunk, FrameSplitter, SSESplitter, unprefix
+from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason, Role
-from flatgate.proxy.wire.stock import decode_chunk
 from tests.stub.helpers import sse_events
 
 NO_HEADERS: dict[str, str] = {}

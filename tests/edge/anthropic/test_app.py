@@ -14,8 +14,8 @@ import pytest
 
 from flatgate.edge_translator.keys import hash_key
 from flatgate.edge_translator.settings import KeyConfig
-from flatgate.proxy.wire.estimate import estimate_tokens
-from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.request.estimate import estimate_tokens
 from flatgate.proxy.wire.schema import FinishReason
 from tests.edge import fakes
 from tests.edge.helpers import decode_request_fb

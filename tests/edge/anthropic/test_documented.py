@@ -42,9 +42,9 @@ from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.backends.anthropic import AnthropicStream
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.frames import Chunk, ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
+from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import FinishReason, Provider
-from flatgate.proxy.wire.verify import verify_request
 from tests.backends.helpers import fixture, run
 
 GOLDEN = Path(__file__).parent / "golden"

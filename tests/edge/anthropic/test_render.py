@@ -20,12 +20,12 @@ from flatgate.edge_translator.anthropic.errors import (
     error_event,
 )
 from flatgate.edge_translator.anthropic.render import EventRenderer, MessageAggregator
-from flatgate.edge_translator.errors import EdgeError, UpstreamFailed
+from flatgate.edge_translator.errors import EdgeError, ProxyFailed
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.chunks import read_chunk
-from flatgate.proxy.wire.frames import Chunk, ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.reader import read_chunk
+from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.schema import FinishReason
-from flatgate.proxy.wire.writer import ChunkWriter
 
 EVENT = pydantic.TypeAdapter(anthropic.types.RawMessageStreamEvent)
 STOP = FinishReason.STOP
@@ -238,7 +238,7 @@ def test_tool_arguments_that_are_no_object_are_a_backend_error() -> None:
     agg = MessageAggregator(message_id="m", model="c")
     agg.feed(Chunk(tool_calls=(ToolCallDelta(0, "t", "f", "[1, 2]"),)))
     agg.feed(Chunk(finish_reason=FinishReason.TOOL_CALLS))
-    with pytest.raises(UpstreamFailed) as info:
+    with pytest.raises(ProxyFailed) as info:
         agg.body()
     assert info.value.code == "backend_protocol_error"
 

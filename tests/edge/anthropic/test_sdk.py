@@ -15,7 +15,7 @@ import anthropic
 import httpx
 import pytest
 
-from flatgate.proxy.wire.estimate import estimate_tokens
+from flatgate.proxy.wire.request.estimate import estimate_tokens
 from tests.edge.anthropic.stack import KEY, MAX_BODY, MessagesStack
 from tests.servers import Server
 

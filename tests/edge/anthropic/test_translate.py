@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from flatgate.edge_translator.anthropic.models import decode_count_tokens, decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.proxy.wire.decode import read_request
-from flatgate.proxy.wire.route import read_route
+from flatgate.proxy.wire.request.decode import read_request
+from flatgate.proxy.wire.request.route import read_route
+from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import Role, ToolChoiceMode
-from flatgate.proxy.wire.verify import verify_request
 from tests.edge.helpers import decode_request_fb
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}

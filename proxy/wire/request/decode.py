@@ -20,22 +20,22 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from flatgate.proxy.wire.buffer import U32, UNPACK, MalformedBuffer, elements, entries
 from flatgate.proxy.wire.layout import (
     COMPLETION_REQUEST,
     KEY_VALUE,
     MESSAGE,
     TOOL,
     TOOL_CALL,
+    FieldKind,
     Table,
 )
 from flatgate.proxy.wire.schema import Role
-from flatgate.proxy.wire.verify import MalformedBuffer
 
 __all__ = [
     "Function",
@@ -47,13 +47,6 @@ __all__ = [
     "read_request",
 ]
 
-_U32 = struct.Struct("<I").unpack_from
-_I32 = struct.Struct("<i").unpack_from
-_U16 = struct.Struct("<H").unpack_from
-_F32 = struct.Struct("<f").unpack_from
-_I64 = struct.Struct("<q").unpack_from
-_I8 = struct.Struct("<b").unpack_from
-_VT_READERS = [struct.Struct(f"<{n}H").unpack_from for n in range(64)]
 _ROLE_NAMES = {int(r): r.name.lower() for r in Role}
 _ASSISTANT = int(Role.Assistant)
 
@@ -131,77 +124,42 @@ def _slots(t: Table, *names: str) -> tuple[int, ...]:
     return tuple(t.slot(n) for n in names)
 
 
-_R_REQUEST_ID = COMPLETION_REQUEST.slot("request_id")
-_R_PROVIDER = COMPLETION_REQUEST.slot("provider")
-_R_MODEL = COMPLETION_REQUEST.slot("model_name")
-_R_MAX_TOKENS = COMPLETION_REQUEST.slot("max_tokens")
-_R_TEMPERATURE = COMPLETION_REQUEST.slot("temperature")
-_R_TOOLS = COMPLETION_REQUEST.slot("tools")
-_R_MESSAGES = COMPLETION_REQUEST.slot("messages")
-_R_TOOL_CHOICE = COMPLETION_REQUEST.slot("tool_choice")
-_R_TOOL_CHOICE_NAME = COMPLETION_REQUEST.slot("tool_choice_name")
-_R_TOP_P = COMPLETION_REQUEST.slot("top_p")
-_R_STOP = COMPLETION_REQUEST.slot("stop")
-_R_SEED = COMPLETION_REQUEST.slot("seed")
-_R_PRESENCE = COMPLETION_REQUEST.slot("presence_penalty")
-_R_FREQUENCY = COMPLETION_REQUEST.slot("frequency_penalty")
-_R_N = COMPLETION_REQUEST.slot("n")
-_R_STREAM = COMPLETION_REQUEST.slot("stream")
-_R_USER = COMPLETION_REQUEST.slot("user")
-_R_TENANT = COMPLETION_REQUEST.slot("tenant")
-_R_METADATA = COMPLETION_REQUEST.slot("metadata")
-_R_INCLUDE_USAGE = COMPLETION_REQUEST.slot("include_usage")
-_R_PTC = COMPLETION_REQUEST.slot("parallel_tool_calls")
-_R_RESPONSE_FORMAT = COMPLETION_REQUEST.slot("response_format")
-_R_TOP_K = COMPLETION_REQUEST.slot("top_k")
+_R_MODEL, _R_MESSAGES, _R_TOOLS, _R_STOP, _R_METADATA = _slots(
+    COMPLETION_REQUEST, "model_name", "messages", "tools", "stop", "metadata"
+)
 _M_ROLE, _M_CONTENT, _M_NAME, _M_CALLS, _M_CALL_ID, _M_IS_ERROR = _slots(
     MESSAGE, "role", "content", "name", "tool_calls", "tool_call_id", "is_error"
 )
 _M_FIELDS = len(MESSAGE.fields)
 _C_ID, _C_NAME, _C_ARGS = _slots(TOOL_CALL, "id", "name", "arguments")
+_C_FIELDS = len(TOOL_CALL.fields)
 _T_NAME, _T_DESC, _T_PARAMS, _T_STRICT = _slots(TOOL, "name", "description", "parameters", "strict")
+_T_FIELDS = len(TOOL.fields)
 _K_KEY, _K_VALUE = _slots(KEY_VALUE, "key", "value")
+_K_FIELDS = len(KEY_VALUE.fields)
 _ROOT_FIELDS = len(COMPLETION_REQUEST.fields)
-# Root fields read in a loop: strings, then scalars with their reader and type.
-_ROOT_STRINGS = (
-    (_R_REQUEST_ID, "request_id"),
-    (_R_TOOL_CHOICE_NAME, "tool_choice_name"),
-    (_R_USER, "user"),
-    (_R_TENANT, "tenant"),
-    (_R_RESPONSE_FORMAT, "response_format"),
+_ROLE = UNPACK[MESSAGE.spec("role").fmt]
+_IS_ERROR = UNPACK[MESSAGE.spec("is_error").fmt]
+_STRICT = UNPACK[TOOL.spec("strict").fmt]
+# Root fields read in a loop (every string but model_name, which the Request
+# is made with, then every scalar, with its reader and Python type); each is
+# the Request attribute of the same name.
+_ROOT_STRINGS = tuple(
+    (i, f.name)
+    for i, f in enumerate(COMPLETION_REQUEST.specs)
+    if f.kind == FieldKind.STRING and f.name != "model_name"
 )
-_ROOT_SCALARS: tuple[tuple[int, str, Callable[..., tuple[Any, ...]], type], ...] = (
-    (_R_PROVIDER, "provider", _I8, int),
-    (_R_MAX_TOKENS, "max_tokens", _I32, int),
-    (_R_TEMPERATURE, "temperature", _F32, float),
-    (_R_TOOL_CHOICE, "tool_choice", _I8, int),
-    (_R_TOP_P, "top_p", _F32, float),
-    (_R_SEED, "seed", _I64, int),
-    (_R_PRESENCE, "presence_penalty", _F32, float),
-    (_R_FREQUENCY, "frequency_penalty", _F32, float),
-    (_R_N, "n", _I32, int),
-    (_R_STREAM, "stream", _I8, bool),
-    (_R_INCLUDE_USAGE, "include_usage", _I8, bool),
-    (_R_PTC, "parallel_tool_calls", _I8, bool),
-    (_R_TOP_K, "top_k", _I32, int),
+_TYPES: dict[str, type] = {"f": float, "d": float, "?": bool}
+_ROOT_SCALARS: tuple[tuple[int, str, Callable[..., tuple[Any, ...]], type], ...] = tuple(
+    (i, f.name, UNPACK[f.fmt], _TYPES.get(f.fmt, int))
+    for i, f in enumerate(COMPLETION_REQUEST.specs)
+    if f.kind == FieldKind.SCALAR
 )
-
-
-def _fields(buf: bytes | memoryview, pos: int, count: int) -> tuple[int, ...]:
-    """The first ``count`` vtable entries of the table at ``pos`` (0 past its end)."""
-    vt = pos - _I32(buf, pos)[0]
-    have = (_U16(buf, vt)[0] - 4) >> 1
-    if have >= count:
-        entries: tuple[int, ...] = _VT_READERS[count](buf, vt + 4)
-        return entries
-    short: tuple[int, ...] = _VT_READERS[have](buf, vt + 4)
-    padded: tuple[int, ...] = short + (0,) * (count - have)
-    return padded
 
 
 def _text(buf: bytes | memoryview, view: memoryview, s: int) -> str:
     """The string whose length word is at ``s``."""
-    n = _U32(buf, s)[0]
+    n = U32(buf, s)[0]
     try:
         return str(view[s + 4 : s + 4 + n], "utf-8")
     except UnicodeDecodeError as exc:
@@ -211,8 +169,8 @@ def _text(buf: bytes | memoryview, view: memoryview, s: int) -> str:
 def _field_text(buf: bytes | memoryview, view: memoryview, pos: int, off: int) -> str:
     """The string field at ``pos + off`` (``off`` non-zero)."""
     at = pos + off
-    s = at + _U32(buf, at)[0]
-    n = _U32(buf, s)[0]
+    s = at + U32(buf, at)[0]
+    n = U32(buf, s)[0]
     try:
         return str(view[s + 4 : s + 4 + n], "utf-8")
     except UnicodeDecodeError as exc:
@@ -224,21 +182,10 @@ def _text_field(buf: bytes | memoryview, view: memoryview, pos: int, off: int) -
     return _field_text(buf, view, pos, off) if off else ""
 
 
-def _vector(buf: bytes | memoryview, at: int) -> list[int]:
-    """What the vector of offsets whose uoffset is at ``at`` points at."""
-    v = at + _U32(buf, at)[0]
-    out = []
-    e = v + 4
-    for _ in range(_U32(buf, v)[0]):
-        out.append(e + _U32(buf, e)[0])
-        e += 4
-    return out
-
-
 def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
-    f = _fields(buf, pos, _M_FIELDS)
+    f = entries(buf, pos, _M_FIELDS)
     off = f[_M_ROLE]
-    role = _I8(buf, pos + off)[0] if off else 0
+    role = _ROLE(buf, pos + off)[0] if off else 0
     off = f[_M_CONTENT]
     content: str | None = _field_text(buf, view, pos, off) if off else ""
     off = f[_M_NAME]
@@ -249,8 +196,8 @@ def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
     off = f[_M_CALLS]
     if off:
         calls = []
-        for c in _vector(buf, pos + off):
-            cf = _fields(buf, c, 3)
+        for c in elements(buf, pos + off):
+            cf = entries(buf, c, _C_FIELDS)
             calls.append(
                 ToolCall(
                     _field_text(buf, view, c, cf[_C_ID]) if cf[_C_ID] else "",
@@ -263,20 +210,20 @@ def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
     if role == _ASSISTANT and not content:
         content = None
     off = f[_M_IS_ERROR]
-    failed = bool(_I8(buf, pos + off)[0]) if off else False
+    failed = bool(_IS_ERROR(buf, pos + off)[0]) if off else False
     return Message(_ROLE_NAMES.get(role, "user"), content, name, calls, call_id, failed)
 
 
 def _tool(buf: bytes | memoryview, view: memoryview, pos: int) -> Tool:
-    f = _fields(buf, pos, 4)
+    f = entries(buf, pos, _T_FIELDS)
     params = None
     off = f[_T_PARAMS]
     if off:
         at = pos + off
-        s = at + _U32(buf, at)[0]
-        params = msgspec.Raw(bytes(view[s + 4 : s + 4 + _U32(buf, s)[0]]))
+        s = at + U32(buf, at)[0]
+        params = msgspec.Raw(bytes(view[s + 4 : s + 4 + U32(buf, s)[0]]))
     off = f[_T_STRICT]
-    strict = bool(_I8(buf, pos + off)[0]) if off else None
+    strict = bool(_STRICT(buf, pos + off)[0]) if off else None
     return Tool(
         Function(
             _field_text(buf, view, pos, f[_T_NAME]) if f[_T_NAME] else "",
@@ -291,23 +238,23 @@ def read_request(buf: bytes | memoryview) -> Request:
     """The request in ``buf``, which ``verify_request`` accepted; ``MalformedBuffer``
     for a string that is not UTF-8."""
     view = memoryview(buf)
-    root = _U32(buf, 0)[0]
-    f = _fields(buf, root, _ROOT_FIELDS)
+    root = U32(buf, 0)[0]
+    f = entries(buf, root, _ROOT_FIELDS)
     req = Request(_text_field(buf, view, root, f[_R_MODEL]), [])
     off = f[_R_MESSAGES]
     if off:
-        req.messages = [_message(buf, view, m) for m in _vector(buf, root + off)]
+        req.messages = [_message(buf, view, m) for m in elements(buf, root + off)]
     off = f[_R_TOOLS]
     if off:
-        req.tools = [_tool(buf, view, t) for t in _vector(buf, root + off)]
+        req.tools = [_tool(buf, view, t) for t in elements(buf, root + off)]
     off = f[_R_STOP]
     if off:
-        req.stop = [_text(buf, view, s) for s in _vector(buf, root + off)]
+        req.stop = [_text(buf, view, s) for s in elements(buf, root + off)]
     off = f[_R_METADATA]
     if off:
         metadata = {}
-        for kv in _vector(buf, root + off):
-            kf = _fields(buf, kv, 2)
+        for kv in elements(buf, root + off):
+            kf = entries(buf, kv, _K_FIELDS)
             metadata[_text_field(buf, view, kv, kf[_K_KEY])] = _text_field(
                 buf, view, kv, kf[_K_VALUE]
             )

@@ -13,8 +13,9 @@ the backends and the edge:
 - The SSE framing: ``sse_event`` and ``SSESplitter``
   (``data: <base64 of the chunk buffer>``).
 
-Writing chunks: ``wire.writer``; reading them: ``wire.chunks`` (fast) and
-``wire.stock`` (the generated accessors, the reference). No I/O.
+Writing chunks: ``wire.chunk.writer``; reading them: ``wire.chunk.reader``
+(fast) and ``wire.chunk.stock`` (the generated accessors, the reference). No
+I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import struct
 
 import msgspec
 
+from flatgate.proxy.wire.buffer import I32, U16, U32
 from flatgate.proxy.wire.layout import COMPLETION_CHUNK
 from flatgate.proxy.wire.schema import FinishReason
 
@@ -44,9 +46,6 @@ __all__ = [
 
 # One frame larger than this is a broken or hostile peer, not a token delta.
 MAX_FRAME_BYTES = 64 << 20
-_U32 = struct.Struct("<I")
-_U16 = struct.Struct("<H")
-_I32 = struct.Struct("<i")
 
 
 class MalformedFrame(ValueError):
@@ -102,19 +101,19 @@ def chunk_is_final(buf: bytes | memoryview, at: int = 0) -> bool:
     """
     try:
         n = len(buf)
-        root = at + _U32.unpack_from(buf, at)[0]
+        root = at + U32(buf, at)[0]
         if root + 4 > n:
             return False
-        vt = root - _I32.unpack_from(buf, root)[0]
+        vt = root - I32(buf, root)[0]
         if vt < at or vt + 4 > n:
             return False
-        (vsize,) = _U16.unpack_from(buf, vt)
+        (vsize,) = U16(buf, vt)
         if vt + vsize > n:
             return False
-        if vsize > _VT_ERROR and _U16.unpack_from(buf, vt + _VT_ERROR)[0]:
+        if vsize > _VT_ERROR and U16(buf, vt + _VT_ERROR)[0]:
             return True
         if vsize > _VT_FINISH:
-            (field,) = _U16.unpack_from(buf, vt + _VT_FINISH)
+            (field,) = U16(buf, vt + _VT_FINISH)
             return bool(field) and root + field < n and buf[root + field] != 0
         return False
     except struct.error:
@@ -159,7 +158,7 @@ class FrameCutter:
         pos = 0
         size = 0
         while n - pos >= 4:
-            (size,) = _U32.unpack_from(data, pos)
+            (size,) = U32(data, pos)
             if size > MAX_FRAME_BYTES:
                 raise MalformedFrame(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
             end = pos + 4 + size
@@ -180,7 +179,7 @@ class FrameCutter:
         out = []
         pos, n = 0, len(data)
         while pos < n:
-            (size,) = _U32.unpack_from(data, pos)
+            (size,) = U32(data, pos)
             out.append((pos + 4, pos + 4 + size))
             pos += 4 + size
         return out

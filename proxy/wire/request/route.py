@@ -4,15 +4,15 @@ Owns ``read_route``: ``(provider, model)`` straight out of the request bytes,
 ``model`` a memoryview slice of the caller's buffer. It follows the root offset,
 the root vtable, the two field offsets and the ``model_name`` string itself,
 bounds-checking each, and touches nothing else, so its cost and allocations do
-not depend on the prompt size. Its one error is ``wire.verify.MalformedBuffer``.
+not depend on the prompt size. Its one error is ``wire.buffer.MalformedBuffer``.
 
 Must not: copy or decode the body, use the generated accessors (they are the
-baseline this beats, see ``benchmarks/bench_wire.py``), do I/O, or let any
+baseline this beats, see ``benchmarks/codecs/``), do I/O, or let any
 exception but ``MalformedBuffer`` escape, whatever the bytes.
 
 Checks, in order, each failure naming itself and its offset: the input type
 (``bytes`` or a flat read-only memoryview; writable buffers are refused, see
-``proxy.verify.check_input``), the buffer size, the file identifier, the root
+``wire.buffer.check_input``), the buffer size, the file identifier, the root
 offset (4-byte aligned, inside the buffer, past the header), the root's
 vtable (inside the buffer, 2-byte aligned, size even and >= 4, the table's
 inline size inside the buffer), the ``provider`` and ``model_name`` field
@@ -27,7 +27,7 @@ bytes are then part of some other object), so both are refused. Size-prefixed
 buffers are not requests and are refused the same way.
 
 Allocations per call with ``bytes`` input, the same at every body size
-(CPython 3.11, counted by ``benchmarks/alloc_wire.py``): 8.
+(CPython 3.11, counted without a profiler): 8.
 
 - 1 int: ``len(buf)`` (a body is longer than 256 bytes; smaller ints are
   cached singletons and cost nothing);
@@ -52,16 +52,22 @@ from __future__ import annotations
 
 import struct
 
-from flatgate.proxy.wire.layout import COMPLETION_REQUEST
+from flatgate.proxy.wire.buffer import (
+    I32,
+    MAX_BUFFER_BYTES,
+    U16,
+    U32,
+    UNPACK,
+    MalformedBuffer,
+    check_input,
+    field_at,
+)
+from flatgate.proxy.wire.layout import COMPLETION_REQUEST, HEADER, IDENTIFIER_AT
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
-from flatgate.proxy.wire.verify import MAX_BUFFER_BYTES, MalformedBuffer, check_input
 
 __all__ = ["read_route", "read_tenant", "tenant_present"]
 
-_U32 = struct.Struct("<I").unpack_from
-_I32 = struct.Struct("<i").unpack_from
-_I8 = struct.Struct("<b").unpack_from
-_U16 = struct.Struct("<H").unpack_from
+_PROVIDER_READ = UNPACK[COMPLETION_REQUEST.spec("provider").fmt]
 # The root vtable's head (its size, the table's size) and its entries up to the
 # two fields read, in one unpack; positions in the tuple come from the layout.
 _PROVIDER = 2 + COMPLETION_REQUEST.slot("provider")
@@ -71,30 +77,26 @@ _VTABLE = struct.Struct(f"<{max(_PROVIDER, _MODEL) + 1}H").unpack_from
 _HEAD = struct.Struct("<I4B").unpack_from
 _ID0, _ID1, _ID2, _ID3 = REQUEST_IDENTIFIER
 # Root offset, identifier and the root's soffset: what the first reads need.
-_MIN_BYTES = 4 + 4 + 4
+_MIN_BYTES = HEADER + 4
 # A vtable that holds model_name reaches past its entry.
 _VT_MIN = COMPLETION_REQUEST.voffset("model_name") + 2
 _VT_PROVIDER = COMPLETION_REQUEST.voffset("provider")
 _VT_MODEL = COMPLETION_REQUEST.voffset("model_name")
 
 
-def _fail(check: str, offset: int) -> MalformedBuffer:
-    return MalformedBuffer(f"{check} at offset {offset}")
-
-
 def _vtable_fail(buf: bytes | memoryview, n: int, vt: int) -> MalformedBuffer:
     # Cold path: a vtable near the end may just be too short to hold model_name.
-    if not vt & 1 and 0 <= vt <= n - 4 and _U32(buf, vt)[0] & 0xFFFF < _VT_MIN:
-        return _fail("model_name absent (root vtable too short)", vt)
-    return _fail("root vtable: unaligned or outside the buffer", vt)
+    if not vt & 1 and 0 <= vt <= n - 4 and U32(buf, vt)[0] & 0xFFFF < _VT_MIN:
+        return MalformedBuffer("model_name absent (root vtable too short)", vt)
+    return MalformedBuffer("root vtable: unaligned or outside the buffer", vt)
 
 
 def _vtable_size_fail(vsize: int, n: int, vt: int) -> MalformedBuffer:
     if vsize & 1 or vsize < 4:
-        return _fail(f"root vtable size {vsize}: odd or < 4", vt)
+        return MalformedBuffer(f"root vtable size {vsize}: odd or < 4", vt)
     if vt + vsize > n:
-        return _fail(f"root vtable size {vsize}: past the buffer end", vt)
-    return _fail("model_name absent (root vtable too short)", vt)
+        return MalformedBuffer(f"root vtable size {vsize}: past the buffer end", vt)
+    return MalformedBuffer("model_name absent (root vtable too short)", vt)
 
 
 def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
@@ -108,16 +110,16 @@ def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
         buf = check_input(buf)
     n = len(buf)
     if not _MIN_BYTES <= n <= MAX_BUFFER_BYTES:
-        raise _fail(f"buffer size {n}: outside [{_MIN_BYTES}, {MAX_BUFFER_BYTES}]", 0)
+        raise MalformedBuffer(f"buffer size {n}: outside [{_MIN_BYTES}, {MAX_BUFFER_BYTES}]", 0)
     root, i0, i1, i2, i3 = _HEAD(buf, 0)
     if i0 != _ID0 or i1 != _ID1 or i2 != _ID2 or i3 != _ID3:
-        raise _fail(f"file identifier: expected {REQUEST_IDENTIFIER!r}", 4)
+        raise MalformedBuffer(f"file identifier: expected {REQUEST_IDENTIFIER!r}", IDENTIFIER_AT)
     # Comparisons are written so that no intermediate exceeds the offsets
     # involved: the root table sits near the front, so these stay small ints
     # (cached, not allocated), while n - 4 would be a fresh int every call.
-    if root & 3 or root < 8 or root + 4 > n:
-        raise _fail(f"root offset {root}: unaligned, in the header or past the end", 0)
-    vt = root - _I32(buf, root)[0]
+    if root & 3 or root < HEADER or root + 4 > n:
+        raise MalformedBuffer(f"root offset {root}: unaligned, in the header or past the end", 0)
+    vt = root - I32(buf, root)[0]
     if vt & 1 or vt < 0 or vt + _VT_MIN > n:
         raise _vtable_fail(buf, n, vt)
     entries = _VTABLE(buf, vt)
@@ -128,27 +130,31 @@ def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
     if vsize < _VT_MIN or vsize & 1 or vt + vsize > n:
         raise _vtable_size_fail(vsize, n, vt)
     if tsize < 4 or root + tsize > n:
-        raise _fail(f"root table inline size {tsize}: < 4 or past the buffer end", root)
+        raise MalformedBuffer(f"root table inline size {tsize}: < 4 or past the buffer end", root)
     if f_provider:
         if not 4 <= f_provider < tsize:
-            raise _fail(f"provider field offset {f_provider}: outside the table", vt + _VT_PROVIDER)
-        provider = _I8(buf, root + f_provider)[0]
+            raise MalformedBuffer(
+                f"provider field offset {f_provider}: outside the table", vt + _VT_PROVIDER
+            )
+        provider = _PROVIDER_READ(buf, root + f_provider)[0]
     else:
         provider = 0
     if not f_model:
-        raise _fail("model_name absent", vt + _VT_MODEL)
+        raise MalformedBuffer("model_name absent", vt + _VT_MODEL)
     if not 4 <= f_model <= tsize - 4:
-        raise _fail(f"model_name field offset {f_model}: outside the table", vt + _VT_MODEL)
+        raise MalformedBuffer(
+            f"model_name field offset {f_model}: outside the table", vt + _VT_MODEL
+        )
     at = root + f_model
     if at & 3:
-        raise _fail("model_name uoffset: not 4-byte aligned", at)
-    s = at + _U32(buf, at)[0]
+        raise MalformedBuffer("model_name uoffset: not 4-byte aligned", at)
+    s = at + U32(buf, at)[0]
     start = s + 4
     if s & 3 or start > n:
-        raise _fail("model_name string: unaligned or past the buffer end", s)
-    end = start + _U32(buf, s)[0]
+        raise MalformedBuffer("model_name string: unaligned or past the buffer end", s)
+    end = start + U32(buf, s)[0]
     if end >= n or buf[end]:
-        raise _fail(
+        raise MalformedBuffer(
             "model_name string: bytes past the buffer end"
             if end >= n
             else "model_name string: terminator is not NUL",
@@ -168,10 +174,7 @@ def tenant_present(buf: bytes | memoryview) -> bool:
     Only for a buffer ``read_route`` accepted (its root and vtable are in
     bounds); an entry past the vtable's end reads as absent.
     """
-    root = _U32(buf, 0)[0]
-    vt = root - _I32(buf, root)[0]
-    vsize = _U16(buf, vt)[0]
-    return bool(vsize >= _VT_TENANT + 2 and _U16(buf, vt + _VT_TENANT)[0] != 0)
+    return field_at(buf, U32(buf, 0)[0], _VT_TENANT) != 0
 
 
 def read_tenant(buf: bytes | memoryview, limit: int = 128) -> str | None:
@@ -182,22 +185,22 @@ def read_tenant(buf: bytes | memoryview, limit: int = 128) -> str | None:
     raises, whatever the bytes.
     """
     n = len(buf)
-    root = _U32(buf, 0)[0]
-    vt = root - _I32(buf, root)[0]
-    vsize, tsize = _U16(buf, vt)[0], _U16(buf, vt + 2)[0]
+    root = U32(buf, 0)[0]
+    vt = root - I32(buf, root)[0]
+    vsize, tsize = U16(buf, vt)[0], U16(buf, vt + 2)[0]
     if vsize < _VT_TENANT + 2:
         return None
-    field = _U16(buf, vt + _VT_TENANT)[0]
+    field = U16(buf, vt + _VT_TENANT)[0]
     if not 4 <= field <= tsize - 4:
         return None
     at = root + field
     if at & 3:
         return None
-    s = at + _U32(buf, at)[0]
+    s = at + U32(buf, at)[0]
     if s & 3 or s + 4 > n:
         return None
     start = s + 4
-    end = start + _U32(buf, s)[0]
+    end = start + U32(buf, s)[0]
     if end >= n:
         return None
     return bytes(buf[start : min(end, start + limit)]).decode("utf-8", "replace")

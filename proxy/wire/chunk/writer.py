@@ -9,11 +9,11 @@
 
 Layout (front to back, every ``uoffset`` pointing forward): the root offset,
 the identifier, a vtable with an entry per field, the root table (soffset; the
-uoffsets and scalars at the offsets in ``_AT``; ``finish_reason`` as a byte),
-then the children: strings (request id, model, content, reasoning, stop
-sequence), the tool-call vector and its tables, the usage table, the error
-table. Field
-slots come from ``wire.layout``. No I/O.
+uoffsets and scalars where ``Table.inline`` puts them: ``finish_reason``, the
+one byte, last), then the children: strings (request id, model, content,
+reasoning, stop sequence), the tool-call vector and its tables, the usage
+table, the error table. Slots and inline layouts come from ``wire.layout``.
+No I/O.
 """
 
 from __future__ import annotations
@@ -21,67 +21,70 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from flatgate.proxy.wire.frames import ChunkError, ToolCallDelta, Usage
-from flatgate.proxy.wire.layout import COMPLETION_CHUNK, ERROR, TOOL_CALL_DELTA, USAGE
+from flatgate.proxy.wire.buffer import PACK_U32, PAD, string_bytes
+from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.layout import (
+    COMPLETION_CHUNK,
+    ERROR,
+    HEADER,
+    TOOL_CALL_DELTA,
+    USAGE,
+    VTABLE_HEAD,
+    Table,
+)
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
 
 __all__ = ["ChunkWriter", "write_chunk"]
 
-_U32 = struct.Struct("<I")
-_PAD = (b"\0\0\0\0", b"\0\0\0", b"\0\0", b"\0")  # NUL terminator + padding to 4
-
-# The root table: field -> offset (finish_reason is the one byte, last).
-_AT = {
-    "request_id": 4,
-    "content": 8,
-    "tool_calls": 12,
-    "usage": 16,
-    "error": 20,
-    "index": 24,
-    "model": 28,
-    "reasoning": 32,
-    "stop_sequence": 36,
-    "finish_reason": 40,
-}
+# The root table: field -> its offset (``_HEAD.pack`` takes the values in
+# this order, after the soffset).
+_AT = COMPLETION_CHUNK.inline
+_TABLE = COMPLETION_CHUNK.packer(
+    "request_id content tool_calls usage error index model reasoning stop_sequence finish_reason"
+)
 _FIELDS = len(COMPLETION_CHUNK.fields)
-_VT_SIZE = 4 + 2 * _FIELDS
-_ROOT = 8 + _VT_SIZE + (-_VT_SIZE % 4)
-_TABLE_SIZE = 44
+_VT_SIZE = VTABLE_HEAD + 2 * _FIELDS
+_ROOT = HEADER + _VT_SIZE + (-_VT_SIZE % 4)
+_TABLE_SIZE = _TABLE.size
 # root offset, identifier, vtable (size, table size, entries), padding, the table
-_HEAD = struct.Struct(f"<I4s{2 + _FIELDS}H{_ROOT - 8 - _VT_SIZE}xiIIIIIiIIIb3x")
+_HEAD = struct.Struct(
+    f"<I4s{2 + _FIELDS}H{_ROOT - HEADER - _VT_SIZE}x" + COMPLETION_CHUNK.inline_format[1:]
+)
 _HEAD_SIZE = _HEAD.size
-if _HEAD_SIZE != _ROOT + _TABLE_SIZE or sorted(_AT) != sorted(COMPLETION_CHUNK.fields):
-    raise ImportError("write_chunk's layout no longer fits the schema")
 # Vtable entry list index of each field (2 + slot), for building entries.
 _SLOT = {name: COMPLETION_CHUNK.slot(name) for name in COMPLETION_CHUNK.fields}
 
+
+def _sub_vtable(table: Table) -> bytes:
+    """The vtable of a sub-table with every field present."""
+    return struct.pack(
+        f"<{2 + len(table.fields)}H",
+        VTABLE_HEAD + 2 * len(table.fields),
+        table.inline_size,
+        *(table.inline[f] for f in table.fields),
+    )
+
+
 # Sub-tables: a vtable right before its table (soffset = the vtable's size).
-_USAGE_VT = struct.pack(
-    f"<{2 + len(USAGE.fields)}H",
-    4 + 2 * len(USAGE.fields),
-    4 + 4 * len(USAGE.fields),
-    *(4 + 4 * USAGE.slot(f) for f in USAGE.fields),
-)
-_USAGE_TABLE = struct.Struct(f"<i{len(USAGE.fields)}i")
-_USAGE_ORDER = tuple(sorted(USAGE.fields, key=USAGE.slot))
-_ERROR_VT_SIZE = 4 + 2 * len(ERROR.fields)
-_ERROR_TABLE_SIZE = 4 + 4 * len(ERROR.fields)
-_ERROR_AT = {f: 4 + 4 * ERROR.slot(f) for f in ERROR.fields}
-_CALL_AT = {"index": 4, "id": 8, "name": 12, "arguments": 16}
-_CALL_VT_SIZE = 4 + 2 * len(TOOL_CALL_DELTA.fields)
-_CALL_TABLE = struct.Struct("<iiIII")
+_USAGE_VT = _sub_vtable(USAGE)
+_USAGE_TABLE = struct.Struct(USAGE.inline_format)
+_USAGE_ORDER = USAGE.inline_order
+_ERROR_VT_SIZE = VTABLE_HEAD + 2 * len(ERROR.fields)
+_ERROR_TABLE_SIZE = ERROR.inline_size
+_ERROR_AT = ERROR.inline
+# The error's vtable and table in one pack: its entries and string uoffsets
+# are passed in slot order, which is its inline order.
+_ERROR = struct.Struct(f"<{2 + len(ERROR.fields)}H" + ERROR.packer("code message").format[1:])
+_CALL_AT = TOOL_CALL_DELTA.inline
+_CALL_VT_SIZE = VTABLE_HEAD + 2 * len(TOOL_CALL_DELTA.fields)
+_CALL_TABLE = TOOL_CALL_DELTA.packer("index id name arguments")
 _CALL_SIZE = _CALL_VT_SIZE + _CALL_TABLE.size
-if sorted(_CALL_AT) != sorted(TOOL_CALL_DELTA.fields) or len(ERROR.fields) != 2:
-    raise ImportError("write_chunk's sub-table layouts no longer fit the schema")
+if ERROR.fields != ("code", "message"):
+    raise ImportError("write_chunk's error table no longer fits the schema")
 
 
 def _utf8(value: str | bytes) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value
-
-
-def _string(data: bytes) -> bytes:
-    n = len(data)
-    return _U32.pack(n) + data + _PAD[n & 3]
 
 
 def _call_vtable(call: ToolCallDelta, id_: bytes, name: bytes, args: bytes) -> bytes:
@@ -120,7 +123,7 @@ def _tool_calls(at: int, calls: Sequence[ToolCallDelta]) -> bytes:
                 field_offs.get("arguments", 0),
             )
         )
-        tables.extend(_string(s) for s in strings)
+        tables.extend(string_bytes(s) for s in strings)
         pos = spos
     return struct.pack(f"<{n + 1}I", n, *offsets) + b"".join(tables)
 
@@ -152,7 +155,7 @@ def write_chunk(
         ("stop_sequence", stop_sequence),
     ):
         if value:
-            data = _string(_utf8(value))
+            data = string_bytes(_utf8(value))
             offs[name] = pos - (root + _AT[name])
             parts.append(data)
             pos += len(data)
@@ -177,8 +180,8 @@ def write_chunk(
         code, message = _utf8(error.code), _utf8(error.message)
         table = pos + _ERROR_VT_SIZE
         offs["error"] = table - (root + _AT["error"])
-        entries = [0, 0]
-        field = [0, 0]
+        entries = [0] * len(ERROR.fields)
+        field = [0] * len(ERROR.fields)
         spos = table + _ERROR_TABLE_SIZE
         strings = []
         for key, s in (("code", code), ("message", message)):
@@ -186,12 +189,10 @@ def write_chunk(
                 slot = ERROR.slot(key)
                 entries[slot] = _ERROR_AT[key]
                 field[slot] = spos - (table + _ERROR_AT[key])
-                strings.append(_string(s))
+                strings.append(string_bytes(s))
                 spos += len(strings[-1])
         parts.append(
-            struct.pack(
-                "<4HiII", _ERROR_VT_SIZE, _ERROR_TABLE_SIZE, *entries, _ERROR_VT_SIZE, *field
-            )
+            _ERROR.pack(_ERROR_VT_SIZE, _ERROR_TABLE_SIZE, *entries, _ERROR_VT_SIZE, *field)
         )
         parts.extend(strings)
         pos = spos
@@ -208,7 +209,7 @@ def write_chunk(
         _VT_SIZE,
         _TABLE_SIZE,
         *entries,
-        root - 8,
+        root - HEADER,
         offs["request_id"],
         offs["content"],
         offs["tool_calls"],
@@ -222,7 +223,7 @@ def write_chunk(
     )
     body = head + b"".join(parts)
     if size_prefixed:
-        return _U32.pack(len(body)) + body
+        return PACK_U32(len(body)) + body
     return body
 
 
@@ -274,8 +275,8 @@ class ChunkWriter:
     def _frame(self, head: bytes, text: str) -> bytes:
         data = text.encode("utf-8")
         n = len(data)
-        pad = _PAD[n & 3]
-        return b"".join((_U32.pack(len(head) + 4 + n + len(pad)), head, _U32.pack(n), data, pad))
+        pad = PAD[n & 3]
+        return b"".join((PACK_U32(len(head) + 4 + n + len(pad)), head, PACK_U32(n), data, pad))
 
     def content(self, text: str, index: int = 0) -> bytes:
         return self._frame(self._head("content", index, 0), text)

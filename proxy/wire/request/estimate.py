@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import struct
 
+from flatgate.proxy.wire.buffer import I32, U16, U32, elements, field_at
 from flatgate.proxy.wire.layout import COMPLETION_REQUEST, MESSAGE, TOOL, TOOL_CALL
-from flatgate.proxy.wire.verify import MAX_BYTES, MAX_OBJECTS
+from flatgate.proxy.wire.request.verify import MAX_BYTES, MAX_OBJECTS
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -50,9 +51,6 @@ __all__ = [
 BYTES_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
 
-_U32 = struct.Struct("<I").unpack_from
-_I32 = struct.Struct("<i").unpack_from
-_U16 = struct.Struct("<H").unpack_from
 _R_MESSAGES = COMPLETION_REQUEST.voffset("messages")
 _R_TOOLS = COMPLETION_REQUEST.voffset("tools")
 _R_MAX_TOKENS = COMPLETION_REQUEST.voffset("max_tokens")
@@ -68,36 +66,22 @@ def estimate_tokens(text_bytes: int, messages: int) -> int:
     return -(-text_bytes // BYTES_PER_TOKEN) + TOKENS_PER_MESSAGE * messages
 
 
-def _field(buf: bytes | memoryview, table: int, voffset: int) -> int:
-    """Where the field at ``voffset`` of the table at ``table`` is (0: absent)."""
-    vt = table - _I32(buf, table)[0]
-    if voffset + 2 > _U16(buf, vt)[0]:
-        return 0
-    off: int = _U16(buf, vt + voffset)[0]
-    return table + off if off else 0
-
-
 def _length(buf: bytes | memoryview, table: int, voffset: int) -> int:
     """The byte length of the string field at ``voffset`` (0: absent)."""
-    at = _field(buf, table, voffset)
+    at = field_at(buf, table, voffset)
     if not at:
         return 0
-    n: int = _U32(buf, at + _U32(buf, at)[0])[0]
+    n: int = U32(buf, at + U32(buf, at)[0])[0]
     return n
 
 
 def _tables(buf: bytes | memoryview, table: int, voffset: int, most: int) -> list[int]:
     """The tables of the vector field at ``voffset`` (none when absent), at
     most ``most`` of them."""
-    at = _field(buf, table, voffset)
+    at = field_at(buf, table, voffset)
     if not at or most <= 0:
         return []
-    vec = at + _U32(buf, at)[0]
-    first = vec + 4
-    count: int = _U32(buf, vec)[0]
-    return [
-        first + 4 * i + _U32(buf, first + 4 * i)[0] for i in range(count if count < most else most)
-    ]
+    return elements(buf, at, most)
 
 
 def estimate_request(buf: bytes | memoryview, *, max_bytes: int = MAX_BYTES) -> int:
@@ -106,12 +90,12 @@ def estimate_request(buf: bytes | memoryview, *, max_bytes: int = MAX_BYTES) -> 
     text = 0
     messages: list[int] = []
     try:
-        root = _U32(buf, 0)[0]
+        root = U32(buf, 0)[0]
         messages = _tables(buf, root, _R_MESSAGES, MAX_OBJECTS)
         left = MAX_OBJECTS - len(messages)
-        u16, u32 = _U16, _U32
-        for m in messages:  # _length and _field inlined: this loop is the cost
-            vt = m - _I32(buf, m)[0]
+        u16, u32 = U16, U32
+        for m in messages:  # _length and field_at inlined: this loop is the cost
+            vt = m - I32(buf, m)[0]
             size = u16(buf, vt)[0]
             off = u16(buf, vt + _M_CONTENT)[0] if size >= _M_CONTENT + 2 else 0
             if off:
@@ -133,8 +117,8 @@ def _root_int(buf: bytes | memoryview, voffset: int, default: int) -> int:
     """The root's int32 field at ``voffset``; ``default`` when absent or outside
     the buffer."""
     try:
-        at = _field(buf, _U32(buf, 0)[0], voffset)
-        value: int = _I32(buf, at)[0] if at else default
+        at = field_at(buf, U32(buf, 0)[0], voffset)
+        value: int = I32(buf, at)[0] if at else default
     except struct.error:
         return default
     return value

@@ -1,8 +1,10 @@
 """Building a ``CompletionRequest`` from Python values, for internal callers.
 
-A convenience over the generated object API for services (and tests, and the
-load bench) that call the proxy directly; the edge has its own faster writer.
-No I/O.
+Owns ``build_request`` (re-exported as ``wire.request.build_request``, the
+documented way), a convenience over the generated object API for services
+(and tests, and the load bench) that call the proxy directly, with its
+builders leased from a ``BuilderPool``; the edge writes with the faster
+``wire.request.writer`` instead. No I/O.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""A ``CompletionRequest`` FlatBuffer written by hand: the edges' shared writer.
+"""A ``CompletionRequest`` FlatBuffer written by hand: the fast request writer.
 
-Owns ``RequestWriter``, the schema-specific writer both client APIs write
-through (``translate`` for OpenAI Chat Completions, ``messages.translate`` for
-Anthropic Messages): each maps its own request onto these calls, in this
+Owns ``RequestWriter``, the schema-specific writer the edge's client APIs
+write through (``edge_translator.openai.translate`` for OpenAI Chat
+Completions, ``edge_translator.anthropic.translate`` for Anthropic
+Messages): each maps its own request onto these calls, in this
 order: ``strings`` (the root's strings), ``messages`` (every message, as
 plain tuples: the writer loops over them with locals, which is what keeps the
 per-message cost down), then any of ``tools``, ``stops``, ``metadata``, and
@@ -11,8 +12,9 @@ caller's business; how it is laid out is this module's.
 
 It lays the buffer out front to back in one ``bytearray`` (root table first,
 children after it, since every ``uoffset`` points forward), with fixed table
-layouts packed by precompiled ``struct.Struct`` objects, vtables shared per
-shape, and strings written from their UTF-8 bytes. About a third of the calls
+layouts packed by precompiled ``struct.Struct`` objects (each table's inline
+layout is ``wire.layout``'s ``Table.inline``), vtables shared per shape, and
+strings written from their UTF-8 bytes. About a third of the calls
 of a stock builder; the stock-builder reference it is tested and benchmarked
 against lives in ``benchmarks/codecs/stock_writer.py``.
 
@@ -27,7 +29,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 
-from flatgate.proxy.wire.layout import COMPLETION_REQUEST, KEY_VALUE, MESSAGE, TOOL, TOOL_CALL
+from flatgate.proxy.wire.buffer import PACK_U32, PACK_U32_INTO, PAD, put_string
+from flatgate.proxy.wire.layout import (
+    COMPLETION_REQUEST,
+    HEADER,
+    KEY_VALUE,
+    MESSAGE,
+    TOOL,
+    TOOL_CALL,
+)
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 
 __all__ = ["Call", "RequestWriter", "ToolSpec", "WireMessage"]
@@ -46,55 +56,31 @@ ToolSpec = tuple[bytes, bytes, bytes, bool]
 # [tools][stop][metadata]. Everything stays 4-aligned; the root table starts at
 # 4 mod 8 so that ``seed`` (the one 8-byte field, first after the soffset) is
 # 8-aligned. Vtables may sit before or after the tables that use them (a
-# signed soffset), as with the stock builder when it shares a vtable.
+# signed soffset), as with the stock builder when it shares a vtable. Every
+# table's inline layout (where each field sits, the packer's field order) is
+# ``Table.inline``; the packs below pass their values in that order, which
+# ``Table.packer`` holds them to.
 # --------------------------------------------------------------------------
 
-_U32 = struct.Struct("<I")
-_PAD = (b"\0\0\0\0", b"\0\0\0", b"\0\0", b"\0")  # NUL terminator + pad to 4
 
-# The root table, in the writer's own order (fields by size, so that nothing
-# needs padding): soffset, seed (8 bytes, 8-aligned as the table starts at
-# 4 mod 8), the 4-byte fields, then the 1-byte ones. Field -> struct code.
-_ROOT_FIELDS = (
-    ("seed", "q"),
-    ("request_id", "I"),
-    ("model_name", "I"),
-    ("max_tokens", "i"),
-    ("temperature", "f"),
-    ("tools", "I"),
-    ("messages", "I"),
-    ("tool_choice_name", "I"),
-    ("top_p", "f"),
-    ("stop", "I"),
-    ("presence_penalty", "f"),
-    ("frequency_penalty", "f"),
-    ("n", "i"),
-    ("user", "I"),
-    ("tenant", "I"),
-    ("metadata", "I"),
-    ("response_format", "I"),
-    ("top_k", "i"),
-    ("provider", "b"),
-    ("tool_choice", "b"),
-    ("stream", "b"),
-    ("include_usage", "b"),
-    ("parallel_tool_calls", "b"),
+# The root table: soffset, seed (8 bytes, 8-aligned as the table starts at
+# 4 mod 8), the 4-byte fields, then the 1-byte ones. Field -> its offset in
+# the root table (``_AT``), and -> its index in the vtable list (``_V``: size,
+# table size, then one entry per slot).
+_AT = COMPLETION_REQUEST.inline
+_ROOT_TABLE = COMPLETION_REQUEST.packer(
+    "seed request_id model_name max_tokens temperature tools messages tool_choice_name "
+    "top_p stop presence_penalty frequency_penalty n user tenant metadata response_format "
+    "top_k provider tool_choice stream include_usage parallel_tool_calls"
 )
-_ROOT_TABLE = struct.Struct("<i" + "".join(code for _, code in _ROOT_FIELDS) + "3x")
 _R_SIZE = _ROOT_TABLE.size
-# Field -> its offset in the root table, and -> its index in the vtable list
-# (size, table size, then one entry per slot, from the layout).
-_AT = {
-    name: struct.calcsize("<i" + "".join(c for _, c in _ROOT_FIELDS[:i]))
-    for i, (name, _) in enumerate(_ROOT_FIELDS)
-}
-_V = {name: 2 + COMPLETION_REQUEST.slot(name) for name, _ in _ROOT_FIELDS}
+_V = {name: 2 + COMPLETION_REQUEST.slot(name) for name in COMPLETION_REQUEST.fields}
 _ROOT_VT = struct.Struct(f"<{2 + len(COMPLETION_REQUEST.fields)}H")
-_ROOT_VT_POS = 8
+_ROOT_VT_POS = HEADER
 _ROOT_POS = _ROOT_VT_POS + _ROOT_VT.size
 _ROOT_POS += (4 - _ROOT_POS) % 8  # 4 mod 8
 # Header (root offset, identifier), a zeroed root vtable and table to fill in.
-_HEAD = _U32.pack(_ROOT_POS) + REQUEST_IDENTIFIER + bytes(_ROOT_POS - 8 + _R_SIZE)
+_HEAD = PACK_U32(_ROOT_POS) + REQUEST_IDENTIFIER + bytes(_ROOT_POS - HEADER + _R_SIZE)
 # Root vtable: size, table size, then one voffset per slot (0: absent).
 _ROOT_VT_EMPTY = [_ROOT_VT.size, _R_SIZE] + [0] * len(COMPLETION_REQUEST.fields)
 # (vtable index, table offset) of each root field, named for the hot path.
@@ -121,7 +107,7 @@ _V_PROVIDER, _AT_PROVIDER = _V["provider"], _AT["provider"]
 _V_STREAM, _AT_STREAM = _V["stream"], _AT["stream"]
 _V_INCLUDE_USAGE, _AT_INCLUDE_USAGE = _V["include_usage"], _AT["include_usage"]
 _V_PTC, _AT_PTC = _V["parallel_tool_calls"], _AT["parallel_tool_calls"]
-if _ROOT_POS % 8 != 4 or _AT["seed"] != 4 or len(_V) != len(COMPLETION_REQUEST.fields):
+if _ROOT_POS % 8 != 4 or _AT["seed"] != 4:
     raise ImportError("RequestWriter's root layout no longer fits the schema")
 
 
@@ -143,42 +129,39 @@ def _vtables(
     return tuple(out)
 
 
-# Message: soffset, content@4, name@8, tool_calls@12, tool_call_id@16, role@20,
-# is_error@21 (role, slot 0, always written). Bits of a message's vtable mask,
-# in slot order: content, name, tool_calls, tool_call_id, is_error.
-_MSG = struct.Struct("<iIIIIbb2x")
+# Message (role, slot 0, always written). Bits of a message's vtable mask, in
+# slot order: content, name, tool_calls, tool_call_id, is_error.
+_MSG = MESSAGE.packer("content name tool_calls tool_call_id role is_error")
+_MSG_AT = MESSAGE.inline
 _MSG_SIZE = _MSG.size
-_MSG_AT = {
-    "content": 4,
-    "name": 8,
-    "tool_calls": 12,
-    "tool_call_id": 16,
-    "role": 20,
-    "is_error": 21,
-}
 _MSG_VTS = _vtables(
     _MSG_SIZE,
     tuple(_MSG_AT[f] for f in MESSAGE.fields),
     always=frozenset({MESSAGE.slot("role")}),
 )
-# Content-only message (the common case), table and its string's length prefix.
-_MSG_CONTENT = struct.Struct("<iIIIIbb2xI")
-# Tool: soffset, name@4, description@8, parameters@12, strict@16.
-_TOOL = struct.Struct("<iIIIb3x")
-_TOOL_AT = {"name": 4, "description": 8, "parameters": 12, "strict": 16}
+# Content-only message (the common case), table and its string's length prefix;
+# the string follows the table, so its uoffset is fixed.
+_MSG_CONTENT = struct.Struct(MESSAGE.inline_format + "I")
+_MSG_TEXT = _MSG_SIZE - _MSG_AT["content"]
+_MSG_CONTENT_AT, _MSG_NAME_AT = _MSG_AT["content"], _MSG_AT["name"]
+_MSG_CALLS_AT, _MSG_CALL_ID_AT = _MSG_AT["tool_calls"], _MSG_AT["tool_call_id"]
+# Tables of leading strings (``_strings_table``), then a scalar tail.
+_TOOL = TOOL.packer("name description parameters strict")
+_TOOL_AT = TOOL.inline
 _TOOL_VTS = _vtables(_TOOL.size, tuple(_TOOL_AT[f] for f in TOOL.fields))
-# ToolCall: soffset, id@4, name@8, arguments@12.
-_CALL = struct.Struct("<iIII")
-_CALL_AT = {"id": 4, "name": 8, "arguments": 12}
+_CALL = TOOL_CALL.packer("id name arguments")
+_CALL_AT = TOOL_CALL.inline
 _CALL_VTS = _vtables(_CALL.size, tuple(_CALL_AT[f] for f in TOOL_CALL.fields))
-# KeyValue: soffset, key@4, value@8.
-_KV = struct.Struct("<iII")
-_KV_AT = {"key": 4, "value": 8}
+_KV = KEY_VALUE.packer("key value")
+_KV_AT = KEY_VALUE.inline
 _KV_VTS = _vtables(_KV.size, tuple(_KV_AT[f] for f in KEY_VALUE.fields))
+# A key's string follows the table, and the value's the key's.
+_KV_KEY, _KV_VALUE = _KV.size - _KV_AT["key"], _KV.size - _KV_AT["value"]
 if (
     MESSAGE.fields != ("role", "content", "name", "tool_calls", "tool_call_id", "is_error")
     or TOOL.fields != ("name", "description", "parameters", "strict")
     or TOOL_CALL.fields != ("id", "name", "arguments")
+    or KEY_VALUE.fields != ("key", "value")
 ):
     raise ImportError("RequestWriter's table layouts no longer fit the schema")
 
@@ -188,21 +171,12 @@ _VEC_HEADS = tuple(struct.Struct(f"<{n + 1}I") for n in range(5))
 # Tables written by ``_strings_table``; the kind keys their shared vtables
 # (message vtables are keyed by their mask alone, below 256).
 _KIND_CALL, _KIND_TOOL, _KIND_KV = 1, 2, 3
-_KINDS: dict[int, tuple[tuple[bytes, ...], struct.Struct]] = {
-    _KIND_CALL: (_CALL_VTS, _CALL),
-    _KIND_TOOL: (_TOOL_VTS, _TOOL),
-    _KIND_KV: (_KV_VTS, _KV),
+# Per kind: its vtables, its packer, where its first string field sits.
+_KINDS: dict[int, tuple[tuple[bytes, ...], struct.Struct, int]] = {
+    _KIND_CALL: (_CALL_VTS, _CALL, _CALL_AT["id"]),
+    _KIND_TOOL: (_TOOL_VTS, _TOOL, _TOOL_AT["name"]),
+    _KIND_KV: (_KV_VTS, _KV, _KV_AT["key"]),
 }
-
-
-def _put_str(buf: bytearray, data: bytes) -> int:
-    """Append one string (length, bytes, NUL, pad); returns its position."""
-    pos = len(buf)
-    n = len(data)
-    buf += _U32.pack(n)
-    buf += data
-    buf += _PAD[n & 3]
-    return pos
 
 
 def _strings_after(buf: bytearray, strings: Sequence[bytes]) -> None:
@@ -210,9 +184,9 @@ def _strings_after(buf: bytearray, strings: Sequence[bytes]) -> None:
     for data in strings:
         if data:
             n = len(data)
-            buf += _U32.pack(n)
+            buf += PACK_U32(n)
             buf += data
-            buf += _PAD[n & 3]
+            buf += PAD[n & 3]
 
 
 def _string_offsets(first: int, field0: int, strings: Sequence[bytes]) -> list[int]:
@@ -243,7 +217,7 @@ def _strings_table(
     """Append a table whose leading fields are strings (4 bytes each, from
     offset 4), followed by ``tail`` scalars, then its strings right after it;
     returns the table position."""
-    vts, packer = _KINDS[kind]
+    vts, packer, field0 = _KINDS[kind]
     mask = mask_extra
     bit = 1
     for data in strings:
@@ -257,7 +231,8 @@ def _strings_table(
         buf += vts[mask]
         vt_pos[key] = vpos
     tpos = len(buf)
-    buf += packer.pack(tpos - vpos, *_string_offsets(tpos + packer.size, tpos + 4, strings), *tail)
+    first = tpos + packer.size
+    buf += packer.pack(tpos - vpos, *_string_offsets(first, tpos + field0, strings), *tail)
     _strings_after(buf, strings)
     return tpos
 
@@ -265,7 +240,7 @@ def _strings_table(
 def _offset_vector(buf: bytearray, count: int) -> int:
     """Append a vector of ``count`` offsets (zeros, patched later); returns its position."""
     pos = len(buf)
-    buf += _U32.pack(count)
+    buf += PACK_U32(count)
     buf += bytes(4 * count)
     return pos
 
@@ -295,21 +270,27 @@ def _message(  # noqa: PLR0917 - one call per message of the rare shape, positio
         buf += _MSG_VTS[mask]
         vt_pos[mask] = vpos
     tpos = len(buf)
-    strings = (content, name, call_id)
-    first = tpos + _MSG_SIZE
-    c_off, n_off, id_off = _string_offsets(first, tpos + 4, strings)
-    if id_off:  # tool_call_id sits at +16, not +12: its string is where it was laid out
-        id_off -= 4
-    calls_off = 0
-    if calls:  # the vector follows the strings
-        calls_off = first + sum(len(d) + 8 - (len(d) & 3) for d in strings if d) - (tpos + 12)
+    # The strings follow the table in this order, then the tool-call vector.
+    at = tpos + _MSG_SIZE
+    c_off = n_off = id_off = calls_off = 0
+    if content:
+        c_off = at - (tpos + _MSG_CONTENT_AT)
+        at += len(content) + 8 - (len(content) & 3)
+    if name:
+        n_off = at - (tpos + _MSG_NAME_AT)
+        at += len(name) + 8 - (len(name) & 3)
+    if call_id:
+        id_off = at - (tpos + _MSG_CALL_ID_AT)
+        at += len(call_id) + 8 - (len(call_id) & 3)
+    if calls:
+        calls_off = at - (tpos + _MSG_CALLS_AT)
     buf += _MSG.pack(tpos - vpos, c_off, n_off, calls_off, id_off, role, is_error)
-    _strings_after(buf, strings)
+    _strings_after(buf, (content, name, call_id))
     if calls:
         vec = _offset_vector(buf, len(calls))
         for i, call in enumerate(calls):
             cpos = _strings_table(buf, vt_pos, _KIND_CALL, call)
-            _U32.pack_into(buf, vec + 4 + 4 * i, cpos - (vec + 4 + 4 * i))
+            PACK_U32_INTO(buf, vec + 4 + 4 * i, cpos - (vec + 4 + 4 * i))
     return tpos
 
 
@@ -342,7 +323,7 @@ class RequestWriter:
         response_format: bytes,
     ) -> None:
         """The root's strings, right after the root table (call first)."""
-        buf, vt, vals, put = self._buf, self._vt, self._vals, _put_str
+        buf, vt, vals, put = self._buf, self._vt, self._vals, put_string
         if request_id:
             vals[0] = put(buf, request_id.encode()) - (_ROOT_POS + _AT_REQUEST_ID)
             vt[_V_REQUEST_ID] = _AT_REQUEST_ID
@@ -370,12 +351,12 @@ class RequestWriter:
         vt_pos = self._vt_pos
         count = len(messages)
         vec = len(buf)
-        buf += _U32.pack(count)
+        buf += PACK_U32(count)
         buf += bytes(4 * count)
         self._msgs = vec - (_ROOT_POS + _AT_MESSAGES)
         self._vt[_V_MESSAGES] = _AT_MESSAGES
         pack_text = _MSG_CONTENT.pack
-        pack_slot = _U32.pack_into
+        pack_slot = PACK_U32_INTO
         text_vt = -1
         slot = vec + 4
         for m in messages:
@@ -389,9 +370,9 @@ class RequestWriter:
                         buf += _MSG_VTS[1]
                         tpos += len(_MSG_VTS[1])
                 n = len(data)
-                buf += pack_text(tpos - text_vt, _MSG_SIZE - 4, 0, 0, 0, role, 0, n)
+                buf += pack_text(tpos - text_vt, _MSG_TEXT, 0, 0, 0, role, 0, n)
                 buf += data
-                buf += _PAD[n & 3]
+                buf += PAD[n & 3]
             else:
                 tpos = _message(buf, vt_pos, *m)
             pack_slot(buf, slot, tpos - slot)
@@ -412,7 +393,7 @@ class RequestWriter:
                 tail=(1 if strict else 0,),
                 mask_extra=8 if strict else 0,
             )
-            _U32.pack_into(buf, vec + 4 + 4 * i, tpos - (vec + 4 + 4 * i))
+            PACK_U32_INTO(buf, vec + 4 + 4 * i, tpos - (vec + 4 + 4 * i))
 
     def stops(self, stops: Sequence[bytes]) -> None:
         """The stop sequences, non-empty ones only (none: call nothing)."""
@@ -436,7 +417,7 @@ class RequestWriter:
         vec = len(buf)
         self._vt[_V_METADATA] = _AT_METADATA
         self._meta = vec - (_ROOT_POS + _AT_METADATA)
-        buf += _U32.pack(count)
+        buf += PACK_U32(count)
         buf += bytes(4 * count)
         pack_kv = _KV.pack
         elem = vec + 4
@@ -452,17 +433,17 @@ class RequestWriter:
             tpos = len(buf)
             nk = len(k)
             k_size = nk + 8 - (nk & 3) if k else 0
-            buf += pack_kv(tpos - vpos, 8 if k else 0, 4 + k_size if v else 0)
+            buf += pack_kv(tpos - vpos, _KV_KEY if k else 0, _KV_VALUE + k_size if v else 0)
             if k:
-                buf += _U32.pack(nk)
+                buf += PACK_U32(nk)
                 buf += k
-                buf += _PAD[nk & 3]
+                buf += PAD[nk & 3]
             if v:
                 nv = len(v)
-                buf += _U32.pack(nv)
+                buf += PACK_U32(nv)
                 buf += v
-                buf += _PAD[nv & 3]
-            _U32.pack_into(buf, elem, tpos - elem)
+                buf += PAD[nv & 3]
+            PACK_U32_INTO(buf, elem, tpos - elem)
             elem += 4
 
     def finish(

@@ -1,16 +1,13 @@
-"""Chunk frames through flatc's generated code: the stock builder and accessors.
+"""The stock builder's ``CompletionChunk``: the reference chunk writer.
 
-- ``build_chunk`` writes one chunk with a builder leased from a ``BuilderPool``
-  (size-prefixed by default) and returns an independent ``bytes``. Slow (the
-  stock builder is pure-Python bookkeeping): the proxy uses it only for the
-  rare error frame, whose pool figures ``/metrics`` reports. Streams are
-  written with ``wire.writer``.
-- ``decode_chunk`` reads one chunk into a ``Chunk`` through the generated
-  accessors: the reference reader, and a client's convenience; hot paths read
-  with ``wire.chunks.read_chunk``. Any malformed buffer raises
-  ``MalformedFrame``, never anything else.
-
-Generated code for chunks is used here and nowhere else. No I/O.
+``build_chunk`` writes one chunk through flatc's generated code with a
+builder leased from a ``BuilderPool`` (size-prefixed by default) and returns
+an independent ``bytes``: the ``chunk`` row of the FlatBuffers and flatgate
+codecs (a fresh builder each time vs a pooled one), and the reference the
+hand-written ``wire.chunk.writer.write_chunk`` is tested against. Slow (the
+stock builder is pure-Python bookkeeping); the product writes every chunk
+with ``write_chunk``. Benchmark and test scaffolding, not product code. No
+I/O.
 """
 
 from __future__ import annotations
@@ -24,10 +21,10 @@ from flatgate.generated.LLMGateway import Error as _fb_error
 from flatgate.generated.LLMGateway import ToolCallDelta as _fb_tcd
 from flatgate.generated.LLMGateway import Usage as _fb_usage
 from flatgate.proxy.wire.builders import BuilderPool, finish_bytes
-from flatgate.proxy.wire.frames import Chunk, ChunkError, MalformedFrame, ToolCallDelta, Usage
-from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason, finish_reason_of
+from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
+from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
 
-__all__ = ["build_chunk", "decode_chunk"]
+__all__ = ["build_chunk"]
 
 
 def _string(builder: flatbuffers.Builder, value: str | bytes | None) -> int:
@@ -122,51 +119,3 @@ def build_chunk(
         else:
             b.Finish(root, CHUNK_IDENTIFIER)
         return finish_bytes(b)
-
-
-def _text(value: bytes | None) -> str:
-    return value.decode("utf-8") if value else ""
-
-
-def decode_chunk(buf: bytes | memoryview) -> Chunk:
-    """Decode one chunk buffer (not size-prefixed) into a ``Chunk``, through the
-    generated accessors."""
-    data = bytes(buf)
-    if len(data) < 8 or data[4:8] != CHUNK_IDENTIFIER:
-        raise MalformedFrame("chunk frame: missing or wrong file identifier")
-    try:
-        fb = _fb_chunk.CompletionChunk.GetRootAs(data, 0)
-        calls = []
-        for i in range(fb.ToolCallsLength()):
-            tc = fb.ToolCalls(i)
-            calls.append(
-                ToolCallDelta(
-                    index=tc.Index(),
-                    id=_text(tc.Id()),
-                    name=_text(tc.Name()),
-                    arguments=_text(tc.Arguments()),
-                )
-            )
-        u = fb.Usage()
-        e = fb.Error()
-        usage = None
-        if u is not None:
-            usage = Usage(
-                u.PromptTokens(), u.CompletionTokens(), u.CachedTokens(), u.ReasoningTokens()
-            )
-        return Chunk(
-            request_id=_text(fb.RequestId()),
-            content=_text(fb.Content()),
-            tool_calls=tuple(calls),
-            finish_reason=finish_reason_of(fb.FinishReason()),
-            usage=usage,
-            error=None if e is None else ChunkError(_text(e.Code()), _text(e.Message())),
-            index=fb.Index(),
-            model=_text(fb.Model()),
-            reasoning=_text(fb.Reasoning()),
-            stop_sequence=_text(fb.StopSequence()),
-        )
-    except MalformedFrame:
-        raise
-    except Exception as exc:  # the generated accessors raise anything on bad bytes
-        raise MalformedFrame(f"chunk frame does not decode: {exc!r}") from exc

@@ -1,0 +1,168 @@
+"""What one client API supplies to the edge's shared flow: ``ClientApi``.
+
+The app (``app``) runs every client API's requests through one flow: it
+authenticates the caller, admits it against the worker's bounds and the
+tenant's limits, reads the body, resolves the model, sends the
+``CompletionRequest`` to the proxy (``proxy_link``), renders the answer as
+frames arrive with keep-alives while the first token is awaited (``answer``),
+watches the caller and the drain, and writes the access log. A client API
+supplies only its own parts, through ``ClientApi``:
+
+- how its callers present their credential (``authenticate``);
+- its request: ``decode`` (validated once, errors naming the ``param``),
+  ``write`` (the ``CompletionRequest`` FlatBuffer), ``new_id`` (its answer's
+  id) and ``asked`` (what its answer needs of the request, as an ``Asked``);
+- its answer: a ``renderer`` for streams, an ``aggregator`` for whole answers,
+  and ``beat``, its keep-alive;
+- its error shape: ``error_answer`` (the status and body of an error before
+  the first byte) and ``error_event`` (the event that ends a stream with one).
+  The headers every error answer carries are ``errors.error_headers``'s,
+  whatever the shape.
+
+An endpoint the edge answers itself, from a request decoded and resolved as
+its API's completions are but never forwarded (Anthropic's
+``count_tokens``), is a ``Local``. The app's routes (``Route``) pair a path's
+API with its ``Local``, if any. Adding an API is a folder with a module that
+implements these, and its routes in ``app``.
+
+Interfaces and values only: no I/O, no behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+import msgspec
+
+from flatgate.edge_translator.errors import EdgeError
+from flatgate.edge_translator.identity import Identities
+from flatgate.edge_translator.keys import Identity
+from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.plumbing.serve import Exchange
+from flatgate.proxy.wire.chunk.frames import Chunk, Usage
+
+__all__ = ["Asked", "ClientApi", "Folding", "Local", "Rendering", "Request", "Route"]
+
+
+class Request(Protocol):
+    """A decoded request: all the shared flow reads of it is its model's name."""
+
+    @property
+    def model(self) -> str: ...
+
+
+R = TypeVar("R", bound=Request)
+
+
+class Asked(msgspec.Struct, frozen=True):
+    """What an answer needs of its request (never the prompt), as the
+    translate step returns it: the API it is answered in, its answer's id, its
+    request id, the model's name, and its answer's shape."""
+
+    api: ClientApi[Any]
+    completion_id: str
+    request_id: str
+    model: str
+    stream: bool
+    choices: int = 1
+    include_usage: bool = False
+
+
+class _Outcome(Protocol):
+    """What a renderer and an aggregator both tell of the answer so far."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    @property
+    def usage(self) -> Usage | None: ...
+
+
+class Rendering(_Outcome, Protocol):
+    """A streamed answer's renderer (``openai.render.StreamRenderer``)."""
+
+    def feed(self, chunk: Chunk) -> bytes: ...
+
+    def end(self) -> bytes: ...
+
+
+class Folding(_Outcome, Protocol):
+    """A whole answer's aggregator (``openai.render.Aggregator``)."""
+
+    def feed(self, chunk: Chunk) -> None: ...
+
+    def body(self) -> bytes: ...
+
+
+class ClientApi(Protocol[R]):
+    """One client API's own parts of the shared flow (see the module
+    docstring); ``R`` is its decoded request."""
+
+    @property
+    def path(self) -> str:
+        """Its completions endpoint (``POST``)."""
+        ...
+
+    @property
+    def beat(self) -> bytes:
+        """What its streams send to keep a waiting client's connection up."""
+        ...
+
+    async def authenticate(self, ex: Exchange, identities: Identities) -> Identity:
+        """The caller, from the headers its API's clients send."""
+        ...
+
+    def decode(self, body: bytes) -> R:
+        """The body decoded and checked (``InvalidRequest`` naming the param)."""
+        ...
+
+    def new_id(self) -> str:
+        """A fresh id for an answer (also the request id when none is sent)."""
+        ...
+
+    def write(self, req: R, model: ModelConfig, *, tenant: str, request_id: str) -> bytes:
+        """``req`` as a ``CompletionRequest`` FlatBuffer for ``model``."""
+        ...
+
+    def asked(self, req: R, completion_id: str, request_id: str, model: str) -> Asked:
+        """What the answer to ``req`` needs of it."""
+        ...
+
+    def renderer(self, asked: Asked, created: int) -> Rendering: ...
+
+    def aggregator(self, asked: Asked, created: int) -> Folding: ...
+
+    def error_answer(self, err: EdgeError, request_id: str | None) -> tuple[int, bytes]:
+        """The status and JSON body ``err`` is answered with before the first byte."""
+        ...
+
+    def error_event(self, err: EdgeError) -> bytes:
+        """The event that ends a begun stream with ``err``."""
+        ...
+
+
+class Local(Protocol[R]):
+    """An endpoint the edge answers itself: read, decoded and resolved as its
+    route's API's completions are (that API's authentication, ids and error
+    shape), checked against the caller's models, never forwarded, and no
+    limit charged."""
+
+    @property
+    def path(self) -> str: ...
+
+    def decode(self, body: bytes) -> R: ...
+
+    def answer(self, req: R, model: ModelConfig) -> bytes:
+        """The JSON body of the answer to ``req``."""
+        ...
+
+
+class Route(msgspec.Struct, frozen=True):
+    """A ``POST`` path: the API it speaks and, for an endpoint the edge
+    answers itself, its ``Local`` (``None``: completions, forwarded)."""
+
+    api: ClientApi[Any]
+    local: Local[Any] | None = None

@@ -1,0 +1,274 @@
+"""The edge's one upstream, the proxy: ``ProxyLink`` sends a translated
+request to its ``POST /v1/completions`` and ``Frames`` reads its answer.
+
+Owns the boundary between the transport and the edge: the transport's
+exceptions (``transport.base.UpstreamError`` and kin) become the edge's errors
+here and nowhere else (``proxy_failure``): before the proxy answers, a pool
+that had no connection free is ``pool_exhausted`` (503, retry shortly), a
+timeout ``ProxyTimedOut`` (504), anything else ``ProxyFailed`` (502); once
+its frames are being read, a timeout is still ``ProxyTimedOut`` and a broken
+connection or a malformed frame ``proxy_protocol_error``. The proxy's refusal
+before any frame becomes the error it means (``proxy_error``: its code and
+status carry through, with ``Retry-After``). A request the drain ends while
+it waits on the proxy is told ``draining``. Also the upstream's metrics
+(time to the response head, failures by kind).
+
+No HTTP server objects; no client API's shapes (the errors it makes are
+rendered by the caller's API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+import msgspec
+
+from flatgate.edge_translator.errors import (
+    BUSY_RETRY_AFTER,
+    EdgeError,
+    ModelNotFound,
+    PayloadTooLarge,
+    ProxyFailed,
+    ProxyTimedOut,
+    shutting_down,
+)
+from flatgate.edge_translator.settings import EdgeSection
+from flatgate.proxy.plumbing.drain import Ending
+from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.transport.base import (
+    Response,
+    Timeouts,
+    Transport,
+    UpstreamError,
+    UpstreamPoolTimeout,
+    UpstreamTimeout,
+    retry_after,
+)
+from flatgate.proxy.transport.factory import make_transport
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.chunk.frames import Chunk, FrameCutter, MalformedFrame
+from flatgate.proxy.wire.chunk.reader import read_chunk
+from flatgate.proxy.wire.schema import ADMITTED_HEADER, FLATBUFFERS, FRAMES
+
+__all__ = ["Frames", "ProxyLink", "proxy_error", "proxy_failure", "refusal"]
+
+log = logging.getLogger("flatgate.edge")
+
+_ADMITTED = ((ADMITTED_HEADER, "1"),)
+
+
+def proxy_failure(exc: UpstreamError, *, begun: bool = False) -> EdgeError:
+    """The edge's error for the transport's ``exc`` (``begun``: while the
+    proxy's frames were being read): the one place the transport's errors
+    become the edge's."""
+    if begun:
+        if isinstance(exc, UpstreamTimeout):
+            return ProxyTimedOut(f"The proxy stopped answering: {exc}")
+        return ProxyFailed(f"The proxy connection failed: {exc}", code=codes.PROXY_PROTOCOL_ERROR)
+    if isinstance(exc, UpstreamPoolTimeout):
+        return EdgeError(
+            f"No connection to the proxy came free in time; retry shortly: {exc}",
+            code=codes.POOL_EXHAUSTED,
+            retry_after=BUSY_RETRY_AFTER,
+        )
+    if isinstance(exc, UpstreamTimeout):
+        return ProxyTimedOut(f"The proxy did not answer in time: {exc}")
+    return ProxyFailed(f"The proxy could not be reached: {exc}")
+
+
+class ProxyLink:
+    """The proxy's ``POST /v1/completions``, over a transport made on first use
+    (in the worker's loop). ``upstream_metrics`` false: the proxy is in
+    process and reports its backends' time to first byte itself."""
+
+    __slots__ = (
+        "_auth",
+        "_factory",
+        "_timed_out",
+        "_timeouts",
+        "_transport",
+        "_ttfb",
+        "_unreachable",
+        "_url",
+    )
+
+    def __init__(
+        self,
+        e: EdgeSection,
+        metrics: Metrics,
+        *,
+        transport_factory: Callable[[], Transport] | None = None,
+        upstream_metrics: bool = True,
+    ) -> None:
+        self._url = e.proxy_url.rstrip("/") + "/v1/completions"
+        self._timeouts = Timeouts(
+            connect=e.connect_timeout,
+            read=e.read_timeout,
+            total=e.total_timeout or None,
+            first_byte=e.first_byte_timeout,
+        )
+        self._factory = transport_factory or (
+            lambda: make_transport(e.transport, limit=e.pool_limit, pool_timeout=e.pool_timeout)
+        )
+        self._transport: Transport | None = None
+        # Presented to the proxy when it authenticates its callers.
+        self._auth = [("authorization", f"Bearer {e.proxy_token}")] if e.proxy_token else []
+        metrics.watch_transport(lambda: self._transport)
+        # Labelled once ("proxy": the edge has one upstream).
+        self._ttfb = metrics.upstream_ttfb_of("proxy") if upstream_metrics else None
+        self._timed_out = metrics.upstream_failure_of("proxy", "timeout")
+        self._unreachable = metrics.upstream_failure_of("proxy", "unreachable")
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            self._transport = self._factory()
+        return self._transport
+
+    async def aclose(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.aclose()
+
+    async def send(
+        self, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
+    ) -> Response:
+        """``frame`` to the proxy, asking for size-prefixed frames; its
+        response once the head arrived (``admitted``: the edge has charged the
+        tenant's limits, so the proxy need not)."""
+        sent = time.perf_counter()
+        try:
+            resp = await self.transport.request(
+                "POST",
+                self._url,
+                body=frame,
+                headers=[
+                    ("content-type", FLATBUFFERS),
+                    ("accept", FRAMES),
+                    ("x-request-id", request_id),
+                    *self._auth,
+                    *(_ADMITTED if admitted else ()),
+                ],
+                timeouts=self._timeouts,
+            )
+        except asyncio.CancelledError:
+            if not ending.absorb():
+                raise
+            raise shutting_down() from None
+        except UpstreamError as exc:
+            if isinstance(exc, UpstreamTimeout):
+                self._timed_out.inc()
+            elif not isinstance(exc, UpstreamPoolTimeout):  # the edge's own limit
+                self._unreachable.inc()
+            raise proxy_failure(exc) from exc
+        if self._ttfb is not None:
+            self._ttfb.observe(time.perf_counter() - sent)
+        return resp
+
+
+async def refusal(resp: Response) -> EdgeError:
+    """The error a proxy's non-200 answer means (its body read, if it comes)."""
+    try:
+        detail = await resp.read()
+    except UpstreamError:
+        detail = b""
+    return proxy_error(resp.status, resp.headers, detail)
+
+
+class _ProxyError(msgspec.Struct):
+    code: str = ""
+    message: str = ""
+
+
+class _ProxyErrorBody(msgspec.Struct):
+    error: _ProxyError = msgspec.field(default_factory=_ProxyError)
+
+
+_decode_proxy_error = msgspec.json.Decoder(_ProxyErrorBody).decode
+# Proxy statuses that mean the edge and the proxy disagree (an edge bug, or a
+# proxy of another version): the client sees a gateway failure.
+_DISAGREEMENT = frozenset({405, 411, 415})
+# The proxy refused the edge's own credential: the gateway's configuration is
+# wrong, which the client can neither fix nor retry away.
+_MISCONFIGURED = frozenset({codes.UNAUTHORIZED.code, codes.TENANT_FORBIDDEN.code})
+
+
+def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> EdgeError:
+    """The error for a proxy that answered ``status`` before any frame.
+
+    The proxy's code and status carry through (a backend's 400 stays a 400, a
+    429 stays a 429 with its ``Retry-After``), so that the client's SDK raises
+    the matching exception and retries only what can succeed.
+    """
+    try:
+        detail = _decode_proxy_error(body).error
+    except msgspec.DecodeError:
+        detail = _ProxyError()
+    message = detail.message or f"the proxy answered HTTP {status}"
+    if status == 404 and detail.code in ("", codes.NO_ROUTE.code):
+        return ModelNotFound(f"No route to the model: {message}", param="model")
+    if status == 413:
+        return PayloadTooLarge(f"Request too large for the proxy: {message}")
+    code = codes.peer_code(detail.code, status) if detail.code else codes.PROXY_PROTOCOL_ERROR
+    if status in _DISAGREEMENT or not detail.code:
+        return ProxyFailed(message, code=code, status=502)
+    if detail.code in _MISCONFIGURED:
+        log.error("the proxy refused the edge's credential (set [edge] proxy_token): %s", message)
+        return ProxyFailed(
+            "The gateway is misconfigured: its proxy refused its credential.",
+            code=codes.PROXY_AUTH_FAILED,
+            status=502,
+        )
+    if status == 504:
+        return ProxyTimedOut(message, code=code)
+    return EdgeError(message, code=code, status=status, retry_after=retry_after(headers))
+
+
+class Frames:
+    """Decoded chunks from the proxy's response, in the batches its bytes arrived in.
+
+    Chunks are read in place in the pieces as they arrived (``FrameCutter``
+    copies only a frame that spans pieces).
+    """
+
+    __slots__ = ("_cutter", "_ending", "_pieces")
+
+    def __init__(self, resp: Response, ending: Ending | None = None) -> None:
+        self._pieces = resp.iter_bytes().__aiter__()
+        self._cutter = FrameCutter()
+        self._ending = ending
+
+    async def next(self) -> list[Chunk] | None:
+        """The next non-empty batch, or ``None`` at the end of the body."""
+        try:
+            while True:
+                try:
+                    piece = await self._pieces.__anext__()
+                except StopAsyncIteration:
+                    return None
+                ready = self._cutter.feed(piece)
+                if ready:
+                    return [read_chunk(ready, a, b) for a, b in FrameCutter.spans(ready)]
+        except UpstreamError as exc:
+            raise proxy_failure(exc, begun=True) from exc
+        except MalformedFrame as exc:
+            raise ProxyFailed(
+                f"The proxy sent a malformed frame: {exc}", code=codes.PROXY_PROTOCOL_ERROR
+            ) from exc
+        except asyncio.CancelledError:
+            if self._ending is None or not self._ending.absorb():
+                raise
+            raise shutting_down() from None
+
+    async def aclose(self) -> None:
+        close = getattr(self._pieces, "aclose", None)
+        if close is not None:
+            # Not contextlib.suppress: this runs once per request, and its
+            # context manager costs more than the try.
+            try:  # noqa: SIM105
+                await close()
+            except Exception:
+                pass

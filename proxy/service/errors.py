@@ -1,0 +1,163 @@
+"""The proxy service's one error root, and the one place an error becomes an answer.
+
+Owns ``ProxyError`` (what the proxy answers before the first byte), the one
+boundary where the exceptions of the layers below become ProxyErrors
+(``proxy_error``), and the one rendering of a ProxyError as an answer
+(``answer_of``: status, headers, body), which the HTTP surface
+(``service.app``) and the in-process router (``service.inprocess``) both send.
+After the first byte the same codes travel in an error chunk instead
+(``service.relay``). No I/O.
+
+The tree: one class, raised by the service's own steps (``caller``,
+``quota``, ``dispatch``, ``app``), and the foreign exceptions mapped to it
+here and nowhere else::
+
+    ProxyError                    an ``ErrorCode`` (status, code), a message, the
+    │                             seconds to wait (Retry-After) and whether a retry
+    │                             can help (``should_retry``)
+    │   mapped by ``proxy_error`` from:
+    ├── serve.BodyTooLarge        body_too_large (413)
+    ├── serve.BodyTimeout         body_timeout (408)
+    ├── serve.BodyMalformed       malformed_body (400)
+    ├── wire.MalformedBuffer      malformed_request (400)
+    ├── backends.TranslatorError  backend_protocol_error (502)
+    ├── transport.UpstreamTimeout backend_timeout (504)
+    └── transport.UpstreamError   backend_unavailable (502); once the answer has
+                                  begun, backend_disconnected
+
+There are no subclasses: nothing tells one ProxyError from another by its
+type; its code says what it is (``wire.codes``, the one registry).
+
+An answer is ``{"error": {"code", "message"}}`` (or a backend's own JSON body,
+passed through) with ``Content-Type: application/json``, and:
+
+- ``Retry-After`` in whole seconds, rounded up and at least 1
+  (``transport.base.retry_after_value``), when the wait is known;
+- ``WWW-Authenticate`` on a 401;
+- ``x-should-retry: false`` for a code a retry cannot fix
+  (``codes.NOT_RETRYABLE``: the OpenAI and Anthropic SDKs obey it);
+- ``Connection: close`` on ``draining``, so that a load balancer's next
+  request goes elsewhere.
+"""
+
+from __future__ import annotations
+
+from flatgate.proxy.backends.base import TranslatorError
+from flatgate.proxy.plumbing.serve import BodyError, BodyTimeout, BodyTooLarge
+from flatgate.proxy.transport.base import UpstreamError, UpstreamTimeout, retry_after_value
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.buffer import MalformedBuffer
+from flatgate.proxy.wire.codes import ErrorCode, error_body
+from flatgate.proxy.wire.schema import JSON
+
+__all__ = [
+    "ANSWERABLE",
+    "BUSY_RETRY_AFTER",
+    "Answer",
+    "ProxyError",
+    "answer_of",
+    "proxy_error",
+    "timed_out",
+    "unreachable",
+]
+
+# Seconds a caller is told to wait when flatgate itself is at a limit.
+BUSY_RETRY_AFTER = 1.0
+
+# (status, headers, body): what ``Exchange.respond`` sends.
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+class ProxyError(Exception):
+    """An error answered before the first byte: its registered code, a message,
+    the status (the code's own unless a backend's is passed through, with its
+    JSON ``body``), and the seconds a caller should wait before trying again,
+    when known."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        status: int = 0,
+        retry_after: float | None = None,
+        body: bytes = b"",
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status or code.status
+        self.message = message
+        self.retry_after = retry_after
+        self._body = body
+
+    @property
+    def should_retry(self) -> bool:
+        """Whether trying again may help (``False``: the gateway's own
+        configuration is wrong; see ``codes.NOT_RETRYABLE``)."""
+        return self.code.code not in codes.NOT_RETRYABLE
+
+    def body(self) -> bytes:
+        return self._body or error_body(self.code, self.message)
+
+
+# What the boundary maps: ProxyError itself, and the foreign exceptions of the
+# tree above. A handler catches them as one (``except ANSWERABLE as exc``) and
+# hands ``exc`` to a function that maps and answers it: a name in the handler
+# that held the error would keep its traceback, the handler's frame and the
+# request body alive until the GC breaks the cycle.
+ANSWERABLE: tuple[type[Exception], ...] = (
+    ProxyError,
+    BodyError,
+    MalformedBuffer,
+    TranslatorError,
+    UpstreamError,
+)
+
+
+def timed_out(detail: str) -> ProxyError:
+    """504 ``backend_timeout``: no backend answered within its timeouts."""
+    return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {detail}")
+
+
+def unreachable(detail: str) -> ProxyError:
+    """502 ``backend_unavailable``: no backend could be reached."""
+    return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {detail}")
+
+
+def proxy_error(exc: Exception, *, begun: bool = False) -> ProxyError:
+    """``exc`` (one of ``ANSWERABLE``) as a ProxyError; ``begun``: the answer
+    has begun (the code goes into an error chunk, its message is the cause's)."""
+    if isinstance(exc, ProxyError):
+        return exc
+    if isinstance(exc, UpstreamTimeout):
+        return ProxyError(codes.BACKEND_TIMEOUT, str(exc)) if begun else timed_out(str(exc))
+    if isinstance(exc, UpstreamError):
+        if begun:
+            return ProxyError(codes.BACKEND_DISCONNECTED, str(exc))
+        return unreachable(str(exc))
+    if isinstance(exc, TranslatorError):
+        return ProxyError(codes.BACKEND_PROTOCOL_ERROR, str(exc))
+    if isinstance(exc, MalformedBuffer):
+        return ProxyError(codes.MALFORMED_REQUEST, str(exc))
+    if isinstance(exc, BodyTooLarge):
+        return ProxyError(codes.BODY_TOO_LARGE, str(exc))
+    if isinstance(exc, BodyTimeout):
+        return ProxyError(codes.BODY_TIMEOUT, str(exc))
+    if isinstance(exc, BodyError):
+        return ProxyError(codes.MALFORMED_BODY, str(exc))
+    raise TypeError(f"not an error the proxy answers: {exc!r}") from exc
+
+
+def answer_of(err: ProxyError) -> Answer:
+    """The answer to ``err``: its status, the headers of the module docstring
+    and its body."""
+    headers = [("content-type", JSON)]
+    if err.retry_after is not None:
+        headers.append(("retry-after", retry_after_value(err.retry_after)))
+    if err.status == 401:
+        headers.append(("www-authenticate", 'Bearer realm="flatgate"'))
+    if not err.should_retry:
+        headers.append(("x-should-retry", "false"))
+    if err.code is codes.DRAINING:
+        headers.append(("connection", "close"))
+    return err.status, headers, err.body()

@@ -1,0 +1,133 @@
+"""The stub's settings: the ``[stub]`` section, one frozen typed object.
+
+Owns ``[stub]`` (its fields beyond ``plumbing.server_section.ServerSection``'s,
+and their checks, naming the key), its ``FLATGATE_STUB_*`` overlay, and the
+closed sets it takes: the faults it injects (``FAULTS``) and the protocols it
+speaks (``STUB_PROTOCOLS``). The stub reads nothing else of the file; the
+gateway checks the whole document (``gateway.document``).
+
+No I/O beyond reading the file it is given (``plumbing.config``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+from flatgate.proxy.plumbing.config import (
+    ConfigError,
+    Problems,
+    convert_at,
+    overlay_env,
+    read_document,
+)
+from flatgate.proxy.plumbing.server_section import ServerSection, server_problems
+
+__all__ = [
+    "FAULTS",
+    "STUB_OVERLAY",
+    "STUB_PROTOCOLS",
+    "Fault",
+    "StubProtocol",
+    "StubSection",
+    "load_stub_section",
+    "parse_stub_section",
+    "stub_problems",
+]
+
+# Faults the stub injects on request (tests); see stub.echo.
+Fault = Literal[
+    "fail", "stall", "die", "hang", "error", "rate_limit", "overloaded", "auth", "reject"
+]
+FAULTS: tuple[str, ...] = get_args(Fault)
+# The wire protocols the stub speaks, one per process.
+StubProtocol = Literal["fbs", "openai", "anthropic"]
+STUB_PROTOCOLS: tuple[str, ...] = get_args(StubProtocol)
+
+
+class StubSection(ServerSection, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    port: int = 8082
+    ttft_ms: float = 0.0
+    itl_ms: float = 0.0
+    # > 0: answer every request with this many fixed deltas, built once, without
+    # reading the body (a backend of fixed, minimal cost, for load benchmarks).
+    canned: int = 0
+    # Cadence mode (load benchmarks): every request is answered as a stream of
+    # cadence_tokens fixed deltas and a final frame with the usage, from frames
+    # built once, the body not read; one timer per worker paces every stream
+    # (first delta after ttft_ms, then one every itl_ms). See stub.cadence.
+    cadence: bool = False
+    cadence_tokens: int = 128
+    # A fault injected in every request (tests): one of FAULTS (see stub.echo).
+    fault: Fault | Literal[""] = ""
+    # The API it serves: fbs (CompletionRequest), openai (Chat Completions) or
+    # anthropic (Messages).
+    protocol: StubProtocol = "fbs"
+    # Non-empty: openai requests must carry `Authorization: Bearer <key>`,
+    # anthropic requests `x-api-key: <key>` (fbs requests are not checked).
+    api_key: str = ""
+    # What `flatgate up` starts: one stub per protocol, on port, port + 1, ...
+    # (`flatgate stub` alone serves `protocol`).
+    up: tuple[StubProtocol, ...] = ("fbs",)
+
+
+# FLATGATE_STUB_<KEY> overlays, for plumbing.config.overlay_env.
+STUB_OVERLAY: dict[str, tuple[str, ...]] = {"stub": StubSection.__struct_fields__}
+
+
+def _check(s: StubSection, problems: Problems) -> None:
+    server_problems("stub", s, problems)
+    if s.up and 1 <= s.port <= 65535 and s.port + len(s.up) - 1 > 65535:
+        problems.append(f"stub.port: {s.port} leaves no room for {len(s.up)} stubs (stub.up)")
+    problems.at_least("stub.ttft_ms", s.ttft_ms, 0)
+    problems.at_least("stub.itl_ms", s.itl_ms, 0)
+    problems.at_least("stub.canned", s.canned, 0)
+    problems.at_least("stub.cadence_tokens", s.cadence_tokens, 1)
+    if s.cadence and s.canned:
+        problems.append("stub.cadence: not with stub.canned (choose one)")
+    if not s.up or len(set(s.up)) != len(s.up):
+        problems.append("stub.up: one or more protocols, each once")
+    problems.drain("stub", s.drain_grace_seconds, s.drain_seconds)
+
+
+def _parse(
+    data: Mapping[str, Any], environ: Mapping[str, str]
+) -> tuple[StubSection | None, Problems]:
+    problems = Problems()
+    try:
+        data = overlay_env(data, environ, STUB_OVERLAY)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None, problems
+    section = convert_at(data.get("stub", {}), StubSection, "stub", problems)
+    if section is not None:
+        _check(section, problems)
+    return (None if problems else section), problems
+
+
+def stub_problems(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every problem of ``[stub]`` in a parsed TOML document, with the
+    ``FLATGATE_STUB_*`` variables of ``environ`` (``None``: ``os.environ``)
+    laid over it; ``[]`` when it is good."""
+    return _parse(data, os.environ if environ is None else environ)[1]
+
+
+def parse_stub_section(
+    data: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> StubSection:
+    """``[stub]`` of a parsed TOML document, ``FLATGATE_STUB_*`` laid over it;
+    raises ``ConfigError`` listing every problem."""
+    section, problems = _parse(data, os.environ if environ is None else environ)
+    if section is None:
+        raise ConfigError(*problems)
+    return section
+
+
+def load_stub_section(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> StubSection:
+    """``[stub]`` of a config file (``None``: ``$FLATGATE_CONFIG`` or the
+    embedded default), with ``FLATGATE_STUB_*`` overrides."""
+    env = os.environ if environ is None else environ
+    return parse_stub_section(read_document(path, env), env)
