@@ -48,10 +48,10 @@ test: lint typecheck $(MOCKS_STAMP)
 generate: $(STAMP)
 	$(BIN)/python schema/generate.py
 
-# Every figure the README quotes comes from one of these two targets.
+# Every figure of docs/performance.md comes from one of these two targets (most
+# into benchmarks/results/).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.micro
-	$(BIN)/python -m benchmarks.alloc_proxy
 	$(BIN)/python -m benchmarks.cost_checks
 	$(BIN)/python -m benchmarks.jwt_auth
 	sh tests/setup_redis.sh
@@ -59,24 +59,24 @@ bench: $(STAMP)
 	$(BIN)/pytest benchmarks/bench_translate.py --benchmark-enable -q
 
 # The soak: 200,000 requests into benchmarks/results/soak; with BENCH_QUICK,
-# 5,000 into a temporary directory (benchmarks/LOAD.md, "Soak test").
+# 5,000 into a temporary directory (docs/performance.md, "Soak").
 SOAK_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,--requests 200000 --out benchmarks/results/soak)
 
 # Workload A, many concurrent token streams: 2,000 connections into
 # benchmarks/results/streams.*; with BENCH_QUICK, 200 into a temporary directory
-# (benchmarks/LOAD.md, "Workload A: many token streams").
+# (docs/performance.md, "End to end").
 STREAMS_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,--connections 2000)
 
 # Workload A under five GC settings (proxy and gateway rows): 1,000 connections
 # into benchmarks/results/streams-gc.*; with BENCH_QUICK, 200 into a temporary
-# directory (benchmarks/LOAD.md, "GC settings").
+# directory (docs/performance.md, "End to end").
 GC_TABLE_ARGS = $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
 bench-load: $(STAMP)
 	sh benchmarks/setup_tools.sh
 	$(BIN)/python -m benchmarks.load
 	$(BIN)/python -m benchmarks.streams $(STREAMS_ARGS)
-	$(BIN)/python -m benchmarks.streams.gctable $(GC_TABLE_ARGS)
+	$(BIN)/python -m benchmarks.streams --gc-table $(GC_TABLE_ARGS)
 	$(BIN)/python -m benchmarks.load --workload openai
 	$(BIN)/python -m benchmarks.relay
 	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)

@@ -36,9 +36,9 @@ served from CPython's free lists (small tuples, floats, dicts, lists) cost no
 allocation and are not counted, exactly as in production.
 
 ``count_raw`` can also tally the real allocations by site (the Python line
-and the C allocation path under it): ``python -m benchmarks.allocs FORMAT OP``
-lists them for any op of ``make bench``'s codecs (``flatgate route``: the
-eight allocations of the proxy's route read).
+and the C allocation path under it): ``python -m benchmarks.micro --sites
+FORMAT OP`` lists them for any op of ``make bench``'s codecs (``flatgate
+route``: the eight allocations of the proxy's route read).
 
 This module only measures; it writes memray's capture files in a temporary
 directory and removes them. It must run alone in its process (no other
@@ -47,13 +47,12 @@ tracker, no other profiler, one thread).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import itertools
 import linecache
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +65,6 @@ __all__ = [
     "Tally",
     "count_allocations",
     "count_raw",
-    "main",
 ]
 
 # Allocator calls that hand out memory (memray.AllocatorType values).
@@ -212,34 +210,3 @@ def count_allocations(
         frames=(measured.frames - base.frames) / ops,
         ops=ops,
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """One op of ``make bench``'s matrix: allocations per call, then each by site."""
-    from benchmarks.codecs import load, operation
-    from benchmarks.payloads import PROMPT_SIZES, make_request
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.allocs", description=__doc__)
-    parser.add_argument("format", help="a format of benchmarks.codecs, e.g. flatgate")
-    parser.add_argument("op", help="one of its ops, e.g. route")
-    parser.add_argument("--size", default="1KB", choices=list(PROMPT_SIZES))
-    parser.add_argument("--calls", type=int, default=200)
-    args = parser.parse_args(argv)
-    codec = load(args.format)
-    fn = operation(codec, args.op)
-    arg = codec.inputs(make_request(PROMPT_SIZES[args.size]))[args.op]
-    found = count_allocations(fn, arg, args.calls)
-    print(
-        f"{args.format} {args.op} at {args.size}, per call: {found.allocs:.2f} allocations,"
-        f" {found.bytes:,.0f} bytes, {found.frames:.1f} Python calls (not counted)\n"
-    )
-    sites: collections.Counter[str] = collections.Counter()
-    count_raw(fn, arg, args.calls, sites)
-    for site, n in sorted(sites.items()):
-        if n >= args.calls / 2:
-            print(f"  {n / args.calls:5.2f}  {site}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,30 +1,25 @@
-"""CPU per request of the proxy's access log and its admission, naming and
-authentication checks: each on and off, in one run, in process.
+"""What the proxy's own code costs a request, in process, in four tables.
 
-Run: ``.venv/bin/python -m benchmarks.cost_checks [--requests N] [--rounds R]``
+Run: ``.venv/bin/python -m benchmarks.cost_checks [--requests N] [--rounds R]
+[--calls C] [--only TABLE]``
 
-Drives ``ProxyServer.completions`` with ``benchmarks.alloc_proxy``'s in-memory
-exchange and transport (a one-frame answer at once), inside a running event
-loop so the caller watch's timer is real. Variants differ in one thing each;
-rounds are interleaved (every variant once per round) and the fastest round
-of each is reported, so machine noise hits all alike. The access log writes
-to ``/dev/null`` through its own batching (one ``os.write`` per ~3.5 KB).
+Every table drives ``ProxyServer.completions`` with ``benchmarks.inmemory``'s
+exchange and transport (a one-frame answer at once); the fastest of
+interleaved rounds is reported, so machine noise hits all rows alike.
 
-"the checks" are: admission control (``Admission.admit``/``drop_body``/
-``done``), the model-name cap, the caller's ``x-request-id`` check and the
-caller watch's timer (``CallerWatch.start_later``). "all off" replaces them
-with no-ops (here, never in the product).
-
-A third table gives, per call, each step a request takes before its body is
-used: the body read with and without its timeouts, admission with and without
-the per-caller and per-connection shares, and the edge's limits charged
-before the body.
-
-A second table gives the buffer checks that run on the way to a JSON backend
-or a tenant's token limits, per request and by prompt size:
-``verify_request`` with the proxy's ``max_body_bytes`` as its expansion bound
-(``max_bytes``), and ``reservation`` (the bounded token estimate). Both must
-stay flat in prompt bytes.
+- requests: CPU per request with the checks off ("all off": no-ops, here
+  only), on (admission, the model-name cap, the ``x-request-id`` check, the
+  caller watch's timer), and with the access log (to ``/dev/null``, batched)
+  or the caller's authentication, in a running event loop;
+- allocations: every allocation of one request at 1 KB, 16 KB and 1 MB
+  (``benchmarks.allocs``, memray; the request driven by hand, no loop),
+  measured first, while the process is alone. The claim: the count does not
+  grow with the prompt, as the body is read in place and forwarded as is;
+- buffers: ``verify_request`` (bounded by ``max_body_bytes``) and
+  ``reservation`` (the token estimate) by prompt size, both flat in bytes;
+- intake: each step before the body is used: the body read with and without
+  its timeouts, admission with and without the caller's and connection's
+  shares, the edge's limits charged before the body.
 """
 
 from __future__ import annotations
@@ -33,11 +28,13 @@ import argparse
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import flatgate.proxy.service.app as app_module
-from benchmarks.alloc_proxy import CONFIG, FakeExchange, FakeTransport
+from benchmarks.allocs import count_allocations
+from benchmarks.harness.report import md_table
+from benchmarks.inmemory import CONFIG, FakeExchange, FakeTransport, make_server, one_request
 from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
@@ -49,6 +46,23 @@ from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import ProxySection, parse_config
 from flatgate.proxy.wire.request.estimate import reservation
 from flatgate.proxy.wire.request.verify import verify_request
+
+__all__ = [
+    "ALLOC_SIZES",
+    "BUFFER_SIZES",
+    "TABLES",
+    "VARIANTS",
+    "Variant",
+    "alloc_report",
+    "allocations",
+    "buffer_checks",
+    "buffer_report",
+    "intake_checks",
+    "intake_report",
+    "main",
+    "measure",
+    "report",
+]
 
 TOKEN = "bench-token"
 
@@ -201,13 +215,9 @@ def buffer_checks(requests: int, rounds: int) -> dict[str, dict[str, float]]:
 
 
 def buffer_report(results: dict[str, dict[str, float]]) -> str:
-    lines = [
-        "| check | " + " | ".join(f"CPU µs/request, {s}" for s in BUFFER_SIZES) + " |",
-        "|---|" + "---:|" * len(BUFFER_SIZES),
-    ]
-    for name, by_size in results.items():
-        lines.append(f"| {name} | " + " | ".join(f"{us:.2f}" for us in by_size.values()) + " |")
-    return "\n".join(lines)
+    head = ["check", *(f"CPU µs/request, {s}" for s in BUFFER_SIZES)]
+    rows = [[name, *(f"{us:.2f}" for us in by.values())] for name, by in results.items()]
+    return "\n".join(md_table(head, rows))
 
 
 async def intake_checks(calls: int, rounds: int) -> dict[str, float]:
@@ -267,34 +277,59 @@ async def intake_checks(calls: int, rounds: int) -> dict[str, float]:
 
 
 def intake_report(results: dict[str, float]) -> str:
-    lines = ["| step before the body | CPU µs/call |", "|---|---:|"]
-    lines += [f"| {name} | {us:.2f} |" for name, us in results.items()]
-    return "\n".join(lines)
+    rows = [(name, f"{us:.2f}") for name, us in results.items()]
+    return "\n".join(md_table(["step before the body", "CPU µs/call"], rows))
+
+
+ALLOC_SIZES = {"1 KB": 1 << 10, "16 KB": 16 << 10, "1 MB": 1 << 20}
+
+
+def allocations(calls: int) -> dict[str, tuple[int, float, float]]:
+    """Per prompt size: body bytes, allocations and bytes allocated per request."""
+    out = {}
+    for label, size in ALLOC_SIZES.items():
+        body = to_flatbuffer(make_request(size, seed=7))
+        server, transport = make_server()
+        for _ in range(50):  # warm caches, pools, metric children
+            one_request((server, body))
+        assert transport.last_body is body, "the forwarded body must be the received object"
+        found = count_allocations(one_request, (server, body), calls)
+        out[label] = (len(body), found.allocs, found.bytes)
+    return out
+
+
+def alloc_report(results: dict[str, tuple[int, float, float]]) -> str:
+    head = ["prompt", "body bytes", "allocations/request", "bytes allocated/request"]
+    rows = [(k, size, f"{a:.1f}", f"{b:.0f}") for k, (size, a, b) in results.items()]
+    return "\n".join(md_table(head, rows))
 
 
 def report(results: dict[str, float]) -> str:
     base = results["all off"]
-    lines = ["| variant | CPU µs/request | cost over all off (µs) |", "|---|---:|---:|"]
-    for name, us in results.items():
-        lines.append(f"| {name} | {us:.2f} | {us - base:+.2f} |")
-    return "\n".join(lines)
+    rows = [(name, f"{us:.2f}", f"{us - base:+.2f}") for name, us in results.items()]
+    return "\n".join(md_table(["variant", "CPU µs/request", "cost over all off (µs)"], rows))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+TABLES = ("requests", "allocations", "buffers", "intake")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cost_checks", description=__doc__)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument(
-        "--only",
-        choices=("requests", "buffers", "intake"),
-        help="one of the three tables (default: all)",
-    )
-    opts = parser.parse_args()
-    if opts.only in (None, "requests"):
+    parser.add_argument("--calls", type=int, default=2000, help="requests tracked by memray")
+    parser.add_argument("--only", choices=TABLES, help="one of the tables (default: all)")
+    opts = parser.parse_args(argv)
+    wanted = [opts.only] if opts.only else list(TABLES)
+    # Allocations first: memray wants the process alone (no loop, no thread yet).
+    if "allocations" in wanted:
+        print(alloc_report(allocations(opts.calls)))
+    if "requests" in wanted:
         print(report(asyncio.run(measure(opts.requests, opts.rounds))))
-    if opts.only in (None, "buffers"):
+    if "buffers" in wanted:
         print(buffer_report(buffer_checks(max(opts.requests // 4, 1), opts.rounds)))
-    if opts.only in (None, "intake"):
+    if "intake" in wanted:
         print(intake_report(asyncio.run(intake_checks(opts.requests, opts.rounds))))
 
 

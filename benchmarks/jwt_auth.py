@@ -37,6 +37,8 @@ from flatgate.edge_translator.jwt_auth import JwtVerifier
 from flatgate.edge_translator.settings import JwtConfig, KeyConfig
 from flatgate.proxy.plumbing.auth import hash_key
 
+__all__ = ["main", "measure", "report"]
+
 ISSUER, AUDIENCE = "https://issuer.bench/", "flatgate"
 API_KEY = "sk-bench-" + "x" * 40
 

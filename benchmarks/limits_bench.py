@@ -25,20 +25,23 @@ import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
 from benchmarks.codecs.flatgate import translate_json
+from benchmarks.harness.servers import ServerGroup, find_tool
+from benchmarks.inmemory import drive
 from benchmarks.payloads import make_request
-from benchmarks.servers import ServerGroup, find_tool
 from flatgate.edge_translator.keys import Credential, Identity
 from flatgate.edge_translator.settings import ModelConfig, parse_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
 from flatgate.proxy.limits import Decision, Limiter, MemoryStore, parse_limits
 from flatgate.proxy.wire.chunk.frames import Usage
+
+__all__ = ["CONFIGS", "edge_rows", "main", "memory_rows", "redis_rows", "redis_server"]
 
 T = TypeVar("T")
 BIG = 10**12
@@ -55,15 +58,6 @@ CONFIGS: dict[str, list[dict[str, Any]]] = {
     ],
     "rpm + tpm": [{"tenant": "*", "requests_per_minute": BIG, "tokens_per_minute": BIG}],
 }
-
-
-def _drive(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine that never suspends (the memory store's path)."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    raise RuntimeError("the memory path suspended")
 
 
 async def _acquires(lim: Limiter, n: int, settle: bool, headers: bool) -> float:
@@ -88,8 +82,8 @@ def memory_rows(n: int, rounds: int) -> list[tuple[str, str, float]]:
             ("acquire + settle + headers", True, True),
         ):
             lim = Limiter(config, MemoryStore())
-            _drive(_acquires(lim, 1000, settle, headers))
-            best = min(_drive(_acquires(lim, n, settle, headers)) for _ in range(rounds))
+            drive(_acquires(lim, 1000, settle, headers))
+            best = min(drive(_acquires(lim, n, settle, headers)) for _ in range(rounds))
             rows.append((name, what, best / n * 1e6))
     lim = Limiter(parse_limits({"limits": CONFIGS["rpm + tpm + max_concurrent"]}, environ={}))
     plan = lim.rules.plan
@@ -127,7 +121,7 @@ def edge_rows(n: int, rounds: int) -> list[tuple[str, float]]:
 
         def one(t: Tenancy = tenancy) -> None:
             t.check(identity, "gpt-4o", "gpt-4o")
-            admitted = _drive(t.admit("acme", "gpt-4o", frame))
+            admitted = drive(t.admit("acme", "gpt-4o", frame))
             t.settle("acme", "gpt-4o", admitted, usage, answered=True)
 
         for _ in range(1000):

@@ -14,6 +14,7 @@ that it never overwrites the committed full run.
     BENCH_QUICK=1 python -m benchmarks.micro   # every row, fewer rounds, to a temp dir
     python -m benchmarks.micro --sizes 1KB,tiny=200 --formats json,flatgate --out DIR
     python -m benchmarks.micro --render        # rewrite micro.md/png from micro.json
+    python -m benchmarks.micro --sites flatgate route   # one op's allocations, by site
 
 Must not: assert on figures (it reports them), touch the network, or run two
 measurements at once (the workers run one after the other).
@@ -22,6 +23,7 @@ measurements at once (the workers run one after the other).
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import itertools
 import json
@@ -40,9 +42,9 @@ from typing import Any
 from pytest_benchmark.stats import Stats
 from pytest_benchmark.timers import compute_timer_precision
 
-from benchmarks.allocs import count_allocations
+from benchmarks.allocs import count_allocations, count_raw
 from benchmarks.codecs import FORMATS, OPS, cases, load, operation
-from benchmarks.harness import RESULTS, ROOT, is_quick, machine, output_dir, versions
+from benchmarks.harness.results import RESULTS, ROOT, is_quick, machine, output_dir, versions
 from benchmarks.payloads import PROMPT_SIZES, make_request
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "render",
     "run",
     "run_worker",
+    "sites",
 ]
 
 SEED = 0
@@ -374,6 +377,28 @@ def render(out_dir: Path = RESULTS) -> None:
     render_plot(doc, out_dir / "micro.png")
 
 
+def sites(fmt: str, op: str, size: tuple[str, int], calls: int) -> list[str]:
+    """One op's allocations per call at one ``(label, bytes)`` size, then each
+    site (the Python line and the C path under it) that allocates at least
+    every other call."""
+    codec = load(fmt)
+    fn = operation(codec, op)
+    label, nbytes = size
+    arg = codec.inputs(make_request(nbytes))[op]
+    found = count_allocations(fn, arg, calls)
+    lines = [
+        f"{fmt} {op} at {label}, per call: {found.allocs:.2f} allocations,"
+        f" {found.bytes:,.0f} bytes, {found.frames:.1f} Python calls (not counted)",
+        "",
+    ]
+    by_site: collections.Counter[str] = collections.Counter()
+    count_raw(fn, arg, calls, by_site)
+    for site, n in sorted(by_site.items()):
+        if n >= calls / 2:
+            lines.append(f"  {n / calls:5.2f}  {site}")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.micro", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (or BENCH_QUICK=1)")
@@ -383,6 +408,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--render", action="store_true", help="only rewrite micro.md and micro.png from micro.json"
     )
+    parser.add_argument(
+        "--sites",
+        nargs=2,
+        metavar=("FORMAT", "OP"),
+        help="measure one op at the first of --sizes: its allocations per call, by site",
+    )
+    parser.add_argument("--calls", type=int, default=200, help="--sites: calls tracked")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--settings", help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -391,6 +423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         render(args.out or RESULTS)
         return 0
     sizes = parse_sizes(args.sizes)
+    if args.sites:
+        fmt, op = args.sites
+        print("\n".join(sites(fmt, op, next(iter(sizes.items())), args.calls)))
+        return 0
     if args.worker:
         settings = Settings(**json.loads(args.settings))
         rows = run_worker(args.worker, sizes, settings)

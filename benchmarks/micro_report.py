@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.codecs import FORMATS, LABELS, OPS
-from benchmarks.harness import md_facts, md_table, pyplot, save_figure
+from benchmarks.harness.plot import pyplot, save_figure
+from benchmarks.harness.report import md_facts, md_table
 
 __all__ = ["render_markdown", "render_plot"]
 

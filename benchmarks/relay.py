@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m benchmarks.relay [--frames N] [--rounds R]``
 
 Starts the stub in canned mode with N delta frames (one 15 MB answer for the
 default 200,000, written at once) and one proxy worker per granian interface
-(RSGI, ASGI), all on free loopback ports (``benchmarks.servers``), then asks
+(RSGI, ASGI), all on free loopback ports (``benchmarks.harness.servers``), then asks
 each proxy for the stream in both framings with a raw socket that reads as
 fast as it can. Reports frames per second and the proxy's CPU per frame
 (utime + stime of its process tree, from ``/proc``). It measures the relay
@@ -22,7 +22,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.servers import HOST, Server, ServerGroup
+from benchmarks.harness.report import md_table
+from benchmarks.harness.sampling import cpu_seconds, tree_pids
+from benchmarks.harness.servers import HOST, Server, ServerGroup, gateway_config
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FRAMES, SSE
 
@@ -49,9 +51,10 @@ def _best(proxy: Server, accept: str, frames: int, rounds: int) -> tuple[float, 
     """``(frames/s, CPU seconds per frame, bytes)`` of the fastest of ``rounds``."""
     best = (0.0, 0.0, 0)
     for _ in range(rounds):
-        cpu0, t0 = proxy.cpu_seconds(), time.perf_counter()
+        pids = tree_pids(proxy.proc.pid)
+        cpu0, t0 = cpu_seconds(pids), time.perf_counter()
         size = _fetch(proxy.port, accept)
-        dt, cpu = time.perf_counter() - t0, proxy.cpu_seconds() - cpu0
+        dt, cpu = time.perf_counter() - t0, cpu_seconds(pids) - cpu0
         if frames / dt > best[0]:
             best = (frames / dt, cpu / frames, size)
     return best
@@ -70,22 +73,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "stub", "stub", ["--canned", str(opts.frames), "--interface", "rsgi"]
             )
             config = group.workdir / "relay.toml"
-            config.write_text(
-                f'[[backends]]\nname = "stub"\nurl = "{stub.url}"\n\n'
-                '[[routes]]\nmodel = "*"\nbackends = ["stub"]\n'
-            )
+            config.write_text(gateway_config({"stub": (stub.url, "fbs")}, {"*": ["stub"]}))
             for iface in ("rsgi", "asgi"):
                 group.flatgate(iface, "proxy", ["--config", str(config), "--interface", iface])
             failed = group.wait_healthy()
             if failed:
                 raise RuntimeError(f"servers did not start: {failed}")
             print(f"{frames:,} frames per stream, best of {opts.rounds} rounds\n")
-            print("| proxy | framing | bytes | frames/s | proxy CPU per frame |")
-            print("|---|---|---:|---:|---:|")
+            rows = []
             for iface in ("rsgi", "asgi"):
                 for accept in (FRAMES, SSE):
                     rate, cpu, size = _best(group.servers[iface], accept, frames, opts.rounds)
-                    print(f"| {iface} | {accept} | {size:,} | {rate:,.0f} | {cpu * 1e6:.2f} µs |")
+                    rows.append((iface, accept, f"{size:,}", f"{rate:,.0f}", f"{cpu * 1e6:.2f} µs"))
+            head = ["proxy", "framing", "bytes", "frames/s", "proxy CPU per frame"]
+            print("\n".join(md_table(head, rows, left=2)))
         finally:
             group.stop_all()
     return 0

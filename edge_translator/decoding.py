@@ -1,5 +1,5 @@
 """How a caller's JSON body fails to decode, beyond msgspec's own errors: said
-once for both APIs' decoders (``models``, ``messages.models``).
+once for both APIs' decoders (``models``, ``anthropic.models``).
 
 Owns the failures a hostile body provokes that msgspec does not raise as a
 ``msgspec.DecodeError``, so that each decoder turns them into its 400 instead

@@ -1,8 +1,8 @@
 """Who is calling: one check over every credential the edge accepts.
 
-Owns ``Identities``: a bearer token is an API key of ``[[keys]]`` (``auth.KeyRing``,
+Owns ``Identities``: a bearer token is an API key of ``[[keys]]`` (``keys.KeyRing``,
 by SHA-256) or a JWT (``jwt_auth.JwtVerifier``, when ``[auth.jwt]`` is set),
-and the answer is an ``auth.Identity``. With neither configured, access is
+and the answer is a ``keys.Identity``. With neither configured, access is
 open (tenant ``""``).
 
 Two steps, so that a known caller costs no ``await``: ``cached`` answers from

@@ -1,7 +1,7 @@
 """Bearer tokens that are JWTs (``[auth.jwt]``) to identities.
 
 Owns verifying a JWT: its header's ``alg`` against the configured algorithms
-(never ``none`` or HS*: ``config.JWT_ALGORITHMS``), its ``kid`` against the key
+(never ``none`` or HS*: ``settings.JWT_ALGORITHMS``), its ``kid`` against the key
 set (``jwks.KeySource``, fetched again on an unknown ``kid``, rate-limited),
 then PyJWT's ``jwt.decode`` with that one key and that one algorithm (the key
 is bound to the algorithms it may verify, so a token cannot pick how its key

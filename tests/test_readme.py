@@ -1,6 +1,11 @@
-"""The README's Python examples keep working: every name each one imports
-exists, and the ``.fbs`` example (calling the proxy directly) runs, as
-written but for the proxy's port, against a real stub and proxy.
+"""The Python examples of the README and of ``docs/`` keep working.
+
+Every ```python block of ``README.md`` and ``docs/**/*.md``: every name it
+imports exists, and a block that calls flatgate at the addresses the pages
+give it (the edge on 8080, the proxy's ``.fbs`` API on 8081) runs, as written
+but for those ports, against a real stub, proxy and edge. What it prints is
+checked: the ``.fbs`` example's chunks spell the echo and end cleanly; any
+other block prints the echo of a text it sent.
 
 The error table is checked against the code registry in
 ``tests/schema/test_names.py``.
@@ -12,6 +17,7 @@ import ast
 import importlib
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,15 +27,39 @@ from tests.edge.hardening_stack import MODEL, Ports, stack_toml, start_all, stop
 from tests.servers import Server, free_port, spawn
 
 ROOT = Path(__file__).resolve().parent.parent
-# The address the README's examples give the proxy.
-README_PROXY = "http://127.0.0.1:8081"
+# The addresses the pages' examples give the edge and the proxy.
+PAGE_EDGE = "http://127.0.0.1:8080"
+PAGE_PROXY = "http://127.0.0.1:8081"
 
 
-def python_blocks() -> list[str]:
-    """The README's ```python blocks, in order."""
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S)
-    assert blocks, "the README has no Python example"
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    code: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.page}:{self.line}"
+
+    @property
+    def runs(self) -> bool:
+        return PAGE_EDGE in self.code or PAGE_PROXY in self.code
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def python_blocks() -> list[Block]:
+    """Every ```python block of the pages, in order."""
+    blocks = []
+    for page in pages():
+        text = page.read_text()
+        for m in re.finditer(r"^```python\n(.*?)^```$", text, re.M | re.S):
+            line = text.count("\n", 0, m.start()) + 2
+            blocks.append(Block(page.relative_to(ROOT).as_posix(), line, m.group(1)))
+    assert any(b.page == "README.md" for b in blocks), "the README has no Python example"
     return blocks
 
 
@@ -45,16 +75,16 @@ def imported(block: str) -> Iterator[tuple[str, str | None]]:
                 yield node.module, alias.name
 
 
-def fbs_example() -> str:
-    (block,) = [b for b in python_blocks() if "build_request" in b]
-    assert README_PROXY in block
-    return block
+def test_the_readme_has_the_fbs_example() -> None:
+    fbs = [b for b in python_blocks() if "build_request" in b.code]
+    assert sum(b.page == "README.md" for b in fbs) == 1
+    assert all(PAGE_PROXY in b.code for b in fbs)
 
 
-@pytest.mark.parametrize("block", python_blocks(), ids=lambda b: b.splitlines()[0][:40])
-def test_every_name_a_readme_example_imports_exists(block: str) -> None:
+@pytest.mark.parametrize("block", python_blocks(), ids=lambda b: b.name)
+def test_every_name_an_example_imports_exists(block: Block) -> None:
     missing = []
-    for module, name in imported(block):
+    for module, name in imported(block.code):
         loaded = importlib.import_module(module)
         if name is not None and not hasattr(loaded, name):
             missing.append(f"{module}.{name}")
@@ -62,28 +92,41 @@ def test_every_name_a_readme_example_imports_exists(block: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A stub and a proxy routing the README's model to it."""
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
+    """A stub, a proxy routing the pages' model to it, and an edge in front:
+    (edge, proxy)."""
     d = tmp_path_factory.mktemp("readme")
     ports = Ports(free_port(), free_port(), free_port())
     config = d / "readme.toml"
     config.write_text(stack_toml(ports))
     args = ["--config", str(config)]
-    servers = [spawn("stub", args, d, port=ports.stub), spawn("proxy", args, d, port=ports.proxy)]
+    servers = [
+        spawn("stub", args, d, port=ports.stub),
+        spawn("proxy", args, d, port=ports.proxy),
+        spawn("edge", args, d, port=ports.edge),
+    ]
     start_all(servers)
     try:
-        yield servers[1]
+        yield servers[2], servers[1]
     finally:
         stop_all(servers)
 
 
 @pytest.mark.integration
-def test_the_fbs_example_runs_against_a_real_proxy(proxy: Server) -> None:
-    code = fbs_example().replace(README_PROXY, proxy.url)
+@pytest.mark.parametrize("block", [b for b in python_blocks() if b.runs], ids=lambda b: b.name)
+def test_the_example_runs_against_a_real_gateway(
+    block: Block, stack: tuple[Server, Server]
+) -> None:
+    edge, proxy = stack
+    code = block.code.replace(PAGE_EDGE, edge.url).replace(PAGE_PROXY, proxy.url)
     assert f'"{MODEL}"' in code
     printed: list[object] = []
-    exec(compile(code, "README.md", "exec"), {"print": printed.append})
-    assert printed and all(isinstance(c, Chunk) for c in printed)
-    chunks = [c for c in printed if isinstance(c, Chunk)]
-    assert "".join(c.content for c in chunks) == "hello there"
-    assert chunks[-1].finish_reason and chunks[-1].error is None
+    exec(compile(code, block.name, "exec"), {"print": printed.append})
+    assert printed
+    if "build_request" in code:
+        assert all(isinstance(c, Chunk) for c in printed)
+        chunks = [c for c in printed if isinstance(c, Chunk)]
+        assert "".join(c.content for c in chunks) == "hello there"
+        assert chunks[-1].finish_reason and chunks[-1].error is None
+    else:
+        assert all(isinstance(p, str) and p and f'"{p}"' in code for p in printed), printed

@@ -115,7 +115,7 @@ def translate_messages_json(
     request_id: str | None = None,
 ) -> bytes:
     """The Messages edge's translate op: Anthropic JSON bytes in, FlatBuffer bytes out
-    (``messages.endpoint.MessagesEndpoint.messages`` up to the proxy call)."""
+    (``anthropic.endpoint.MessagesApi`` in ``flow.Flow``, up to the proxy call)."""
     req = decode_messages(body)
     model = resolve_model(models, req.model)
     return write_messages(

@@ -5,7 +5,7 @@ Owns how load is offered and what is recorded:
 - ``run_wrk``: Debian's ``wrk`` (one thread, fixed connections, closed loop)
   with a generated Lua script that POSTs the body file and prints one
   ``WRKJSON {...}`` line from its ``done`` hook (``parse_wrk`` reads it);
-- ``fixed_rate``: an open-loop client on ``proxy.transport.pool.PoolTransport``:
+- ``fixed_rate``: an open-loop client on ``transport.fast.PoolTransport``:
   request *i* is started at ``t0 + i / rate`` whether or not earlier answers
   came back, each latency timed from its own start to the last body byte;
 - ``one_connection``: one keep-alive connection, one request after the other
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import subprocess
 import time
 from collections.abc import Sequence
@@ -40,7 +39,6 @@ __all__ = [
     "fixed_rate",
     "one_connection",
     "parse_wrk",
-    "percentile",
     "run_wrk",
     "sse_text",
     "streams",
@@ -49,17 +47,6 @@ __all__ = [
 
 Headers = Sequence[tuple[str, str]]
 _TIMEOUTS = Timeouts(connect=5.0, read=30.0, total=60.0)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) of ``values``, nearest-rank; NaN if empty."""
-    if not values:
-        return math.nan
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile {q} outside 0..100")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 # wrk ------------------------------------------------------------------------

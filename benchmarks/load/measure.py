@@ -28,10 +28,13 @@ import json
 import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.results import Log, head
+from benchmarks.harness.sampling import CpuUsage, GcSample, gc_of, peak_rss_kib, tree_pids, usage
+from benchmarks.harness.servers import Server, ServerGroup, find_tool, tool_version
 from benchmarks.load.clients import (
     StreamRun,
     fixed_rate,
@@ -60,7 +63,6 @@ from benchmarks.load.rows import (
     stream_body,
 )
 from benchmarks.payloads import PROMPT_SIZES
-from benchmarks.servers import CpuUsage, GcSample, Server, ServerGroup, find_tool
 from flatgate.proxy.wire.chunk.frames import FrameSplitter
 from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.schema import FinishReason
@@ -74,6 +76,7 @@ __all__ = [
     "SizeBody",
     "Started",
     "StreamBody",
+    "document_head",
     "measure_size",
     "measure_streams",
     "row_skips",
@@ -166,11 +169,11 @@ _MAX_LOAD = 0.35
 
 def _cpu(servers: Sequence[Server]) -> dict[str, CpuUsage]:
     """Each server's CPU seconds (user, system) and minor page faults so far."""
-    return {s.name: s.usage() for s in servers}
+    return {s.name: usage(tree_pids(s.proc.pid)) for s in servers}
 
 
 def _gc(servers: Sequence[Server]) -> dict[str, GcSample | None]:
-    return {s.name: s.gc() for s in servers}
+    return {s.name: gc_of(s) for s in servers}
 
 
 def _add_cpu(
@@ -199,7 +202,7 @@ class Harness:
         group: ServerGroup,
         settings: Settings,
         runner: asyncio.Runner,
-        log: Callable[[str], None],
+        log: Log,
     ) -> None:
         self.group = group
         self.settings = settings
@@ -219,18 +222,24 @@ class Harness:
         names = [*row.hop, "stub"]
         return [self.group.servers[n] for n in names if n in self.group.servers]
 
-    def check(self, row: Row, body: Body) -> str | None:
-        """One request before measuring; the problem, if the answer is wrong."""
+    def _post(self, row: Row, body: Body, streaming: bool, timeout: float) -> bytes | str:
+        """One request: the answer's bytes, or the problem (``str``)."""
+        what = "stream spot check" if streaming else "spot check"
         req = urllib.request.Request(
-            self.url(row), data=body.data, headers=dict(body.headers), method="POST"
+            self.url(row, streaming), data=body.data, headers=dict(body.headers), method="POST"
         )
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 status, data = r.status, r.read()
         except OSError as exc:
-            return f"spot check failed: {exc}"
-        if status != 200:
-            return f"spot check: status {status}"
+            return f"{what} failed: {exc}"
+        return bytes(data) if status == 200 else f"{what}: status {status}"
+
+    def check(self, row: Row, body: Body) -> str | None:
+        """One request before measuring; the problem, if the answer is wrong."""
+        data = self._post(row, body, streaming=False, timeout=10)
+        if isinstance(data, str):
+            return data
         if row.body == "openai":
             content = json.loads(data)["choices"][0]["message"]["content"]
             ok = content == "tok " * CANNED_DELTAS
@@ -243,16 +252,9 @@ class Harness:
 
     def check_stream(self, row: Row, body: Body) -> str | None:
         """One streamed request before measuring; the problem, if its text is wrong."""
-        req = urllib.request.Request(
-            self.url(row, streaming=True), data=body.data, headers=dict(body.headers), method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                status, data = r.status, r.read()
-        except OSError as exc:
-            return f"stream spot check failed: {exc}"
-        if status != 200:
-            return f"stream spot check: status {status}"
+        data = self._post(row, body, streaming=True, timeout=30)
+        if isinstance(data, str):
+            return data
         if row.body == "openai":
             text = sse_text(data)
         else:
@@ -332,6 +334,17 @@ class Harness:
                 concurrency=s.stream_concurrency,
             )
         )
+
+
+def document_head(
+    s: Settings, revision: str, packages: Sequence[str], method: str
+) -> dict[str, Any]:
+    """A workload's result document before its rows: the machine, the source,
+    the versions of ``packages`` and of wrk and nginx, the settings, ``method``."""
+    doc = head(revision, packages)
+    doc["versions"].update({tool: tool_version(tool, s.without) for tool in ("wrk", "nginx")})
+    settings = {k: v for k, v in asdict(s).items() if k != "rows"}
+    return {**doc, "workload": s.workload, "mode": s.mode, "settings": settings, "method": method}
 
 
 def row_skips(rows: Sequence[Row], skipped: Mapping[str, str]) -> dict[str, str]:
@@ -438,7 +451,7 @@ def measure_size(
             continue
         cell = cells[r.name]
         for srv in h.watched(r):
-            cell.peak_rss_kib[srv.name] = srv.peak_rss_kib()
+            cell.peak_rss_kib[srv.name] = peak_rss_kib(tree_pids(srv.proc.pid))
         if wrk is None:
             cell.notes.append("wrk is not installed: no saturation figures")
         out.append(summarise(r, size, cell, len(bodies[r.name].data)))

@@ -29,21 +29,31 @@ every server; measures nothing itself. Loopback only.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import msgspec
 
-from benchmarks.harness import ROOT, machine, versions
+from benchmarks.harness.servers import (
+    HOST,
+    ServerGroup,
+    find_tool,
+    gateway_available,
+    gateway_config,
+    tool_version,
+)
 from benchmarks.load import peers
-from benchmarks.load.measure import FULL, Settings, Started
-from benchmarks.load.rows import ADAPTER_MODEL, CANNED_DELTAS, ECHO_MODEL, STREAM_TEXT, Body, Row
-from benchmarks.servers import ServerGroup, find_tool, tool_version
+from benchmarks.load.measure import FULL, Settings, Started, document_head
+from benchmarks.load.rows import (
+    ADAPTER_MODEL,
+    CANNED_DELTAS,
+    ECHO_MODEL,
+    PROXY_SECTION,
+    STREAM_TEXT,
+    Body,
+    Row,
+)
 
 __all__ = [
     "OPENAI_FULL",
@@ -53,7 +63,6 @@ __all__ = [
     "SIZE",
     "chat_body",
     "config_text",
-    "gateway_available",
     "header",
     "start",
     "start_peers",
@@ -181,39 +190,15 @@ _HEADERS = (("content-type", "application/json"), ("authorization", f"Bearer {pe
 
 def config_text(canned: int, echo: int) -> str:
     """The proxy's, the edge's and the gateway's config: the two OpenAI stubs."""
-    return f"""[proxy]
-max_body_bytes = 8388608
-pool_limit = 256
-
-[[backends]]
-name = "canned-openai"
-url = "http://127.0.0.1:{canned}/v1"
-protocol = "openai"
-
-[[backends]]
-name = "echo-openai"
-url = "http://127.0.0.1:{echo}/v1"
-protocol = "openai"
-
-[[routes]]
-model = "{ADAPTER_MODEL}"
-backends = ["canned-openai"]
-
-[[routes]]
-model = "{ECHO_MODEL}"
-backends = ["echo-openai"]
-
-[edge]
-host = "127.0.0.1"
-
-[[models]]
-name = "{ADAPTER_MODEL}"
-provider = "OpenAI"
-
-[[models]]
-name = "{ECHO_MODEL}"
-provider = "OpenAI"
-"""
+    return gateway_config(
+        {
+            "canned-openai": (f"http://{HOST}:{canned}/v1", "openai"),
+            "echo-openai": (f"http://{HOST}:{echo}/v1", "openai"),
+        },
+        {ADAPTER_MODEL: ["canned-openai"], ECHO_MODEL: ["echo-openai"]},
+        {ADAPTER_MODEL: "OpenAI", ECHO_MODEL: "OpenAI"},
+        before=PROXY_SECTION,
+    )
 
 
 # Limits that never refuse: what checking and charging them costs. Three
@@ -225,21 +210,6 @@ requests_per_minute = 1000000000
 tokens_per_minute = 1000000000000
 max_concurrent = 1000000
 """
-
-
-def gateway_available(run: Callable[..., Any] = subprocess.run) -> tuple[bool, str]:
-    """``(True, its help text)`` when ``flatgate gateway --help`` succeeds, else
-    ``(False, why)``."""
-    argv = [sys.executable, "-m", "flatgate.proxy.gateway.cli", "gateway", "--help"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLATGATE_")}
-    try:
-        done = run(argv, capture_output=True, text=True, timeout=60, check=False, cwd=ROOT, env=env)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"`flatgate gateway --help` failed: {exc}"
-    if done.returncode == 0:
-        return True, str(done.stdout)
-    last = (str(done.stderr).strip().splitlines() or [""])[-1]
-    return False, f"not available yet: `flatgate gateway --help` exited {done.returncode}: {last}"
 
 
 def start(group: ServerGroup, settings: Settings) -> Started:
@@ -284,12 +254,9 @@ def start(group: ServerGroup, settings: Settings) -> Started:
             limited.write_text(config_text(stub.port, echo.port) + limits)
             group.flatgate(name, "gateway", ["--config", str(limited), *extra], metrics=True)
     if "nginx" in wanted:
-        nginx = find_tool("nginx", settings.without)
-        if nginx is None:
-            skipped["nginx"] = "nginx is not installed (benchmarks/setup_tools.sh installs it)"
-        else:
-            group.nginx("nginx", stub.port, nginx)
-            group.nginx("nginx-echo", echo.port, nginx)
+        upstreams = {"nginx": stub.port, "nginx-echo": echo.port}
+        if (why := group.nginx_in_front(upstreams, settings.without)) is not None:
+            skipped["nginx"] = why
     stubs = {ADAPTER_MODEL: stub.url + "/v1", ECHO_MODEL: echo.url + "/v1"}
     peer_skips, found = start_peers(group, settings, wanted, stubs)
     skipped.update(peer_skips)
@@ -339,48 +306,22 @@ def start_peers(
 
 def header(settings: Settings, revision: str = "unknown") -> dict[str, Any]:
     s = settings
+    method = (
+        "All servers on 127.0.0.1, started once and measured side by side in rounds, the "
+        "row order rotated each round. Request: an OpenAI chat request (model and "
+        f"messages, {BODY_BYTES} bytes of JSON, not streamed). Backend: the built-in stub "
+        f"speaking the OpenAI API in canned mode ({CANNED_DELTAS} deltas, answered without "
+        "reading the body), the same for every row. flatgate's servers run one granian "
+        "worker each, nginx one worker, Portkey one node process, LiteLLM one uvicorn "
+        "worker. Saturation: wrk, one thread, "
+        f"{s.connections} keep-alive connections, {s.wrk_seconds} s per round; CPU from "
+        "/proc utime+stime of each server's process tree over the wrk run. Fixed rate: an "
+        "open-loop asyncio client starting requests on a fixed schedule; added latency = "
+        "the row's percentile minus direct-openai's. Unloaded: one connection, one request "
+        "at a time. Streaming: an OpenAI echo stub (ttft "
+        f"{s.ttft_ms} ms, {s.itl_ms} ms between tokens, 32 tokens), "
+        f"{s.stream_concurrency} concurrent streams, each timed from its request to its "
+        "last byte. Peak RSS: VmHWM of each server's largest process."
+    )
     packages = ("granian", "msgspec", "flatbuffers", "httptools", "uvloop")
-    tools = {t: tool_version(t, s.without) for t in ("wrk", "nginx")}
-    return {
-        **machine(),
-        "workload": "openai",
-        "revision": revision,
-        "versions": {**versions(packages), **tools},
-        "mode": s.mode,
-        "settings": {
-            "sizes": list(s.sizes),
-            "rounds": dict(s.rounds),
-            "rates": dict(s.rates),
-            "wrk_seconds": s.wrk_seconds,
-            "rate_seconds": s.rate_seconds,
-            "unloaded_seconds": s.unloaded_seconds,
-            "stream_seconds": s.stream_seconds,
-            "stream_rounds": s.stream_rounds,
-            "connections": s.connections,
-            "stream_concurrency": s.stream_concurrency,
-            "ttft_ms": s.ttft_ms,
-            "itl_ms": s.itl_ms,
-            "budget_seconds": s.budget_seconds,
-            "without": list(s.without),
-            "peers": s.peers,
-            "floor": s.floor,
-            "versus": list(s.versus),
-        },
-        "method": (
-            "All servers on 127.0.0.1, started once and measured side by side in rounds, the "
-            "row order rotated each round. Request: an OpenAI chat request (model and "
-            f"messages, {BODY_BYTES} bytes of JSON, not streamed). Backend: the built-in stub "
-            f"speaking the OpenAI API in canned mode ({CANNED_DELTAS} deltas, answered without "
-            "reading the body), the same for every row. flatgate's servers run one granian "
-            "worker each, nginx one worker, Portkey one node process, LiteLLM one uvicorn "
-            "worker. Saturation: wrk, one thread, "
-            f"{s.connections} keep-alive connections, {s.wrk_seconds} s per round; CPU from "
-            "/proc utime+stime of each server's process tree over the wrk run. Fixed rate: an "
-            "open-loop asyncio client starting requests on a fixed schedule; added latency = "
-            "the row's percentile minus direct-openai's. Unloaded: one connection, one request "
-            "at a time. Streaming: an OpenAI echo stub (ttft "
-            f"{s.ttft_ms} ms, {s.itl_ms} ms between tokens, 32 tokens), "
-            f"{s.stream_concurrency} concurrent streams, each timed from its request to its "
-            "last byte. Peak RSS: VmHWM of each server's largest process."
-        ),
-    }
+    return document_head(s, revision, packages, method)

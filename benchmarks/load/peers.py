@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import ROOT
-from benchmarks.servers import HOST, Server, ServerGroup, find_tool, free_port
+from benchmarks.harness.results import ROOT
+from benchmarks.harness.servers import HOST, Server, ServerGroup, find_tool, free_port
 
 __all__ = [
     "LITELLM_HEALTH",

@@ -12,15 +12,25 @@ figures.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import md_facts, md_row, md_table, pyplot, save_figure
+from benchmarks.harness.plot import pyplot, save_figure
+from benchmarks.harness.report import head_facts, md_facts, md_row, md_table, num, signed, times
+from benchmarks.harness.results import write_results as _write
 
-__all__ = ["CAVEATS", "render_markdown", "targets", "write_results"]
+__all__ = [
+    "CAVEATS",
+    "cpu_by_size",
+    "hop_cpu",
+    "hop_rss",
+    "per_kb_note",
+    "render_markdown",
+    "row_label",
+    "targets",
+    "write_results",
+]
 
 CAVEATS = """\
 **Caveats.** Everything shares one small machine: the load generator, the
@@ -47,7 +57,7 @@ msgspec-route, protobuf-route) run under RSGI like proxy-rsgi, so compare them
 with that row; proxy-asgi is the shipped default and pays ASGI's per-message
 dicts for backpressure. Allocations per request are not measured in this
 end-to-end run (memray cannot follow granian's worker processes cheaply):
-`make bench` counts them per operation, and `python -m benchmarks.alloc_proxy`
+`make bench` counts them per operation, and `python -m benchmarks.cost_checks`
 per request in the proxy's own code with an in-memory exchange; the GC columns
 here (collections and pause per 1,000 requests, from the servers' own
 `gc.callbacks`) are the end-to-end trace of allocation pressure. Peak RSS is
@@ -62,35 +72,35 @@ bytes smaller than its compact JSON.)
 """
 
 
-def _f(value: Any, digits: int = 2, suffix: str = "") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}{suffix}"
-    return f"{value}{suffix}"
-
-
-def _x(value: Any) -> str:
-    return _f(value, 2, "x")
-
-
-def _signed(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.{digits}f}"
-
-
 def _hop_gc(row: Mapping[str, Any], key: str) -> float | None:
     gc = row.get("gc") or {}
     values = [g[key] for g in gc.values() if g.get(key) is not None]
     return sum(values) if values else None
 
 
-def _hop_rss(row: Mapping[str, Any], hop_names: Sequence[str]) -> str:
+def row_label(r: Mapping[str, Any]) -> str:
+    """The row's name, marked † when offered less than the common rate, and
+    with its failed requests."""
+    mark = "" if r.get("same_rate_as_direct", True) else " †"
+    errors = (r.get("wrk_errors") or 0) + (r.get("rate_errors") or 0)
+    return f"{r['row']}{mark}" + (f" ({errors} failed requests)" if errors else "")
+
+
+def hop_cpu(r: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """CPU per request at saturation as the tables show it (the stub's, so
+    marked, for a row with no server of its own), and the hop's servers."""
+    cpu = r.get("cpu_us_per_req") or {}
+    hop = [n for n in cpu if n != "stub"]
+    if hop:
+        return num(r.get("hop_cpu_us_per_req"), 0), hop
+    return num(cpu.get("stub"), 0) + " (stub)", hop
+
+
+def hop_rss(row: Mapping[str, Any], hop_names: Sequence[str]) -> str:
     rss = row.get("peak_rss_mib") or {}
     parts = [f"{rss[n]:.0f}" for n in hop_names if n in rss]
     if not parts:
-        return _f(rss.get("stub"), 0) + " (stub)" if "stub" in rss else "-"
+        return num(rss.get("stub"), 0) + " (stub)" if "stub" in rss else "-"
     return " + ".join(parts)
 
 
@@ -120,19 +130,13 @@ def _size_table(rows: Sequence[Mapping[str, Any]], size: str) -> list[str]:
             out.append(f"| {r['row']} | skipped: {r.get('reason', '')[:120]} |" + " |" * 11)
             continue
         added = r.get("added_ms") or {}
-        mark = "" if r.get("same_rate_as_direct", True) else " †"
-        errors = (r.get("wrk_errors") or 0) + (r.get("rate_errors") or 0)
-        if errors:
-            mark += f" ({errors} failed requests)"
-        cpu = r.get("cpu_us_per_req") or {}
-        hop_names = [n for n in cpu if n != "stub"]
-        cpu_text = _f(r.get("hop_cpu_us_per_req"), 0) if hop_names else _f(cpu.get("stub"), 0)
-        cells = [f"{r['row']}{mark}", _f(r.get("throughput_rps"), 0), _x(r.get("vs_direct"))]
-        cells += [_x(r.get("vs_json_route")), cpu_text + ("" if hop_names else " (stub)")]
-        cells += [_hop_rss(r, hop_names), _f(_hop_gc(r, "collections_per_1k"), 1)]
-        cells += [_f(_hop_gc(r, "pause_ms_per_1k"), 2), _f(r["latency_ms"].get("p99"), 3)]
-        cells += [_signed(added.get(q)) for q in ("p50", "p99", "p99.9")]
-        out.append(md_row([*cells, _signed(r.get("unloaded_added_p50_ms"))]))
+        cpu_text, hop_names = hop_cpu(r)
+        cells = [row_label(r), num(r.get("throughput_rps"), 0), times(r.get("vs_direct"))]
+        cells += [times(r.get("vs_json_route")), cpu_text]
+        cells += [hop_rss(r, hop_names), num(_hop_gc(r, "collections_per_1k"), 1)]
+        cells += [num(_hop_gc(r, "pause_ms_per_1k"), 2), num(r["latency_ms"].get("p99"), 3)]
+        cells += [signed(added.get(q), 3) for q in ("p50", "p99", "p99.9")]
+        out.append(md_row([*cells, signed(r.get("unloaded_added_p50_ms"), 3)]))
     return out
 
 
@@ -143,8 +147,8 @@ def _stream_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         if r["status"] != "ok":
             out.append(f"| {r['row']} | n/a: {r.get('reason', '')[:100]} |" + " |" * 5)
             continue
-        ttft = [_f(r.get("ttft_ms_p50"), 3), _signed(r.get("added_ttft_ms"))]
-        tpot = [_f(r.get("tpot_ms_mean"), 3), _signed(r.get("added_tpot_ms"))]
+        ttft = [num(r.get("ttft_ms_p50"), 3), signed(r.get("added_ttft_ms"), 3)]
+        tpot = [num(r.get("tpot_ms_mean"), 3), signed(r.get("added_tpot_ms"), 3)]
         errors = r.get("text_mismatches", 0) + r.get("errors", 0)
         out.append(md_row([r["row"], *ttft, *tpot, r.get("streams", 0), errors]))
     return out
@@ -216,17 +220,17 @@ def cpu_by_size(doc: Mapping[str, Any]) -> list[str]:
         if all(v is None for v in cpu.values()):
             continue
         base = cpu.get("1KB")
-        ratios = [_x(_div(cpu[x], base)) for x in scaled]
+        ratios = [times(_div(cpu[x], base)) for x in scaled]
         last = cells[top]
         system = _row_part(last, "sys_us_per_req") if last is not None else None
         share = _div(system, cpu[top])
         ends = (cells["1KB"], last)
         stub = [(c.get("cpu_us_per_req") or {}).get("stub") if c else None for c in ends]
-        line = [name, *(_f(cpu[x], 0) for x in sizes), *ratios]
-        line += [_f(_per_kb(rows, name, "1KB", top), 3), _f(share and share * 100, 0, "%")]
+        line = [name, *(num(cpu[x], 0) for x in sizes), *ratios]
+        line += [num(_per_kb(rows, name, "1KB", top), 3), num(share and share * 100, 0, "%")]
         faults = _row_part(last, "minor_faults_per_req") if last is not None else None
-        line.append(_f(faults, 0))
-        line += [" / ".join(_f(v, 0) for v in stub)]
+        line.append(num(faults, 0))
+        line += [" / ".join(num(v, 0) for v in stub)]
         out.append(md_row(line))
     return out
 
@@ -285,10 +289,11 @@ def targets(doc: Mapping[str, Any]) -> list[str]:
             continue
         vd, vj = p.get("vs_direct"), p.get("vs_json_route")
         lines.append(
-            f"- {proxy} at 16 KB: {_x(vd)} direct throughput "
+            f"- {proxy} at 16 KB: {times(vd)} direct throughput "
             f"(target >= 0.3x: {verdict(None if vd is None else vd >= 0.3)}), "
-            f"{_x(vj)} json-route (target >= 1.5x: {verdict(None if vj is None else vj >= 1.5)}); "
-            f"{_f(p.get('hop_cpu_us_per_req'), 0)} µs CPU per request (target <= 60)."
+            f"{times(vj)} json-route "
+            f"(target >= 1.5x: {verdict(None if vj is None else vj >= 1.5)}); "
+            f"{num(p.get('hop_cpu_us_per_req'), 0)} µs CPU per request (target <= 60)."
         )
     for size in ("16KB", "128KB"):
         j, b = _get(rows, "json-route", size), _get(rows, "protobuf-route", size)
@@ -300,13 +305,13 @@ def targets(doc: Mapping[str, Any]) -> list[str]:
             jv, bv = j["latency_ms"]["p99"], b["latency_ms"]["p99"]
             ok = None if None in (pv, jv, bv) else pv < jv and pv < bv
             lines.append(
-                f"- p99 at the fixed rate, {size}: {proxy} {_f(pv, 3)} ms vs json-route "
-                f"{_f(jv, 3)} ms, protobuf-route {_f(bv, 3)} ms (target: below both: "
+                f"- p99 at the fixed rate, {size}: {proxy} {num(pv, 3)} ms vs json-route "
+                f"{num(jv, 3)} ms, protobuf-route {num(bv, 3)} ms (target: below both: "
                 f"{verdict(ok)})."
             )
     for size in doc["settings"]["sizes"]:
         parts = [
-            f"{name} {_signed(r.get('unloaded_added_p50_ms'))} ms"
+            f"{name} {signed(r.get('unloaded_added_p50_ms'), 3)} ms"
             for name in ("proxy-rsgi", "proxy-asgi", "nginx")
             if (r := _get(rows, name, size)) is not None
         ]
@@ -318,14 +323,14 @@ def targets(doc: Mapping[str, Any]) -> list[str]:
     j = _get(rows, "json-route", "16KB")
     if j is not None:
         parts = [
-            f"{name} {_f(_hop_gc(r, 'collections_per_1k'), 1)}"
+            f"{name} {num(_hop_gc(r, 'collections_per_1k'), 1)}"
             for name in ("proxy-rsgi", "proxy-asgi")
             if (r := _get(rows, name, "16KB")) is not None
         ]
         if parts:
             lines.append(
                 f"- GC collections per 1,000 requests at 16KB: {', '.join(parts)} vs json-route "
-                f"{_f(_hop_gc(j, 'collections_per_1k'), 1)} (target: far below json-route)."
+                f"{num(_hop_gc(j, 'collections_per_1k'), 1)} (target: far below json-route)."
             )
     for proxy in ("proxy-rsgi", "proxy-asgi"):
         small = _get(rows, proxy, "1KB")
@@ -337,12 +342,12 @@ def targets(doc: Mapping[str, Any]) -> list[str]:
             if base and cpu is not None:
                 ratio = cpu / base
                 parts.append(
-                    f"{_f(cpu, 0)} µs at {size}, {ratio:.2f}x (target <= {limit:g}x: "
+                    f"{num(cpu, 0)} µs at {size}, {ratio:.2f}x (target <= {limit:g}x: "
                     f"{verdict(ratio <= limit)})"
                 )
         if parts:
             lines.append(
-                f"- {proxy} CPU per request against its {_f(base, 0)} µs at 1 KB: "
+                f"- {proxy} CPU per request against its {num(base, 0)} µs at 1 KB: "
                 + "; ".join(parts)
                 + "."
             )
@@ -363,21 +368,11 @@ def targets(doc: Mapping[str, Any]) -> list[str]:
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     h = doc
-    v = h["versions"]
     s = h["settings"]
     out = [
         "# flatgate load bench: added latency and throughput, end to end",
         "",
-        *md_facts(
-            [
-                ("Date", h["date"]),
-                ("Source", h.get("revision", "unknown")),
-                ("CPU", f"{h['cpu']} ({h['cores']} cores), {h['platform']}"),
-                ("Python", h["python"]),
-                ("Versions", ", ".join(f"{k} {val}" for k, val in v.items())),
-                ("Mode", f"{h['mode']} ({h.get('elapsed_seconds', '?')} s)"),
-            ]
-        ),
+        *md_facts([*head_facts(h), ("mode", f"{h['mode']} ({h.get('elapsed_seconds', '?')} s)")]),
         "",
         h["method"],
         "",
@@ -400,8 +395,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             None,
         )
         out += [
-            f"## {size} prompt (FlatBuffers body {_f(body)} bytes; fixed rate "
-            f"{_f(rates.get(size), 0)} req/s)",
+            f"## {size} prompt (FlatBuffers body {num(body)} bytes; fixed rate "
+            f"{num(rates.get(size), 0)} req/s)",
             "",
             *_size_table(h["rows"], size),
             "",
@@ -478,17 +473,11 @@ def write_results(
     """Write ``<name>.json``, ``<name>.md`` and (with ``plot``) ``<name>.png``
     under ``out``; the OpenAI workload's document renders as
     ``benchmarks.load.report_openai`` says."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.json", out / f"{name}.md"]
-    paths[0].write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
     if doc.get("workload") == "openai":
         from benchmarks.load.report_openai import render_openai
 
-        paths[1].write_text(render_openai(doc) + "\n")
+        markdown = render_openai(doc)
     else:
-        paths[1].write_text(render_markdown(doc) + "\n")
-    if plot:
-        png = out / f"{name}.png"
-        _plot(doc, png)
-        paths.append(png)
-    return paths
+        markdown = render_markdown(doc)
+    draw = (lambda path: _plot(doc, path)) if plot else None
+    return _write(out, name, doc, markdown + "\n", draw, indent=2)

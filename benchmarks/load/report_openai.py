@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.harness import md_facts, md_row, md_table
-from benchmarks.load.report import _f, _hop_rss, _signed, _x
+from benchmarks.harness.report import head_facts, md_facts, md_row, md_table, num, signed, times
+from benchmarks.load.report import hop_cpu, hop_rss, row_label
 
 __all__ = ["CAVEATS_OPENAI", "render_openai"]
 
@@ -39,7 +39,7 @@ canned answer is 8 deltas: a longer answer costs a gateway that parses it more.
 
 
 def _ratio_cells(r: Mapping[str, Any], versus: Sequence[str], prefix: str = "") -> list[str]:
-    return [_x(r.get(f"{prefix}vs_{name.replace('-', '_')}")) for name in versus]
+    return [times(r.get(f"{prefix}vs_{name.replace('-', '_')}")) for name in versus]
 
 
 def _size_table(rows: Sequence[Mapping[str, Any]], size: str, versus: Sequence[str]) -> list[str]:
@@ -55,21 +55,15 @@ def _size_table(rows: Sequence[Mapping[str, Any]], size: str, versus: Sequence[s
         if r["status"] != "ok":
             out.append(f"| {r['row']} | skipped: {r.get('reason', '')[:160]} |" + " |" * 11)
             continue
-        mark = "" if r.get("same_rate_as_direct", True) else " †"
-        errors = (r.get("wrk_errors") or 0) + (r.get("rate_errors") or 0)
-        if errors:
-            mark += f" ({errors} failed requests)"
-        cpu = r.get("cpu_us_per_req") or {}
-        hop = [n for n in cpu if n != "stub"]
-        cpu_text = _f(r.get("hop_cpu_us_per_req"), 0) if hop else _f(cpu.get("stub"), 0) + " (stub)"
+        cpu_text, hop = hop_cpu(r)
         added = r.get("added_ms") or {}
         lat = r.get("latency_ms") or {}
-        cells = [f"{r['row']}{mark}", _f(r.get("throughput_rps"), 0), _x(r.get("vs_direct"))]
+        cells = [row_label(r), num(r.get("throughput_rps"), 0), times(r.get("vs_direct"))]
         cells += _ratio_cells(r, versus)
-        cells += [cpu_text, *_ratio_cells(r, versus, "cpu_"), _hop_rss(r, hop)]
-        cells += [_f(lat.get("p50"), 3), _f(lat.get("p99"), 3)]
-        cells += [_signed(added.get("p50")), _signed(added.get("p99"))]
-        out.append(md_row([*cells, _signed(r.get("unloaded_added_p50_ms"))]))
+        cells += [cpu_text, *_ratio_cells(r, versus, "cpu_"), hop_rss(r, hop)]
+        cells += [num(lat.get("p50"), 3), num(lat.get("p99"), 3)]
+        cells += [signed(added.get("p50"), 3), signed(added.get("p99"), 3)]
+        out.append(md_row([*cells, signed(r.get("unloaded_added_p50_ms"), 3)]))
     return out
 
 
@@ -82,9 +76,9 @@ def _stream_table(rows: Sequence[Mapping[str, Any]], versus: Sequence[str]) -> l
         if r["status"] != "ok":
             out.append(f"| {r['row']} | n/a: {r.get('reason', '')[:160]} |" + " |" * 7)
             continue
-        cells = [r["row"], _f(r.get("stream_ms_p50"), 2), _f(r.get("stream_ms_p99"), 2)]
-        cells += [_signed(r.get("added_stream_ms"), 2), *_ratio_cells(r, versus, "stream_")]
-        cells += [_f(r.get("ttft_ms_p50"), 2), _signed(r.get("added_ttft_ms"), 2)]
+        cells = [r["row"], num(r.get("stream_ms_p50"), 2), num(r.get("stream_ms_p99"), 2)]
+        cells += [signed(r.get("added_stream_ms"), 2), *_ratio_cells(r, versus, "stream_")]
+        cells += [num(r.get("ttft_ms_p50"), 2), signed(r.get("added_ttft_ms"), 2)]
         errors = r.get("text_mismatches", 0) + r.get("errors", 0)
         out.append(md_row([*cells, r.get("streams", 0), errors]))
     return out
@@ -101,12 +95,8 @@ def render_openai(doc: Mapping[str, Any]) -> str:
         "",
         *md_facts(
             [
-                ("Date", h["date"]),
-                ("Source", h.get("revision", "unknown")),
-                ("CPU", f"{h['cpu']} ({h['cores']} cores), {h['platform']}"),
-                ("Python", h["python"]),
-                ("Versions", ", ".join(f"{k} {v}" for k, v in h["versions"].items())),
-                ("Mode", f"{h['mode']} ({h.get('elapsed_seconds', '?')} s); peers {peers}"),
+                *head_facts(h),
+                ("mode", f"{h['mode']} ({h.get('elapsed_seconds', '?')} s); peers {peers}"),
             ]
         ),
         "",
@@ -124,8 +114,8 @@ def render_openai(doc: Mapping[str, Any]) -> str:
     for size in s["sizes"]:
         body = next((r.get("body_bytes") for r in h["rows"] if r.get("body_bytes")), None)
         out += [
-            f"## OpenAI chat request ({_f(body)} bytes of JSON; fixed rate "
-            f"{_f(rates.get(size), 0)} req/s; {s.get('connections', 32)} connections)",
+            f"## OpenAI chat request ({num(body)} bytes of JSON; fixed rate "
+            f"{num(rates.get(size), 0)} req/s; {s.get('connections', 32)} connections)",
             "",
             *_size_table(h["rows"], size, versus),
             "",

@@ -22,9 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.load.clients import StreamRun, percentile
+from benchmarks.harness.report import diff, percentile, ratio
+from benchmarks.harness.sampling import GcSample
+from benchmarks.load.clients import StreamRun
 from benchmarks.load.rows import Row
-from benchmarks.servers import GcSample
 
 __all__ = [
     "Cell",
@@ -149,14 +150,6 @@ def summarise(row: Row, size: str, cell: Cell, body_bytes: int) -> dict[str, Any
     return out
 
 
-def _diff(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a - b
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or not b else a / b
-
-
 def ratio_key(name: str) -> str:
     """The result key of the throughput ratio against row ``name``: ``vs_json_route``."""
     return "vs_" + name.replace("-", "_")
@@ -176,23 +169,23 @@ def add_comparisons(
         ok_d = d is not None and d["status"] == "ok"
         lat = r["latency_ms"]
         r["added_ms"] = {
-            q: _diff(lat[q], d["latency_ms"][q]) if ok_d and d is not None else None for q in lat
+            q: diff(lat[q], d["latency_ms"][q]) if ok_d and d is not None else None for q in lat
         }
         r["same_rate_as_direct"] = ok_d and d is not None and r["rate_rps"] == d["rate_rps"]
         r["unloaded_added_p50_ms"] = (
-            _diff(r["unloaded_p50_ms"], d["unloaded_p50_ms"]) if ok_d and d is not None else None
+            diff(r["unloaded_p50_ms"], d["unloaded_p50_ms"]) if ok_d and d is not None else None
         )
         r["vs_direct"] = (
-            _ratio(r["throughput_rps"], d["throughput_rps"]) if ok_d and d is not None else None
+            ratio(r["throughput_rps"], d["throughput_rps"]) if ok_d and d is not None else None
         )
         for name in versus:
             v = by.get((name, r["size"]))
             ok_v = v is not None and v["status"] == "ok"
             key = ratio_key(name)
-            r[key] = _ratio(r["throughput_rps"], v["throughput_rps"]) if ok_v and v else None
+            r[key] = ratio(r["throughput_rps"], v["throughput_rps"]) if ok_v and v else None
             # A row with no server of its own (the floor) has no CPU to compare.
             cpu = r["hop_cpu_us_per_req"] or None
-            r["cpu_" + key] = _ratio(cpu, v["hop_cpu_us_per_req"]) if ok_v and v else None
+            r["cpu_" + key] = ratio(cpu, v["hop_cpu_us_per_req"]) if ok_v and v else None
 
 
 def summarise_streams(row: Row, runs: Sequence[StreamRun]) -> dict[str, Any]:
@@ -228,12 +221,12 @@ def add_stream_comparisons(
         for name in versus:
             if (v := by.get(name)) is not None:
                 key = "stream_" + ratio_key(name)
-                r[key] = _ratio(r.get("stream_ms_p50"), v.get("stream_ms_p50"))
+                r[key] = ratio(r.get("stream_ms_p50"), v.get("stream_ms_p50"))
         if direct is None:
             continue
-        r["added_ttft_ms"] = _diff(r["ttft_ms_p50"], direct["ttft_ms_p50"])
-        r["added_tpot_ms"] = _diff(r["tpot_ms_mean"], direct["tpot_ms_mean"])
-        r["added_stream_ms"] = _diff(r.get("stream_ms_p50"), direct.get("stream_ms_p50"))
+        r["added_ttft_ms"] = diff(r["ttft_ms_p50"], direct["ttft_ms_p50"])
+        r["added_tpot_ms"] = diff(r["tpot_ms_mean"], direct["tpot_ms_mean"])
+        r["added_stream_ms"] = diff(r.get("stream_ms_p50"), direct.get("stream_ms_p50"))
 
 
 def skipped_row(name: str, reason: str, size: str | None = None) -> dict[str, Any]:

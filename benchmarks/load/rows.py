@@ -31,6 +31,7 @@ __all__ = [
     "ADAPTER_MODEL",
     "CANNED_DELTAS",
     "ECHO_MODEL",
+    "PROXY_SECTION",
     "ROWS",
     "STREAM_TEXT",
     "Body",
@@ -47,6 +48,9 @@ ECHO_MODEL = "bench-echo"
 ADAPTER_MODEL = "bench-openai"
 # Deltas the canned stub answers every non-streamed request with.
 CANNED_DELTAS = 8
+# The proxy's section of every load config: room for the 1 MB prompt, a pool
+# for wrk's connections.
+PROXY_SECTION = "[proxy]\nmax_body_bytes = 8388608\npool_limit = 256\n"
 # What the echo stub streams back, one word a token.
 STREAM_TEXT = " ".join(f"token{i:02d}" for i in range(32))
 _SEED = 7

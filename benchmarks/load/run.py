@@ -25,24 +25,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
-from benchmarks.harness import (
-    RESULTS,
+from benchmarks.harness.results import (
+    MEASURED,
+    Log,
+    finish,
     is_quick,
-    machine,
-    output_dir,
-    run_interruptible,
+    names,
+    rerender,
     source_revision,
-    versions,
+)
+from benchmarks.harness.servers import (
+    HOST,
+    ServerGroup,
+    gateway_config,
 )
 from benchmarks.load import openai_workload
 from benchmarks.load.measure import (
@@ -52,62 +56,30 @@ from benchmarks.load.measure import (
     Harness,
     Settings,
     Started,
+    document_head,
     measure_size,
     measure_streams,
     row_skips,
 )
 from benchmarks.load.peers import peers_requested
 from benchmarks.load.results import skipped_row
-from benchmarks.load.rows import ADAPTER_MODEL, CANNED_DELTAS, ROWS, Row
+from benchmarks.load.rows import ADAPTER_MODEL, CANNED_DELTAS, ECHO_MODEL, PROXY_SECTION, ROWS, Row
 from benchmarks.payloads import PROMPT_SIZES
-from benchmarks.servers import ServerGroup, find_tool, tool_version
 
-__all__ = ["WORKLOADS", "Workload", "header", "main", "run", "start_servers"]
+__all__ = ["MEASURED_HERE", "WORKLOADS", "Workload", "header", "main", "run", "start_servers"]
 
 
 def _config_text(canned: int, echo: int, canned_openai: int) -> str:
-    return f"""[proxy]
-max_body_bytes = 8388608
-pool_limit = 256
-
-[[backends]]
-name = "canned"
-url = "http://127.0.0.1:{canned}"
-protocol = "fbs"
-
-[[backends]]
-name = "canned-openai"
-url = "http://127.0.0.1:{canned_openai}/v1"
-protocol = "openai"
-
-[[routes]]
-model = "{ADAPTER_MODEL}"
-backends = ["canned-openai"]
-
-[[backends]]
-name = "echo"
-url = "http://127.0.0.1:{echo}"
-protocol = "fbs"
-
-[[routes]]
-model = "bench-echo"
-backends = ["echo"]
-
-[[routes]]
-model = "*"
-backends = ["canned"]
-
-[edge]
-host = "127.0.0.1"
-
-[[models]]
-name = "gpt-4o-mini"
-provider = "OpenAI"
-
-[[models]]
-name = "bench-echo"
-provider = "OpenAI"
-"""
+    return gateway_config(
+        {
+            "canned": (f"http://{HOST}:{canned}", "fbs"),
+            "canned-openai": (f"http://{HOST}:{canned_openai}/v1", "openai"),
+            "echo": (f"http://{HOST}:{echo}", "fbs"),
+        },
+        {ADAPTER_MODEL: ["canned-openai"], ECHO_MODEL: ["echo"], "*": ["canned"]},
+        {"gpt-4o-mini": "OpenAI", ECHO_MODEL: "OpenAI"},
+        before=PROXY_SECTION,
+    )
 
 
 # The proxies the rows call: (interface, upstream transport); proxy-edge is the edge's hop.
@@ -143,68 +115,45 @@ def start_servers(group: ServerGroup, settings: Settings) -> dict[str, str]:
         if name in wanted:
             args = [*cfg, "--interface", iface, "--transport", transport]
             group.flatgate(name, "proxy", args, metrics=True)
+    env = {"FLATGATE_CONFIG": str(config), "FLATGATE_PROXY_TRANSPORT": '"fast"'}
     for name, target in _BASELINES.items():
         if name in wanted:
-            group.granian(name, target, "rsgi", config)
+            group.granian(name, target, "rsgi", env=env)
     if "edge" in wanted:
         hop = group.servers["proxy-edge"].url
         group.flatgate("edge", "edge", [*cfg, "--proxy-url", hop], metrics=True)
     if "nginx" in wanted:
-        nginx = find_tool("nginx", settings.without)
-        if nginx is None:
-            skipped["nginx"] = "nginx is not installed (benchmarks/setup_tools.sh installs it)"
-        else:
-            group.nginx("nginx", stub.port, nginx)
-            group.nginx("nginx-echo", echo.port, nginx)
+        upstreams = {"nginx": stub.port, "nginx-echo": echo.port}
+        if (why := group.nginx_in_front(upstreams, settings.without)) is not None:
+            skipped["nginx"] = why
     failed = group.wait_healthy()
     skipped.update(failed)
     return skipped
 
 
-def _versions(without: Sequence[str]) -> dict[str, str]:
-    packages = ("granian", "msgspec", "flatbuffers", "protobuf", "httptools", "uvloop", "httpx")
-    out = versions(packages)
-    for tool in ("wrk", "nginx"):
-        out[tool] = tool_version(tool, without)
-    return out
-
-
 # The code the servers run: a revision is marked "+changes" when it differs from HEAD.
-_MEASURED = (
-    "proxy",
-    "edge_translator",
-    "generated",
-    "benchmarks/baselines.py",
-    "benchmarks/load",
-    "benchmarks/peers",
-    "benchmarks/servers.py",
-)
+MEASURED_HERE = (*MEASURED, "benchmarks/baselines.py", "benchmarks/load", "benchmarks/peers")
 
 
 def header(settings: Settings, revision: str = "unknown") -> dict[str, Any]:
     s = settings
-    return {
-        **machine(),
-        "revision": revision,
-        "versions": _versions(s.without),
-        "mode": s.mode,
-        "settings": {k: v for k, v in asdict(s).items() if k != "rows"},
-        "method": (
-            "All servers on 127.0.0.1, one granian worker each (nginx: one worker), started "
-            "once and measured side by side in rounds with the row order rotated each round. "
-            f"Backend: the built-in stub in canned mode ({CANNED_DELTAS} deltas and a final "
-            "frame, built once). Saturation: wrk, one thread, "
-            f"{s.connections} keep-alive connections, {s.wrk_seconds} s per round; CPU from "
-            "/proc utime+stime of each server's process tree over the wrk run; GC from each "
-            "server's /metrics before and after. Fixed rate: an open-loop asyncio client "
-            "(uvloop, the proxy's llhttp pool) starting requests on a fixed schedule, "
-            "latency from each request's start to its last byte; added latency = the row's "
-            "percentile minus direct's. Unloaded: one connection, one request at a time. "
-            f"Streaming: the echo stub (ttft {s.ttft_ms} ms, {s.itl_ms} ms between tokens, "
-            f"32 tokens), {s.stream_concurrency} concurrent streams, 1 KB prompts. Peak RSS: "
-            "VmHWM of each server's largest process, read after each size (sizes ascend)."
-        ),
-    }
+    method = (
+        "All servers on 127.0.0.1, one granian worker each (nginx: one worker), started "
+        "once and measured side by side in rounds with the row order rotated each round. "
+        f"Backend: the built-in stub in canned mode ({CANNED_DELTAS} deltas and a final "
+        "frame, built once). Saturation: wrk, one thread, "
+        f"{s.connections} keep-alive connections, {s.wrk_seconds} s per round; CPU from "
+        "/proc utime+stime of each server's process tree over the wrk run; GC from each "
+        "server's /metrics before and after. Fixed rate: an open-loop asyncio client "
+        "(uvloop, the proxy's llhttp pool) starting requests on a fixed schedule, "
+        "latency from each request's start to its last byte; added latency = the row's "
+        "percentile minus direct's. Unloaded: one connection, one request at a time. "
+        f"Streaming: the echo stub (ttft {s.ttft_ms} ms, {s.itl_ms} ms between tokens, "
+        f"32 tokens), {s.stream_concurrency} concurrent streams, 1 KB prompts. Peak RSS: "
+        "VmHWM of each server's largest process, read after each size (sizes ascend)."
+    )
+    packages = ("granian", "msgspec", "flatbuffers", "protobuf", "httptools", "uvloop", "httpx")
+    return document_head(s, revision, packages, method)
 
 
 def _start_fbs(group: ServerGroup, settings: Settings) -> Started:
@@ -234,11 +183,11 @@ WORKLOADS = {
 }
 
 
-def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run(settings: Settings, log: Log = print) -> dict[str, Any]:
     """Start the servers, measure every row, stop the servers; the result document."""
     workload = WORKLOADS[settings.workload]
     rows = [r for r in workload.rows if r.name in settings.rows]
-    revision = source_revision(_MEASURED)  # before the servers start: what they import
+    revision = source_revision(MEASURED_HERE)  # before the servers start: what they import
     with tempfile.TemporaryDirectory(prefix="flatgate-load-") as tmp:
         group = ServerGroup(Path(tmp))
         try:
@@ -268,32 +217,17 @@ def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any
     return doc
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
-
-
 def _settings(args: argparse.Namespace) -> Settings:
     workload = WORKLOADS[args.workload]
     full, quick, tiny = workload.settings
     s = tiny if args.tiny else quick if is_quick(args.quick) else full
     if args.rows:
-        names = _names(args.rows)
-        unknown = [n for n in names if n not in {r.name for r in workload.rows}]
-        if unknown:
-            raise SystemExit(f"unknown rows: {', '.join(unknown)}")
-        if s.floor not in names:
-            names = (s.floor, *names)
-        s = replace(s, rows=names)
+        rows = names(args.rows, [r.name for r in workload.rows], "rows")
+        s = replace(s, rows=rows if s.floor in rows else (s.floor, *rows))
     if args.sizes:
-        sizes = _names(args.sizes)
-        unknown = [x for x in sizes if x not in workload.sizes]
-        if unknown:
-            raise SystemExit(
-                f"unknown sizes: {', '.join(unknown)} (known: {', '.join(workload.sizes)})"
-            )
-        s = replace(s, sizes=sizes)
+        s = replace(s, sizes=names(args.sizes, workload.sizes, "sizes"))
     if args.without:
-        s = replace(s, without=_names(args.without))
+        s = replace(s, without=names(args.without))
     return replace(s, peers=peers_requested(args.peers))
 
 
@@ -321,18 +255,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--from-json", type=Path, help="measure nothing: render load.md/png from this load.json"
     )
     args = parser.parse_args(argv)
-    if args.from_json:
-        doc = json.loads(args.from_json.read_text())
+
+    def write(doc: dict[str, Any], out: Path) -> list[Path]:
         name = WORKLOADS[doc.get("workload", "fbs")].results
-        for p in write_results(doc, args.out or RESULTS, plot=not args.no_plot, name=name):
-            print(f"wrote {p}")
+        return write_results(doc, out, plot=not args.no_plot, name=name)
+
+    if args.from_json:
+        rerender(args.from_json, write, args.out)
         return 0
     settings = _settings(args)
-    doc = run_interruptible(lambda log: run(settings, log=log))
-    if doc is None:
-        return 130
-    name = WORKLOADS[settings.workload].results
-    out = output_dir(args.out, settings.mode != "full", name)
-    for p in write_results(doc, out, plot=not args.no_plot, name=name):
-        print(f"wrote {p}")
-    return 0
+    doc = finish(
+        lambda log: run(settings, log=log),
+        write,
+        out=args.out,
+        quick=settings.mode != "full",
+        name=WORKLOADS[settings.workload].results,
+    )
+    return 130 if doc is None else 0

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs the load bench's peers (benchmarks/LOAD.md, "Peers") into a scratch
+# Installs the load bench's peers (docs/performance.md, "Peers") into a scratch
 # directory outside the repository, at the exact versions this folder pins:
 #   $BENCH_PEERS_DIR (default: ${XDG_CACHE_HOME:-$HOME/.cache}/flatgate-bench)
 #     portkey/  the Portkey gateway and the hono packages, from npm

@@ -10,25 +10,15 @@ every process's cost, and the notes. Pure but for ``write_results``.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import md_facts, md_table
+from benchmarks.harness.report import md_facts, md_table, num, signed
+from benchmarks.harness.results import write_results as _write
+from benchmarks.streams.report import PROCESS_COLUMNS, errors, facts, process_rows
 
 __all__ = ["render_markdown", "summary_table", "write_results"]
-
-
-def _n(v: Any, digits: int = 0) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:,.{digits}f}"
-
-
-def _signed(v: Any) -> str:
-    return "-" if v is None else f"{v:+,.1f}"
 
 
 def _setting(doc: Mapping[str, Any], name: str) -> str:
@@ -38,12 +28,6 @@ def _setting(doc: Mapping[str, Any], name: str) -> str:
             a, b, c = g["thresholds"]
             return f"{name}: ({a:,}, {b}, {c}){' + freeze' if g['freeze'] else ''}"
     return name
-
-
-def _errors(r: Mapping[str, Any]) -> str:
-    kinds = r.get("errors_by_kind") or {}
-    text = ", ".join(f"{k} {v:,}" for k, v in kinds.items())
-    return f"{r['errors']:,} ({text})" if kinds else "0"
 
 
 def summary_table(doc: Mapping[str, Any]) -> list[str]:
@@ -64,15 +48,15 @@ def summary_table(doc: Mapping[str, Any]) -> list[str]:
             [
                 label,
                 r["row"],
-                _n(r["streams_ok"]),
-                _errors(r),
-                _n(f["gc_collections_per_1k_streams"], 1),
-                _n(f["gc_pause_ms_per_1k_streams"], 2),
-                _n(f["gc_pause_ms_per_collection"], 2),
-                " / ".join(_signed(added.get(p)) for p in ("p50", "p99", "p99.9")),
-                _n(f["cpu_us_per_token"], 1),
-                _n(f["peak_rss_mib"], 1),
-                _signed(f["rss_growth_mib"]),
+                num(r["streams_ok"]),
+                errors(r, outside=False),
+                num(f["gc_collections_per_1k_streams"], 1),
+                num(f["gc_pause_ms_per_1k_streams"], 2),
+                num(f["gc_pause_ms_per_collection"], 2),
+                " / ".join(signed(added.get(p)) for p in ("p50", "p99", "p99.9")),
+                num(f["cpu_us_per_token"], 1),
+                num(f["peak_rss_mib"], 1),
+                signed(f["rss_growth_mib"]),
             ]
         )
     return md_table(head, rows, left=2)
@@ -86,34 +70,18 @@ def _floor_line(doc: Mapping[str, Any]) -> str:
     stub: dict[str, Any] = next((p for p in f["processes"] if p["process"] == "stub"), {})
     return (
         f"The floor, direct (the stub alone, same run): {f['streams_ok']:,} streams, "
-        f"{f['errors']:,} errors; whole stream p50 / p99 / p99.9 {_n(d['p50'])} / "
-        f"{_n(d['p99'])} / {_n(d['p99.9'])} ms; time to first token p50 / p99 "
-        f"{_n(t['p50'])} / {_n(t['p99'])} ms; {_n(f['tokens_per_second'])} tokens/s; stub "
-        f"{_n(stub.get('cpu_us_per_token'), 1)} µs/token."
+        f"{f['errors']:,} errors; whole stream p50 / p99 / p99.9 {num(d['p50'])} / "
+        f"{num(d['p99'])} / {num(d['p99.9'])} ms; time to first token p50 / p99 "
+        f"{num(t['p50'])} / {num(t['p99'])} ms; {num(f['tokens_per_second'])} tokens/s; stub "
+        f"{num(stub.get('cpu_us_per_token'), 1)} µs/token."
     )
 
 
 def _process_table(doc: Mapping[str, Any]) -> list[str]:
-    head = ["GC setting", "row", "process", "CPU µs/token", "cores", "GC coll./1k streams"]
-    head += ["GC pause ms/1k streams", "peak RSS (MiB)"]
-    rows = []
-    for r in doc["entries"]:
-        if r["status"] != "ok":
-            continue
-        for p in [*r["processes"], {"process": "client", **r["client"]}]:
-            rows.append(
-                [
-                    r.get("setting", "?"),
-                    r["row"],
-                    p["process"],
-                    _n(p["cpu_us_per_token"], 2),
-                    _n(p["cpu_cores"], 2),
-                    _n(p.get("gc_collections_per_1k_streams"), 1),
-                    _n(p.get("gc_pause_ms_per_1k_streams"), 2),
-                    _n(p.get("peak_rss_mib"), 1),
-                ]
-            )
-    return md_table(head, rows, left=3)
+    rows = [
+        [r.get("setting", "?"), r["row"], *line] for r in doc["entries"] for line in process_rows(r)
+    ]
+    return md_table(["GC setting", "row", *PROCESS_COLUMNS], rows, left=3)
 
 
 def _latency_table(doc: Mapping[str, Any]) -> list[str]:
@@ -129,32 +97,18 @@ def _latency_table(doc: Mapping[str, Any]) -> list[str]:
             [
                 r.get("setting", "?"),
                 r["row"],
-                *(_n(d[p], 1) for p in ("p50", "p99", "p99.9", "max")),
-                " / ".join(_signed(ttft.get(p)) for p in ("p50", "p99")),
-                _n(r["tokens_per_second"]),
-                _n(r["stub_late_ticks"]),
+                *(num(d[p], 1) for p in ("p50", "p99", "p99.9", "max")),
+                " / ".join(signed(ttft.get(p)) for p in ("p50", "p99")),
+                num(r["tokens_per_second"]),
+                num(r["stub_late_ticks"]),
             ]
         )
     return md_table(head, rows, left=2)
 
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
-    s = doc["settings"]
-    t = s["timing"]
-    facts = [
-        ("date", doc["date"]),
-        ("machine", f"{doc['cpu']}, {doc['cores']} cores"),
-        ("python", doc["python"]),
-        ("revision", doc["revision"]),
-        ("versions", ", ".join(f"{k} {v}" for k, v in doc["versions"].items())),
-        ("mode", doc["mode"]),
-        ("connections", f"{s['connections']:,}"),
-        ("backend", f"ttft {t['ttft_ms']:g} ms, {t['itl_ms']:g} ms/token, {t['tokens']} tokens"),
-        ("window", f"{s['warmup']:g} s warm-up, {s['seconds']:g} s measured, per line"),
-        ("rounds", s["rounds"]),
-        ("elapsed", f"{doc.get('elapsed_seconds', 0):,.0f} s"),
-    ]
-    lines = ["# Workload A: GC settings against latency and memory", "", *md_facts(facts), ""]
+    head = md_facts(facts(doc, ", per line"))
+    lines = ["# Workload A: GC settings against latency and memory", "", *head, ""]
     lines += [doc["method"], ""]
     lines += ["## GC settings", ""]
     lines += [f"- {_setting(doc, g['name'])}: {g['note']}" for g in doc["gc_settings"]]
@@ -181,8 +135,5 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
 
 
 def write_results(doc: Mapping[str, Any], out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "streams-gc.json", out / "streams-gc.md"]
-    paths[0].write_text(json.dumps(doc, indent=1) + "\n")
-    paths[1].write_text(render_markdown(doc))
-    return paths
+    """``streams-gc.json`` and ``streams-gc.md`` in ``out``."""
+    return _write(out, "streams-gc", doc, render_markdown(doc))

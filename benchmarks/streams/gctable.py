@@ -1,4 +1,4 @@
-"""``python -m benchmarks.streams.gctable``: workload A under several GC settings.
+"""``python -m benchmarks.streams --gc-table``: workload A under several GC settings.
 
 The collector tuned the way Go's ``GOGC`` is, and measured on the workload it
 is tuned for: N client connections (1,000 by default) streaming back to back
@@ -22,34 +22,34 @@ each: GC collections and pause per 1,000 streams, the whole-stream duration's
 p50 / p99 / p99.9 added to direct's, CPU per token, peak RSS and the RSS
 growth over the window. Results: ``benchmarks/results/streams-gc.{json,md}``
 on a full run (``benchmarks.streams.gcreport``); a quick or custom run writes
-to a new temporary directory unless ``--out`` names one.
-
-    python -m benchmarks.streams.gctable                 # full: 1,000 connections, ~6 min
-    python -m benchmarks.streams.gctable --quick         # 200 connections, 4 s a row, ~2 min
-    python -m benchmarks.streams.gctable --rows proxy --settings cpython,flatgate --seconds 10
-    python -m benchmarks.streams.gctable --from-json streams-gc.json --out DIR   # re-render
-
-Every server is stopped when its row ends, on errors and on Ctrl-C or
-SIGTERM. Must not: assert on figures, listen or send beyond 127.0.0.1, stop
-processes it did not start.
+to a new temporary directory unless ``--out`` names one. The command line,
+the rows' servers and their measurement are the streams bench's
+(``benchmarks.streams.run``), and so are its bounds.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import RESULTS, is_quick, output_dir, run_interruptible, source_revision
-from benchmarks.streams.results import PERCENTILES, RowRun, skipped, summarise
+from benchmarks.harness.results import Log, is_quick, names, source_revision
+from benchmarks.streams.results import RowRun, added, skipped, summarise
 from benchmarks.streams.rows import ROWS, GcSetting, Row
-from benchmarks.streams.run import FULL, QUICK, Settings, header, measure_row, raise_fd_limit
+from benchmarks.streams.run import (
+    FULL,
+    MEASURED_HERE,
+    QUICK,
+    Settings,
+    header,
+    measure_row,
+    raise_fd_limit,
+    with_args,
+)
 from flatgate.edge_translator.settings import EdgeSection
 from flatgate.proxy.service.settings import ProxySection
 
@@ -57,9 +57,9 @@ __all__ = [
     "FULL_TABLE",
     "GC_SETTINGS",
     "QUICK_TABLE",
+    "TABLE_ROWS",
     "TableSettings",
-    "main",
-    "parser",
+    "plan_round",
     "run",
     "settings_of",
     "summarise_entry",
@@ -95,14 +95,6 @@ QUICK_TABLE = TableSettings(
     replace(QUICK, connections=200, seconds=4.0, warmup=2.0, rows=(_FLOOR, *TABLE_ROWS)),
 )
 
-_MEASURED = (
-    "proxy",
-    "edge_translator",
-    "generated",
-    "benchmarks/streams",
-    "benchmarks/servers.py",
-)
-
 
 def _window_rss_growth_mib(runs: Sequence[RowRun], process: str) -> float | None:
     """The largest growth over the rounds of ``process``'s tree RSS, from the
@@ -116,14 +108,6 @@ def _window_rss_growth_mib(runs: Sequence[RowRun], process: str) -> float | None
         if process in a.rss_kib and process in b.rss_kib:
             growth.append((b.rss_kib[process] - a.rss_kib[process]) / 1024)
     return round(max(growth), 1) if growth else None
-
-
-def _added(mine: dict[str, float | None], base: dict[str, float | None]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for name, _ in PERCENTILES:
-        a, b = mine.get(name), base.get(name)
-        out[name] = None if a is None or b is None else round(a - b, 2)
-    return out
 
 
 def summarise_entry(
@@ -152,8 +136,8 @@ def summarise_entry(
         "rss_growth_mib": _window_rss_growth_mib(runs, process),
     }
     if floor is not None and floor.get("status") == "ok":
-        out["added_duration_ms"] = _added(out["duration_ms"], floor["duration_ms"])
-        out["added_ttft_ms"] = _added(out["ttft_ms"], floor["ttft_ms"])
+        out["added_duration_ms"] = added(out["duration_ms"], floor["duration_ms"])
+        out["added_ttft_ms"] = added(out["ttft_ms"], floor["ttft_ms"])
     return out
 
 
@@ -193,11 +177,11 @@ def _method(ts: TableSettings, base: str) -> str:
     )
 
 
-def run(ts: TableSettings, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run(ts: TableSettings, log: Log = print) -> dict[str, Any]:
     """direct, then every (setting, row), every round; the result document."""
     s = ts.streams
     rows = [_ROW[n] for n in s.rows if n != _FLOOR]
-    revision = source_revision(_MEASURED)
+    revision = source_revision(MEASURED_HERE)
     notes = [n for n in (raise_fd_limit(s.connections),) if n]
     edge = EdgeSection()
     if (edge.gc_thresholds, edge.gc_freeze) != (_SHIPPED.gc_thresholds, _SHIPPED.gc_freeze):
@@ -247,79 +231,17 @@ def run(ts: TableSettings, log: Callable[[str], None] = print) -> dict[str, Any]
     return doc
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
-
-
 def settings_of(args: argparse.Namespace) -> TableSettings:
+    """The table's settings from the streams bench's command line (``--gc-table``)."""
     ts = QUICK_TABLE if is_quick(args.quick) else FULL_TABLE
     s = ts.streams
     if args.rows:
-        names = _names(args.rows)
-        unknown = [n for n in names if n not in TABLE_ROWS]
-        if unknown:
-            raise SystemExit(f"unknown rows: {', '.join(unknown)} (known: {', '.join(TABLE_ROWS)})")
-        s = replace(s, rows=(_FLOOR, *names))
+        s = replace(s, rows=(_FLOOR, *names(args.rows, TABLE_ROWS, "rows")))
     if args.settings:
         by = {g.name: g for g in GC_SETTINGS}
-        names = _names(args.settings)
-        unknown = [n for n in names if n not in by]
-        if unknown:
-            raise SystemExit(f"unknown GC settings: {', '.join(unknown)} (known: {', '.join(by)})")
-        ts = replace(ts, gc=tuple(by[n] for n in names))
-    for key in ("connections", "seconds", "warmup", "rounds"):
-        value = getattr(args, key)
-        if value is not None:
-            s = replace(s, **{key: value})
-    if args.without:
-        s = replace(s, without=_names(args.without))
-    if s.connections < 1 or s.seconds <= 0 or s.warmup < 0 or s.rounds < 1:
-        raise SystemExit("need --connections >= 1, --seconds > 0, --warmup >= 0, --rounds >= 1")
+        ts = replace(ts, gc=tuple(by[n] for n in names(args.settings, by, "GC settings")))
+    s = with_args(s, args, ("connections", "seconds", "warmup", "rounds", "backpressure"))
     ts = replace(ts, streams=s)
     if ts.mode == "full" and ts != FULL_TABLE:
         ts = replace(ts, mode="custom", streams=replace(s, mode="custom"))
     return ts
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.streams.gctable", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="200 connections, 4 s a row")
-    p.add_argument("--connections", type=int, help="client connections (default 1000)")
-    p.add_argument("--seconds", type=float, help="measurement window per row")
-    p.add_argument("--warmup", type=float, help="seconds before the window")
-    p.add_argument("--rounds", type=int, help="rounds, the order rotated (default 1)")
-    p.add_argument("--rows", help=f"comma-separated, of {', '.join(TABLE_ROWS)} (default: both)")
-    p.add_argument(
-        "--settings",
-        help=f"comma-separated GC settings, of {', '.join(g.name for g in GC_SETTINGS)}",
-    )
-    p.add_argument("--without", help="tools to treat as absent")
-    p.add_argument("--out", type=Path, help="results directory (default: see above)")
-    p.add_argument(
-        "--from-json", type=Path, help="measure nothing: render streams-gc.md from this json"
-    )
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from benchmarks.streams.gcreport import summary_table, write_results
-
-    args = parser().parse_args(argv)
-    if args.from_json:
-        doc = json.loads(args.from_json.read_text())
-        for p in write_results(doc, args.out or RESULTS):
-            print(f"wrote {p}")
-        return 0
-    ts = settings_of(args)
-    doc = run_interruptible(lambda log: run(ts, log=log))
-    if doc is None:
-        return 130
-    out = output_dir(args.out, ts.mode != "full", "streams-gc")
-    for p in write_results(doc, out):
-        print(f"wrote {p}")
-    print("\n".join(summary_table(doc)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

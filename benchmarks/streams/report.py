@@ -1,48 +1,47 @@
-"""The streams bench's report: ``streams.json``, ``streams.md`` and ``streams.svg``.
+"""The streams bench's report: ``streams.json``, ``streams.md`` and ``streams.png``.
 
 Owns how a result document is shown: the Markdown tables (streams and
 errors; whole-stream latency and time to first token, absolute and added to
 direct's; per process CPU per token, cores, GC per 1,000 streams and peak
-RSS; the stub's pacing) and the plot (``benchmarks.svgplot``: per second,
-p50 and p99 of the streams that ended in it, GC collections and RSS of every
-flatgate process, each row from its own start, the warm-up shaded). Pure but
-for ``write_results``.
+RSS; the stub's pacing) and the plot (``benchmarks.harness.plot.timeseries``:
+per second, p50 and p99 of the streams that ended in it, GC collections and
+RSS of every flatgate process, each row from its own start, the warm-up
+shaded). Also what the GC table's report shares with it (``facts``,
+``errors``, ``process_rows``). Pure but for ``plot`` and ``write_results``.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import md_facts, md_table
+from benchmarks.harness.plot import Panel, Series, timeseries
+from benchmarks.harness.report import head_facts, md_facts, md_table, num, signed
+from benchmarks.harness.results import write_results as _write
 from benchmarks.streams.results import PERCENTILES
-from benchmarks.svgplot import Panel, Series, render
 
-__all__ = ["nominal_ms", "plot", "render_markdown", "summary_table", "write_results"]
-
-
-def _n(v: Any, digits: int = 0) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if digits == 0:
-        return f"{v:,.0f}"
-    return f"{v:,.{digits}f}"
-
-
-def _signed(v: Any) -> str:
-    return "-" if v is None else f"{v:+,.1f}"
+__all__ = [
+    "PROCESS_COLUMNS",
+    "errors",
+    "facts",
+    "nominal_ms",
+    "plot",
+    "process_rows",
+    "render_markdown",
+    "summary_table",
+    "write_results",
+]
 
 
-def _kinds(kinds: dict[str, int]) -> str:
+def _kinds(kinds: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v:,}" for k, v in kinds.items())
 
 
-def _errors(r: dict[str, Any], outside: bool = True) -> str:
+def errors(r: Mapping[str, Any], outside: bool = True) -> str:
     """The measured streams' errors; and those of the others (warm-up, drain)."""
-    kinds = r["errors_by_kind"]
+    kinds = r.get("errors_by_kind") or {}
     text = f"{r['errors']:,} ({_kinds(kinds)})" if kinds else "0"
     others = r.get("errors_outside_window") or {}
     if outside and others:
@@ -50,7 +49,22 @@ def _errors(r: dict[str, Any], outside: bool = True) -> str:
     return text
 
 
-def summary_table(doc: dict[str, Any]) -> list[str]:
+def facts(doc: Mapping[str, Any], window: str = "") -> list[tuple[str, object]]:
+    """A report's head: ``head_facts``, the mode, the load and the backend."""
+    s = doc["settings"]
+    t = s["timing"]
+    return [
+        *head_facts(doc),
+        ("mode", doc["mode"]),
+        ("connections", f"{s['connections']:,}"),
+        ("backend", f"ttft {t['ttft_ms']:g} ms, {t['itl_ms']:g} ms/token, {t['tokens']} tokens"),
+        ("window", f"{s['warmup']:g} s warm-up, {s['seconds']:g} s measured{window}"),
+        ("rounds", s["rounds"]),
+        ("elapsed", f"{doc.get('elapsed_seconds', 0):,.0f} s"),
+    ]
+
+
+def summary_table(doc: Mapping[str, Any]) -> list[str]:
     """The headline: streams, errors, added latency, CPU per token, GC, RSS."""
     head = ["Row", "streams ok", "errors", "added p50 / p99 / p99.9 / max (ms)"]
     head += ["added TTFT p50 / p99 (ms)", "CPU µs/token (per process)", "GC coll./1k streams"]
@@ -66,22 +80,22 @@ def summary_table(doc: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 r["row"],
-                _n(r["streams_ok"]),
-                _errors(r),
-                " / ".join(_signed(added.get(p)) for p, _ in PERCENTILES)
+                num(r["streams_ok"]),
+                errors(r),
+                " / ".join(signed(added.get(p)) for p, _ in PERCENTILES)
                 if r["row"] != "direct"
-                else "(floor) " + " / ".join(_n(r["duration_ms"][p]) for p, _ in PERCENTILES),
-                " / ".join(_signed(ttft.get(p)) for p in ("p50", "p99"))
+                else "(floor) " + " / ".join(num(r["duration_ms"][p]) for p, _ in PERCENTILES),
+                " / ".join(signed(ttft.get(p)) for p in ("p50", "p99"))
                 if r["row"] != "direct"
-                else "(floor) " + " / ".join(_n(r["ttft_ms"][p]) for p in ("p50", "p99")),
-                ", ".join(f"{p['process']} {_n(p['cpu_us_per_token'], 1)}" for p in procs),
+                else "(floor) " + " / ".join(num(r["ttft_ms"][p]) for p in ("p50", "p99")),
+                ", ".join(f"{p['process']} {num(p['cpu_us_per_token'], 1)}" for p in procs),
                 ", ".join(
-                    f"{p['process']} {_n(p['gc_collections_per_1k_streams'], 1)}"
+                    f"{p['process']} {num(p['gc_collections_per_1k_streams'], 1)}"
                     for p in procs
                     if p["gc_collections_per_1k_streams"] is not None
                 )
                 or "-",
-                ", ".join(f"{p['process']} {_n(p['peak_rss_mib'])}" for p in procs),
+                ", ".join(f"{p['process']} {num(p['peak_rss_mib'])}" for p in procs),
             ]
         )
     return md_table(head, rows)
@@ -97,33 +111,38 @@ def _latency_table(doc: dict[str, Any], key: str) -> list[str]:
         added = r.get("added_" + key) or {}
         rows.append(
             [r["row"]]
-            + [_n(r[key][p], 1) for p, _ in PERCENTILES]
-            + [_signed(added.get(p)) if r["row"] != "direct" else "-" for p, _ in PERCENTILES]
+            + [num(r[key][p], 1) for p, _ in PERCENTILES]
+            + [signed(added.get(p)) if r["row"] != "direct" else "-" for p, _ in PERCENTILES]
         )
     return md_table(head, rows)
 
 
+# The cost of each process of a row, the client's too: its columns and cells.
+PROCESS_COLUMNS = ["process", "CPU µs/token", "cores", "GC coll./1k streams"]
+PROCESS_COLUMNS += ["GC pause ms/1k streams", "peak RSS (MiB)"]
+
+
+def process_rows(r: Mapping[str, Any]) -> list[list[str]]:
+    """One line per process of result row ``r`` (its client last), in
+    ``PROCESS_COLUMNS``; none for a row that did not run."""
+    if r["status"] != "ok":
+        return []
+    return [
+        [
+            p["process"],
+            num(p["cpu_us_per_token"], 2),
+            num(p["cpu_cores"], 2),
+            num(p.get("gc_collections_per_1k_streams"), 1),
+            num(p.get("gc_pause_ms_per_1k_streams"), 2),
+            num(p.get("peak_rss_mib"), 1),
+        ]
+        for p in [*r["processes"], {"process": "client", **r["client"]}]
+    ]
+
+
 def _process_table(doc: dict[str, Any]) -> list[str]:
-    head = ["Row", "process", "CPU µs/token", "cores", "GC coll./1k streams"]
-    head += ["GC pause ms/1k streams", "peak RSS (MiB)"]
-    rows = []
-    for r in doc["rows"]:
-        if r["status"] != "ok":
-            continue
-        procs = [*r["processes"], {"process": "client", **r["client"]}]
-        for p in procs:
-            rows.append(
-                [
-                    r["row"],
-                    p["process"],
-                    _n(p["cpu_us_per_token"], 2),
-                    _n(p["cpu_cores"], 2),
-                    _n(p.get("gc_collections_per_1k_streams"), 1),
-                    _n(p.get("gc_pause_ms_per_1k_streams"), 2),
-                    _n(p.get("peak_rss_mib"), 1),
-                ]
-            )
-    return md_table(head, rows, left=2)
+    rows = [[r["row"], *line] for r in doc["rows"] for line in process_rows(r)]
+    return md_table(["Row", *PROCESS_COLUMNS], rows, left=2)
 
 
 def _volume_table(doc: dict[str, Any]) -> list[str]:
@@ -142,37 +161,22 @@ def _volume_table(doc: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 r["row"],
-                _n(r["streams"]),
-                _n(r["streams_ok"]),
-                _errors(r, outside=False),
+                num(r["streams"]),
+                num(r["streams_ok"]),
+                errors(r, outside=False),
                 outside,
-                _n(r["tokens_relayed"]),
-                f"{_n(r['tokens_per_second'])} ({_n(offered)})",
-                _n(r["window_seconds"], 1),
-                _n(r["stub_late_ticks"]),
-                _n(r["stub_max_lag_ms"], 1),
+                num(r["tokens_relayed"]),
+                f"{num(r['tokens_per_second'])} ({num(offered)})",
+                num(r["window_seconds"], 1),
+                num(r["stub_late_ticks"]),
+                num(r["stub_max_lag_ms"], 1),
             ]
         )
     return md_table(head, rows)
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
-    s = doc["settings"]
-    t = s["timing"]
-    facts = [
-        ("date", doc["date"]),
-        ("machine", f"{doc['cpu']}, {doc['cores']} cores"),
-        ("python", doc["python"]),
-        ("revision", doc["revision"]),
-        ("versions", ", ".join(f"{k} {v}" for k, v in doc["versions"].items())),
-        ("mode", doc["mode"]),
-        ("connections", f"{s['connections']:,}"),
-        ("backend", f"ttft {t['ttft_ms']:g} ms, {t['itl_ms']:g} ms/token, {t['tokens']} tokens"),
-        ("window", f"{s['warmup']:g} s warm-up, {s['seconds']:g} s measured"),
-        ("rounds", s["rounds"]),
-        ("elapsed", f"{doc.get('elapsed_seconds', 0):,.0f} s"),
-    ]
-    lines = ["# Workload A: many concurrent token streams", "", *md_facts(facts), ""]
+    lines = ["# Workload A: many concurrent token streams", "", *md_facts(facts(doc)), ""]
     lines += [doc["method"], ""]
     lines += ["## Summary", "", *summary_table(doc), ""]
     lines += ["## Streams and errors", "", *_volume_table(doc), ""]
@@ -184,7 +188,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         notes += [f"{r['row']}: {n}" for n in r.get("notes") or []]
     if notes:
         lines += ["## Notes", "", *(f"- {n}" for n in notes), ""]
-    lines += ["Plot: `streams.svg` (per second, each row from its own start).", ""]
+    lines += ["Plot: `streams.png` (per second, each row from its own start).", ""]
     return "\n".join(lines)
 
 
@@ -204,8 +208,8 @@ def nominal_ms(doc: dict[str, Any]) -> float:
     return float(t["ttft_ms"] + t["tokens"] * t["itl_ms"])
 
 
-def plot(doc: dict[str, Any]) -> str:
-    """The SVG: latency, GC and RSS per second, every row on one time axis."""
+def plot(doc: dict[str, Any], path: Path) -> None:
+    """The PNG: latency, GC and RSS per second, every row on one time axis."""
     rows = [r for r in doc["rows"] if r["status"] == "ok" and r.get("series")]
     nominal = nominal_ms(doc)
     p99, p50, ttft, gc, rss = [], [], [], [], []
@@ -234,8 +238,9 @@ def plot(doc: dict[str, Any]) -> str:
         Panel("GC collections per second (flatgate processes)", gc),
         Panel("RSS (MiB) of the process tree (granian's main process and worker)", rss),
     ]
-    return render(
+    timeseries(
         [p for p in panels if p.series],
+        path,
         title=f"Workload A: {s['connections']:,} concurrent streams ({doc['mode']} run)",
         x_label="seconds since the row's client began",
         shades=[(0.0, float(s["warmup"]), "warm-up")],
@@ -243,9 +248,5 @@ def plot(doc: dict[str, Any]) -> str:
 
 
 def write_results(doc: dict[str, Any], out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "streams.json", out / "streams.md", out / "streams.svg"]
-    paths[0].write_text(json.dumps(doc, indent=1) + "\n")
-    paths[1].write_text(render_markdown(doc))
-    paths[2].write_text(plot(doc))
-    return paths
+    """``streams.json``, ``streams.md`` and ``streams.png`` in ``out``."""
+    return _write(out, "streams", doc, render_markdown(doc), lambda path: plot(doc, path))

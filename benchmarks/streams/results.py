@@ -17,13 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.harness.report import percentile
+from benchmarks.harness.sampling import GcSample
 from benchmarks.streams.client import Record
-from benchmarks.streams.sampler import GC, Sample
+from benchmarks.streams.sampler import Sample
 
 __all__ = [
     "PERCENTILES",
     "RowRun",
     "add_comparisons",
+    "added",
     "percentiles",
     "series",
     "skipped",
@@ -33,20 +36,18 @@ __all__ = [
 PERCENTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9), ("max", 100.0))
 
 
-def _rank(ordered: Sequence[float], q: float) -> float:
-    if not ordered:
-        return math.nan
-    # (the epsilon: 99.9 / 100 * 1000 is 999.0000000000001 in floating point)
-    return ordered[max(1, math.ceil(q / 100 * len(ordered) - 1e-9)) - 1]
-
-
 def percentiles(values: Sequence[float]) -> dict[str, float | None]:
     """Nearest-rank percentiles in ms (``None`` when there are no values)."""
     ordered = sorted(v for v in values if not math.isnan(v))
+    return {name: _ms(percentile(ordered, q)) for name, q in PERCENTILES}
+
+
+def added(mine: dict[str, float | None], base: dict[str, float | None]) -> dict[str, float | None]:
+    """Each percentile of ``mine`` minus ``base``'s (ms)."""
     out: dict[str, float | None] = {}
-    for name, q in PERCENTILES:
-        v = _rank(ordered, q)
-        out[name] = None if math.isnan(v) else round(v * 1e3, 2)
+    for name, _ in PERCENTILES:
+        a, b = mine.get(name), base.get(name)
+        out[name] = None if a is None or b is None else round(a - b, 2)
     return out
 
 
@@ -73,10 +74,10 @@ def skipped(row: str, reason: str) -> dict[str, Any]:
     return {"row": row, "status": "skipped", "reason": reason}
 
 
-def _gc_delta(a: GC | None, b: GC | None) -> tuple[float, float] | None:
+def _gc_delta(a: GcSample | None, b: GcSample | None) -> tuple[float, float] | None:
     if a is None or b is None:
         return None
-    return b.collections - a.collections, b.pause_seconds - a.pause_seconds
+    return b.total_collections - a.total_collections, b.total_pause - a.total_pause
 
 
 def summarise(row: str, note: str, runs: Sequence[RowRun]) -> dict[str, Any]:
@@ -176,11 +177,7 @@ def add_comparisons(rows: list[dict[str, Any]]) -> None:
         if r["status"] != "ok" or direct is None:
             continue
         for key in ("duration_ms", "ttft_ms"):
-            added: dict[str, float | None] = {}
-            for name, _ in PERCENTILES:
-                mine, base = r[key][name], direct[key][name]
-                added[name] = None if mine is None or base is None else round(mine - base, 2)
-            r["added_" + key] = added
+            r["added_" + key] = added(r[key], direct[key])
 
 
 def series(run: RowRun) -> list[dict[str, Any]]:
@@ -201,10 +198,10 @@ def series(run: RowRun) -> list[dict[str, Any]]:
         point: dict[str, Any] = {
             "t": round(cur.t, 2),
             "streams": len(done),
-            "p50_ms": _ms(_rank(durations, 50)),
-            "p99_ms": _ms(_rank(durations, 99)),
-            "ttft_p50_ms": _ms(_rank(ttfts, 50)),
-            "ttft_p99_ms": _ms(_rank(ttfts, 99)),
+            "p50_ms": _ms(percentile(durations, 50)),
+            "p99_ms": _ms(percentile(durations, 99)),
+            "ttft_p50_ms": _ms(percentile(ttfts, 50)),
+            "ttft_p99_ms": _ms(percentile(ttfts, 99)),
             "tokens_per_second": round((cur.tokens - prev.tokens) / dt) if dt > 0 else None,
             "client_cores": round((cur.client_cpu - prev.client_cpu) / dt, 3) if dt > 0 else None,
         }

@@ -16,24 +16,30 @@ GC are its own:
   (and the addresses of the next hop) set; or, with ``backpressure``, through
   granian's command line with that backpressure (what granian's default of
   1,024 requests per worker costs);
-- nginx (Debian's, ``benchmarks.servers.nginx_config``) in front of the stub.
+- nginx (Debian's, ``benchmarks.harness.servers.nginx_config``) in front of the stub.
 
-Only loopback addresses; the processes are ``benchmarks.servers``'.
+Only loopback addresses; the processes are ``benchmarks.harness.servers``'.
 """
 
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from benchmarks.harness.servers import (
+    HOST,
+    NO_NGINX,
+    ServerGroup,
+    find_tool,
+    free_port,
+    gateway_available,
+    gateway_config,
+)
 from benchmarks.payloads import to_flatbuffer
-from benchmarks.servers import HOST, ServerGroup, find_tool, free_port
 from benchmarks.streams.client import Call, Kind
 from flatgate.proxy.service.settings import ProxySection
 from flatgate.proxy.stub.cadence import TOKEN
@@ -47,7 +53,6 @@ __all__ = [
     "Timing",
     "call_for",
     "config_text",
-    "gateway_available",
     "request_json",
     "start_row",
 ]
@@ -161,42 +166,20 @@ def config_text(stub_port: int, proxy_port: int, t: Timing, gc: GcSetting | None
     it, the edge's proxy and model, and ``gc``'s keys in ``[proxy]`` and
     ``[edge]`` when given; everything else the shipped defaults."""
     proxy = "" if gc is None else f"[proxy]\n{gc.toml()}\n"
-    edge_gc = "" if gc is None else gc.toml()
-    return f"""{proxy}[stub]
+    stub = f"""{proxy}[stub]
 cadence = true
 cadence_tokens = {t.tokens}
 ttft_ms = {t.ttft_ms}
 itl_ms = {t.itl_ms}
-
-[[backends]]
-name = "stub"
-url = "http://{HOST}:{stub_port}"
-protocol = "fbs"
-
-[[routes]]
-model = "*"
-backends = ["stub"]
-
-[edge]
-proxy_url = "http://{HOST}:{proxy_port}"
-{edge_gc}
-[[models]]
-name = "{MODEL}"
-provider = "SelfHosted"
 """
-
-
-def gateway_available() -> str | None:
-    """``None`` when ``flatgate gateway --help`` works, else why not."""
-    argv = [sys.executable, "-m", "flatgate.proxy.gateway.cli", "gateway", "--help"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"flatgate gateway --help failed: {exc!r}"
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-        return f"flatgate gateway is not available ({' '.join(tail)})"
-    return None
+    edge = f'proxy_url = "http://{HOST}:{proxy_port}"\n' + ("" if gc is None else gc.toml())
+    return gateway_config(
+        {"stub": (f"http://{HOST}:{stub_port}", "fbs")},
+        {"*": ["stub"]},
+        {MODEL: "SelfHosted"},
+        before=stub,
+        edge=edge,
+    )
 
 
 # The granian targets of the services (as the flatgate command serves them).
@@ -208,21 +191,13 @@ _TARGETS = {
 }
 
 
-def _granian(
-    group: ServerGroup,
-    name: str,
-    port: int,
-    config: str,
-    *,
-    interface: str,
-    backpressure: int,
-    metrics: bool,
-) -> None:
-    argv = [sys.executable, "-m", "granian", "--interface", interface, "--host", HOST]
-    argv += ["--port", str(port), "--workers", "1", "--factory", "--loop", "auto"]
-    argv += ["--log-level", "warning", "--no-access-log", "--workers-kill-timeout", "3"]
-    argv += ["--backlog", "4096", "--backpressure", str(backpressure), _TARGETS[name]]
-    group.spawn(name, argv, port, env={"FLATGATE_CONFIG": config}, metrics=metrics)
+def _granian(group: ServerGroup, name: str, port: int, env: dict[str, str], bp: int) -> None:
+    """``name`` on granian's own command line with backpressure ``bp``."""
+    iface = "rsgi" if name == "stub" else ProxySection().interface  # the shipped default
+    extra = ["--backlog", "4096", "--backpressure", str(bp)]
+    group.granian(
+        name, _TARGETS[name], iface, env=env, port=port, extra=extra, metrics=name != "stub"
+    )
 
 
 def start_row(
@@ -240,18 +215,18 @@ def start_row(
     cannot run (``None``: it can)."""
     nginx = find_tool("nginx", without) if row.name == "nginx" else None
     if row.name == "nginx" and nginx is None:
-        return 0, "nginx is not installed (benchmarks/setup_tools.sh installs it)"
+        return 0, NO_NGINX
     if row.name == "gateway":
-        missing = gateway_available()
-        if missing is not None:
-            return 0, missing
+        ok, why = gateway_available()
+        if not ok:
+            return 0, why
     ports = {name: free_port() for name in ("stub", "proxy", "edge", "gateway")}
     config = group.workdir / f"{row.name.replace('+', '-')}.toml"
     config.write_text(config_text(ports["stub"], ports["proxy"], t, gc))
     # The backend takes every stream at once, whatever the row.
     stub_bp = max(4096, 2 * connections + 1024)
-    _granian(group, "stub", ports["stub"], str(config), interface="rsgi", backpressure=stub_bp,
-             metrics=False)  # fmt: skip
+    env = {"FLATGATE_CONFIG": str(config)}
+    _granian(group, "stub", ports["stub"], env, stub_bp)
     if nginx is not None:
         server = group.nginx("nginx", ports["stub"], nginx, 2 * connections + 1024)
         return server.port, None
@@ -261,8 +236,6 @@ def start_row(
         if backpressure is None:
             args = ["--config", str(config)]
             group.flatgate(name, name, args, metrics=True, port=ports[name])
-        else:
-            iface = ProxySection().interface  # the shipped default (the edge's is the same)
-            _granian(group, name, ports[name], str(config), interface=iface,
-                     backpressure=backpressure, metrics=True)  # fmt: skip
+        else:  # the edge's shipped interface is the proxy's
+            _granian(group, name, ports[name], env, backpressure)
     return ports[row.front], None

@@ -3,14 +3,20 @@
 Owns the run: the settings (``FULL``, ``QUICK``), the rows measured one after
 another, each alone on the machine with servers of its own started for it and
 stopped after it (``benchmarks.streams.rows``), in an order rotated each
-round, the result document and the command line. Results:
-``benchmarks/results/streams.{json,md,svg}`` (``benchmarks.streams.report``);
-a quick run's go to a new temporary directory unless ``--out`` names one.
+round, the result document and the command line, the GC table's too
+(``--gc-table``: ``benchmarks.streams.gctable``). Results:
+``benchmarks/results/streams.{json,md,png}`` (``benchmarks.streams.report``)
+and ``streams-gc.{json,md}`` (``benchmarks.streams.gcreport``); a quick or
+custom run's go to a new temporary directory unless ``--out`` names one.
 
     python -m benchmarks.streams                  # full: 2,000 connections, ~3 min
     python -m benchmarks.streams --quick          # 200 connections, 5 s a row, to a temp dir
     python -m benchmarks.streams --connections 500 --rows proxy --seconds 10
     python -m benchmarks.streams --backpressure 8192   # flatgate served with that backpressure
+    python -m benchmarks.streams --gc-table       # the GC table: 1,000 connections, ~6 min
+    python -m benchmarks.streams --gc-table --quick   # 200 connections, 4 s a line, ~2 min
+    python -m benchmarks.streams --gc-table --rows proxy --settings cpython,flatgate
+    python -m benchmarks.streams --from-json streams.json --out DIR   # re-render only
 
 Every server is stopped when its row ends, on errors and on Ctrl-C or
 SIGTERM. Must not: assert on figures, listen or send beyond 127.0.0.1, stop
@@ -21,36 +27,47 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import re
 import resource
-import subprocess
 import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
-from benchmarks.harness import (
-    RESULTS,
+from benchmarks.harness.results import (
+    MEASURED,
+    Log,
+    finish,
+    head,
     is_quick,
-    machine,
-    output_dir,
-    run_interruptible,
+    names,
+    rerender,
     source_revision,
-    versions,
 )
-from benchmarks.servers import ServerGroup, find_tool
+from benchmarks.harness.sampling import fetch_json, peak_rss_kib
+from benchmarks.harness.servers import ServerGroup, tool_version
 from benchmarks.streams.client import Client
 from benchmarks.streams.results import RowRun, add_comparisons, skipped, summarise
 from benchmarks.streams.rows import ROWS, GcSetting, Row, Timing, call_for, start_row
 from benchmarks.streams.sampler import Proc, Sampler
 
-__all__ = ["FULL", "QUICK", "Settings", "main", "measure_row", "parser", "run", "settings_of"]
+__all__ = [
+    "FULL",
+    "MEASURED_HERE",
+    "QUICK",
+    "Settings",
+    "header",
+    "main",
+    "measure_row",
+    "parser",
+    "raise_fd_limit",
+    "run",
+    "settings_of",
+    "with_args",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +92,8 @@ class Settings:
 FULL = Settings(mode="full", connections=2000, seconds=25.0, warmup=5.0)
 QUICK = replace(FULL, mode="quick", connections=200, seconds=5.0, warmup=3.0)
 
-_MEASURED = ("proxy", "edge_translator", "generated", "benchmarks/streams", "benchmarks/servers.py")
+# The code the servers run: a revision is marked "+changes" when it differs from HEAD.
+MEASURED_HERE = (*MEASURED, "benchmarks/streams")
 
 
 def raise_fd_limit(connections: int) -> str | None:
@@ -92,21 +110,12 @@ def raise_fd_limit(connections: int) -> str | None:
     return None
 
 
-def _stub_stats(url: str) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(url + "/stats", timeout=5) as r:
-            doc: dict[str, Any] = json.loads(r.read())
-            return doc
-    except (OSError, ValueError):
-        return {}
-
-
 def measure_row(
     row: Row,
     k: int,
     s: Settings,
     workdir: Path,
-    log: Callable[[str], None],
+    log: Log,
     *,
     gc: GcSetting | None = None,
 ) -> RowRun | str:
@@ -169,24 +178,13 @@ def measure_row(
             round=k + 1,
             records=client.records,
             samples=sampler.samples,
-            peak_rss_kib={n: p.peak_rss_kib() for n, p in procs.items()},
-            stub_stats=_stub_stats(group.servers["stub"].url),
+            peak_rss_kib={n: peak_rss_kib(p.pids) for n, p in procs.items()},
+            stub_stats=fetch_json(group.servers["stub"].url + "/stats") or {},
             t0=client.t0,
             notes=notes,
         )
     finally:
         group.stop_all()
-
-
-def _versions(without: Sequence[str]) -> dict[str, str]:
-    out = versions(("granian", "msgspec", "flatbuffers", "httptools", "uvloop"))
-    nginx = find_tool("nginx", without)
-    out["nginx"] = "absent"
-    if nginx is not None:
-        done = subprocess.run([nginx, "-v"], capture_output=True, text=True, check=False)
-        found = re.search(r"nginx/(\S+)", done.stdout + done.stderr)
-        out["nginx"] = found.group(1) if found else "unknown"
-    return out
 
 
 def header(s: Settings, revision: str) -> dict[str, Any]:
@@ -196,10 +194,10 @@ def header(s: Settings, revision: str) -> dict[str, Any]:
         if s.backpressure is None
         else f"granian's command line, one worker, backpressure {s.backpressure}"
     )
+    doc = head(revision, ("granian", "msgspec", "flatbuffers", "httptools", "uvloop"))
+    doc["versions"]["nginx"] = tool_version("nginx", s.without)
     return {
-        **machine(),
-        "revision": revision,
-        "versions": _versions(s.without),
+        **doc,
         "mode": s.mode,
         "settings": asdict(s),
         "method": (
@@ -221,11 +219,11 @@ def header(s: Settings, revision: str) -> dict[str, Any]:
     }
 
 
-def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run(settings: Settings, log: Log = print) -> dict[str, Any]:
     """Every row, every round; the result document."""
     s = settings
     rows = [r for r in ROWS if r.name in s.rows]
-    revision = source_revision(_MEASURED)
+    revision = source_revision(MEASURED_HERE)
     notes = [n for n in (raise_fd_limit(s.connections),) if n]
     runs: dict[str, list[RowRun]] = {r.name: [] for r in rows}
     reasons: dict[str, str] = {}
@@ -256,64 +254,92 @@ def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any
     return doc
 
 
-def settings_of(args: argparse.Namespace) -> Settings:
-    s = QUICK if is_quick(args.quick) else FULL
-    if args.rows:
-        names = tuple(x.strip() for x in args.rows.split(",") if x.strip())
-        unknown = [n for n in names if n not in {r.name for r in ROWS}]
-        if unknown:
-            raise SystemExit(f"unknown rows: {', '.join(unknown)}")
-        if "direct" not in names:
-            names = ("direct", *names)
-        s = replace(s, rows=names)
-    for key in ("connections", "seconds", "warmup", "rounds", "backpressure"):
+def with_args(s: Settings, args: argparse.Namespace, keys: Sequence[str]) -> Settings:
+    """``s`` with each of ``keys`` the command line gives, and its ``--without``;
+    ``SystemExit`` unless the result can run."""
+    for key in keys:
         value = getattr(args, key)
         if value is not None:
             s = replace(s, **{key: value})
     if args.without:
-        s = replace(s, without=tuple(x.strip() for x in args.without.split(",")))
+        s = replace(s, without=names(args.without))
     if s.connections < 1 or s.seconds <= 0 or s.warmup < 0 or s.rounds < 1:
         raise SystemExit("need --connections >= 1, --seconds > 0, --warmup >= 0, --rounds >= 1")
+    return s
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    s = QUICK if is_quick(args.quick) else FULL
+    if args.rows:
+        wanted = names(args.rows, [r.name for r in ROWS], "rows")
+        s = replace(s, rows=wanted if "direct" in wanted else ("direct", *wanted))
+    s = with_args(s, args, ("connections", "seconds", "warmup", "rounds", "backpressure"))
     if s.mode == "full" and replace(s, rows=FULL.rows, without=()) != FULL:
         s = replace(s, mode="custom")  # not the committed run: a temp dir unless --out
     return s
 
 
 def parser() -> argparse.ArgumentParser:
+    from benchmarks.streams.gctable import GC_SETTINGS, TABLE_ROWS
+
     p = argparse.ArgumentParser(prog="python -m benchmarks.streams", description=__doc__)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--quick", action="store_true", help="200 connections, 5 s a row")
-    p.add_argument("--connections", type=int, help="client connections (default 2000)")
+    p.add_argument(
+        "--gc-table", action="store_true", help="the rows under every GC setting (streams-gc.*)"
+    )
+    p.add_argument(
+        "--connections", type=int, help="client connections (default 2000; 1000 with --gc-table)"
+    )
     p.add_argument("--seconds", type=float, help="measurement window per row")
     p.add_argument("--warmup", type=float, help="seconds before the window")
     p.add_argument("--rounds", type=int, help="rounds, the row order rotated (default 1)")
-    p.add_argument("--rows", help="comma-separated rows (direct is always included)")
+    p.add_argument(
+        "--rows",
+        help="comma-separated rows (direct is always included; with --gc-table, of "
+        f"{', '.join(TABLE_ROWS)})",
+    )
+    p.add_argument(
+        "--settings",
+        help="--gc-table: comma-separated GC settings, of "
+        + ", ".join(g.name for g in GC_SETTINGS),
+    )
     p.add_argument("--without", help="tools to treat as absent, e.g. nginx")
     p.add_argument(
         "--backpressure", type=int, help="serve flatgate via granian's CLI with this backpressure"
     )
     p.add_argument("--out", type=Path, help="results directory (default: see above)")
     p.add_argument(
-        "--from-json", type=Path, help="measure nothing: render streams.md/svg from this json"
+        "--from-json", type=Path, help="measure nothing: render the report from this json"
     )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from benchmarks.streams.report import summary_table, write_results
+    from benchmarks.streams import gcreport, gctable, report
 
     args = parser().parse_args(argv)
+    write = gcreport.write_results if args.gc_table else report.write_results
     if args.from_json:
-        doc = json.loads(args.from_json.read_text())
-        for p in write_results(doc, args.out or RESULTS):
-            print(f"wrote {p}")
+        rerender(args.from_json, write, args.out)
         return 0
-    settings = settings_of(args)
-    doc = run_interruptible(lambda log: run(settings, log=log))
+    if args.gc_table:
+        ts = gctable.settings_of(args)
+        doc = finish(
+            lambda log: gctable.run(ts, log=log),
+            write,
+            out=args.out,
+            quick=ts.mode != "full",
+            name="streams-gc",
+        )
+        summary = gcreport.summary_table
+    else:
+        s = settings_of(args)
+        doc = finish(
+            lambda log: run(s, log=log), write, out=args.out, quick=s.mode != "full", name="streams"
+        )
+        summary = report.summary_table
     if doc is None:
         return 130
-    out = output_dir(args.out, settings.mode != "full", "streams")
-    out.mkdir(parents=True, exist_ok=True)
-    for p in write_results(doc, out):
-        print(f"wrote {p}")
-    print("\n".join(summary_table(doc)))
+    print("\n".join(summary(doc)))
     return 0

@@ -4,7 +4,7 @@ and the aggregated non-streaming ``chat.completion``.
 Owns the response side of the OpenAI API as the official SDK reads it:
 
 - ``StreamRenderer.feed(chunk)`` returns the SSE bytes one decoded
-  ``proxy.frames.Chunk`` becomes (the first delta of a choice carries
+  ``wire.chunk.frames.Chunk`` becomes (the first delta of a choice carries
   ``role: "assistant"``; a tool call's ``id``, ``type`` and ``function.name``
   come first, its ``function.arguments`` after; the finish reason comes in its
   own event with an empty delta; with ``include_usage`` every event carries

@@ -1,8 +1,9 @@
 """OpenAI request -> ``CompletionRequest`` FlatBuffer: the OpenAI edge's hot path.
 
-Owns ``write_request``: a decoded ``ChatCompletionRequest`` (DESIGN section 1;
-what each field means on the wire is ``mapping``) as a ``CompletionRequest``
-buffer, through the edges' shared writer (``wire.request.writer.RequestWriter``).
+Owns ``write_request``: a decoded ``ChatCompletionRequest`` (docs/design.md,
+"The wire contract"; what each field means on the wire is ``mapping``) as a
+``CompletionRequest`` buffer, through the edges' shared writer
+(``wire.request.writer.RequestWriter``).
 
 Conventions (besides the writer's): metadata is sorted by key
 (``KeyValue.key`` is the table's key), ``max_completion_tokens`` wins over

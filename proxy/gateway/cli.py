@@ -10,8 +10,8 @@ The file is read once per command: every problem of the config is found
 before anything starts (``gateway.check``, the same code ``flatgate check``
 runs), listed one per line, and the command exits 2; the document it gives
 is what the command starts with. Each service runs under
-``gateway.server.DrainingServer``: SIGTERM or SIGINT drains it (README,
-"Graceful restarts"). The proxy's and the edge's
+``gateway.server.DrainingServer``: SIGTERM or SIGINT drains it
+(docs/operations.md, "Graceful restarts"). The proxy's and the edge's
 workers share their metrics through a directory made per server
 (``_shared_metrics``), so that any worker's ``/metrics`` answers for all.
 

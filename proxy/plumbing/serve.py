@@ -7,7 +7,7 @@ stub are written once against ``Exchange`` and run under either interface:
   ``response_stream().send_bytes`` never waits: a client that reads slowly
   makes granian buffer without bound.
 - ASGI costs a dict per message, but granian's ASGI ``send`` waits on a bounded
-  channel, so a slow reader slows the sender (see README, "Slow readers").
+  channel, so a slow reader slows the sender (docs/design.md, "Slow readers").
 
 ``ServerApp`` is a granian target that serves both: ``__rsgi__`` for RSGI and
 ``__call__`` for ASGI. No business logic here.

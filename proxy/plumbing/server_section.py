@@ -44,12 +44,12 @@ class ServerSection(msgspec.Struct, frozen=True, kw_only=True):
     workers: int = 1
     # Server interface: "asgi" has backpressure on streamed responses in
     # granian (a client that stops reading bounds what is buffered for it:
-    # the send waits), "rsgi" is leaner and has none (README, "Slow readers").
+    # the send waits), "rsgi" is leaner and has none (docs/design.md, "Slow readers").
     interface: Literal["asgi", "rsgi"] = "asgi"
     # Graceful stop on SIGTERM/SIGINT: 503 `draining` at once, the listener
     # closed after drain_grace_seconds, streams still running ended (an error
-    # chunk) just before drain_seconds, counted from the signal (README,
-    # "Graceful restarts").
+    # chunk) just before drain_seconds, counted from the signal
+    # (docs/operations.md, "Graceful restarts").
     drain_grace_seconds: float = 5.0
     drain_seconds: float = 30.0
 

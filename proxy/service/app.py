@@ -86,7 +86,7 @@ _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
 _WATCH_TICK = 0.05
 # Status logged and counted for a caller that left before its answer ended.
 CLIENT_CLOSED = 499
-# While draining, everything but /healthz (README, "Graceful restarts").
+# While draining, everything but /healthz (docs/operations.md, "Graceful restarts").
 _DRAINING = answer_of(
     ProxyError(codes.DRAINING, "the proxy is shutting down; retry elsewhere", retry_after=1.0)
 )

@@ -182,7 +182,7 @@ class Dispatcher:
         """``shared``: backends' ``max_outstanding`` counted in the limits
         store, across workers and instances (also the balancer's cooldowns).
         ``max_bytes``: what a request decoded for a JSON backend may expand
-        to (the service's ``max_body_bytes``; see ``wire.verify``)."""
+        to (the service's ``max_body_bytes``; see ``wire.request.verify``)."""
         self.balancer = balancer
         self.metrics = metrics
         self._transport = transport

@@ -13,7 +13,7 @@ module and nowhere else::
 
 Transports, by ``flatgate.proxy.transport.factory.make_transport(kind)``:
 
-- ``"fast"`` (default): ``transport.pool``, an asyncio keep-alive pool on
+- ``"fast"`` (default): ``transport.fast``, an asyncio keep-alive pool on
   llhttp (httptools); see that module.
 - ``"httpx"``: ``transport.reference``, over ``httpx.AsyncClient``.
 

@@ -1,6 +1,6 @@
 """A bounded pool of ``flatbuffers.Builder`` objects that keep their capacity.
 
-Owns the lease discipline of DESIGN section 4: a builder is reset (``Clear``)
+Owns the lease discipline (docs/design.md, "Pools"): a builder is reset (``Clear``)
 before it goes back, never after it is taken; a builder whose buffer grew past
 ``max_retained`` bytes is dropped instead of pooled, so one huge frame does not
 pin memory forever; bytes leave a lease only as a copy (``finish_bytes``).

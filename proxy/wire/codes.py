@@ -4,8 +4,8 @@ JSON client sees, and what it means.
 The proxy puts these codes in its JSON error bodies (``{"error": {"code",
 "message"}}``) and in error chunks (``CompletionChunk.error.code``), so they
 are part of the wire contract; the edge answers with them too, and reads the
-proxy's to decide its own answer. The README's error table is checked against
-``CODES`` by a test. No I/O.
+proxy's to decide its own answer. The error table of ``docs/api/errors.md`` is checked
+against ``CODES`` by a test. No I/O.
 """
 
 from __future__ import annotations

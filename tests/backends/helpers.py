@@ -1,8 +1,8 @@
 """What the backend adapter tests share: the fixtures, SSE bodies written by
 hand, running a translator over pieces of a body and reading back its frames,
-decoded requests built the way the proxy gets them (through the edge), and the
-streams (with Anthropic's events) that each provider's two stream test modules
-translate alike.
+decoded requests built the way the proxy gets them (through the edge), the
+streams (with Anthropic's events) that the stream test modules translate alike,
+and the end-to-end tests' edge with its SDK client.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import openai
+
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.backends.anthropic import AnthropicStream
@@ -24,6 +26,7 @@ from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.schema import FinishReason, Provider
+from tests.servers import Server
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -217,8 +220,8 @@ def error_of(chunks: Sequence[Chunk]) -> ChunkError:
 
 
 # -- the streams under test ----------------------------------------------------
-# Each provider's stream tests span two modules (``test_<provider>_stream`` and
-# ``test_<provider>_stream_ends``); both translate with these.
+# ``test_<provider>_stream`` and ``test_stream_ends`` (through ``streams``, which
+# describes both adapters alike) translate with these.
 
 STREAM_MODEL = "configured-model"
 OPENAI_RID = "req-42"
@@ -311,3 +314,21 @@ def body(*events: dict[str, Any] | list[dict[str, Any]]) -> bytes:
     for e in events:
         flat += e if isinstance(e, list) else [e]
     return named_events(*flat)
+
+
+# -- end to end ---------------------------------------------------------------------
+
+
+class SdkStack:
+    """A running edge (and what stands behind it) with the one ``openai``
+    client its tests share, closed with the stack."""
+
+    def __init__(self, edge: Server) -> None:
+        self.edge = edge
+        self._client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="unused", max_retries=0)
+
+    def client(self) -> openai.OpenAI:
+        return self._client
+
+    def close(self) -> None:
+        self._client.close()

@@ -6,7 +6,7 @@ The documented text, tool-use, thinking and error streams are fixtures
 with the event builders of ``helpers``. Note that the documented streams end
 with ``message_stop`` and one line end, no blank line: their final chunk comes
 from ``end``. How a stream ends (errors, truncation, malformed and hostile
-bodies, any cut into reads) is ``test_anthropic_stream_ends``.
+bodies, any cut into reads) is ``test_stream_ends``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ from typing import Any
 import openai
 import pytest
 
+from tests.backends.helpers import SdkStack
 from tests.mocks.llmock import LLMock, running_llmock
 from tests.servers import Server, free_port, spawn
+from tests.stacks import loopback, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +29,10 @@ WEATHER = {
 }
 
 
-class Stack:
+class Stack(SdkStack):
     def __init__(self, mock: LLMock, edge: Server) -> None:
+        super().__init__(edge)
         self.mock = mock
-        self.edge = edge
-        self._client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="unused", max_retries=0)
-
-    def client(self) -> openai.OpenAI:
-        return self._client
-
-    def close(self) -> None:
-        self._client.close()
 
 
 @pytest.fixture(scope="module")
@@ -45,49 +40,28 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     d = tmp_path_factory.mktemp("llmock")
     with running_llmock(d) as mock:
         proxy_port, edge_port = free_port(), free_port()
-        config = d / "flatgate.toml"
-        config.write_text(
-            f"""
-[proxy]
-port = {proxy_port}
-cooldown_seconds = 0
-
-[[backends]]
-name = "openai-mock"
-url = "{mock.openai_url}"
-protocol = "openai"
-api_key = "sk-flatgate-upstream"
-
-[[backends]]
-name = "anthropic-mock"
-url = "{mock.anthropic_url}"
-protocol = "anthropic"
-api_key = "sk-ant-flatgate-upstream"
-default_max_tokens = 321
-
-[[routes]]
-model = "gpt-*"
-backends = ["openai-mock"]
-
-[[routes]]
-model = "claude-*"
-backends = ["anthropic-mock"]
-
-[edge]
-port = {edge_port}
-proxy_url = "http://127.0.0.1:{proxy_port}"
-
-[[models]]
-name = "{OPENAI_MODEL}"
-provider = "OpenAI"
-
-[[models]]
-name = "{ANTHROPIC_MODEL}"
-provider = "Anthropic"
-"""
+        config = write_stack(
+            d / "flatgate.toml",
+            proxy={"port": proxy_port, "cooldown_seconds": 0},
+            backends={
+                "openai-mock": {
+                    "url": mock.openai_url,
+                    "protocol": "openai",
+                    "api_key": "sk-flatgate-upstream",
+                },
+                "anthropic-mock": {
+                    "url": mock.anthropic_url,
+                    "protocol": "anthropic",
+                    "api_key": "sk-ant-flatgate-upstream",
+                    "default_max_tokens": 321,
+                },
+            },
+            routes={"gpt-*": "openai-mock", "claude-*": "anthropic-mock"},
+            edge={"port": edge_port, "proxy_url": loopback(proxy_port)},
+            models={OPENAI_MODEL: "OpenAI", ANTHROPIC_MODEL: "Anthropic"},
         )
-        proxy = spawn("proxy", ["--config", str(config)], d, port=proxy_port)
-        edge = spawn("edge", ["--config", str(config)], d, port=edge_port)
+        proxy = spawn("proxy", ["--config", config], d, port=proxy_port)
+        edge = spawn("edge", ["--config", config], d, port=edge_port)
         try:
             proxy.wait_healthy()
             edge.wait_healthy()

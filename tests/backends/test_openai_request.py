@@ -3,7 +3,7 @@ and what the adapter sends it with.
 
 Requests are written by the edge from Chat Completions JSON and read back with
 ``read_request`` (``helpers.request``), as the proxy sees them, or built as
-``wire.decode`` Structs where the edge would refuse the shape.
+``wire.request.decode`` Structs where the edge would refuse the shape.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ what a stream says: its text, usage, reasoning, tool calls and finish reasons.
 The fixtures are the providers' documented streams and real captures (see
 ``fixtures/SOURCES.md``); the quirks no fixture shows are written inline with
 ``helpers.chunk``. How a stream ends (errors, truncation, malformed and hostile
-bodies, any cut into reads) is ``test_openai_stream_ends``.
+bodies, any cut into reads) is ``test_stream_ends``.
 """
 
 from __future__ import annotations

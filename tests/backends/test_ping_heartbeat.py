@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.servers import Server, free_port, spawn
+from tests.stacks import QUIET, loopback, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -101,35 +102,26 @@ async def edge(tmp_path: Path) -> AsyncIterator[Server]:
     backend = await asyncio.start_server(_answer, "127.0.0.1", 0)
     port = backend.sockets[0].getsockname()[1]
     proxy_port = free_port()
-    config = tmp_path / "flatgate.toml"
-    config.write_text(
-        f"""
-[proxy]
-port = {proxy_port}
-access_log = false
-
-[[backends]]
-name = "pinging"
-url = "http://127.0.0.1:{port}/v1"
-protocol = "anthropic"
-api_key = "sk-ant-test"
-
-[[routes]]
-model = "claude-pinging"
-backends = ["pinging"]
-
-[edge]
-proxy_url = "http://127.0.0.1:{proxy_port}"
-read_timeout = {READ_TIMEOUT}
-keepalive_seconds = 0
-access_log = false
-
-[[models]]
-name = "claude-pinging"
-provider = "Anthropic"
-"""
+    config = write_stack(
+        tmp_path / "flatgate.toml",
+        proxy={"port": proxy_port, **QUIET},
+        backends={
+            "pinging": {
+                "url": f"{loopback(port)}/v1",
+                "protocol": "anthropic",
+                "api_key": "sk-ant-test",
+            }
+        },
+        routes={"claude-pinging": "pinging"},
+        edge={
+            "proxy_url": loopback(proxy_port),
+            "read_timeout": READ_TIMEOUT,
+            "keepalive_seconds": 0,
+            **QUIET,
+        },
+        models={"claude-pinging": "Anthropic"},
     )
-    args = ["--config", str(config)]
+    args = ["--config", config]
     proxy = spawn("proxy", args, tmp_path, port=proxy_port)
     front = spawn("edge", args, tmp_path)
     try:

@@ -15,7 +15,9 @@ import httpx
 import openai
 import pytest
 
+from tests.backends.helpers import SdkStack
 from tests.servers import Server, closed_port, free_port, spawn
+from tests.stacks import loopback, stop_all, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -28,17 +30,10 @@ def model(protocol: str, fault: str = "") -> str:
     return f"echo-{protocol}@{fault}" if fault else f"echo-{protocol}"
 
 
-class Stack:
+class Stack(SdkStack):
     def __init__(self, edge: Server, proxy: Server) -> None:
-        self.edge = edge
+        super().__init__(edge)
         self.proxy = proxy
-        self._client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="unused", max_retries=0)
-
-    def client(self) -> openai.OpenAI:
-        return self._client
-
-    def close(self) -> None:
-        self._client.close()
 
 
 @pytest.fixture(scope="module")
@@ -47,55 +42,32 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     refused = contextlib.ExitStack()
     ports = {name: free_port() for name in ("openai", "anthropic", "proxy", "edge")}
     ports["dead"] = refused.enter_context(closed_port())
-    models = "".join(
-        f'\n[[models]]\nname = "{model(p, f)}"\nprovider = "OpenAI"\n'
-        for p in PROTOCOLS
-        for f in ("", *FAULTS)
-    )
-    config = d / "flatgate.toml"
-    config.write_text(
-        f"""
-[proxy]
-port = {ports["proxy"]}
-cooldown_seconds = 0
-
-[[backends]]
-name = "dead-fbs"
-url = "http://127.0.0.1:{ports["dead"]}"
-
-[[backends]]
-name = "stub-openai"
-url = "http://127.0.0.1:{ports["openai"]}/v1"
-protocol = "openai"
-api_key = "sk-upstream-openai"
-
-[[backends]]
-name = "stub-anthropic"
-url = "http://127.0.0.1:{ports["anthropic"]}/v1"
-protocol = "anthropic"
-api_key = "sk-upstream-anthropic"
-
-[[routes]]
-model = "echo-openai*"
-backends = ["stub-openai"]
-
-[[routes]]
-model = "echo-anthropic*"
-backends = ["stub-anthropic"]
-
-[[routes]]
-model = "echo-failover"
-backends = ["dead-fbs"]
-fallbacks = ["stub-openai"]
-
-[edge]
-port = {ports["edge"]}
-proxy_url = "http://127.0.0.1:{ports["proxy"]}"
-{models}
-[[models]]
-name = "echo-failover"
-provider = "SelfHosted"
-"""
+    config = write_stack(
+        d / "flatgate.toml",
+        proxy={"port": ports["proxy"], "cooldown_seconds": 0},
+        backends={
+            "dead-fbs": loopback(ports["dead"]),
+            "stub-openai": {
+                "url": f"{loopback(ports['openai'])}/v1",
+                "protocol": "openai",
+                "api_key": "sk-upstream-openai",
+            },
+            "stub-anthropic": {
+                "url": f"{loopback(ports['anthropic'])}/v1",
+                "protocol": "anthropic",
+                "api_key": "sk-upstream-anthropic",
+            },
+        },
+        routes={
+            "echo-openai*": "stub-openai",
+            "echo-anthropic*": "stub-anthropic",
+            "echo-failover": {"backends": ["dead-fbs"], "fallbacks": ["stub-openai"]},
+        },
+        edge={"port": ports["edge"], "proxy_url": loopback(ports["proxy"])},
+        models={
+            **{model(p, f): "OpenAI" for p in PROTOCOLS for f in ("", *FAULTS)},
+            "echo-failover": "SelfHosted",
+        },
     )
     stubs = [
         spawn(
@@ -111,8 +83,8 @@ provider = "SelfHosted"
             port=ports["anthropic"],
         ),
     ]
-    proxy = spawn("proxy", ["--config", str(config)], d, port=ports["proxy"])
-    edge = spawn("edge", ["--config", str(config)], d, port=ports["edge"])
+    proxy = spawn("proxy", ["--config", config], d, port=ports["proxy"])
+    edge = spawn("edge", ["--config", config], d, port=ports["edge"])
     servers = [*stubs, proxy, edge]
     try:
         for s in servers:
@@ -121,8 +93,7 @@ provider = "SelfHosted"
         yield stack
         stack.close()
     finally:
-        for s in reversed(servers):
-            s.stop()
+        stop_all(servers)
         refused.close()
 
 

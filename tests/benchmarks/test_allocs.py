@@ -12,7 +12,7 @@ import collections
 
 import pytest
 
-from benchmarks.allocs import count_allocations, count_raw, main
+from benchmarks.allocs import count_allocations, count_raw
 
 
 def _leaf(arg: object) -> object:
@@ -71,10 +71,3 @@ def test_sites_name_the_line_that_allocates() -> None:
     count_raw(_buffer, 5000, 10, sites)
     assert any("return bytearray(arg)" in site for site in sites), sites
     assert sum(sites.values()) >= 10
-
-
-def test_main_lists_an_op_by_site(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["flatgate", "route", "--calls", "20"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("flatgate route at 1KB, per call:")
-    assert "route.py:" in out

@@ -1,12 +1,15 @@
-"""The in-process A/B harness of benchmarks.cost_checks runs every variant."""
+"""The in-process harness of benchmarks.cost_checks runs every variant and every table."""
 
 from __future__ import annotations
 
 import asyncio
 
 from benchmarks.cost_checks import (
+    ALLOC_SIZES,
     BUFFER_SIZES,
     VARIANTS,
+    alloc_report,
+    allocations,
     buffer_checks,
     buffer_report,
     intake_checks,
@@ -36,3 +39,11 @@ def test_every_intake_step_runs_and_is_reported() -> None:
     assert len(results) == 5 and all(us > 0 for us in results.values())
     table = intake_report(results)
     assert all(name in table for name in results)
+
+
+def test_allocations_are_counted_at_every_size() -> None:
+    results = allocations(calls=20)
+    assert list(results) == list(ALLOC_SIZES)
+    assert all(size > 0 and allocs > 0 and nbytes > 0 for size, allocs, nbytes in results.values())
+    table = alloc_report(results)
+    assert all(f"| {label} |" in table for label in ALLOC_SIZES)

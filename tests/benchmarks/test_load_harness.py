@@ -1,8 +1,9 @@
 """The load bench (``benchmarks.load``) and its baselines (``benchmarks.baselines``).
 
 Pure pieces are tested directly: the baselines' route readers, the request
-bodies of every row, wrk's script and output, Prometheus GC parsing, /proc
-readings of a process tree, the summaries and comparisons, the report. The
+bodies of every row, wrk's script and output, the summaries and comparisons,
+the report (the servers, /proc and /metrics readings are
+``tests/benchmarks/test_harness.py``'s). The
 harness itself runs in its tiniest mode against the real servers, in a
 subprocess, and the result file must hold every row (figures are not
 asserted); with wrk and nginx treated as absent, their figures and row degrade
@@ -13,13 +14,10 @@ from __future__ import annotations
 
 import http.server
 import json
-import math
-import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,11 +30,12 @@ from benchmarks.baselines import (
     msgspec_route,
     protobuf_route,
 )
+from benchmarks.harness.sampling import GcSample
+from benchmarks.harness.servers import find_tool
 from benchmarks.load.clients import (
     LatencyRun,
     StreamRun,
     parse_wrk,
-    percentile,
     run_wrk,
     wrk_script,
 )
@@ -60,21 +59,12 @@ from benchmarks.load.rows import (
     row_names,
     stream_body,
 )
-from benchmarks.servers import (
-    GcSample,
-    find_tool,
-    nginx_config,
-    parse_gc,
-    tree_cpu_seconds,
-    tree_peak_rss_kib,
-    tree_pids,
-)
 from flatgate.proxy.stub import parse_request
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.request.route import read_route
 from flatgate.proxy.wire.schema import JSON
+from tests.benchmarks.runs import ROOT, bench_env, leftovers, run_bench
 
-ROOT = Path(__file__).resolve().parents[2]
 ROW = {r.name: r for r in ROWS}
 
 
@@ -156,19 +146,7 @@ def test_rows_have_their_servers() -> None:
     assert ROW["json-route"].stream_server is None
 
 
-# clients: percentile, wrk -------------------------------------------------------
-
-
-def test_percentile_nearest_rank() -> None:
-    values = [float(x) for x in range(1, 101)]
-    assert percentile(values, 50) == 50.0
-    assert percentile(values, 99) == 99.0
-    assert percentile(values, 99.9) == 100.0
-    assert percentile(values, 0) == 1.0
-    assert percentile([3.0, 1.0, 2.0], 100) == 3.0
-    assert math.isnan(percentile([], 50))
-    with pytest.raises(ValueError):
-        percentile(values, 101)
+# clients: wrk -------------------------------------------------------
 
 
 def test_parse_wrk_reads_the_json_line() -> None:
@@ -231,84 +209,6 @@ def test_wrk_posts_the_body_with_the_headers(tmp_path: Path) -> None:
         server.server_close()
     assert r.requests > 0 and r.errors == 0 and r.seconds > 0
     assert seen[0] == ("/v1/completions", "application/x-flatbuffers", b"\x00\x01flat")
-
-
-def test_find_tool_honours_without() -> None:
-    assert find_tool("sh") is not None
-    assert find_tool("sh", without=("sh",)) is None
-    assert find_tool("no-such-tool-flatgate") is None
-
-
-# servers: /proc and /metrics ----------------------------------------------------
-
-
-def test_parse_gc_sums_generations() -> None:
-    text = (
-        "# HELP flatgate_gc_collections_total Python GC collections, by generation.\n"
-        'flatgate_gc_collections_total{generation="0"} 120.0\n'
-        'flatgate_gc_collections_total{generation="1"} 10.0\n'
-        'flatgate_gc_collections_total{generation="2"} 1.0\n'
-        'flatgate_gc_pause_seconds_total{generation="0"} 0.012\n'
-        'flatgate_gc_pause_seconds_total{generation="2"} 0.5\n'
-        'flatgate_requests_total{route="*",status="200"} 5.0\n'
-    )
-    assert parse_gc(text) == GcSample((120.0, 10.0, 1.0), (0.012, 0.0, 0.5))
-    edge = parse_gc('flatgate_edge_gc_collections_total{generation="1"} 4.0\n')
-    assert edge is not None and edge.collections == (0.0, 4.0, 0.0)
-    assert parse_gc("flatgate_requests_total 1\n") is None
-
-
-def test_tree_readings_cover_children() -> None:
-    # A parent that spins a child burning CPU and holding ~40 MB.
-    code = (
-        "import subprocess, sys, time\n"
-        "c = subprocess.Popen([sys.executable, '-c', "
-        '\'import time\\nx = bytearray(40 << 20)\\nx[::4096] = b"1" * len(x[::4096])\\n'
-        "t = time.process_time()\\nwhile time.process_time() - t < 0.3: pass\\n"
-        "time.sleep(30)'])\n"
-        "print('ok', flush=True)\n"
-        "c.wait()\n"
-    )
-    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE) as proc:
-        pids = [proc.pid]
-        try:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == b"ok"
-            deadline = time.monotonic() + 10
-            while tree_cpu_seconds(proc.pid) < 0.25 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            pids = tree_pids(proc.pid)
-            assert len(pids) == 2 and pids[0] == proc.pid
-            assert tree_cpu_seconds(proc.pid) >= 0.25  # the child's CPU counts
-            assert tree_peak_rss_kib(proc.pid) >= 40 << 10  # the child's peak, in KiB
-        finally:
-            for pid in reversed(pids):
-                os.kill(pid, signal.SIGKILL)
-
-
-def test_nginx_config_is_loopback_unbuffered_keepalive(tmp_path: Path) -> None:
-    conf = nginx_config(tmp_path, 18001, 18002)
-    assert "listen 127.0.0.1:18001;" in conf
-    assert "server 127.0.0.1:18002;" in conf
-    assert "proxy_buffering off;" in conf and "keepalive 256;" in conf
-    assert "proxy_http_version 1.1;" in conf and "worker_processes 1;" in conf
-    assert f"pid {tmp_path}/nginx.pid;" in conf and "daemon off;" in conf
-
-
-@pytest.mark.skipif(find_tool("nginx") is None, reason="nginx is not installed")
-def test_nginx_accepts_the_config(tmp_path: Path) -> None:
-    tmp_path.chmod(0o755)
-    conf = tmp_path / "nginx.conf"
-    conf.write_text(nginx_config(tmp_path, 18001, 18002))
-    nginx = find_tool("nginx")
-    assert nginx is not None
-    done = subprocess.run(
-        [nginx, "-t", "-c", str(conf), "-p", str(tmp_path), "-e", str(tmp_path / "e.log")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 # results and report -------------------------------------------------------------
@@ -460,36 +360,9 @@ def test_latency_run_defaults_are_independent() -> None:
 # the harness, for real ------------------------------------------------------------
 
 
-def _bench(tmp_path: Path, *args: str, timeout: float = 100.0) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLATGATE_", "BENCH_"))}
-    env["TMPDIR"] = str(tmp_path)  # the harness's work directory lands here
-    return subprocess.run(
-        [sys.executable, "-m", "benchmarks.load", "--tiny", "--out", str(tmp_path / "out"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def _leftovers(tmp_path: Path) -> list[str]:
-    """Live processes started under the run's ``TMPDIR`` (every server inherits
-    it) or naming its work directory (nginx's config)."""
-    mark = str(tmp_path).encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        if mark in cmd or b"TMPDIR=" + mark + b"\0" in environ:
-            found.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
-    return found
+def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    out = ["--tiny", "--out", str(tmp_path / "out")]
+    return run_bench(tmp_path, "benchmarks.load", *out, *args, timeout=100.0)
 
 
 @pytest.mark.integration
@@ -515,7 +388,7 @@ def test_tiny_run_has_every_row(tmp_path: Path) -> None:
     for name in row_names():
         assert f"| {name}" in md
     assert (tmp_path / "out" / "load.png").stat().st_size > 0
-    assert _leftovers(tmp_path) == []
+    assert leftovers(tmp_path) == []
 
 
 @pytest.mark.integration
@@ -531,17 +404,15 @@ def test_without_wrk_and_nginx_rows_degrade(tmp_path: Path) -> None:
     assert any("wrk" in n for n in proxy["notes"])
     assert proxy["latency_ms"]["p99"] is not None
     assert doc["versions"]["wrk"] == "absent"
-    assert _leftovers(tmp_path) == []
+    assert leftovers(tmp_path) == []
 
 
 @pytest.mark.integration
 def test_interrupt_stops_every_server(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLATGATE_", "BENCH_"))}
-    env["TMPDIR"] = str(tmp_path)
     with subprocess.Popen(
         [sys.executable, "-m", "benchmarks.load", "--tiny", "--out", str(tmp_path / "out")],
         cwd=ROOT,
-        env=env,
+        env=bench_env(tmp_path),
         stderr=subprocess.PIPE,
         text=True,
     ) as proc:
@@ -551,12 +422,12 @@ def test_interrupt_stops_every_server(tmp_path: Path) -> None:
             for line in proc.stderr:
                 if line.startswith("stream "):
                     break
-            assert _leftovers(tmp_path), "servers should be running"
+            assert leftovers(tmp_path), "servers should be running"
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=60) == 130
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert _leftovers(tmp_path) == []
+    assert leftovers(tmp_path) == []
     assert not (tmp_path / "out" / "load.json").exists()

@@ -25,6 +25,7 @@ from typing import Any, cast
 import msgspec
 import pytest
 
+from benchmarks.harness.servers import gateway_available
 from benchmarks.load import openai_workload as ow
 from benchmarks.load import peers
 from benchmarks.load.clients import sse_text
@@ -199,8 +200,8 @@ def test_gateway_row_only_when_its_help_works() -> None:
     def fake(code: int, out: str = "", err: str = "") -> Any:
         return lambda *a, **k: SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
-    assert ow.gateway_available(fake(0, "usage: --interface")) == (True, "usage: --interface")
-    ok, why = ow.gateway_available(fake(2, err="x\ninvalid choice: 'gateway'"))
+    assert gateway_available(fake(0, "usage: --interface")) == (True, "usage: --interface")
+    ok, why = gateway_available(fake(2, err="x\ninvalid choice: 'gateway'"))
     assert not ok and "exited 2: invalid choice: 'gateway'" in why
 
 

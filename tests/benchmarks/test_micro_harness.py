@@ -18,7 +18,7 @@ import pytest
 
 from benchmarks import micro
 from benchmarks.codecs import FORMATS, LABELS, OPS, cases
-from benchmarks.harness import RESULTS, is_quick, output_dir
+from benchmarks.harness.results import RESULTS, is_quick, output_dir
 from benchmarks.micro_report import render_markdown
 
 SIZES = {"tiny": 120, "small": 3000}
@@ -162,3 +162,10 @@ def test_quick_main_says_where_it_wrote(
     doc = json.loads((written[0] / "micro.json").read_text(encoding="utf-8"))
     assert doc["header"]["mode"] == "quick"
     assert [(r["format"], r["size"]) for r in doc["rows"]] == [("msgspec-partial", "tiny")]
+
+
+def test_sites_lists_an_op_by_site(capsys: pytest.CaptureFixture[str]) -> None:
+    assert micro.main(["--sites", "flatgate", "route", "--calls", "20"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flatgate route at 1KB, per call:")
+    assert "route.py:" in out

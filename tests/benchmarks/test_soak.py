@@ -3,7 +3,7 @@
 Pure pieces are tested directly: the mix and the outcome buckets, the
 verdict over made-up samples (flat passes, a leak fails, a lost request
 fails), Prometheus and ``/stats`` parsing, the config (every edge model has a
-route), the SVG. The client's classification runs against a fake edge on a
+route), the plot. The client's classification runs against a fake edge on a
 loopback port that answers each way a gateway can. The harness itself runs
 once in quick mode (600 requests, a sample a second, the backend restart) in
 a subprocess: every request must get a defined outcome, the outcomes must add
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -23,7 +24,6 @@ import sys
 import threading
 import time
 import tomllib
-import xml.dom.minidom
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,10 +31,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from benchmarks.soak import Settings, config_text, main
-from benchmarks.soak_report import checks, not_rising, render_markdown, render_svg, rss_flat
-from benchmarks.soak_sampler import GAUGES, parse_gauges, requests_by_status
-from benchmarks.soak_traffic import (
+from benchmarks.harness.sampling import parse_gauges, requests_by_status
+from benchmarks.soak import report
+from benchmarks.soak.report import checks, not_rising, plot, render_markdown, rss_flat
+from benchmarks.soak.run import Settings, config_text, main
+from benchmarks.soak.sampler import GAUGES
+from benchmarks.soak.traffic import (
     MIX,
     UNDEFINED,
     Kind,
@@ -45,14 +47,14 @@ from benchmarks.soak_traffic import (
     plan,
     prompt,
 )
-from benchmarks.svgplot import Panel, Series, nice_ticks, render
 from flatgate.edge_translator.settings import edge_problems
 from flatgate.proxy.service.settings import config_problems, unrouted_models
 from flatgate.proxy.stub.echo import split_model
 from flatgate.proxy.stub.settings import stub_problems
 from flatgate.proxy.transport.fast import PoolTransport
+from tests.benchmarks.runs import ROOT, bench_env, leftover_pids, leftovers, run_bench
 
-ROOT = Path(__file__).resolve().parents[2]
+PNG = b"\x89PNG\r\n\x1a\n"
 ACCOUNTING = (
     "every request sent",
     "outcomes add up",
@@ -255,13 +257,13 @@ def test_parse_gauges_reads_only_the_unlabelled_gauges_of_its_prefix() -> None:
         "flatgate_edge_upstream_pool_waits_total 7.0\n"
         'flatgate_edge_requests_total{route="/v1/chat/completions",status="200"} 5.0\n'
     )
-    assert parse_gauges(text, "flatgate_edge") == {
+    assert parse_gauges(text, "flatgate_edge", GAUGES) == {
         "pool_open": 31.0,
         "pool_idle": 29.0,
         "in_flight": 2.0,
         "active_streams": 1.0,
     }
-    assert parse_gauges(text, "flatgate") == {}  # the edge's lines are not the proxy's
+    assert parse_gauges(text, "flatgate", GAUGES) == {}  # the edge's lines are not the proxy's
     assert set(GAUGES.values()) >= {"pool_open", "pool_idle", "in_flight"}
 
 
@@ -384,71 +386,32 @@ def test_rules() -> None:
 # the report ---------------------------------------------------------------------------
 
 
-def test_nice_ticks() -> None:
-    assert nice_ticks(97) == [0, 20, 40, 60, 80, 100]
-    assert nice_ticks(0.37) == pytest.approx([0, 0.1, 0.2, 0.3, 0.4])
-    assert nice_ticks(0) == [0.0, 1.0]
-    assert nice_ticks(float("nan")) == [0.0, 1.0]
-
-
-def test_svg_is_well_formed_and_breaks_lines_at_gaps() -> None:
-    nan = float("nan")
-    svg = render(
-        [Panel("a <panel>", [Series("s & t", [(0, 1), (1, nan), (2, 3), (3, 4)])])],
-        title="t",
-        x_label="x",
-        markers=[(1.5, "restart")],
-        shades=[(0, 0.5, "warm-up")],
-    )
-    dom = xml.dom.minidom.parseString(svg)
-    assert dom.documentElement is not None and dom.documentElement.tagName == "svg"
-    assert len(dom.getElementsByTagName("polyline")) == 1  # (2,3)-(3,4); (0,1) is a dot
-    assert len(dom.getElementsByTagName("circle")) == 1
-    assert "a &lt;panel&gt;" in svg and "s &amp; t" in svg
+def test_plot_has_a_gap_where_the_stub_was_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = _doc()
+    doc |= {"services": ["edge", "stub"], "verdict": "PASS"}
+    for sample in doc["samples"]:
+        if sample["phase"] != "restart":  # the stub is not sampled while it restarts
+            sample["services"] = {**sample["services"], "stub": _usage(40, 20)}
+    plot(doc, tmp_path / "soak.png")
+    assert (tmp_path / "soak.png").read_bytes()[:8] == PNG
+    drawn: list[Any] = []
+    monkeypatch.setattr(report, "timeseries", lambda panels, path, **kw: drawn.append(panels))
+    plot(doc, tmp_path / "unused.png")
+    rss = {series.name: series.points for series in drawn[0][0].series}
+    gaps = [t for t, y in rss["stub"] if math.isnan(y)]
+    assert gaps == [doc["samples"][10]["t"]] and not any(math.isnan(y) for _, y in rss["edge"])
 
 
 # the harness, for real -----------------------------------------------------------------
 
 
-def _leftover_pids(mark: Path) -> dict[int, str]:
-    """Live processes whose environment has ``TMPDIR=mark`` (every server
-    inherits it), by PID, with their command lines."""
-    needle = b"TMPDIR=" + str(mark).encode() + b"\0"
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            if needle in Path(f"/proc/{entry}/environ").read_bytes():
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace")
-                found[int(entry)] = cmd
-        except OSError:
-            continue
-    return found
-
-
-def _leftovers(mark: Path) -> list[str]:
-    return list(_leftover_pids(mark).values())
-
-
-def _soak(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLATGATE_", "BENCH_"))}
-    env["TMPDIR"] = str(tmp_path)  # the run's work directory lands here
-    return subprocess.run(
-        [sys.executable, "-m", "benchmarks.soak", "--out", str(tmp_path / "out"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 @pytest.mark.integration
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
 def test_quick_soak_accounts_for_every_request(tmp_path: Path) -> None:
-    done = _soak(tmp_path, "--requests", "600", "--sample-seconds", "1", "--concurrency", "16")
+    args = ["--requests", "600", "--sample-seconds", "1", "--concurrency", "16"]
+    done = run_bench(tmp_path, "benchmarks.soak", "--out", str(tmp_path / "out"), *args)
     # 1: a flatness criterion failed on a noisy machine; accounting is asserted below.
     assert done.returncode in (0, 1), done.stderr[-3000:]
     doc = json.loads((tmp_path / "out" / "soak.json").read_text())
@@ -466,11 +429,10 @@ def test_quick_soak_accounts_for_every_request(tmp_path: Path) -> None:
     for line in ("every request sent", "soak: "):
         assert line in done.stdout
     md = (tmp_path / "out" / "soak.md").read_text()
-    assert "## Outcomes" in md and "soak.svg" in md
-    svg = xml.dom.minidom.parse(str(tmp_path / "out" / "soak.svg")).documentElement
-    assert svg is not None and svg.tagName == "svg"
-    assert render_markdown(doc) == md and render_svg(doc).startswith("<svg")
-    assert _leftovers(tmp_path) == []
+    assert "## Outcomes" in md and "soak.png" in md
+    assert (tmp_path / "out" / "soak.png").read_bytes()[:8] == PNG
+    assert render_markdown(doc) == md
+    assert leftovers(tmp_path) == []
 
 
 @pytest.mark.parametrize(
@@ -486,11 +448,10 @@ def test_refuses_bad_arguments(args: list[str], capsys: pytest.CaptureFixture[st
 @pytest.mark.integration
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
 def test_sigterm_stops_every_server(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLATGATE_", "BENCH_"))}
-    env["TMPDIR"] = str(tmp_path)
     argv = [sys.executable, "-m", "benchmarks.soak", "--out", str(tmp_path / "out")]
     argv += ["--requests", "5000", "--concurrency", "1"]
     stopped = False
+    env = bench_env(tmp_path)
     with subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) as proc:
         try:
             assert proc.stderr is not None
@@ -502,7 +463,7 @@ def test_sigterm_stops_every_server(tmp_path: Path) -> None:
             err = proc.stderr
             rest = threading.Thread(target=lambda: said.append(err.read()), daemon=True)
             rest.start()
-            running = [cmd for cmd in _leftovers(tmp_path) if "gateway.cli" in cmd]
+            running = [cmd for cmd in leftovers(tmp_path) if "gateway.cli" in cmd]
             assert len(running) >= 4, running  # edge, proxy, two stubs (and their workers)
             proc.terminate()
             try:
@@ -522,8 +483,8 @@ def test_sigterm_stops_every_server(tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait()
             if not stopped:  # a failure: end what the soak left behind
-                for pid in _leftover_pids(tmp_path):
+                for pid in leftover_pids(tmp_path):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-    assert _leftovers(tmp_path) == []
+    assert leftovers(tmp_path) == []
     assert not (tmp_path / "out").exists()

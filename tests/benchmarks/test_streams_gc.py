@@ -1,4 +1,4 @@
-"""The GC table of workload A (``benchmarks.streams.gctable``): settings, accounting, report.
+"""The GC table of workload A (``benchmarks.streams --gc-table``): settings, accounting, report.
 
 The pure pieces directly: each GC setting reaches the config as ``[proxy]``
 and ``[edge]`` keys both services accept, the order of a round, the command
@@ -12,34 +12,32 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.harness.sampling import GcSample
 from benchmarks.streams.client import Record
 from benchmarks.streams.gcreport import render_markdown, summary_table
 from benchmarks.streams.gctable import (
     FULL_TABLE,
     GC_SETTINGS,
     QUICK_TABLE,
-    parser,
     plan_round,
     settings_of,
     summarise_entry,
 )
 from benchmarks.streams.results import RowRun, summarise
 from benchmarks.streams.rows import ROWS, Timing, config_text
-from benchmarks.streams.sampler import GC, Sample
+from benchmarks.streams.run import parser
+from benchmarks.streams.sampler import Sample
 from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.proxy.service.settings import ProxySection, config_problems, parse_config
 from flatgate.proxy.stub.settings import stub_problems
+from tests.benchmarks.runs import run_bench
 
-ROOT = Path(__file__).resolve().parents[2]
 ROW = {r.name: r for r in ROWS}
 BY = {g.name: g for g in GC_SETTINGS}
 
@@ -85,7 +83,7 @@ def test_rounds_start_with_direct_then_rotate() -> None:
 
 
 def _args(*argv: str) -> Any:
-    return parser().parse_args(argv)
+    return parser().parse_args(["--gc-table", *argv])
 
 
 def test_settings_from_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,7 +103,7 @@ def test_settings_from_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None
 def _sample(t: float, mark: str, counts: tuple[int, int], coll: float, rss: int) -> Sample:
     """At ``t``: the client's (tokens, streams) so far, the proxy's collections and RSS."""
     tokens, finished = counts
-    gc = {"proxy": GC(coll, coll / 1000), "stub": None}
+    gc = {"proxy": GcSample((coll, 0.0, 0.0), (coll / 1000, 0.0, 0.0)), "stub": None}
     cpu = {"proxy": t, "stub": t / 2}
     return Sample(t, mark, tokens, finished, t / 4, cpu, {"proxy": rss, "stub": 1024}, gc)
 
@@ -178,15 +176,11 @@ def test_one_line_adds_up() -> None:
 
 @pytest.mark.integration
 def test_tiny_table_has_every_line_and_accounts_for_every_stream(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLATGATE_", "BENCH_"))}
-    env["TMPDIR"] = str(tmp_path)
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "benchmarks.streams.gctable", "--connections", "30"]
+    argv = ["benchmarks.streams", "--gc-table", "--connections", "30"]
     argv += ["--seconds", "1.5", "--warmup", "0.5", "--rows", "proxy"]
     argv += ["--settings", "cpython,off", "--out", str(out)]
-    done = subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    done = run_bench(tmp_path, *argv)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((out / "streams-gc.json").read_text())
     assert doc["mode"] == "custom" and doc["settings"]["connections"] == 30

@@ -1,8 +1,8 @@
 """Workload A's harness (``benchmarks.streams``): its checks, figures and outputs.
 
 The pure pieces are tested directly: the request every stream sends, the
-config, how frames and events are classified and a stream judged, the GC
-parsing, the summaries and the report. The harness itself runs a few seconds
+config, how frames and events are classified and a stream judged, the
+summaries and the report. The harness itself runs a few seconds
 with 50 connections on the direct and proxy rows, in a subprocess: the
 accounting must add up and every output must be written (figures are not
 asserted); a row whose tool is missing is skipped with the reason.
@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from benchmarks.servers import ServerGroup
+from benchmarks.harness.sampling import GcSample
+from benchmarks.harness.servers import ServerGroup
 from benchmarks.streams.client import (
     BAD,
     DONE,
@@ -39,15 +37,16 @@ from benchmarks.streams.report import plot, render_markdown, summary_table
 from benchmarks.streams.results import RowRun, add_comparisons, percentiles, summarise
 from benchmarks.streams.rows import ROWS, Timing, call_for, config_text, request_json, start_row
 from benchmarks.streams.run import FULL, main, parser, settings_of
-from benchmarks.streams.sampler import GC, Sample, parse_gc_max
+from benchmarks.streams.sampler import Sample
 from flatgate.proxy.service.settings import config_problems
 from flatgate.proxy.stub import parse_request
 from flatgate.proxy.stub.settings import stub_problems
 from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.schema import FinishReason
+from tests.benchmarks.runs import run_bench
 
-ROOT = Path(__file__).resolve().parents[2]
+PNG = b"\x89PNG\r\n\x1a\n"
 ROW = {r.name: r for r in ROWS}
 T = Timing()
 
@@ -151,24 +150,10 @@ def test_a_stream_is_judged_whole() -> None:
     assert check.verdict() == "truncated"
 
 
-def test_gc_of_one_process_counted_once() -> None:
-    page = "\n".join(
-        [
-            'flatgate_gc_collections_total{generation="0"} 5',
-            'flatgate_gc_collections_total{generation="1"} 1',
-            'flatgate_gc_pause_seconds_total{generation="0"} 0.5',
-            'flatgate_edge_gc_collections_total{generation="0"} 6',
-            'flatgate_edge_gc_pause_seconds_total{generation="0"} 0.25',
-        ]
-    )
-    assert parse_gc_max(page) == GC(6.0, 0.5)
-    assert parse_gc_max("nothing here") is None
-
-
 def _sample(t: float, mark: str, tokens: int, finished: int, cpu: float) -> Sample:
     """The proxy's GC collections run at twice its CPU seconds, its pauses a
     thousandth of that."""
-    gc = GC(2 * cpu, 2 * cpu / 1000)
+    gc = GcSample((2 * cpu, 0.0, 0.0), (2 * cpu / 1000, 0.0, 0.0))
     rss = {"proxy": 51200}
     return Sample(t, mark, tokens, finished, cpu / 2, {"proxy": cpu}, rss, {"proxy": gc})
 
@@ -188,7 +173,7 @@ def _run(row: str, extra_ms: float) -> RowRun:
     return RowRun(row, 1, records, samples, {"proxy": 60000}, {"cadence": {"late_ticks": 2}}, 0.0)
 
 
-def test_summaries_comparisons_and_report() -> None:
+def test_summaries_comparisons_and_report(tmp_path: Path) -> None:
     rows = [summarise("direct", "", [_run("direct", 0)]), summarise("proxy", "", [_run("p", 5)])]
     rows.append({"row": "nginx", "status": "skipped", "reason": "nginx is not installed"})
     add_comparisons(rows)
@@ -228,7 +213,8 @@ def test_summaries_comparisons_and_report() -> None:
         assert f"| {name} " in md
     assert "skipped" in md and "closed 1" in md
     assert len(summary_table(doc)) == 5
-    assert plot(doc).startswith("<svg")
+    plot(doc, tmp_path / "streams.png")
+    assert (tmp_path / "streams.png").read_bytes()[:8] == PNG
 
 
 def test_percentiles_nearest_rank() -> None:
@@ -266,14 +252,10 @@ def test_a_row_without_its_tool_is_skipped_before_anything_starts(tmp_path: Path
 
 @pytest.mark.integration
 def test_quick_run_accounts_for_every_stream(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLATGATE_", "BENCH_"))}
-    env["TMPDIR"] = str(tmp_path)
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "benchmarks.streams", "--quick", "--connections", "50"]
+    argv = ["benchmarks.streams", "--quick", "--connections", "50"]
     argv += ["--seconds", "3", "--warmup", "1", "--rows", "direct,proxy", "--out", str(out)]
-    done = subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    done = run_bench(tmp_path, *argv)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((out / "streams.json").read_text())
     assert doc["mode"] == "quick" and doc["settings"]["connections"] == 50
@@ -295,4 +277,4 @@ def test_quick_run_accounts_for_every_stream(tmp_path: Path) -> None:
         assert {p["process"] for p in rows["proxy"]["processes"]} == {"proxy", "stub"}
     md = (out / "streams.md").read_text()
     assert "| direct " in md and "| proxy " in md
-    assert (out / "streams.svg").read_text().startswith("<svg")
+    assert (out / "streams.png").read_bytes()[:8] == PNG

@@ -12,13 +12,30 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from tests.servers import Server
+from tests.stacks import QUIET, Fields, loopback, stack_config, start_all, stop_all, toml
+
+__all__ = [
+    "COMPLETIONS",
+    "MODEL",
+    "Ports",
+    "ametric",
+    "await_for",
+    "sse_events",
+    "stack_toml",
+    "start_all",  # tests.stacks', as test_readme imports them from here
+    "stop_all",
+    "streamed_text",
+    "stub_stats",
+    "user",
+    "wait_for",
+]
 
 MODEL = "flatgate-echo"
 COMPLETIONS = "/v1/chat/completions"
@@ -34,62 +51,31 @@ class Ports:
 def stack_toml(
     ports: Ports,
     *,
-    stub: str = "",
-    backend: str = "",
-    proxy: str = "",
-    edge: str = "",
+    stub: Fields | None = None,
+    backend: Fields | None = None,
+    proxy: Fields | None = None,
+    edge: Fields | None = None,
     access_log: bool = False,
-    keys: str = "",
+    keys: Mapping[str, str] | None = None,
 ) -> str:
-    """One stack's config: stub, proxy, one backend and route, edge, one model."""
-    return f"""
-[proxy]
-port = {ports.proxy}
-cooldown_seconds = 0
-access_log = false
-{proxy}
-
-[stub]
-port = {ports.stub}
-{stub}
-
-[[backends]]
-name = "stub"
-url = "http://127.0.0.1:{ports.stub}"
-{backend}
-
-[[routes]]
-model = "{MODEL}"
-provider = "SelfHosted"
-backends = ["stub"]
-
-[edge]
-port = {ports.edge}
-proxy_url = "http://127.0.0.1:{ports.proxy}"
-access_log = {"true" if access_log else "false"}
-{edge}
-
-[[models]]
-name = "{MODEL}"
-provider = "SelfHosted"
-{keys}
-"""
-
-
-def start_all(servers: list[Server], wait: Callable[[Server], None] | None = None) -> None:
-    """Wait for each to be healthy; stop them all if one is not."""
-    try:
-        for s in servers:
-            (wait or Server.wait_healthy)(s)
-    except BaseException:
-        for s in reversed(servers):
-            s.stop()
-        raise
-
-
-def stop_all(servers: list[Server]) -> None:
-    for s in reversed(servers):
-        s.stop()
+    """One stack's config: stub, proxy, one backend and route, edge, one
+    model; each table with the fields given added (``keys``: key -> tenant)."""
+    return toml(
+        stack_config(
+            proxy={"port": ports.proxy, "cooldown_seconds": 0, **QUIET, **(proxy or {})},
+            stub={"port": ports.stub, **(stub or {})},
+            backends={"stub": {"url": loopback(ports.stub), **(backend or {})}},
+            routes={MODEL: {"provider": "SelfHosted", "backends": ["stub"]}},
+            edge={
+                "port": ports.edge,
+                "proxy_url": loopback(ports.proxy),
+                "access_log": access_log,
+                **(edge or {}),
+            },
+            models={MODEL: "SelfHosted"},
+            keys=keys,
+        )
+    )
 
 
 def user(text: str) -> list[Any]:

@@ -11,7 +11,6 @@ client's helpers are ``hardening_stack``.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import ipaddress
 import json
 import socket
@@ -31,14 +30,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from flatgate.edge_translator.keys import hash_key
 from tests.edge.hardening_stack import (
     COMPLETIONS,
     MODEL,
     Ports,
     sse_events,
     stack_toml,
-    start_all,
-    stop_all,
     streamed_text,
     stub_stats,
     user,
@@ -46,6 +44,7 @@ from tests.edge.hardening_stack import (
 )
 from tests.proxy.test_hardening import tree_rss
 from tests.servers import Server, free_port, spawn
+from tests.stacks import start_all, stop_all
 
 pytestmark = pytest.mark.integration
 
@@ -97,8 +96,8 @@ def echo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Echo]:
     config.write_text(
         stack_toml(
             ports,
-            proxy=f"max_body_bytes = {BIG_BODY_LIMIT}",
-            edge=f'max_body_bytes = {BIG_BODY_LIMIT}\ninterface = "asgi"',
+            proxy={"max_body_bytes": BIG_BODY_LIMIT},
+            edge={"max_body_bytes": BIG_BODY_LIMIT, "interface": "asgi"},
         )
     )
     args = ["--config", str(config)]
@@ -209,7 +208,7 @@ def tls_edge(echo: Echo) -> Iterator[TLSEdge]:
     config.write_text(
         stack_toml(
             Ports(echo.ports.stub, echo.ports.proxy, port),
-            edge=f'tls_cert_file = "{cert}"\ntls_key_file = "{key}"',
+            edge={"tls_cert_file": str(cert), "tls_key_file": str(key)},
         )
     )
     server = spawn("edge", ["--config", str(config)], echo.dir, port=port)
@@ -362,15 +361,8 @@ def logged_edge(echo: Echo) -> Iterator[Server]:
         stack_toml(
             Ports(echo.ports.stub, echo.ports.proxy, port),
             access_log=True,
-            edge=(
-                'log_format = "json"\n'
-                f'metrics_token_sha256 = "{hashlib.sha256(METRICS_TOKEN.encode()).hexdigest()}"'
-            ),
-            keys=(
-                "[[keys]]\n"
-                'tenant = "acme"\n'
-                f'sha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"\n'
-            ),
+            edge={"log_format": "json", "metrics_token_sha256": hash_key(METRICS_TOKEN)},
+            keys={KEY: "acme"},
         )
     )
     server = spawn("edge", ["--config", str(config)], echo.dir, port=port)

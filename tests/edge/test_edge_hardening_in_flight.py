@@ -26,11 +26,10 @@ from tests.edge.hardening_stack import (
     ametric,
     await_for,
     stack_toml,
-    start_all,
-    stop_all,
     user,
 )
 from tests.servers import Server, free_port, spawn
+from tests.stacks import start_all, stop_all
 
 pytestmark = pytest.mark.integration
 
@@ -53,8 +52,8 @@ def slow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slow]:
     config.write_text(
         stack_toml(
             ports,
-            backend="first_byte_timeout = 10.0",
-            edge="max_in_flight = 1",
+            backend={"first_byte_timeout": 10.0},
+            edge={"max_in_flight": 1},
         )
     )
     args = ["--config", str(config)]

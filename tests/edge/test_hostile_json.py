@@ -22,12 +22,12 @@ from flatgate.edge_translator.anthropic.models import decode_count_tokens, decod
 from flatgate.edge_translator.anthropic.render import MessageAggregator
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.errors import ECHO_CHARS, InvalidRequest, ProxyFailed
-from flatgate.edge_translator.keys import hash_key
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta
 from flatgate.proxy.wire.request.verify import MAX_OBJECTS
 from flatgate.proxy.wire.schema import FinishReason
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import QUIET, write_stack
 
 KEY = "sk-hostile-json"
 MODEL = "echo"
@@ -190,31 +190,14 @@ def test_deeply_nested_tool_arguments_from_a_backend_are_its_error() -> None:
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     d = tmp_path_factory.mktemp("hostile-json")
     with running("stub", [], d) as stub:
-        cfg = write_config(
+        cfg = write_stack(
             d / "g.toml",
-            f"""
-[proxy]
-access_log = false
-
-[[backends]]
-name = "stub"
-url = "{stub.url}"
-
-[[routes]]
-model = "*"
-backends = ["stub"]
-
-[edge]
-access_log = false
-
-[[models]]
-name = "{MODEL}"
-provider = "SelfHosted"
-
-[[keys]]
-tenant = "acme"
-sha256 = "{hash_key(KEY)}"
-""",
+            proxy=QUIET,
+            backends={"stub": stub.url},
+            routes={"*": "stub"},
+            edge=QUIET,
+            models={MODEL: "SelfHosted"},
+            keys={KEY: "acme"},
         )
         with running("gateway", ["--config", cfg], d) as server:
             yield server

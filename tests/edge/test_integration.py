@@ -12,8 +12,8 @@ import httpx
 import openai
 import pytest
 
-from flatgate.edge_translator.keys import hash_key
-from tests.edge.stack import Service, free_port, start
+from tests.servers import Server, free_port, spawn
+from tests.stacks import loopback, start_all, stop_all, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ FORCED: Any = {"type": "function", "function": {"name": "lookup"}}
 
 
 class Stack:
-    def __init__(self, edge: Service, keyed: Service, stub: Service) -> None:
+    def __init__(self, edge: Server, keyed: Server, stub: Server) -> None:
         self.edge, self.keyed, self.stub = edge, keyed, stub
         self._clients: list[openai.OpenAI] = []
 
@@ -66,88 +66,50 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     d = tmp_path_factory.mktemp("stack")
     stub, proxy, edge, keyed = (free_port() for _ in range(4))
-    models = """
-[[models]]
-name = "flatgate-echo"
-provider = "SelfHosted"
-aliases = ["echo"]
-
-[[models]]
-name = "flatgate-impatient"
-provider = "SelfHosted"
-
-[[models]]
-name = "ghost"
-provider = "OpenAI"
-"""
-    config = d / "flatgate.toml"
-    config.write_text(
-        f"""
-[proxy]
-port = {proxy}
-cooldown_seconds = 0
-
-[stub]
-port = {stub}
-
-[[backends]]
-name = "stub"
-url = "http://127.0.0.1:{stub}"
-
-[[backends]]
-name = "stub-impatient"
-url = "http://127.0.0.1:{stub}"
-read_timeout = 1.0
-
-[[routes]]
-model = "flatgate-echo"
-provider = "SelfHosted"
-backends = ["stub"]
-
-[[routes]]
-model = "flatgate-impatient"
-backends = ["stub-impatient"]
-"""
+    models = {
+        "flatgate-echo": {"provider": "SelfHosted", "aliases": ["echo"]},
+        "flatgate-impatient": "SelfHosted",
+        "ghost": "OpenAI",
+    }
+    config = write_stack(
+        d / "flatgate.toml",
+        proxy={"port": proxy, "cooldown_seconds": 0},
+        stub={"port": stub},
+        backends={
+            "stub": loopback(stub),
+            "stub-impatient": {"url": loopback(stub), "read_timeout": 1.0},
+        },
+        routes={
+            "flatgate-echo": {"provider": "SelfHosted", "backends": ["stub"]},
+            "flatgate-impatient": "stub-impatient",
+        },
     )
     # The edges read files of their own: with the proxy's routes in the same
     # file, an edge refuses to start with a model ("ghost") no route serves.
-    edge_config = d / "edge.toml"
-    edge_config.write_text(
-        f"""
-[edge]
-port = {edge}
-proxy_url = "http://127.0.0.1:{proxy}"
-max_body_bytes = 4194304
-{models}"""
+    edge_config = write_stack(
+        d / "edge.toml",
+        edge={"port": edge, "proxy_url": loopback(proxy), "max_body_bytes": 4194304},
+        models=models,
     )
-    keyed_config = d / "keyed.toml"
-    keyed_config.write_text(
-        f"""
-[edge]
-port = {keyed}
-proxy_url = "http://127.0.0.1:{proxy}"
-max_body_bytes = 65536
-{models}
-[[keys]]
-tenant = "acme"
-sha256 = "{hash_key(KEY)}"
-"""
+    keyed_config = write_stack(
+        d / "keyed.toml",
+        edge={"port": keyed, "proxy_url": loopback(proxy), "max_body_bytes": 65536},
+        models=models,
+        keys={KEY: "acme"},
     )
     services = [
-        start("stub", config, stub, d),
-        start("proxy", config, proxy, d),
-        start("edge", edge_config, edge, d),
-        start("edge", keyed_config, keyed, d),
+        spawn("stub", ["--config", config], d, port=stub),
+        spawn("proxy", ["--config", config], d, port=proxy),
+        spawn("edge", ["--config", edge_config], d, port=edge),
+        spawn("edge", ["--config", keyed_config], d, port=keyed),
     ]
+    start_all(services)
     try:
-        for s in services:
-            s.wait_healthy()
         stack = Stack(services[2], services[3], services[0])
         yield stack
         stack.close()
     finally:
-        for s in reversed(services):
-            s.stop()
+        stop_all(services)
 
 
 def user(text: str) -> list[Any]:

@@ -37,16 +37,6 @@ from tests.edge.jwt_keys import (
 ALL = ("RS256", "PS256", "ES256", "EdDSA")
 
 
-@pytest.fixture(scope="module")
-def rs() -> Signer:
-    return rsa_signer()
-
-
-@pytest.fixture(scope="module")
-def es() -> Signer:
-    return ec_signer()
-
-
 def doc(*jwks: dict[str, Any]) -> bytes:
     return json.dumps({"keys": list(jwks)}).encode()
 

@@ -28,21 +28,6 @@ from tests.edge.jwt_keys import (
 )
 
 
-@pytest.fixture(scope="module")
-def rs() -> Signer:
-    return rsa_signer()
-
-
-@pytest.fixture(scope="module")
-def es() -> Signer:
-    return ec_signer()
-
-
-@pytest.fixture(scope="module")
-def ed() -> Signer:
-    return ed_signer()
-
-
 @pytest.fixture
 def jwks(tmp_path: Path, rs: Signer, es: Signer, ed: Signer) -> str:
     return write_key_set(tmp_path / "jwks.json", rs, es, ed)

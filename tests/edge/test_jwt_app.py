@@ -20,13 +20,8 @@ from flatgate.edge_translator.settings import (
 )
 from tests.edge import fakes
 from tests.edge.helpers import decode_request_fb
-from tests.edge.jwt_keys import AUDIENCE, ISSUER, Signer, rsa_signer, write_key_set
+from tests.edge.jwt_keys import AUDIENCE, ISSUER, Signer, write_key_set
 from tests.edge.test_app import MODELS, WORDS, call, chat, error_of
-
-
-@pytest.fixture(scope="module")
-def rs() -> Signer:
-    return rsa_signer()
 
 
 def app_with_jwt(jwks_file: str) -> tuple[EdgeApp, fakes.Transport]:

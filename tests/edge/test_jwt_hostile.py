@@ -25,8 +25,9 @@ from flatgate.edge_translator.errors import InvalidToken
 from flatgate.edge_translator.jwks import KeySetError, parse_key_set
 from flatgate.edge_translator.jwt_auth import JwtVerifier
 from flatgate.edge_translator.settings import JwtConfig
-from tests.edge.jwt_keys import AUDIENCE, ISSUER, Signer, rsa_signer, write_key_set
-from tests.servers import Server, running, write_config
+from tests.edge.jwt_keys import AUDIENCE, ISSUER, Signer, write_key_set
+from tests.servers import Server, running
+from tests.stacks import QUIET, write_stack
 
 DEPTH = 2000
 NOT_A_NUMBER = "claim is not a number"
@@ -82,11 +83,6 @@ def time_tokens(signer: Signer) -> dict[str, tuple[str, str]]:
         "iat a string": (signer.token(iat=str(int(time.time()))), "iat"),
         "iat a word": (signer.token(iat="now"), "iat"),
     }
-
-
-@pytest.fixture(scope="module")
-def rs() -> Signer:
-    return rsa_signer()
 
 
 @pytest.fixture
@@ -153,32 +149,14 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, rs: Signer) -> Iterator[Se
     d = tmp_path_factory.mktemp("jwt-hostile")
     jwks = write_key_set(d / "jwks.json", rs)
     with running("stub", [], d) as stub:
-        cfg = write_config(
+        cfg = write_stack(
             d / "g.toml",
-            f"""
-[proxy]
-access_log = false
-
-[[backends]]
-name = "stub"
-url = "{stub.url}"
-
-[[routes]]
-model = "echo"
-backends = ["stub"]
-
-[edge]
-access_log = false
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-
-[auth.jwt]
-jwks_file = "{jwks}"
-issuer = "{ISSUER}"
-audience = "{AUDIENCE}"
-""",
+            proxy=QUIET,
+            backends={"stub": stub.url},
+            routes={"echo": "stub"},
+            edge=QUIET,
+            models={"echo": "SelfHosted"},
+            auth={"jwt": {"jwks_file": jwks, "issuer": ISSUER, "audience": AUDIENCE}},
         )
         with running("gateway", ["--config", cfg], d) as server:
             yield server

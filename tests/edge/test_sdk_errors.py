@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import itertools
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,7 +31,9 @@ import pytest
 from flatgate.edge_translator.keys import hash_key
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
+from tests.edge.hardening_stack import wait_for
 from tests.servers import Server, closed_port, free_port, spawn
+from tests.stacks import QUIET, loopback, start_all, stop_all, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -51,20 +52,6 @@ MODELS = (
     "flatgate-impatient",
     "flatgate-trio",
 )
-
-
-def _models_toml(names: tuple[str, ...]) -> str:
-    return "".join(f'\n[[models]]\nname = "{n}"\nprovider = "SelfHosted"\n' for n in names)
-
-
-def _start_all(servers: list[Server]) -> None:
-    try:
-        for s in servers:
-            s.wait_healthy()
-    except BaseException:
-        for s in reversed(servers):
-            s.stop()
-        raise
 
 
 class Stack:
@@ -90,104 +77,45 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     stub, proxy, edge, orphan = (free_port() for _ in range(4))
     ports = contextlib.ExitStack()
     closed, dead_proxy = (ports.enter_context(closed_port()) for _ in range(2))
-    at = f"http://127.0.0.1:{stub}"
-    impatient = f"first_byte_timeout = {FIRST_BYTE}"
-    config = d / "flatgate.toml"
-    config.write_text(
-        f"""
-[proxy]
-port = {proxy}
-cooldown_seconds = 0
-max_attempts = 2
-access_log = false
-
-[stub]
-port = {stub}
-
-[[backends]]
-name = "stub"
-url = "{at}"
-
-[[backends]]
-name = "busy"
-url = "{at}"
-max_outstanding = 1
-
-[[backends]]
-name = "forwarding"
-url = "{at}"
-forward_credentials = true
-
-[[backends]]
-name = "closed"
-url = "http://127.0.0.1:{closed}"
-connect_timeout = 1.0
-
-[[backends]]
-name = "impatient"
-url = "{at}"
-{impatient}
-
-[[backends]]
-name = "trio-a"
-url = "{at}"
-{impatient}
-
-[[backends]]
-name = "trio-b"
-url = "{at}"
-{impatient}
-
-[[backends]]
-name = "trio-c"
-url = "{at}"
-{impatient}
-
-[[routes]]
-model = "flatgate-echo"
-provider = "SelfHosted"
-backends = ["stub"]
-
-[[routes]]
-model = "flatgate-forward"
-backends = ["forwarding"]
-
-[[routes]]
-model = "flatgate-busy"
-backends = ["busy"]
-
-[[routes]]
-model = "flatgate-closed"
-backends = ["closed"]
-
-[[routes]]
-model = "flatgate-impatient"
-backends = ["impatient"]
-
-[[routes]]
-model = "flatgate-trio"
-backends = ["trio-a", "trio-b", "trio-c"]
-
-[edge]
-port = {edge}
-proxy_url = "http://127.0.0.1:{proxy}"
-max_body_bytes = {MAX_BODY}
-access_log = false
-{_models_toml(MODELS)}"""
+    at = loopback(stub)
+    impatient = {"url": at, "first_byte_timeout": FIRST_BYTE}
+    config = write_stack(
+        d / "flatgate.toml",
+        proxy={"port": proxy, "cooldown_seconds": 0, "max_attempts": 2, **QUIET},
+        stub={"port": stub},
+        backends={
+            "stub": at,
+            "busy": {"url": at, "max_outstanding": 1},
+            "forwarding": {"url": at, "forward_credentials": True},
+            "closed": {"url": loopback(closed), "connect_timeout": 1.0},
+            "impatient": impatient,
+            "trio-a": impatient,
+            "trio-b": impatient,
+            "trio-c": impatient,
+        },
+        routes={
+            "flatgate-echo": {"provider": "SelfHosted", "backends": ["stub"]},
+            "flatgate-forward": "forwarding",
+            "flatgate-busy": "busy",
+            "flatgate-closed": "closed",
+            "flatgate-impatient": "impatient",
+            "flatgate-trio": ["trio-a", "trio-b", "trio-c"],
+        },
+        edge={"port": edge, "proxy_url": loopback(proxy), "max_body_bytes": MAX_BODY, **QUIET},
+        models=dict.fromkeys(MODELS, "SelfHosted"),
     )
-    args = ["--config", str(config)]
+    args = ["--config", config]
     servers = [
         spawn("stub", args, d, port=stub),
         spawn("proxy", args, d, port=proxy),
         spawn("edge", args, d, port=edge),
-        spawn("edge", [*args, "--proxy-url", f"http://127.0.0.1:{dead_proxy}"], d, port=orphan),
+        spawn("edge", [*args, "--proxy-url", loopback(dead_proxy)], d, port=orphan),
     ]
-    _start_all(servers)
+    start_all(servers)
     try:
         yield Stack(*servers)
     finally:
-        for s in reversed(servers):
-            s.stop()
+        stop_all(servers)
         ports.close()
 
 
@@ -204,50 +132,32 @@ class AuthStack:
 def auth_stack(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthStack]:
     d = tmp_path_factory.mktemp("sdk-errors-auth")
     proxy, trusted, untrusted = (free_port() for _ in range(3))
-    config = d / "flatgate.toml"
-    config.write_text(
-        f"""
-[proxy]
-port = {proxy}
-cooldown_seconds = 0
-access_log = false
-auth_token_sha256 = "{hash_key(PROXY_TOKEN)}"
-
-[stub]
-port = {stack.stub.port}
-
-[[backends]]
-name = "forwarding"
-url = "{stack.stub.url}"
-forward_credentials = true
-
-[[routes]]
-model = "flatgate-echo"
-provider = "SelfHosted"
-backends = ["forwarding"]
-
-[edge]
-port = {trusted}
-proxy_url = "http://127.0.0.1:{proxy}"
-access_log = false
-{_models_toml(("flatgate-echo",))}
-[[keys]]
-tenant = "acme"
-sha256 = "{hash_key(KEY)}"
-"""
+    config = write_stack(
+        d / "flatgate.toml",
+        proxy={
+            "port": proxy,
+            "cooldown_seconds": 0,
+            **QUIET,
+            "auth_token_sha256": hash_key(PROXY_TOKEN),
+        },
+        stub={"port": stack.stub.port},
+        backends={"forwarding": {"url": stack.stub.url, "forward_credentials": True}},
+        routes={"flatgate-echo": {"provider": "SelfHosted", "backends": ["forwarding"]}},
+        edge={"port": trusted, "proxy_url": loopback(proxy), **QUIET},
+        models={"flatgate-echo": "SelfHosted"},
+        keys={KEY: "acme"},
     )
-    args = ["--config", str(config)]
+    args = ["--config", config]
     servers = [
         spawn("proxy", args, d, port=proxy),
         spawn("edge", args, d, env={"FLATGATE_EDGE_PROXY_TOKEN": PROXY_TOKEN}, port=trusted),
         spawn("edge", args, d, port=untrusted),
     ]
-    _start_all(servers)
+    start_all(servers)
     try:
         yield AuthStack(*servers)
     finally:
-        for s in reversed(servers):
-            s.stop()
+        stop_all(servers)
 
 
 class Client:
@@ -319,15 +229,6 @@ def check(err: openai.APIStatusError, status: int, code: str, type_: str = "api_
     assert set(body["error"]) == {"message", "type", "param", "code"}
 
 
-def wait_for(predicate: Callable[[], bool], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 # 1. A backend's 400 is the caller's: passed through, not retried.
 def test_backend_400_is_bad_request_once(stack: Stack, client: ClientFactory) -> None:
     c = client(stack.edge)
@@ -393,7 +294,7 @@ def test_backends_at_max_outstanding_are_busy(stack: Stack, client: ClientFactor
             return False
         return done.choices[0].message.content == "free again"
 
-    assert wait_for(served)
+    assert wait_for(served, 10.0)
 
 
 # 5. No backend reachable.
@@ -414,7 +315,7 @@ def test_backend_timeout_is_504(stack: Stack, client: ClientFactory) -> None:
     check(info.value, 504, "backend_timeout")
     assert not isinstance(info.value, openai.APITimeoutError)
     assert c.attempts == SDK_ATTEMPTS
-    assert wait_for(lambda: stack.started() - before == SDK_ATTEMPTS)
+    assert wait_for(lambda: stack.started() - before == SDK_ATTEMPTS, 10.0)
 
 
 # 7. The edge cannot reach its proxy.
@@ -476,7 +377,7 @@ def test_max_attempts_bounds_backends_per_request(stack: Stack, client: ClientFa
     check(info.value, 504, "backend_timeout")
     assert c.attempts == SDK_ATTEMPTS
     total = SDK_ATTEMPTS * 2  # max_attempts = 2, of the route's 3 backends
-    assert wait_for(lambda: stack.started() - marks[0] == total), (marks, stack.started())
+    assert wait_for(lambda: stack.started() - marks[0] == total, 10.0), (marks, stack.started())
     marks.append(stack.started())
     per_request = [b - a for a, b in itertools.pairwise(marks)]
     assert per_request == [2] * SDK_ATTEMPTS

@@ -2,7 +2,7 @@
 test moves: who may use which model (``[[keys]] models``, a JWT's models
 claim, ``[[tenants]]``), what ``GET /v1/models`` lists, admission against
 ``[[limits]]`` and its refusals, settling a reservation to the reported
-usage, and a reload that keeps the counts; and ``wire.estimate.reservation``
+usage, and a reload that keeps the counts; and ``wire.request.estimate.reservation``
 on the buffers the edge writes."""
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ import openai
 import pytest
 
 from flatgate.proxy.wire.request import build_request
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import QUIET, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -37,53 +38,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         running("stub", ["--protocol", "openai"], d) as oai,
         running("stub", ["--ttft-ms", "3000"], d) as slow,
     ):
-        cfg = write_config(
+        cfg = write_stack(
             d / "g.toml",
-            f"""
-[proxy]
-access_log = false
-
-[[backends]]
-name = "fbs"
-url = "{fbs.url}"
-
-[[backends]]
-name = "oai"
-url = "{oai.url}/v1"
-protocol = "openai"
-
-[[backends]]
-name = "slow"
-url = "{slow.url}"
-first_byte_timeout = 10.0
-
-[[routes]]
-model = "echo"
-backends = ["fbs"]
-
-[[routes]]
-model = "echo-openai"
-backends = ["oai"]
-
-[[routes]]
-model = "slow"
-backends = ["slow"]
-
-[edge]
-log_format = "json"
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-
-[[models]]
-name = "echo-openai"
-provider = "OpenAI"
-
-[[models]]
-name = "slow"
-provider = "SelfHosted"
-""",
+            proxy=QUIET,
+            backends={
+                "fbs": fbs.url,
+                "oai": {"url": f"{oai.url}/v1", "protocol": "openai"},
+                "slow": {"url": slow.url, "first_byte_timeout": 10.0},
+            },
+            routes={"echo": "fbs", "echo-openai": "oai", "slow": "slow"},
+            edge={"log_format": "json"},
+            models={"echo": "SelfHosted", "echo-openai": "OpenAI", "slow": "SelfHosted"},
         )
         with running("gateway", ["--config", cfg], d) as gateway:
             yield Stack(fbs, oai, slow, gateway)

@@ -4,7 +4,6 @@ SDK's ``AuthenticationError``, API keys beside JWTs."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -15,7 +14,8 @@ import openai
 import pytest
 
 from tests.edge.jwt_keys import KeySetServer, Signer, ec_signer, rsa_signer, serving
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import QUIET, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -49,38 +49,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     d = tmp_path_factory.mktemp("gateway-jwt")
     rs, es = rsa_signer(), ec_signer()
     with serving(rs) as jwks, running("stub", [], d) as fbs:
-        cfg = write_config(
+        cfg = write_stack(
             d / "g.toml",
-            f"""
-[proxy]
-access_log = false
-
-[[backends]]
-name = "fbs"
-url = "{fbs.url}"
-
-[[routes]]
-model = "echo"
-backends = ["fbs"]
-
-[edge]
-log_format = "json"
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-
-[[keys]]
-tenant = "keyed"
-sha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"
-
-[auth.jwt]
-jwks_url = "{jwks.url}"
-issuer = "https://issuer.flatgate.test/"
-audience = "flatgate"
-leeway_seconds = 0
-refresh_seconds = 0
-""",
+            proxy=QUIET,
+            backends={"fbs": fbs.url},
+            routes={"echo": "fbs"},
+            edge={"log_format": "json"},
+            models={"echo": "SelfHosted"},
+            keys={KEY: "keyed"},
+            auth={
+                "jwt": {
+                    "jwks_url": jwks.url,
+                    "issuer": "https://issuer.flatgate.test/",
+                    "audience": "flatgate",
+                    "leeway_seconds": 0,
+                    "refresh_seconds": 0,
+                }
+            },
         )
         with running("gateway", ["--config", cfg], d) as gateway:
             yield Stack(gateway, jwks, rs, es)

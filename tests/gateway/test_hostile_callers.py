@@ -11,7 +11,6 @@ tenant got 503 ``server_busy`` for as long as the connections stayed open.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import socket
 import threading
@@ -28,7 +27,8 @@ import pytest
 
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.wire.request import build_request
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -36,14 +36,14 @@ KEYS = {"attacker": "key-attacker", "victim": "key-victim", "limited": "key-limi
 MIB = 1 << 20
 PROXY_TOKEN = "proxy-caller-token"
 # Small bounds, so that a few connections are an attack.
-INTAKE = f"""
-max_body_bytes = {MIB}
-max_buffered_bytes = {8 * MIB}
-max_buffered_bytes_per_caller = {2 * MIB}
-max_buffered_bytes_per_connection = {2 * MIB}
-body_idle_timeout = 1.5
-body_timeout = 5.0
-"""
+INTAKE = {
+    "max_body_bytes": MIB,
+    "max_buffered_bytes": 8 * MIB,
+    "max_buffered_bytes_per_caller": 2 * MIB,
+    "max_buffered_bytes_per_connection": 2 * MIB,
+    "body_idle_timeout": 1.5,
+    "body_timeout": 5.0,
+}
 
 
 @dataclass
@@ -55,45 +55,19 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     d = tmp_path_factory.mktemp("hostile")
-    keys = "".join(
-        f'[[keys]]\ntenant = "{tenant}"\nsha256 = "{hashlib.sha256(key.encode()).hexdigest()}"\n'
-        for tenant, key in KEYS.items()
-    )
+    logged = {"access_log": True, "log_format": "json"}
     with running("stub", [], d) as fbs:
-        cfg = write_config(
+        cfg = write_stack(
             d / "g.toml",
-            f"""
-[proxy]
-access_log = true
-log_format = "json"
-auth_token_sha256 = "{hash_key(PROXY_TOKEN)}"
-{INTAKE}
-
-[[backends]]
-name = "fbs"
-url = "{fbs.url}"
-
-[[routes]]
-model = "echo"
-backends = ["fbs"]
-
-[edge]
-access_log = true
-log_format = "json"
-{INTAKE}
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-
-{keys}
-
-[[limits]]
-tenant = "limited"
-model = "*"
-requests_per_minute = 3
-max_concurrent = 1
-""",
+            proxy={**logged, "auth_token_sha256": hash_key(PROXY_TOKEN), **INTAKE},
+            backends={"fbs": fbs.url},
+            routes={"echo": "fbs"},
+            edge={**logged, **INTAKE},
+            models={"echo": "SelfHosted"},
+            keys={key: tenant for tenant, key in KEYS.items()},
+            limits=[
+                {"tenant": "limited", "model": "*", "requests_per_minute": 3, "max_concurrent": 1}
+            ],
         )
         with (
             running("gateway", ["--config", cfg], d) as gateway,

@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from benchmarks.alloc_proxy import FakeAnswer, FakeTransport
+from benchmarks.inmemory import FakeAnswer, FakeTransport
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import parse_config

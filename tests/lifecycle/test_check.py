@@ -3,7 +3,6 @@ each naming its key: the checks, ``flatgate check``, and the services' start-up.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from flatgate.proxy.gateway.check import file_problems
 from flatgate.proxy.gateway.cli import main
 from flatgate.proxy.gateway.document import side_problems
 from flatgate.proxy.service.settings import unrouted_models
+from tests.stacks import toml
 
 GOOD = """
 [proxy]
@@ -51,17 +51,6 @@ def with_keys(section: str, **keys: Any) -> dict[str, Any]:
     data = tomllib.loads(GOOD)
     data[section].update(keys)
     return data
-
-
-def dump(data: dict[str, Any]) -> str:
-    """A config as TOML (just what these tests write)."""
-    lines = []
-    for key, value in data.items():
-        tables = value if isinstance(value, list) else [value]
-        for table in tables:
-            lines.append(f"[[{key}]]" if isinstance(value, list) else f"[{key}]")
-            lines += [f"{k} = {json.dumps(v)}" for k, v in table.items()]
-    return "\n".join(lines) + "\n"
 
 
 def test_the_good_config_has_no_problem() -> None:
@@ -224,7 +213,7 @@ def test_a_file_without_routes_serves_an_edge_whose_proxy_reads_another() -> Non
 
 def write(tmp_path: Path, config: str | dict[str, Any], name: str = "flatgate.toml") -> Path:
     path = tmp_path / name
-    path.write_text(config if isinstance(config, str) else dump(config))
+    path.write_text(config if isinstance(config, str) else toml(config))
     return path
 
 

@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from tests.lifecycle.test_graceful import FB_FRAMES, Reader, chunks, request, wait_exit
-from tests.servers import Server, running, spawn, write_config
+from tests.servers import Server, spawn
+from tests.stacks import QUIET, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -30,17 +31,6 @@ GRACE, SECONDS = 1.5, 4.0
 # At 250 ms a token: a short answer is done in about a second, a long one
 # outlives the drain and is ended by it.
 SHORT, LONG = 4, 60
-
-
-@pytest.fixture(scope="module")
-def slow_stub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    cfg = write_config(
-        tmp_path_factory.mktemp("stub-cfg") / "s.toml",
-        '[stub]\ndrain_grace_seconds = 0\ndrain_seconds = 1\n[[backends]]\nname = "x"\n'
-        'url = "http://127.0.0.1:1"\n[[routes]]\nmodel = "*"\nbackends = ["x"]\n',
-    )
-    with running("stub", ["--itl-ms", "250", "--config", cfg], tmp_path_factory.mktemp("s")) as s:
-        yield s
 
 
 def access_lines(log: Path, service: str) -> dict[str, list[dict[str, Any]]]:
@@ -71,6 +61,40 @@ def one_line(lines: dict[str, list[dict[str, Any]]], rid: str) -> dict[str, Any]
     return got[0]
 
 
+def drain(
+    server: Server, streams: Mapping[str, Reader], refuse: Callable[[], list[str]]
+) -> list[str]:
+    """Once every stream has begun, SIGTERM to ``server``; while it drains,
+    ``refuse`` sends requests that must be refused (their ids). Then the
+    server exits 0 and the streams end."""
+    for reader in streams.values():
+        assert reader.first.wait(5) and reader.status == 200
+    os.kill(server.proc.pid, signal.SIGTERM)
+    until_draining(server.url)
+    refused = refuse()
+    code, _ = wait_exit(server.proc, SECONDS + 3)
+    assert code == 0
+    for reader in streams.values():
+        reader.join(5)
+    return refused
+
+
+def check_logged(
+    lines: dict[str, list[dict[str, Any]]],
+    streams: Mapping[str, Reader],
+    ended: set[str],
+    refused: list[str],
+) -> None:
+    """One line for each stream and refusal and nothing else; streams that
+    finished and streams the drain ended were both logged, and each refusal
+    as a 503 ``draining``."""
+    assert set(lines) == {*streams, *refused}
+    assert ended and ended != set(streams)
+    for rid in refused:
+        line = one_line(lines, rid)
+        assert (line["status"], line["error"]) == (503, "draining"), line
+
+
 # -- flatgate proxy ---------------------------------------------------------------
 
 
@@ -90,24 +114,16 @@ def proxy_stream(url: str, rid: str, words: int) -> Reader:
 def test_the_proxy_logs_every_stream_and_refusal_of_its_drain(
     tmp_path: Path, slow_stub: Server, iface: str
 ) -> None:
-    cfg = write_config(
+    cfg = write_stack(
         tmp_path / "p.toml",
-        f"""
-[proxy]
-interface = "{iface}"
-log_format = "json"
-drain_grace_seconds = {GRACE}
-drain_seconds = {SECONDS}
-
-[[backends]]
-name = "stub"
-url = "{slow_stub.url}"
-read_timeout = 30.0
-
-[[routes]]
-model = "*"
-backends = ["stub"]
-""",
+        proxy={
+            "interface": iface,
+            "log_format": "json",
+            "drain_grace_seconds": GRACE,
+            "drain_seconds": SECONDS,
+        },
+        backends={"stub": {"url": slow_stub.url, "read_timeout": 30.0}},
+        routes={"*": "stub"},
     )
     proxy = spawn("proxy", ["--config", cfg], tmp_path)
     try:
@@ -115,27 +131,23 @@ backends = ["stub"]
         streams = {
             f"s{i}": proxy_stream(proxy.url, f"s{i}", SHORT if i % 2 else LONG) for i in range(8)
         }
-        for reader in streams.values():
-            assert reader.first.wait(5) and reader.status == 200
-        os.kill(proxy.proc.pid, signal.SIGTERM)
-        until_draining(proxy.url)
-        refused = [f"d{i}" for i in range(3)]
-        for rid in refused:
-            r = httpx.post(
-                f"{proxy.url}/v1/completions",
-                content=request(2),
-                headers={**FB_FRAMES, "x-request-id": rid},
-            )
-            assert r.status_code == 503 and r.json()["error"]["code"] == "draining"
-        code, _ = wait_exit(proxy.proc, SECONDS + 3)
-        assert code == 0
-        for reader in streams.values():
-            reader.join(5)
+
+        def refuse() -> list[str]:
+            refused = [f"d{i}" for i in range(3)]
+            for rid in refused:
+                r = httpx.post(
+                    f"{proxy.url}/v1/completions",
+                    content=request(2),
+                    headers={**FB_FRAMES, "x-request-id": rid},
+                )
+                assert r.status_code == 503 and r.json()["error"]["code"] == "draining"
+            return refused
+
+        refused = drain(proxy, streams, refuse)
     finally:
         proxy.stop()
 
     lines = access_lines(proxy.log, "proxy")
-    assert set(lines) == {*streams, *refused}
     ended = set()
     for rid, reader in streams.items():
         last = chunks(reader.body)[-1]
@@ -145,10 +157,7 @@ backends = ["stub"]
             assert last.error.code == "draining"
             ended.add(rid)
         assert line["error"] == (last.error.code if last.error else None), line
-    assert ended and ended != set(streams)  # both kinds were logged
-    for rid in refused:
-        line = one_line(lines, rid)
-        assert (line["status"], line["error"]) == (503, "draining"), line
+    check_logged(lines, streams, ended, refused)
 
 
 # -- flatgate gateway -------------------------------------------------------------
@@ -176,30 +185,13 @@ def chat_stream(url: str, rid: str, words: int) -> Reader:
 def test_the_gateway_logs_every_stream_and_refusal_of_its_drain(
     tmp_path: Path, slow_stub: Server
 ) -> None:
-    cfg = write_config(
+    cfg = write_stack(
         tmp_path / "g.toml",
-        f"""
-[proxy]
-access_log = false
-
-[[backends]]
-name = "stub"
-url = "{slow_stub.url}"
-read_timeout = 30.0
-
-[[routes]]
-model = "*"
-backends = ["stub"]
-
-[edge]
-log_format = "json"
-drain_grace_seconds = {GRACE}
-drain_seconds = {SECONDS}
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-""",
+        proxy=QUIET,
+        backends={"stub": {"url": slow_stub.url, "read_timeout": 30.0}},
+        routes={"*": "stub"},
+        edge={"log_format": "json", "drain_grace_seconds": GRACE, "drain_seconds": SECONDS},
+        models={"echo": "SelfHosted"},
     )
     gateway = spawn("gateway", ["--config", cfg], tmp_path)
     try:
@@ -207,28 +199,27 @@ provider = "SelfHosted"
         streams = {
             f"s{i}": chat_stream(gateway.url, f"s{i}", SHORT if i % 2 else LONG) for i in range(6)
         }
-        for reader in streams.values():
-            assert reader.first.wait(5) and reader.status == 200
-        os.kill(gateway.proc.pid, signal.SIGTERM)
-        until_draining(gateway.url)
         message = {"model": "echo", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
-        refused = {
-            "d-chat": ("/v1/chat/completions", {"model": "echo", "messages": message["messages"]}),
-            "d-messages": ("/v1/messages", message),
-            "d-count": ("/v1/messages/count_tokens", message),
-        }
-        for rid, (path, payload) in refused.items():
-            r = httpx.post(f"{gateway.url}{path}", json=payload, headers={"x-request-id": rid})
-            assert r.status_code == 503, (path, r.text)
-        code, _ = wait_exit(gateway.proc, SECONDS + 3)
-        assert code == 0
-        for reader in streams.values():
-            reader.join(5)
+
+        def refuse() -> list[str]:
+            refused = {
+                "d-chat": (
+                    "/v1/chat/completions",
+                    {"model": "echo", "messages": message["messages"]},
+                ),
+                "d-messages": ("/v1/messages", message),
+                "d-count": ("/v1/messages/count_tokens", message),
+            }
+            for rid, (path, payload) in refused.items():
+                r = httpx.post(f"{gateway.url}{path}", json=payload, headers={"x-request-id": rid})
+                assert r.status_code == 503, (path, r.text)
+            return list(refused)
+
+        refused = drain(gateway, streams, refuse)
     finally:
         gateway.stop()
 
     lines = access_lines(gateway.log, "edge")
-    assert set(lines) == {*streams, *refused}
     ended = set()
     for rid, reader in streams.items():
         line = one_line(lines, rid)
@@ -239,10 +230,7 @@ provider = "SelfHosted"
         else:
             assert reader.body.rstrip().endswith(b"data: [DONE]"), reader.body[-80:]
             assert line["error"] is None, line
-    assert ended and ended != set(streams)  # both kinds were logged
-    for rid in refused:
-        line = one_line(lines, rid)
-        assert (line["status"], line["error"]) == (503, "draining"), line
+    check_logged(lines, streams, ended, refused)
 
 
 # -- a worker stopped without a drain ----------------------------------------------
@@ -261,21 +249,11 @@ def test_a_worker_stopped_by_granian_writes_what_it_kept(
     """A signal to the worker alone is granian's own stop, no drain: the
     lines kept for the next batch are written as the worker stops (ASGI's
     lifespan.shutdown, RSGI's ``__rsgi_del__``), not lost with it."""
-    cfg = write_config(
+    cfg = write_stack(
         tmp_path / "p.toml",
-        f"""
-[proxy]
-interface = "{iface}"
-log_format = "json"
-
-[[backends]]
-name = "stub"
-url = "{slow_stub.url}"
-
-[[routes]]
-model = "*"
-backends = ["stub"]
-""",
+        proxy={"interface": iface, "log_format": "json"},
+        backends={"stub": slow_stub.url},
+        routes={"*": "stub"},
     )
     proxy = spawn("proxy", ["--config", cfg], tmp_path)
     try:

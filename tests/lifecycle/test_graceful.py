@@ -26,7 +26,8 @@ from flatgate.proxy.wire.chunk.frames import Chunk, FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FRAMES, FinishReason
-from tests.servers import Server, free_port, running, spawn, write_config
+from tests.servers import Server, free_port, running, spawn
+from tests.stacks import QUIET, loopback, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -180,40 +181,15 @@ def test_ctrl_c_in_a_terminal_closes_the_listener_at_once(tmp_path: Path) -> Non
 # -- the real proxy --------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def slow_stub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    # 250 ms between tokens: a 21-word answer takes 5 s.
-    args = [
-        "--itl-ms",
-        "250",
-        "--config",
-        write_config(
-            tmp_path_factory.mktemp("stub-cfg") / "s.toml",
-            '[stub]\ndrain_grace_seconds = 0\ndrain_seconds = 1\n[[backends]]\nname = "x"\n'
-            'url = "http://127.0.0.1:1"\n[[routes]]\nmodel = "*"\nbackends = ["x"]\n',
-        ),
-    ]
-    with running("stub", args, tmp_path_factory.mktemp("slow-stub")) as s:
-        yield s
+# ``slow_stub`` (conftest): 250 ms between tokens.
 
 
 def proxy_config(path: Path, stub: Server, grace: float, seconds: float) -> str:
-    return write_config(
+    return write_stack(
         path,
-        f"""
-[proxy]
-drain_grace_seconds = {grace}
-drain_seconds = {seconds}
-
-[[backends]]
-name = "stub"
-url = "{stub.url}"
-read_timeout = 5.0
-
-[[routes]]
-model = "*"
-backends = ["stub"]
-""",
+        proxy={"drain_grace_seconds": grace, "drain_seconds": seconds},
+        backends={"stub": {"url": stub.url, "read_timeout": 5.0}},
+        routes={"*": "stub"},
     )
 
 
@@ -321,19 +297,15 @@ def test_the_edge_drains_503_then_ends_a_long_stream_with_an_error_event(
 
     proxy_cfg = proxy_config(tmp_path / "p.toml", slow_stub, 5.0, 30.0)
     with running("proxy", ["--config", proxy_cfg], tmp_path) as proxy:
-        edge_cfg = write_config(
+        edge_cfg = write_stack(
             tmp_path / "e.toml",
-            f"""
-[edge]
-proxy_url = "{proxy.url}"
-drain_grace_seconds = 1.0
-drain_seconds = 3.0
-access_log = false
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-""",
+            edge={
+                "proxy_url": proxy.url,
+                "drain_grace_seconds": 1.0,
+                "drain_seconds": 3.0,
+                **QUIET,
+            },
+            models={"echo": "SelfHosted"},
         )
         edge = spawn("edge", ["--config", edge_cfg], tmp_path)
         try:
@@ -384,34 +356,15 @@ provider = "SelfHosted"
 def test_flatgate_up_drains_every_service_and_exits_0(tmp_path: Path, layout: list[str]) -> None:
     """Both layouts: the one-process gateway (the default) and edge + proxy apart."""
     stub, proxy, edge = free_port(), free_port(), free_port()
-    drain = "drain_grace_seconds = 0.5\ndrain_seconds = 6\n"
-    cfg = write_config(
+    drain = {"drain_grace_seconds": 0.5, "drain_seconds": 6}
+    cfg = write_stack(
         tmp_path / "up.toml",
-        f"""
-[proxy]
-port = {proxy}
-{drain}
-[stub]
-port = {stub}
-itl_ms = 100
-up = ["fbs"]
-{drain}
-[[backends]]
-name = "stub"
-url = "http://127.0.0.1:{stub}"
-
-[[routes]]
-model = "flatgate-echo"
-backends = ["stub"]
-
-[edge]
-port = {edge}
-proxy_url = "http://127.0.0.1:{proxy}"
-{drain}
-[[models]]
-name = "flatgate-echo"
-provider = "SelfHosted"
-""",
+        proxy={"port": proxy, **drain},
+        stub={"port": stub, "itl_ms": 100, "up": ["fbs"], **drain},
+        backends={"stub": loopback(stub)},
+        routes={"flatgate-echo": "stub"},
+        edge={"port": edge, "proxy_url": loopback(proxy), **drain},
+        models={"flatgate-echo": "SelfHosted"},
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLATGATE_")}
     log = tmp_path / "up.log"

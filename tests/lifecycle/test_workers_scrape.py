@@ -22,7 +22,8 @@ import pytest
 from flatgate.proxy.plumbing.aggregate import SNAPSHOT_SECONDS, Snapshot
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import write_stack
 
 pytestmark = [
     pytest.mark.integration,
@@ -86,10 +87,8 @@ def test_proxy_metrics_sum_both_workers(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     with running("stub", ["--workers", "1"], tmp_path) as stub:
-        cfg = write_config(
-            tmp_path / "proxy.toml",
-            f'[[backends]]\nname = "stub"\nurl = "{stub.url}"\n\n'
-            '[[routes]]\nmodel = "echo-*"\nbackends = ["stub"]\n',
+        cfg = write_stack(
+            tmp_path / "proxy.toml", backends={"stub": stub.url}, routes={"echo-*": "stub"}
         )
         args = ["--config", cfg, "--workers", "2"]
         with running("proxy", args, tmp_path, env={"TMPDIR": str(tmp)}) as proxy:

@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -22,13 +23,13 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flatgate.edge_translator.keys import hash_key
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.limits.algorithms import utc_day
 from flatgate.proxy.wire.request.estimate import reservation
 from flatgate.proxy.wire.schema import Provider
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import QUIET, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -47,73 +48,32 @@ KEYS = {
 RESTRICTED = "sk-globex-echo-only"
 
 
-def _config(stub: Server) -> str:
-    keys = "".join(
-        f'\n[[keys]]\ntenant = "{tenant}"\nsha256 = "{hash_key(key)}"\n'
-        for tenant, key in KEYS.items()
+def _config(path: Path, stub: Server) -> str:
+    return write_stack(
+        path,
+        proxy=QUIET,
+        backends={"fbs": stub.url},
+        routes={"*": "fbs"},
+        edge=QUIET,
+        models={
+            "echo": {"provider": "SelfHosted", "aliases": ["echo-latest"]},
+            "echo@hang:1": "SelfHosted",
+            "other": "SelfHosted",
+        },
+        keys={
+            **{key: tenant for tenant, key in KEYS.items()},
+            RESTRICTED: {"tenant": "globex", "models": ["echo"]},
+        },
+        tenants=[{"name": "globex", "models": ["echo*"]}],
+        state={"default_max_tokens": DEFAULT_MAX_TOKENS},
+        limits=[
+            {"tenant": "headers", "requests_per_minute": 30, "tokens_per_minute": 6000},
+            {"tenant": "burst", "requests_per_minute": 5},
+            {"tenant": "held", "max_concurrent": 1},
+            {"tenant": "budget", "model": "echo", "tokens_per_day": DAY_BUDGET},
+            {"tenant": "hooli", "requests_per_minute": 1},
+        ],
     )
-    return f"""
-[proxy]
-access_log = false
-
-[[backends]]
-name = "fbs"
-url = "{stub.url}"
-
-[[routes]]
-model = "*"
-backends = ["fbs"]
-
-[edge]
-access_log = false
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-aliases = ["echo-latest"]
-
-[[models]]
-name = "echo@hang:1"
-provider = "SelfHosted"
-
-[[models]]
-name = "other"
-provider = "SelfHosted"
-{keys}
-[[keys]]
-tenant = "globex"
-sha256 = "{hash_key(RESTRICTED)}"
-models = ["echo"]
-
-[[tenants]]
-name = "globex"
-models = ["echo*"]
-
-[state]
-default_max_tokens = {DEFAULT_MAX_TOKENS}
-
-[[limits]]
-tenant = "headers"
-requests_per_minute = 30
-tokens_per_minute = 6000
-
-[[limits]]
-tenant = "burst"
-requests_per_minute = 5
-
-[[limits]]
-tenant = "held"
-max_concurrent = 1
-
-[[limits]]
-tenant = "budget"
-model = "echo"
-tokens_per_day = {DAY_BUDGET}
-
-[[limits]]
-tenant = "hooli"
-requests_per_minute = 1
-"""
 
 
 @dataclass
@@ -158,7 +118,7 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     d = tmp_path_factory.mktemp("edge-limits")
     with running("stub", [], d) as stub:
-        config = write_config(d / "flatgate.toml", _config(stub))
+        config = _config(d / "flatgate.toml", stub)
         with running("gateway", ["--config", config], d) as gateway:
             s = Stack(gateway, stub)
             yield s

@@ -23,12 +23,12 @@ from typing import Any
 import httpx
 import pytest
 
-from flatgate.edge_translator.keys import hash_key
 from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.wire.schema import Provider
 from tests.servers import Server, running
+from tests.stacks import QUIET, stack_config, toml
 
 KEYS = {"load": "sk-load", "counted": "sk-counted", "limited": "sk-limited"}
 NEWCOMER = "sk-newcomer"
@@ -47,49 +47,24 @@ def config(stub: Server, *, new: bool = False, bad: bool = False) -> str:
     """The gateway's config; ``new`` adds a key, an alias, a model and its
     route, and raises tenant limited's rate; ``bad`` breaks a limit."""
     keys = {**KEYS, "newcomer": NEWCOMER} if new else KEYS
-    text = f"""
-[proxy]
-access_log = false
-
-[[backends]]
-name = "fbs"
-url = "{stub.url}"
-
-[[routes]]
-model = "echo"
-backends = ["fbs"]
-
-[edge]
-access_log = false
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-aliases = {'["echo-next"]' if new else "[]"}
-
-[[limits]]
-tenant = "counted"
-requests_per_minute = {0 if bad else 3}
-
-[[limits]]
-tenant = "limited"
-requests_per_minute = {100 if new else 1}
-"""
-    text += "".join(
-        f'\n[[keys]]\ntenant = "{tenant}"\nsha256 = "{hash_key(key)}"\n'
-        for tenant, key in keys.items()
+    fresh = {"fresh": "SelfHosted"} if new else {}
+    return toml(
+        stack_config(
+            proxy=QUIET,
+            backends={"fbs": stub.url},
+            routes={"echo": "fbs", **dict.fromkeys(fresh, "fbs")},
+            edge=QUIET,
+            models={
+                "echo": {"provider": "SelfHosted", "aliases": ["echo-next"] if new else []},
+                **fresh,
+            },
+            keys={key: tenant for tenant, key in keys.items()},
+            limits=[
+                {"tenant": "counted", "requests_per_minute": 0 if bad else 3},
+                {"tenant": "limited", "requests_per_minute": 100 if new else 1},
+            ],
+        )
     )
-    if new:
-        text += """
-[[models]]
-name = "fresh"
-provider = "SelfHosted"
-
-[[routes]]
-model = "fresh"
-backends = ["fbs"]
-"""
-    return text
 
 
 def flatgate_reload(path: Path) -> subprocess.CompletedProcess[str]:

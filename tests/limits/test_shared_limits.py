@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import math
 import os
 import re
@@ -23,7 +22,8 @@ from redis.asyncio import Redis
 
 from flatgate.proxy.limits.algorithms import PERIOD, TOLERANCE, utc_day
 from tests.redisserver import RedisServer, unique_prefix
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import QUIET, Fields, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -34,45 +34,20 @@ OUTAGE_RPM = 3  # acme's in the outage test: 20 s per request refilled
 HEALTH = "limits: store"  # how both of the store's health lines begin (limits.health)
 
 
-def _sha(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-def gateway_config(stub: Server, state: str, limits: str) -> str:
+def gateway_config(path: Path, stub: Server, state: Fields, limits: list[Fields]) -> str:
     """A gateway on ``stub``'s model ``echo``, keys for acme and globex,
-    ``[state]`` and ``[[limits]]`` as given."""
-    return f"""
-[proxy]
-access_log = false
-
-[[backends]]
-name = "fbs"
-url = "{stub.url}"
-
-[[routes]]
-model = "echo"
-backends = ["fbs"]
-
-[edge]
-access_log = false
-
-[[models]]
-name = "echo"
-provider = "SelfHosted"
-
-[[keys]]
-tenant = "acme"
-sha256 = "{_sha(ACME)}"
-
-[[keys]]
-tenant = "globex"
-sha256 = "{_sha(GLOBEX)}"
-
-[state]
-{state}
-
-{limits}
-"""
+    ``[state]`` and ``[[limits]]`` as given, written to ``path``."""
+    return write_stack(
+        path,
+        proxy=QUIET,
+        backends={"fbs": stub.url},
+        routes={"echo": "fbs"},
+        edge=QUIET,
+        models={"echo": "SelfHosted"},
+        keys={ACME: "acme", GLOBEX: "globex"},
+        state=state,
+        limits=limits,
+    )
 
 
 @dataclass(frozen=True)
@@ -182,22 +157,17 @@ def pair(
     prefix = unique_prefix()
     # "closed", and a generous timeout: a slow store must show as 503s, never
     # let requests through uncounted.
-    state = (
-        f'store = "{shared_redis.url}"\nkey_prefix = "{prefix}"\n'
-        'on_store_error = "closed"\ntimeout_ms = 5000'
-    )
-    limits = f"""
-[[limits]]
-tenant = "acme"
-model = "*"
-requests_per_minute = {RPM}
-
-[[limits]]
-tenant = "globex"
-model = "echo"
-requests_per_minute = 100000
-"""
-    cfg = write_config(d / "g.toml", gateway_config(stub, state, limits))
+    state = {
+        "store": shared_redis.url,
+        "key_prefix": prefix,
+        "on_store_error": "closed",
+        "timeout_ms": 5000,
+    }
+    limits: list[Fields] = [
+        {"tenant": "acme", "model": "*", "requests_per_minute": RPM},
+        {"tenant": "globex", "model": "echo", "requests_per_minute": 100000},
+    ]
+    cfg = gateway_config(d / "g.toml", stub, state, limits)
     args = ["--config", cfg, "--workers", "2"]
     with running("gateway", args, d) as a, running("gateway", args, d) as b:
         yield Pair(a, b, shared_redis, prefix)
@@ -301,12 +271,14 @@ async def test_a_store_outage_and_its_recovery(
     """Redis killed mid-run: requests pass unlimited ("open") or get 503
     ``limits_unavailable`` ("closed"), one log line says so, the gauge reads 0;
     Redis back on the same port: the limits apply again by themselves."""
-    state = (
-        f'store = "{redis_server.url}"\nkey_prefix = "{unique_prefix()}"\n'
-        f'on_store_error = "{policy}"\ntimeout_ms = 1000'
-    )
-    limits = f'[[limits]]\ntenant = "acme"\nrequests_per_minute = {OUTAGE_RPM}\n'
-    cfg = write_config(tmp_path / "g.toml", gateway_config(stub, state, limits))
+    state = {
+        "store": redis_server.url,
+        "key_prefix": unique_prefix(),
+        "on_store_error": policy,
+        "timeout_ms": 1000,
+    }
+    limits: list[Fields] = [{"tenant": "acme", "requests_per_minute": OUTAGE_RPM}]
+    cfg = gateway_config(tmp_path / "g.toml", stub, state, limits)
     with running("gateway", ["--config", cfg, "--workers", "1"], tmp_path) as gw:
         async with httpx.AsyncClient(timeout=30) as client:
             before = [await post(client, gw.url, ACME) for _ in range(2)]

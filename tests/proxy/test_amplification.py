@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.alloc_proxy import FakeExchange, FakeTransport, _drive
+from benchmarks.inmemory import FakeExchange, drive
 from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
@@ -33,6 +33,7 @@ from tests.proxy.shared_offsets import (
     shared_stop,
     shared_strings,
 )
+from tests.proxy.test_proxy_limits import CountingTransport
 from tests.proxy.wire_helpers import build, sample_request
 
 HOSTILE = amplified()  # 2,000 references to one 256 KiB message
@@ -99,16 +100,6 @@ def test_every_table_and_vector_of_the_schema_shares_nothing_within_its_size() -
 # -- the proxy's decode path (the openai adapter) ------------------------------
 
 
-class CountingTransport(FakeTransport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
-        self.calls += 1
-        return await super().request(method, url, **kw)
-
-
 def openai_proxy(max_body: int, **extra: Any) -> tuple[ProxyServer, CountingTransport]:
     cfg = {
         "proxy": {"access_log": False, "max_body_bytes": max_body},
@@ -125,7 +116,7 @@ def openai_proxy(max_body: int, **extra: Any) -> tuple[ProxyServer, CountingTran
 def call(server: ProxyServer, body: bytes, **headers: str) -> FakeExchange:
     ex = FakeExchange(body)
     ex._headers.update(headers)
-    _drive(server.completions(ex))
+    drive(server.completions(ex))
     return ex
 
 

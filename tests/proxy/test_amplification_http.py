@@ -16,7 +16,8 @@ from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
 from tests.proxy.shared_offsets import amplified, expanded_bytes, shared_strings
 from tests.proxy.test_hardening import tree_rss
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import QUIET, write_stack
 
 pytestmark = pytest.mark.integration
 
@@ -33,23 +34,11 @@ def oai(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def proxy(oai: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     d = tmp_path_factory.mktemp("proxy")
-    cfg = write_config(
+    cfg = write_stack(
         d / "p.toml",
-        f"""
-[proxy]
-max_body_bytes = {MAX_BODY}
-cooldown_seconds = 0.5
-access_log = false
-
-[[backends]]
-name = "oai"
-url = "{oai.url}/v1"
-protocol = "openai"
-
-[[routes]]
-model = "*"
-backends = ["oai"]
-""",
+        proxy={"max_body_bytes": MAX_BODY, "cooldown_seconds": 0.5, **QUIET},
+        backends={"oai": {"url": f"{oai.url}/v1", "protocol": "openai"}},
+        routes={"*": "oai"},
     )
     with running("proxy", ["--config", cfg], d) as p:
         yield p

@@ -1,4 +1,4 @@
-"""ProxyServer in process: the in-memory exchange and backend of benchmarks.alloc_proxy."""
+"""ProxyServer in process: the in-memory exchange and backend of benchmarks.inmemory."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks.alloc_proxy import (
+from benchmarks.inmemory import (
     ANSWER,
     FakeExchange,
     FakeTransport,
-    _drive,
+    drive,
     make_server,
     serve_one,
 )
@@ -138,7 +138,7 @@ def authed(
     ex = FakeExchange(body)
     if authorization is not None:
         ex._headers["authorization"] = authorization
-    _drive(server.completions(ex))
+    drive(server.completions(ex))
     return ex, list(transport.last_headers)
 
 
@@ -172,7 +172,7 @@ def test_without_authentication_a_callers_credential_is_forwarded_when_asked() -
     server, transport = scripted(config, {})
     ex = FakeExchange(BODY)
     ex._headers["authorization"] = "Bearer caller-key"
-    _drive(server.completions(ex))
+    drive(server.completions(ex))
     assert ex.status == 200
     assert ("authorization", "Bearer caller-key") in transport.last_headers
 

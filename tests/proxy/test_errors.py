@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.alloc_proxy import FakeAnswer, FakeExchange, FakeTransport, _drive
+from benchmarks.inmemory import FakeAnswer, FakeExchange, FakeTransport, drive
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.plumbing.serve import BodyMalformed, BodyTimeout, BodyTooLarge
@@ -199,7 +199,7 @@ def ask(
     ex.path = path
     for name, value in headers.items():
         ex._headers[name.replace("_", "-")] = value
-    _drive(s(ex))
+    drive(s(ex))
     return ex
 
 
@@ -209,7 +209,7 @@ def request_cases() -> list[tuple[str, Any]]:
     def get(s: ProxyServer) -> FakeExchange:
         ex = FakeExchange(BODY)
         ex.method = "GET"
-        _drive(s(ex))
+        drive(s(ex))
         return ex
 
     plain = server(Answers())

@@ -19,6 +19,7 @@ from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FRAMES
 from tests.proxy.test_proxy_http import FB, metric, proxy_config, req
 from tests.servers import Server, running, write_config
+from tests.stacks import QUIET, Fields
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +55,9 @@ def slow_stub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield s
 
 
-def slow_config(stub_url: str, extra: str = "") -> str:
+def slow_config(stub_url: str, proxy: Fields | None = None) -> str:
     """A proxy config for ``slow_stub``: its first token comes after the read timeout."""
-    return proxy_config({"slow": stub_url}, extra).replace(
-        "read_timeout = 2.0", "read_timeout = 2.0\nfirst_byte_timeout = 10.0"
-    )
+    return proxy_config({"slow": {"url": stub_url, "first_byte_timeout": 10.0}}, proxy)
 
 
 def _post(url: str, body: bytes, **headers: str) -> httpx.Response:
@@ -68,7 +67,7 @@ def _post(url: str, body: bytes, **headers: str) -> httpx.Response:
 def test_memory_stays_bounded_under_hostile_model_names(stub: Server, tmp_path: Path) -> None:
     """10,000 distinct unknown models and 100 names of 1 MiB each: the proxy's
     resident memory ends within a few MiB of where it started."""
-    cfg = write_config(tmp_path / "p.toml", proxy_config({"stub": stub.url}, "access_log = false"))
+    cfg = write_config(tmp_path / "p.toml", proxy_config({"stub": stub.url}, QUIET))
     with running("proxy", ["--config", cfg], tmp_path) as p:
 
         async def flood(bodies: list[bytes], concurrency: int = 16) -> list[int]:
@@ -99,7 +98,7 @@ def test_memory_stays_bounded_under_hostile_model_names(stub: Server, tmp_path: 
 
 def test_an_overlong_model_name_is_a_400_naming_the_limit(stub: Server, tmp_path: Path) -> None:
     cfg = write_config(
-        tmp_path / "p.toml", proxy_config({"stub": stub.url}, "max_model_bytes = 32")
+        tmp_path / "p.toml", proxy_config({"stub": stub.url}, {"max_model_bytes": 32})
     )
     with running("proxy", ["--config", cfg], tmp_path) as p:
         r = _post(p.url, req("hi", model="echo-" + "x" * 27))
@@ -114,7 +113,7 @@ def test_an_overlong_model_name_is_a_400_naming_the_limit(stub: Server, tmp_path
 def test_admission_refuses_past_max_in_flight_with_retry_after(
     slow_stub: Server, tmp_path: Path
 ) -> None:
-    extra = "max_in_flight = 2\nmax_buffered_bytes = 4096"
+    extra = {"max_in_flight": 2, "max_buffered_bytes": 4096}
     cfg = write_config(tmp_path / "p.toml", slow_config(slow_stub.url, extra))
     with running("proxy", ["--config", cfg], tmp_path) as p:
 
@@ -149,7 +148,7 @@ def test_admission_refuses_past_max_in_flight_with_retry_after(
 def test_a_full_pool_is_a_503_and_not_a_backend_failure(slow_stub: Server, tmp_path: Path) -> None:
     """More concurrent streams than the pool holds: each completes or gets 503
     pool_exhausted with Retry-After; the backend is never cooled down for it."""
-    extra = "pool_limit = 2\npool_timeout = 0.5"
+    extra = {"pool_limit": 2, "pool_timeout": 0.5}
     cfg = write_config(tmp_path / "p.toml", slow_config(slow_stub.url, extra))
     with running("proxy", ["--config", cfg], tmp_path) as p:
 
@@ -227,7 +226,9 @@ def test_hostile_request_ids_are_replaced(stub: Server, tmp_path: Path) -> None:
 
 
 def test_access_log_lines_carry_the_fields_and_no_secrets(stub: Server, tmp_path: Path) -> None:
-    cfg = write_config(tmp_path / "p.toml", proxy_config({"stub": stub.url}, 'log_format = "json"'))
+    cfg = write_config(
+        tmp_path / "p.toml", proxy_config({"stub": stub.url}, {"log_format": "json"})
+    )
     with running("proxy", ["--config", cfg], tmp_path) as p:
         secret_prompt = "the secret prompt text"
         body = build_request(
@@ -265,9 +266,7 @@ def test_more_concurrent_streams_than_granians_default_connection_limit(
     held open at once (each a minute long) all get their answer's head while
     every one of them is still running."""
     with running("stub", ["--itl-ms", "2000"], tmp_path) as slow:
-        cfg = write_config(
-            tmp_path / "p.toml", proxy_config({"slow": slow.url}, "access_log = false")
-        )
+        cfg = write_config(tmp_path / "p.toml", proxy_config({"slow": slow.url}, QUIET))
         with running("proxy", ["--config", cfg], tmp_path) as p:
             body = req(" ".join(f"w{i}" for i in range(30)))  # 60 s at 2 s a token
             head = (

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from flatgate.proxy.transport.base import (
+    Response,
     Timeouts,
     Transport,
     UpstreamConnectError,
@@ -71,6 +72,47 @@ def keepalive_echo(times: int = 100) -> Handler:
     return handler
 
 
+OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+OK_THEN_CLOSE = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok"
+# Three bytes of the ten it announces.
+PART = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc"
+
+
+def answers(raw: bytes, *, times: int | None = 1, then: float = 0) -> Handler:
+    """A handler that reads a request and writes ``raw``, ``times`` times on
+    one connection (``None``: for as many as come), then waits ``then`` s
+    before the connection closes."""
+
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        count = 0
+        while times is None or count < times:
+            await read_request(r)
+            w.write(raw)
+            await w.drain()
+            count += 1
+        await asyncio.sleep(then)
+
+    return handler
+
+
+def held_until(gate: asyncio.Event) -> Handler:
+    """A keep-alive handler that answers ``OK`` to each request once ``gate`` is set."""
+
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(r)
+            await gate.wait()
+            w.write(OK)
+            await w.drain()
+
+    return handler
+
+
+async def post(t: Transport, url: str, timeouts: Timeouts = FAST) -> Response:
+    """An empty POST to ``url``."""
+    return await t.request("POST", url, body=b"", headers=[], timeouts=timeouts)
+
+
 @pytest.fixture(params=["fast", "httpx"])
 async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
     t = make_transport(request.param, limit=4)
@@ -123,22 +165,17 @@ async def test_chunked_body_in_partial_reads(transport: Transport) -> None:
             await asyncio.sleep(0)
 
     async with RawServer(handler) as url:
-        resp = await transport.request("POST", url, body=b"", headers=[], timeouts=FAST)
+        resp = await post(transport, url)
         assert resp.headers["transfer-encoding"] == "chunked"
         assert b"".join([p async for p in resp.iter_bytes()]) == b"hello world"
 
 
 async def test_connection_close_is_not_reused() -> None:
-    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await read_request(r)
-        w.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok")
-        await w.drain()
-
-    server = RawServer(handler)
+    server = RawServer(answers(OK_THEN_CLOSE))
     t = PoolTransport()
     async with server as url:
         for _ in range(3):
-            resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+            resp = await post(t, url)
             assert await resp.read() == b"ok"
     assert server.connections == 3
     assert t.stats()["open"] == t.stats()["idle"] == 0
@@ -146,26 +183,17 @@ async def test_connection_close_is_not_reused() -> None:
 
 
 async def test_body_until_eof() -> None:
-    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await read_request(r)
-        w.write(b"HTTP/1.1 200 OK\r\n\r\nuntil the end")
-        await w.drain()
-
     t = PoolTransport()
-    async with RawServer(handler) as url:
-        resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+    async with RawServer(answers(b"HTTP/1.1 200 OK\r\n\r\nuntil the end")) as url:
+        resp = await post(t, url)
         assert await resp.read() == b"until the end"
     await t.aclose()
 
 
 async def test_peer_closes_mid_response(transport: Transport) -> None:
-    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await read_request(r)
-        w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part")
-        await w.drain()
-
+    handler = answers(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part")
     async with RawServer(handler) as url:
-        resp = await transport.request("POST", url, body=b"", headers=[], timeouts=FAST)
+        resp = await post(transport, url)
         with pytest.raises(UpstreamProtocolError):
             await resp.read()
 
@@ -176,20 +204,14 @@ async def test_peer_closes_before_answering(transport: Transport) -> None:
 
     async with RawServer(handler) as url:
         with pytest.raises((UpstreamConnectError, UpstreamProtocolError)):
-            await transport.request("POST", url, body=b"", headers=[], timeouts=FAST)
+            await post(transport, url)
 
 
 async def test_invalid_http_is_a_protocol_error() -> None:
-    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await read_request(r)
-        w.write(b"SPDY/9 nonsense\r\n\r\n")
-        await w.drain()
-        await asyncio.sleep(0.5)
-
     t = PoolTransport()
-    async with RawServer(handler) as url:
+    async with RawServer(answers(b"SPDY/9 nonsense\r\n\r\n", then=0.5)) as url:
         with pytest.raises(UpstreamProtocolError):
-            await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+            await post(t, url)
     await t.aclose()
 
 
@@ -199,9 +221,7 @@ async def test_connect_refused(transport: Transport) -> None:
     server.close()
     await server.wait_closed()
     with pytest.raises(UpstreamConnectError):
-        await transport.request(
-            "POST", f"http://127.0.0.1:{port}/", body=b"", headers=[], timeouts=FAST
-        )
+        await post(transport, f"http://127.0.0.1:{port}/")
 
 
 async def test_read_timeouts(transport: Transport) -> None:
@@ -209,18 +229,12 @@ async def test_read_timeouts(transport: Transport) -> None:
         await read_request(r)
         await asyncio.sleep(5)
 
-    async def stalls_mid_body(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await read_request(r)
-        w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
-        await w.drain()
-        await asyncio.sleep(5)
-
     quick = Timeouts(connect=1.0, read=0.2)
     async with RawServer(silent) as url:
         with pytest.raises(UpstreamTimeout):
-            await transport.request("POST", url, body=b"", headers=[], timeouts=quick)
-    async with RawServer(stalls_mid_body) as url:
-        resp = await transport.request("POST", url, body=b"", headers=[], timeouts=quick)
+            await post(transport, url, quick)
+    async with RawServer(answers(PART, then=5)) as url:  # stalls mid-body
+        resp = await post(transport, url, quick)
         with pytest.raises(UpstreamTimeout):
             await resp.read()
         await resp.aclose()
@@ -237,9 +251,7 @@ async def test_total_timeout() -> None:
 
     t = PoolTransport()
     async with RawServer(trickle) as url:
-        resp = await t.request(
-            "POST", url, body=b"", headers=[], timeouts=Timeouts(connect=1, read=1, total=0.3)
-        )
+        resp = await post(t, url, Timeouts(connect=1, read=1, total=0.3))
         with pytest.raises(UpstreamTimeout):
             await resp.read()
     await t.aclose()
@@ -247,20 +259,12 @@ async def test_total_timeout() -> None:
 
 async def test_pool_limit_makes_callers_wait() -> None:
     gate = asyncio.Event()
-
-    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        while True:
-            await read_request(r)
-            await gate.wait()
-            w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            await w.drain()
-
-    server = RawServer(handler)
+    server = RawServer(held_until(gate))
     t = PoolTransport(limit=2)
     async with server as url:
 
         async def one() -> bytes:
-            resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+            resp = await post(t, url)
             return await resp.read()
 
         tasks = [asyncio.ensure_future(one()) for _ in range(6)]
@@ -277,24 +281,14 @@ async def test_a_full_pool_is_its_own_bounded_wait(kind: str) -> None:
     """Past the pool's limit a caller waits up to ``pool_timeout`` (not the
     connect timeout) and gets ``UpstreamPoolTimeout``, not a connect error."""
     gate = asyncio.Event()
-
-    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        while True:
-            await read_request(r)
-            await gate.wait()
-            w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            await w.drain()
-
-    server = RawServer(handler)
+    server = RawServer(held_until(gate))
     t = make_transport(kind, limit=1, pool_timeout=0.2)
     slow_connect = Timeouts(connect=30.0, read=30.0)
     async with server as url:
-        held = asyncio.ensure_future(
-            t.request("POST", url, body=b"", headers=[], timeouts=slow_connect)
-        )
+        held = asyncio.ensure_future(post(t, url, slow_connect))
         await asyncio.sleep(0.1)
         with pytest.raises(UpstreamPoolTimeout, match="no free connection"):
-            await t.request("POST", url, body=b"", headers=[], timeouts=slow_connect)
+            await post(t, url, slow_connect)
         assert not isinstance(UpstreamPoolTimeout("x"), UpstreamConnectError)
         stats = t.stats()
         assert stats["pool_timeouts"] == 1
@@ -309,17 +303,11 @@ async def test_a_full_pool_is_its_own_bounded_wait(kind: str) -> None:
 
 
 async def test_abandoned_response_closes_its_connection() -> None:
-    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        while True:
-            await read_request(r)
-            w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
-            await w.drain()
-
-    server = RawServer(handler)
+    server = RawServer(answers(PART, times=None))
     t = PoolTransport()
     async with server as url:
         for _ in range(2):
-            resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+            resp = await post(t, url)
             await resp.aclose()  # body not read: the connection cannot be reused
     assert server.connections == 2
     assert t.stats()["open"] == 0
@@ -327,17 +315,12 @@ async def test_abandoned_response_closes_its_connection() -> None:
 
 
 async def test_stale_keepalive_connection_is_retried_once() -> None:
-    async def answer_once(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await read_request(r)
-        w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-        await w.drain()
-        # Keep-alive was implied, but the server closes the connection now.
-
-    server = RawServer(answer_once)
+    # Keep-alive is implied, but the server closes the connection after one answer.
+    server = RawServer(answers(OK))
     t = PoolTransport()
     async with server as url:
         for _ in range(3):
-            resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+            resp = await post(t, url)
             assert await resp.read() == b"ok"
             await asyncio.sleep(0.05)
     assert server.connections == 3
@@ -360,7 +343,7 @@ async def test_slow_consumer_pauses_the_socket() -> None:
 
     t = PoolTransport()
     async with RawServer(firehose) as url:
-        resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+        resp = await post(t, url)
         pieces = resp.iter_bytes()
         first = await pieces.__anext__()
         await asyncio.sleep(0.3)  # the consumer pauses; the server must be held back
@@ -378,16 +361,11 @@ def test_make_transport_kinds() -> None:
 
 
 async def test_a_closed_connection_is_freed_without_the_gc() -> None:
-    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await read_request(r)
-        w.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok")
-        await w.drain()
-
     t = PoolTransport()
     gc.disable()
     try:
-        async with RawServer(handler) as url:
-            resp = await t.request("POST", url, body=b"", headers=[], timeouts=FAST)
+        async with RawServer(answers(OK_THEN_CLOSE)) as url:
+            resp = await post(t, url)
             conn = weakref.ref(resp._conn)  # type: ignore[attr-defined]
             assert await resp.read() == b"ok"
             del resp

@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +21,35 @@ from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason
 from tests.servers import Server, free_port, running, write_config
+from tests.stacks import Fields, stack_config, toml
 
 pytestmark = pytest.mark.integration
 
 FB = {"content-type": "application/x-flatbuffers"}
 
 
-def proxy_config(stub_urls: dict[str, str], extra: str = "", routes: str | None = None) -> str:
-    backends = "".join(
-        f'[[backends]]\nname = "{name}"\nurl = "{url}"\nread_timeout = 2.0\n\n'
-        for name, url in stub_urls.items()
-    )
-    if routes is None:
-        names = ", ".join(f'"{n}"' for n in stub_urls)
-        routes = (
-            f'[[routes]]\nmodel = "echo-*"\nprovider = "SelfHosted"\nbackends = [{names}]\n\n'
-            f'[[routes]]\nmodel = "exact-model"\nbackends = [{names}]\n'
+def proxy_config(
+    backends: Mapping[str, str | Fields],
+    proxy: Fields | None = None,
+    routes: Mapping[str, str | list[str] | Fields] | None = None,
+) -> str:
+    """A proxy in front of ``backends`` (name -> URL or fields; each reads for
+    2 s at most), ``proxy`` added to its table; the routes by default:
+    ``echo-*`` (SelfHosted) and ``exact-model`` to all the backends."""
+    names = list(backends)
+    return toml(
+        stack_config(
+            proxy={"max_body_bytes": 2097152, "cooldown_seconds": 0.5, **(proxy or {})},
+            backends={
+                name: {"url": b, "read_timeout": 2.0}
+                if isinstance(b, str)
+                else {"read_timeout": 2.0, **b}
+                for name, b in backends.items()
+            },
+            routes=routes
+            or {"echo-*": {"provider": "SelfHosted", "backends": names}, "exact-model": names},
         )
-    return f"[proxy]\nmax_body_bytes = 2097152\ncooldown_seconds = 0.5\n{extra}\n{backends}{routes}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -271,11 +282,11 @@ def test_failover_to_next_backend_and_to_fallbacks(
     stub: Server, failing_stub: Server, tmp_path: Path
 ) -> None:
     urls = {"dead": dead_url(), "failing": failing_stub.url, "good": stub.url}
-    routes = (
-        '[[routes]]\nmodel = "echo-pool"\nbackends = ["dead", "good"]\n\n'
-        '[[routes]]\nmodel = "echo-fallback"\nbackends = ["failing"]\nfallbacks = ["good"]\n\n'
-        '[[routes]]\nmodel = "echo-doomed"\nbackends = ["dead", "failing"]\n'
-    )
+    routes: dict[str, list[str] | Fields] = {
+        "echo-pool": ["dead", "good"],
+        "echo-fallback": {"backends": ["failing"], "fallbacks": ["good"]},
+        "echo-doomed": ["dead", "failing"],
+    }
     cfg = write_config(tmp_path / "p.toml", proxy_config(urls, routes=routes))
     with running("proxy", ["--config", cfg], tmp_path) as p:
         for _ in range(4):
@@ -363,9 +374,7 @@ def test_slow_reader_holds_back_the_backend(stub: Server, tmp_path: Path) -> Non
     """ASGI: a caller that stops reading stops the proxy reading, and so the stub."""
     cfg = write_config(
         tmp_path / "p.toml",
-        proxy_config({"stub": stub.url}).replace(
-            "max_body_bytes = 2097152", "max_body_bytes = 80000000"
-        ),
+        proxy_config({"stub": stub.url}, {"max_body_bytes": 80000000}),
     )
     n = 4000
     words = " ".join(f"{i:06d}" + "x" * 16384 for i in range(n))  # 64 MiB of deltas
@@ -419,15 +428,12 @@ def test_bad_config_fails_at_start_up_naming_the_key(tmp_path: Path) -> None:
 
 
 def test_forwards_the_bytes_and_only_the_headers_it_should(stub: Server, tmp_path: Path) -> None:
-    urls = {"plain": stub.url, "trusted": stub.url}
-    routes = (
-        '[[routes]]\nmodel = "echo-plain"\nbackends = ["plain"]\n\n'
-        '[[routes]]\nmodel = "echo-trusted"\nbackends = ["trusted"]\n'
-    )
-    text = proxy_config(urls, routes=routes).replace(
-        'name = "trusted"\nurl', 'name = "trusted"\nforward_credentials = true\nurl'
-    )
-    cfg = write_config(tmp_path / "p.toml", text)
+    backends: dict[str, str | Fields] = {
+        "plain": stub.url,
+        "trusted": {"url": stub.url, "forward_credentials": True},
+    }
+    routes = {"echo-plain": "plain", "echo-trusted": "trusted"}
+    cfg = write_config(tmp_path / "p.toml", proxy_config(backends, routes=routes))
     caller = {
         **FB,
         "x-request-id": "trace-1",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks.alloc_proxy import FakeExchange, FakeTransport, _drive
 from benchmarks.codecs.stock_chunk import build_chunk
+from benchmarks.inmemory import FakeExchange, FakeTransport, drive
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
@@ -54,7 +54,7 @@ def server_for(
 def call(server: ProxyServer, body: bytes, **headers: str) -> FakeExchange:
     ex = FakeExchange(body)
     ex._headers.update({"authorization": f"Bearer {TOKEN}", **headers})
-    _drive(server.completions(ex))
+    drive(server.completions(ex))
     return ex
 
 

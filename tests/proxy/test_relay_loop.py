@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator, Sequence
 
-from benchmarks.alloc_proxy import FakeAnswer, make_server
+from benchmarks.inmemory import FakeAnswer, make_server
 from flatgate.proxy.backends.fbs import FbsAdapter
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.plumbing.metrics import Metrics

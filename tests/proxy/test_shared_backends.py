@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.alloc_proxy import FakeTransport
+from benchmarks.inmemory import FakeTransport
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.errors import ProxyError
 from flatgate.proxy.service.settings import parse_config

@@ -21,6 +21,7 @@ from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
 from tests.servers import free_port, running
+from tests.stacks import write_stack
 
 FAST = Timeouts(connect=2.0, read=2.0)
 SSE_BODY = (
@@ -89,60 +90,63 @@ async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
     await t.aclose()
 
 
+@pytest.fixture
+async def server(ca: trustme.CA) -> AsyncIterator[tuple[TLSServer, int]]:
+    """A ``TLSServer`` on this test's loop, and its port."""
+    s = TLSServer(ca)
+    port = await s.start()
+    yield s, port
+    s.close()
+
+
+def trusting(ca: trustme.CA) -> ssl.SSLContext:
+    """A client context that trusts the test CA (and verifies names)."""
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context
+
+
 async def test_verified_with_the_backends_ca_pooled_and_with_sni(
-    ca: trustme.CA, transport: Transport
+    ca: trustme.CA, transport: Transport, server: tuple[TLSServer, int]
 ) -> None:
-    server = TLSServer(ca)
-    port = await server.start()
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
-    try:
-        for _ in range(3):
-            resp = await transport.request(
-                "POST",
-                f"https://localhost:{port}/v1/chat/completions",
-                body=b"{}",
-                headers=[("content-type", "application/json")],
-                timeouts=FAST,
-                tls=client_ctx,
-            )
-            assert resp.status == 200
-            assert await resp.read() == SSE_BODY
-        assert server.connections == 1  # kept alive across requests
-        assert server.names == ["localhost"]  # SNI
-        assert server.requests[0].lower().count(b"host: localhost:") == 1
-    finally:
-        server.close()
+    tls, port = server
+    context = trusting(ca)  # one context: the pool keeps its connection
+    for _ in range(3):
+        resp = await transport.request(
+            "POST",
+            f"https://localhost:{port}/v1/chat/completions",
+            body=b"{}",
+            headers=[("content-type", "application/json")],
+            timeouts=FAST,
+            tls=context,
+        )
+        assert resp.status == 200
+        assert await resp.read() == SSE_BODY
+    assert tls.connections == 1  # kept alive across requests
+    assert tls.names == ["localhost"]  # SNI
+    assert tls.requests[0].lower().count(b"host: localhost:") == 1
 
 
-async def test_an_unknown_ca_is_refused(ca: trustme.CA, transport: Transport) -> None:
+async def test_an_unknown_ca_is_refused(
+    transport: Transport, server: tuple[TLSServer, int]
+) -> None:
     """Verification is on by default: the system store does not know the test CA."""
-    server = TLSServer(ca)
-    port = await server.start()
-    try:
-        with pytest.raises(UpstreamConnectError, match=r"(?i)certificate"):
-            await transport.request(
-                "GET", f"https://localhost:{port}/", body=b"", headers=[], timeouts=FAST
-            )
-    finally:
-        server.close()
+    _, port = server
+    with pytest.raises(UpstreamConnectError, match=r"(?i)certificate"):
+        await transport.request(
+            "GET", f"https://localhost:{port}/", body=b"", headers=[], timeouts=FAST
+        )
 
 
 async def test_a_name_the_certificate_does_not_cover_is_refused(
-    ca: trustme.CA, transport: Transport
+    ca: trustme.CA, transport: Transport, server: tuple[TLSServer, int]
 ) -> None:
-    server = TLSServer(ca)
-    port = await server.start()
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
-    try:
-        with pytest.raises(UpstreamConnectError):
-            await transport.request(
-                "GET", f"https://127.0.0.1:{port}/", body=b"", headers=[], timeouts=FAST,
-                tls=client_ctx,
-            )  # fmt: skip
-    finally:
-        server.close()
+    _, port = server
+    with pytest.raises(UpstreamConnectError):
+        await transport.request(
+            "GET", f"https://127.0.0.1:{port}/", body=b"", headers=[], timeouts=FAST,
+            tls=trusting(ca),
+        )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -171,26 +175,14 @@ def tls_backend(ca: trustme.CA) -> Iterator[int]:
     loop.close()
 
 
-def _proxy_config(path: Path, port: int, backend_port: int, ca_file: str) -> Path:
-    ca_line = f'ca_file = "{ca_file}"' if ca_file else ""
-    path.write_text(
-        f"""
-[proxy]
-port = {port}
-cooldown_seconds = 0
-
-[[backends]]
-name = "tls"
-url = "https://localhost:{backend_port}/v1"
-protocol = "openai"
-{ca_line}
-
-[[routes]]
-model = "*"
-backends = ["tls"]
-"""
+def _proxy_config(path: Path, port: int, backend_port: int, ca_file: str) -> str:
+    tls = {"url": f"https://localhost:{backend_port}/v1", "protocol": "openai"}
+    return write_stack(
+        path,
+        proxy={"port": port, "cooldown_seconds": 0},
+        backends={"tls": {**tls, "ca_file": ca_file} if ca_file else tls},
+        routes={"*": "tls"},
     )
-    return path
 
 
 def _ask(url: str) -> httpx.Response:
@@ -211,7 +203,7 @@ def test_proxy_streams_from_an_https_backend_with_its_ca_file(
     ca.cert_pem.write_to_path(str(ca_file))
     port = free_port()
     cfg = _proxy_config(tmp_path / "p.toml", port, tls_backend, str(ca_file))
-    with running("proxy", ["--config", str(cfg)], tmp_path, port=port) as proxy:
+    with running("proxy", ["--config", cfg], tmp_path, port=port) as proxy:
         r = _ask(proxy.url)
         assert r.status_code == 200
         chunks = [read_chunk(f) for f in FrameSplitter().feed(r.content)]
@@ -224,7 +216,7 @@ def test_proxy_streams_from_an_https_backend_with_its_ca_file(
 def test_proxy_refuses_an_https_backend_it_cannot_verify(tls_backend: int, tmp_path: Path) -> None:
     port = free_port()
     cfg = _proxy_config(tmp_path / "p.toml", port, tls_backend, "")
-    with running("proxy", ["--config", str(cfg)], tmp_path, port=port) as proxy:
+    with running("proxy", ["--config", cfg], tmp_path, port=port) as proxy:
         r = _ask(proxy.url)
         assert r.status_code == 502
         error = json.loads(r.content)["error"]

@@ -1,5 +1,6 @@
 """The wire's names, each defined once: enums against the generated code, the
-identifiers against the schema, the error codes against the README."""
+identifiers against the schema, the error codes against the docs' error table
+(``docs/api/errors.md``)."""
 
 from __future__ import annotations
 
@@ -46,16 +47,28 @@ def test_request_identifier_is_the_schemas() -> None:
     assert schema.CHUNK_IDENTIFIER != schema.REQUEST_IDENTIFIER
 
 
-def _readme_codes() -> dict[str, int]:
-    """``| status | `code` | when |`` rows of the README's error table."""
-    text = (ROOT / "README.md").read_text()
-    rows = re.findall(r"^\| (\d{3}) \| `([a-z_]+)` \|", text, re.M)
-    assert rows, "the README has no error-code table"
-    return {code: int(status) for status, code in rows}
+ERRORS_PAGE = ROOT / "docs" / "api" / "errors.md"
+_ROW = r"^\| (\d{3}) \| `([a-z_]+)` \| ([a-z_]+) \|"
 
 
-def test_the_readme_lists_every_code_with_its_status() -> None:
-    assert _readme_codes() == {c.code: c.status for c in codes.CODES}
+def _documented_codes() -> dict[str, tuple[int, str]]:
+    """``| status | `code` | type | when |`` rows of the error table."""
+    text = ERRORS_PAGE.read_text()
+    rows = re.findall(_ROW, text, re.M)
+    assert rows, f"{ERRORS_PAGE} has no error-code table"
+    documented = {code: (int(status), kind) for status, code, kind in rows}
+    assert len(documented) == len(rows), "a code is listed twice"
+    return documented
+
+
+def test_the_error_table_lists_every_code_with_its_status_and_type() -> None:
+    assert _documented_codes() == {c.code: (c.status, c.type) for c in codes.CODES}
+
+
+def test_the_error_table_is_kept_in_one_place() -> None:
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+    copies = [p for p in pages if p != ERRORS_PAGE and re.search(_ROW, p.read_text(), re.M)]
+    assert copies == []
 
 
 def test_codes_are_unique_and_typed() -> None:

@@ -26,17 +26,13 @@ from flatgate.proxy.stub.cadence import TOKEN, Clock, Prebuilt, prebuilt
 from flatgate.proxy.stub.server import WIRES
 from flatgate.proxy.wire.chunk.frames import Chunk
 from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import write_stub
 from tests.stub.helpers import sse_events, stream_raw
 from tests.stub.test_wires import fbs_chunks
 
 TOKENS = 5
 NO_HEADERS: dict[str, str] = {}
-# Every config needs a route (the stub's own section is what counts here).
-ROUTES = (
-    '\n[[backends]]\nname = "s"\nurl = "http://127.0.0.1:9"\n\n'
-    '[[routes]]\nmodel = "*"\nbackends = ["s"]\n'
-)
 
 
 # what a stream must look like ---------------------------------------------------
@@ -201,10 +197,12 @@ def stubs(tmp_path: Path) -> Iterator[StartStub]:
     with contextlib.ExitStack() as stack:
 
         def start(protocol: str, interface: str = "rsgi", tokens: int = TOKENS) -> Server:
-            cfg = write_config(
+            cfg = write_stub(
                 tmp_path / f"cadence-{protocol}-{interface}.toml",
-                f"[stub]\ncadence = true\ncadence_tokens = {tokens}\nttft_ms = 5\nitl_ms = 2\n"
-                + ROUTES,
+                cadence=True,
+                cadence_tokens=tokens,
+                ttft_ms=5,
+                itl_ms=2,
             )
             args = ["--config", cfg, "--protocol", protocol, "--interface", interface]
             return stack.enter_context(running("stub", args, tmp_path))

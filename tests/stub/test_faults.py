@@ -16,7 +16,8 @@ from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FRAMES, FinishReason
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running
+from tests.stacks import write_stub
 from tests.stub.helpers import sse_events, stream_raw, stub
 
 pytestmark = pytest.mark.integration
@@ -190,12 +191,7 @@ def test_fbs_metadata_names_a_fault_too(tmp_path: Path) -> None:
 
 
 def test_a_fault_for_every_request_and_settings_from_the_config(tmp_path: Path) -> None:
-    cfg = write_config(
-        tmp_path / "stub.toml",
-        '[stub]\nprotocol = "anthropic"\napi_key = "k"\n\n'
-        '[[backends]]\nname = "s"\nurl = "http://127.0.0.1:9"\n\n'
-        '[[routes]]\nmodel = "*"\nbackends = ["s"]\n',
-    )
+    cfg = write_stub(tmp_path / "stub.toml", protocol="anthropic", api_key="k")
     p = PROTOCOLS["anthropic"]
     with running("stub", ["--config", cfg, "--fault", "overloaded"], tmp_path) as s:
         assert httpx.get(f"{s.url}/stats").json()["protocol"] == "anthropic"

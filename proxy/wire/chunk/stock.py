@@ -2,7 +2,7 @@
 
 ``decode_chunk`` reads one chunk into a ``Chunk`` through the generated
 accessors: the reference the fast reader is tested against, and a client's
-convenience (the README's example); hot paths read with
+convenience (the README's tour); hot paths read with
 ``wire.chunk.reader.read_chunk``. Any malformed buffer raises
 ``MalformedFrame``, never anything else. Chunks are written with
 ``wire.chunk.writer``; the stock builder's chunk (the benchmarks' and tests'

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from flatgate.edge_translator.keys import hash_key
 from tests.servers import Server, closed_port, free_port, spawn
+from tests.stacks import QUIET, loopback, start_all, stop_all, write_stack
 
 __all__ = ["BACKENDS", "KEY", "MAX_BODY", "MessagesStack", "messages_stack"]
 
@@ -45,85 +45,33 @@ class MessagesStack:
 
 
 def _config(path: Path, *, fbs: int, oai: int, ant: int, proxy: int, closed: int) -> None:
-    models = "".join(
-        f'\n[[models]]\nname = "{m}"\nprovider = "{p}"\n'
-        for m, p in [
-            ("echo", "SelfHosted"),
-            ("echo-openai", "OpenAI"),
-            ("echo-anthropic", "Anthropic"),
-            *((m, "SelfHosted") for m in FAULT_MODELS),
-        ]
-    )
-    path.write_text(
-        f"""
-[proxy]
-port = {proxy}
-access_log = false
-cooldown_seconds = 0
-max_attempts = 1
-
-[[backends]]
-name = "fbs"
-url = "http://127.0.0.1:{fbs}"
-
-[[backends]]
-name = "impatient"
-url = "http://127.0.0.1:{fbs}"
-first_byte_timeout = 0.5
-
-[[backends]]
-name = "busy"
-url = "http://127.0.0.1:{fbs}"
-max_outstanding = 1
-
-[[backends]]
-name = "closed"
-url = "http://127.0.0.1:{closed}"
-connect_timeout = 1.0
-
-[[backends]]
-name = "oai"
-url = "http://127.0.0.1:{oai}/v1"
-protocol = "openai"
-
-[[backends]]
-name = "ant"
-url = "http://127.0.0.1:{ant}/v1"
-protocol = "anthropic"
-
-[[routes]]
-model = "echo-openai"
-backends = ["oai"]
-
-[[routes]]
-model = "echo-anthropic"
-backends = ["ant"]
-
-[[routes]]
-model = "echo*"
-backends = ["fbs"]
-
-[[routes]]
-model = "busy*"
-backends = ["busy"]
-
-[[routes]]
-model = "slow*"
-backends = ["impatient"]
-
-[[routes]]
-model = "closed"
-backends = ["closed"]
-
-[edge]
-proxy_url = "http://127.0.0.1:{proxy}"
-max_body_bytes = {MAX_BODY}
-access_log = false
-{models}
-[[keys]]
-tenant = "acme"
-sha256 = "{hash_key(KEY)}"
-"""
+    write_stack(
+        path,
+        proxy={"port": proxy, **QUIET, "cooldown_seconds": 0, "max_attempts": 1},
+        backends={
+            "fbs": loopback(fbs),
+            "impatient": {"url": loopback(fbs), "first_byte_timeout": 0.5},
+            "busy": {"url": loopback(fbs), "max_outstanding": 1},
+            "closed": {"url": loopback(closed), "connect_timeout": 1.0},
+            "oai": {"url": f"{loopback(oai)}/v1", "protocol": "openai"},
+            "ant": {"url": f"{loopback(ant)}/v1", "protocol": "anthropic"},
+        },
+        routes={
+            "echo-openai": "oai",
+            "echo-anthropic": "ant",
+            "echo*": "fbs",
+            "busy*": "busy",
+            "slow*": "impatient",
+            "closed": "closed",
+        },
+        edge={"proxy_url": loopback(proxy), "max_body_bytes": MAX_BODY, **QUIET},
+        models={
+            "echo": "SelfHosted",
+            "echo-openai": "OpenAI",
+            "echo-anthropic": "Anthropic",
+            **dict.fromkeys(FAULT_MODELS, "SelfHosted"),
+        },
+        keys={KEY: "acme"},
     )
 
 
@@ -143,11 +91,9 @@ def messages_stack(d: Path) -> Iterator[MessagesStack]:
             spawn("edge", args, d),
             spawn("gateway", args, d),
         ]
+        start_all(servers)
         try:
-            for s in servers:
-                s.wait_healthy()
             stubs, (proxy_s, edge, gateway) = servers[:3], servers[3:]
             yield MessagesStack(gateway, edge, proxy_s, stubs)
         finally:
-            for s in reversed(servers):
-                s.stop()
+            stop_all(servers)

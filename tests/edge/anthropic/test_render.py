@@ -1,6 +1,6 @@
 """Chunk frames as Anthropic Messages events and ``message`` bodies
-(``messages.render``), and flatgate's errors in Anthropic's shape
-(``messages.errors``). Every event and body is also validated against the
+(``anthropic.render``), and flatgate's errors in Anthropic's shape
+(``anthropic.errors``). Every event and body is also validated against the
 official SDK's own types."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The Messages request: what it accepts and refuses (``messages.models``), and
-the ``CompletionRequest`` it becomes (``messages.translate``), read back with
+"""The Messages request: what it accepts and refuses (``anthropic.models``), and
+the ``CompletionRequest`` it becomes (``anthropic.translate``), read back with
 the generated accessors."""
 
 from __future__ import annotations

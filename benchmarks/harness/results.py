@@ -1,23 +1,27 @@
-"""What every harness shares: the machine header, where results go, tables, plots.
+"""Where a bench's results come from and where they go.
 
 - ``machine()``: date, CPU, cores, Python and platform, the head of every
   result document; ``versions(names)``: the installed version of each named
   distribution ("absent" when it is not installed); ``source_revision(paths)``:
-  the commit, marked when those paths have uncommitted changes;
+  the commit, marked when those paths have uncommitted changes; ``head``: the
+  three together; ``MEASURED``: the paths every bench's servers run;
 - ``is_quick(flag)``: ``--quick`` given or ``BENCH_QUICK`` set (to anything but
   ``0``); ``output_dir(out, quick, name)``: where a run writes: ``out`` when
   given, else a fresh temporary directory for a quick run (a quick check must
   never overwrite the committed full-run results), else ``benchmarks/results``;
-- ``md_table(header, rows)``: a Markdown table, text columns left, figures
-  right (``md_row`` one line of it); ``md_facts(pairs)``: a report's head;
-- ``pyplot()`` and ``save_figure(fig, path)``: matplotlib on the Agg backend.
+  ``names``: a comma-separated option, checked;
+- ``write_results``: ``<name>.json``, ``<name>.md`` and ``<name>.png``;
+- ``run_interruptible``: a measurement with SIGTERM as Ctrl-C; ``finish``: a
+  bench's last step (run, write, say where); ``rerender``: ``--from-json``'s
+  (a result document written again, measuring nothing).
 
-Measures nothing. Only ``output_dir`` and ``save_figure`` touch the disk.
+Measures nothing. Only ``output_dir`` and the writers touch the disk.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import signal
@@ -25,30 +29,34 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
 __all__ = [
+    "MEASURED",
     "RESULTS",
     "ROOT",
+    "Log",
+    "finish",
+    "head",
     "is_quick",
     "machine",
-    "md_facts",
-    "md_row",
-    "md_table",
+    "names",
     "output_dir",
-    "pyplot",
+    "rerender",
     "run_interruptible",
-    "save_figure",
     "source_revision",
     "versions",
+    "write_results",
 ]
 
 T = TypeVar("T")
+Log = Callable[[str], None]
+Doc = dict[str, Any]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
@@ -99,8 +107,28 @@ def source_revision(paths: Sequence[str]) -> str:
     return f"{head}+changes" if dirty else head
 
 
+# The code every server runs, and the harness that starts and reads it.
+MEASURED = ("proxy", "edge_translator", "generated", "benchmarks/harness")
+
+
+def head(revision: str, packages: Iterable[str]) -> dict[str, Any]:
+    """A result document's head: ``machine()``, the source's ``revision``
+    (taken before the servers start: what they import) and ``packages``' versions."""
+    return {**machine(), "revision": revision, "versions": versions(packages)}
+
+
 def is_quick(flag: bool) -> bool:
     return flag or os.environ.get("BENCH_QUICK", "") not in ("", "0")
+
+
+def names(text: str, known: Collection[str] | None = None, what: str = "names") -> tuple[str, ...]:
+    """A comma-separated option's names (``"a, b,"``: ``("a", "b")``);
+    ``SystemExit`` naming those not in ``known``, when given."""
+    out = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [n for n in out if known is not None and n not in known]
+    if unknown and known is not None:
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)} (known: {', '.join(known)})")
+    return out
 
 
 def output_dir(out: Path | None, quick: bool, name: str) -> Path:
@@ -112,34 +140,25 @@ def output_dir(out: Path | None, quick: bool, name: str) -> Path:
     return RESULTS
 
 
-def md_row(cells: Iterable[object]) -> str:
-    return f"| {' | '.join(str(c) for c in cells)} |"
-
-
-def md_facts(facts: Iterable[tuple[str, object]]) -> list[str]:
-    """A report's head: a two-column table of what ran, where and when."""
-    return ["| | |", "|---|---|", *(md_row(fact) for fact in facts)]
-
-
-def md_table(header: Sequence[str], rows: Iterable[Iterable[object]], left: int = 1) -> list[str]:
-    """A Markdown table: the first ``left`` columns aligned left, the rest right."""
-    rule = "|" + "---|" * left + "---:|" * (len(header) - left)
-    return [md_row(header), rule, *(md_row(r) for r in rows)]
-
-
-def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend (no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_figure(fig: Any, path: Path, dpi: int) -> None:
-    fig.savefig(path, dpi=dpi)
-    pyplot().close(fig)
+def write_results(
+    out: Path,
+    name: str,
+    doc: Mapping[str, Any],
+    markdown: str,
+    plot: Callable[[Path], None] | None = None,
+    *,
+    indent: int = 1,
+) -> list[Path]:
+    """``<name>.json`` (``doc``), ``<name>.md`` (``markdown``) and, with
+    ``plot``, ``<name>.png`` (``plot`` draws it) in ``out`` (created)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.json", out / f"{name}.md"]
+    paths[0].write_text(json.dumps(doc, indent=indent) + "\n", encoding="utf-8")
+    paths[1].write_text(markdown, encoding="utf-8")
+    if plot is not None:
+        paths.append(out / f"{name}.png")
+        plot(paths[2])
+    return paths
 
 
 def _interrupt_on_sigterm() -> None:
@@ -165,7 +184,7 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handle)
 
 
-def run_interruptible(run: Callable[[Callable[[str], None]], T]) -> T | None:
+def run_interruptible(run: Callable[[Log], T]) -> T | None:
     """Run a measurement (given a log that writes to stderr) with SIGTERM as
     Ctrl-C: its result, or ``None`` when interrupted (the run stops every
     server it started on the way out; nothing is written)."""
@@ -175,3 +194,31 @@ def run_interruptible(run: Callable[[Callable[[str], None]], T]) -> T | None:
     except KeyboardInterrupt:
         print("interrupted: every server was stopped; no results written", file=sys.stderr)
         return None
+
+
+def finish(
+    run: Callable[[Log], Doc],
+    write: Callable[[Doc, Path], list[Path]],
+    *,
+    out: Path | None,
+    quick: bool,
+    name: str,
+) -> Doc | None:
+    """A bench's last step: ``run`` measured (``run_interruptible``) and
+    written to ``output_dir(out, quick, name)``, each file printed; the
+    document, or ``None`` when interrupted."""
+    doc = run_interruptible(run)
+    if doc is not None:
+        for path in write(doc, output_dir(out, quick, name)):
+            print(f"wrote {path}")
+    return doc
+
+
+def rerender(
+    source: Path, write: Callable[[Doc, Path], list[Path]], out: Path | None = None
+) -> None:
+    """``--from-json``: the result document at ``source`` written again
+    (measuring nothing) to ``out`` or ``RESULTS``, each file printed."""
+    doc: Doc = json.loads(source.read_text(encoding="utf-8"))
+    for path in write(doc, out or RESULTS):
+        print(f"wrote {path}")

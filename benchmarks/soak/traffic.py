@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 # The edge's models: one per backend, and one per fault the stub injects when
-# the model name carries it (``service.stub.echo.split_model``).
+# the model name carries it (``stub.echo.split_model``).
 ECHO_MODEL = "soak-echo"
 OPENAI_MODEL = "soak-echo-openai"
 FAIL, RATE_LIMIT = f"{ECHO_MODEL}@fail", f"{ECHO_MODEL}@rate_limit"
@@ -75,7 +75,7 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"  # nothing within the client's own read or total timeout
     UNFINISHED = "unfinished"  # still running at the run's hard time limit
     CLIENT_ERROR = "client_error"  # an exception in the soak's own client (a harness bug)
-    HTTP_500 = "http_500"  # internal_error: a bug in flatgate, by the README's table
+    HTTP_500 = "http_500"  # internal_error: a bug in flatgate (docs/api/errors.md)
 
 
 UNDEFINED = frozenset(

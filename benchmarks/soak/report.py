@@ -1,10 +1,10 @@
-"""The soak test's verdict and report: ``soak.json``, ``soak.md`` and ``soak.svg``.
+"""The soak test's verdict and report: ``soak.json``, ``soak.md`` and ``soak.png``.
 
-Owns the pass condition over one result document (``benchmarks.soak.run``),
+Owns the pass condition over one result document (``benchmarks.soak.run.run``),
 as ``Check`` rows, each PASS, FAIL or SKIP:
 
 - accounting: every request was sent; the outcome buckets add up to the
-  requests sent; none is undefined (``soak_traffic.UNDEFINED``); the edge's
+  requests sent; none is undefined (``traffic.UNDEFINED``); the edge's
   own count of completions (its ``/metrics``) equals the requests sent; the
   backend restart happened and the stub came back;
 - flat after warm-up, in each epoch of the run: before the restart and
@@ -22,13 +22,13 @@ as ``Check`` rows, each PASS, FAIL or SKIP:
 - drained: once the traffic has ended, nothing is in flight, streaming or
   waiting anywhere.
 
-``checks``, ``render_markdown`` and ``render_svg`` are pure; only
-``write_results`` writes files. Figures are reported, not asserted on.
+``checks`` and ``render_markdown`` are pure; ``plot`` (the samples against
+time, ``benchmarks.harness.plot.timeseries``) and ``write_results`` write
+files. Figures are reported, not asserted on.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,9 +36,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from benchmarks.harness import md_facts, md_table
-from benchmarks.soak_traffic import is_defined
-from benchmarks.svgplot import Panel, Series, render
+from benchmarks.harness.plot import Panel, Series, timeseries
+from benchmarks.harness.report import head_facts, md_facts, md_table
+from benchmarks.harness.results import write_results as _write
+from benchmarks.soak.traffic import is_defined
 
 __all__ = [
     "Check",
@@ -47,8 +48,8 @@ __all__ = [
     "checks",
     "epochs",
     "not_rising",
+    "plot",
     "render_markdown",
-    "render_svg",
     "rss_flat",
     "slack",
     "verdict",
@@ -255,11 +256,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         "",
         *md_facts(
             [
-                ("date", doc["date"]),
-                ("machine", f"{doc['cpu']}, {doc['cores']} cores, {doc['platform']}"),
-                ("python", doc["python"]),
-                ("source", doc["revision"]),
-                ("versions", ", ".join(f"{k} {v}" for k, v in doc["versions"].items())),
+                *head_facts(doc),
                 ("requests", f"{s['requests']:,}, {s['concurrency']} at a time"),
                 ("took", f"{doc['elapsed_seconds']:.0f} s ({rate:,.0f} requests/s)"),
                 ("sampled", f"every {s['sample_seconds']} s, warm-up {s['warmup_fraction']:.0%}"),
@@ -297,7 +294,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     lines += md_table(["kind", "expected", "otherwise", "sent", "as expected"], kind_rows, left=3)
     for bucket, examples in (doc.get("undefined_examples") or {}).items():
         lines += ["", f"Examples of `{bucket}`:", "", *(f"- {e}" for e in examples)]
-    lines += ["", "## Samples", "", "![RSS, descriptors and pools over time](soak.svg)", ""]
+    lines += ["", "## Samples", "", "![RSS, descriptors and pools over time](soak.png)", ""]
     services = list(doc["services"])
     header = ["t (s)", "phase", "done"]
     for name in services:
@@ -334,8 +331,8 @@ the requests caught by it get 502 or an error event, which are defined
 outcomes; a crash that leaves half-open connections is not exercised."""
 
 
-def render_svg(doc: Mapping[str, Any]) -> str:
-    """RSS, descriptors and pool sizes of every server against time."""
+def plot(doc: Mapping[str, Any], path: Path) -> None:
+    """RSS, descriptors and pool sizes of every server against time, as a PNG."""
     samples = [s for s in doc["samples"] if s["phase"] != "after"]
 
     def series(service: str, key: str, label: str) -> Series:
@@ -367,12 +364,13 @@ def render_svg(doc: Mapping[str, Any]) -> str:
         times = [float(s["t"]) for s in samples if (s["phase"], s["epoch"]) == ("traffic", epoch)]
         cut = times[min(len(times) - 1, max(1, math.ceil(len(times) * warmup)))]
         shades.append((times[0], cut, "warm-up"))
-    return render(
+    timeseries(
         [
             Panel("RSS (MiB, process tree)", [series(n, "rss_kib", n) for n in services]),
             Panel("Open file descriptors (process tree)", [series(n, "fds", n) for n in services]),
             Panel("Upstream pools and requests in flight", pools),
         ],
+        path,
         title=f"Soak: {doc['sent']:,} requests, verdict {doc['verdict']}",
         x_label="seconds since the traffic began",
         markers=markers,
@@ -381,13 +379,8 @@ def render_svg(doc: Mapping[str, Any]) -> str:
 
 
 def write_results(doc: dict[str, Any], out: Path) -> list[Path]:
-    """``soak.json``, ``soak.md`` and ``soak.svg`` in ``out`` (created)."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "soak.json", out / "soak.md", out / "soak.svg"]
-    paths[0].write_text(json.dumps(doc, indent=1) + "\n")
-    paths[1].write_text(render_markdown(doc))
-    paths[2].write_text(render_svg(doc))
-    return paths
+    """``soak.json``, ``soak.md`` and ``soak.png`` in ``out`` (created)."""
+    return _write(out, "soak", doc, render_markdown(doc), lambda path: plot(doc, path))
 
 
 def as_rows(rows: Iterable[Check]) -> list[dict[str, str]]:

@@ -1,34 +1,44 @@
-"""Allocations per request in the proxy's own code, at 1 KB and 1 MB prompts.
+"""The proxy in memory: ``service.app.ProxyServer`` without a server, a socket or a loop.
 
-Run: ``.venv/bin/python -m benchmarks.alloc_proxy [--calls N]``
-
-Drives ``proxy.app.ProxyServer`` (accept, route read, route lookup, backend
-choice, forward, relay of a one-frame answer, metrics) with an in-memory
-exchange and an in-memory transport that answers at once, so that nothing but
-the proxy's code runs: no server, no socket, no event loop (every await
-completes at once; the coroutine is driven by hand). Allocations are counted
-with ``benchmarks.allocs`` (memray, every allocation in the loop, transient
-ones included, loop overhead and profiler artefacts subtracted). The claim
-under test: the count is the same whatever the prompt size, because the body
-is read in place and forwarded as the same object.
+Owns the in-memory exchange (``FakeExchange``: just enough of
+``plumbing.serve.Exchange`` for one unstreamed request) and backend
+(``FakeTransport``, answering at once with ``FakeAnswer``), ``make_server``
+(a proxy whose one backend is that transport) and ``serve_one`` (one request
+through accept, route read, route lookup, backend choice, forward, relay of
+a one-frame answer and metrics), run to its end by ``drive``: every await
+completes at once, so the coroutine is driven by hand and nothing but the
+proxy's code runs. ``benchmarks.cost_checks`` measures with it (CPU and
+allocations per request), and the proxy's unit tests use it.
 """
 
 from __future__ import annotations
 
-import argparse
 import ssl
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from benchmarks.allocs import count_allocations
 from benchmarks.codecs.stock_chunk import build_chunk
-from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.proxy.plumbing.serve import BodyPolicy
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import Response, Timeouts
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
+
+__all__ = [
+    "ANSWER",
+    "CONFIG",
+    "HEADERS",
+    "FakeAnswer",
+    "FakeExchange",
+    "FakeTransport",
+    "drive",
+    "make_server",
+    "one_request",
+    "serve_one",
+]
+
+T = TypeVar("T")
 
 CONFIG = {
     "proxy": {"access_log": False},
@@ -44,7 +54,7 @@ HEADERS = {
 
 
 class FakeExchange:
-    """Just enough of ``proxy.serve.Exchange`` for one unstreamed request."""
+    """Just enough of ``plumbing.serve.Exchange`` for one unstreamed request."""
 
     method = "POST"
     path = "/v1/completions"
@@ -131,12 +141,14 @@ class FakeTransport:
         return None
 
 
-def _drive(coro: Coroutine[Any, Any, None]) -> None:
+def drive(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to its end; its result."""
     try:
         coro.send(None)
-    except StopIteration:
-        return
-    raise AssertionError("the request suspended: something waited")
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    raise AssertionError("the coroutine suspended: something waited")
 
 
 def make_server(answer: bytes = ANSWER) -> tuple[ProxyServer, FakeTransport]:
@@ -150,30 +162,10 @@ def make_server(answer: bytes = ANSWER) -> tuple[ProxyServer, FakeTransport]:
 def serve_one(server: ProxyServer, body: bytes) -> FakeExchange:
     """One request through the proxy's code, run to its end without a loop."""
     ex = FakeExchange(body)
-    _drive(server.completions(ex))
+    drive(server.completions(ex))
     return ex
 
 
 def one_request(args: tuple[ProxyServer, bytes]) -> int:
     """One request through the proxy's code; its HTTP status."""
     return serve_one(*args).status
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--calls", type=int, default=2000)
-    opts = parser.parse_args()
-    print("| prompt | body bytes | allocations/request | bytes allocated/request |")
-    print("|---|---:|---:|---:|")
-    for label, size in (("1 KB", 1 << 10), ("16 KB", 16 << 10), ("1 MB", 1 << 20)):
-        body = to_flatbuffer(make_request(size, seed=7))
-        server, transport = make_server()
-        for _ in range(50):  # warm caches, pools, metric children
-            one_request((server, body))
-        assert transport.last_body is body, "the forwarded body must be the received object"
-        result = count_allocations(one_request, (server, body), opts.calls)
-        print(f"| {label} | {len(body)} | {result.allocs:.1f} | {result.bytes:.0f} |")
-
-
-if __name__ == "__main__":
-    main()

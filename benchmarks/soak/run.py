@@ -3,26 +3,27 @@
 Starts, on free loopback ports and with one config written to a temporary
 directory, the built-in stub twice (speaking ``fbs``, and ``openai`` behind
 the proxy's adapter), the proxy and the edge, each through the ``flatgate``
-command (``benchmarks.servers``). Then sends ``--requests`` requests to the
+command (``benchmarks.harness.servers``). Then sends ``--requests`` requests to the
 edge's ``POST /v1/chat/completions``, ``--concurrency`` at a time, in the mix
-of ``benchmarks.soak_traffic.MIX`` (streams, non-streams, faults before the
+of ``benchmarks.soak.traffic.MIX`` (streams, non-streams, faults before the
 first byte and mid-stream, client disconnects, invalid requests), and
 classifies every answer. When half the requests have been sent, the fbs stub
 is restarted on its port (SIGTERM to the process it started, SIGKILL to its
 group if it lingers) while the traffic goes on. Every ``--sample-seconds`` the
 RSS, open descriptors and pool gauges of every server are sampled
-(``benchmarks.soak_sampler``); after the traffic, once more.
+(``benchmarks.soak.sampler``); after the traffic, once more.
 
-The pass condition (``benchmarks.soak_report``): every request has a defined
+The pass condition (``benchmarks.soak.report``): every request has a defined
 outcome and the outcomes add up, and RSS, descriptors and pool sizes are flat
 after the warm-up. Each criterion is printed PASS, FAIL or SKIP; the exit
-status is 1 when any failed. Results: ``soak.{json,md,svg}`` in ``--out``
+status is 1 when any failed. Results: ``soak.{json,md,png}`` in ``--out``
 (``make bench-load`` gives ``benchmarks/results/soak``), else in a new
 temporary directory, printed.
 
     python -m benchmarks.soak --out benchmarks/results/soak   # make bench-load: 200,000
     python -m benchmarks.soak --quick              # 5,000 requests, 4 samples a second
     python -m benchmarks.soak --requests 20000 --concurrency 64 --sample-seconds 2
+    python -m benchmarks.soak --from-json soak.json --out DIR   # re-render only
 
 Bounded by count and by ``--time-limit``; every server is stopped at the end,
 on errors, and on Ctrl-C or SIGTERM. Must not listen or send beyond
@@ -49,18 +50,20 @@ from typing import Any
 
 import uvloop
 
-from benchmarks.harness import (
+from benchmarks.harness.results import (
+    MEASURED,
+    Log,
+    finish,
+    head,
     is_quick,
-    machine,
-    output_dir,
-    run_interruptible,
+    rerender,
     source_revision,
-    versions,
 )
-from benchmarks.servers import Server, ServerGroup
-from benchmarks.soak_report import as_rows, checks, verdict, write_results
-from benchmarks.soak_sampler import Sampler, Watched, fetch, read_gauges, requests_by_status
-from benchmarks.soak_traffic import (
+from benchmarks.harness.sampling import fetch, requests_by_status
+from benchmarks.harness.servers import HOST, Server, ServerGroup, gateway_config
+from benchmarks.soak.report import as_rows, checks, verdict, write_results
+from benchmarks.soak.sampler import Sampler, Watched, read_gauges
+from benchmarks.soak.traffic import (
     ECHO_MODEL,
     FAULT_MODELS,
     MIX,
@@ -105,61 +108,29 @@ def config_text(stub_port: int, openai_port: int, settings: Settings) -> str:
     """The one config file: routes for every edge model (the faults go to a
     backend of their own on the same stub, so its cool-downs touch nothing else)."""
     grace, seconds = _STUB_DRAIN
-    models = [ECHO_MODEL, OPENAI_MODEL, *FAULT_MODELS]
-    entries = "".join(f'\n[[models]]\nname = "{m}"\nprovider = "OpenAI"\n' for m in models)
-    return f"""[stub]
+    stub = f"""[stub]
 ttft_ms = {settings.ttft_ms}
 itl_ms = {settings.itl_ms}
 drain_grace_seconds = {grace}
 drain_seconds = {seconds}
-
-[[backends]]
-name = "echo"
-url = "http://127.0.0.1:{stub_port}"
-protocol = "fbs"
-
-[[backends]]
-name = "faults"
-url = "http://127.0.0.1:{stub_port}"
-protocol = "fbs"
-
-[[backends]]
-name = "echo-openai"
-url = "http://127.0.0.1:{openai_port}/v1"
-protocol = "openai"
-
-[[routes]]
-model = "{ECHO_MODEL}"
-backends = ["echo"]
-
-[[routes]]
-model = "{OPENAI_MODEL}"
-backends = ["echo-openai"]
-
-[[routes]]
-model = "{ECHO_MODEL}@*"
-backends = ["faults"]
-
-[edge]
-host = "127.0.0.1"
-{entries}"""
-
-
-def _wait_up(server: Server, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not server.alive():
-            return False
-        if server.healthy():
-            return True
-        time.sleep(0.1)
-    return False
+"""
+    fbs = f"http://{HOST}:{stub_port}"
+    return gateway_config(
+        {
+            "echo": (fbs, "fbs"),
+            "faults": (fbs, "fbs"),
+            "echo-openai": (f"http://{HOST}:{openai_port}/v1", "openai"),
+        },
+        {ECHO_MODEL: ["echo"], OPENAI_MODEL: ["echo-openai"], f"{ECHO_MODEL}@*": ["faults"]},
+        dict.fromkeys([ECHO_MODEL, OPENAI_MODEL, *FAULT_MODELS], "OpenAI"),
+        before=stub,
+    )
 
 
 class Soak:
     """The servers of one run, which epoch it is in, and the stub's restart."""
 
-    def __init__(self, group: ServerGroup, settings: Settings, log: Callable[[str], None]) -> None:
+    def __init__(self, group: ServerGroup, settings: Settings, log: Log) -> None:
         self.group = group
         self.settings = settings
         self.log = log
@@ -229,7 +200,8 @@ class Soak:
                         return
                     name = f"stub-restarted-{attempt}"
                     new = self.group.flatgate(name, "stub", self.stub_args, port=old.port)
-                if _wait_up(new, _UP_SECONDS):
+                with contextlib.suppress(RuntimeError):
+                    new.wait_healthy(_UP_SECONDS)
                     break
                 new.stop()
                 time.sleep(0.5)
@@ -254,14 +226,8 @@ class Soak:
         return True
 
 
-_MEASURED = (
-    "proxy",
-    "edge_translator",
-    "generated",
-    "benchmarks/servers.py",
-    "benchmarks/soak.py",
-    "benchmarks/soak_traffic.py",
-)
+# The code the servers run: a revision is marked "+changes" when it differs from HEAD.
+_MEASURED = (*MEASURED, "benchmarks/soak")
 
 
 def _method(s: Settings) -> str:
@@ -291,7 +257,7 @@ def _method(s: Settings) -> str:
     )
 
 
-def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run(settings: Settings, log: Log = print) -> dict[str, Any]:
     """Start the servers, send the traffic, sample, stop; the result document."""
     revision = source_revision(_MEASURED)
     kinds = plan(settings.requests, settings.seed)
@@ -346,9 +312,7 @@ def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any
     if traffic.hook_error:
         soak.restart["error"] = traffic.hook_error
     doc: dict[str, Any] = {
-        **machine(),
-        "revision": revision,
-        "versions": versions(("granian", "msgspec", "httptools", "uvloop")),
+        **head(revision, ("granian", "msgspec", "httptools", "uvloop")),
         "settings": asdict(settings),
         "method": _method(settings),
         "mix": [
@@ -385,7 +349,7 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
     return parse
 
 
-def _settings(argv: Sequence[str] | None) -> tuple[Settings, Path | None]:
+def _settings(argv: Sequence[str] | None) -> tuple[Settings, argparse.Namespace]:
     d = Settings()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -412,6 +376,9 @@ def _settings(argv: Sequence[str] | None) -> tuple[Settings, Path | None]:
     parser.add_argument("--no-restart", action="store_true", help="leave the backend running")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--out", type=Path, help="results directory (default: a new temp dir)")
+    parser.add_argument(
+        "--from-json", type=Path, help="measure nothing: render soak.md/png from this json"
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.warmup < 1:
         parser.error("--warmup: expected a share in [0, 1)")
@@ -426,20 +393,23 @@ def _settings(argv: Sequence[str] | None) -> tuple[Settings, Path | None]:
         restart=not args.no_restart,
         seed=args.seed,
     )
-    return s, args.out
+    return s, args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    settings, out = _settings(argv)
+    settings, args = _settings(argv)
+    if args.from_json:
+        rerender(args.from_json, write_results, args.out)
+        return 0
     faulthandler.register(signal.SIGUSR1)  # every thread's stack, on demand
-    doc = run_interruptible(lambda log: run(settings, log=log))
+    doc = finish(
+        lambda log: run(settings, log=log), write_results, out=args.out, quick=True, name="soak"
+    )
     if doc is None:
         return 130
     for c in doc["checks"]:
         print(f"{c['verdict']:4}  {c['name']}: {c['detail']}")
     print(f"soak: {doc['verdict']}")
-    for p in write_results(doc, output_dir(out, True, "soak")):
-        print(f"wrote {p}")
     return 0 if doc["verdict"] == "PASS" else 1
 
 
