@@ -124,8 +124,33 @@ class CompletionChunk(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # CompletionChunk
+    def ReasoningPart(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from flatgate.generated.LLMGateway.ReasoningPart import ReasoningPart
+            obj = ReasoningPart()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # CompletionChunk
+    def Extras(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+    # CompletionChunk
+    def ExtrasDialect(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
 def CompletionChunkStart(builder):
-    builder.StartObject(10)
+    builder.StartObject(13)
 
 def Start(builder):
     CompletionChunkStart(builder)
@@ -196,6 +221,24 @@ def CompletionChunkAddStopSequence(builder, stopSequence):
 def AddStopSequence(builder, stopSequence):
     CompletionChunkAddStopSequence(builder, stopSequence)
 
+def CompletionChunkAddReasoningPart(builder, reasoningPart):
+    builder.PrependUOffsetTRelativeSlot(10, flatbuffers.number_types.UOffsetTFlags.py_type(reasoningPart), 0)
+
+def AddReasoningPart(builder, reasoningPart):
+    CompletionChunkAddReasoningPart(builder, reasoningPart)
+
+def CompletionChunkAddExtras(builder, extras):
+    builder.PrependUOffsetTRelativeSlot(11, flatbuffers.number_types.UOffsetTFlags.py_type(extras), 0)
+
+def AddExtras(builder, extras):
+    CompletionChunkAddExtras(builder, extras)
+
+def CompletionChunkAddExtrasDialect(builder, extrasDialect):
+    builder.PrependInt8Slot(12, extrasDialect, 0)
+
+def AddExtrasDialect(builder, extrasDialect):
+    CompletionChunkAddExtrasDialect(builder, extrasDialect)
+
 def CompletionChunkEnd(builder):
     return builder.EndObject()
 
@@ -203,6 +246,7 @@ def End(builder):
     return CompletionChunkEnd(builder)
 
 import flatgate.generated.LLMGateway.Error
+import flatgate.generated.LLMGateway.ReasoningPart
 import flatgate.generated.LLMGateway.ToolCallDelta
 import flatgate.generated.LLMGateway.Usage
 try:
@@ -225,6 +269,9 @@ class CompletionChunkT(object):
         model = None,
         reasoning = None,
         stopSequence = None,
+        reasoningPart = None,
+        extras = None,
+        extrasDialect = 0,
     ):
         self.requestId = requestId  # type: Optional[str]
         self.content = content  # type: Optional[str]
@@ -236,6 +283,9 @@ class CompletionChunkT(object):
         self.model = model  # type: Optional[str]
         self.reasoning = reasoning  # type: Optional[str]
         self.stopSequence = stopSequence  # type: Optional[str]
+        self.reasoningPart = reasoningPart  # type: Optional[flatgate.generated.LLMGateway.ReasoningPart.ReasoningPartT]
+        self.extras = extras  # type: Optional[str]
+        self.extrasDialect = extrasDialect  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -277,6 +327,10 @@ class CompletionChunkT(object):
         self.model = completionChunk.Model()
         self.reasoning = completionChunk.Reasoning()
         self.stopSequence = completionChunk.StopSequence()
+        if completionChunk.ReasoningPart() is not None:
+            self.reasoningPart = flatgate.generated.LLMGateway.ReasoningPart.ReasoningPartT.InitFromObj(completionChunk.ReasoningPart())
+        self.extras = completionChunk.Extras()
+        self.extrasDialect = completionChunk.ExtrasDialect()
 
     # CompletionChunkT
     def Pack(self, builder):
@@ -302,6 +356,10 @@ class CompletionChunkT(object):
             reasoning = builder.CreateString(self.reasoning)
         if self.stopSequence is not None:
             stopSequence = builder.CreateString(self.stopSequence)
+        if self.reasoningPart is not None:
+            reasoningPart = self.reasoningPart.Pack(builder)
+        if self.extras is not None:
+            extras = builder.CreateString(self.extras)
         CompletionChunkStart(builder)
         if self.requestId is not None:
             CompletionChunkAddRequestId(builder, requestId)
@@ -321,5 +379,10 @@ class CompletionChunkT(object):
             CompletionChunkAddReasoning(builder, reasoning)
         if self.stopSequence is not None:
             CompletionChunkAddStopSequence(builder, stopSequence)
+        if self.reasoningPart is not None:
+            CompletionChunkAddReasoningPart(builder, reasoningPart)
+        if self.extras is not None:
+            CompletionChunkAddExtras(builder, extras)
+        CompletionChunkAddExtrasDialect(builder, self.extrasDialect)
         completionChunk = CompletionChunkEnd(builder)
         return completionChunk

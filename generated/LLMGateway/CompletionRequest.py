@@ -256,8 +256,22 @@ class CompletionRequest(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # CompletionRequest
+    def Extras(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(50))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+    # CompletionRequest
+    def ExtrasDialect(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(52))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
 def CompletionRequestStart(builder):
-    builder.StartObject(23)
+    builder.StartObject(25)
 
 def Start(builder):
     CompletionRequestStart(builder)
@@ -424,6 +438,18 @@ def CompletionRequestAddTopK(builder, topK):
 def AddTopK(builder, topK):
     CompletionRequestAddTopK(builder, topK)
 
+def CompletionRequestAddExtras(builder, extras):
+    builder.PrependUOffsetTRelativeSlot(23, flatbuffers.number_types.UOffsetTFlags.py_type(extras), 0)
+
+def AddExtras(builder, extras):
+    CompletionRequestAddExtras(builder, extras)
+
+def CompletionRequestAddExtrasDialect(builder, extrasDialect):
+    builder.PrependInt8Slot(24, extrasDialect, 0)
+
+def AddExtrasDialect(builder, extrasDialect):
+    CompletionRequestAddExtrasDialect(builder, extrasDialect)
+
 def CompletionRequestEnd(builder):
     return builder.EndObject()
 
@@ -466,6 +492,8 @@ class CompletionRequestT(object):
         parallelToolCalls = None,
         responseFormat = None,
         topK = 0,
+        extras = None,
+        extrasDialect = 0,
     ):
         self.requestId = requestId  # type: Optional[str]
         self.provider = provider  # type: int
@@ -490,6 +518,8 @@ class CompletionRequestT(object):
         self.parallelToolCalls = parallelToolCalls  # type: Optional[bool]
         self.responseFormat = responseFormat  # type: Optional[str]
         self.topK = topK  # type: int
+        self.extras = extras  # type: Optional[str]
+        self.extrasDialect = extrasDialect  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -559,6 +589,8 @@ class CompletionRequestT(object):
         self.parallelToolCalls = completionRequest.ParallelToolCalls()
         self.responseFormat = completionRequest.ResponseFormat()
         self.topK = completionRequest.TopK()
+        self.extras = completionRequest.Extras()
+        self.extrasDialect = completionRequest.ExtrasDialect()
 
     # CompletionRequestT
     def Pack(self, builder):
@@ -606,6 +638,8 @@ class CompletionRequestT(object):
             metadata = builder.EndVector()
         if self.responseFormat is not None:
             responseFormat = builder.CreateString(self.responseFormat)
+        if self.extras is not None:
+            extras = builder.CreateString(self.extras)
         CompletionRequestStart(builder)
         if self.requestId is not None:
             CompletionRequestAddRequestId(builder, requestId)
@@ -640,5 +674,8 @@ class CompletionRequestT(object):
         if self.responseFormat is not None:
             CompletionRequestAddResponseFormat(builder, responseFormat)
         CompletionRequestAddTopK(builder, self.topK)
+        if self.extras is not None:
+            CompletionRequestAddExtras(builder, extras)
+        CompletionRequestAddExtrasDialect(builder, self.extrasDialect)
         completionRequest = CompletionRequestEnd(builder)
         return completionRequest

@@ -88,8 +88,33 @@ class Message(object):
             return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
         return False
 
+    # Message
+    def Reasoning(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from flatgate.generated.LLMGateway.ReasoningPart import ReasoningPart
+            obj = ReasoningPart()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Message
+    def ReasoningLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Message
+    def ReasoningIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        return o == 0
+
 def MessageStart(builder):
-    builder.StartObject(6)
+    builder.StartObject(7)
 
 def Start(builder):
     MessageStart(builder)
@@ -136,12 +161,25 @@ def MessageAddIsError(builder, isError):
 def AddIsError(builder, isError):
     MessageAddIsError(builder, isError)
 
+def MessageAddReasoning(builder, reasoning):
+    builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(reasoning), 0)
+
+def AddReasoning(builder, reasoning):
+    MessageAddReasoning(builder, reasoning)
+
+def MessageStartReasoningVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartReasoningVector(builder, numElems):
+    return MessageStartReasoningVector(builder, numElems)
+
 def MessageEnd(builder):
     return builder.EndObject()
 
 def End(builder):
     return MessageEnd(builder)
 
+import flatgate.generated.LLMGateway.ReasoningPart
 import flatgate.generated.LLMGateway.ToolCall
 try:
     from typing import List
@@ -159,6 +197,7 @@ class MessageT(object):
         toolCalls = None,
         toolCallId = None,
         isError = False,
+        reasoning = None,
     ):
         self.role = role  # type: int
         self.content = content  # type: Optional[str]
@@ -166,6 +205,7 @@ class MessageT(object):
         self.toolCalls = toolCalls  # type: Optional[List[flatgate.generated.LLMGateway.ToolCall.ToolCallT]]
         self.toolCallId = toolCallId  # type: Optional[str]
         self.isError = isError  # type: bool
+        self.reasoning = reasoning  # type: Optional[List[flatgate.generated.LLMGateway.ReasoningPart.ReasoningPartT]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -201,6 +241,14 @@ class MessageT(object):
                     self.toolCalls.append(toolCall_)
         self.toolCallId = message.ToolCallId()
         self.isError = message.IsError()
+        if not message.ReasoningIsNone():
+            self.reasoning = []
+            for i in range(message.ReasoningLength()):
+                if message.Reasoning(i) is None:
+                    self.reasoning.append(None)
+                else:
+                    reasoningPart_ = flatgate.generated.LLMGateway.ReasoningPart.ReasoningPartT.InitFromObj(message.Reasoning(i))
+                    self.reasoning.append(reasoningPart_)
 
     # MessageT
     def Pack(self, builder):
@@ -218,6 +266,14 @@ class MessageT(object):
             toolCalls = builder.EndVector()
         if self.toolCallId is not None:
             toolCallId = builder.CreateString(self.toolCallId)
+        if self.reasoning is not None:
+            reasoninglist = []
+            for i in range(len(self.reasoning)):
+                reasoninglist.append(self.reasoning[i].Pack(builder))
+            MessageStartReasoningVector(builder, len(self.reasoning))
+            for i in reversed(range(len(self.reasoning))):
+                builder.PrependUOffsetTRelative(reasoninglist[i])
+            reasoning = builder.EndVector()
         MessageStart(builder)
         MessageAddRole(builder, self.role)
         if self.content is not None:
@@ -229,5 +285,7 @@ class MessageT(object):
         if self.toolCallId is not None:
             MessageAddToolCallId(builder, toolCallId)
         MessageAddIsError(builder, self.isError)
+        if self.reasoning is not None:
+            MessageAddReasoning(builder, reasoning)
         message = MessageEnd(builder)
         return message

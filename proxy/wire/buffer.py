@@ -58,6 +58,7 @@ __all__ = [
     "field_at",
     "put_string",
     "ref_at",
+    "scalars_at",
     "string_at",
     "string_bytes",
     "vector_at",
@@ -172,6 +173,24 @@ def vector_at(buf: bytes | memoryview, n: int, at: int) -> tuple[int, int]:
     return v + 4, length
 
 
+def scalars_at(buf: bytes | memoryview, n: int, at: int, size: int) -> tuple[int, int]:
+    """``(first element, length)`` of the vector of ``size``-byte scalars whose
+    uoffset is stored at ``at``: aligned (its length word to 4, its elements
+    to their size), its length word and ``length * size`` bytes inside the
+    buffer."""
+    if at & 3:
+        raise MalformedBuffer("vector uoffset not 4-byte aligned", at)
+    v = at + U32(buf, at)[0]
+    if v & 3 or (v + 4) % size:
+        raise MalformedBuffer("vector not aligned", v)
+    if v + 4 > n:
+        raise MalformedBuffer("vector length past buffer end", v)
+    length: int = U32(buf, v)[0]
+    if v + 4 + size * length > n:
+        raise MalformedBuffer(f"vector of {length} elements past buffer end", v)
+    return v + 4, length
+
+
 def ref_at(buf: bytes | memoryview, at: int) -> int:
     """Where the table whose uoffset is stored at ``at`` starts (checked by
     the caller next): the uoffset 4-byte aligned."""
@@ -251,6 +270,15 @@ class Window:
         if not field:
             return ""
         return window_string(self.data, self.lo, self.stop, table + field, what)
+
+    def blob(self, table: int, field: int, what: str) -> bytes:
+        """The ``[ubyte]`` field at ``table + field`` (``b""`` when ``field`` is 0)."""
+        if not field:
+            return b""
+        vec = self.ref(table, field, what)
+        size = U32(self.data, vec)[0]
+        self.check(vec + 4, size, what)
+        return bytes(self.data[vec + 4 : vec + 4 + size])
 
     def scalar(self, table: int, field: int, fmt: struct.Struct, what: str) -> int:
         """The scalar field at ``table + field`` (0 when ``field`` is 0)."""

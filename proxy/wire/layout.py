@@ -37,6 +37,7 @@ __all__ = [
     "IDENTIFIER_AT",
     "KEY_VALUE",
     "MESSAGE",
+    "REASONING_PART",
     "TABLES",
     "TOOL",
     "TOOL_CALL",
@@ -65,18 +66,23 @@ class FieldKind(enum.IntEnum):
     TABLE = 2
     STRING_VECTOR = 3
     TABLE_VECTOR = 4
+    # A vector of scalars (``[ubyte]``, ``[float]``): ``Field.element`` is
+    # their ``struct`` code.
+    SCALAR_VECTOR = 5
 
 
 @dataclass(frozen=True, slots=True)
 class Field:
     """One field: ``fmt`` is the ``struct`` code of its inline value (the
     scalar's type, ``"I"`` for a uoffset); ``table`` names the table a TABLE
-    or TABLE_VECTOR field points at."""
+    or TABLE_VECTOR field points at; ``element`` is a SCALAR_VECTOR's
+    element code."""
 
     name: str
     kind: FieldKind
     fmt: str = "I"
     table: str | None = None
+    element: str = ""
 
     @property
     def size(self) -> int:
@@ -161,8 +167,22 @@ def _table(name: str, table: str) -> Field:
     return Field(name, FieldKind.TABLE, table=table)
 
 
+def _scalars(name: str, element: str) -> Field:
+    return Field(name, FieldKind.SCALAR_VECTOR, element=element)
+
+
 # Scalar codes: byte (and the byte enums) "b", bool "?", int32 "i",
-# float32 "f", int64 "q".
+# float32 "f", int64 "q"; ubyte "B".
+REASONING_PART = Table(
+    "ReasoningPart",
+    (
+        _string("text"),
+        _scalars("opaque", "B"),
+        _scalar("dialect", "b"),
+        _string("id"),
+        _scalar("redacted", "?"),
+    ),
+)
 TOOL_CALL = Table("ToolCall", (_string("id"), _string("name"), _string("arguments")))
 MESSAGE = Table(
     "Message",
@@ -173,6 +193,7 @@ MESSAGE = Table(
         _tables("tool_calls", "ToolCall"),
         _string("tool_call_id"),
         _scalar("is_error", "?"),
+        _tables("reasoning", "ReasoningPart"),
     ),
 )
 TOOL = Table(
@@ -206,6 +227,8 @@ COMPLETION_REQUEST = Table(
         _scalar("parallel_tool_calls", "?"),
         _string("response_format"),
         _scalar("top_k", "i"),
+        _string("extras"),
+        _scalar("extras_dialect", "b"),
     ),
 )
 TOOL_CALL_DELTA = Table(
@@ -235,12 +258,16 @@ COMPLETION_CHUNK = Table(
         _string("model"),
         _string("reasoning"),
         _string("stop_sequence"),
+        _table("reasoning_part", "ReasoningPart"),
+        _string("extras"),
+        _scalar("extras_dialect", "b"),
     ),
 )
 
 TABLES: Mapping[str, Table] = {
     t.name: t
     for t in (
+        REASONING_PART,
         TOOL_CALL,
         MESSAGE,
         TOOL,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 
+from flatgate.generated.LLMGateway.ApiDialect import ApiDialect as _ApiDialect
 from flatgate.generated.LLMGateway.FinishReason import FinishReason as _FinishReason
 from flatgate.generated.LLMGateway.ModelProvider import ModelProvider as _ModelProvider
 from flatgate.generated.LLMGateway.Role import Role as _Role
@@ -31,6 +32,7 @@ __all__ = [
     "PROVIDERS",
     "REQUEST_IDENTIFIER",
     "SSE",
+    "ApiDialect",
     "FinishReason",
     "Provider",
     "Role",
@@ -87,6 +89,15 @@ class ToolChoiceMode(enum.IntEnum):
     None_ = _ToolChoiceMode.None_
     Required = _ToolChoiceMode.Required
     Function = _ToolChoiceMode.Function
+
+
+class ApiDialect(enum.IntEnum):
+    """``LLMGateway.ApiDialect``: the client API an opaque payload is in."""
+
+    UNSET = _ApiDialect.Unset
+    OPENAI_CHAT = _ApiDialect.OpenAIChat
+    ANTHROPIC_MESSAGES = _ApiDialect.AnthropicMessages
+    OPENAI_RESPONSES = _ApiDialect.OpenAIResponses
 
 
 class FinishReason(enum.IntEnum):

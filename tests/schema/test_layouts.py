@@ -31,6 +31,7 @@ from flatgate.proxy.wire import layout
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.layout import Field, FieldKind, Table
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import FinishReason
 from tests.schema.fbs_parse import Schema, parse, parse_file
 
@@ -141,6 +142,8 @@ def expected_field(schema: Schema, name: str, ftype: str) -> Field:
         return Field(name, FieldKind.STRING)
     if ftype == "[string]":
         return Field(name, FieldKind.STRING_VECTOR)
+    if ftype.startswith("[") and ftype[1:-1] in _SCALAR_CODES:
+        return Field(name, FieldKind.SCALAR_VECTOR, element=_SCALAR_CODES[ftype[1:-1]])
     if ftype.startswith("["):
         inner = ftype[1:-1]
         if inner not in schema.tables:
@@ -182,7 +185,11 @@ def test_layout_matches_the_schema() -> None:
 @pytest.mark.parametrize(
     ("edit", "complaint"),
     [
-        (("  top_k: int32;\n}", "  top_k: int32;\n  x: string;\n}"), "Compl"),
+        (
+            ("  extras_dialect: ApiDialect;\n}", "  extras_dialect: ApiDialect;\n  x: int;\n}"),
+            "Compl",
+        ),
+        (("  opaque: [ubyte];", "  opaque: [float];"), "ReasoningPart"),
         (("  strict: bool;", "  strict: bool;\n  extra: [Message];"), "Tool"),
         (("  tool_call_id: string;", "  tool_call_id: int64;"), "Message"),
         (("  value: string;", "  value: [string];"), "KeyValue"),
@@ -367,11 +374,13 @@ def test_the_edges_write_every_field_of_every_table() -> None:
             request_id="r",
         )
     )
+    # The Responses API's writer writes the rest (tests/edge/responses).
+    later = {"extras", "extras_dialect", "reasoning"}
     for name in ("CompletionRequest", "Message", "ToolCall", "Tool", "KeyValue"):
         table = layout.TABLES[name]
-        assert openai[name] | messages[name] == set(table.fields), name
-    assert set(layout.MESSAGE.fields) - openai["Message"] == {"is_error"}
-    assert set(layout.MESSAGE.fields) - messages["Message"] == {"name"}
+        assert openai[name] | messages[name] == set(table.fields) - later, name
+    assert set(layout.MESSAGE.fields) - openai["Message"] == {"is_error", "reasoning"}
+    assert set(layout.MESSAGE.fields) - messages["Message"] == {"name", "reasoning"}
 
 
 def test_write_chunk_writes_every_field_of_every_table() -> None:
@@ -386,6 +395,9 @@ def test_write_chunk_writes_every_field_of_every_table() -> None:
         model="m",
         reasoning="thought",
         stop_sequence="stop",
+        reasoning_part=ReasoningPart("summary", b"payload", 3, "rs_1", True),
+        extras='{"output_item": {}}',
+        extras_dialect=3,
     )
     buf = frame[4:]
     root, fields = _table(buf, _U32(buf, 0)[0])
@@ -397,3 +409,5 @@ def test_write_chunk_writes_every_field_of_every_table() -> None:
     assert _present(layout.ERROR, ef) == set(layout.ERROR.fields)
     [(_, tf)] = _tables_of(buf, root, fields[c.slot("tool_calls")])
     assert _present(layout.TOOL_CALL_DELTA, tf) == set(layout.TOOL_CALL_DELTA.fields)
+    _, pf = _table(buf, _deref(buf, root, fields[c.slot("reasoning_part")]))
+    assert _present(layout.REASONING_PART, pf) == set(layout.REASONING_PART.fields)

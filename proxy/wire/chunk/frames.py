@@ -27,6 +27,7 @@ import msgspec
 
 from flatgate.proxy.wire.buffer import I32, U16, U32
 from flatgate.proxy.wire.layout import COMPLETION_CHUNK
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = [
@@ -85,6 +86,12 @@ class Chunk(msgspec.Struct, frozen=True):
     reasoning: str = ""
     # Final chunk only: the stop sequence that ended the completion, if known.
     stop_sequence: str = ""
+    # A reasoning block ended: its payload, id and dialect.
+    reasoning_part: ReasoningPart | None = None
+    # What the backend answered that has no slot, one JSON object text, in
+    # the dialect ``extras_dialect`` (``schema.ApiDialect``) names.
+    extras: str = ""
+    extras_dialect: int = 0
 
 
 # CompletionChunk vtable entries (byte offsets in the vtable): finish_reason, error.

@@ -40,9 +40,11 @@ from flatgate.proxy.wire.layout import (
     COMPLETION_CHUNK,
     ERROR,
     IDENTIFIER_AT,
+    REASONING_PART,
     TOOL_CALL_DELTA,
     USAGE,
 )
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason, finish_reason_of
 
 __all__ = ["read_chunk", "read_outcome"]
@@ -72,6 +74,17 @@ _INDEX = COMPLETION_CHUNK.slot("index")
 _MODEL = COMPLETION_CHUNK.slot("model")
 _REASONING = COMPLETION_CHUNK.slot("reasoning")
 _STOP_SEQUENCE = COMPLETION_CHUNK.slot("stop_sequence")
+_REASONING_PART = COMPLETION_CHUNK.slot("reasoning_part")
+_EXTRAS = COMPLETION_CHUNK.slot("extras")
+_EXTRAS_DIALECT = COMPLETION_CHUNK.slot("extras_dialect")
+_P_TEXT = REASONING_PART.slot("text")
+_P_OPAQUE = REASONING_PART.slot("opaque")
+_P_DIALECT = REASONING_PART.slot("dialect")
+_P_ID = REASONING_PART.slot("id")
+_P_REDACTED = REASONING_PART.slot("redacted")
+_BYTE = STRUCTS[REASONING_PART.spec("dialect").fmt]
+_BOOL = STRUCTS[REASONING_PART.spec("redacted").fmt]
+_EXTRAS_DIALECT_FMT = STRUCTS[COMPLETION_CHUNK.spec("extras_dialect").fmt]
 _TC_INDEX = TOOL_CALL_DELTA.slot("index")
 _TC_ID = TOOL_CALL_DELTA.slot("id")
 _TC_NAME = TOOL_CALL_DELTA.slot("name")
@@ -154,8 +167,22 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
         calls: tuple[ToolCallDelta, ...] = ()
         usage = None
         error = None
-        if fields[_TOOL_CALLS] or fields[_USAGE] or fields[_ERROR]:
+        part = None
+        extras = ""
+        dialect = 0
+        if (
+            fields[_TOOL_CALLS]
+            or fields[_USAGE]
+            or fields[_ERROR]
+            or fields[_REASONING_PART]
+            or fields[_EXTRAS]
+        ):
             f = Window(data, offset, stop)
+            if fields[_REASONING_PART]:
+                part = _reasoning_part(f, root, fields[_REASONING_PART])
+            if fields[_EXTRAS]:
+                extras = f.string(root, fields[_EXTRAS], "extras")
+                dialect = f.scalar(root, fields[_EXTRAS_DIALECT], _EXTRAS_DIALECT_FMT, "dialect")
             if fields[_TOOL_CALLS]:
                 calls = _tool_calls(f, root, fields[_TOOL_CALLS])
             if fields[_USAGE]:
@@ -185,6 +212,20 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
         model,
         reasoning,
         stop_sequence,
+        part,
+        extras,
+        dialect,
+    )
+
+
+def _reasoning_part(f: Window, root: int, field: int) -> ReasoningPart:
+    t, tf = f.table(f.ref(root, field, "reasoning_part"), "reasoning_part", _MOST)
+    return ReasoningPart(
+        f.string(t, _get(tf, _P_TEXT), "reasoning_part text"),
+        f.blob(t, _get(tf, _P_OPAQUE), "reasoning_part opaque"),
+        f.scalar(t, _get(tf, _P_DIALECT), _BYTE, "reasoning_part dialect"),
+        f.string(t, _get(tf, _P_ID), "reasoning_part id"),
+        bool(f.scalar(t, _get(tf, _P_REDACTED), _BOOL, "reasoning_part redacted")),
     )
 
 

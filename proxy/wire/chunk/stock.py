@@ -23,6 +23,7 @@ from flatgate.proxy.wire.chunk.frames import (
     Usage,
 )
 from flatgate.proxy.wire.layout import HEADER, IDENTIFIER_AT
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, finish_reason_of
 
 __all__ = ["decode_chunk"]
@@ -58,6 +59,13 @@ def decode_chunk(buf: bytes | memoryview) -> Chunk:
             usage = Usage(
                 u.PromptTokens(), u.CompletionTokens(), u.CachedTokens(), u.ReasoningTokens()
             )
+        p = fb.ReasoningPart()
+        part = None
+        if p is not None:
+            opaque = (
+                b"" if p.OpaqueIsNone() else bytes(p.Opaque(i) for i in range(p.OpaqueLength()))
+            )
+            part = ReasoningPart(_text(p.Text()), opaque, p.Dialect(), _text(p.Id()), p.Redacted())
         return Chunk(
             request_id=_text(fb.RequestId()),
             content=_text(fb.Content()),
@@ -69,6 +77,9 @@ def decode_chunk(buf: bytes | memoryview) -> Chunk:
             model=_text(fb.Model()),
             reasoning=_text(fb.Reasoning()),
             stop_sequence=_text(fb.StopSequence()),
+            reasoning_part=part,
+            extras=_text(fb.Extras()),
+            extras_dialect=fb.ExtrasDialect(),
         )
     except MalformedFrame:
         raise

@@ -27,11 +27,13 @@ from flatgate.proxy.wire.layout import (
     COMPLETION_CHUNK,
     ERROR,
     HEADER,
+    REASONING_PART,
     TOOL_CALL_DELTA,
     USAGE,
     VTABLE_HEAD,
     Table,
 )
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason
 
 __all__ = ["ChunkWriter", "write_chunk"]
@@ -40,7 +42,8 @@ __all__ = ["ChunkWriter", "write_chunk"]
 # this order, after the soffset).
 _AT = COMPLETION_CHUNK.inline
 _TABLE = COMPLETION_CHUNK.packer(
-    "request_id content tool_calls usage error index model reasoning stop_sequence finish_reason"
+    "request_id content tool_calls usage error index model reasoning stop_sequence "
+    "reasoning_part extras finish_reason extras_dialect"
 )
 _FIELDS = len(COMPLETION_CHUNK.fields)
 _VT_SIZE = VTABLE_HEAD + 2 * _FIELDS
@@ -79,6 +82,9 @@ _CALL_AT = TOOL_CALL_DELTA.inline
 _CALL_VT_SIZE = VTABLE_HEAD + 2 * len(TOOL_CALL_DELTA.fields)
 _CALL_TABLE = TOOL_CALL_DELTA.packer("index id name arguments")
 _CALL_SIZE = _CALL_VT_SIZE + _CALL_TABLE.size
+_PART_AT = REASONING_PART.inline
+_PART_VT_SIZE = VTABLE_HEAD + 2 * len(REASONING_PART.fields)
+_PART_TABLE = REASONING_PART.packer("text opaque id dialect redacted")
 if ERROR.fields != ("code", "message"):
     raise ImportError("write_chunk's error table no longer fits the schema")
 
@@ -128,6 +134,34 @@ def _tool_calls(at: int, calls: Sequence[ToolCallDelta]) -> bytes:
     return struct.pack(f"<{n + 1}I", n, *offsets) + b"".join(tables)
 
 
+def _reasoning_part(at: int, part: ReasoningPart) -> bytes:
+    """A reasoning part's vtable placed at ``at``, then its table and strings."""
+    table = at + _PART_VT_SIZE
+    spos = table + _PART_TABLE.size
+    text, opaque, id_ = _utf8(part.text), part.opaque, _utf8(part.id)
+    present = {
+        "text": bool(text),
+        "opaque": bool(opaque),
+        "dialect": bool(part.dialect),
+        "id": bool(id_),
+        "redacted": part.redacted,
+    }
+    offs = {}
+    strings = []
+    for key, s in (("text", text), ("opaque", opaque), ("id", id_)):
+        offs[key] = 0
+        if s:
+            offs[key] = spos - (table + _PART_AT[key])
+            strings.append(string_bytes(s))
+            spos += len(strings[-1])
+    entries = [_PART_AT[f] if present[f] else 0 for f in REASONING_PART.fields]
+    vtable = struct.pack(f"<{2 + len(entries)}H", _PART_VT_SIZE, _PART_TABLE.size, *entries)
+    row = _PART_TABLE.pack(
+        _PART_VT_SIZE, offs["text"], offs["opaque"], offs["id"], part.dialect, part.redacted
+    )
+    return vtable + row + b"".join(strings)
+
+
 def write_chunk(
     *,
     request_id: str | bytes = "",
@@ -140,6 +174,9 @@ def write_chunk(
     model: str | bytes = "",
     reasoning: str | bytes = "",
     stop_sequence: str | bytes = "",
+    reasoning_part: ReasoningPart | None = None,
+    extras: str | bytes = "",
+    extras_dialect: int = 0,
     size_prefixed: bool = True,
 ) -> bytes:
     """One ``CompletionChunk``, laid out by hand (size-prefixed unless told not)."""
@@ -153,6 +190,7 @@ def write_chunk(
         ("content", content),
         ("reasoning", reasoning),
         ("stop_sequence", stop_sequence),
+        ("extras", extras),
     ):
         if value:
             data = string_bytes(_utf8(value))
@@ -196,12 +234,22 @@ def write_chunk(
         )
         parts.extend(strings)
         pos = spos
+    if reasoning_part is not None:
+        data = _reasoning_part(pos, reasoning_part)
+        offs["reasoning_part"] = pos + _PART_VT_SIZE - (root + _AT["reasoning_part"])
+        parts.append(data)
+        pos += len(data)
     if index:
         offs["index"] = index
     entries = [0] * _FIELDS
     for name, at in _AT.items():
-        present = offs[name] if name not in ("index", "finish_reason") else 0
-        if present or (name == "index" and index) or (name == "finish_reason" and finish_reason):
+        present = offs[name] if name not in ("index", "finish_reason", "extras_dialect") else 0
+        if (
+            present
+            or (name == "index" and index)
+            or (name == "finish_reason" and finish_reason)
+            or (name == "extras_dialect" and extras_dialect)
+        ):
             entries[_SLOT[name]] = at
     head = _HEAD.pack(
         root,
@@ -219,7 +267,10 @@ def write_chunk(
         offs["model"],
         offs["reasoning"],
         offs["stop_sequence"],
+        offs["reasoning_part"],
+        offs["extras"],
         int(finish_reason),
+        extras_dialect,
     )
     body = head + b"".join(parts)
     if size_prefixed:
@@ -298,6 +349,9 @@ class ChunkWriter:
         index: int = 0,
         reasoning: str = "",
         stop_sequence: str = "",
+        reasoning_part: ReasoningPart | None = None,
+        extras: str = "",
+        extras_dialect: int = 0,
     ) -> bytes:
         return write_chunk(
             request_id=self._request_id,
@@ -310,4 +364,7 @@ class ChunkWriter:
             index=index,
             reasoning=reasoning,
             stop_sequence=stop_sequence,
+            reasoning_part=reasoning_part,
+            extras=extras,
+            extras_dialect=extras_dialect,
         )

@@ -30,11 +30,13 @@ from flatgate.proxy.wire.layout import (
     COMPLETION_REQUEST,
     KEY_VALUE,
     MESSAGE,
+    REASONING_PART,
     TOOL,
     TOOL_CALL,
     FieldKind,
     Table,
 )
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import Role
 
 __all__ = [
@@ -75,6 +77,9 @@ class Message(msgspec.Struct, gc=False, omit_defaults=True):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str = ""
     is_error: bool = False
+    # Role assistant only: the reasoning to send back (not an OpenAI chat
+    # field: an adapter that embeds messages as they are must map it first).
+    reasoning: list[ReasoningPart] | None = None
 
 
 class Function(msgspec.Struct, gc=False, omit_defaults=True):
@@ -118,6 +123,10 @@ class Request(msgspec.Struct):
     response_format: str = ""
     # 0: not given.
     top_k: int = 0
+    # The client's fields with no slot, one JSON object text ("": none), in
+    # the dialect ``extras_dialect`` (``schema.ApiDialect``) names.
+    extras: str = ""
+    extras_dialect: int = 0
 
 
 def _slots(t: Table, *names: str) -> tuple[int, ...]:
@@ -127,9 +136,15 @@ def _slots(t: Table, *names: str) -> tuple[int, ...]:
 _R_MODEL, _R_MESSAGES, _R_TOOLS, _R_STOP, _R_METADATA = _slots(
     COMPLETION_REQUEST, "model_name", "messages", "tools", "stop", "metadata"
 )
-_M_ROLE, _M_CONTENT, _M_NAME, _M_CALLS, _M_CALL_ID, _M_IS_ERROR = _slots(
-    MESSAGE, "role", "content", "name", "tool_calls", "tool_call_id", "is_error"
+_M_ROLE, _M_CONTENT, _M_NAME, _M_CALLS, _M_CALL_ID, _M_IS_ERROR, _M_REASONING = _slots(
+    MESSAGE, "role", "content", "name", "tool_calls", "tool_call_id", "is_error", "reasoning"
 )
+_P_TEXT, _P_OPAQUE, _P_DIALECT, _P_ID, _P_REDACTED = _slots(
+    REASONING_PART, "text", "opaque", "dialect", "id", "redacted"
+)
+_P_FIELDS = len(REASONING_PART.fields)
+_DIALECT = UNPACK[REASONING_PART.spec("dialect").fmt]
+_REDACTED = UNPACK[REASONING_PART.spec("redacted").fmt]
 _M_FIELDS = len(MESSAGE.fields)
 _C_ID, _C_NAME, _C_ARGS = _slots(TOOL_CALL, "id", "name", "arguments")
 _C_FIELDS = len(TOOL_CALL.fields)
@@ -182,6 +197,27 @@ def _text_field(buf: bytes | memoryview, view: memoryview, pos: int, off: int) -
     return _field_text(buf, view, pos, off) if off else ""
 
 
+def _reasoning(buf: bytes | memoryview, view: memoryview, pos: int) -> ReasoningPart:
+    f = entries(buf, pos, _P_FIELDS)
+    opaque = b""
+    off = f[_P_OPAQUE]
+    if off:
+        at = pos + off
+        v = at + U32(buf, at)[0]
+        opaque = bytes(view[v + 4 : v + 4 + U32(buf, v)[0]])
+    off = f[_P_DIALECT]
+    dialect = _DIALECT(buf, pos + off)[0] if off else 0
+    off = f[_P_REDACTED]
+    redacted = bool(_REDACTED(buf, pos + off)[0]) if off else False
+    return ReasoningPart(
+        _text_field(buf, view, pos, f[_P_TEXT]),
+        opaque,
+        dialect,
+        _text_field(buf, view, pos, f[_P_ID]),
+        redacted,
+    )
+
+
 def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
     f = entries(buf, pos, _M_FIELDS)
     off = f[_M_ROLE]
@@ -211,7 +247,9 @@ def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
         content = None
     off = f[_M_IS_ERROR]
     failed = bool(_IS_ERROR(buf, pos + off)[0]) if off else False
-    return Message(_ROLE_NAMES.get(role, "user"), content, name, calls, call_id, failed)
+    off = f[_M_REASONING]
+    reasoning = [_reasoning(buf, view, p) for p in elements(buf, pos + off)] if off else None
+    return Message(_ROLE_NAMES.get(role, "user"), content, name, calls, call_id, failed, reasoning)
 
 
 def _tool(buf: bytes | memoryview, view: memoryview, pos: int) -> Tool:

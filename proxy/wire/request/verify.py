@@ -21,8 +21,11 @@ without an exception. Checked, like the C++ verifier does:
   and aligned to its size;
 - every uoffset 4-byte aligned; every string's length word and bytes inside the
   buffer, 4-byte aligned, with its NUL terminator; every vector's length word
-  and ``length * 4`` element bytes inside the buffer;
-- nested tables (``Tool``, ``Message``, ``ToolCall``, ``KeyValue``) the same way.
+  and ``length * 4`` element bytes inside the buffer (a vector of scalars,
+  ``ReasoningPart.opaque``: ``length * size``, its elements aligned to their
+  size);
+- nested tables (``Tool``, ``Message``, ``ToolCall``, ``KeyValue``,
+  ``ReasoningPart``) the same way.
 
 Not checked, on purpose: UTF-8. The generated accessors and the object API
 (generated without ``--python-decode-obj-api-strings``) return strings as
@@ -64,12 +67,14 @@ from flatgate.proxy.wire.buffer import (
     ENTRIES,
     I32,
     MAX_BUFFER_BYTES,
+    STRUCTS,
     U32,
     VT_HEAD,
     MalformedBuffer,
     Unpack,
     check_input,
     ref_at,
+    scalars_at,
     string_at,
     vector_at,
 )
@@ -113,7 +118,8 @@ def _compile(tables: Mapping[str, Table], root: str) -> _Layout:
             nested = None
             if spec.table is not None:
                 nested = build(spec.table, (*seen, name))
-            slots.append((spec.name, int(spec.kind), spec.size, nested))
+            size = STRUCTS[spec.element].size if spec.element else spec.size
+            slots.append((spec.name, int(spec.kind), size, nested))
         layout = _Layout(name, tuple(slots), ENTRIES[: len(slots) + 1])
         done[name] = layout
         return layout
@@ -128,6 +134,7 @@ _STRING = int(FieldKind.STRING)
 _TABLE = int(FieldKind.TABLE)
 _STRING_VECTOR = int(FieldKind.STRING_VECTOR)
 _TABLE_VECTOR = int(FieldKind.TABLE_VECTOR)
+_SCALAR_VECTOR = int(FieldKind.SCALAR_VECTOR)
 
 
 class _Walk:
@@ -187,7 +194,7 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
             if not off:
                 continue
             name, kind, size, nested = slots[i]
-            if off < 4 or off + size > tsize:
+            if off < 4 or off + (4 if kind == _SCALAR_VECTOR else size) > tsize:
                 raise MalformedBuffer(
                     f"field offset {off} outside table inline size {tsize}", vt + 4 + 2 * i
                 )
@@ -224,6 +231,11 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
                     except MalformedBuffer as fail:
                         fail.path.append(f"[{j}]")
                         raise
+            elif kind == _SCALAR_VECTOR:
+                # ``size`` is the element's; the field itself is a uoffset.
+                _, length = scalars_at(buf, n, at, size)
+                w.objects -= 1
+                text += size * length
             else:  # _TABLE: no request field of this kind yet (chunks have them)
                 assert nested is not None
                 w.objects -= 1

@@ -35,9 +35,11 @@ from flatgate.proxy.wire.layout import (
     HEADER,
     KEY_VALUE,
     MESSAGE,
+    REASONING_PART,
     TOOL,
     TOOL_CALL,
 )
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 
 __all__ = ["Call", "RequestWriter", "ToolSpec", "WireMessage"]
@@ -45,8 +47,13 @@ __all__ = ["Call", "RequestWriter", "ToolSpec", "WireMessage"]
 # A tool call in the history: (id, name, arguments JSON), UTF-8.
 Call = tuple[bytes, bytes, bytes]
 # A message: (role, text) when it has non-empty text and nothing else, or
-# (role, content, name, tool call id, tool calls, is_error); strings UTF-8.
-WireMessage = tuple[int, bytes] | tuple[int, bytes, bytes, bytes, Sequence[Call], bool]
+# (role, content, name, tool call id, tool calls, is_error[, reasoning parts]);
+# strings UTF-8.
+WireMessage = (
+    tuple[int, bytes]
+    | tuple[int, bytes, bytes, bytes, Sequence[Call], bool]
+    | tuple[int, bytes, bytes, bytes, Sequence[Call], bool, Sequence[ReasoningPart]]
+)
 # A tool definition: (name, description, parameters JSON Schema, strict), UTF-8.
 ToolSpec = tuple[bytes, bytes, bytes, bool]
 
@@ -71,7 +78,7 @@ _AT = COMPLETION_REQUEST.inline
 _ROOT_TABLE = COMPLETION_REQUEST.packer(
     "seed request_id model_name max_tokens temperature tools messages tool_choice_name "
     "top_p stop presence_penalty frequency_penalty n user tenant metadata response_format "
-    "top_k provider tool_choice stream include_usage parallel_tool_calls"
+    "top_k extras provider tool_choice stream include_usage parallel_tool_calls extras_dialect"
 )
 _R_SIZE = _ROOT_TABLE.size
 _V = {name: 2 + COMPLETION_REQUEST.slot(name) for name in COMPLETION_REQUEST.fields}
@@ -91,6 +98,8 @@ _V_TOOL_CHOICE_NAME, _AT_TOOL_CHOICE_NAME = _V["tool_choice_name"], _AT["tool_ch
 _V_USER, _AT_USER = _V["user"], _AT["user"]
 _V_TENANT, _AT_TENANT = _V["tenant"], _AT["tenant"]
 _V_RESPONSE_FORMAT, _AT_RESPONSE_FORMAT = _V["response_format"], _AT["response_format"]
+_V_EXTRAS, _AT_EXTRAS = _V["extras"], _AT["extras"]
+_V_EXTRAS_DIALECT, _AT_EXTRAS_DIALECT = _V["extras_dialect"], _AT["extras_dialect"]
 _V_MESSAGES, _AT_MESSAGES = _V["messages"], _AT["messages"]
 _V_TOOLS, _AT_TOOLS = _V["tools"], _AT["tools"]
 _V_STOP, _AT_STOP = _V["stop"], _AT["stop"]
@@ -130,8 +139,8 @@ def _vtables(
 
 
 # Message (role, slot 0, always written). Bits of a message's vtable mask, in
-# slot order: content, name, tool_calls, tool_call_id, is_error.
-_MSG = MESSAGE.packer("content name tool_calls tool_call_id role is_error")
+# slot order: content, name, tool_calls, tool_call_id, is_error, reasoning.
+_MSG = MESSAGE.packer("content name tool_calls tool_call_id reasoning role is_error")
 _MSG_AT = MESSAGE.inline
 _MSG_SIZE = _MSG.size
 _MSG_VTS = _vtables(
@@ -145,6 +154,12 @@ _MSG_CONTENT = struct.Struct(MESSAGE.inline_format + "I")
 _MSG_TEXT = _MSG_SIZE - _MSG_AT["content"]
 _MSG_CONTENT_AT, _MSG_NAME_AT = _MSG_AT["content"], _MSG_AT["name"]
 _MSG_CALLS_AT, _MSG_CALL_ID_AT = _MSG_AT["tool_calls"], _MSG_AT["tool_call_id"]
+_MSG_REASONING_AT = _MSG_AT["reasoning"]
+# A reasoning part (rare: written field by field, its vtable shared by shape).
+_PART = REASONING_PART.packer("text opaque id dialect redacted")
+_PART_AT = REASONING_PART.inline
+_PART_VTS = _vtables(_PART.size, tuple(_PART_AT[f] for f in REASONING_PART.fields))
+_PART_TEXT_AT, _PART_OPAQUE_AT, _PART_ID_AT = _PART_AT["text"], _PART_AT["opaque"], _PART_AT["id"]
 # Tables of leading strings (``_strings_table``), then a scalar tail.
 _TOOL = TOOL.packer("name description parameters strict")
 _TOOL_AT = TOOL.inline
@@ -158,7 +173,9 @@ _KV_VTS = _vtables(_KV.size, tuple(_KV_AT[f] for f in KEY_VALUE.fields))
 # A key's string follows the table, and the value's the key's.
 _KV_KEY, _KV_VALUE = _KV.size - _KV_AT["key"], _KV.size - _KV_AT["value"]
 if (
-    MESSAGE.fields != ("role", "content", "name", "tool_calls", "tool_call_id", "is_error")
+    MESSAGE.fields
+    != ("role", "content", "name", "tool_calls", "tool_call_id", "is_error", "reasoning")
+    or REASONING_PART.fields != ("text", "opaque", "dialect", "id", "redacted")
     or TOOL.fields != ("name", "description", "parameters", "strict")
     or TOOL_CALL.fields != ("id", "name", "arguments")
     or KEY_VALUE.fields != ("key", "value")
@@ -170,7 +187,7 @@ _VEC_HEADS = tuple(struct.Struct(f"<{n + 1}I") for n in range(5))
 
 # Tables written by ``_strings_table``; the kind keys their shared vtables
 # (message vtables are keyed by their mask alone, below 256).
-_KIND_CALL, _KIND_TOOL, _KIND_KV = 1, 2, 3
+_KIND_CALL, _KIND_TOOL, _KIND_KV, _KIND_PART = 1, 2, 3, 4
 # Per kind: its vtables, its packer, where its first string field sits.
 _KINDS: dict[int, tuple[tuple[bytes, ...], struct.Struct, int]] = {
     _KIND_CALL: (_CALL_VTS, _CALL, _CALL_AT["id"]),
@@ -245,6 +262,41 @@ def _offset_vector(buf: bytearray, count: int) -> int:
     return pos
 
 
+def _reasoning_part(buf: bytearray, vt_pos: dict[int, int], part: ReasoningPart) -> int:
+    """A reasoning part: its table, then its strings and payload; returns the
+    table position."""
+    text, opaque, id_ = part.text.encode(), part.opaque, part.id.encode()
+    dialect, redacted = part.dialect, part.redacted
+    mask = (
+        (1 if text else 0)
+        | (2 if opaque else 0)
+        | (4 if dialect else 0)
+        | (8 if id_ else 0)
+        | (16 if redacted else 0)
+    )
+    key = _KIND_PART << 8 | mask
+    vpos = vt_pos.get(key)
+    if vpos is None:
+        vpos = len(buf)
+        buf += _PART_VTS[mask]
+        vt_pos[key] = vpos
+    tpos = len(buf)
+    # text, opaque (length word, bytes, padding: a string's layout) and id follow.
+    at = tpos + _PART.size
+    t_off = o_off = i_off = 0
+    if text:
+        t_off = at - (tpos + _PART_TEXT_AT)
+        at += len(text) + 8 - (len(text) & 3)
+    if opaque:
+        o_off = at - (tpos + _PART_OPAQUE_AT)
+        at += len(opaque) + 8 - (len(opaque) & 3)
+    if id_:
+        i_off = at - (tpos + _PART_ID_AT)
+    buf += _PART.pack(tpos - vpos, t_off, o_off, i_off, dialect, redacted)
+    _strings_after(buf, (text, opaque, id_))
+    return tpos
+
+
 def _message(  # noqa: PLR0917 - one call per message of the rare shape, positional
     buf: bytearray,
     vt_pos: dict[int, int],
@@ -254,15 +306,17 @@ def _message(  # noqa: PLR0917 - one call per message of the rare shape, positio
     call_id: bytes,
     calls: Sequence[Call],
     is_error: bool,
+    reasoning: Sequence[ReasoningPart] = (),
 ) -> int:
-    """A message of any shape: the table, its strings, then its tool calls;
-    returns the table position."""
+    """A message of any shape: the table, its strings, then its tool calls
+    and reasoning parts; returns the table position."""
     mask = (
         (1 if content else 0)
         | (2 if name else 0)
         | (4 if calls else 0)
         | (8 if call_id else 0)
         | (16 if is_error else 0)
+        | (32 if reasoning else 0)
     )
     vpos = vt_pos.get(mask)
     if vpos is None:
@@ -284,13 +338,19 @@ def _message(  # noqa: PLR0917 - one call per message of the rare shape, positio
         at += len(call_id) + 8 - (len(call_id) & 3)
     if calls:
         calls_off = at - (tpos + _MSG_CALLS_AT)
-    buf += _MSG.pack(tpos - vpos, c_off, n_off, calls_off, id_off, role, is_error)
+    buf += _MSG.pack(tpos - vpos, c_off, n_off, calls_off, id_off, 0, role, is_error)
     _strings_after(buf, (content, name, call_id))
     if calls:
         vec = _offset_vector(buf, len(calls))
         for i, call in enumerate(calls):
             cpos = _strings_table(buf, vt_pos, _KIND_CALL, call)
             PACK_U32_INTO(buf, vec + 4 + 4 * i, cpos - (vec + 4 + 4 * i))
+    if reasoning:
+        vec = _offset_vector(buf, len(reasoning))
+        PACK_U32_INTO(buf, tpos + _MSG_REASONING_AT, vec - (tpos + _MSG_REASONING_AT))
+        for i, part in enumerate(reasoning):
+            ppos = _reasoning_part(buf, vt_pos, part)
+            PACK_U32_INTO(buf, vec + 4 + 4 * i, ppos - (vec + 4 + 4 * i))
     return tpos
 
 
@@ -304,8 +364,9 @@ class RequestWriter:
         self._buf = bytearray(_HEAD)
         self._vt = _ROOT_VT_EMPTY.copy()
         # Root uoffsets of the children, as they are written: request_id,
-        # model_name, tool_choice_name, user, tenant, response_format, tools, stop.
-        self._vals = [0, 0, 0, 0, 0, 0, 0, 0]
+        # model_name, tool_choice_name, user, tenant, response_format, tools,
+        # stop, extras.
+        self._vals = [0, 0, 0, 0, 0, 0, 0, 0, 0]
         self._msgs = 0
         self._meta = 0
         # Shared vtables written so far: message ones by their field mask,
@@ -321,8 +382,10 @@ class RequestWriter:
         user: str,
         tool_choice_name: str,
         response_format: bytes,
+        extras: bytes = b"",
     ) -> None:
-        """The root's strings, right after the root table (call first)."""
+        """The root's strings, right after the root table (call first);
+        ``extras``: the client's fields with no slot, one JSON object text."""
         buf, vt, vals, put = self._buf, self._vt, self._vals, put_string
         if request_id:
             vals[0] = put(buf, request_id.encode()) - (_ROOT_POS + _AT_REQUEST_ID)
@@ -342,6 +405,9 @@ class RequestWriter:
         if response_format:
             vals[5] = put(buf, response_format) - (_ROOT_POS + _AT_RESPONSE_FORMAT)
             vt[_V_RESPONSE_FORMAT] = _AT_RESPONSE_FORMAT
+        if extras:
+            vals[8] = put(buf, extras) - (_ROOT_POS + _AT_EXTRAS)
+            vt[_V_EXTRAS] = _AT_EXTRAS
 
     def messages(self, messages: Sequence[WireMessage]) -> None:
         """The messages, in order: ``(role, text)`` for a message with nothing
@@ -370,7 +436,7 @@ class RequestWriter:
                         buf += _MSG_VTS[1]
                         tpos += len(_MSG_VTS[1])
                 n = len(data)
-                buf += pack_text(tpos - text_vt, _MSG_TEXT, 0, 0, 0, role, 0, n)
+                buf += pack_text(tpos - text_vt, _MSG_TEXT, 0, 0, 0, 0, role, 0, n)
                 buf += data
                 buf += PAD[n & 3]
             else:
@@ -462,9 +528,11 @@ class RequestWriter:
         stream: bool = False,
         include_usage: bool = False,
         parallel_tool_calls: bool | None = None,
+        extras_dialect: int = 0,
     ) -> bytes:
         """The scalars, then the root table and its vtable in one pack each;
-        the finished buffer."""
+        the finished buffer (``extras_dialect``: the ``ApiDialect`` of the
+        extras given to ``strings``)."""
         vt = self._vt
         if max_tokens:
             vt[_V_MAX_TOKENS] = _AT_MAX_TOKENS
@@ -492,7 +560,9 @@ class RequestWriter:
             vt[_V_INCLUDE_USAGE] = _AT_INCLUDE_USAGE
         if parallel_tool_calls is not None:
             vt[_V_PTC] = _AT_PTC
-        rid, name, choice_name, user, tenant, rfo, tools, stop = self._vals
+        if extras_dialect:
+            vt[_V_EXTRAS_DIALECT] = _AT_EXTRAS_DIALECT
+        rid, name, choice_name, user, tenant, rfo, tools, stop, extras = self._vals
         buf = self._buf
         _ROOT_TABLE.pack_into(
             buf,
@@ -516,11 +586,13 @@ class RequestWriter:
             self._meta,
             rfo,
             top_k,
+            extras,
             provider,
             tool_choice,
             stream,
             include_usage,
             bool(parallel_tool_calls),
+            extras_dialect,
         )
         _ROOT_VT.pack_into(buf, _ROOT_VT_POS, *vt)
         return bytes(buf)
