@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from flatgate.edge_translator.client_api import Folding, Rendering
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed
@@ -108,11 +108,13 @@ async def stream(
     ending: Ending | None,
     fail: Callable[[EdgeError], bytes],
     beat: bytes,
+    finish: Callable[[], Awaitable[None]],
 ) -> int:
     """Render the proxy's frames as SSE events until the completion ends
     (bytes sent, first byte and error noted in ``entry``); a failure is
     ``fail``'s event. Frames that render to nothing (a backend's heartbeat)
-    are sent on as ``beat``, the client API's keep-alive."""
+    are sent on as ``beat``, the client API's keep-alive. ``finish`` is
+    awaited once the answer has ended, before its last bytes are sent."""
     out: Sink | None = None
     started_here = False
     frames = Frames(resp, ending)
@@ -135,6 +137,8 @@ async def stream(
                 entry.first_byte()
             data = b"".join(events) or beat
             entry.bytes_out += len(data)
+            if renderer.finished:
+                await finish()
             await out.send(data)
             events.clear()
             if renderer.finished:
@@ -143,6 +147,7 @@ async def stream(
         if renderer.complete and out is not None:  # fewer choices than asked for, all finished
             data = renderer.end()
             entry.bytes_out += len(data)
+            await finish()
             await out.send(data)
             await out.close()
             return 200
@@ -164,6 +169,7 @@ async def stream(
         events.append(fail(err))
         data = b"".join(events)
         entry.bytes_out += len(data)
+        await finish()
         await out.send(data)
         await out.close()
         return 200

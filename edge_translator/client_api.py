@@ -8,12 +8,16 @@ frames arrive with keep-alives while the first token is awaited (``answer``),
 watches the caller and the drain, and writes the access log. A client API
 supplies only its own parts, through ``ClientApi``:
 
+- its ``name`` in the access log;
 - how its callers present their credential (``authenticate``);
 - its request: ``decode`` (validated once, errors naming the ``param``),
-  ``write`` (the ``CompletionRequest`` FlatBuffer), ``new_id`` (its answer's
-  id) and ``asked`` (what its answer needs of the request, as an ``Asked``);
+  ``prepare`` (what the request needs of stored state before it is written:
+  the Responses API's ``previous_response_id``), ``write`` (the
+  ``CompletionRequest`` FlatBuffer), ``new_id`` (its answer's id) and
+  ``asked`` (what its answer needs of the request, as an ``Asked``);
 - its answer: a ``renderer`` for streams, an ``aggregator`` for whole answers,
-  and ``beat``, its keep-alive;
+  ``beat``, its keep-alive, and ``finish``, told when an answer ends before
+  its last byte goes out (the Responses API stores it there);
 - its error shape: ``error_answer`` (the status and body of an error before
   the first byte) and ``error_event`` (the event that ends a stream with one).
   The headers every error answer carries are ``errors.error_headers``'s,
@@ -23,7 +27,8 @@ An endpoint the edge answers itself, from a request decoded and resolved as
 its API's completions are but never forwarded (Anthropic's
 ``count_tokens``), is a ``Local``. The app's routes (``Route``) pair a path's
 API with its ``Local``, if any. Adding an API is a folder with a module that
-implements these, and its routes in ``app``.
+implements these, and its routes in ``app``; an API that keeps no state
+takes ``prepare`` and ``finish`` from ``Stateless``.
 
 Interfaces and values only: no I/O, no behaviour.
 """
@@ -41,7 +46,16 @@ from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 
-__all__ = ["Asked", "ClientApi", "Folding", "Local", "Rendering", "Request", "Route"]
+__all__ = [
+    "Asked",
+    "ClientApi",
+    "Folding",
+    "Local",
+    "Rendering",
+    "Request",
+    "Route",
+    "Stateless",
+]
 
 
 class Request(Protocol):
@@ -57,7 +71,9 @@ R = TypeVar("R", bound=Request)
 class Asked(msgspec.Struct, frozen=True):
     """What an answer needs of its request (never the prompt), as the
     translate step returns it: the API it is answered in, its answer's id, its
-    request id, the model's name, and its answer's shape."""
+    request id, the model's name, and its answer's shape; ``extra``, what
+    that API's own renderers need besides (the Responses API's echoed
+    request fields)."""
 
     api: ClientApi[Any]
     completion_id: str
@@ -66,6 +82,7 @@ class Asked(msgspec.Struct, frozen=True):
     stream: bool
     choices: int = 1
     include_usage: bool = False
+    extra: Any = None
 
 
 class _Outcome(Protocol):
@@ -102,6 +119,11 @@ class ClientApi(Protocol[R]):
     docstring); ``R`` is its decoded request."""
 
     @property
+    def name(self) -> str:
+        """What the access log calls it (``openai-chat``)."""
+        ...
+
+    @property
     def path(self) -> str:
         """Its completions endpoint (``POST``)."""
         ...
@@ -123,6 +145,11 @@ class ClientApi(Protocol[R]):
         """A fresh id for an answer (also the request id when none is sent)."""
         ...
 
+    async def prepare(self, req: R, *, tenant: str, response_id: str) -> R:
+        """``req`` with what it needs of stored state, before it is written
+        (``response_id``: its answer's id); ``EdgeError`` to refuse it."""
+        ...
+
     def write(self, req: R, model: ModelConfig, *, tenant: str, request_id: str) -> bytes:
         """``req`` as a ``CompletionRequest`` FlatBuffer for ``model``."""
         ...
@@ -135,6 +162,12 @@ class ClientApi(Protocol[R]):
 
     def aggregator(self, asked: Asked, created: int) -> Folding: ...
 
+    async def finish(self, asked: Asked, answer: Rendering | Folding, *, tenant: str) -> None:
+        """The answer has ended (whole, streamed, or failed after its first
+        byte), its last byte not sent yet. Never raises: a failure to keep
+        what it keeps is logged and counted, and the answer goes out."""
+        ...
+
     def error_answer(self, err: EdgeError, request_id: str | None) -> tuple[int, bytes]:
         """The status and JSON body ``err`` is answered with before the first byte."""
         ...
@@ -142,6 +175,18 @@ class ClientApi(Protocol[R]):
     def error_event(self, err: EdgeError) -> bytes:
         """The event that ends a begun stream with ``err``."""
         ...
+
+
+class Stateless:
+    """``prepare`` and ``finish`` for a client API that keeps no state."""
+
+    __slots__ = ()
+
+    async def prepare(self, req: R, *, tenant: str, response_id: str) -> R:
+        return req
+
+    async def finish(self, asked: Asked, answer: Rendering | Folding, *, tenant: str) -> None:
+        return None
 
 
 class Local(Protocol[R]):

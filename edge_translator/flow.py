@@ -8,14 +8,18 @@ shape); the rest is here, each step returning what the next needs:
    tenant's limits no model changes, and admitted against the worker's bounds
    before its body is read: a ``_Caller``, what it holds until the answer ends;
 2. ``_translate``: the body read within ``max_body_bytes``, decoded and
-   checked once by the API, its model resolved, written as a
-   ``CompletionRequest``: an ``Asked`` (what the answer needs of the request,
-   never the prompt) and the FlatBuffer;
+   checked once by the API, its model resolved, given what it needs of
+   stored state (``ClientApi.prepare``), written as a ``CompletionRequest``:
+   an ``Asked`` (what the answer needs of the request, never the prompt) and
+   the FlatBuffer;
 3. ``_complete``: the caller's model allow-list and the tenant's limits for
    that request; then ``_forward``: sent to the proxy (``proxy_link``), the
    caller and the drain watched, keep-alives while a stream's first token is
-   awaited, the answer rendered as frames arrive (``_answer``, ``answer``), and
-   the tenant's reservation settled to the usage its backend reported.
+   awaited, the answer rendered as frames arrive (``_answer``, ``answer``),
+   the API told it ended before its last byte (``ClientApi.finish``), and the
+   tenant's reservation settled to the usage its backend reported. The
+   fields the proxy's backend left out (``OMITTED_HEADER``) are named to the
+   client in the same header.
 
 An endpoint the edge answers itself (``client_api.Local``) takes step 1 and
 step 2's resolution, and answers at once (``_local``). No prompt, and no
@@ -64,7 +68,7 @@ from flatgate.proxy.plumbing.serve import (
 from flatgate.proxy.transport.base import Response
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Usage
-from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON
+from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER
 
 __all__ = ["Flow", "note_request_id"]
 
@@ -139,6 +143,8 @@ class Flow:
 
     async def run(self, ex: Exchange, entry: Entry, route: Route) -> int:
         """A client API's request, from its head to its answer; the status sent."""
+        entry.api = route.api.name
+        entry.path = ex.path
         caller = await self._admit(ex, entry, route)
         try:
             if route.local is not None:
@@ -193,8 +199,12 @@ class Flow:
         req = api.decode(body)
         del body
         model, completion_id, request_id = self._resolve(ex, entry, api, req.model)
-        frame = api.write(req, model, tenant=caller.identity.tenant, request_id=request_id)
-        self._translate_time.observe(time.perf_counter() - started)
+        tenant = caller.identity.tenant
+        spent = time.perf_counter() - started
+        req = await api.prepare(req, tenant=tenant, response_id=completion_id)
+        started = time.perf_counter()
+        frame = api.write(req, model, tenant=tenant, request_id=request_id)
+        self._translate_time.observe(spent + time.perf_counter() - started)
         return api.asked(req, completion_id, request_id, model.name), frame
 
     def _resolve(
@@ -287,12 +297,16 @@ class Flow:
                 )
                 del frame  # the proxy has it: not held while the answer streams
                 entry.backend = resp.headers.get(BACKEND_HEADER)
+                omitted = resp.headers.get(OMITTED_HEADER)
+                if omitted:
+                    reply.append((OMITTED_HEADER, omitted))
                 self.admission.drop_body(caller.hold)
                 return await self._answer(
                     ex,
                     entry,
                     asked,
                     resp,
+                    tenant=caller.identity.tenant,
                     reply=reply,
                     keepalive=keepalive,
                     ending=ending,
@@ -329,13 +343,15 @@ class Flow:
         asked: Asked,
         resp: Response,
         *,
+        tenant: str,
         reply: list[tuple[str, str]],
         keepalive: Keepalive | None,
         ending: Ending,
         outcome: _Outcome,
     ) -> int:
         """The proxy's answer in ``asked``'s API: its refusal as an error, or
-        its frames rendered as a stream or folded into one body."""
+        its frames rendered as a stream or folded into one body (the API told
+        it ended before the last byte goes out)."""
         try:
             if resp.status != 200:
                 raise await refusal(resp)
@@ -356,12 +372,14 @@ class Flow:
                         ending=ending,
                         fail=api.error_event,
                         beat=api.beat,
+                        finish=lambda: api.finish(asked, renderer, tenant=tenant),
                     )
                 finally:
                     outcome.usage = self._note_usage(renderer.usage, entry)
             aggregator = api.aggregator(asked, created)
             body = await aggregate(resp, aggregator, ending)
             outcome.usage = self._note_usage(aggregator.usage, entry)
+            await api.finish(asked, aggregator, tenant=tenant)
             entry.first_byte()
             entry.bytes_out = len(body)
             await ex.respond(200, [*_JSON, *reply], body)

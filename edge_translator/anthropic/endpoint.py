@@ -40,7 +40,7 @@ from flatgate.edge_translator.anthropic.models import (
 )
 from flatgate.edge_translator.anthropic.render import PING, EventRenderer, MessageAggregator
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.edge_translator.client_api import Asked, Folding, Rendering
+from flatgate.edge_translator.client_api import Asked, Folding, Rendering, Stateless
 from flatgate.edge_translator.errors import AuthenticationFailed, EdgeError
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Identity
@@ -62,11 +62,12 @@ def new_message_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNT):x}"
 
 
-class MessagesApi:
+class MessagesApi(Stateless):
     """The Messages API's parts of the shared flow (``ClientApi``)."""
 
     __slots__ = ()
 
+    name = "anthropic-messages"
     path = "/v1/messages"
     beat = PING
 

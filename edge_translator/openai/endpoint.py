@@ -20,7 +20,7 @@ Also the shape of every answer off the client APIs' paths (``GET
 
 from __future__ import annotations
 
-from flatgate.edge_translator.client_api import Asked, Folding, Rendering
+from flatgate.edge_translator.client_api import Asked, Folding, Rendering, Stateless
 from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Identity
@@ -37,11 +37,12 @@ __all__ = ["CHAT", "KEEPALIVE", "ChatApi"]
 KEEPALIVE = b": keep-alive\n\n"
 
 
-class ChatApi:
+class ChatApi(Stateless):
     """OpenAI Chat Completions' parts of the shared flow (``ClientApi``)."""
 
     __slots__ = ()
 
+    name = "openai-chat"
     path = "/v1/chat/completions"
     beat = KEEPALIVE
 

@@ -1,6 +1,7 @@
 """Access logs: one structured line per request, on both services.
 
-``Entry`` is what a request leaves behind (request id, tenant, model,
+``Entry`` is what a request leaves behind (the client API and the path it
+came on, request id, tenant, model,
 provider, backend, status, bytes in and out, time to first byte, duration,
 completion tokens, error code); ``AccessLog.write`` renders it as logfmt text
 or one JSON object per line. Never a prompt, a completion or a credential:
@@ -53,6 +54,7 @@ class Entry:
     """One request's access-log fields; ``None`` is "not known" (``-`` in text)."""
 
     __slots__ = (
+        "api",
         "backend",
         "bytes_in",
         "bytes_out",
@@ -60,6 +62,7 @@ class Entry:
         "ended",
         "error",
         "model",
+        "path",
         "provider",
         "request_id",
         "started",
@@ -71,6 +74,10 @@ class Entry:
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
+        # The client API ("openai-chat", "anthropic-messages",
+        # "openai-responses"; the proxy's "fbs") and the request's path.
+        self.api: str | None = None
+        self.path: str | None = None
         self.request_id: str | None = None
         self.tenant: str | None = None
         self.model: str | None = None
@@ -129,6 +136,8 @@ def _cut(value: str | None) -> str | None:
 class _JsonLine(msgspec.Struct, omit_defaults=False):
     ts: str
     service: str
+    api: str | None
+    path: str | None
     request_id: str | None
     tenant: str | None
     model: str | None
@@ -225,7 +234,8 @@ class AccessLog:
         ttfb = e.ttfb
         tokens = e.tokens
         return (
-            f"ts={self._clock(e.ended)} service={self.service} rid={_caller(e.request_id)} "
+            f"ts={self._clock(e.ended)} service={self.service} api={_ours(e.api)} "
+            f"path={_caller(e.path)} rid={_caller(e.request_id)} "
             f"tenant={_caller(e.tenant)} model={_caller(e.model)} provider={_ours(e.provider)} "
             f"backend={_ours(e.backend)} status={e.status} in={e.bytes_in} out={e.bytes_out} "
             f"ttfb_ms={'-' if ttfb is None else f'{ttfb * 1000:.3f}'} "
@@ -240,6 +250,8 @@ class AccessLog:
                 _JsonLine(
                     self._clock(e.ended),
                     self.service,
+                    e.api,
+                    _cut(e.path),
                     _cut(e.request_id),
                     _cut(e.tenant),
                     _cut(e.model),

@@ -95,6 +95,14 @@ _DRAINED = "the proxy is shutting down: this answer was ended early"
 log = logging.getLogger("flatgate.proxy")
 
 
+def _entry() -> Entry:
+    """A log entry for ``POST /v1/completions``, the ``.fbs`` API."""
+    entry = Entry()
+    entry.api = "fbs"
+    entry.path = "/v1/completions"
+    return entry
+
+
 class ProxyServer:
     """The proxy's request handler; one per granian worker."""
 
@@ -223,7 +231,7 @@ class ProxyServer:
         if ex.path != "/v1/completions":
             await ex.respond(*_DRAINING)
             return
-        entry = Entry()
+        entry = _entry()
         entry.request_id = self._request_id(ex)
         entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
         try:
@@ -242,7 +250,7 @@ class ProxyServer:
     async def completions(self, ex: Exchange) -> None:
         """One request, step by step (see the module docstring); however it
         ends, it is logged and counted once and what it held is given back."""
-        entry = Entry()
+        entry = _entry()
         rid = entry.request_id = self._request_id(ex)
         label = "-"
         hold: Hold | None = None  # the body bytes admitted

@@ -29,6 +29,7 @@ __all__ = [
     "FLATBUFFERS",
     "FRAMES",
     "JSON",
+    "OMITTED_HEADER",
     "PROVIDERS",
     "REQUEST_IDENTIFIER",
     "SSE",
@@ -54,6 +55,9 @@ SSE = "text/event-stream"
 JSON = "application/json"
 # The proxy's answer names the backend that gave it (for the edge's log).
 BACKEND_HEADER = "x-flatgate-backend"
+# The answer names what its backend was not sent (fields and tools a backend
+# of another dialect has no place for), comma-separated; the edge passes it on.
+OMITTED_HEADER = "x-flatgate-omitted"
 # Sent by the edge to the proxy with a request whose tenant it has held to
 # its limits already (the proxy does not count it again).
 ADMITTED_HEADER = "x-flatgate-admitted"

@@ -56,6 +56,8 @@ SECRET_PROMPT = "quokka-7731 zebra-4410 marmot-0095 heron-3321"
 LOG_FIELDS = {
     "ts",
     "service",
+    "api",
+    "path",
     "request_id",
     "tenant",
     "model",
