@@ -217,3 +217,61 @@ def to_messages(request: dict[str, Any]) -> dict[str, Any]:
         ]
         out["tool_choice"] = {"type": request["tool_choice"]}
     return out
+
+
+def to_responses(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` (``make_request``'s shape) as an OpenAI Responses request
+    with the same content: the system prompt as ``instructions``, the other
+    turns as ``input`` items (a developer note and the user and assistant
+    turns as ``message`` items, the assistant's tool call as a
+    ``function_call`` item, the tool's answer as a ``function_call_output``),
+    the tools as function tools; ``max_tokens`` -> ``max_output_tokens``.
+    What the Responses API has no field for (``stop``, ``seed``) is left out;
+    ``store`` is false, as agents send it."""
+    instructions = ""
+    items: list[dict[str, Any]] = []
+    for m in request["messages"]:
+        role, content = m["role"], m.get("content")
+        if role == "system" and not instructions:
+            instructions = content
+        elif role == "tool":
+            items.append(
+                {"type": "function_call_output", "call_id": m["tool_call_id"], "output": content}
+            )
+        elif m.get("tool_calls"):
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": c["id"],
+                    "name": c["function"]["name"],
+                    "arguments": c["function"]["arguments"],
+                }
+                for c in m["tool_calls"]
+            )
+        else:
+            items.append({"type": "message", "role": role, "content": content})
+    out: dict[str, Any] = {
+        "model": request["model"],
+        "instructions": instructions,
+        "input": items,
+        "max_output_tokens": request["max_tokens"],
+        "temperature": request["temperature"],
+        "top_p": request["top_p"],
+        "metadata": request["metadata"],
+        "user": request["user"],
+        "stream": request["stream"],
+        "store": False,
+    }
+    if request.get("tools"):
+        out["tools"] = [
+            {
+                "type": "function",
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],
+                "parameters": t["function"]["parameters"],
+                "strict": t["function"]["strict"],
+            }
+            for t in request["tools"]
+        ]
+        out["tool_choice"] = request["tool_choice"]
+    return out

@@ -237,7 +237,8 @@ def _binary_tokens(splitter: FrameSplitter, piece: bytes) -> list[str]:
 
 
 class _OpenAISse:
-    """Content deltas out of an OpenAI ``chat.completion.chunk`` SSE stream."""
+    """Content deltas out of an OpenAI SSE stream: ``chat.completion.chunk``
+    events, or the Responses API's ``response.output_text.delta``."""
 
     def __init__(self) -> None:
         self._buf = b""
@@ -253,13 +254,16 @@ class _OpenAISse:
                 data = line[5:].strip()
                 if data == b"[DONE]":
                     continue
-                for choice in json.loads(data).get("choices") or ():
+                event = json.loads(data)
+                if event.get("type") == "response.output_text.delta":
+                    out.append(event["delta"])
+                for choice in event.get("choices") or ():
                     out.append((choice.get("delta") or {}).get("content") or "")
         return out
 
 
 def sse_text(data: bytes) -> str:
-    """The content of a whole OpenAI ``chat.completion.chunk`` SSE stream."""
+    """The content of a whole OpenAI SSE stream (either API's)."""
     return "".join(_OpenAISse().feed(data))
 
 

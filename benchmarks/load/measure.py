@@ -243,6 +243,9 @@ class Harness:
         if row.body == "openai":
             content = json.loads(data)["choices"][0]["message"]["content"]
             ok = content == "tok " * CANNED_DELTAS
+        elif row.body == "responses":
+            [message] = [i for i in json.loads(data)["output"] if i["type"] == "message"]
+            ok = message["content"][0]["text"] == "tok " * CANNED_DELTAS
         else:
             chunks = [decode_chunk(memoryview(f)[4:]) for f in FrameSplitter().feed(data)]
             text = "".join(c.content for c in chunks)
@@ -255,7 +258,7 @@ class Harness:
         data = self._post(row, body, streaming=True, timeout=30)
         if isinstance(data, str):
             return data
-        if row.body == "openai":
+        if row.body in ("openai", "responses"):
             text = sse_text(data)
         else:
             frames = FrameSplitter().feed(data)
@@ -329,7 +332,7 @@ class Harness:
                 body.data,
                 body.headers,
                 expect=STREAM_TEXT,
-                sse=row.body == "openai",
+                sse=row.body in ("openai", "responses"),
                 seconds=s.stream_seconds,
                 concurrency=s.stream_concurrency,
             )

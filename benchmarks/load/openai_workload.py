@@ -2,9 +2,10 @@
 
 ``python -m benchmarks.load --workload openai``. Every row takes the same
 OpenAI Chat Completions request (``chat_body``: ``model`` and ``messages``,
-2 KB of JSON, not streamed: one backend answer per request) and sends it on
-to the same backend, the built-in stub speaking the OpenAI API in canned mode
-(8 deltas, built once):
+2 KB of JSON, not streamed: one backend answer per request), or the same
+conversation as a Responses API request (``responses_body``, the
+``gateway-responses`` row), and sends it on to the same backend, the
+built-in stub speaking the OpenAI API in canned mode (8 deltas, built once):
 
 | Row | What the client talks to |
 |---|---|
@@ -12,6 +13,7 @@ to the same backend, the built-in stub speaking the OpenAI API in canned mode
 | nginx-openai | nginx, a plain ``proxy_pass`` to the stub |
 | edge | the edge, then the proxy (RSGI) and its openai adapter, then the stub |
 | gateway | ``flatgate gateway``, one process (only where ``flatgate gateway --help`` works) |
+| gateway-responses | the same gateway on ``/v1/responses`` (``store: false``) |
 | portkey | the Portkey gateway (node), provider ``openai`` with the stub as custom host |
 | litellm | the LiteLLM proxy, model ``openai/<model>`` with the stub as ``api_base`` |
 
@@ -63,6 +65,7 @@ __all__ = [
     "SIZE",
     "chat_body",
     "config_text",
+    "responses_body",
     "header",
     "start",
     "start_peers",
@@ -72,6 +75,7 @@ __all__ = [
 SIZE = "2KB"
 BODY_BYTES = 2048
 _CHAT = "/v1/chat/completions"
+_RESPONSES = "/v1/responses"
 _SEED = 7
 
 OPENAI_ROWS: tuple[Row, ...] = (
@@ -87,6 +91,15 @@ OPENAI_ROWS: tuple[Row, ...] = (
         "edge -> proxy (RSGI) -> openai adapter -> stub",
     ),
     Row("gateway", "gateway", _CHAT, "openai", ("gateway",), "gateway", "flatgate gateway"),
+    Row(
+        "gateway-responses",
+        "gateway",
+        _RESPONSES,
+        "responses",
+        ("gateway",),
+        "gateway",
+        "flatgate gateway, Responses API",
+    ),
     Row(
         "gateway-limits",
         "gateway-limits",
@@ -173,6 +186,23 @@ def chat_body(size_bytes: int = BODY_BYTES, model: str = ADAPTER_MODEL) -> bytes
     if short < 0:
         text = text[:short]
     return encode(text + "." * max(0, size_bytes - len(encode(text))))
+
+
+def responses_body(chat: bytes, *, stream: bool = False) -> bytes:
+    """``chat`` (``chat_body``'s or ``stream_chat_body``'s request) as the
+    Responses API request of the same conversation: the system message as
+    ``instructions``, the user's as the ``input`` string, not stored."""
+    request = msgspec.json.decode(chat)
+    system = [m["content"] for m in request["messages"] if m["role"] == "system"]
+    out = {
+        "model": request["model"],
+        "input": request["messages"][-1]["content"],
+        "stream": stream,
+        "store": False,
+    }
+    if system:
+        out["instructions"] = system[0]
+    return msgspec.json.encode(out)
 
 
 def stream_chat_body(model: str = ECHO_MODEL) -> bytes:
@@ -265,11 +295,18 @@ def start(group: ServerGroup, settings: Settings) -> Started:
     portkey_stream = (*_HEADERS, *peers.portkey_headers(echo.url + "/v1"))
     size_data = {size: chat_body(BODY_BYTES) for size in settings.sizes}
     stream_data = stream_chat_body()
+    # The same conversations, to /v1/responses.
+    size_responses = {size: responses_body(data) for size, data in size_data.items()}
+    stream_responses = responses_body(stream_data, stream=True)
 
     def size_body(row: Row, size: str) -> Body:
+        if row.body == "responses":
+            return Body(size_responses[size], _HEADERS)
         return Body(size_data[size], portkey_size if row.name == "portkey" else _HEADERS)
 
     def stream_body(row: Row) -> Body:
+        if row.body == "responses":
+            return Body(stream_responses, _HEADERS)
         return Body(stream_data, portkey_stream if row.name == "portkey" else _HEADERS)
 
     return Started(skipped, size_body, stream_body, found)

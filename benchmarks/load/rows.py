@@ -42,7 +42,7 @@ __all__ = [
     "stream_body",
 ]
 
-BodyKind = Literal["fbs", "fbs-openai", "json", "protobuf", "openai"]
+BodyKind = Literal["fbs", "fbs-openai", "json", "protobuf", "openai", "responses"]
 ECHO_MODEL = "bench-echo"
 # Routed to the canned stub that speaks the OpenAI API.
 ADAPTER_MODEL = "bench-openai"

@@ -133,6 +133,15 @@ TENANT_FORBIDDEN = _c(
 NOT_FOUND = _c("not_found", 404, INVALID, "no such path")
 NO_ROUTE = _c("no_route", 404, INVALID, "no route for that provider and model")
 MODEL_NOT_FOUND = _c("model_not_found", 404, INVALID, "the edge serves no such model")
+RESPONSE_NOT_FOUND = _c(
+    "response_not_found", 404, INVALID,
+    "no stored response of that id for this tenant (never stored, `store: false`, deleted, "
+    "expired after `responses_ttl_seconds`, or another tenant's)",
+)  # fmt: skip
+PREVIOUS_RESPONSE_NOT_FOUND = _c(
+    "previous_response_not_found", 404, INVALID,
+    "`previous_response_id` names no stored response of this tenant",
+)  # fmt: skip
 MALFORMED_BODY = _c(
     "malformed_body", 400, INVALID,
     "the request body ended before its `Content-Length`, its chunked framing is malformed, "
@@ -193,6 +202,11 @@ LIMITS_UNAVAILABLE = _c(
     "limits_unavailable", 503, API,
     "the limits store (`[state]`) does not answer and `on_store_error = \"closed\"`; "
     "`Retry-After` says when to try again",
+)  # fmt: skip
+RESPONSES_UNAVAILABLE = _c(
+    "responses_unavailable", 503, API,
+    "the `[state]` store holding stored responses does not answer; `Retry-After` says when "
+    "to try again",
 )  # fmt: skip
 BACKENDS_BUSY = _c(
     "backends_busy", 503, API, "every backend of the route is at its `max_outstanding`"
