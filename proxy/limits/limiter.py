@@ -45,6 +45,7 @@ from flatgate.proxy.limits.rules import (
     key_part,
 )
 from flatgate.proxy.limits.sections import (
+    BLOBS_PER_RESPONSE,
     LimitsConfig,
     StateSection,
     store_password,
@@ -76,7 +77,10 @@ def open_store(
 ) -> Store:
     """The store ``[state]`` names (connections are made on first use)."""
     if state.is_memory:
-        return MemoryStore()
+        return MemoryStore(
+            max_blobs=BLOBS_PER_RESPONSE * state.memory_max_responses,
+            max_blob_bytes=state.memory_max_response_bytes_total,
+        )
     return RedisStore(
         state.store,
         password=store_password(state, environ),
@@ -84,6 +88,8 @@ def open_store(
         pool_size=state.pool_size,
         key_prefix=state.key_prefix,
         server_time=server_time,
+        blob_timeout_ms=state.blob_timeout_ms,
+        blob_pool_size=state.blob_pool_size,
     )
 
 
@@ -123,7 +129,8 @@ class Limiter:
         """Swap in a new config's rules and tenants; the store (and every
         count) stays unless ``[state]`` changed (then a new store opens and
         the old one closes in the background; settles still in flight may
-        land in either)."""
+        land in either); a memory store kept takes the new bounds on its
+        blobs."""
         if not config.state.same_store(self.config.state):
             old = self.store
             self.store = open_store(config.state, self._environ)
@@ -136,6 +143,12 @@ class Limiter:
                 pass
             else:
                 self._spawn(old.aclose())
+        elif self._local is not None:
+            state = config.state
+            self._local.bound_blobs(
+                BLOBS_PER_RESPONSE * state.memory_max_responses,
+                state.memory_max_response_bytes_total,
+            )
         self.health.policy = config.state.on_store_error
         self._unavailable = _CLOSED if config.state.on_store_error == "closed" else _OPEN
         self.rules = RuleSet(config.limits, config.state.key_prefix, cache_size=self._cache_size)

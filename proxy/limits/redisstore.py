@@ -15,6 +15,13 @@ itself when Redis comes back. Settles and usage counts go in one pipeline
 per turn of the event loop. The acquire script answers one string of
 numbers: one reply to parse.
 
+Blobs (stored responses: ``SET`` with ``PX``, ``GET``, ``DEL`` under
+``<key_prefix>:blob:<key>``) go on connections of their own
+(``blob_pool_size``), bounded by ``blob_timeout_ms``: a blob may be MiBs, and
+a limit check, with its 50 ms, must never wait for a connection busy with
+one, nor a blob fail for a bound sized for a few hundred bytes. Redis' own
+``maxmemory`` bounds them in all; a refusal (``OOM``) is a ``StoreError``.
+
 Clock: with ``server_time`` (production) the scripts read Redis' ``TIME``,
 one clock for every instance (GCRA compares times written by different
 instances); without it, the ``now`` each call is given (tests drive it).
@@ -26,6 +33,7 @@ become ``StoreError`` here.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -97,6 +105,8 @@ class RedisStore(Store):
         pool_size: int = 32,
         key_prefix: str = "flatgate",
         server_time: bool = True,
+        blob_timeout_ms: float = 2000.0,
+        blob_pool_size: int = 4,
     ) -> None:
         self.name = public_url(url)
         self.server_time = server_time
@@ -115,18 +125,22 @@ class RedisStore(Store):
             socket_connect_timeout=self._timeout,
             socket_timeout=None,
         )
+        # Blobs: connections of their own, and a bound of their own (see
+        # the module docstring).
+        self._blob_timeout = blob_timeout_ms / 1000
+        self._blob_conns = Connections(
+            url,
+            blob_pool_size,
+            background_timeout=self._blob_timeout,
+            password=password,
+            socket_connect_timeout=self._blob_timeout,
+            socket_timeout=None,
+        )
         self._backends = f"{key_prefix}:{{backends}}"
         self._prefix = key_prefix
 
     async def _call(self, *args: str) -> Any:
-        try:
-            async with asyncio.timeout(self._timeout):
-                reply = await self._conns.call(encode(*args))
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise _store_error(exc) from exc
-        if isinstance(reply, RedisError):
-            raise _store_error(reply)
-        return reply
+        return await _send(self._conns, self._timeout, encode(*args))
 
     async def _run(
         self,
@@ -231,9 +245,42 @@ class RedisStore(Store):
         reply = _pairs(await self._call("HGETALL", usage_key(self._prefix, date)))
         return {_text(k): int(v) for k, v in reply.items()}
 
+    def _blob(self, key: str) -> str:
+        return f"{self._prefix}:blob:{key}"
+
+    async def put_blob(self, key: str, data: bytes, ttl: float) -> bool:
+        px = str(max(1, math.ceil(ttl * 1000)))
+        command = encode("SET", self._blob(key), data, "PX", px)
+        await _send(self._blob_conns, self._blob_timeout, command)
+        return True
+
+    async def get_blob(self, key: str) -> bytes | None:
+        reply = await _send(self._blob_conns, self._blob_timeout, encode("GET", self._blob(key)))
+        if reply is None or isinstance(reply, bytes):
+            return reply
+        raise StoreError(f"unexpected reply to GET: {type(reply).__name__}")
+
+    async def delete_blob(self, key: str) -> bool:
+        reply = await _send(self._blob_conns, self._blob_timeout, encode("DEL", self._blob(key)))
+        return bool(reply)
+
     async def ping(self) -> None:
         """A round trip (raises ``StoreError``)."""
         await self._call("PING")
 
     async def aclose(self) -> None:
         await self._conns.aclose()
+        await self._blob_conns.aclose()
+
+
+async def _send(conns: Connections, timeout: float, command: bytes) -> Any:
+    """One command's reply within ``timeout`` seconds; redis-py's exceptions
+    and Redis' error replies as ``StoreError``."""
+    try:
+        async with asyncio.timeout(timeout):
+            reply = await conns.call(command)
+    except (RedisError, OSError, TimeoutError) as exc:
+        raise _store_error(exc) from exc
+    if isinstance(reply, RedisError):
+        raise _store_error(reply)
+    return reply

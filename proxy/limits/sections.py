@@ -4,7 +4,9 @@ typed object, and every problem of a document, each naming its key.
 ``[state]`` says where shared state lives: ``store = "memory"`` (each worker
 process counts on its own) or a ``redis://`` / ``rediss://`` URL (every worker
 of every instance shares one count); the password comes from the environment
-variable ``password_env`` names, never from the file or the URL. A
+variable ``password_env`` names, never from the file or the URL. It holds
+the Responses API's stored responses too: for how long, how large each may
+be, and (a memory store) how many and how many bytes a worker keeps. A
 ``[[limits]]`` entry caps one tenant (or, with ``tenant = "*"``, each tenant
 that has no entry of its own) on the models its ``model`` glob matches; a
 ``[[tenants]]`` entry lists the models a tenant may call.
@@ -31,6 +33,7 @@ from flatgate.proxy.plumbing.config import (
 )
 
 __all__ = [
+    "BLOBS_PER_RESPONSE",
     "LIMIT_KINDS",
     "STATE_OVERLAY",
     "LimitRule",
@@ -44,6 +47,10 @@ __all__ = [
 
 # The limits a [[limits]] entry may set, in the order they are checked.
 LIMIT_KINDS = ("requests_per_minute", "tokens_per_minute", "max_concurrent", "tokens_per_day")
+# A stored response is this many blobs in the store: its input items and its
+# output (a memory store's memory_max_responses bounds twice as many blobs).
+BLOBS_PER_RESPONSE = 2
+_MIB = 1024 * 1024
 
 
 class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -64,6 +71,20 @@ class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Completion tokens reserved against tokens_per_minute / tokens_per_day
     # for a request that sets no max_tokens (settled to the usage reported).
     default_max_tokens: int = 4096
+    # Longest wait for one operation on a stored response (a blob of up to
+    # max_stored_response_bytes, on connections of its own), in milliseconds.
+    blob_timeout_ms: float = 2000.0
+    # Connections to the store for stored responses, per worker process.
+    blob_pool_size: int = 4
+    # How long a stored response (store: true) is kept: 30 days, as OpenAI's.
+    responses_ttl_seconds: float = 2_592_000.0
+    # The most bytes one stored response may take, its input items and its
+    # output together; a larger one is not stored (the answer still goes out).
+    max_stored_response_bytes: int = 4 * _MIB
+    # A memory store, per worker process: the most stored responses it keeps,
+    # and their bytes in all; past either, the least recently used go first.
+    memory_max_responses: int = 1000
+    memory_max_response_bytes_total: int = 64 * _MIB
 
     @property
     def is_memory(self) -> bool:
@@ -78,12 +99,16 @@ class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             self.timeout_ms,
             self.pool_size,
             self.key_prefix,
+            self.blob_timeout_ms,
+            self.blob_pool_size,
         ) == (
             other.store,
             other.password_env,
             other.timeout_ms,
             other.pool_size,
             other.key_prefix,
+            other.blob_timeout_ms,
+            other.blob_pool_size,
         )
 
 
@@ -168,6 +193,18 @@ def _state_problems(s: StateSection, environ: Mapping[str, str], problems: Probl
     problems.above("state.timeout_ms", s.timeout_ms)
     problems.at_least("state.pool_size", s.pool_size, 1)
     problems.at_least("state.default_max_tokens", s.default_max_tokens, 1)
+    problems.above("state.blob_timeout_ms", s.blob_timeout_ms)
+    problems.at_least("state.blob_pool_size", s.blob_pool_size, 1)
+    problems.above("state.responses_ttl_seconds", s.responses_ttl_seconds)
+    problems.at_least("state.max_stored_response_bytes", s.max_stored_response_bytes, 1)
+    problems.at_least("state.memory_max_responses", s.memory_max_responses, 1)
+    problems.at_least("state.memory_max_response_bytes_total", s.memory_max_response_bytes_total, 1)
+    if s.is_memory and 1 <= s.memory_max_response_bytes_total < s.max_stored_response_bytes:
+        problems.append(
+            "state.max_stored_response_bytes: a memory store keeps at most "
+            f"state.memory_max_response_bytes_total ({s.memory_max_response_bytes_total}) "
+            f"in all, got {s.max_stored_response_bytes}"
+        )
     if not s.key_prefix or any(c in s.key_prefix for c in "{}: "):
         problems.append(
             f"state.key_prefix: must be non-empty, without spaces, ':', '{{' or '}}', "

@@ -9,7 +9,9 @@ every instance).
 
 Also the shared state of backends, for the balancer: leased outstanding
 counts (a worker that dies leaks nothing past the TTL) and cooldowns (the
-Unix time until which a backend is skipped).
+Unix time until which a backend is skipped). And blobs: opaque bytes under a
+key, for a TTL (the Responses API's stored responses), in the store's own
+namespace (``<key_prefix>:blob:<key>`` in Redis).
 
 Exceptions: ``StoreError`` (the store did not answer: unreachable, too slow,
 or refused); nothing else escapes a store.
@@ -128,6 +130,21 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def usage(self, date: str) -> dict[str, int]:
         """Every field of the usage of UTC day ``date``."""
+
+    @abc.abstractmethod
+    async def put_blob(self, key: str, data: bytes, ttl: float) -> bool:
+        """Keep ``data`` under ``key`` for ``ttl`` seconds (replacing what
+        ``key`` held); ``False`` when the store's bounds refuse it (a blob
+        larger than a memory store holds in all)."""
+
+    @abc.abstractmethod
+    async def get_blob(self, key: str) -> bytes | None:
+        """The bytes under ``key`` (``None``: never put, expired, evicted or
+        deleted)."""
+
+    @abc.abstractmethod
+    async def delete_blob(self, key: str) -> bool:
+        """Let go of the bytes under ``key``; whether it held any."""
 
     async def aclose(self) -> None:  # noqa: B027  # optional
         """Let go of connections."""

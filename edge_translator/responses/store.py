@@ -1,0 +1,309 @@
+"""``StoredResponses``: the Responses API's stored responses (``store: true``)
+in the ``[state]`` store, for ``previous_response_id`` and ``GET`` /
+``DELETE /v1/responses/{id}`` (and its ``input_items``).
+
+A stored response is two blobs (``limits.sections.BLOBS_PER_RESPONSE``),
+each kept ``[state] responses_ttl_seconds``: its input items and its output
+(the ``response`` object), as the JSON bytes the endpoint gives: what a
+caller sent as input and what it was answered, never a credential or a
+header. Their keys are ``responses:<tenant>:<id>:input`` and ``...:output``
+(under the store's ``<key_prefix>:blob:``), the tenant as a digest (any characters, one length,
+no tenant names in Redis), the id escaped as ``rules.key_part`` escapes
+names: another tenant's id reads as absent (its 404). An id longer than
+``MAX_ID_CHARS`` is none of ours: it reads as absent.
+
+Size: input and output together take at most ``[state]
+max_stored_response_bytes``. A larger response is not stored at all (an
+input already saved is let go): the save answers ``False`` and
+``refused["too_large"]`` counts it. Between ``save_input`` and
+``save_response`` this worker remembers the input's size (one request is
+one worker's), in a bounded table; ``save`` takes both at once.
+
+The store failing: a save answers ``False`` (the answer still goes out; it
+is not stored: ``refused["store_error"]``); a read or a delete raises
+``ResponsesUnavailable``, a 503, because a lookup that could not be made is
+not a 404: the client would take its chain for lost. ``on_store_error``
+does not apply (it is the limits' policy: a read has no "open" answer).
+Logged once when the store stops answering and once when it answers again.
+
+With a memory store, stored responses are per worker process (bounded by
+``[state] memory_max_responses`` and ``memory_max_response_bytes_total``,
+the least recently used out first); a Redis store shares them with every
+worker of every instance. No HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from flatgate.edge_translator.errors import EdgeError
+from flatgate.proxy.limits import Limiter, StateSection, Store, StoreError
+from flatgate.proxy.limits.rules import key_part
+from flatgate.proxy.wire import codes
+
+__all__ = ["MAX_ID_CHARS", "MAX_PENDING", "ResponsesUnavailable", "StoredResponses"]
+
+log = logging.getLogger("flatgate.edge")
+
+# The longest response id that can be ours (OpenAI's are about 50 characters).
+MAX_ID_CHARS: Final = 128
+# Inputs saved whose output is not yet, whose sizes this worker remembers.
+MAX_PENDING: Final = 4096
+# An input refused: its output is refused too (and not counted twice).
+_REFUSED: Final = -1
+_REASONS: Final = ("too_large", "store_bounds", "store_error")
+
+
+class ResponsesUnavailable(EdgeError):
+    """The store did not answer a read or a delete of stored responses (503)."""
+
+    default = codes.RESPONSES_UNAVAILABLE
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The stored responses are unavailable (the state store does not answer); "
+            "retry shortly.",
+            retry_after=1.0,
+        )
+
+
+def _base(tenant: str, response_id: str) -> str | None:
+    """The keys' common part; ``None`` for an id that cannot be ours."""
+    if not response_id or len(response_id) > MAX_ID_CHARS:
+        return None
+    digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=16)
+    return f"responses:{digest.hexdigest()}:{key_part(response_id)}"
+
+
+def _own_base(tenant: str, response_id: str) -> str:
+    """``_base`` for an id the endpoint made (raises ``ValueError`` if it
+    cannot be one)."""
+    base = _base(tenant, response_id)
+    if base is None:
+        raise ValueError(f"a response id is 1 to {MAX_ID_CHARS} characters")
+    return base
+
+
+class StoredResponses:
+    """See the module docstring. Over ``store`` with ``state``'s TTL and cap;
+    ``following(limiter)``: over a limiter's store, following its reloads."""
+
+    def __init__(self, store: Store, state: StateSection) -> None:
+        self._source: Callable[[], tuple[Store, StateSection]] = lambda: (store, state)
+        # Input keys to the bytes saved under them (_REFUSED: refused).
+        self._pending: OrderedDict[str, int] = OrderedDict()
+        self.stored = 0
+        # Responses not stored, by why: over the size cap, the store's own
+        # bounds (a memory store's), the store failing.
+        self.refused = dict.fromkeys(_REASONS, 0)
+        # Operations the store failed, reads included; whether the last answered.
+        self.errors = 0
+        self.up = True
+
+    @classmethod
+    def following(cls, limiter: Limiter) -> StoredResponses:
+        """Over the limiter's store and its ``[state]``, whichever they are at
+        each call (a reload that changes ``[state]`` opens a new store)."""
+        made = cls(limiter.store, limiter.config.state)
+        made._source = lambda: (limiter.store, limiter.config.state)
+        return made
+
+    @property
+    def refused_too_large(self) -> int:
+        return self.refused["too_large"]
+
+    # -- saving -----------------------------------------------------------------
+
+    async def save(self, tenant: str, response_id: str, items: bytes, response: bytes) -> bool:
+        """Store a response, its input ``items`` and its ``response`` object,
+        unless together they are over the cap; whether it was stored."""
+        store, state = self._source()
+        if len(items) + len(response) > state.max_stored_response_bytes:
+            self.refused["too_large"] += 1
+            return False
+        base = _own_base(tenant, response_id)
+        ttl = state.responses_ttl_seconds
+        try:
+            done = await asyncio.gather(
+                store.put_blob(f"{base}:input", items, ttl),
+                store.put_blob(f"{base}:output", response, ttl),
+            )
+            if not all(done):  # half a response is none: let go of the other half
+                await asyncio.gather(
+                    store.delete_blob(f"{base}:input"), store.delete_blob(f"{base}:output")
+                )
+        except StoreError as exc:
+            return self._not_saved(exc)
+        self._answered()
+        if not all(done):
+            self.refused["store_bounds"] += 1
+            return False
+        self.stored += 1
+        return True
+
+    async def save_input(self, tenant: str, response_id: str, items: bytes) -> bool:
+        """Store a response's input ``items`` (its output follows in
+        ``save_response``); whether they were stored."""
+        store, state = self._source()
+        key = _own_base(tenant, response_id) + ":input"
+        if len(items) > state.max_stored_response_bytes:
+            self.refused["too_large"] += 1
+            self._remember(key, _REFUSED)
+            return False
+        try:
+            done = await store.put_blob(key, items, state.responses_ttl_seconds)
+        except StoreError as exc:
+            self._remember(key, _REFUSED)
+            return self._not_saved(exc)
+        self._answered()
+        if not done:
+            self.refused["store_bounds"] += 1
+        self._remember(key, len(items) if done else _REFUSED)
+        return done
+
+    async def save_response(self, tenant: str, response_id: str, response: bytes) -> bool:
+        """Store a response's output (the ``response`` object), unless it and
+        the input ``save_input`` stored are over the cap together (the input
+        then goes too), or its input was refused; whether it was stored."""
+        store, state = self._source()
+        base = _own_base(tenant, response_id)
+        saved = self._pending.pop(f"{base}:input", 0)
+        if saved == _REFUSED:
+            return False
+        if saved + len(response) > state.max_stored_response_bytes:
+            self.refused["too_large"] += 1
+            if saved:
+                try:
+                    await store.delete_blob(f"{base}:input")
+                except StoreError as exc:
+                    self._failed(exc)
+            return False
+        try:
+            done = await store.put_blob(f"{base}:output", response, state.responses_ttl_seconds)
+        except StoreError as exc:
+            return self._not_saved(exc)
+        self._answered()
+        if not done:
+            self.refused["store_bounds"] += 1
+            return False
+        self.stored += 1
+        return True
+
+    def _remember(self, key: str, size: int) -> None:
+        pending = self._pending
+        pending[key] = size
+        pending.move_to_end(key)
+        while len(pending) > MAX_PENDING:
+            pending.popitem(last=False)
+
+    # -- reading ----------------------------------------------------------------
+
+    async def response(self, tenant: str, response_id: str) -> bytes | None:
+        """The stored ``response`` object (``None``: none for this tenant:
+        never stored, expired, evicted or deleted)."""
+        return await self._get(tenant, response_id, "output")
+
+    async def input_items(self, tenant: str, response_id: str) -> bytes | None:
+        """The stored response's input items (``None`` as ``response``)."""
+        return await self._get(tenant, response_id, "input")
+
+    async def turn(self, tenant: str, response_id: str) -> tuple[bytes, bytes] | None:
+        """Both at once, ``(input items, response)``, for ``previous_response_id``:
+        ``None`` unless both are there."""
+        base = _base(tenant, response_id)
+        if base is None:
+            return None
+        store = self._source()[0]
+        try:
+            items, response = await asyncio.gather(
+                store.get_blob(f"{base}:input"), store.get_blob(f"{base}:output")
+            )
+        except StoreError as exc:
+            self._failed(exc)
+            raise ResponsesUnavailable from exc
+        self._answered()
+        if items is None or response is None:
+            return None
+        return items, response
+
+    async def delete(self, tenant: str, response_id: str) -> bool:
+        """Let go of a stored response; whether this tenant had it."""
+        base = _base(tenant, response_id)
+        if base is None:
+            return False
+        store = self._source()[0]
+        try:
+            gone = await asyncio.gather(
+                store.delete_blob(f"{base}:input"), store.delete_blob(f"{base}:output")
+            )
+        except StoreError as exc:
+            self._failed(exc)
+            raise ResponsesUnavailable from exc
+        self._answered()
+        return gone[1]
+
+    async def _get(self, tenant: str, response_id: str, part: str) -> bytes | None:
+        base = _base(tenant, response_id)
+        if base is None:
+            return None
+        try:
+            found = await self._source()[0].get_blob(f"{base}:{part}")
+        except StoreError as exc:
+            self._failed(exc)
+            raise ResponsesUnavailable from exc
+        self._answered()
+        return found
+
+    # -- the store's health -----------------------------------------------------
+
+    def _not_saved(self, exc: StoreError) -> bool:
+        self.refused["store_error"] += 1
+        self._failed(exc)
+        return False
+
+    def _failed(self, exc: StoreError) -> None:
+        self.errors += 1
+        if self.up:
+            self.up = False
+            log.warning(
+                "responses: store %s is unavailable (%s): responses are not stored, and "
+                "stored ones cannot be read, until it answers",
+                self._source()[0].name,
+                exc,
+            )
+
+    def _answered(self) -> None:
+        if not self.up:
+            self.up = True
+            log.warning("responses: store %s answers again", self._source()[0].name)
+
+    def collect(self, prefix: str) -> Iterable[Metric]:
+        """``<prefix>_responses_stored_total``, ``..._not_stored_total{reason}``,
+        ``..._store_errors_total`` and ``..._store_up``."""
+        stored = CounterMetricFamily(f"{prefix}_responses_stored", "Responses stored (store: true)")
+        stored.add_metric([], self.stored)
+        refused = CounterMetricFamily(
+            f"{prefix}_responses_not_stored",
+            "Responses with store: true that were not stored, by reason",
+            labels=["reason"],
+        )
+        for reason, count in self.refused.items():
+            refused.add_metric([reason], count)
+        errors = CounterMetricFamily(
+            f"{prefix}_responses_store_errors",
+            "Operations on stored responses the store failed or timed out",
+        )
+        errors.add_metric([], self.errors)
+        up = GaugeMetricFamily(
+            f"{prefix}_responses_store_up",
+            "1 while the store of the stored responses answers, 0 while it does not",
+        )
+        up.add_metric([], 1.0 if self.up else 0.0)
+        return [stored, refused, errors, up]
