@@ -239,7 +239,7 @@ async def test_a_store_that_does_not_answer(caplog: pytest.LogCaptureFixture) ->
             with pytest.raises(ResponsesUnavailable) as raised:
                 await read("acme", "a")
             assert raised.value.status == 503 and raised.value.retry_after
-            assert raised.value.code == "limits_unavailable"
+            assert raised.value.code == "responses_unavailable"
         assert r.errors == 6 and not r.up
         lines = [rec.getMessage() for rec in caplog.records if rec.name == "flatgate.edge"]
         assert len(lines) == 1 and "unavailable" in lines[0]
