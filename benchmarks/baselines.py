@@ -134,13 +134,24 @@ class _Typed:
     """An exchange whose ``content_type`` body is shown to the proxy as the
     FlatBuffers it accepts: its one check of the type, made for the format."""
 
-    __slots__ = ("_ex", "_type", "body", "disconnected", "method", "path", "respond", "stream")
+    __slots__ = (
+        "_ex",
+        "_type",
+        "body",
+        "disconnected",
+        "method",
+        "path",
+        "query",
+        "respond",
+        "stream",
+    )
 
     def __init__(self, ex: Exchange, content_type: str) -> None:
         self._ex = ex
         self._type = content_type
         self.method = ex.method
         self.path = ex.path
+        self.query = ex.query
         self.body = ex.body
         self.respond = ex.respond
         self.stream = ex.stream

@@ -58,6 +58,7 @@ class FakeExchange:
 
     method = "POST"
     path = "/v1/completions"
+    query = ""
 
     def __init__(self, body: bytes) -> None:
         self._body = body

@@ -3,10 +3,14 @@ the one place errors become responses, and the worker's lifecycle.
 
 ``POST`` on a client API's path (``_ROUTES``: OpenAI Chat Completions,
 ``openai.endpoint.CHAT``; Anthropic Messages, ``anthropic.endpoint.MESSAGES``
-and its ``COUNT_TOKENS``) runs the shared flow (``flow.Flow``: admission,
-translation, the proxy round trip, the render loop); a new client API adds
-its routes there. Also ``GET /v1/models``, ``/healthz``, ``/readyz`` and
-``/metrics`` (``flatgate_edge_*``).
+and its ``COUNT_TOKENS``; and the app's own ``ResponsesApi``, the OpenAI
+Responses API over this worker's stored responses) runs the shared flow
+(``flow.Flow``: admission, translation, the proxy round trip, the render
+loop); a new client API adds its routes there. The stored responses are
+served on ``GET`` and ``DELETE /v1/responses/{id}`` and ``GET
+/v1/responses/{id}/input_items``, to the tenant that stored them only.
+Also ``GET /v1/models``, ``/healthz``, ``/readyz`` and ``/metrics``
+(``flatgate_edge_*``).
 
 It runs under granian's ASGI interface by default (``[edge] interface``),
 whose ``send`` waits on a bounded channel: a client that stops reading stops
@@ -44,6 +48,13 @@ from flatgate.edge_translator.flow import Flow, note_request_id
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.proxy_link import ProxyLink
+from flatgate.edge_translator.responses.endpoint import (
+    ResponsesApi,
+    delete_answer,
+    input_items_answer,
+    retrieve_answer,
+)
+from flatgate.edge_translator.responses.store import StoredResponses
 from flatgate.edge_translator.settings import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
 from flatgate.proxy.limits import Limiter
@@ -72,6 +83,9 @@ _ROUTES: dict[str, Route] = {
     COUNT_TOKENS.path: Route(MESSAGES, COUNT_TOKENS),
 }
 _GETS = ("/v1/models", "/healthz", "/readyz", "/metrics")
+# GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+_STORED = "/v1/responses/"
+_INPUT_ITEMS = "/input_items"
 
 
 class EdgeApp:
@@ -100,6 +114,9 @@ class EdgeApp:
         self.metrics = Metrics("flatgate_edge")
         # Which models each caller may use, and the tenants' limits.
         self.tenancy = Tenancy(settings, limiter)
+        # The Responses API, over the stored responses in the [state] store.
+        self.responses = ResponsesApi(StoredResponses.following(self.tenancy.limiter))
+        self._routes = {**_ROUTES, self.responses.path: Route(self.responses)}
         self._link = ProxyLink(
             e, self.metrics, transport_factory=transport_factory, upstream_metrics=upstream_metrics
         )
@@ -115,6 +132,9 @@ class EdgeApp:
         )
         self.metrics.watch_admission(self._flow.admission)
         self.metrics.collect_from(self.tenancy.collect)
+        stored = self.responses.store
+        if stored is not None:
+            self.metrics.collect_from(lambda: stored.collect("flatgate_edge"))
 
     @property
     def identities(self) -> Identities:
@@ -147,10 +167,11 @@ class EdgeApp:
     async def __call__(self, ex: Exchange) -> None:
         path = ex.path
         method = ex.method
-        post = _ROUTES.get(path)
-        route = path if post is not None or path in _GETS else "other"
+        post = self._routes.get(path)
+        stored = post is None and path.startswith(_STORED)
+        route = path if post is not None or path in _GETS else "stored" if stored else "other"
         # Every answer on a client API's path is logged.
-        entry = Entry() if post is not None else None
+        entry = Entry() if post is not None or stored else None
         status = 500
         try:
             if self._drain.draining and path != "/healthz":
@@ -161,6 +182,8 @@ class EdgeApp:
                 if method != "POST":
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
                 status = await self._flow.run(ex, entry, post)
+            elif stored and entry is not None:
+                status = await self._stored(ex, entry)
             elif path in _GETS:
                 if method not in ("GET", "HEAD"):
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use GET.")
@@ -187,10 +210,53 @@ class EdgeApp:
         if entry is not None:
             entry.error = err.code
             request_id = entry.request_id
-        post = _ROUTES.get(ex.path)
+        post = self._routes.get(ex.path)
         api: ClientApi[Any] = CHAT if post is None else post.api
         status, body = api.error_answer(err, request_id)
-        headers = error_headers(err, request_id, allow="GET" if post is None else "POST")
+        allow = "POST" if post is not None else "GET"
+        if post is None and ex.path.startswith(_STORED):
+            allow = "GET" if ex.path.endswith(_INPUT_ITEMS) else "GET, DELETE"
+        headers = error_headers(err, request_id, allow=allow)
+        await ex.respond(status, headers, body)
+        return status
+
+    async def _stored(self, ex: Exchange, entry: Entry) -> int:
+        """A stored response, its deletion, or its input items, for the
+        caller's tenant (another tenant's is a 404, as one never stored)."""
+        api = self.responses
+        entry.api, entry.path = api.name, ex.path
+        note_request_id(ex, entry)
+        rest = ex.path[len(_STORED) :]
+        items = rest.endswith(_INPUT_ITEMS)
+        response_id = rest[: -len(_INPUT_ITEMS)] if items else rest
+        method = ex.method
+        allowed = ("GET", "HEAD") if items else ("GET", "HEAD", "DELETE")
+        if method not in allowed:
+            raise MethodNotAllowed(f"Method {method} not allowed on {ex.path}.")
+        if not response_id or "/" in response_id:
+            raise NotFound(f"Unknown request URL: {method} {ex.path}.")
+        identity = await api.authenticate(ex, self.identities)
+        tenant = identity.tenant
+        entry.tenant = tenant or None
+        store = api.store
+        if store is None:
+            status, body = retrieve_answer(None, response_id)
+        elif items:
+            found = await store.input_items(tenant, response_id)
+            status, body = input_items_answer(found, response_id, ex.query)
+        elif method == "DELETE":
+            status, body = delete_answer(await store.delete(tenant, response_id), response_id)
+        else:
+            status, body = retrieve_answer(await store.response(tenant, response_id), response_id)
+        if status != 200:
+            entry.error = (
+                codes.RESPONSE_NOT_FOUND if status == 404 else codes.INVALID_REQUEST
+            ).code
+        entry.first_byte()
+        entry.bytes_out = len(body)
+        headers = [*_JSON]
+        if entry.request_id:
+            headers.append(("x-request-id", entry.request_id))
         await ex.respond(status, headers, body)
         return status
 

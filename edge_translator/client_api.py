@@ -105,6 +105,11 @@ class Rendering(_Outcome, Protocol):
 
     def end(self) -> bytes: ...
 
+    def fail(self, err: EdgeError) -> bytes:
+        """The event that ends this begun stream with ``err`` (in sequence,
+        for an API whose events are numbered)."""
+        ...
+
 
 class Folding(_Outcome, Protocol):
     """A whole answer's aggregator (``openai.render.Aggregator``)."""

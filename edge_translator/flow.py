@@ -370,7 +370,7 @@ class Flow:
                         metrics=self._metrics,
                         entry=entry,
                         ending=ending,
-                        fail=api.error_event,
+                        fail=renderer.fail,
                         beat=api.beat,
                         finish=lambda: api.finish(asked, renderer, tenant=tenant),
                     )

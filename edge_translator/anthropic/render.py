@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.edge_translator.errors import ProxyFailed
+from flatgate.edge_translator.anthropic.errors import error_event
+from flatgate.edge_translator.errors import EdgeError, ProxyFailed
 from flatgate.edge_translator.openai.render import chunk_error
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, Usage
@@ -159,6 +160,9 @@ class EventRenderer:
     def end(self) -> bytes:
         """Nothing: ``feed`` renders the final chunk through ``message_stop``."""
         return b""
+
+    def fail(self, err: EdgeError) -> bytes:
+        return error_event(err)
 
     def feed(self, chunk: Chunk) -> bytes:
         """The SSE bytes for one chunk (possibly several events).

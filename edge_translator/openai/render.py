@@ -276,6 +276,9 @@ class StreamRenderer:
             out.append(self._event(self._choice(index, _Delta(), finish)))
         return b"".join(out) if len(out) != 1 else out[0]
 
+    def fail(self, err: EdgeError) -> bytes:
+        return error_event(err)
+
     def end(self) -> bytes:
         """What ends a finished stream: the usage event when asked for, then ``[DONE]``."""
         if not self._head:

@@ -156,6 +156,11 @@ class Exchange(Protocol):
         ...
 
     @property
+    def query(self) -> str:
+        """The query string, undecoded ("" when none)."""
+        ...
+
+    @property
     def peer(self) -> str:
         """The client's ``host:port``: one HTTP/1.1 connection, or one HTTP/2
         connection's streams, share it."""
@@ -209,6 +214,10 @@ class RsgiExchange:
         self._sink: _RsgiSink | None = None
         self.method: str = scope.method
         self.path: str = scope.path
+
+    @property
+    def query(self) -> str:
+        return str(self._scope.query_string or "")
 
     def release(self) -> None:
         """Drop the references to granian's objects (see ``_RsgiSink``)."""
@@ -316,6 +325,10 @@ class AsgiExchange:
         self._send = send
         self.method: str = scope["method"]
         self.path: str = scope["path"]
+
+    @property
+    def query(self) -> str:
+        return bytes(self._scope.get("query_string") or b"").decode("latin-1")
 
     def header(self, name: str) -> str | None:
         # A scan of the scope's (few) headers, no dict: whatever a request

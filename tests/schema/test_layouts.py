@@ -27,6 +27,8 @@ from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
+from flatgate.edge_translator.responses.models import decode_request as decode_responses
+from flatgate.edge_translator.responses.translate import write_request as write_responses
 from flatgate.proxy.wire import layout
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import write_chunk
@@ -335,6 +337,28 @@ FULL_MESSAGES = {
 }
 
 
+# A Responses request that writes what the other two cannot: reasoning parts
+# (text, payload, id; an Anthropic redacted part comes back in flatgate's
+# own encrypted_content form) and extras.
+FULL_RESPONSES: dict[str, Any] = {
+    "model": "m",
+    "input": [
+        {"role": "user", "content": "hi"},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "thinking"}],
+            "encrypted_content": "opaque-payload",
+        },
+        # Anthropic's redacted_thinking, as flatgate hands it to a Responses client.
+        {"type": "reasoning", "summary": [], "encrypted_content": "fg1.2.r.ZGF0YQ=="},
+        {"type": "message", "role": "assistant", "content": "hello"},
+    ],
+    "include": ["reasoning.encrypted_content"],
+    "prompt_cache_key": "k",
+}
+
+
 def _written(buf: bytes) -> dict[str, set[str]]:
     """Every field present in the buffer, by table."""
     root, fields = _table(buf, _U32(buf, 0)[0])
@@ -346,6 +370,9 @@ def _written(buf: bytes) -> dict[str, set[str]]:
         if mf.get(layout.MESSAGE.slot("tool_calls")):
             for _, cf in _tables_of(buf, pos, mf[layout.MESSAGE.slot("tool_calls")]):
                 seen["ToolCall"] |= _present(layout.TOOL_CALL, cf)
+        if mf.get(layout.MESSAGE.slot("reasoning")):
+            for _, rf in _tables_of(buf, pos, mf[layout.MESSAGE.slot("reasoning")]):
+                seen["ReasoningPart"] |= _present(layout.REASONING_PART, rf)
     for name, table in (("tools", layout.TOOL), ("metadata", layout.KEY_VALUE)):
         if fields.get(r.slot(name)):
             for _, tf in _tables_of(buf, root, fields[r.slot(name)]):
@@ -374,11 +401,19 @@ def test_the_edges_write_every_field_of_every_table() -> None:
             request_id="r",
         )
     )
-    # The Responses API's writer writes the rest (tests/edge/responses).
-    later = {"extras", "extras_dialect", "reasoning"}
-    for name in ("CompletionRequest", "Message", "ToolCall", "Tool", "KeyValue"):
+    responses = _written(
+        write_responses(
+            decode_responses(msgspec.json.encode(FULL_RESPONSES)),
+            provider=1,
+            model_name="m",
+            tenant="t",
+            request_id="r",
+        )
+    )
+    for name in ("CompletionRequest", "Message", "ToolCall", "Tool", "KeyValue", "ReasoningPart"):
         table = layout.TABLES[name]
-        assert openai[name] | messages[name] == set(table.fields) - later, name
+        assert openai[name] | messages[name] | responses[name] == set(table.fields), name
+    # Only the Responses API carries reasoning back (the next issue: Messages too).
     assert set(layout.MESSAGE.fields) - openai["Message"] == {"is_error", "reasoning"}
     assert set(layout.MESSAGE.fields) - messages["Message"] == {"name", "reasoning"}
 

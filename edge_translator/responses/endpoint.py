@@ -1,0 +1,221 @@
+"""What the app calls for the OpenAI Responses API: ``RESPONSES``, this API's
+``client_api.ClientApi``, on ``POST /v1/responses``, and the answers of the
+stored responses' endpoints.
+
+Owns the Responses side of a request's way through the edge; the rest is
+the app's shared flow (admission, the proxy round trip, the caller watch,
+the drain, the access log, ``answer``'s streaming):
+
+- authentication: ``Authorization: Bearer``, as Chat Completions';
+- the request: ``models``' decode and checks, ``translate``'s writer,
+  ``resp_...`` ids (``echo.new_id``); ``prepare`` resolves
+  ``previous_response_id`` through the stored responses
+  (``store.StoredResponses``): that response's input items, then its output
+  items, then the new input (``items.CARRIED`` types only); an unknown,
+  expired or another tenant's id is a 404 (``previous_response_not_found``,
+  ``param: "previous_response_id"``). With ``store`` (true unless the client
+  says false) the whole input, ids given, is saved before the request is
+  forwarded, and ``finish`` saves the ``response`` object once the answer has
+  ended (whole, streamed, or failed after its first byte), its reasoning
+  items' ``encrypted_content`` kept whether or not the client asked to see
+  it (a chain needs it; ``GET`` serves the response as stored);
+- the answer: ``render``'s events and ``response`` object, echoing the
+  request (``echo``); SSE comments as keep-alives, as Chat Completions';
+- errors in OpenAI's shape (``EdgeError.body``); a stream that fails after
+  its first byte ends with ``response.failed`` (``render.RenderedFailure``),
+  or, for a failure no renderer saw, an ``error`` event.
+
+Also ``retrieve_answer``, ``delete_answer`` and ``input_items_answer``, the
+answers of ``GET`` and ``DELETE /v1/responses/{id}`` and ``GET
+/v1/responses/{id}/input_items`` over what the store gave (the app reads the
+store, with the caller's tenant, and sends these). No I/O beyond
+authentication's and the store's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+
+from flatgate.edge_translator.client_api import Asked, Folding, Rendering
+from flatgate.edge_translator.errors import EdgeError, shown
+from flatgate.edge_translator.identity import Identities
+from flatgate.edge_translator.keys import Identity
+from flatgate.edge_translator.openai.endpoint import KEEPALIVE
+from flatgate.edge_translator.responses.echo import Echo, echo_of, new_id
+from flatgate.edge_translator.responses.items import CARRIED, encode_items, list_answer
+from flatgate.edge_translator.responses.models import (
+    Decoded,
+    decode_items,
+    decode_request,
+    decode_stored_output,
+)
+from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure, StreamRenderer
+from flatgate.edge_translator.responses.store import StoredResponses
+from flatgate.edge_translator.responses.translate import write_request
+from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.plumbing.serve import Exchange
+from flatgate.proxy.wire import codes
+
+__all__ = [
+    "RESPONSES",
+    "ResponsesApi",
+    "delete_answer",
+    "input_items_answer",
+    "retrieve_answer",
+]
+
+log = logging.getLogger("flatgate.edge")
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _not_found(response_id: str) -> EdgeError:
+    return EdgeError(
+        f"Response with id '{shown(response_id)}' not found.", code=codes.RESPONSE_NOT_FOUND
+    )
+
+
+class ResponsesApi:
+    """The Responses API's parts of the shared flow (``ClientApi``), over
+    ``store`` (``None``: nothing is stored, and ``previous_response_id`` finds
+    nothing); the app sets ``store`` once it has one."""
+
+    __slots__ = ("store",)
+
+    name = "openai-responses"
+    path = "/v1/responses"
+    beat = KEEPALIVE
+
+    def __init__(self, store: StoredResponses | None = None) -> None:
+        self.store = store
+
+    async def authenticate(self, ex: Exchange, identities: Identities) -> Identity:
+        auth = ex.header("authorization")
+        return identities.cached(auth) or await identities.verify(auth)
+
+    def decode(self, body: bytes) -> Decoded:
+        return decode_request(body)
+
+    def new_id(self) -> str:
+        return new_id("resp")
+
+    async def prepare(self, req: Decoded, *, tenant: str, response_id: str) -> Decoded:
+        """``req`` with ``previous_response_id``'s chain before its input, and
+        that input saved when ``store`` is on."""
+        store = self.store
+        previous = req.req.previous_response_id
+        if previous is not None:
+            turn = await store.turn(tenant, previous) if store is not None else None
+            if turn is None:
+                raise EdgeError(
+                    f"Previous response with id '{shown(previous)}' not found.",
+                    param="previous_response_id",
+                    code=codes.PREVIOUS_RESPONSE_NOT_FOUND,
+                )
+            try:
+                chain = [*decode_items(turn[0]), *decode_stored_output(turn[1])]
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise EdgeError(
+                    f"The stored response '{shown(previous)}' could not be read.",
+                    param="previous_response_id",
+                ) from exc
+            req = req.with_items([i for i in chain if i.type in CARRIED] + req.items)
+        if store is not None and req.req.store is not False:
+            await store.save_input(tenant, response_id, encode_items(req.items))
+        return req
+
+    def write(self, req: Decoded, model: ModelConfig, *, tenant: str, request_id: str) -> bytes:
+        return write_request(
+            req,
+            provider=model.provider_id,
+            model_name=model.name,
+            tenant=tenant,
+            request_id=request_id,
+        )
+
+    def asked(self, req: Decoded, completion_id: str, request_id: str, model: str) -> Asked:
+        return Asked(
+            self,
+            completion_id,
+            request_id,
+            model,
+            bool(req.req.stream),
+            include_usage=True,
+            extra=echo_of(req),
+        )
+
+    def renderer(self, asked: Asked, created: int) -> Rendering:
+        return StreamRenderer(
+            response_id=asked.completion_id, created=created, model=asked.model, echo=asked.extra
+        )
+
+    def aggregator(self, asked: Asked, created: int) -> Folding:
+        return Aggregator(
+            response_id=asked.completion_id, created=created, model=asked.model, echo=asked.extra
+        )
+
+    async def finish(self, asked: Asked, answer: Rendering | Folding, *, tenant: str) -> None:
+        """The ``response`` object saved, when stored (a failure to save is
+        the store's to log and count; the answer goes out)."""
+        echo: Echo = asked.extra
+        store = self.store
+        if store is None or not echo.store:
+            return
+        if not isinstance(answer, StreamRenderer | Aggregator):
+            return
+        try:
+            await store.save_response(
+                tenant, asked.completion_id, answer.response_json(stored=True)
+            )
+        except Exception:  # finish never raises: the answer goes out
+            log.exception("saving response %s failed", asked.completion_id)
+
+    def error_answer(self, err: EdgeError, request_id: str | None) -> tuple[int, bytes]:
+        return err.status, err.body()
+
+    def error_event(self, err: EdgeError) -> bytes:
+        """``response.failed`` when a renderer saw the failure; else an
+        ``error`` event (no response began: keep-alives only)."""
+        if isinstance(err, RenderedFailure):
+            return err.event
+        body = {
+            "type": "error",
+            "code": err.code,
+            "message": err.message,
+            "param": err.param,
+            "sequence_number": 0,
+        }
+        return b"event: error\ndata: " + _encode(body) + b"\n\n"
+
+
+RESPONSES = ResponsesApi()
+
+
+def retrieve_answer(stored: bytes | None, response_id: str) -> tuple[int, bytes]:
+    """``GET /v1/responses/{id}``: the stored ``response`` object, or a 404."""
+    if stored is None:
+        return 404, _not_found(response_id).body()
+    return 200, stored
+
+
+def delete_answer(found: bool, response_id: str) -> tuple[int, bytes]:
+    """``DELETE /v1/responses/{id}``: whether the store had it for this tenant."""
+    if not found:
+        return 404, _not_found(response_id).body()
+    return 200, _encode({"id": response_id, "object": "response", "deleted": True})
+
+
+def input_items_answer(
+    stored: bytes | None, response_id: str, query: str = ""
+) -> tuple[int, bytes]:
+    """``GET /v1/responses/{id}/input_items``: the stored input items as a
+    list (``limit``, ``order``, ``after`` from the query string), or a 404
+    (a 400 naming a bad parameter)."""
+    if stored is None:
+        return 404, _not_found(response_id).body()
+    try:
+        return 200, list_answer(stored, query)
+    except EdgeError as err:
+        return err.status, err.body()

@@ -1,0 +1,455 @@
+"""The OpenAI Responses request (``POST /v1/responses``), as msgspec Structs,
+and its one decoder.
+
+Owns what the edge accepts of a Responses request, and which of its fields
+travel where (``translate`` writes them):
+
+- Carried in the wire's slots: ``input``, a string or a list of items
+  (``message`` items, whose ``type`` may be left out when ``role`` is given,
+  roles ``user``, ``assistant``, ``system``, ``developer``, content a string
+  or ``input_text`` / ``output_text`` / ``refusal`` parts;
+  ``function_call``; ``function_call_output``, a string or text parts;
+  ``reasoning``, its summary and ``encrypted_content``), ``instructions``,
+  ``model``, ``max_output_tokens``, ``temperature``, ``top_p``,
+  ``parallel_tool_calls``, ``tools`` and ``tool_choice`` (``tools``:
+  functions, and Codex's ``namespace`` groups flattened), ``text.format``
+  (as Chat Completions' ``response_format``), ``metadata``, ``user`` and
+  ``stream``. ``previous_response_id`` is the edge's to resolve
+  (``endpoint``), ``store`` too (and it travels in the extras).
+- Extras, the fields with no slot, as the client sent them, in one JSON
+  object (``CompletionRequest.extras``, dialect ``OpenAIResponses``):
+  ``include``, ``prompt_cache_key``, ``reasoning``, ``safety_identifier``,
+  ``store``, ``truncation``, ``service_tier``, ``top_logprobs``,
+  ``max_tool_calls``, ``text`` when it holds more than a format
+  (``verbosity``), the tools the wire cannot carry and a ``tool_choice``
+  that names one (``tools``), and every top-level field this module does not
+  know: OpenAI adds fields often, a Responses-native backend can use them,
+  and other backends report what they leave out.
+- Refused with a 400 naming the ``param``: image, file and audio parts (the
+  wire carries text), ``item_reference`` items and item types other than the
+  four above (the wire has no slot for a hosted tool's call in the history),
+  ``background: true``, ``conversation`` and ``prompt`` (flatgate keeps no
+  conversations or prompt templates).
+- Accepted and not carried: ``stream_options`` (flatgate's events carry no
+  obfuscation padding), an assistant message's ``phase``, and the ``status``
+  and unknown fields of items.
+
+Wrong types and out-of-range values are ``InvalidRequest`` naming OpenAI's
+``param`` (``input.[2].call_id``); a body nested too deeply or not UTF-8
+(``decoding``) is ``invalid_json``. The body is decoded twice: once typed,
+once as its top-level keys and their raw JSON (to find the extras and keep
+their bytes), which costs about a quarter of the typed decode. Pure: no I/O;
+the decoders are built once at import.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+import msgspec
+
+from flatgate.edge_translator.decoding import UNDECODABLE, validation_text, why_undecodable
+from flatgate.edge_translator.errors import InvalidRequest, shown
+from flatgate.edge_translator.openai.models import param_from_error
+from flatgate.edge_translator.responses.tools import (
+    Tools,
+    invalid,
+    missing,
+    read_tool_choice,
+    read_tools,
+    utf8,
+)
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.request.writer import ToolSpec
+from flatgate.proxy.wire.schema import ToolChoiceMode
+
+__all__ = [
+    "Decoded",
+    "InputText",
+    "Item",
+    "JsonObjectFormat",
+    "JsonSchemaFormat",
+    "OutputText",
+    "Part",
+    "ReasoningText",
+    "Refusal",
+    "ResponsesRequest",
+    "SummaryText",
+    "decode_items",
+    "decode_request",
+    "decode_stored_output",
+]
+
+
+class InputText(msgspec.Struct, tag_field="type", tag="input_text", gc=False):
+    text: str
+
+
+class OutputText(msgspec.Struct, tag_field="type", tag="output_text", gc=False):
+    text: str
+
+
+class Refusal(msgspec.Struct, tag_field="type", tag="refusal", gc=False):
+    refusal: str
+
+
+class ReasoningText(msgspec.Struct, tag_field="type", tag="reasoning_text", gc=False):
+    text: str
+
+
+class InputImage(msgspec.Struct, tag_field="type", tag="input_image", gc=False):
+    pass
+
+
+class InputFile(msgspec.Struct, tag_field="type", tag="input_file", gc=False):
+    pass
+
+
+class InputAudio(msgspec.Struct, tag_field="type", tag="input_audio", gc=False):
+    pass
+
+
+Part: TypeAlias = (
+    InputText | OutputText | Refusal | ReasoningText | InputImage | InputFile | InputAudio
+)
+_TEXT_PARTS = (InputText, OutputText, Refusal)
+_UNSUPPORTED_PARTS = (InputImage, InputFile, InputAudio)
+
+
+class SummaryText(msgspec.Struct, tag_field="type", tag="summary_text", gc=False):
+    text: str
+
+
+class Item(msgspec.Struct, gc=False):
+    """One input item, of any type: the fields of every type it can be (a
+    message with no ``type`` has no tag to dispatch on); ``_check_items``
+    holds each type to its own."""
+
+    type: str | None = None
+    role: Literal["user", "assistant", "system", "developer"] | None = None
+    content: str | list[Part] | None = None
+    id: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    arguments: str | None = None
+    output: str | list[Part] | None = None
+    summary: list[SummaryText] | None = None
+    encrypted_content: str | None = None
+
+
+class _TextFormat(msgspec.Struct, tag_field="type", tag="text", gc=False):
+    pass
+
+
+class JsonObjectFormat(msgspec.Struct, tag_field="type", tag="json_object", gc=False):
+    pass
+
+
+class JsonSchemaFormat(msgspec.Struct, tag_field="type", tag="json_schema", gc=False):
+    name: str
+    schema: msgspec.Raw
+    strict: bool | None = None
+    description: str | None = None
+
+
+class _TextConfig(msgspec.Struct, gc=False):
+    format: _TextFormat | JsonObjectFormat | JsonSchemaFormat | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+class _ReasoningConfig(msgspec.Struct, gc=False):
+    # New efforts and summary kinds come often: the backend judges the values.
+    effort: str | None = None
+    summary: str | None = None
+
+
+class _StreamOptions(msgspec.Struct, gc=False):
+    include_obfuscation: bool | None = None
+
+
+_Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+_Temp = Annotated[float, msgspec.Meta(ge=0.0, le=2.0)]
+_Int32 = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+
+
+class ResponsesRequest(msgspec.Struct, gc=False):
+    """``POST /v1/responses``, as far as flatgate reads it (the module docstring
+    says where each field goes)."""
+
+    model: str
+    input: str | list[Item] | None = None
+    instructions: str | None = None
+    max_output_tokens: _Int32 | None = None
+    temperature: _Temp | None = None
+    top_p: _Unit | None = None
+    # Each tool kept raw: a hosted tool travels as the client wrote it.
+    tools: list[msgspec.Raw] | None = None
+    tool_choice: msgspec.Raw = msgspec.Raw()
+    parallel_tool_calls: bool | None = None
+    text: _TextConfig | None = None
+    reasoning: _ReasoningConfig | None = None
+    include: list[str] | None = None
+    store: bool | None = None
+    previous_response_id: str | None = None
+    metadata: Annotated[dict[str, str], msgspec.Meta(max_length=16)] | None = None
+    user: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    stream: bool | None = None
+    stream_options: _StreamOptions | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    service_tier: str | None = None
+    top_logprobs: Annotated[int, msgspec.Meta(ge=0, le=20)] | None = None
+    max_tool_calls: _Int32 | None = None
+    background: bool | None = None
+    conversation: msgspec.Raw = msgspec.Raw()
+    prompt: msgspec.Raw = msgspec.Raw()
+
+
+# The request's fields as JSON keys; every other top-level key is an extra.
+_KNOWN = frozenset(ResponsesRequest.__struct_fields__)
+# Known fields that travel in the extras, as sent (``text`` too, when it holds
+# more than ``format``); the rest have wire slots or are the edge's own.
+_EXTRA_FIELDS = frozenset(
+    {
+        "include",
+        "prompt_cache_key",
+        "reasoning",
+        "safety_identifier",
+        "store",
+        "truncation",
+        "service_tier",
+        "top_logprobs",
+        "max_tool_calls",
+    }
+)
+# Known fields that never travel in the extras (``text`` and ``tools`` are judged).
+_WIRED = _KNOWN - _EXTRA_FIELDS - {"text"}
+_KEY_OF = {k: msgspec.json.encode(k) + b":" for k in (*_EXTRA_FIELDS, "text", "tools")}
+_NULL = b"null"
+_NO_CHOICE = (int(ToolChoiceMode.Unset), "")
+_NO_TOOLS = Tools()  # never changed: read_tools makes its own
+
+
+class Decoded:
+    """A decoded, checked request and what decoding learnt of it: the items
+    of its input (the stored chain before them once ``endpoint``'s
+    ``prepare`` has run), its tools as the wire writes them and the
+    namespaced names' origins (``tools.Tools``), the wire's tool choice
+    (``ToolChoiceMode``, function name), and the extras' JSON object."""
+
+    __slots__ = ("choice", "extras", "fields", "items", "names", "req", "tools")
+
+    def __init__(
+        self,
+        req: ResponsesRequest,
+        fields: dict[str, msgspec.Raw],
+        items: list[Item],
+        *,
+        tools: list[ToolSpec],
+        names: dict[str, tuple[str, str]],
+        choice: tuple[int, str],
+        extras: bytes,
+    ) -> None:
+        self.req = req
+        # The top-level fields' JSON as sent (extras, and echoed in the answer).
+        self.fields = fields
+        self.items = items
+        self.tools = tools
+        self.names = names
+        self.choice = choice
+        self.extras = extras
+
+    @property
+    def model(self) -> str:
+        return self.req.model
+
+    def with_items(self, items: list[Item]) -> Decoded:
+        """This request with ``items`` as its input (the stored chain prepended)."""
+        return Decoded(
+            self.req,
+            self.fields,
+            items,
+            tools=self.tools,
+            names=self.names,
+            choice=self.choice,
+            extras=self.extras,
+        )
+
+
+_decoder = msgspec.json.Decoder(ResponsesRequest)
+_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_items_decoder = msgspec.json.Decoder(list[Item])
+
+
+class _StoredResponse(msgspec.Struct, gc=False):
+    output: list[Item] = []
+
+
+_stored_decoder = msgspec.json.Decoder(_StoredResponse)
+
+
+def decode_items(data: bytes) -> list[Item]:
+    """Stored input items (``store.StoredResponses.input_items``), as items."""
+    return _items_decoder.decode(data)
+
+
+def decode_stored_output(data: bytes) -> list[Item]:
+    """A stored response object's ``output`` items."""
+    return _stored_decoder.decode(data).output
+
+
+def _check_parts(parts: list[Part], where: str, *, message: bool) -> None:
+    for j, part in enumerate(parts):
+        if isinstance(part, _TEXT_PARTS):
+            continue
+        kind = type(part).__struct_config__.tag
+        param = f"{where}.[{j}].type"
+        if isinstance(part, _UNSUPPORTED_PARTS):
+            raise InvalidRequest(
+                f"Content parts of type '{kind}' are not supported: flatgate carries text only.",
+                param=param,
+                code=codes.UNSUPPORTED_CONTENT_TYPE,
+            )
+        raise invalid(param, f"'{kind}' is not a {'message' if message else 'output'} part.")
+
+
+_ITEM_TYPES = "message, function_call, function_call_output, reasoning"
+
+
+def _check_item(item: Item, where: str) -> None:
+    """``item`` held to its type's fields (the decoder allows any of them)."""
+    kind = item.type
+    if kind is None or kind == "message":
+        if item.role is None:
+            raise missing(f"{where}.role" if kind else f"{where}.type")
+        content = item.content
+        if content is None:
+            raise missing(f"{where}.content")
+        if not isinstance(content, str):
+            _check_parts(content, f"{where}.content", message=True)
+    elif kind == "function_call":
+        for name in ("call_id", "name", "arguments"):
+            if getattr(item, name) is None:
+                raise missing(f"{where}.{name}")
+    elif kind == "function_call_output":
+        if item.call_id is None:
+            raise missing(f"{where}.call_id")
+        output = item.output
+        if output is None:
+            raise missing(f"{where}.output")
+        if not isinstance(output, str):
+            _check_parts(output, f"{where}.output", message=False)
+    elif kind == "reasoning":
+        for j, part in enumerate(item.content or ()):
+            if not isinstance(part, ReasoningText):
+                raise invalid(f"{where}.content.[{j}].type", "expected 'reasoning_text'.")
+    elif kind == "item_reference":
+        raise InvalidRequest(
+            f"Items of type 'item_reference' are not supported ({where}): send the item "
+            "itself, or previous_response_id.",
+            param=f"{where}.type",
+        )
+    else:
+        raise InvalidRequest(
+            f"Items of type '{shown(kind)}' are not supported ({where}): flatgate carries "
+            f"{_ITEM_TYPES} items.",
+            param=f"{where}.type",
+        )
+
+
+def _check(req: ResponsesRequest) -> None:
+    if req.background:
+        raise InvalidRequest(
+            "background: true is not supported: flatgate answers every response in the "
+            "request that asked for it.",
+            param="background",
+        )
+    if req.conversation or req.prompt:
+        for name, what in (("conversation", "conversations"), ("prompt", "prompt templates")):
+            if bytes(getattr(req, name)) not in (b"", _NULL):
+                raise InvalidRequest(
+                    f"'{name}' is not supported: flatgate keeps no {what}; send the input "
+                    "(or previous_response_id).",
+                    param=name,
+                )
+    if not req.input and req.previous_response_id is None:
+        raise missing("input")
+    if isinstance(req.input, list):
+        for i, item in enumerate(req.input):
+            kind = item.type
+            if (kind is None or kind == "message") and item.role and type(item.content) is str:
+                continue  # the common item, checked in one line
+            _check_item(item, f"input.[{i}]")
+    fmt = req.text.format if req.text is not None else None
+    if fmt is not None and type(fmt) is JsonSchemaFormat:
+        schema = bytes(fmt.schema)
+        if not schema.lstrip().startswith(b"{"):
+            raise invalid("text.format.schema", "expected an object.")
+        utf8(schema, "text.format.schema")
+
+
+def _extras(
+    req: ResponsesRequest, fields: dict[str, msgspec.Raw], tools: Tools, choice: bytes
+) -> bytes:
+    """The extras' JSON object: the fields the wire has no slot for, as sent
+    (``b""``: none)."""
+    parts: list[bytes] = []
+    for key, raw in fields.items():
+        if key in _WIRED:
+            continue
+        data = bytes(raw)
+        if key in _EXTRA_FIELDS:
+            if data != _NULL:
+                parts.append(_KEY_OF[key] + utf8(data, key))
+        elif key == "text":
+            config = req.text
+            if config is not None and (
+                config.verbosity is not None or _fields_decoder.decode(data).keys() - {"format"}
+            ):
+                parts.append(_KEY_OF[key] + utf8(data, key))
+        elif key not in _KNOWN:
+            parts.append(msgspec.json.encode(key) + b":" + utf8(data, key))
+    if tools.hosted:
+        parts.append(_KEY_OF["tools"] + b"[" + b",".join(tools.hosted) + b"]")
+    if choice:
+        parts.append(b'"tool_choice":' + choice)
+    return b"{" + b",".join(parts) + b"}" if parts else b""
+
+
+def _not_json(why: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"We could not parse the JSON body of your request ({why}). "
+        "The API expects a JSON payload.",
+        code=codes.INVALID_JSON,
+    )
+
+
+def decode_request(body: bytes | memoryview) -> Decoded:
+    """Decode and check a request body; every failure is an ``InvalidRequest``."""
+    try:
+        req = _decoder.decode(body)
+        fields = _fields_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        text = validation_text(exc)
+        raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
+    except msgspec.DecodeError as exc:
+        raise _not_json(str(exc)) from exc
+    except UNDECODABLE as exc:
+        raise _not_json(why_undecodable(exc)) from None
+    _check(req)
+    tools = read_tools(req.tools) if req.tools else _NO_TOOLS
+    if req.tool_choice:
+        choice, choice_extra = read_tool_choice(bytes(req.tool_choice), tools)
+    else:
+        choice, choice_extra = _NO_CHOICE, b""
+    inp = req.input
+    items = [Item(role="user", content=inp)] if isinstance(inp, str) else list(inp or ())
+    if tools.hosted or choice_extra or not _WIRED.issuperset(fields):
+        extras = _extras(req, fields, tools, choice_extra)
+    else:
+        extras = b""  # the common request: every field has its slot
+    return Decoded(
+        req, fields, items, tools=tools.specs, names=tools.names, choice=choice, extras=extras
+    )

@@ -1,0 +1,212 @@
+"""A Responses request's ``tools`` and ``tool_choice``: what the wire carries
+of them, and what travels in the extras.
+
+Owns the mapping of the tools a client declares:
+
+- ``function`` tools become wire tools (name, description, parameters as the
+  client's JSON text, strict);
+- Codex's ``namespace`` groups are flattened: each function in one becomes a
+  wire tool named ``<namespace>__<name>`` (``NAMESPACE_SEP``), and
+  ``Tools.names`` maps that name back so that the answer's ``function_call``
+  names the function and its namespace as the client declared them; the
+  group's other members (``custom`` tools) travel in a group of their own in
+  the extras, and the group's description is not carried;
+- every other tool (``web_search``, ``file_search``, ``code_interpreter``,
+  ``computer_use_preview``, ``image_generation``, ``mcp``, ``local_shell``,
+  ``custom``, and types this module does not know) is kept as the client's
+  JSON object, for the extras' ``tools`` list.
+
+``tool_choice``: ``auto`` / ``none`` / ``required`` and ``{"type":
+"function", "name"}`` (a namespaced function by its own name, when only one
+namespace has it) map to the wire; ``allowed_tools`` maps its mode and
+travels in the extras too; a choice that names another kind of tool travels
+in the extras only. Every failure is an ``InvalidRequest`` naming the
+``param`` (``tools.[3].tools.[0].name``). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar
+
+import msgspec
+
+from flatgate.edge_translator.decoding import is_utf8, validation_text
+from flatgate.edge_translator.errors import InvalidRequest, shown
+from flatgate.edge_translator.openai.models import param_from_error
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.request.writer import ToolSpec
+from flatgate.proxy.wire.schema import ToolChoiceMode
+
+__all__ = [
+    "NAMESPACE_SEP",
+    "Tools",
+    "invalid",
+    "missing",
+    "not_utf8",
+    "read_tool_choice",
+    "read_tools",
+    "utf8",
+]
+
+# A namespaced function's wire name: namespace, this, name.
+NAMESPACE_SEP = "__"
+_NULL = b"null"
+
+
+class _ToolDef(msgspec.Struct, gc=False):
+    """A tool of any type (functions and namespaces are read; the rest travel raw)."""
+
+    type: str
+    name: str | None = None
+    description: str | None = None
+    parameters: msgspec.Raw = msgspec.Raw()
+    strict: bool | None = None
+    tools: list[msgspec.Raw] | None = None
+
+
+class _ToolChoice(msgspec.Struct, gc=False):
+    type: str
+    name: str | None = None
+    mode: Literal["auto", "required"] | None = None
+
+
+_tool_decoder = msgspec.json.Decoder(_ToolDef)
+_choice_decoder = msgspec.json.Decoder(_ToolChoice)
+
+
+class Tools:
+    """The tools as the wire writes them (``specs``), the namespaced names'
+    origins (wire name -> (namespace, name)), and the client's JSON of the
+    tools the wire cannot carry (``hosted``)."""
+
+    __slots__ = ("hosted", "names", "specs")
+
+    def __init__(self) -> None:
+        self.specs: list[ToolSpec] = []
+        self.names: dict[str, tuple[str, str]] = {}
+        self.hosted: list[bytes] = []
+
+
+def invalid(param: str, why: str) -> InvalidRequest:
+    return InvalidRequest(f"Invalid value for '{param}': {why}", param=param)
+
+
+def missing(param: str) -> InvalidRequest:
+    return InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+
+
+def not_utf8(param: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"Invalid value for '{param}': a string in it is not valid UTF-8.",
+        param=param,
+        code=codes.INVALID_JSON,
+    )
+
+
+def utf8(data: bytes, param: str) -> bytes:
+    """``data``, JSON carried as the client wrote it, checked to be UTF-8
+    (the decoder skips what it does not read, unchecked)."""
+    if not is_utf8(data):
+        raise not_utf8(param)
+    return data
+
+
+T = TypeVar("T")
+
+
+def _decoded(decoder: msgspec.json.Decoder[T], raw: bytes, where: str) -> T:
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        text = validation_text(exc)
+        sub = param_from_error(text)
+        raise InvalidRequest(
+            f"Invalid request: {text} (in '{where}')", param=f"{where}.{sub}" if sub else where
+        ) from exc
+
+
+def _tool(raw: msgspec.Raw, where: str) -> _ToolDef:
+    return _decoded(_tool_decoder, bytes(raw), where)
+
+
+def _function(tool: _ToolDef, where: str, seen: set[str], wire_name: str) -> ToolSpec:
+    if tool.name is None:
+        raise missing(f"{where}.name")
+    params = bytes(tool.parameters)
+    if params == _NULL:
+        params = b""
+    if params and not params.lstrip().startswith(b"{"):
+        raise invalid(f"{where}.parameters", "expected an object.")
+    if wire_name in seen:
+        raise invalid(f"{where}.name", f"a tool named '{shown(wire_name)}' is given twice.")
+    seen.add(wire_name)
+    description = (tool.description or "").encode()
+    return wire_name.encode(), description, utf8(params, f"{where}.parameters"), bool(tool.strict)
+
+
+def read_tools(raws: list[msgspec.Raw]) -> Tools:
+    """The request's ``tools``, mapped (see the module docstring)."""
+    out = Tools()
+    seen: set[str] = set()
+    for i, raw in enumerate(raws):
+        where = f"tools.[{i}]"
+        tool = _tool(raw, where)
+        if tool.type == "function":
+            out.specs.append(_function(tool, where, seen, tool.name or ""))
+        elif tool.type == "namespace":
+            if not tool.name:
+                raise missing(f"{where}.name")
+            others: list[bytes] = []
+            for j, member_raw in enumerate(tool.tools or ()):
+                member_at = f"{where}.tools.[{j}]"
+                member = _tool(member_raw, member_at)
+                if member.type != "function":
+                    others.append(utf8(bytes(member_raw), member_at))
+                    continue
+                wire_name = f"{tool.name}{NAMESPACE_SEP}{member.name}"
+                out.specs.append(_function(member, member_at, seen, wire_name))
+                out.names[wire_name] = (tool.name, member.name or "")
+            if others:
+                group = {"type": "namespace", "name": tool.name, "description": tool.description}
+                head = msgspec.json.encode(group)[:-1]
+                out.hosted.append(head + b',"tools":[' + b",".join(others) + b"]}")
+        else:
+            out.hosted.append(utf8(bytes(raw), where))
+    return out
+
+
+_MODES = {
+    b'"auto"': ToolChoiceMode.Auto,
+    b'"none"': ToolChoiceMode.None_,
+    b'"required"': ToolChoiceMode.Required,
+}
+
+
+def read_tool_choice(raw: bytes, tools: Tools) -> tuple[tuple[int, str], bytes]:
+    """The wire's (``ToolChoiceMode``, function name) for ``tool_choice``, and
+    its JSON when it also travels in the extras (``b""`` when not)."""
+    if not raw or raw == _NULL:
+        return (ToolChoiceMode.Unset, ""), b""
+    mode = _MODES.get(raw.strip())
+    if mode is not None:
+        if mode != ToolChoiceMode.None_ and not tools.specs and not tools.hosted:
+            raise invalid(
+                "tool_choice", "'tool_choice' is only allowed when 'tools' are specified."
+            )
+        return (mode, ""), b""
+    if raw.lstrip().startswith(b'"'):
+        raise invalid("tool_choice", "expected 'none', 'auto', 'required' or an object.")
+    choice = _decoded(_choice_decoder, raw, "tool_choice")
+    if choice.type == "function":
+        if choice.name is None:
+            raise missing("tool_choice.name")
+        if any(spec[0] == choice.name.encode() for spec in tools.specs):
+            return (ToolChoiceMode.Function, choice.name), b""
+        inside = [wire for wire, (_, name) in tools.names.items() if name == choice.name]
+        if len(inside) == 1:
+            return (ToolChoiceMode.Function, inside[0]), b""
+        raise invalid("tool_choice", f"no function named '{shown(choice.name)}' in 'tools'.")
+    if choice.type == "allowed_tools":
+        wire = ToolChoiceMode.Required if choice.mode == "required" else ToolChoiceMode.Auto
+        return (wire, ""), utf8(raw, "tool_choice")
+    return (ToolChoiceMode.Unset, ""), utf8(raw, "tool_choice")

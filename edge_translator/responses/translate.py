@@ -1,0 +1,263 @@
+"""Responses request -> ``CompletionRequest`` FlatBuffer: the Responses edge's
+hot path.
+
+Owns ``write_request``: a decoded request (``models.Decoded``: its input
+items, the stored chain before them when ``previous_response_id`` named one)
+as a ``CompletionRequest`` buffer, through the edges' shared writer
+(``wire.request.writer.RequestWriter``). What each item means on the wire:
+
+- ``instructions``: a leading system message (OpenAI's "system (or
+  developer) message"; every chat backend takes ``system``);
+- a user, system or developer ``message``: a message of that role, its text
+  parts joined (a message with nothing but text takes the writer's one-pack
+  path);
+- consecutive assistant-side items (``reasoning``, assistant ``message``,
+  ``function_call``) fold into one assistant message: the messages' texts
+  (joined by a blank line between items), the calls in order (call id,
+  name, arguments; a namespaced call's wire name is
+  ``<namespace>__<name>``, as its tool's), and the reasoning items as
+  ``ReasoningPart``s (summary texts joined by a blank line, or the
+  ``reasoning_text`` content when there is no summary; ``encrypted_content``
+  as the opaque bytes; the item id; dialect ``OpenAIResponses``, or the
+  dialect ``encrypted_of`` wrote into it). The ``function_call`` item's own
+  ``id`` (``fc_...``) is not carried;
+- ``function_call_output``: a tool message with its call id and text.
+
+Reasoning from another dialect (an Anthropic backend's thinking
+``signature``, or a ``redacted_thinking`` block's data) reaches a Responses
+client as ``encrypted_content`` of the form ``fg1.<dialect>[.r].<base64url of
+the payload>`` (``encrypted_of``), and goes back to the wire as that
+dialect's part (``reasoning_part``), so that it survives the round trip to
+the backend that made it. OpenAI's own ``encrypted_content`` travels as is.
+
+Scalars: ``max_output_tokens`` is ``max_tokens``; a stream always asks for
+usage (every Responses answer reports it). ``text.format`` is written as
+Chat Completions' ``response_format`` (``response_format_of``); the extras
+(``models``) with dialect ``OpenAIResponses``. Items of other types can only
+come from a stored chain (the decoder refuses them from a client) and are
+not carried. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import msgspec
+
+from flatgate.edge_translator.responses.models import (
+    Decoded,
+    InputText,
+    Item,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    OutputText,
+    Part,
+    ReasoningText,
+    Refusal,
+    ResponsesRequest,
+)
+from flatgate.edge_translator.responses.tools import NAMESPACE_SEP
+from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.request.writer import Call, RequestWriter, WireMessage
+from flatgate.proxy.wire.schema import ApiDialect, Role
+
+__all__ = [
+    "ROLE_OF",
+    "encrypted_of",
+    "reasoning_part",
+    "response_format_of",
+    "text_of",
+    "write_request",
+]
+
+ROLE_OF: dict[str | None, int] = {
+    "user": Role.User,
+    "system": Role.System,
+    "developer": Role.Developer,
+    "assistant": Role.Assistant,
+}
+_RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
+_BETWEEN = "\n\n"
+
+
+def text_of(content: str | list[Part] | None) -> str:
+    """A message's (or a tool output's) text: the string, or its text parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        p.text
+        if isinstance(p, InputText | OutputText)
+        else p.refusal
+        if isinstance(p, Refusal)
+        else ""
+        for p in content
+    )
+
+
+_FOREIGN = "fg1."
+
+
+def encrypted_of(part: ReasoningPart) -> str:
+    """A reasoning part's payload as a Responses client's ``encrypted_content``
+    (``""``: none): OpenAI's as it came, another dialect's wrapped."""
+    if not part.opaque:
+        return ""
+    if part.dialect == _RESPONSES:
+        return part.opaque.decode(errors="replace")
+    body = base64.urlsafe_b64encode(part.opaque).decode()
+    return f"{_FOREIGN}{part.dialect}{'.r' if part.redacted else ''}.{body}"
+
+
+def _foreign(text: str) -> tuple[bytes, int, bool] | None:
+    """The payload, dialect and redacted flag ``encrypted_of`` wrapped, if it did."""
+    head, _, body = text[len(_FOREIGN) :].rpartition(".")
+    dialect, _, flag = head.partition(".")
+    if not dialect.isdigit() or flag not in ("", "r"):
+        return None
+    try:
+        return base64.urlsafe_b64decode(body), int(dialect), flag == "r"
+    except (binascii.Error, ValueError):
+        return None
+
+
+def reasoning_part(item: Item) -> ReasoningPart:
+    """A ``reasoning`` item as the wire's ``ReasoningPart``."""
+    text = _BETWEEN.join(s.text for s in item.summary or ())
+    if not text and item.content:
+        text = _BETWEEN.join(p.text for p in item.content if isinstance(p, ReasoningText))
+    encrypted = item.encrypted_content or ""
+    if encrypted.startswith(_FOREIGN):
+        foreign = _foreign(encrypted)
+        if foreign is not None:
+            opaque, dialect, redacted = foreign
+            return ReasoningPart(
+                text=text, opaque=opaque, dialect=dialect, id=item.id or "", redacted=redacted
+            )
+    return ReasoningPart(text=text, opaque=encrypted.encode(), dialect=_RESPONSES, id=item.id or "")
+
+
+def response_format_of(req: ResponsesRequest) -> bytes:
+    """``text.format`` as Chat Completions' ``response_format`` JSON (``b""``
+    for plain text): ``{"type": "json_schema", "json_schema": {name,
+    description, schema, strict}}`` or ``{"type": "json_object"}``."""
+    fmt = req.text.format if req.text is not None else None
+    if isinstance(fmt, JsonObjectFormat):
+        return b'{"type":"json_object"}'
+    if isinstance(fmt, JsonSchemaFormat):
+        head: dict[str, str] = {"name": fmt.name}
+        if fmt.description is not None:
+            head["description"] = fmt.description
+        out = b'{"type":"json_schema","json_schema":' + msgspec.json.encode(head)[:-1]
+        out += b',"schema":' + bytes(fmt.schema)
+        if fmt.strict is not None:
+            out += b',"strict":' + (b"true" if fmt.strict else b"false")
+        return out + b"}}"
+    return b""
+
+
+def _assistant(text: str | None, calls: list[Call], parts: list[ReasoningPart]) -> WireMessage:
+    """One folded assistant turn."""
+    data = text.encode() if text else b""
+    if parts:
+        return Role.Assistant, data, b"", b"", calls, False, parts
+    if calls or not data:
+        return Role.Assistant, data, b"", b"", calls, False
+    return Role.Assistant, data
+
+
+def _messages(instructions: str | None, items: list[Item]) -> list[WireMessage]:
+    wire: list[WireMessage] = []
+    add = wire.append
+    if instructions:
+        add((Role.System, instructions.encode()))
+    # The assistant turn being folded: its text (None: no turn), calls, parts.
+    text: str | None = None
+    calls: list[Call] = []
+    parts: list[ReasoningPart] = []
+    folding = False
+    role_of = ROLE_OF
+    for item in items:
+        kind = item.type
+        if kind is None or kind == "message":
+            content = item.content
+            said = content if type(content) is str else text_of(content)
+            role = item.role
+            if role == "assistant":
+                if not text:
+                    text = said
+                elif said:
+                    text = f"{text}{_BETWEEN}{said}"
+                folding = True
+                continue
+            if folding:
+                add(_assistant(text, calls, parts))
+                text, folding = None, False
+                if calls or parts:
+                    calls, parts = [], []
+            data = said.encode()
+            add((role_of[role], data) if data else (role_of[role], b"", b"", b"", (), False))
+        elif kind == "function_call":
+            name = item.name or ""
+            if item.namespace:
+                name = f"{item.namespace}{NAMESPACE_SEP}{name}"
+            calls.append(
+                ((item.call_id or "").encode(), name.encode(), (item.arguments or "").encode())
+            )
+            folding = True
+        elif kind == "reasoning":
+            parts.append(reasoning_part(item))
+            folding = True
+        elif kind == "function_call_output":
+            if folding:
+                add(_assistant(text, calls, parts))
+                text, folding = None, False
+                if calls or parts:
+                    calls, parts = [], []
+            output = text_of(item.output).encode()
+            add((Role.Tool, output, b"", (item.call_id or "").encode(), (), False))
+    if folding:
+        add(_assistant(text, calls, parts))
+    return wire
+
+
+def write_request(
+    d: Decoded,
+    *,
+    provider: int,
+    model_name: str,
+    tenant: str = "",
+    request_id: str = "",
+) -> bytes:
+    """``d`` as a ``CompletionRequest`` buffer (the schema-specific writer)."""
+    req = d.req
+    w = RequestWriter()
+    mode, choice_name = d.choice
+    w.strings(
+        request_id=request_id,
+        model_name=model_name,
+        tenant=tenant,
+        user=req.user or "",
+        tool_choice_name=choice_name,
+        response_format=response_format_of(req),
+        extras=d.extras,
+    )
+    w.messages(_messages(req.instructions, d.items))
+    if d.tools:
+        w.tools(d.tools)
+    if req.metadata:
+        w.metadata(req.metadata)
+    stream = bool(req.stream)
+    return w.finish(
+        provider=provider,
+        tool_choice=mode,
+        max_tokens=req.max_output_tokens or 0,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        stream=stream,
+        include_usage=stream,
+        parallel_tool_calls=req.parallel_tool_calls,
+        extras_dialect=_RESPONSES if d.extras else 0,
+    )
