@@ -1,5 +1,6 @@
 """Micro benchmark of the edge: JSON -> FlatBuffer translation and chunk -> SSE,
-for both client APIs (OpenAI Chat Completions and Anthropic Messages).
+for the three client APIs (OpenAI Chat Completions, Anthropic Messages and
+the OpenAI Responses API).
 
 Run: ``.venv/bin/pytest benchmarks/bench_translate.py --benchmark-enable``
 (``testpaths`` is ``tests``, so this file runs only when named).
@@ -14,6 +15,9 @@ tool call and a tool definition at 1 KB, 16 KB and 128 KB of prompt):
 - ``translate_messages_json``: the same op for the same conversation as an
   Anthropic Messages request (``payloads.to_messages``), through the
   Messages edge;
+- ``translate_responses_json``: the same conversation as a Responses API
+  request (``payloads.to_responses``: the system prompt as ``instructions``,
+  the tool call and its result as items), through the Responses edge;
 - ``stock_json``: decode + a pooled stock ``flatbuffers.Builder`` (what
   ``translate_json`` replaces).
 
@@ -21,7 +25,9 @@ Render, per streamed token: ``chunk_to_sse``, ``read_chunk`` +
 ``StreamRenderer.feed`` of a one-word content frame, the OpenAI edge's op;
 ``chunk_to_messages_sse``, ``read_chunk`` + ``EventRenderer.feed`` of the same
 frame inside an open text block (one ``content_block_delta`` event), the
-Messages edge's. (``make bench`` measures the OpenAI translate at every size
+Messages edge's; ``chunk_to_responses_sse``, ``read_chunk`` +
+``StreamRenderer.feed`` of the same frame inside an open text part (one
+``response.output_text.delta`` event), the Responses edge's. (``make bench`` measures the OpenAI translate at every size
 too, allocations included.)
 """
 
@@ -33,13 +39,20 @@ import msgspec
 import pytest
 
 from benchmarks.codecs.common import MODELS
-from benchmarks.codecs.flatgate import translate_json, translate_messages_json
+from benchmarks.codecs.flatgate import (
+    translate_json,
+    translate_messages_json,
+    translate_responses_json,
+)
 from benchmarks.codecs.stock_chunk import build_chunk
 from benchmarks.codecs.stock_writer import write_request_stock
-from benchmarks.payloads import make_request, to_messages
+from benchmarks.payloads import make_request, to_messages, to_responses
 from flatgate.edge_translator.anthropic.render import EventRenderer
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.render import StreamRenderer
+from flatgate.edge_translator.responses.echo import echo_of
+from flatgate.edge_translator.responses.models import decode_request as decode_responses
+from flatgate.edge_translator.responses.render import StreamRenderer as ResponsesRenderer
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.reader import read_chunk
 
@@ -52,20 +65,27 @@ REQUESTS = {
 REQUEST_ID = "chatcmpl-0123456789abcdef01234567"
 
 
-# (label, OpenAI JSON, the same conversation as Anthropic Messages JSON)
-Body = tuple[str, bytes, bytes]
+# (label, OpenAI JSON, the same conversation as Anthropic Messages JSON, and
+# as Responses JSON)
+Body = tuple[str, bytes, bytes, bytes]
 
 
 @pytest.fixture(scope="module", params=list(REQUESTS))
 def body(request: pytest.FixtureRequest) -> Body:
     chat = REQUESTS[request.param]()
-    return request.param, msgspec.json.encode(chat), msgspec.json.encode(to_messages(chat))
+    return (
+        request.param,
+        msgspec.json.encode(chat),
+        msgspec.json.encode(to_messages(chat)),
+        msgspec.json.encode(to_responses(chat)),
+    )
 
 
 def _group(benchmark: Any, body: Body) -> None:
-    label, chat, messages = body
+    label, chat, messages, responses = body
     benchmark.group = (
-        f"translate {label} ({len(chat)} B OpenAI JSON, {len(messages)} B Anthropic JSON)"
+        f"translate {label} ({len(chat)} B OpenAI JSON, {len(messages)} B Anthropic JSON, "
+        f"{len(responses)} B Responses JSON)"
     )
 
 
@@ -78,6 +98,12 @@ def test_translate_json(benchmark: Any, body: Body) -> None:
 def test_translate_messages_json(benchmark: Any, body: Body) -> None:
     _group(benchmark, body)
     out = benchmark(translate_messages_json, body[2], models=MODELS, tenant="acme")
+    assert out[4:8] == b"FGRQ"
+
+
+def test_translate_responses_json(benchmark: Any, body: Body) -> None:
+    _group(benchmark, body)
+    out = benchmark(translate_responses_json, body[3], models=MODELS, tenant="acme")
     assert out[4:8] == b"FGRQ"
 
 
@@ -113,3 +139,18 @@ def test_chunk_to_messages_sse(benchmark: Any) -> None:
     r.feed(read_chunk(frame))  # past message_start and the text block's start
     out = benchmark(lambda: r.feed(read_chunk(frame)))
     assert out.startswith(b"event: content_block_delta\ndata: {")
+
+
+def test_chunk_to_responses_sse(benchmark: Any) -> None:
+    benchmark.group = "render, per streamed token"
+    frame = build_chunk(BuilderPool(), request_id=REQUEST_ID, content="token ", model="gpt-4o-mini")
+    echo = echo_of(decode_responses(b'{"model": "gpt-4o-mini", "input": "hi", "stream": true}'))
+    r = ResponsesRenderer(
+        response_id="resp_0123456789abcdef01234567",
+        created=1_700_000_000,
+        model="gpt-4o-mini",
+        echo=echo,
+    )
+    r.feed(read_chunk(frame))  # past response.created and the text part's start
+    out = benchmark(lambda: r.feed(read_chunk(frame)))
+    assert out.startswith(b"event: response.output_text.delta\ndata: {")

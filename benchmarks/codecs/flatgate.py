@@ -36,6 +36,9 @@ from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.openai.mapping import new_request_id
 from flatgate.edge_translator.openai.models import ChatCompletionRequest, decode_request
 from flatgate.edge_translator.openai.translate import write_request
+from flatgate.edge_translator.responses.echo import new_id
+from flatgate.edge_translator.responses.models import decode_request as decode_responses
+from flatgate.edge_translator.responses.translate import write_request as write_responses
 from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.request.route import read_route
@@ -124,6 +127,27 @@ def translate_messages_json(
         model_name=model.name,
         tenant=tenant,
         request_id=new_message_id() if request_id is None else request_id,
+    )
+
+
+def translate_responses_json(
+    body: bytes,
+    *,
+    models: Mapping[str, ModelConfig],
+    tenant: str = "",
+    request_id: str | None = None,
+) -> bytes:
+    """The Responses edge's translate op: Responses JSON bytes in, FlatBuffer
+    bytes out (``responses.endpoint.ResponsesApi`` in ``flow.Flow``, up to the
+    proxy call; nothing stored, as ``store: false``)."""
+    req = decode_responses(body)
+    model = resolve_model(models, req.req.model)
+    return write_responses(
+        req,
+        provider=model.provider_id,
+        model_name=model.name,
+        tenant=tenant,
+        request_id=new_id("resp") if request_id is None else request_id,
     )
 
 

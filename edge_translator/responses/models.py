@@ -280,6 +280,59 @@ class Decoded:
 
 _decoder = msgspec.json.Decoder(ResponsesRequest)
 _fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+# One pass over the body for a request with no field flatgate does not know
+# (the common case): ``input`` decoded as ``ResponsesRequest`` types it, the
+# other fields kept as their JSON text and then decoded one by one with
+# their own types (each is small). A second pass over the whole body, to find
+# the fields a typed decode ignores, costs as much again as the input's
+# decode at 128 KB; it is taken only when an unknown field is there.
+_ONE_PASS = tuple(f for f in msgspec.structs.fields(ResponsesRequest) if f.name != "input")
+_OnePass = msgspec.defstruct(
+    "_OnePass",
+    [
+        ("input", ResponsesRequest.__annotations__["input"], None),
+        *((f.name, msgspec.Raw, msgspec.Raw()) for f in _ONE_PASS),
+    ],
+    forbid_unknown_fields=True,
+    gc=False,
+)
+_one_pass = msgspec.json.Decoder(_OnePass)
+_FIELD_DECODERS = {f.name: msgspec.json.Decoder(f.type) for f in _ONE_PASS}
+_UNKNOWN = "Object contains unknown field"
+
+
+def _decode_one_pass(
+    body: bytes | memoryview,
+) -> tuple[ResponsesRequest, dict[str, msgspec.Raw]] | None:
+    """The request and its fields' JSON in one pass; ``None`` when it holds a
+    field ``ResponsesRequest`` does not know (``ValidationError`` for a
+    field of the wrong shape, its path as the typed decode gives it)."""
+    try:
+        head = _one_pass.decode(body)
+    except msgspec.ValidationError as exc:
+        if str(exc).startswith(_UNKNOWN):
+            return None
+        raise
+    fields: dict[str, msgspec.Raw] = {}
+    values: dict[str, object] = {"input": head.input}
+    for f in _ONE_PASS:
+        raw = getattr(head, f.name)
+        if not raw:
+            continue
+        fields[f.name] = raw
+        try:
+            values[f.name] = raw if f.type is msgspec.Raw else _FIELD_DECODERS[f.name].decode(raw)
+        except msgspec.ValidationError as exc:
+            text = str(exc).replace("`$", f"`$.{f.name}", 1)
+            if "`$" not in str(exc):
+                text = f"{text} - at `$.{f.name}`"
+            raise msgspec.ValidationError(text) from None
+    if "model" not in values:
+        raise msgspec.ValidationError("Object missing required field `model`")
+    return ResponsesRequest(**values), fields  # type: ignore[arg-type]
+
+
 _items_decoder = msgspec.json.Decoder(list[Item])
 
 
@@ -429,8 +482,12 @@ def _not_json(why: str) -> InvalidRequest:
 def decode_request(body: bytes | memoryview) -> Decoded:
     """Decode and check a request body; every failure is an ``InvalidRequest``."""
     try:
-        req = _decoder.decode(body)
-        fields = _fields_decoder.decode(body)
+        got = _decode_one_pass(body)
+        if got is None:
+            req = _decoder.decode(body)
+            fields = _fields_decoder.decode(body)
+        else:
+            req, fields = got
     except msgspec.ValidationError as exc:
         text = validation_text(exc)
         raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc

@@ -4,7 +4,8 @@ of them, and what travels in the extras.
 Owns the mapping of the tools a client declares:
 
 - ``function`` tools become wire tools (name, description, parameters as the
-  client's JSON text, strict);
+  client's JSON text, strict: true unless the client says false, the
+  Responses API's default);
 - Codex's ``namespace`` groups are flattened: each function in one becomes a
   wire tool named ``<namespace>__<name>`` (``NAMESPACE_SEP``), and
   ``Tools.names`` maps that name back so that the answer's ``function_call``
@@ -141,7 +142,9 @@ def _function(tool: _ToolDef, where: str, seen: set[str], wire_name: str) -> Too
         raise invalid(f"{where}.name", f"a tool named '{shown(wire_name)}' is given twice.")
     seen.add(wire_name)
     description = (tool.description or "").encode()
-    return wire_name.encode(), description, utf8(params, f"{where}.parameters"), bool(tool.strict)
+    # The Responses API's strict defaults to true (Chat Completions' to false).
+    strict = tool.strict is not False
+    return wire_name.encode(), description, utf8(params, f"{where}.parameters"), strict
 
 
 def read_tools(raws: list[msgspec.Raw]) -> Tools:

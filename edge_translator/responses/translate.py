@@ -194,9 +194,8 @@ def _messages(instructions: str | None, items: list[Item]) -> list[WireMessage]:
                 continue
             if folding:
                 add(_assistant(text, calls, parts))
-                text, folding = None, False
-                if calls or parts:
-                    calls, parts = [], []
+                # New lists: the turn written holds the old ones.
+                text, folding, calls, parts = None, False, [], []
             data = said.encode()
             add((role_of[role], data) if data else (role_of[role], b"", b"", b"", (), False))
         elif kind == "function_call":
@@ -213,9 +212,8 @@ def _messages(instructions: str | None, items: list[Item]) -> list[WireMessage]:
         elif kind == "function_call_output":
             if folding:
                 add(_assistant(text, calls, parts))
-                text, folding = None, False
-                if calls or parts:
-                    calls, parts = [], []
+                # New lists: the turn written holds the old ones.
+                text, folding, calls, parts = None, False, [], []
             output = text_of(item.output).encode()
             add((Role.Tool, output, b"", (item.call_id or "").encode(), (), False))
     if folding:

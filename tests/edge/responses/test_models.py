@@ -249,14 +249,15 @@ def test_namespaces_are_flattened_and_their_other_members_kept() -> None:
         "name": "crm",
         "description": "The CRM.",
         "tools": [
-            {"type": "function", "name": "find", "description": "Find one.", "strict": True},
+            {"type": "function", "name": "find", "description": "Find one.", "strict": False},
             {"type": "custom", "name": "note"},
         ],
     }
     d = decoded(tools=[FN, group])
+    # strict is the Responses API's: true unless the client says false.
     assert [(s[0], s[1], s[3]) for s in d.tools] == [
-        (b"get_weather", b"", False),
-        (b"crm__find", b"Find one.", True),
+        (b"get_weather", b"", True),
+        (b"crm__find", b"Find one.", False),
     ]
     assert d.names == {"crm__find": ("crm", "find")}
     assert json.loads(d.extras)["tools"] == [

@@ -271,3 +271,20 @@ def test_a_captured_codex_request(name: str) -> None:
     assert extras == {k: body[k] for k in extras}
     assert set(extras) >= {"include", "reasoning", "store", "prompt_cache_key", "client_metadata"}
     assert [m.role for m in r.messages] == [i["role"] for i in body["input"]]
+
+
+def test_a_later_call_is_not_folded_into_an_earlier_turn_without_calls() -> None:
+    """An assistant turn with no text and no calls, then a user turn, then a
+    call: the call is the second assistant turn's alone (the first turn's
+    list is not reused for the next)."""
+    r = wire(
+        input=[
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": ""},
+            {"role": "user", "content": "c"},
+            {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+        ]
+    )
+    assert [m.role for m in r.messages] == ["user", "assistant", "user", "assistant"]
+    assert r.messages[1].tool_calls is None
+    assert [c.id for c in r.messages[3].tool_calls or ()] == ["call_1"]
