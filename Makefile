@@ -10,7 +10,16 @@ STAMP := $(VENV)/.installed-stamp
 MOCKS := $(VENV)/llmock
 MOCKS_STAMP := $(MOCKS)/.installed-stamp
 
-.PHONY: setup run test lint typecheck generate bench bench-load clean
+# Real Responses API clients the tests drive (tests/clients/), each pinned in a
+# scratch environment of its own, never the project's: Codex CLI from npm (its
+# package-lock.json; the platform binary is an optional dependency of the
+# package, about 420 MB installed) and the OpenAI Agents SDK in a venv.
+CODEX := $(VENV)/clients/codex
+CODEX_STAMP := $(CODEX)/.installed-stamp
+AGENTS := $(VENV)/agents
+AGENTS_STAMP := $(AGENTS)/.installed-stamp
+
+.PHONY: setup run test lint typecheck generate bench bench-load clean clients
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +34,20 @@ $(MOCKS_STAMP): tests/mocks/requirements-llmock.txt
 	@test -x $(MOCKS)/bin/python || $(PYTHON) -m venv $(MOCKS)
 	$(MOCKS)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	@touch $@
+
+$(CODEX_STAMP): tests/clients/codex/package.json tests/clients/codex/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 18+ and npm" >&2; exit 1; }
+	@mkdir -p $(CODEX)
+	cp $^ $(CODEX)/
+	cd $(CODEX) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(AGENTS_STAMP): tests/clients/requirements-agents.txt
+	@test -x $(AGENTS)/bin/python || $(PYTHON) -m venv $(AGENTS)
+	$(AGENTS)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	@touch $@
+
+clients: $(CODEX_STAMP) $(AGENTS_STAMP)
 
 setup: $(STAMP)
 
@@ -41,7 +64,7 @@ typecheck: $(STAMP)
 
 # The limits' tests need a real redis-server: installed first when missing
 # (a failure to install fails the target; those tests never skip).
-test: lint typecheck $(MOCKS_STAMP)
+test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(AGENTS_STAMP)
 	sh tests/setup_redis.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 

@@ -27,8 +27,8 @@ Render, per streamed token: ``chunk_to_sse``, ``read_chunk`` +
 frame inside an open text block (one ``content_block_delta`` event), the
 Messages edge's; ``chunk_to_responses_sse``, ``read_chunk`` +
 ``StreamRenderer.feed`` of the same frame inside an open text part (one
-``response.output_text.delta`` event), the Responses edge's. (``make bench`` measures the OpenAI translate at every size
-too, allocations included.)
+``response.output_text.delta`` event), the Responses edge's. (``make bench``
+measures the OpenAI translate at every size too, allocations included.)
 """
 
 from __future__ import annotations

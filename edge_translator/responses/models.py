@@ -44,7 +44,7 @@ the decoders are built once at import.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 
@@ -309,7 +309,7 @@ def _decode_one_pass(
     field ``ResponsesRequest`` does not know (``ValidationError`` for a
     field of the wrong shape, its path as the typed decode gives it)."""
     try:
-        head = _one_pass.decode(body)
+        head: Any = _one_pass.decode(body)
     except msgspec.ValidationError as exc:
         if str(exc).startswith(_UNKNOWN):
             return None

@@ -2,7 +2,7 @@
 ``response`` object.
 
 Owns the answer side of the Responses API as OpenAI's reference documents it
-and the official SDK reads it (the SDK's ``responses.stream()`` checks each item's
+and the official SDK reads it (the SDK's stream helper checks each item's
 identity from ``output_item.added`` to ``.done``):
 
 - ``StreamRenderer.feed(chunk)`` returns the SSE events (``event:`` line,
@@ -17,8 +17,10 @@ identity from ``output_item.added`` to ``.done``):
     ``reasoning_part`` (its ``encrypted_content`` when the request's
     ``include`` asked for ``reasoning.encrypted_content``:
     ``translate.encrypted_of``) or by the next item. The item keeps the id it
-    was added with (the SDK refuses a changed one): a backend's own id is
-    used only when its part opens the item;
+    was added with (the SDK refuses a changed one): a backend's own id, to
+    which its ``encrypted_content`` is bound, is used when its part opens the
+    item (a Responses-native backend's adapter sends the part with the id
+    alone as the item begins);
   - a message (``msg_...``): ``response.content_part.added`` (an
     ``output_text`` part), ``response.output_text.delta``s,
     ``response.output_text.done``, ``response.content_part.done``;
@@ -282,10 +284,14 @@ class _Answer:
         )
 
     def _part(self, out: list[bytes], part: ReasoningPart) -> None:
-        """A reasoning block ended: its item closed with its payload."""
+        """A reasoning block began (a part with nothing but its id, while no
+        reasoning item is open: the item opened with the backend's id, which
+        its payload is bound to) or ended (its item closed with its payload)."""
         item = self._rs
         if item is None:
             item = self._reasoning(out, part.id)
+            if not (part.text or part.opaque or part.redacted):
+                return
             if part.text:
                 self._summary(out, item, part.text)
         item.encrypted = encrypted_of(part)

@@ -17,10 +17,22 @@ Request: ``POST {url}/messages`` with ``x-api-key``, ``anthropic-version`` and
 - ``tool_choice``: auto, none, required -> ``any``, a named function ->
   ``tool``; sent only when tools exist; ``parallel_tool_calls = false`` ->
   ``disable_parallel_tool_use``;
+- an assistant turn's reasoning parts of the Messages dialect go first in
+  its content: ``thinking`` blocks with their ``signature`` (the part's
+  opaque bytes), or ``redacted_thinking`` blocks with their ``data``;
+  reasoning of another dialect (an OpenAI encrypted item) cannot be read by
+  Anthropic and is left out;
 - ``stop`` -> ``stop_sequences``; ``max_tokens`` (the backend's
   ``default_max_tokens`` when the request has none: Anthropic requires it);
   ``temperature``, ``top_p``, ``top_k``; ``user`` -> ``metadata.user_id``.
-- Dropped: seed, presence/frequency penalties, n, response_format, metadata.
+- Left out: seed, presence/frequency penalties, n, response_format, metadata.
+- The client's extras (``backends.extras``): Messages ones are merged at the
+  top level (never over ``model``, ``messages`` or ``stream``); no other
+  dialect's field maps to the Messages API (not even ``reasoning.effort``:
+  a thinking budget is not an effort), so they are left out, hosted tools
+  included.
+
+What is left out is named in ``Outbound.omitted``.
 
 Stream (``event:`` + ``data:``), into chunk frames:
 
@@ -57,13 +69,15 @@ from flatgate.proxy.backends.base import (
     Probe,
     Untranslatable,
 )
+from flatgate.proxy.backends.extras import read_extras, report_all, splice
 from flatgate.proxy.backends.json_api import EventStream, JsonAdapter, usage
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
-from flatgate.proxy.wire.schema import FinishReason, ToolChoiceMode
+from flatgate.proxy.wire.schema import ApiDialect, FinishReason, ToolChoiceMode
 
 __all__ = ["STOP_REASONS", "AnthropicAdapter", "AnthropicStream", "encode_request"]
 
@@ -96,7 +110,16 @@ class _ToolResult(msgspec.Struct, tag="tool_result", tag_field="type", omit_defa
     is_error: bool = False
 
 
-_Block = _Text | _ToolUse | _ToolResult
+class _Thinking(msgspec.Struct, tag="thinking", tag_field="type", gc=False):
+    thinking: str
+    signature: str
+
+
+class _RedactedThinking(msgspec.Struct, tag="redacted_thinking", tag_field="type", gc=False):
+    data: str
+
+
+_Block = _Text | _ToolUse | _ToolResult | _Thinking | _RedactedThinking
 
 
 class _Message(msgspec.Struct, gc=False):
@@ -136,6 +159,9 @@ class _MessagesRequest(msgspec.Struct, omit_defaults=True, gc=False):
     metadata: _Metadata | None = None
 
 
+_FIELDS = frozenset(_MessagesRequest.__struct_fields__)
+
+
 _EMPTY_OBJECT = msgspec.Raw(b"{}")
 _ANY_OBJECT = msgspec.Raw(b'{"type":"object"}')
 _CHOICE_TYPES: dict[int, str] = {
@@ -146,6 +172,10 @@ _CHOICE_TYPES: dict[int, str] = {
 }
 _encode = msgspec.json.Encoder().encode
 _decode_any = msgspec.json.decode
+_DIALECT = int(ApiDialect.ANTHROPIC_MESSAGES)
+# Never taken from Messages extras: the adapter's own (and max_tokens, which
+# the body must have, a slot of the schema).
+_OWN = frozenset({"model", "messages", "stream", "max_tokens"})
 
 
 def _arguments(text: str, where: str) -> msgspec.Raw:
@@ -161,7 +191,27 @@ def _arguments(text: str, where: str) -> msgspec.Raw:
     return msgspec.Raw(data)
 
 
-def _messages(req: Request) -> tuple[list[_Text], list[_Message]]:
+def _opaque(part: ReasoningPart, where: str) -> str:
+    try:
+        return part.opaque.decode()
+    except UnicodeDecodeError:
+        raise Untranslatable(f"{where}: a reasoning signature that is not UTF-8") from None
+
+
+def _thinking(parts: list[ReasoningPart], where: str, omitted: list[str]) -> list[_Block]:
+    """An assistant turn's reasoning as the blocks that open its content."""
+    blocks: list[_Block] = []
+    for j, part in enumerate(parts):
+        if part.dialect != _DIALECT or not part.opaque:
+            omitted.append("reasoning")
+        elif part.redacted:
+            blocks.append(_RedactedThinking(_opaque(part, f"{where}.reasoning[{j}]")))
+        else:
+            blocks.append(_Thinking(part.text, _opaque(part, f"{where}.reasoning[{j}]")))
+    return blocks
+
+
+def _messages(req: Request, omitted: list[str]) -> tuple[list[_Text], list[_Message]]:
     system: list[_Text] = []
     out: list[_Message] = []
 
@@ -185,10 +235,12 @@ def _messages(req: Request) -> tuple[list[_Text], list[_Message]]:
         elif role == "tool":
             add("user", [_ToolResult(m.tool_call_id, m.content or "", m.is_error)])
         elif role == "assistant":
-            blocks: list[_Block] = [_Text(m.content)] if m.content else []
+            where = f"messages[{i}]"
+            blocks: list[_Block] = _thinking(m.reasoning, where, omitted) if m.reasoning else []
+            if m.content:
+                blocks.append(_Text(m.content))
             for call in m.tool_calls or ():
                 fn = call.function
-                where = f"messages[{i}]"
                 blocks.append(_ToolUse(call.id, fn.name, _arguments(fn.arguments, where)))
             add("assistant", blocks)
         elif m.content:
@@ -196,9 +248,40 @@ def _messages(req: Request) -> tuple[list[_Text], list[_Message]]:
     return system, out
 
 
-def encode_request(req: Request, *, model: str, default_max_tokens: int = 4096) -> bytes:
-    """The Messages API JSON body for ``req``; ``Untranslatable`` if it cannot be."""
-    system, messages = _messages(req)
+def _left_out(req: Request, omitted: list[str]) -> None:
+    for name, given in (
+        ("seed", req.seed is not None),
+        ("presence_penalty", req.presence_penalty is not None),
+        ("frequency_penalty", req.frequency_penalty is not None),
+        ("n", req.n > 1),
+        ("response_format", bool(req.response_format)),
+        ("metadata", bool(req.metadata)),
+    ):
+        if given:
+            omitted.append(name)
+
+
+def _extras(req: Request, omitted: list[str]) -> list[tuple[str, bytes]]:
+    fields = read_extras(req.extras)
+    if req.extras_dialect == _DIALECT:
+        return [(k, bytes(v)) for k, v in fields.items() if k not in _OWN]
+    report_all(fields, req.extras_dialect, omitted)
+    return []
+
+
+def encode_request(
+    req: Request,
+    *,
+    model: str,
+    default_max_tokens: int = 4096,
+    omitted: list[str] | None = None,
+) -> bytes:
+    """The Messages API JSON body for ``req``; ``Untranslatable`` if it cannot
+    be. What it leaves out is appended to ``omitted``."""
+    if omitted is None:
+        omitted = []
+    _left_out(req, omitted)
+    system, messages = _messages(req, omitted)
     tools = None
     choice = None
     if req.tools:
@@ -213,22 +296,25 @@ def encode_request(req: Request, *, model: str, default_max_tokens: int = 4096) 
             choice = _ToolChoice(kind, name, single if kind != "none" else None)
         elif single:
             choice = _ToolChoice("auto", None, True)
-    return _encode(
-        _MessagesRequest(
-            model=model,
-            max_tokens=req.max_tokens or default_max_tokens,
-            messages=messages,
-            stream=True,
-            system=system or None,
-            temperature=req.temperature,
-            top_p=req.top_p,
-            top_k=req.top_k or None,
-            stop_sequences=req.stop or None,
-            tools=tools,
-            tool_choice=choice,
-            metadata=_Metadata(req.user) if req.user else None,
-        )
+    out = _MessagesRequest(
+        model=model,
+        max_tokens=req.max_tokens or default_max_tokens,
+        messages=messages,
+        stream=True,
+        system=system or None,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=req.top_k or None,
+        stop_sequences=req.stop or None,
+        tools=tools,
+        tool_choice=choice,
+        metadata=_Metadata(req.user) if req.user else None,
     )
+    extra = _extras(req, omitted) if req.extras else []
+    for name, _ in extra:
+        if name in _FIELDS:  # the client's own value wins
+            setattr(out, name, None)
+    return splice(_encode(out), extra)
 
 
 # -- the stream ----------------------------------------------------------------
@@ -452,8 +538,10 @@ class AnthropicAdapter(JsonAdapter):
     def fixed(self) -> list[tuple[str, str]]:
         return self._version
 
-    def encode(self, req: Request, model: str) -> bytes:
-        return encode_request(req, model=model, default_max_tokens=self._default_max)
+    def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
+        return encode_request(
+            req, model=model, default_max_tokens=self._default_max, omitted=omitted
+        )
 
     def translator(self, request_id: str, model: str) -> AnthropicStream:
         return AnthropicStream(request_id, self.model or model)

@@ -73,6 +73,9 @@ class Outbound:
     url: str
     headers: list[tuple[str, str]]
     body: bytes
+    # What of the request the backend is not sent, each field named once
+    # (``backends.extras``: ``tools[web_search]``, ``include``, ``reasoning``).
+    omitted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,11 @@
 
 ``JsonAdapter`` is their adapter's common part: the endpoint, the headers
 (content type, the request id, flatgate's credential or, where configured, the
-caller's, and static extras), the refusal read from an error body, and the
+caller's, and static extras), the names of what the request's encoder left
+out (``Outbound.omitted``), the refusal read from an error body, and the
 probe; each protocol supplies its path, credential header, request encoder and
-translator.
+translator. ``failed_result`` is how the OpenAI APIs, which have no error
+flag on a tool's result, say that a call failed.
 
 ``EventStream`` parses the body as server-sent events and hands each event to
 its subclass (``_event``), which returns the frames it makes. Whatever the
@@ -31,7 +33,15 @@ from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import JSON, SSE, FinishReason
 
-__all__ = ["INT32_MAX", "EventStream", "JsonAdapter", "count", "error_message", "usage"]
+__all__ = [
+    "INT32_MAX",
+    "EventStream",
+    "JsonAdapter",
+    "count",
+    "error_message",
+    "failed_result",
+    "usage",
+]
 
 INT32_MAX = (1 << 31) - 1
 
@@ -109,6 +119,14 @@ class EventStream:
         return b"".join(out)
 
 
+def failed_result(text: str) -> str:
+    """A failed tool call's result text for an API without an error flag:
+    prefixed ``Error:``, unless it starts with "error" already."""
+    if text[:5].lower() == "error":
+        return text
+    return f"Error: {text}" if text else "Error"
+
+
 def error_message(body: bytes) -> str:
     """The message of an OpenAI- or Anthropic-shaped error body, or its text."""
     try:
@@ -147,21 +165,24 @@ class JsonAdapter:
         """Headers every request of the protocol carries (besides the key)."""
         return []
 
-    def encode(self, req: Request, model: str) -> bytes:
+    def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
+        """The backend's JSON body; appends to ``omitted`` the name of each
+        field of the request it leaves out."""
         raise NotImplementedError
 
     def prepare(
         self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
     ) -> Outbound:
         req = request()
-        payload = self.encode(req, self.model or req.model_name)
+        omitted: list[str] = []
+        payload = self.encode(req, self.model or req.model_name, omitted)
         headers = [("content-type", JSON), ("accept", SSE), ("x-request-id", request_id)]
         headers += self.fixed()
         headers += self.auth
         if self.forward and authorization:
             headers.append(("authorization", authorization))
         headers += self.extra
-        return Outbound(self.url, headers, payload)
+        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)))
 
     def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
         return Refusal(classify(status), status, error_message(body), retry_after(headers))

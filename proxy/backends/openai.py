@@ -12,8 +12,17 @@ as ``max_tokens`` or ``max_completion_tokens`` (``max_tokens_field``).
 API refuses it, and its 400 reaches the caller). A tool result marked
 ``is_error`` (Anthropic's flag; OpenAI's tool messages have none) is sent as
 its text with an ``Error:`` prefix, unless the text starts with "error"
-already. Dropped: ``metadata`` (OpenAI accepts it only for stored
-completions).
+already. Left out (and named in ``Outbound.omitted``): ``metadata`` (OpenAI
+accepts it only for stored completions) and an assistant turn's reasoning
+parts (Chat Completions has no field to send them back in).
+
+The client's extras (``backends.extras``): Chat Completions ones are merged
+at the top level (never over ``model``, ``messages``, ``stream`` or
+``stream_options``); Responses ones are mapped (``prompt_cache_key``,
+``safety_identifier``, ``service_tier``, ``reasoning.effort`` ->
+``reasoning_effort``, ``text.verbosity`` -> ``verbosity``, ``top_logprobs``
+-> ``logprobs`` + ``top_logprobs``) and the rest (hosted tools, ``include``,
+``reasoning.summary``, ...) left out; any other dialect's are left out.
 
 Stream: SSE ``data:`` events, each a ``chat.completion.chunk``, into chunk
 frames:
@@ -50,15 +59,22 @@ import msgspec
 from flatgate.proxy.backends.base import (
     Probe,
 )
-from flatgate.proxy.backends.json_api import INT32_MAX, EventStream, JsonAdapter, usage
+from flatgate.proxy.backends.extras import read_extras, report_all, responses_for_chat, splice
+from flatgate.proxy.backends.json_api import (
+    INT32_MAX,
+    EventStream,
+    JsonAdapter,
+    failed_result,
+    usage,
+)
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.request.decode import Message, Request, Tool
-from flatgate.proxy.wire.schema import FinishReason, ToolChoiceMode
+from flatgate.proxy.wire.schema import ApiDialect, FinishReason, ToolChoiceMode
 
-__all__ = ["FINISH_REASONS", "OpenAIAdapter", "OpenAIStream", "encode_request"]
+__all__ = ["FINISH_REASONS", "OpenAIAdapter", "OpenAIConventions", "OpenAIStream", "encode_request"]
 
 # finish_reason values, as servers send them.
 FINISH_REASONS: dict[str, FinishReason] = {
@@ -129,31 +145,63 @@ _encode = msgspec.json.Encoder().encode
 _replace = msgspec.structs.replace
 
 
-def _tool_errors(messages: list[Message]) -> list[Message]:
-    """The messages with each failed call's result marked in its text (see
-    the module docstring), and the flag, which OpenAI would refuse, cleared."""
+# Never taken from Chat Completions extras: the adapter's own.
+_OWN = frozenset({"model", "messages", "stream", "stream_options"})
+_FIELDS = frozenset(_ChatRequest.__struct_fields__)
+_CHAT = int(ApiDialect.OPENAI_CHAT)
+_RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
+
+
+def _mapped(messages: list[Message], omitted: list[str]) -> list[Message]:
+    """The messages as Chat Completions takes them: each failed call's result
+    marked in its text (see the module docstring) and the flag, which OpenAI
+    would refuse, cleared; reasoning parts left out."""
     out = []
     for m in messages:
-        if not m.is_error:
-            out.append(m)
-            continue
-        text = m.content or ""
-        if text[:5].lower() != "error":
-            text = f"Error: {text}" if text else "Error"
-        out.append(_replace(m, content=text, is_error=False))
+        mapped = m
+        if m.is_error:
+            mapped = _replace(mapped, content=failed_result(m.content or ""), is_error=False)
+        if m.reasoning is not None:
+            if m.reasoning:
+                omitted.append("reasoning")
+            mapped = _replace(mapped, reasoning=None)
+        out.append(mapped)
     return out
 
 
-def encode_request(req: Request, *, model: str, max_tokens_field: str = "max_tokens") -> bytes:
-    """The Chat Completions JSON body for ``req``."""
+def _extras(req: Request, omitted: list[str]) -> list[tuple[str, bytes]]:
+    fields = read_extras(req.extras)
+    if not fields:
+        return []
+    if req.extras_dialect == _CHAT:
+        return [(k, bytes(v)) for k, v in fields.items() if k not in _OWN]
+    if req.extras_dialect == _RESPONSES:
+        return responses_for_chat(fields, omitted)
+    report_all(fields, req.extras_dialect, omitted)
+    return []
+
+
+def encode_request(
+    req: Request,
+    *,
+    model: str,
+    max_tokens_field: str = "max_tokens",
+    omitted: list[str] | None = None,
+) -> bytes:
+    """The Chat Completions JSON body for ``req``; what it leaves out is
+    appended to ``omitted``."""
+    if omitted is None:
+        omitted = []
     choice: str | _ForcedTool | None = None
     if req.tool_choice == ToolChoiceMode.Function:
         choice = _ForcedTool(_Name(req.tool_choice_name))
     elif req.tool_choice:
         choice = _CHOICES.get(req.tool_choice)
     messages = req.messages
-    if any(m.is_error for m in messages):
-        messages = _tool_errors(messages)
+    if any(m.is_error or m.reasoning is not None for m in messages):
+        messages = _mapped(messages, omitted)
+    if req.metadata:
+        omitted.append("metadata")
     out = _ChatRequest(
         model=model,
         messages=messages,
@@ -178,7 +226,11 @@ def encode_request(req: Request, *, model: str, max_tokens_field: str = "max_tok
             out.max_completion_tokens = req.max_tokens
         else:
             out.max_tokens = req.max_tokens
-    return _encode(out)
+    extra = _extras(req, omitted) if req.extras else []
+    for name, _ in extra:
+        if name in _FIELDS:  # the client's own value wins
+            setattr(out, name, None)
+    return splice(_encode(out), extra)
 
 
 # -- the stream ----------------------------------------------------------------
@@ -378,25 +430,33 @@ class OpenAIStream(EventStream):
         return b"".join(out)
 
 
-class OpenAIAdapter(JsonAdapter):
-    protocol = "openai"
-    path = "/chat/completions"
+class OpenAIConventions(JsonAdapter):
+    """What OpenAI's APIs share (this one and ``openai-responses``): the key
+    as ``Authorization: Bearer``, readiness as ``GET {url}/models``."""
 
     def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
         self._models = config.url.rstrip("/") + "/models"
-        self._field = config.max_tokens_field
 
     def credential(self, key: str) -> list[tuple[str, str]]:
         return [("authorization", f"Bearer {key}")]
-
-    def encode(self, req: Request, model: str) -> bytes:
-        return encode_request(req, model=model, max_tokens_field=self._field)
-
-    def translator(self, request_id: str, model: str) -> OpenAIStream:
-        return OpenAIStream(request_id, self.model or model)
 
     def probe(self) -> Probe:
         if self.health:
             return super().probe()
         return Probe(self._models, [*self.auth, *self.extra])
+
+
+class OpenAIAdapter(OpenAIConventions):
+    protocol = "openai"
+    path = "/chat/completions"
+
+    def __init__(self, config: BackendConfig) -> None:
+        super().__init__(config)
+        self._field = config.max_tokens_field
+
+    def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
+        return encode_request(req, model=model, max_tokens_field=self._field, omitted=omitted)
+
+    def translator(self, request_id: str, model: str) -> OpenAIStream:
+        return OpenAIStream(request_id, self.model or model)

@@ -7,7 +7,8 @@ these. URL conventions: an ``fbs`` backend's ``url`` is the server root (the
 proxy appends ``/v1/completions``); an ``openai`` or ``anthropic`` backend's
 ``url`` is the API base including its version (``https://api.openai.com/v1``,
 ``http://127.0.0.1:8000/v1``), to which the adapter appends
-``/chat/completions`` or ``/messages``.
+``/chat/completions`` or ``/messages``; an ``openai-responses`` backend's is
+the same base as an ``openai`` one's, to which it appends ``/responses``.
 
 No I/O beyond reading ``ca_file`` to check it loads.
 """
@@ -22,11 +23,12 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from flatgate.proxy.backends.extras import HOSTED_TOOLS
 from flatgate.proxy.plumbing.config import Problems
 
 __all__ = ["FIRST_BYTE_TIMEOUT", "PROTOCOLS", "BackendConfig", "backend_problems"]
 
-PROTOCOLS = ("fbs", "openai", "anthropic")
+PROTOCOLS = ("fbs", "openai", "openai-responses", "anthropic")
 # A reasoning model may think for minutes before its first token.
 FIRST_BYTE_TIMEOUT = 600.0
 
@@ -34,7 +36,7 @@ FIRST_BYTE_TIMEOUT = 600.0
 class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     url: str
-    protocol: Literal["fbs", "openai", "anthropic"] = "fbs"
+    protocol: Literal["fbs", "openai", "openai-responses", "anthropic"] = "fbs"
     weight: int = 1
     # Concurrent requests this backend takes (0: no limit).
     max_outstanding: int = 0
@@ -58,12 +60,16 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     headers: dict[str, str] = {}
     # openai: "max_completion_tokens" for OpenAI's o-series and gpt-5.
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    # openai-responses: the tools only the provider runs (backends.extras
+    # HOSTED_TOOLS: "web_search", "file_search", ...) that this backend runs
+    # too; a client's hosted tool not listed is left out and reported.
+    hosted_tools: tuple[str, ...] = ()
     # anthropic: sent when a request gives no max_tokens (Anthropic requires one).
     default_max_tokens: int = 4096
     anthropic_version: str = "2023-06-01"
     # Readiness probe: a path on the backend's server, from its root (vLLM and
-    # llama.cpp serve /health there); "": fbs GET {url}/healthz, openai GET
-    # {url}/models, anthropic a TLS or TCP connect.
+    # llama.cpp serve /health there); "": fbs GET {url}/healthz, openai and
+    # openai-responses GET {url}/models, anthropic a TLS or TCP connect.
     health_path: str = ""
     # A PEM file of CA certificates to trust besides the system store (https).
     ca_file: str = ""
@@ -92,6 +98,7 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 # mistake worth naming.
 _ONLY_FOR = {
     "max_tokens_field": ("openai", "max_tokens"),
+    "hosted_tools": ("openai-responses", ()),
     "default_max_tokens": ("anthropic", 4096),
     "anthropic_version": ("anthropic", "2023-06-01"),
 }
@@ -140,11 +147,17 @@ def backend_problems(
     for key, (protocol, default) in _ONLY_FOR.items():
         if b.protocol != protocol and getattr(b, key) != default:
             problems.append(f"{where}.{key}: applies to {protocol} backends only")
+    for i, tool in enumerate(b.hosted_tools):
+        if tool not in HOSTED_TOOLS:
+            problems.append(
+                f"{where}.hosted_tools[{i}]: unknown hosted tool {tool!r}: expected one of "
+                + ", ".join(HOSTED_TOOLS)
+            )
     if b.protocol == "fbs" and (b.api_key or b.api_key_env or b.model):
         key = "model" if b.model else "api_key" if b.api_key else "api_key_env"
         problems.append(
             f"{where}.{key}: an fbs backend is sent the caller's bytes untouched; "
-            "use an openai or anthropic backend to rename or authenticate"
+            "use an openai, openai-responses or anthropic backend to rename or authenticate"
         )
     problems.at_least(f"{where}.default_max_tokens", b.default_max_tokens, 1)
     for name, value in b.headers.items():

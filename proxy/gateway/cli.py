@@ -89,13 +89,15 @@ def _parser() -> argparse.ArgumentParser:
     proxy = sub.add_parser("proxy", help="the internal .fbs proxy")
     _common(proxy, "asgi")
     proxy.add_argument("--transport", choices=("fast", "httpx"), help="upstream HTTP client")
-    stub = sub.add_parser("stub", help="the built-in model server (fbs, openai or anthropic)")
+    stub = sub.add_parser(
+        "stub", help="the built-in model server (fbs, openai, openai-responses or anthropic)"
+    )
     _common(stub, "asgi")
     stub.add_argument(
         "--protocol",
         choices=STUB_PROTOCOLS,
-        help="the API it serves: fbs (CompletionRequest, default), openai (Chat Completions) "
-        "or anthropic (Messages)",
+        help="the API it serves: fbs (CompletionRequest, default), openai (Chat Completions), "
+        "openai-responses (the Responses API) or anthropic (Messages)",
     )
     stub.add_argument("--ttft-ms", type=float, help="time to first token, ms")
     stub.add_argument("--itl-ms", type=float, help="inter-token delay, ms")

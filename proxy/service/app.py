@@ -33,6 +33,7 @@ import time
 
 import msgspec
 
+from flatgate.proxy.backends.extras import omitted_header
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
@@ -73,6 +74,7 @@ from flatgate.proxy.wire.schema import (
     FLATBUFFERS,
     FRAMES,
     JSON,
+    OMITTED_HEADER,
     PROVIDERS,
     SSE,
 )
@@ -425,6 +427,9 @@ class ProxyServer:
             ("x-request-id", entry.request_id or ""),
             (BACKEND_HEADER, entry.backend or ""),
         ]
+        omitted = relay.opened.omitted
+        if omitted:
+            headers.append((OMITTED_HEADER, omitted_header(omitted)))
         if relay.whole:
             await ex.respond(200, headers, first)
             return

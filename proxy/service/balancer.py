@@ -23,6 +23,7 @@ from flatgate.proxy.backends.anthropic import AnthropicAdapter
 from flatgate.proxy.backends.base import Adapter
 from flatgate.proxy.backends.fbs import FbsAdapter
 from flatgate.proxy.backends.openai import OpenAIAdapter
+from flatgate.proxy.backends.openai_responses import ResponsesAdapter
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.limits import SharedBackends
 from flatgate.proxy.transport.base import Timeouts
@@ -34,6 +35,8 @@ def adapter_for(cfg: BackendConfig) -> Adapter:
     """The adapter of a backend's protocol."""
     if cfg.protocol == "openai":
         return OpenAIAdapter(cfg)
+    if cfg.protocol == "openai-responses":
+        return ResponsesAdapter(cfg)
     if cfg.protocol == "anthropic":
         return AnthropicAdapter(cfg)
     return FbsAdapter(cfg)

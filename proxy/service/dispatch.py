@@ -27,7 +27,10 @@ to, fallbacks included; 0: no bound). When every backend is at its
 ``max_outstanding``, 503 ``backends_busy`` with ``Retry-After``.
 
 Every attempt counts one outstanding request on its backend until the answer
-is closed (``Opened.close``) or refused. Shared by the HTTP app and the
+is closed (``Opened.close``) or refused. The fields a backend that answered
+was not sent (``Outbound.omitted``) go with its answer (``Opened.omitted``)
+and are counted in ``flatgate_proxy_omitted_fields_total`` by backend and
+field. Shared by the HTTP app and the
 in-process router; knows nothing of HTTP servers. It refuses with a
 ``service.errors.ProxyError``; a buffer that cannot be read for a JSON backend
 is the wire layer's ``MalformedBuffer``, mapped where the callers map the rest.
@@ -43,7 +46,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flatgate.proxy.backends.base import Probe, RefusalKind, Translator, Untranslatable
+from flatgate.proxy.backends.extras import omitted_label
 from flatgate.proxy.limits import BackendLease, SharedBackends
+from flatgate.proxy.plumbing.instruments import CountFamily
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.service.errors import BUSY_RETRY_AFTER, ProxyError, timed_out, unreachable
@@ -76,6 +81,9 @@ class Opened:
     # The backend's outstanding request in the shared store (None: none).
     lease: BackendLease | None = None
     shared: SharedBackends | None = None
+    # The request's fields the backend was not sent (``Outbound.omitted``):
+    # the proxy's answer names them (``OMITTED_HEADER``).
+    omitted: tuple[str, ...] = ()
     _closed: bool = False
 
     async def close(self) -> None:
@@ -189,6 +197,13 @@ class Dispatcher:
         self.max_attempts = max_attempts
         self.shared = shared
         self.max_bytes = max_bytes
+        self._omitted = CountFamily(
+            f"{metrics.prefix}_proxy_omitted_fields",
+            "Request fields a backend was not sent (named in x-flatgate-omitted), "
+            "by backend and field.",
+            ["backend", "field"],
+        )
+        metrics.collect_from(self._omitted.collect)
 
     async def open(
         self, target: RouteTarget, body: bytes, request_id: str, authorization: str = ""
@@ -257,7 +272,11 @@ class Dispatcher:
                 self.metrics.upstream_ttfb_of(backend.name).observe(time.perf_counter() - started)
                 model = decoded().model_name if adapter.protocol != "fbs" else ""
                 translator = adapter.translator(request_id, model)
-                return Opened(backend, resp, translator, started, self.metrics, lease, shared)
+                for name in out.omitted:
+                    self._omitted.labels(backend.name, omitted_label(name)).inc()
+                return Opened(
+                    backend, resp, translator, started, self.metrics, lease, shared, out.omitted
+                )
             try:
                 await self._refused(backend, resp, failures)
             finally:

@@ -27,11 +27,12 @@ from __future__ import annotations
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 
+from flatgate.proxy.backends.extras import omitted_header
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
 from flatgate.proxy.service.relay import Relay
 from flatgate.proxy.transport.base import Response, Timeouts
-from flatgate.proxy.wire.schema import BACKEND_HEADER
+from flatgate.proxy.wire.schema import BACKEND_HEADER, OMITTED_HEADER
 
 __all__ = ["InProcessTransport"]
 
@@ -72,6 +73,9 @@ class _Relayed:
     def __init__(self, proxy: ProxyServer, relay: Relay, backend: str, label: str) -> None:
         self.status = 200
         self.headers: Mapping[str, str] = {BACKEND_HEADER: backend}
+        omitted = relay.opened.omitted
+        if omitted:
+            self.headers = {BACKEND_HEADER: backend, OMITTED_HEADER: omitted_header(omitted)}
         self._proxy = proxy
         self._relay = relay
         self._label = label

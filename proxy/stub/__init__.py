@@ -1,15 +1,17 @@
 """The built-in model server: deterministic tokens, for runs, tests and benchmarks.
 
-``flatgate stub --protocol fbs|openai|anthropic`` serves one protocol per
-process: ``fbs`` (a ``CompletionRequest`` in, chunk frames out), ``openai``
-(Chat Completions) or ``anthropic`` (Messages). In each API's own wire format
-it gives the same deterministic echo (``echo``) and the same faults
-(``server``), so backend adapters can be tested end to end against it.
+``flatgate stub --protocol fbs|openai|openai-responses|anthropic`` serves one
+protocol per process: ``fbs`` (a ``CompletionRequest`` in, chunk frames out),
+``openai`` (Chat Completions), ``openai-responses`` (the Responses API) or
+``anthropic`` (Messages). In each API's own wire format it gives the same
+deterministic echo (``echo``) and the same faults (``server``), so backend
+adapters can be tested end to end against it.
 
-Modules: ``echo`` (the answer and the faults, no format), ``fbs``, ``openai``
-and ``anthropic`` (the wire formats; ``openai_request`` and
-``anthropic_request`` validate their requests), ``server`` (HTTP handling,
-stats, faults), ``settings`` (``[stub]``). ``create_app`` is the granian factory.
+Modules: ``echo`` (the answer and the faults, no format), ``fbs``,
+``openai``, ``openai_responses`` and ``anthropic`` (the wire formats;
+``openai_request``, ``openai_responses_request`` and ``anthropic_request``
+validate their requests), ``server`` (HTTP handling, stats, faults),
+``settings`` (``[stub]``). ``create_app`` is the granian factory.
 """
 
 from __future__ import annotations

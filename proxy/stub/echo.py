@@ -2,9 +2,10 @@
 
 Owns what the stub answers, whatever protocol it speaks:
 
-- ``StubRequest``: what a wire module (``fbs``, ``openai``, ``anthropic``)
-  reads out of a request: roles and texts, the token limit, the forced tool,
-  ``stream``, and the fault the request asks for;
+- ``StubRequest``: what a wire module (``fbs``, ``openai``,
+  ``openai_responses``, ``anthropic``) reads out of a request: roles and
+  texts, the token limit, the forced tool, ``stream``, the fault the request
+  asks for, and the settings a protocol echoes;
 - ``answer``: the echo of the last ``user`` message, one delta per
   whitespace-delimited word with the whitespace after it (``deltas_of``), cut
   before the first of the request's stop sequences it contains (finish
@@ -29,7 +30,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -100,6 +101,9 @@ class StubRequest:
     include_usage: bool = False
     # Stop sequences: the echo ends before the first one it contains.
     stop: tuple[str, ...] = ()
+    # A protocol's own settings that its answer echoes or acts on (the
+    # Responses API's `tools`, `reasoning`, `include`, ...), as sent.
+    params: dict[str, Any] = field(default_factory=dict)
 
     @property
     def last_user(self) -> str:

@@ -19,7 +19,9 @@
   last chunk with no choices carries the usage; then ``data: [DONE]``.
 
 Per token only the delta's text is JSON-encoded: each stream's constant parts
-are encoded once. No I/O.
+are encoded once. ``OpenAIWire``'s keys, faults, errors and routes are OpenAI's
+for both of its APIs: the Responses API's wire (``openai_responses``) is this
+one with its own path, request and renderings. No I/O.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from flatgate.proxy.stub.echo import (
     Canned,
     HeaderFn,
     Rejected,
+    Rendering,
     Reply,
     StubRequest,
     deltas_of,
@@ -53,7 +56,7 @@ from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import JSON, FinishReason
 
-__all__ = ["OpenAIWire", "error_reply"]
+__all__ = ["SSE", "OpenAIWire", "error_reply"]
 
 SSE = "text/event-stream; charset=utf-8"
 _enc = msgspec.json.encode
@@ -210,6 +213,16 @@ class OpenAIWire:
     path = "/v1/chat/completions"
     request_id_header = "x-request-id"
     tool_id_prefix = "call_"
+    # The field a request too long is blamed on (the ``reject`` fault).
+    prompt_param = "messages"
+
+    def render(self, req: StubRequest, ans: Answer, created: int) -> Rendering:
+        """The streamed answer, made at ``created``."""
+        return _Rendering(req, ans, created)
+
+    def whole(self, req: StubRequest, ans: Answer, created: int) -> dict[str, Any]:
+        """The non-streamed answer's document, made at ``created``."""
+        return _completion(req, ans, created)
 
     def route(self, method: str, path: str) -> Reply:
         if path == "/v1/models" and method == "GET":
@@ -239,10 +252,15 @@ class OpenAIWire:
 
     def parse(self, body: bytes, header: HeaderFn) -> StubRequest:
         try:
-            chat: ChatRequest = decode_chat_request(body)
-            return to_stub_request(chat, header("x-request-id") or "")
+            return self.read(body, header("x-request-id") or "")
         except Invalid as exc:
-            raise Rejected(error_reply(400, exc.message, param=exc.param, code=exc.code)) from None
+            reply = error_reply(exc.status, exc.message, param=exc.param, code=exc.code)
+            raise Rejected(reply) from None
+
+    def read(self, body: bytes, request_id: str) -> StubRequest:
+        """The request, validated; raises ``Invalid``."""
+        chat: ChatRequest = decode_chat_request(body)
+        return to_stub_request(chat, request_id)
 
     def fault(self, fault: str, req: StubRequest) -> Reply:
         if fault == "rate_limit":
@@ -262,7 +280,7 @@ class OpenAIWire:
                 "This model's maximum context length is 8192 tokens. However, your messages "
                 "resulted in more tokens. Please reduce the length of the messages. "
                 "(stub fault: reject)",
-                param="messages",
+                param=self.prompt_param,
                 code="context_length_exceeded",
             )
         if fault == "overloaded":
@@ -274,7 +292,7 @@ class OpenAIWire:
         return error_reply(503, "The server is not available. (stub fault: fail)", "server_error")
 
     def complete(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Reply:
-        body = _enc(_completion(req, ans, int(time.time())))
+        body = _enc(self.whole(req, ans, int(time.time())))
         return Reply(
             200, [("content-type", JSON), *id_header(self.request_id_header, req.request_id)], body
         )
@@ -286,17 +304,17 @@ class OpenAIWire:
             "server_error",
         )
 
-    def stream(self, req: StubRequest, ans: Answer, header: HeaderFn) -> _Rendering:
-        return _Rendering(req, ans, int(time.time()))
+    def stream(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Rendering:
+        return self.render(req, ans, int(time.time()))
 
     def canned(self, count: int) -> Canned:
         req = StubRequest("canned", "stub-canned", (), 0, "", True)
         ans = Answer(tuple(deltas_of("tok " * count)), FinishReason.STOP, Usage(0, count))
-        r = _Rendering(req, ans, 0)
+        r = self.render(req, ans, 0)
         streamed = Reply(
             200, [("content-type", SSE)], r.opening() + b"".join(r.steps()) + r.closing()
         )
-        whole = Reply(200, [("content-type", JSON)], _enc(_completion(req, ans, 0)))
+        whole = Reply(200, [("content-type", JSON)], _enc(self.whole(req, ans, 0)))
 
         def pick(body: bytes, header: HeaderFn) -> Reply:
             return streamed if is_streamed(body) else whole

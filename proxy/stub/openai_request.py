@@ -3,10 +3,14 @@
 msgspec Structs decode the body once (unknown fields ignored, as OpenAI does);
 ``to_stub_request`` then checks the rules a type cannot say and reads out a
 ``StubRequest``. Every failure is an ``Invalid`` carrying OpenAI's message,
-``param`` (``messages[0].role``) and ``code``. No I/O.
+``param`` (``messages[0].role``) and ``code``; ``decode_openai``, ``missing``,
+``at_least`` and ``in_range`` say them as OpenAI does, for both of OpenAI's
+APIs (``openai_responses_request`` uses them too). No I/O.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import msgspec
 
@@ -14,8 +18,18 @@ from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.stub.echo import StubRequest, split_model
 from flatgate.proxy.wire.schema import Role
 
-__all__ = ["ChatRequest", "Invalid", "decode_chat_request", "to_stub_request"]
+__all__ = [
+    "ChatRequest",
+    "Invalid",
+    "at_least",
+    "decode_chat_request",
+    "decode_openai",
+    "in_range",
+    "missing",
+    "to_stub_request",
+]
 
+_T = TypeVar("_T")
 _ROLES = {
     "system": Role.System,
     "developer": Role.Developer,
@@ -29,13 +43,16 @@ _PART_TYPES = ("text", "image_url", "input_audio", "refusal", "audio", "file")
 
 
 class Invalid(ValueError):
-    """A request OpenAI would refuse with a 400."""
+    """A request OpenAI would refuse (with a 400, unless ``status`` says)."""
 
-    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, param: str | None = None, code: str | None = None, status: int = 400
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
+        self.status = status
 
 
 class Part(msgspec.Struct, gc=False):
@@ -110,8 +127,13 @@ _DECODER = msgspec.json.Decoder(ChatRequest)
 
 def decode_chat_request(body: bytes) -> ChatRequest:
     """The body as a ``ChatRequest``; raises ``Invalid`` naming the field."""
+    return decode_openai(_DECODER, body)
+
+
+def decode_openai(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
+    """The body decoded by ``decoder``; ``Invalid`` naming the field, as OpenAI says it."""
     try:
-        return _DECODER.decode(body)
+        return decoder.decode(body)
     except msgspec.ValidationError as exc:
         raise _from_msgspec(str(exc)) from None
     except msgspec.DecodeError:
@@ -126,16 +148,16 @@ def _from_msgspec(message: str) -> Invalid:
     if not v.path:
         return Invalid(f"Invalid request body: {message}", None, "invalid_type")
     if v.missing:
-        return _missing(v.where(field=v.missing))
+        return missing(v.where(field=v.missing))
     param = v.where()
     return Invalid(f"Invalid type for '{param}': {v.reason}", param, "invalid_type")
 
 
-def _missing(param: str) -> Invalid:
+def missing(param: str) -> Invalid:
     return Invalid(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
 
 
-def _at_least(param: str, value: int | None, low: int = 1) -> None:
+def at_least(param: str, value: int | None, low: int = 1) -> None:
     if value is not None and value < low:
         raise Invalid(
             f"Invalid '{param}': integer below minimum value. Expected a value >= {low}, "
@@ -145,7 +167,7 @@ def _at_least(param: str, value: int | None, low: int = 1) -> None:
         )
 
 
-def _in_range(param: str, value: float | None, high: float) -> None:
+def in_range(param: str, value: float | None, high: float) -> None:
     if value is not None and not 0 <= value <= high:
         raise Invalid(
             f"Invalid '{param}': expected a value between 0 and {high:g}, but got {value:g}.",
@@ -166,7 +188,7 @@ def _text(message: Message, where: str) -> str:
         at = f"{where}.content[{j}]"
         if part.type == "text":
             if part.text is None:
-                raise _missing(f"{at}.text")
+                raise missing(f"{at}.text")
             out.append(part.text)
         elif part.type == "refusal" and message.role == "assistant":
             out.append(part.refusal or "")
@@ -196,9 +218,9 @@ def _message(i: int, m: Message) -> tuple[int, str]:
             "invalid_value",
         )
     if m.role == "tool" and not m.tool_call_id:
-        raise _missing(f"{where}.tool_call_id")
+        raise missing(f"{where}.tool_call_id")
     if m.role == "function" and not m.name:
-        raise _missing(f"{where}.name")
+        raise missing(f"{where}.name")
     if m.content is None and not (m.role == "assistant" and m.tool_calls) and m.role != "function":
         if m.role == "assistant":
             raise Invalid(
@@ -206,7 +228,7 @@ def _message(i: int, m: Message) -> tuple[int, str]:
                 f"{where}.content",
                 "invalid_value",
             )
-        raise _missing(f"{where}.content")
+        raise missing(f"{where}.content")
     return role, _text(m, where)
 
 
@@ -249,7 +271,7 @@ def to_stub_request(r: ChatRequest, request_id: str) -> StubRequest:
     if not r.model:
         raise Invalid("you must provide a model parameter", None, None)
     if r.messages is None:
-        raise _missing("messages")
+        raise missing("messages")
     if not r.messages:
         raise Invalid(
             "Invalid 'messages': empty array. Expected an array with minimum length 1, but "
@@ -258,13 +280,13 @@ def to_stub_request(r: ChatRequest, request_id: str) -> StubRequest:
             "empty_array",
         )
     messages = tuple(_message(i, m) for i, m in enumerate(r.messages))
-    _at_least("max_tokens", r.max_tokens)
-    _at_least("max_completion_tokens", r.max_completion_tokens)
-    _at_least("n", r.n)
+    at_least("max_tokens", r.max_tokens)
+    at_least("max_completion_tokens", r.max_completion_tokens)
+    at_least("n", r.n)
     if r.n is not None and r.n > 1:
         raise Invalid("The stub answers one choice: 'n' must be 1.", "n", "unsupported_value")
-    _in_range("temperature", r.temperature, 2.0)
-    _in_range("top_p", r.top_p, 1.0)
+    in_range("temperature", r.temperature, 2.0)
+    in_range("top_p", r.top_p, 1.0)
     if r.stream_options is not None and not r.stream:
         raise Invalid(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.",

@@ -1,8 +1,8 @@
 """The stub's HTTP handling: routing, API keys, faults, pacing and stats.
 
 ``StubServer`` is written against ``plumbing.serve.Exchange`` and one ``Wire``
-(``fbs``, ``openai`` or ``anthropic``, from ``[stub] protocol``): the wire
-parses and renders, the server decides what happens when.
+(``fbs``, ``openai``, ``openai-responses`` or ``anthropic``, from ``[stub]
+protocol``): the wire parses and renders, the server decides what happens when.
 
 - ``GET /healthz`` says ok; ``GET /stats`` reports streams started,
   completed, cancelled (the caller went away) and active, frames (writes)
@@ -51,6 +51,7 @@ from flatgate.proxy.stub.echo import (
 )
 from flatgate.proxy.stub.fbs import FbsWire
 from flatgate.proxy.stub.openai import OpenAIWire
+from flatgate.proxy.stub.openai_responses import ResponsesWire
 from flatgate.proxy.stub.settings import FAULTS, StubSection
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.codes import error_body
@@ -61,6 +62,7 @@ __all__ = ["WIRES", "StubServer"]
 WIRES: dict[str, type[Wire]] = {
     "fbs": FbsWire,
     "openai": OpenAIWire,
+    "openai-responses": ResponsesWire,
     "anthropic": AnthropicWire,
 }
 # Longest a stalled or hanging stub waits before giving up on its own.

@@ -42,7 +42,7 @@ Fault = Literal[
 ]
 FAULTS: tuple[str, ...] = get_args(Fault)
 # The wire protocols the stub speaks, one per process.
-StubProtocol = Literal["fbs", "openai", "anthropic"]
+StubProtocol = Literal["fbs", "openai", "openai-responses", "anthropic"]
 STUB_PROTOCOLS: tuple[str, ...] = get_args(StubProtocol)
 
 
@@ -61,11 +61,12 @@ class StubSection(ServerSection, frozen=True, kw_only=True, forbid_unknown_field
     cadence_tokens: int = 128
     # A fault injected in every request (tests): one of FAULTS (see stub.echo).
     fault: Fault | Literal[""] = ""
-    # The API it serves: fbs (CompletionRequest), openai (Chat Completions) or
-    # anthropic (Messages).
+    # The API it serves: fbs (CompletionRequest), openai (Chat Completions),
+    # openai-responses (the Responses API) or anthropic (Messages).
     protocol: StubProtocol = "fbs"
-    # Non-empty: openai requests must carry `Authorization: Bearer <key>`,
-    # anthropic requests `x-api-key: <key>` (fbs requests are not checked).
+    # Non-empty: openai and openai-responses requests must carry
+    # `Authorization: Bearer <key>`, anthropic requests `x-api-key: <key>`
+    # (fbs requests are not checked).
     api_key: str = ""
     # What `flatgate up` starts: one stub per protocol, on port, port + 1, ...
     # (`flatgate stub` alone serves `protocol`).

@@ -21,6 +21,7 @@ from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.backends.anthropic import AnthropicStream
 from flatgate.proxy.backends.base import Translator
 from flatgate.proxy.backends.openai import OpenAIStream
+from flatgate.proxy.backends.openai_responses_stream import ResponsesStream
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk
@@ -40,13 +41,20 @@ def fixture(name: str) -> bytes:
 
 
 def sse_fixtures(prefix: str = "") -> list[str]:
-    """The parseable ``.sse`` fixtures (``anthropic_*`` ones, or the others)."""
+    """The parseable ``.sse`` fixtures (``anthropic_*`` ones, or the other
+    chat streams; the Responses API's are ``responses/``, see
+    ``responses_fixtures``)."""
     names = sorted(p.name for p in FIXTURES.glob("*.sse") if p.name not in UNPARSEABLE)
     if prefix == "anthropic":
         return [n for n in names if n.startswith("anthropic")]
     if prefix == "openai":
         return [n for n in names if not n.startswith("anthropic")]
     return names
+
+
+def responses_fixtures() -> list[str]:
+    """The Responses API's ``.sse`` fixtures, as ``fixture`` names."""
+    return sorted(f"responses/{p.name}" for p in (FIXTURES / "responses").glob("*.sse"))
 
 
 def data_events(*payloads: dict[str, Any] | str, done: bool = True) -> bytes:
@@ -144,8 +152,16 @@ def terminals(chunks: Sequence[Chunk]) -> list[Chunk]:
 
 def is_empty(c: Chunk) -> bool:
     """A chunk that says nothing: only ever a heartbeat (an Anthropic backend's
-    ``ping``)."""
-    return not (c.content or c.reasoning or c.tool_calls or is_terminal(c) or c.usage)
+    ``ping``, a Responses backend's hosted tool at work)."""
+    return not (
+        c.content
+        or c.reasoning
+        or c.tool_calls
+        or is_terminal(c)
+        or c.usage
+        or c.reasoning_part
+        or c.extras
+    )
 
 
 def content(chunks: Sequence[Chunk], index: int = 0) -> str:
@@ -226,6 +242,7 @@ def error_of(chunks: Sequence[Chunk]) -> ChunkError:
 STREAM_MODEL = "configured-model"
 OPENAI_RID = "req-42"
 ANTHROPIC_RID = "req-7"
+RESPONSES_RID = "req-9"
 
 
 def openai_stream() -> OpenAIStream:
@@ -234,6 +251,14 @@ def openai_stream() -> OpenAIStream:
 
 def translate_openai(data: bytes) -> list[Chunk]:
     return run(openai_stream(), [data])
+
+
+def responses_stream() -> ResponsesStream:
+    return ResponsesStream(RESPONSES_RID, STREAM_MODEL)
+
+
+def translate_responses(data: bytes) -> list[Chunk]:
+    return run(responses_stream(), [data])
 
 
 def anthropic_stream() -> AnthropicStream:

@@ -1,5 +1,6 @@
-"""The two streaming adapters (OpenAI Chat Completions, Anthropic Messages),
-described alike so that one test of how a stream ends runs over both.
+"""The streaming adapters (OpenAI Chat Completions, Anthropic Messages, OpenAI
+Responses), described alike so that one test of how a stream ends runs over
+each.
 
 Each ``StreamAdapter`` says how to start its stream, how to write an answer in
 its backend's SSE (text, then a finish reason; the end marker apart), its word
@@ -19,10 +20,13 @@ from hypothesis import strategies as st
 from flatgate.proxy.backends.anthropic import STOP_REASONS
 from flatgate.proxy.backends.base import Translator
 from flatgate.proxy.backends.openai import FINISH_REASONS
+from flatgate.proxy.backends.openai_responses_stream import INCOMPLETE_REASONS
 from flatgate.proxy.wire.chunk.frames import Chunk
+from tests.backends import responses_events as rev
 from tests.backends.helpers import (
     ANTHROPIC_RID,
     OPENAI_RID,
+    RESPONSES_RID,
     STOP,
     anthropic_stream,
     body,
@@ -33,12 +37,14 @@ from tests.backends.helpers import (
     message_start,
     named_events,
     openai_stream,
+    responses_fixtures,
+    responses_stream,
     run,
     sse_fixtures,
     text_block,
 )
 
-__all__ = ["ADAPTERS", "ANTHROPIC", "OPENAI", "StreamAdapter"]
+__all__ = ["ADAPTERS", "ANTHROPIC", "OPENAI", "RESPONSES", "StreamAdapter"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class StreamAdapter:
     fixtures: list[str]
     # An answer of these texts, then (if given) a finish reason; no end marker.
     answer: Callable[..., bytes]
+    # What ends the stream after its finish ("": the finish is the end, as
+    # the Responses API's terminal event is).
     end_marker: bytes
     stop: str
     # Fixtures: a whole documented answer, and a non-streamed JSON answer.
@@ -76,6 +84,16 @@ def openai_answer(*texts: str, finish: str | None = None) -> bytes:
 def anthropic_answer(*texts: str, finish: str | None = None) -> bytes:
     finished = [message_delta(finish)] if finish else []
     return body(message_start(), text_block(0, *texts), *finished)
+
+
+def responses_answer(*texts: str, finish: str | None = None) -> bytes:
+    """``finish``: "completed", or an ``incomplete_details.reason``."""
+    end = []
+    if finish == "completed":
+        end = [rev.completed()]
+    elif finish:
+        end = [rev.incomplete(finish)]
+    return rev.events(rev.created(), rev.message(0, *texts, done=bool(finish)), *end)
 
 
 # -- hostile bodies ----------------------------------------------------------------
@@ -185,6 +203,70 @@ anthropic_events = st.one_of(
 )
 
 
+responses_items = st.one_of(
+    st.builds(
+        lambda t, id_, text: {
+            "type": t,
+            "id": id_,
+            "call_id": id_,
+            "name": text,
+            "arguments": text,
+        },
+        st.sampled_from(["message", "function_call", "reasoning", "web_search_call", "x"]),
+        texts,
+        texts,
+    ),
+    st.builds(lambda id_, t, e: rev.reasoning_item(id_, t, encrypted=e), texts, texts, texts),
+)
+responses_statuses = st.sampled_from(["completed", "incomplete", "failed", "in_progress"])
+responses_payloads = st.one_of(
+    st.builds(rev.text_delta, numbers, texts),
+    st.builds(
+        lambda t, i, s, d: {"type": t, "output_index": i, "summary_index": s, "delta": d},
+        st.sampled_from(
+            [
+                "response.reasoning_summary_text.delta",
+                "response.reasoning_text.delta",
+                "response.function_call_arguments.delta",
+                "response.refusal.delta",
+                "response.web_search_call.searching",
+            ]
+        ),
+        numbers,
+        numbers,
+        texts,
+    ),
+    st.builds(rev.item_added, numbers, responses_items),
+    st.builds(rev.item_done, numbers, responses_items),
+    st.builds(
+        lambda i, a: {
+            "type": "response.function_call_arguments.done",
+            "output_index": i,
+            "arguments": a,
+        },
+        numbers,
+        texts,
+    ),
+    st.builds(
+        lambda k, status, reason, u: {
+            "type": k,
+            "response": {
+                "status": status,
+                "incomplete_details": {"reason": reason},
+                "usage": u,
+                "error": {"code": reason, "message": reason},
+            },
+        },
+        st.sampled_from(["response.completed", "response.incomplete", "response.failed"]),
+        responses_statuses,
+        st.sampled_from(sorted(INCOMPLETE_REASONS)) | texts,
+        st.none() | st.builds(rev.usage, numbers, numbers, numbers, numbers),
+    ),
+    st.builds(lambda c, m: {"type": "error", "code": c, "message": m}, texts, texts),
+    st.builds(lambda m: {"type": "response.created", "response": {"model": m}}, texts),
+)
+
+
 def data_event(obj: dict[str, Any]) -> bytes:
     return data_events(obj, done=False)
 
@@ -237,4 +319,26 @@ ANTHROPIC = StreamAdapter(
     many_choices=False,
 )
 
-ADAPTERS = [OPENAI, ANTHROPIC]
+RESPONSES = StreamAdapter(
+    name="openai-responses",
+    stream=responses_stream,
+    request_id=RESPONSES_RID,
+    fixtures=responses_fixtures(),
+    answer=responses_answer,
+    end_marker=b"",
+    stop="completed",
+    whole="responses/openai_text.sse",
+    json_answer="responses/openai_response_text.json",
+    failure=fixture("responses/openai_error.sse"),
+    hostile=st.builds(
+        events_body,
+        st.lists(responses_payloads, max_size=10),
+        st.sampled_from([named_events, raw_utf8]),
+        st.just(b""),
+    ),
+    many_choices=False,
+)
+
+ADAPTERS = [OPENAI, ANTHROPIC, RESPONSES]
+# Those whose stream ends with a marker after the finish ([DONE], message_stop).
+MARKED = [a for a in ADAPTERS if a.end_marker]

@@ -1,14 +1,10 @@
-"""How a backend stream ends, for both streaming adapters (``OpenAIStream``,
-``AnthropicStream``, described in ``tests.backends.streams``).
-
-Every stream must end in exactly one terminal chunk (a finish or an error),
-however its body is cut into reads, and wherever it is cut short: an error
-event, the end of the body with or without its end marker (``[DONE]``,
-``message_stop``), an event that does not decode or is oversized, and hostile
-input (anything but frames or ``TranslatorError`` is a bug). Each test runs for
-both adapters; a case only one backend can send is named after it, and the
-tests at the end are marked as one adapter's own. What a stream says on the
-way is ``test_openai_stream`` and ``test_anthropic_stream``.
+"""How a backend stream ends, for every streaming adapter
+(``tests.backends.streams``): exactly one terminal chunk (a finish or an
+error), however the body is cut into reads and wherever it is cut short (an
+error event, the end of the body with or without its end marker, an event
+that does not decode or is oversized, hostile input: anything but frames or
+``TranslatorError`` is a bug). A case one backend alone can send is named
+after it. What a stream says on the way: ``test_*_stream``.
 """
 
 from __future__ import annotations
@@ -22,6 +18,7 @@ from hypothesis import strategies as st
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
 from flatgate.proxy.wire.schema import FinishReason
+from tests.backends import responses_events as rev
 from tests.backends.helpers import (
     STOP,
     STREAM_ERROR,
@@ -44,7 +41,7 @@ from tests.backends.helpers import (
     terminals,
     text_block,
 )
-from tests.backends.streams import ADAPTERS, ANTHROPIC, OPENAI, StreamAdapter
+from tests.backends.streams import ADAPTERS, ANTHROPIC, MARKED, OPENAI, RESPONSES, StreamAdapter
 
 each = pytest.mark.parametrize("adapter", ADAPTERS, ids=str)
 FIXTURES = [pytest.param(a, n, id=f"{a}-{n}") for a in ADAPTERS for n in a.fixtures]
@@ -112,6 +109,42 @@ PROTOCOL_ERROR = "backend_protocol_error"
             ChunkError(STREAM_ERROR, "late failure"),
             id="openai-after-the-finish-before-done",
         ),
+        pytest.param(
+            RESPONSES,
+            fixture("responses/openai_failed.sse"),
+            "",
+            ChunkError(STREAM_ERROR, "server_error: The model failed to generate a response."),
+            id="responses-failed",
+        ),
+        pytest.param(
+            RESPONSES,
+            fixture("responses/openai_error.sse"),
+            "",
+            ChunkError(STREAM_ERROR, "ERR_SOMETHING: Something went wrong"),
+            id="responses-error-event",
+        ),
+        pytest.param(
+            RESPONSES,
+            rev.events(
+                rev.created(),
+                rev.message(0, "partial", done=False),
+                {"type": "response.failed", "response": {"status": "failed", "error": None}},
+                rev.completed(),
+            ),
+            "partial",
+            ChunkError(STREAM_ERROR, "the response failed"),
+            id="responses-failed-after-content-without-details",
+        ),
+        pytest.param(
+            RESPONSES,
+            rev.events(
+                rev.created(),
+                {"type": "error", "error": {"code": "rate_limit_exceeded", "message": "slow"}},
+            ),
+            "",
+            ChunkError(STREAM_ERROR, "rate_limit_exceeded: slow"),
+            id="responses-error-object",
+        ),
     ],
 )
 def test_an_error_event_is_the_one_terminal_chunk(
@@ -170,6 +203,9 @@ def test_the_end_marker_without_a_finish_is_one_truncation_chunk(adapter: Stream
         pytest.param(OPENAI, b"", id="openai-empty"),
         pytest.param(OPENAI, b": comment only\n\n", id="openai-comment"),
         pytest.param(OPENAI, b"\n\n\n", id="openai-blank-lines"),
+        pytest.param(RESPONSES, b"", id="responses-empty"),
+        pytest.param(RESPONSES, rev.events(rev.created()), id="responses-created-only"),
+        pytest.param(RESPONSES, b"data: [DONE]\n\n", id="responses-done-marker"),
     ],
 )
 def test_a_body_with_no_answer_is_one_truncation_chunk(adapter: StreamAdapter, raw: bytes) -> None:
@@ -209,6 +245,13 @@ def test_a_non_streamed_json_answer_is_one_truncation_chunk_not_silence(
             Usage(4, 1),
             id="openai-finish-without-done",
         ),
+        pytest.param(
+            RESPONSES,
+            RESPONSES.answer("x", finish="max_output_tokens"),
+            FinishReason.LENGTH,
+            Usage(5, 2),
+            id="responses-incomplete",
+        ),
     ],
 )
 def test_a_body_ending_after_the_finish_without_the_end_marker_is_a_normal_final(
@@ -228,7 +271,7 @@ def test_an_end_marker_without_a_trailing_blank_line_still_finishes(
     assert final(adapter.translate(raw)).finish_reason == FinishReason.STOP
 
 
-@each
+@pytest.mark.parametrize("adapter", MARKED, ids=str)
 def test_the_final_chunk_waits_for_the_end_marker(adapter: StreamAdapter) -> None:
     s = adapter.stream()
     fed = read_frames(s.feed(adapter.answer("a", finish=adapter.stop)))
@@ -272,6 +315,16 @@ def test_end_after_a_final_chunk_writes_nothing(adapter: StreamAdapter) -> None:
         pytest.param(OPENAI, b"data: 42\n\n", id="openai-a-number"),
         pytest.param(OPENAI, b'data: {"choices": "many"}\n\n', id="openai-wrong-shape"),
         pytest.param(OPENAI, b"data:\n\n", id="openai-empty"),
+        pytest.param(RESPONSES, b"data: {not json}\n\n", id="responses-not-json"),
+        pytest.param(RESPONSES, b'data: {"type": 3}\n\n', id="responses-wrong-type"),
+        pytest.param(
+            RESPONSES,
+            b'data: {"type": "response.output_item.done", "item": {"type": 1}}\n\n',
+            id="responses-item-of-the-wrong-shape",
+        ),
+        pytest.param(
+            RESPONSES, b'data: {"type": "response.completed"}\n\n', id="responses-no-response"
+        ),
     ],
 )
 def test_an_event_that_does_not_decode_ends_the_stream_in_one_protocol_error(
@@ -307,6 +360,11 @@ def test_an_oversized_event_ends_the_stream_in_one_protocol_error(adapter: Strea
             OPENAI,
             b'data: {"choices":[{"index":0,"delta":{"content":"\xf0\x9f"}}]}\n\n',
             id="openai",
+        ),
+        pytest.param(
+            RESPONSES,
+            b'data: {"type":"response.output_text.delta","delta":"\xe2\x82"}\n\n',
+            id="responses",
         ),
     ],
 )
@@ -472,6 +530,16 @@ def test_any_bytes_give_frames_or_translator_error_and_nothing_else(
                 )
             ),
             id="openai-cached-tokens",
+        ),
+        pytest.param(
+            RESPONSES,
+            rev.events(rev.message(0, "x"), rev.completed(input_tokens=1 << 31)),
+            id="responses-input-tokens",
+        ),
+        pytest.param(
+            RESPONSES,
+            rev.events(rev.message(0, "x"), rev.completed(reasoning=-(1 << 40))),
+            id="responses-reasoning-tokens",
         ),
     ],
 )

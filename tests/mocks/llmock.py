@@ -2,8 +2,10 @@
 
 It lives in its own pinned environment (``.venv/llmock``, from
 ``tests/mocks/requirements-llmock.txt``; ``make test`` installs it) and runs
-as a real server on a free loopback port. Its OpenAI API is under ``/v1``, its
-Anthropic API under ``/anthropic/v1``. Tests script it through its control
+as a real server on a free loopback port. Its OpenAI API is under ``/v1``
+(Chat Completions, and the Responses API at ``/v1/responses``: the base of an
+``openai`` and an ``openai-responses`` backend alike), its Anthropic API under
+``/anthropic/v1``. Tests script it through its control
 API: ``scenario`` queues behaviours (replies, tool calls, HTTP failures,
 mid-stream faults) and ``requests`` returns what it received.
 """

@@ -68,6 +68,17 @@ def _anthropic_read(data: bytes) -> tuple[list[str], bool, bool]:
     return deltas, "message_stop" in names, "error" in names
 
 
+def _responses_body(model: str, stream: bool) -> bytes:
+    return json.dumps({"model": model, "stream": stream, "input": TEXT}).encode()
+
+
+def _responses_read(data: bytes) -> tuple[list[str], bool, bool]:
+    events = sse_events(data.decode())
+    deltas = [d["delta"] for n, d in events if n == "response.output_text.delta"]
+    names = [n for n, _ in events]
+    return deltas, "response.completed" in names, "response.failed" in names
+
+
 def _fbs_body(model: str, stream: bool) -> bytes:
     return build_request(model, [("user", TEXT)], stream=stream, request_id="rid")
 
@@ -94,6 +105,9 @@ PROTOCOLS = {
         {"content-type": "application/json", "anthropic-version": "2023-06-01"},
         _anthropic_body,
         _anthropic_read,
+    ),
+    "openai-responses": Protocol(
+        "/v1/responses", {"content-type": "application/json"}, _responses_body, _responses_read
     ),
 }
 
@@ -202,7 +216,7 @@ def test_a_fault_for_every_request_and_settings_from_the_config(tmp_path: Path) 
         assert json.loads(data)["error"]["type"] == "overloaded_error"
 
 
-@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+@pytest.mark.parametrize("protocol", ["openai", "anthropic", "openai-responses"])
 def test_canned_answers(protocol: str, tmp_path: Path) -> None:
     p = PROTOCOLS[protocol]
     with stub(protocol, tmp_path, "--canned", "3", "--interface", "rsgi") as s:
@@ -211,9 +225,10 @@ def test_canned_answers(protocol: str, tmp_path: Path) -> None:
         assert (status, ended, deltas, finished) == (200, "end", ["tok "] * 3, True)
         status, data, ended = stream_raw(s.url + p.path, b"{}", p.headers)
         doc = json.loads(data)
-        text = (
-            doc["choices"][0]["message"]["content"]
-            if protocol == "openai"
-            else doc["content"][0]["text"]
-        )
+        if protocol == "openai":
+            text = doc["choices"][0]["message"]["content"]
+        elif protocol == "anthropic":
+            text = doc["content"][0]["text"]
+        else:
+            text = doc["output"][0]["content"][0]["text"]
         assert (status, text) == (200, "tok tok tok ")

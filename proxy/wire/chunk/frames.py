@@ -86,7 +86,8 @@ class Chunk(msgspec.Struct, frozen=True):
     reasoning: str = ""
     # Final chunk only: the stop sequence that ended the completion, if known.
     stop_sequence: str = ""
-    # A reasoning block ended: its payload, id and dialect.
+    # A reasoning block ended: its payload, id and dialect (with nothing but
+    # an id, before its text: one began, the id its backend gave it).
     reasoning_part: ReasoningPart | None = None
     # What the backend answered that has no slot, one JSON object text, in
     # the dialect ``extras_dialect`` (``schema.ApiDialect``) names.

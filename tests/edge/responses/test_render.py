@@ -430,3 +430,24 @@ def test_an_aggregated_error_chunk_raises_its_error() -> None:
     with pytest.raises(EdgeError) as caught:
         a.feed(Chunk(error=ChunkError("backend_timeout", "late")))
     assert caught.value.status == 504 and not isinstance(caught.value, RenderedFailure)
+
+
+def test_a_part_with_only_an_id_opens_the_item_with_the_backends_id() -> None:
+    """A Responses-native backend's reasoning item keeps its own id from
+    added to done (its encrypted_content is bound to it), summary between."""
+    opening = ReasoningPart(dialect=RESPONSES_DIALECT, id="rs_backend")
+    closing = ReasoningPart(text="why", opaque=b"E", dialect=RESPONSES_DIALECT, id="rs_backend")
+    chunks = (
+        Chunk(reasoning_part=opening),
+        Chunk(reasoning="why"),
+        Chunk(reasoning_part=closing),
+        Chunk(content="ok", finish_reason=STOP),
+    )
+    events = render(*chunks, req=decoded(include=["reasoning.encrypted_content"]))
+    (added,) = [d["item"] for d in of(events, "response.output_item.added")][:1]
+    (done,) = [d["item"] for d in of(events, "response.output_item.done")][:1]
+    assert added["id"] == done["id"] == "rs_backend"
+    assert done["encrypted_content"] == "E"
+    assert done["summary"] == [{"type": "summary_text", "text": "why"}]
+    body = aggregate(*chunks, req=decoded(include=["reasoning.encrypted_content"]))
+    assert body["output"][0]["id"] == "rs_backend"

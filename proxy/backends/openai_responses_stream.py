@@ -1,0 +1,359 @@
+"""The ``openai-responses`` backend's stream: Responses API events into chunk frames.
+
+The server sends ``event:`` + ``data:`` pairs whose JSON names its own
+``type`` (the ``event:`` line is not needed). Into chunk frames:
+
+- ``response.created`` / ``response.in_progress`` / ``response.queued``: the
+  model the server reports;
+- ``response.output_text.delta`` -> content; ``response.refusal.delta`` ->
+  content too (the model's refusal is what it said);
+- ``response.reasoning_summary_text.delta`` and
+  ``response.reasoning_text.delta`` -> reasoning (a blank line between one
+  item's summary parts); a reasoning item's ``response.output_item.done`` ->
+  a chunk with ``reasoning_part``: its id, its ``encrypted_content`` as
+  ``opaque`` (present when the request's ``include`` asked for it), its
+  summary text (parts joined by blank lines), dialect OpenAI Responses;
+- a ``function_call`` item: ``output_item.added`` -> the call's start (our
+  index, its ``call_id``, its name), ``response.function_call_arguments.delta``
+  -> its argument fragments; a call whose arguments came only whole (in
+  ``.done`` or the item's ``output_item.done``) gets them then, and one with
+  none gets ``"{}"``;
+- any other output item (a hosted tool's: ``web_search_call``,
+  ``file_search_call``, ``code_interpreter_call``, ``mcp_call``, ...) -> at its
+  ``output_item.done``, a chunk whose ``extras`` is ``{"output_item": <the
+  item as sent>}`` (dialect OpenAI Responses); its progress events
+  (``*.in_progress``, ``*.searching``, ...), once the answer has begun, are
+  empty chunks (heartbeats the edge relays as its own keep-alive);
+- ``response.completed`` -> the final chunk: ``tool_calls`` when the answer
+  made function calls, else ``stop``; a completed event whose response says
+  ``incomplete`` is read as ``response.incomplete``;
+- ``response.incomplete`` -> ``length`` (``max_output_tokens``, and any
+  reason but ``content_filter``) or ``content_filter``, with the usage;
+- usage from the final response: ``input_tokens`` -> prompt tokens,
+  ``output_tokens`` -> completion tokens, ``input_tokens_details
+  .cached_tokens``, ``output_tokens_details.reasoning_tokens``;
+- ``response.failed`` (its ``response.error``) and ``error`` events -> one
+  error chunk (``backend_stream_error``, the server's code and message);
+- unknown events, ``[DONE]``, ``content_part`` and ``.done`` events are
+  ignored; a body that ends before its terminal event is one truncation
+  chunk (``json_api.EventStream``).
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from flatgate.proxy.backends.json_api import EventStream, usage
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.writer import ChunkWriter
+from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.schema import ApiDialect, FinishReason
+
+__all__ = ["INCOMPLETE_REASONS", "ResponsesStream"]
+
+# incomplete_details.reason -> the finish (anything else: LENGTH).
+INCOMPLETE_REASONS: dict[str, FinishReason] = {
+    "max_output_tokens": FinishReason.LENGTH,
+    "max_tokens": FinishReason.LENGTH,
+    "content_filter": FinishReason.CONTENT_FILTER,
+}
+_DIALECT = int(ApiDialect.OPENAI_RESPONSES)
+# Suffixes of a hosted tool's progress events.
+_PROGRESS = (".in_progress", ".searching", ".interpreting", ".generating", ".partial_image")
+_DONE = b"[DONE]"
+_TEXT = ("response.output_text.delta", "response.refusal.delta")
+_THOUGHT = ("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
+_TERMINAL = ("response.completed", "response.incomplete")
+_STARTED = ("response.created", "response.in_progress", "response.queued")
+
+
+class _Text(msgspec.Struct, gc=False):
+    type: str = ""
+    text: str = ""
+    refusal: str = ""
+
+
+class _Item(msgspec.Struct, gc=False):
+    type: str = ""
+    id: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    summary: list[_Text] | None = None
+    content: list[_Text] | None = None
+    encrypted_content: str | None = None
+
+
+class _InputDetails(msgspec.Struct, gc=False):
+    cached_tokens: int | None = None
+
+
+class _OutputDetails(msgspec.Struct, gc=False):
+    reasoning_tokens: int | None = None
+
+
+class _Usage(msgspec.Struct, gc=False):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    input_tokens_details: _InputDetails | None = None
+    output_tokens_details: _OutputDetails | None = None
+
+
+class _Error(msgspec.Struct, gc=False):
+    code: str | int | None = None
+    message: str | None = None
+    type: str | None = None
+
+
+class _Incomplete(msgspec.Struct, gc=False):
+    reason: str | None = None
+
+
+class _Response(msgspec.Struct, gc=False):
+    status: str | None = None
+    model: str | None = None
+    usage: _Usage | None = None
+    error: _Error | None = None
+    incomplete_details: _Incomplete | None = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    type: str = ""
+    delta: str | None = None
+    output_index: int = 0
+    summary_index: int = 0
+    # Kept as sent: decoded as an ``_Item`` only on the few item events, and
+    # relayed as it is when it is a hosted tool's.
+    item: msgspec.Raw = msgspec.Raw()  # empty: none
+    arguments: str | None = None
+    response: _Response | None = None
+    # ``error`` events: the fields at the top level (the reference), or an
+    # ``error`` object (the WebSocket mode's shape, which some servers send).
+    code: str | int | None = None
+    message: str | None = None
+    error: _Error | None = None
+
+
+_decode_event = msgspec.json.Decoder(_Event).decode
+_decode_item = msgspec.json.Decoder(_Item).decode
+
+
+class _Call:
+    __slots__ = ("index", "used")
+
+    def __init__(self, index: int, used: bool) -> None:
+        self.index = index  # ours
+        self.used = used  # arguments sent
+
+
+class ResponsesStream(EventStream):
+    """One Responses API stream into chunk frames (see the module docstring).
+
+    Output items come one after another, so the state of the one in progress
+    is kept, not looked up by its ``output_index`` alone: servers have sent an
+    item's deltas and its ``output_item.done`` under different indices.
+    """
+
+    __slots__ = (
+        "_by_id",
+        "_calls",
+        "_last",
+        "_model",
+        "_spoke",
+        "_summary",
+        "_texting",
+        "_thought",
+        "_writer",
+    )
+
+    def __init__(self, request_id: str, model: str) -> None:
+        super().__init__(request_id)
+        self._model = model
+        self._writer: ChunkWriter | None = None
+        # The function calls begun, by output_index and by call_id; the last one.
+        self._calls: dict[int, _Call] = {}
+        self._by_id: dict[str, _Call] = {}
+        self._last: _Call | None = None
+        # The reasoning deltas since the last reasoning item ended (None:
+        # none), and the summary part they are in.
+        self._thought: list[str] | None = None
+        self._summary = 0
+        # Whether text deltas came since the last message item ended.
+        self._texting = False
+        self._spoke = False
+
+    def _out(self) -> ChunkWriter:
+        w = self._writer
+        if w is None:
+            w = self._writer = ChunkWriter(self._request_id, self._model)
+        return w
+
+    def _event(self, name: bytes, data: bytes) -> bytes:
+        if data[:6] == _DONE:
+            return b""
+        ev = _decode_event(data)
+        kind = ev.type
+        if kind in _TEXT:
+            if not ev.delta:
+                return b""
+            self._spoke = self._texting = True
+            return self._out().content(ev.delta)
+        if kind in _THOUGHT:
+            return self._reasoning_delta(ev)
+        if kind == "response.function_call_arguments.delta":
+            call = self._calls.get(ev.output_index) or self._last
+            if call is None or not ev.delta:
+                return b""
+            call.used = True
+            return self._out().arguments(call.index, ev.delta)
+        if kind == "response.output_item.added":
+            return self._added(ev)
+        if kind == "response.output_item.done":
+            return self._item_done(ev)
+        if kind == "response.function_call_arguments.done":
+            return self._whole_arguments(self._calls.get(ev.output_index), ev.arguments)
+        if kind in _TERMINAL:
+            return self._final(ev.response)
+        if kind == "response.failed":
+            err = (ev.response.error if ev.response is not None else None) or _Error()
+            return self._fail(codes.BACKEND_STREAM_ERROR, _said(err, "the response failed"))
+        if kind == "error":
+            err = ev.error or _Error(ev.code, ev.message)
+            return self._fail(codes.BACKEND_STREAM_ERROR, _said(err, "the backend failed"))
+        if kind in _STARTED:
+            if ev.response is not None and ev.response.model and self._writer is None:
+                self._model = ev.response.model
+            return b""
+        if self._spoke and kind.endswith(_PROGRESS):
+            # A hosted tool at work: a heartbeat (see anthropic's pings).
+            return self._out().chunk()
+        return b""  # content parts, .done events, annotations, unknown events
+
+    def _reasoning_delta(self, ev: _Event) -> bytes:
+        if not ev.delta:
+            return b""
+        text = ev.delta
+        said = self._thought
+        if said is None:
+            said = self._thought = []
+            self._summary = ev.summary_index
+        elif self._summary != ev.summary_index:
+            self._summary = ev.summary_index
+            text = "\n\n" + text  # a new summary part
+        said.append(text)
+        self._spoke = True
+        return self._out().reasoning(text)
+
+    def _added(self, ev: _Event) -> bytes:
+        if not ev.item:
+            return b""
+        item = _decode_item(ev.item)
+        if item.type == "reasoning" and item.id:
+            # The block's id before its summary: the client's item has it from the start.
+            self._spoke = True
+            opening = ReasoningPart(dialect=_DIALECT, id=item.id)
+            return self._out().chunk(reasoning_part=opening)
+        if item.type != "function_call" or ev.output_index in self._calls:
+            return b""
+        return self._start(ev.output_index, item)
+
+    def _start(self, at: int, item: _Item) -> bytes:
+        args = item.arguments or ""
+        call = self._last = self._calls[at] = _Call(len(self._by_id), bool(args))
+        call_id = item.call_id or item.id or ""
+        self._by_id[call_id or f"#{call.index}"] = call
+        self._spoke = True
+        delta = ToolCallDelta(call.index, call_id, item.name or "", args)
+        return self._out().chunk(tool_calls=(delta,))
+
+    def _whole_arguments(self, call: _Call | None, arguments: str | None) -> bytes:
+        """A call's whole arguments, sent only when no fragment came."""
+        call = call or self._last
+        if call is None or call.used or not arguments:
+            return b""
+        call.used = True
+        return self._out().arguments(call.index, arguments)
+
+    def _item_done(self, ev: _Event) -> bytes:
+        if not ev.item:
+            return b""
+        item = _decode_item(ev.item)
+        kind = item.type
+        if kind == "message":
+            texting, self._texting = self._texting, False
+            if texting:
+                return b""
+            # A server that sent the message whole, without deltas.
+            text = "".join(p.text or p.refusal for p in item.content or ())
+            if not text:
+                return b""
+            self._spoke = True
+            return self._out().content(text)
+        if kind == "function_call":
+            return self._call_done(ev.output_index, item)
+        if kind == "reasoning":
+            return self._reasoning(item)
+        # A hosted tool's item: relayed as the server sent it.
+        self._spoke = True
+        extras = b'{"output_item":' + bytes(ev.item) + b"}"
+        return self._out().chunk(extras=extras.decode(), extras_dialect=_DIALECT)
+
+    def _call_done(self, at: int, item: _Item) -> bytes:
+        out = b""
+        call = self._by_id.get(item.call_id or "") or self._calls.get(at)
+        if call is None:  # a server that sends no .added
+            out = self._start(at, msgspec.structs.replace(item, arguments=""))
+            call = self._calls[at]
+        out += self._whole_arguments(call, item.arguments)
+        if not call.used:
+            call.used = True
+            out += self._out().arguments(call.index, "{}")
+        return out
+
+    def _reasoning(self, item: _Item) -> bytes:
+        said, self._thought = self._thought, None
+        texts = [t.text for t in item.summary or ()] or [t.text for t in item.content or ()]
+        text = "\n\n".join(texts) if texts else "".join(said or ())
+        opaque = (item.encrypted_content or "").encode()
+        if not (text or opaque or item.id):
+            return b""
+        self._spoke = True
+        w = self._out()
+        # Its text goes out as reasoning first, when no delta carried it.
+        before = w.reasoning(text) if text and said is None else b""
+        part = ReasoningPart(text=text, opaque=opaque, dialect=_DIALECT, id=item.id or "")
+        return before + w.chunk(reasoning_part=part)
+
+    def _final(self, resp: _Response | None) -> bytes:
+        if resp is None:
+            return self._fail(codes.BACKEND_PROTOCOL_ERROR, "a terminal event without its response")
+        finish = FinishReason.TOOL_CALLS if self._by_id else FinishReason.STOP
+        if resp.status == "incomplete":
+            details = resp.incomplete_details
+            reason = (details.reason if details is not None else None) or ""
+            finish = INCOMPLETE_REASONS.get(reason, FinishReason.LENGTH)
+        elif resp.status == "failed":
+            return self._fail(
+                codes.BACKEND_STREAM_ERROR, _said(resp.error or _Error(), "the response failed")
+            )
+        self.done = True
+        return self._out().chunk(finish_reason=finish, usage=_usage_of(resp.usage))
+
+
+def _usage_of(u: _Usage | None) -> Usage | None:
+    if u is None:
+        return None
+    return usage(
+        u.input_tokens,
+        u.output_tokens,
+        u.input_tokens_details.cached_tokens if u.input_tokens_details else 0,
+        u.output_tokens_details.reasoning_tokens if u.output_tokens_details else 0,
+    )
+
+
+def _said(err: _Error, fallback: str) -> str:
+    message = err.message or fallback
+    return f"{err.code}: {message}" if err.code else message
