@@ -79,6 +79,8 @@ def build_chunk(
                 _fb_usage.AddCachedTokens(b, usage.cached_tokens)
             if usage.reasoning_tokens:
                 _fb_usage.AddReasoningTokens(b, usage.reasoning_tokens)
+            if usage.cache_write_tokens:
+                _fb_usage.AddCacheWriteTokens(b, usage.cache_write_tokens)
             usage_off = _fb_usage.End(b)
         error_off = 0
         if error is not None:

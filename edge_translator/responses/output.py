@@ -26,18 +26,17 @@ _encode = msgspec.json.Encoder().encode
 
 
 def usage_json(u: Usage | None) -> bytes:
-    """The ``usage`` object of a response (``null``: none reported;
-    ``cache_write_tokens`` is 0: the wire carries no such count, and the
-    SDK's type requires the field)."""
+    """The ``usage`` object of a response (``null``: none reported)."""
     if u is None:
         return b"null"
     return (
-        b'{"input_tokens":%d,"input_tokens_details":{"cached_tokens":%d,"cache_write_tokens":0},'
+        b'{"input_tokens":%d,"input_tokens_details":{"cached_tokens":%d,"cache_write_tokens":%d},'
         b'"output_tokens":%d,'
         b'"output_tokens_details":{"reasoning_tokens":%d},"total_tokens":%d}'
         % (
             u.prompt_tokens,
             u.cached_tokens,
+            u.cache_write_tokens,
             u.completion_tokens,
             u.reasoning_tokens,
             u.prompt_tokens + u.completion_tokens,

@@ -56,8 +56,15 @@ class Usage(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # Usage
+    def CacheWriteTokens(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
 def UsageStart(builder):
-    builder.StartObject(4)
+    builder.StartObject(5)
 
 def Start(builder):
     UsageStart(builder)
@@ -86,6 +93,12 @@ def UsageAddReasoningTokens(builder, reasoningTokens):
 def AddReasoningTokens(builder, reasoningTokens):
     UsageAddReasoningTokens(builder, reasoningTokens)
 
+def UsageAddCacheWriteTokens(builder, cacheWriteTokens):
+    builder.PrependInt32Slot(4, cacheWriteTokens, 0)
+
+def AddCacheWriteTokens(builder, cacheWriteTokens):
+    UsageAddCacheWriteTokens(builder, cacheWriteTokens)
+
 def UsageEnd(builder):
     return builder.EndObject()
 
@@ -102,11 +115,13 @@ class UsageT(object):
         completionTokens = 0,
         cachedTokens = 0,
         reasoningTokens = 0,
+        cacheWriteTokens = 0,
     ):
         self.promptTokens = promptTokens  # type: int
         self.completionTokens = completionTokens  # type: int
         self.cachedTokens = cachedTokens  # type: int
         self.reasoningTokens = reasoningTokens  # type: int
+        self.cacheWriteTokens = cacheWriteTokens  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -133,6 +148,7 @@ class UsageT(object):
         self.completionTokens = usage.CompletionTokens()
         self.cachedTokens = usage.CachedTokens()
         self.reasoningTokens = usage.ReasoningTokens()
+        self.cacheWriteTokens = usage.CacheWriteTokens()
 
     # UsageT
     def Pack(self, builder):
@@ -141,5 +157,6 @@ class UsageT(object):
         UsageAddCompletionTokens(builder, self.completionTokens)
         UsageAddCachedTokens(builder, self.cachedTokens)
         UsageAddReasoningTokens(builder, self.reasoningTokens)
+        UsageAddCacheWriteTokens(builder, self.cacheWriteTokens)
         usage = UsageEnd(builder)
         return usage

@@ -16,8 +16,8 @@ one rule to it:
   names it; anywhere else it is reported as ``tools[<type>]``.
 
 What a backend is not sent is named in ``Outbound.omitted``; the proxy turns
-that into the ``x-flatgate-omitted`` header (``omitted_header``) and the
-``flatgate_omitted_fields_total`` counter (``omitted_label``: names from a
+that into the ``x-flatgate-dropped-fields`` header (``omitted_header``) and the
+``flatgate_dropped_fields_total`` counter (``omitted_label``: names from a
 closed set, so that a caller's field names cannot grow the label set).
 
 Pure: no I/O.
@@ -219,7 +219,7 @@ def omitted_label(name: str) -> str:
 
 
 def omitted_header(names: Iterable[str]) -> str:
-    """The ``x-flatgate-omitted`` value: each name once, in order, those that
+    """The ``x-flatgate-dropped-fields`` value: each name once, in order, those that
     a header cannot carry as ``other``, at most ``MAX_OMITTED_NAMES``."""
     seen: dict[str, None] = {}
     for name in names:

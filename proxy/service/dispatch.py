@@ -29,7 +29,7 @@ to, fallbacks included; 0: no bound). When every backend is at its
 Every attempt counts one outstanding request on its backend until the answer
 is closed (``Opened.close``) or refused. The fields a backend that answered
 was not sent (``Outbound.omitted``) go with its answer (``Opened.omitted``)
-and are counted in ``flatgate_proxy_omitted_fields_total`` by backend and
+and are counted in ``flatgate_proxy_dropped_fields_total`` by backend and
 field. Shared by the HTTP app and the
 in-process router; knows nothing of HTTP servers. It refuses with a
 ``service.errors.ProxyError``; a buffer that cannot be read for a JSON backend
@@ -198,8 +198,8 @@ class Dispatcher:
         self.shared = shared
         self.max_bytes = max_bytes
         self._omitted = CountFamily(
-            f"{metrics.prefix}_proxy_omitted_fields",
-            "Request fields a backend was not sent (named in x-flatgate-omitted), "
+            f"{metrics.prefix}_proxy_dropped_fields",
+            "Request fields a backend was not sent (named in x-flatgate-dropped-fields), "
             "by backend and field.",
             ["backend", "field"],
         )

@@ -242,6 +242,7 @@ USAGE = Table(
         _scalar("completion_tokens", "i"),
         _scalar("cached_tokens", "i"),
         _scalar("reasoning_tokens", "i"),
+        _scalar("cache_write_tokens", "i"),
     ),
 )
 ERROR = Table("Error", (_string("code"), _string("message")))

@@ -57,7 +57,7 @@ JSON = "application/json"
 BACKEND_HEADER = "x-flatgate-backend"
 # The answer names what its backend was not sent (fields and tools a backend
 # of another dialect has no place for), comma-separated; the edge passes it on.
-OMITTED_HEADER = "x-flatgate-omitted"
+OMITTED_HEADER = "x-flatgate-dropped-fields"
 # Sent by the edge to the proxy with a request whose tenant it has held to
 # its limits already (the proxy does not count it again).
 ADMITTED_HEADER = "x-flatgate-admitted"

@@ -1,5 +1,5 @@
 """What a backend was not sent, named in the one-process gateway too: the
-router as the edge's transport answers with ``x-flatgate-omitted`` and
+router as the edge's transport answers with ``x-flatgate-dropped-fields`` and
 counts each field, as the proxy's HTTP surface does (``test_responses_e2e``)."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ async def answer(proxy: ProxyServer, model: str, extras: dict[str, Any]) -> Any:
 
 def counted(proxy: ProxyServer, backend: str, field: str) -> float | None:
     return proxy.metrics.registry.get_sample_value(
-        "flatgate_proxy_omitted_fields_total", {"backend": backend, "field": field}
+        "flatgate_proxy_dropped_fields_total", {"backend": backend, "field": field}
     )
 
 

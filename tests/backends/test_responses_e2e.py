@@ -146,7 +146,7 @@ def text_of(chunks: list[Chunk]) -> str:
 
 def counted(stack: Stack, backend: str, field: str) -> float:
     text = httpx.get(f"{stack.proxy.url}/metrics").text
-    line = f'flatgate_proxy_omitted_fields_total{{backend="{backend}",field="{field}"}} '
+    line = f'flatgate_proxy_dropped_fields_total{{backend="{backend}",field="{field}"}} '
     for row in text.splitlines():
         if row.startswith(line):
             return float(row[len(line) :])

@@ -239,7 +239,7 @@ def test_the_captured_request_streams_the_events_codex_reads(
     assert r.headers["content-type"].startswith("text/event-stream")
     if protocol != "fbs":  # an fbs backend gets every field, in the request's extras
         # No stub runs hosted tools: Codex's web_search is left out, and said so.
-        assert "tools[web_search]" in r.headers["x-flatgate-omitted"].split(",")
+        assert "tools[web_search]" in r.headers["x-flatgate-dropped-fields"].split(",")
     events = sse_events(r.text)
     kinds = [e["type"] for e in events]
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"

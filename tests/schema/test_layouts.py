@@ -424,7 +424,7 @@ def test_write_chunk_writes_every_field_of_every_table() -> None:
         content="c",
         tool_calls=(ToolCallDelta(0, "id", "name", "{}"),),
         finish_reason=FinishReason.ERROR,
-        usage=Usage(1, 2, 3, 4),
+        usage=Usage(1, 2, 3, 4, 5),
         error=ChunkError("code", "message"),
         index=1,
         model="m",

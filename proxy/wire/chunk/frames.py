@@ -67,6 +67,8 @@ class Usage(msgspec.Struct, frozen=True):
     cached_tokens: int = 0
     # Of completion_tokens, spent reasoning.
     reasoning_tokens: int = 0
+    # Of prompt_tokens, written to the backend's prompt cache.
+    cache_write_tokens: int = 0
 
 
 class ChunkError(msgspec.Struct, frozen=True):

@@ -93,6 +93,7 @@ _U_PROMPT = USAGE.slot("prompt_tokens")
 _U_COMPLETION = USAGE.slot("completion_tokens")
 _U_CACHED = USAGE.slot("cached_tokens")
 _U_REASONING = USAGE.slot("reasoning_tokens")
+_U_CACHE_WRITE = USAGE.slot("cache_write_tokens")
 _E_CODE = ERROR.slot("code")
 _E_MESSAGE = ERROR.slot("message")
 # Scalars: their readers, and the width the bounds checks use.
@@ -192,6 +193,7 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
                     f.scalar(t, _get(tf, _U_COMPLETION), _USAGE_FMT, "completion_tokens"),
                     f.scalar(t, _get(tf, _U_CACHED), _USAGE_FMT, "cached_tokens"),
                     f.scalar(t, _get(tf, _U_REASONING), _USAGE_FMT, "reasoning_tokens"),
+                    f.scalar(t, _get(tf, _U_CACHE_WRITE), _USAGE_FMT, "cache_write_tokens"),
                 )
             if fields[_ERROR]:
                 t, tf = f.table(f.ref(root, fields[_ERROR], "error"), "error", _MOST)

@@ -57,7 +57,11 @@ def decode_chunk(buf: bytes | memoryview) -> Chunk:
         usage = None
         if u is not None:
             usage = Usage(
-                u.PromptTokens(), u.CompletionTokens(), u.CachedTokens(), u.ReasoningTokens()
+                u.PromptTokens(),
+                u.CompletionTokens(),
+                u.CachedTokens(),
+                u.ReasoningTokens(),
+                u.CacheWriteTokens(),
             )
         p = fb.ReasoningPart()
         part = None

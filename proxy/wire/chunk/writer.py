@@ -59,13 +59,15 @@ _SLOT = {name: COMPLETION_CHUNK.slot(name) for name in COMPLETION_CHUNK.fields}
 
 
 def _sub_vtable(table: Table) -> bytes:
-    """The vtable of a sub-table with every field present."""
-    return struct.pack(
+    """The vtable of a sub-table with every field present, padded to 4 bytes
+    (the table after it stays aligned)."""
+    raw = struct.pack(
         f"<{2 + len(table.fields)}H",
         VTABLE_HEAD + 2 * len(table.fields),
         table.inline_size,
         *(table.inline[f] for f in table.fields),
     )
+    return raw + bytes(-len(raw) % 4)
 
 
 # Sub-tables: a vtable right before its table (soffset = the vtable's size).
@@ -210,6 +212,7 @@ def write_chunk(
             "completion_tokens": usage.completion_tokens,
             "cached_tokens": usage.cached_tokens,
             "reasoning_tokens": usage.reasoning_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
         }
         parts.append(_USAGE_VT)
         parts.append(_USAGE_TABLE.pack(len(_USAGE_VT), *(values[f] for f in _USAGE_ORDER)))
