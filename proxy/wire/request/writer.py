@@ -242,16 +242,21 @@ def _strings_table(
             mask |= bit
         bit <<= 1
     key = kind << 8 | mask
-    vpos = vt_pos.get(key)
-    if vpos is None:
-        vpos = len(buf)
-        buf += vts[mask]
-        vt_pos[key] = vpos
+    vpos = _vtable(buf, vt_pos, key, vts[mask])
     tpos = len(buf)
     first = tpos + packer.size
     buf += packer.pack(tpos - vpos, *_string_offsets(first, tpos + field0, strings), *tail)
     _strings_after(buf, strings)
     return tpos
+
+
+def _vtable(buf: bytearray, vt_pos: dict[int, int], key: int, vtable: bytes) -> int:
+    """Where the shared vtable ``key`` is: appended now if not written yet."""
+    vpos = vt_pos.get(key)
+    if vpos is None:
+        vpos = vt_pos[key] = len(buf)
+        buf += vtable
+    return vpos
 
 
 def _offset_vector(buf: bytearray, count: int) -> int:
@@ -275,11 +280,7 @@ def _reasoning_part(buf: bytearray, vt_pos: dict[int, int], part: ReasoningPart)
         | (16 if redacted else 0)
     )
     key = _KIND_PART << 8 | mask
-    vpos = vt_pos.get(key)
-    if vpos is None:
-        vpos = len(buf)
-        buf += _PART_VTS[mask]
-        vt_pos[key] = vpos
+    vpos = _vtable(buf, vt_pos, key, _PART_VTS[mask])
     tpos = len(buf)
     # text, opaque (length word, bytes, padding: a string's layout) and id follow.
     at = tpos + _PART.size
@@ -318,11 +319,7 @@ def _message(  # noqa: PLR0917 - one call per message of the rare shape, positio
         | (16 if is_error else 0)
         | (32 if reasoning else 0)
     )
-    vpos = vt_pos.get(mask)
-    if vpos is None:
-        vpos = len(buf)
-        buf += _MSG_VTS[mask]
-        vt_pos[mask] = vpos
+    vpos = _vtable(buf, vt_pos, mask, _MSG_VTS[mask])
     tpos = len(buf)
     # The strings follow the table in this order, then the tool-call vector.
     at = tpos + _MSG_SIZE
@@ -491,11 +488,7 @@ class RequestWriter:
             k, v = key.encode(), value.encode()
             mask = (1 if k else 0) | (2 if v else 0)
             vkey = _KIND_KV << 8 | mask
-            vpos = vt_pos.get(vkey)
-            if vpos is None:
-                vpos = len(buf)
-                buf += _KV_VTS[mask]
-                vt_pos[vkey] = vpos
+            vpos = _vtable(buf, vt_pos, vkey, _KV_VTS[mask])
             tpos = len(buf)
             nk = len(k)
             k_size = nk + 8 - (nk & 3) if k else 0
