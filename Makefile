@@ -10,12 +10,15 @@ STAMP := $(VENV)/.installed-stamp
 MOCKS := $(VENV)/llmock
 MOCKS_STAMP := $(MOCKS)/.installed-stamp
 
-# Real Responses API clients the tests drive (tests/clients/), each pinned in a
-# scratch environment of its own, never the project's: Codex CLI from npm (its
-# package-lock.json; the platform binary is an optional dependency of the
-# package, about 420 MB installed) and the OpenAI Agents SDK in a venv.
+# Real clients the tests drive (tests/clients/), each pinned in a scratch
+# environment of its own, never the project's: Codex CLI and Claude Code from
+# npm (their package-lock.json files; each platform binary is an optional
+# dependency of its package, about 400 MB installed each) and the OpenAI
+# Agents SDK in a venv.
 CODEX := $(VENV)/clients/codex
 CODEX_STAMP := $(CODEX)/.installed-stamp
+CLAUDE := $(VENV)/clients/claude
+CLAUDE_STAMP := $(CLAUDE)/.installed-stamp
 AGENTS := $(VENV)/agents
 AGENTS_STAMP := $(AGENTS)/.installed-stamp
 
@@ -42,12 +45,24 @@ $(CODEX_STAMP): tests/clients/codex/package.json tests/clients/codex/package-loc
 	cd $(CODEX) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+$(CLAUDE_STAMP): tests/clients/claude/package.json tests/clients/claude/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 18+ and npm" >&2; exit 1; }
+	@mkdir -p $(CLAUDE)
+	cp $^ $(CLAUDE)/
+	@# The package's postinstall links its platform binary (an optional
+	@# dependency) over the bin/claude.exe placeholder: run here, so that the
+	@# install works the same whether npm runs scripts or not.
+	cd $(CLAUDE) && npm ci --no-audit --no-fund --loglevel=error --ignore-scripts
+	cd $(CLAUDE) && node node_modules/@anthropic-ai/claude-code/install.cjs
+	$(CLAUDE)/node_modules/.bin/claude --version
+	@touch $@
+
 $(AGENTS_STAMP): tests/clients/requirements-agents.txt
 	@test -x $(AGENTS)/bin/python || $(PYTHON) -m venv $(AGENTS)
 	$(AGENTS)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	@touch $@
 
-clients: $(CODEX_STAMP) $(AGENTS_STAMP)
+clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP)
 
 setup: $(STAMP)
 
@@ -64,7 +79,7 @@ typecheck: $(STAMP)
 
 # The limits' tests need a real redis-server: installed first when missing
 # (a failure to install fails the target; those tests never skip).
-test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(AGENTS_STAMP)
+test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP)
 	sh tests/setup_redis.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 

@@ -11,7 +11,9 @@ tool call and a tool definition at 1 KB, 16 KB and 128 KB of prompt):
 
 - ``translate_json``: the OpenAI edge's whole op, JSON bytes in, FlatBuffer
   bytes out (decode, validate, model lookup, request id, the schema-specific
-  writer);
+  writer); ``translate_json_extras``, the same op for the 16 KB request
+  carrying fields with no wire slot (``logprobs``, ``top_logprobs``,
+  ``min_p``, ``logit_bias``: the extras);
 - ``translate_messages_json``: the same op for the same conversation as an
   Anthropic Messages request (``payloads.to_messages``), through the
   Messages edge;
@@ -92,6 +94,23 @@ def _group(benchmark: Any, body: Body) -> None:
 def test_translate_json(benchmark: Any, body: Body) -> None:
     _group(benchmark, body)
     out = benchmark(translate_json, body[1], models=MODELS, tenant="acme")
+    assert out[4:8] == b"FGRQ"
+
+
+# The client's own fields with no wire slot, which travel in the extras.
+EXTRAS = {
+    "logprobs": True,
+    "top_logprobs": 5,
+    "min_p": 0.05,
+    "logit_bias": {str(t): -100 for t in range(50256, 50272)},
+}
+
+
+def test_translate_json_extras(benchmark: Any) -> None:
+    chat = {**make_request(16 << 10, 1), **EXTRAS}
+    raw = msgspec.json.encode(chat)
+    benchmark.group = f"translate 16KB with extras ({len(raw)} B OpenAI JSON)"
+    out = benchmark(translate_json, raw, models=MODELS, tenant="acme")
     assert out[4:8] == b"FGRQ"
 
 

@@ -9,8 +9,11 @@ Responses API over this worker's stored responses) runs the shared flow
 loop); a new client API adds its routes there. The stored responses are
 served on ``GET`` and ``DELETE /v1/responses/{id}`` and ``GET
 /v1/responses/{id}/input_items``, to the tenant that stored them only.
-Also ``GET /v1/models``, ``/healthz``, ``/readyz`` and ``/metrics``
-(``flatgate_edge_*``).
+Also the model endpoints, ``GET /v1/models`` and ``GET /v1/models/{id}``
+(``model_endpoints``: in Anthropic's shape, its authentication and its errors
+for a request with ``anthropic-version``, in OpenAI's otherwise; the models
+the caller may use, ``Tenancy.listed``), ``/healthz``, ``/readyz`` and
+``/metrics`` (``flatgate_edge_*``).
 
 It runs under granian's ASGI interface by default (``[edge] interface``),
 whose ``send`` waits on a bounded channel: a client that stops reading stops
@@ -46,6 +49,13 @@ from flatgate.edge_translator.errors import (
 )
 from flatgate.edge_translator.flow import Flow, note_request_id
 from flatgate.edge_translator.identity import Identities
+from flatgate.edge_translator.model_endpoints import (
+    anthropic_list,
+    anthropic_model,
+    openai_model,
+    unknown_model,
+    wants_anthropic,
+)
 from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.proxy_link import ProxyLink
 from flatgate.edge_translator.responses.endpoint import (
@@ -82,7 +92,11 @@ _ROUTES: dict[str, Route] = {
     MESSAGES.path: Route(MESSAGES),
     COUNT_TOKENS.path: Route(MESSAGES, COUNT_TOKENS),
 }
-_GETS = ("/v1/models", "/healthz", "/readyz", "/metrics")
+_MODELS = "/v1/models"
+_GETS = (_MODELS, "/healthz", "/readyz", "/metrics")
+# GET /v1/models/{id} (an id may hold slashes: all the rest of the path).
+_MODEL = "/v1/models/"
+_MODEL_ROUTE = "/v1/models/{id}"
 # GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
 _STORED = "/v1/responses/"
 _INPUT_ITEMS = "/input_items"
@@ -169,7 +183,11 @@ class EdgeApp:
         method = ex.method
         post = self._routes.get(path)
         stored = post is None and path.startswith(_STORED)
-        route = path if post is not None or path in _GETS else "stored" if stored else "other"
+        model = post is None and path.startswith(_MODEL)
+        if post is not None or path in _GETS:
+            route = path
+        else:
+            route = "stored" if stored else _MODEL_ROUTE if model else "other"
         # Every answer on a client API's path is logged.
         entry = Entry() if post is not None or stored else None
         status = 500
@@ -184,7 +202,7 @@ class EdgeApp:
                 status = await self._flow.run(ex, entry, post)
             elif stored and entry is not None:
                 status = await self._stored(ex, entry)
-            elif path in _GETS:
+            elif path in _GETS or model:
                 if method not in ("GET", "HEAD"):
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use GET.")
                 status = await self._get(ex)
@@ -212,6 +230,18 @@ class EdgeApp:
             request_id = entry.request_id
         post = self._routes.get(ex.path)
         api: ClientApi[Any] = CHAT if post is None else post.api
+        if (
+            post is None
+            and _models_path(ex.path)
+            and wants_anthropic(ex.header("anthropic-version"))
+        ):
+            api = MESSAGES
+        if request_id is None:
+            # Every error answer has a request id: an early one too (before
+            # the body was read, or the model resolved), and the log keeps it.
+            request_id = api.new_id()
+            if entry is not None:
+                entry.request_id = request_id
         status, body = api.error_answer(err, request_id)
         allow = "POST" if post is not None else "GET"
         if post is None and ex.path.startswith(_STORED):
@@ -277,9 +307,30 @@ class EdgeApp:
                 )
             await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
-            identity = await CHAT.authenticate(ex, self.identities)
-            await ex.respond(200, _JSON, self.tenancy.listing(identity))
+            await ex.respond(200, _JSON, await self._models(ex))
         return 200
+
+    async def _models(self, ex: Exchange) -> bytes:
+        """``GET /v1/models`` or ``/v1/models/{id}``'s body, in the caller's
+        API's shape, for the models the caller may use (another model is a
+        404, as one that does not exist)."""
+        anthropic = wants_anthropic(ex.header("anthropic-version"))
+        api: ClientApi[Any] = MESSAGES if anthropic else CHAT
+        identity = await api.authenticate(ex, self.identities)
+        path = ex.path
+        if path == _MODELS:
+            if anthropic:
+                return anthropic_list(self.tenancy.listed(identity), ex.query)
+            return self.tenancy.listing(identity)  # cached per caller
+        model_id = path[len(_MODEL) :]
+        item = self.tenancy.visible(identity, model_id)
+        if item is None:
+            raise unknown_model(model_id)
+        return anthropic_model(item, ex.query) if anthropic else openai_model(item)
+
+
+def _models_path(path: str) -> bool:
+    return path == _MODELS or path.startswith(_MODEL)
 
 
 def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:

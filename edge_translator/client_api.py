@@ -35,6 +35,7 @@ Interfaces and values only: no I/O, no behaviour.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -155,8 +156,23 @@ class ClientApi(Protocol[R]):
         (``response_id``: its answer's id); ``EdgeError`` to refuse it."""
         ...
 
-    def write(self, req: R, model: ModelConfig, *, tenant: str, request_id: str) -> bytes:
-        """``req`` as a ``CompletionRequest`` FlatBuffer for ``model``."""
+    @property
+    def carried_headers(self) -> tuple[str, ...]:
+        """The client headers a backend of its API must get: ``write``'s
+        ``headers`` (Anthropic's ``anthropic-beta``)."""
+        ...
+
+    def write(
+        self,
+        req: R,
+        model: ModelConfig,
+        *,
+        tenant: str,
+        request_id: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """``req`` as a ``CompletionRequest`` FlatBuffer for ``model``
+        (``headers``: those of its ``carried_headers`` the client sent)."""
         ...
 
     def asked(self, req: R, completion_id: str, request_id: str, model: str) -> Asked:

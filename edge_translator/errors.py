@@ -191,6 +191,8 @@ def error_headers(
     headers = [("content-type", JSON)]
     if request_id:
         headers.append(("x-request-id", request_id))
+        # Anthropic's name for it, which its SDKs read (``_request_id``).
+        headers.append(("request-id", request_id))
     headers += err.headers
     if err.retry_after is not None:
         headers.append(("retry-after", retry_after_value(err.retry_after)))

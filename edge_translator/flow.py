@@ -203,7 +203,8 @@ class Flow:
         spent = time.perf_counter() - started
         req = await api.prepare(req, tenant=tenant, response_id=completion_id)
         started = time.perf_counter()
-        frame = api.write(req, model, tenant=tenant, request_id=request_id)
+        carried = {h: v for h in api.carried_headers if (v := ex.header(h)) is not None}
+        frame = api.write(req, model, tenant=tenant, request_id=request_id, headers=carried)
         self._translate_time.observe(spent + time.perf_counter() - started)
         return api.asked(req, completion_id, request_id, model.name), frame
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -98,6 +99,12 @@ class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     provider: str
     aliases: tuple[str, ...] = ()
     owned_by: str = "flatgate"
+    # What the model endpoints show: Anthropic's `display_name` (None: the
+    # listed id itself) and when the model was made (`created_at`, and
+    # OpenAI's `created`; a TOML offset date-time or an RFC 3339 string;
+    # None: the Unix epoch).
+    display_name: str | None = None
+    created_at: datetime | None = None
 
     @property
     def provider_id(self) -> Provider:
@@ -225,6 +232,13 @@ def _problems(s: _Document, problems: Problems) -> None:
                 problems.append(f"{key}: {name!r} is already used by {seen[name]}")
             else:
                 seen[name] = where
+        if m.display_name is not None and not m.display_name.strip():
+            problems.append(f"{where}.display_name: must not be empty (leave it out: the name)")
+        if m.created_at is not None and m.created_at.utcoffset() is None:
+            problems.append(
+                f"{where}.created_at: give a time zone offset (e.g. 2025-02-19T00:00:00Z), "
+                f"got {m.created_at.isoformat()}"
+            )
     digests: set[str] = set()
     for i, k in enumerate(s.keys):
         where = f"keys[{i}]"

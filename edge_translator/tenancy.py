@@ -6,8 +6,9 @@ Owns ``Tenancy``, one per worker, over a ``limits.Limiter``:
   it through: its ``[[tenants]]`` entry's ``models``, and its credential's
   (``[[keys]] models``, or the JWT's ``models_claim``). The requested name or
   the model's own name may match (an alias of an allowed model is allowed).
-  Any other model is ``model_not_found``, as if it did not exist, and
-  ``GET /v1/models`` lists only what the caller may use.
+  Any other model is ``model_not_found``, as if it did not exist, and the
+  model endpoints (``listed``, ``visible``; ``model_endpoints`` renders
+  them) show only what the caller may use.
 - **Limits.** In two steps (``limits.rules``' phases). As soon as the caller
   is known, before its body is read, ``admit_caller`` charges the limits no
   model changes (the ``model = "*"`` rules' requests per minute and streams
@@ -37,11 +38,11 @@ import asyncio
 from collections.abc import Iterable
 from typing import Final
 
-import msgspec
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from flatgate.edge_translator.errors import EdgeError, ModelNotFound, shown
 from flatgate.edge_translator.keys import Identity
+from flatgate.edge_translator.model_endpoints import Listed, openai_list
 from flatgate.edge_translator.settings import EdgeSettings, ModelConfig
 from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Decision, Lease, Limiter, allowed
 from flatgate.proxy.limits.decision import Outcome
@@ -57,18 +58,6 @@ __all__ = ["FREE", "MAX_TENANT_LABELS", "Admitted", "Tenancy", "with_headers"]
 MAX_TENANT_LABELS: Final = 100
 _OTHER: Final = "other"
 _PREFIX: Final = "flatgate_edge"
-
-
-class _Model(msgspec.Struct):
-    id: str
-    owned_by: str
-    object: str = "model"
-    created: int = 0
-
-
-class _ModelList(msgspec.Struct):
-    data: list[_Model]
-    object: str = "list"
 
 
 class Admitted:
@@ -132,7 +121,9 @@ class Tenancy:
         self._tenant_models = limits.tenant_models()
         # Whether any request needs admit(): limits, or [[tenants]] lists.
         self.active = bool(limits.limits) or any(t.models is not None for t in limits.tenants)
+        self._listed: dict[tuple[str, tuple[str, ...] | None], tuple[Listed, ...]] = {}
         self._listings: dict[tuple[str, tuple[str, ...] | None], bytes] = {}
+        self._by_id = {name: Listed(name, m) for m in self._models for name in (m.name, *m.aliases)}
         self._configured = (
             {k.tenant for k in settings.keys}
             | {t.name for t in limits.tenants}
@@ -161,21 +152,35 @@ class Tenancy:
                 param="model",
             )
 
+    def listed(self, identity: Identity) -> tuple[Listed, ...]:
+        """The models ``identity`` may use, each name and alias in
+        configuration order."""
+        key = (identity.tenant, identity.models)
+        found = self._listed.get(key)
+        if found is None:
+            found = tuple(
+                item
+                for item in self._by_id.values()
+                if self.may_use(identity, item.id, item.model.name)
+            )
+            if len(self._listed) < 4096:  # bounded by configuration in practice
+                self._listed[key] = found
+        return found
+
+    def visible(self, identity: Identity, model_id: str) -> Listed | None:
+        """The model ``model_id`` names (a name or an alias), when
+        ``identity`` may use it; ``None`` otherwise, as for no such model."""
+        item = self._by_id.get(model_id)
+        if item is None or not self.may_use(identity, model_id, item.model.name):
+            return None
+        return item
+
     def listing(self, identity: Identity) -> bytes:
-        """``GET /v1/models``'s body for ``identity``: the models it may use."""
+        """``GET /v1/models``'s body for ``identity`` in OpenAI's shape."""
         key = (identity.tenant, identity.models)
         body = self._listings.get(key)
         if body is None:
-            body = msgspec.json.encode(
-                _ModelList(
-                    [
-                        _Model(name, m.owned_by)
-                        for m in self._models
-                        for name in (m.name, *m.aliases)
-                        if self.may_use(identity, name, m.name)
-                    ]
-                )
-            )
+            body = openai_list(self.listed(identity))
             if len(self._listings) < 4096:  # bounded by configuration in practice
                 self._listings[key] = body
         return body

@@ -136,8 +136,14 @@ def summarise(row: str, note: str, runs: Sequence[RowRun]) -> dict[str, Any]:
                 "cpu_seconds": round(used, 3),
                 "cpu_us_per_token": per_token(used),
                 "cpu_cores": round(used / seconds, 3) if seconds else None,
-                "gc_collections_per_1k_streams": None if g is None else round(g[0] * per_k, 2),
-                "gc_pause_ms_per_1k_streams": None if g is None else round(g[1] * 1e3 * per_k, 3),
+                # No collection is none per any number of streams (even when
+                # no stream finished inside the window: a loaded machine).
+                "gc_collections_per_1k_streams": (
+                    None if g is None else round(g[0] * per_k, 2) if g[0] else 0.0
+                ),
+                "gc_pause_ms_per_1k_streams": (
+                    None if g is None else round(g[1] * 1e3 * per_k, 3) if g[1] else 0.0
+                ),
                 "peak_rss_mib": round(peak.get(name, 0) / 1024, 1),
             }
         )

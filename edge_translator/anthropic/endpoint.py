@@ -9,11 +9,17 @@ drain, the access log, ``answer``'s streaming):
 
 - authentication: ``x-api-key`` (Anthropic's header) or ``Authorization:
   Bearer``, against the same credentials (``identity.Identities``: the
-  ``[[keys]]``, and JWTs where configured); the ``anthropic-version`` and
-  ``anthropic-beta`` headers are accepted and not needed;
+  ``[[keys]]``, and JWTs where configured); the ``anthropic-version``
+  header is accepted and not needed;
 - ``MESSAGES``: ``models``' decode and checks, ``translate``'s writer,
   message ids; the answer is ``render``'s events and message, with ``ping``
-  keep-alives; errors in Anthropic's shape (``errors``);
+  keep-alives; errors in Anthropic's shape (``errors``). ``message_start``'s
+  ``input_tokens`` is the backend's count when its first chunk carries usage
+  (Anthropic backends send it first), else ``wire.request.estimate``'s
+  estimate of the written request (what ``count_tokens`` answers); the final
+  ``message_delta`` carries the backend's count. The ``anthropic-beta``
+  header reaches the extras when the flow hands ``write`` the client's
+  headers;
 - ``COUNT_TOKENS``: the same decode, checks and translation (so a request it
   counts is one ``/v1/messages`` would send), the same model allow-list (a
   model the caller may not use is 404, as from ``/v1/messages``), then
@@ -28,10 +34,12 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping
 
 import msgspec
 
 from flatgate.edge_translator.anthropic.errors import error_body, error_event
+from flatgate.edge_translator.anthropic.extras import BETA_HEADER
 from flatgate.edge_translator.anthropic.models import (
     CountTokensRequest,
     MessagesRequest,
@@ -55,6 +63,8 @@ __all__ = ["COUNT_TOKENS", "MESSAGES", "CountTokens", "MessagesApi", "new_messag
 # Message ids: 12 random bytes per process, then a counter (unique, not secret).
 _ID_PREFIX = "msg_" + os.urandom(12).hex()
 _ID_COUNT = itertools.count(1)
+# What ``write`` keeps on the request for ``asked``: the prompt's estimate.
+_ESTIMATE = "input_estimate"
 
 
 def new_message_id() -> str:
@@ -70,6 +80,9 @@ class MessagesApi(Stateless):
     name = "anthropic-messages"
     path = "/v1/messages"
     beat = PING
+    # The client's headers an Anthropic backend must get, for ``write``'s
+    # ``headers`` (the extras' ``$headers``).
+    carried_headers = (BETA_HEADER,)
 
     async def authenticate(self, ex: Exchange, identities: Identities) -> Identity:
         """The caller, from ``x-api-key`` or ``Authorization: Bearer``."""
@@ -90,21 +103,35 @@ class MessagesApi(Stateless):
         return new_message_id()
 
     def write(
-        self, req: MessagesRequest, model: ModelConfig, *, tenant: str, request_id: str
+        self,
+        req: MessagesRequest,
+        model: ModelConfig,
+        *,
+        tenant: str,
+        request_id: str,
+        headers: Mapping[str, str] | None = None,
     ) -> bytes:
-        return write_messages(
+        """The buffer, and the prompt's estimate kept on ``req`` for ``asked``
+        (``headers``: the client's, for ``anthropic-beta``)."""
+        frame = write_messages(
             req,
             provider=model.provider_id,
             model_name=model.name,
             tenant=tenant,
             request_id=request_id,
+            headers=headers,
         )
+        setattr(req, _ESTIMATE, estimate_request(frame))
+        return frame
 
     def asked(self, req: MessagesRequest, completion_id: str, request_id: str, model: str) -> Asked:
-        return Asked(self, completion_id, request_id, model, bool(req.stream))
+        estimate: int | None = getattr(req, _ESTIMATE, None)  # None: not written
+        return Asked(self, completion_id, request_id, model, bool(req.stream), extra=estimate)
 
     def renderer(self, asked: Asked, created: int) -> Rendering:
-        return EventRenderer(message_id=asked.completion_id, model=asked.model)
+        return EventRenderer(
+            message_id=asked.completion_id, model=asked.model, input_tokens=asked.extra or 0
+        )
 
     def aggregator(self, asked: Asked, created: int) -> Folding:
         return MessageAggregator(message_id=asked.completion_id, model=asked.model)

@@ -10,17 +10,26 @@ or backends at capacity is Anthropic's ``overloaded_error``, 529, which its
 SDKs retry). A status without a pair of its own is ``invalid_request_error``
 below 500 (as Anthropic does for "other 4XX status codes") and ``api_error``
 from 500 up. ``error_event`` is what a failure after the stream began
-becomes. No I/O.
+becomes. An error with Anthropic's ``details`` object (``error.details.error_code``,
+which the SDKs map to their own exception classes: ``thread_unsupported_request``)
+is a ``DetailedRequestError``. No I/O.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from flatgate.edge_translator.errors import EdgeError
+from flatgate.edge_translator.errors import EdgeError, InvalidRequest
 from flatgate.proxy.wire import codes
 
-__all__ = ["OVERLOADED", "TYPES", "anthropic_error", "error_body", "error_event"]
+__all__ = [
+    "OVERLOADED",
+    "TYPES",
+    "DetailedRequestError",
+    "anthropic_error",
+    "error_body",
+    "error_event",
+]
 
 # Anthropic's documented statuses and error types.
 TYPES: dict[int, str] = {
@@ -42,9 +51,19 @@ OVERLOADED = frozenset(
 )
 
 
-class _Detail(msgspec.Struct):
+class DetailedRequestError(InvalidRequest):
+    """A 400 whose Anthropic error carries ``details`` (its ``error_code``
+    and what else Anthropic documents for it)."""
+
+    def __init__(self, message: str, *, param: str | None, details: dict[str, object]) -> None:
+        super().__init__(message, param=param)
+        self.details = details
+
+
+class _Detail(msgspec.Struct, omit_defaults=True):
     type: str
     message: str
+    details: dict[str, object] | None = None
 
 
 class _Body(msgspec.Struct, omit_defaults=True):
@@ -68,7 +87,8 @@ def anthropic_error(err: EdgeError) -> tuple[int, str]:
 def error_body(err: EdgeError, request_id: str | None = None) -> tuple[int, bytes]:
     """The status and JSON body of an error before the first byte."""
     status, kind = anthropic_error(err)
-    return status, _encode(_Body("error", _Detail(kind, err.message), request_id))
+    details = err.details if isinstance(err, DetailedRequestError) else None
+    return status, _encode(_Body("error", _Detail(kind, err.message, details), request_id))
 
 
 def error_event(err: EdgeError) -> bytes:

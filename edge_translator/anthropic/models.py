@@ -2,24 +2,37 @@
 
 Owns what ``POST /v1/messages`` (and ``/v1/messages/count_tokens``) accept:
 ``model``, ``max_tokens`` (required, as Anthropic requires), ``system`` (a
-string or text blocks), ``messages`` whose content is a string or blocks
-(``text``, ``tool_use``, ``tool_result`` with a string or text blocks and
-``is_error``), ``tools`` (``name``, ``description``, ``input_schema``),
-``tool_choice`` (``auto``, ``any``, ``tool``, ``none``, with
-``disable_parallel_tool_use``), ``stop_sequences``, ``temperature``,
-``top_p``, ``top_k``, ``metadata.user_id`` and ``stream``.
+string or text blocks), ``messages`` whose role is ``user``, ``assistant`` or
+``system`` (a system message mid-conversation, Claude Code's
+``mid-conversation-system-2026-04-07`` beta) and whose content is a string or
+blocks (``text``, ``tool_use``, ``tool_result`` with a string or text blocks
+and ``is_error``, and an assistant's ``thinking`` with its ``signature`` and
+``redacted_thinking`` with its ``data``), ``tools`` (``name``,
+``description``, ``input_schema``), ``tool_choice`` (``auto``, ``any``,
+``tool``, ``none``, with ``disable_parallel_tool_use``), ``stop_sequences``,
+``temperature``, ``top_p``, ``top_k``, ``metadata.user_id`` and ``stream``.
 
-Unknown fields are ignored (``cache_control`` markers among them: accepted,
-not carried), and so are ``thinking`` and ``redacted_thinking`` blocks (an
-assistant turn's history; dropped on the way to the wire). Image and
-document blocks, server tools and other block types are refused with a 400
-that names them: the wire schema carries text, and silently dropping an image
-would change what the model is asked (``translate`` raises those, and the
-other per-block refusals, as it walks the blocks: one pass). Failures are
-``InvalidRequest``s whose message names the field the way Anthropic does
-(``messages.0.content.1.type: ...``); a body nested too deeply, or with text
-that is not UTF-8 (``edge_translator.decoding``), is ``invalid_json``. Pure:
-no I/O; the decoders are built once at import.
+Every other top-level field is kept as the client's JSON (``msgspec.Raw``)
+for the request's extras (``extras``): the documented ones with no wire slot
+(``EXTRA_FIELDS``) as fields, in the one pass a body of known fields costs
+(``_Known`` forbids unknown fields; a body that has some is decoded again,
+leniently, with its fields as ``Raw``: a ``WithUnknown``). A top-level key
+starting with ``$`` is refused (flatgate's own keys in the extras), and so
+is ``thread`` (the Message Threads beta: flatgate keeps no threads), with
+Anthropic's documented ``thread_unsupported_request`` details, which the
+SDKs' tool runners answer by sending the whole conversation. Block-level
+``cache_control`` is kept as written on each block and tool. A role other
+than these three is refused in Anthropic's words (``Unexpected role
+"..."``: Claude Code falls back by them).
+
+Image and document blocks, server tools and other block types are refused
+with a 400 that names them: the wire schema carries text, and silently
+dropping an image would change what the model is asked (``translate`` raises
+those, and the other per-block refusals, as it walks the blocks: one pass).
+Failures are ``InvalidRequest``s whose message names the field the way
+Anthropic does (``messages.0.content.1.type: ...``); a body nested too
+deeply, or with text that is not UTF-8 (``edge_translator.decoding``), is
+``invalid_json``. Pure: no I/O; the decoders are built once at import.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from typing import Annotated, Literal, TypeAlias, TypeVar
 
 import msgspec
 
+from flatgate.edge_translator.anthropic.errors import DetailedRequestError
 from flatgate.edge_translator.decoding import (
     UNDECODABLE,
     is_utf8,
@@ -68,14 +82,18 @@ __all__ = [
 
 class TextBlock(msgspec.Struct, tag_field="type", tag="text", gc=False):
     text: str
+    # A prompt-cache breakpoint, as the client wrote it (empty: none).
+    cache_control: msgspec.Raw = msgspec.Raw()
 
 
 class ImageBlock(msgspec.Struct, tag_field="type", tag="image", gc=False):
     source: msgspec.Raw = msgspec.Raw()
+    cache_control: msgspec.Raw = msgspec.Raw()
 
 
 class DocumentBlock(msgspec.Struct, tag_field="type", tag="document", gc=False):
     source: msgspec.Raw = msgspec.Raw()
+    cache_control: msgspec.Raw = msgspec.Raw()
 
 
 class ToolUseBlock(msgspec.Struct, tag_field="type", tag="tool_use", gc=False):
@@ -83,16 +101,20 @@ class ToolUseBlock(msgspec.Struct, tag_field="type", tag="tool_use", gc=False):
     name: str
     # Kept as the caller's JSON text: it travels as the call's arguments.
     input: msgspec.Raw
+    cache_control: msgspec.Raw = msgspec.Raw()
 
 
 class ToolResultBlock(msgspec.Struct, tag_field="type", tag="tool_result", gc=False):
     tool_use_id: str
     content: str | list[TextBlock | ImageBlock | DocumentBlock] | None = None
     is_error: bool | None = None
+    cache_control: msgspec.Raw = msgspec.Raw()
 
 
 class ThinkingBlock(msgspec.Struct, tag_field="type", tag="thinking", gc=False):
     thinking: str = ""
+    # Anthropic's signature over the thinking, sent back as it came.
+    signature: str = ""
 
 
 class RedactedThinkingBlock(msgspec.Struct, tag_field="type", tag="redacted_thinking", gc=False):
@@ -111,7 +133,9 @@ Block: TypeAlias = (
 
 
 class Message(msgspec.Struct, gc=False):
-    role: Literal["user", "assistant"]
+    # "system": a system message mid-conversation (the
+    # ``mid-conversation-system-2026-04-07`` beta), kept at its position.
+    role: Literal["user", "assistant", "system"]
     content: str | list[Block]
 
 
@@ -123,6 +147,7 @@ class ToolDef(msgspec.Struct, gc=False):
     # Absent or "custom" for a client tool; a server tool names its version.
     type: str | None = None
     strict: bool | None = None
+    cache_control: msgspec.Raw = msgspec.Raw()
 
 
 class AutoChoice(msgspec.Struct, tag_field="type", tag="auto", gc=False):
@@ -160,8 +185,10 @@ class CountTokensRequest(msgspec.Struct, gc=False):
     tool_choice: AutoChoice | AnyChoice | ToolChoice | NoneChoice | None = None
 
 
-class MessagesRequest(CountTokensRequest, kw_only=True):
-    """``POST /v1/messages`` as far as flatgate carries it."""
+class MessagesRequest(CountTokensRequest, kw_only=True, gc=True, dict=True):
+    """``POST /v1/messages`` as far as flatgate carries it. ``dict``: the
+    endpoint keeps what it computed of the request on it between its steps
+    (the prompt's estimate, for ``message_start``)."""
 
     max_tokens: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
     stop_sequences: list[str] | None = None
@@ -170,12 +197,49 @@ class MessagesRequest(CountTokensRequest, kw_only=True):
     top_k: _Int32 | None = None
     metadata: Metadata | None = None
     stream: bool | None = None
+    # Fields with no wire slot, kept as the client's JSON for the extras
+    # (``extras``); empty: absent.
+    thinking: msgspec.Raw = msgspec.Raw()
+    output_config: msgspec.Raw = msgspec.Raw()
+    context_management: msgspec.Raw = msgspec.Raw()
+    service_tier: msgspec.Raw = msgspec.Raw()
+    container: msgspec.Raw = msgspec.Raw()
+    mcp_servers: msgspec.Raw = msgspec.Raw()
+    cache_control: msgspec.Raw = msgspec.Raw()
+    # Refused (``thread_unsupported``): flatgate keeps no threads.
+    thread: msgspec.Raw = msgspec.Raw()
 
 
-_decode_messages = msgspec.json.Decoder(MessagesRequest).decode
+class _Known(MessagesRequest, kw_only=True, forbid_unknown_fields=True):
+    """A body with only the fields ``MessagesRequest`` knows: its one pass."""
+
+
+class WithUnknown(MessagesRequest, kw_only=True):
+    """A request that also holds fields flatgate does not know, as the
+    client wrote them (never decoded from JSON: built by ``decode_messages``)."""
+
+    unknown: dict[str, msgspec.Raw]
+
+
+# The fields kept for the extras, in the order they are written there.
+EXTRA_FIELDS = (
+    "thinking",
+    "output_config",
+    "context_management",
+    "service_tier",
+    "container",
+    "mcp_servers",
+    "cache_control",
+)
+_KNOWN_NAMES = frozenset(MessagesRequest.__struct_fields__)
+_UNKNOWN = "Object contains unknown field"
+
+_decode_known = msgspec.json.Decoder(_Known).decode
+_decode_lenient = msgspec.json.Decoder(MessagesRequest).decode
+_decode_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_count = msgspec.json.Decoder(CountTokensRequest).decode
 
-_CARRIED = "text, tool_use, tool_result (thinking and redacted_thinking are dropped)"
+_CARRIED = "text, tool_use, tool_result, thinking and redacted_thinking"
 
 
 def _where(message: str) -> tuple[str, str]:
@@ -186,12 +250,22 @@ def _where(message: str) -> tuple[str, str]:
     return path, "Field required" if v.missing else v.reason
 
 
+def unexpected_role(role: str, where: str) -> InvalidRequest:
+    """Anthropic's own words for a role it does not take (clients match on
+    ``Unexpected role "..."``: Claude Code falls back by them)."""
+    return InvalidRequest(
+        f'messages: Unexpected role "{shown(role)}". The Messages API accepts the roles '
+        '"user" and "assistant" as input message roles, and "system" mid-conversation.',
+        param=where,
+    )
+
+
 def _invalid(exc: msgspec.ValidationError) -> InvalidRequest:
     path, reason = _where(validation_text(exc))
     if path.endswith(".type") and reason.startswith("Invalid value"):
         reason += f": flatgate carries content blocks of type {_CARRIED}"
-    elif path.endswith(".role") and "'system'" in reason:
-        reason += ": a system prompt is the top-level `system` field"
+    elif path.endswith(".role") and reason.startswith("Invalid enum value"):
+        return unexpected_role(reason.partition("'")[2].rpartition("'")[0], path)
     return InvalidRequest(f"{path}: {reason}" if path else reason, param=path or None)
 
 
@@ -200,17 +274,19 @@ def unsupported(block: msgspec.Struct, where: str) -> InvalidRequest:
     kind = type(block).__struct_config__.tag
     return InvalidRequest(
         f"{where}: content blocks of type '{kind}' are not supported: flatgate carries text, "
-        "tool_use and tool_result blocks.",
+        "tool_use, tool_result, thinking and redacted_thinking blocks.",
         param=where,
         code=codes.UNSUPPORTED_CONTENT_TYPE,
     )
 
 
 def misplaced(block: msgspec.Struct, where: str) -> InvalidRequest:
-    """The 400 for a tool_use block from the user, or a tool_result from the assistant."""
-    if type(block) is ToolUseBlock:
+    """The 400 for a tool_use or thinking block from the user, or a
+    tool_result from the assistant."""
+    if type(block) is not ToolResultBlock:
+        kind = type(block).__struct_config__.tag
         return InvalidRequest(
-            f"{where}: tool_use blocks are only allowed in assistant messages", param=where
+            f"{where}: {kind} blocks are only allowed in assistant messages", param=where
         )
     return InvalidRequest(
         f"{where}: tool_result blocks are only allowed in user messages", param=where
@@ -283,9 +359,46 @@ def _decoded(decode: Callable[[bytes | memoryview], R], body: bytes | memoryview
     return req
 
 
+def _with_unknown(body: bytes | memoryview) -> MessagesRequest:
+    """A body with fields ``MessagesRequest`` does not know: the request, and
+    those fields as the client wrote them (a second pass, for such bodies
+    only)."""
+    req = _decode_lenient(body)
+    unknown = {k: v for k, v in _decode_fields(body).items() if k not in _KNOWN_NAMES}
+    for key in unknown:
+        if key.startswith("$"):  # flatgate's own keys in the extras
+            raise InvalidRequest(f"{shown(key)}: Extra inputs are not permitted", param=key)
+    fields = {f: getattr(req, f) for f in MessagesRequest.__struct_fields__}
+    return WithUnknown(**fields, unknown=unknown)
+
+
+def _messages(body: bytes | memoryview) -> MessagesRequest:
+    try:
+        return _decode_known(body)
+    except msgspec.ValidationError as exc:
+        if not str(exc).startswith(_UNKNOWN):
+            raise
+    return _with_unknown(body)
+
+
+def thread_unsupported() -> InvalidRequest:
+    """The documented refusal of ``thread`` (the Message Threads beta), which
+    the SDKs' tool runners answer by sending the whole conversation again."""
+    return DetailedRequestError(
+        "thread: flatgate keeps no threads; send the full conversation without `thread`.",
+        param="thread",
+        details={"error_code": "thread_unsupported_request"},
+    )
+
+
 def decode_messages(body: bytes | memoryview) -> MessagesRequest:
-    """Decode and check a ``/v1/messages`` body; every failure is an ``InvalidRequest``."""
-    return _decoded(_decode_messages, body)
+    """Decode and check a ``/v1/messages`` body; every failure is an
+    ``InvalidRequest``. One pass for a body of known fields; a ``WithUnknown``
+    for one with others."""
+    req = _decoded(_messages, body)
+    if req.thread and bytes(req.thread) != b"null":
+        raise thread_unsupported()
+    return req
 
 
 def decode_count_tokens(body: bytes | memoryview) -> CountTokensRequest:

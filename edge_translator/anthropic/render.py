@@ -6,15 +6,20 @@ Owns the response side of the Messages API as the official SDKs read it:
 - ``EventRenderer.feed(chunk)`` returns the SSE bytes one decoded ``Chunk``
   becomes. Every event is an ``event:`` line and a ``data`` object whose
   ``type`` matches, in exactly this order: ``message_start`` (``usage``: the
-  input tokens when the first chunk already carries them, else 0); then for
+  input tokens when the first chunk already carries them, else the
+  request's estimate the endpoint gives); then for
   each content block, indices 0, 1, 2, ...: ``content_block_start``, its
   deltas, ``content_block_stop``, one block at a time (reasoning is a
   ``thinking`` block with ``thinking_delta``s, text a ``text`` block with
   ``text_delta``s, a tool call a ``tool_use`` block with
-  ``input_json_delta``s; a block is closed before the next one opens); then
+  ``input_json_delta``s; a block is closed before the next one opens; a
+  chunk's ``reasoning_part`` ends the thinking block with a
+  ``signature_delta``, or is a whole ``redacted_thinking`` block); then
   ``message_delta`` (``stop_reason``, ``stop_sequence``, and the final
   ``usage``: ``input_tokens``, cumulative ``output_tokens``,
-  ``cache_read_input_tokens`` when some were cached) and ``message_stop``.
+  ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` when some
+  were written or read) and ``message_stop``. A signature is the part's
+  ``opaque`` when its dialect is Anthropic's, else empty.
 - ``MessageAggregator`` folds every chunk of a non-streaming answer into one
   ``message`` (``id``, ``type``, ``role``, ``content`` blocks in the order
   they began, ``model``, ``stop_reason``, ``stop_sequence``, ``usage``).
@@ -24,7 +29,8 @@ Owns the response side of the Messages API as the official SDKs read it:
 Stop reasons: Stop -> ``end_turn``, or ``stop_sequence`` when the final chunk
 names the sequence that matched; Length -> ``max_tokens``; ToolCalls ->
 ``tool_use``; ContentFilter -> ``refusal``. Usage: the wire's prompt tokens
-include the cached ones, Anthropic's ``input_tokens`` do not. The Messages API
+include the cached ones and those written to the cache, Anthropic's
+``input_tokens`` do not. The Messages API
 requires the counts: a backend that reported none gives 0 (and the app counts
 it in ``flatgate_edge_usage_unknown_total``).
 
@@ -42,7 +48,8 @@ from flatgate.edge_translator.errors import EdgeError, ProxyFailed
 from flatgate.edge_translator.openai.render import chunk_error
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, Usage
-from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 
 __all__ = ["PING", "EventRenderer", "MessageAggregator", "stop_reason_name"]
 
@@ -55,13 +62,14 @@ _STOP: dict[int, str] = {
     FinishReason.CONTENT_FILTER: "refusal",
 }
 _ERROR = FinishReason.ERROR
+_ANTHROPIC = int(ApiDialect.ANTHROPIC_MESSAGES)
 
 _encoder = msgspec.json.Encoder()
 _encode = _encoder.encode
 _encode_into = _encoder.encode_into
 
 # Block kinds.
-_TEXT, _THINKING, _TOOL = 1, 2, 3
+_TEXT, _THINKING, _TOOL, _REDACTED = 1, 2, 3, 4
 _DELTA_HEAD = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
 _DELTA_KIND = {
     _TEXT: b',"delta":{"type":"text_delta","text":',
@@ -72,6 +80,7 @@ _DELTA_END = b"}}\n\n"
 _START_HEAD = b'event: content_block_start\ndata: {"type":"content_block_start","index":'
 _TEXT_BLOCK = b',"content_block":{"type":"text","text":""}}\n\n'
 _THINKING_BLOCK = b',"content_block":{"type":"thinking","thinking":"","signature":""}}\n\n'
+_SIGNATURE = b',"delta":{"type":"signature_delta","signature":'
 _STOP_HEAD = b'event: content_block_stop\ndata: {"type":"content_block_stop","index":'
 _MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
@@ -83,23 +92,42 @@ def stop_reason_name(chunk: Chunk) -> str | None:
     return _STOP.get(chunk.finish_reason)
 
 
-class _InUsage(msgspec.Struct):
+class _InUsage(msgspec.Struct, omit_defaults=True):
     input_tokens: int
     output_tokens: int
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
 
 
 class _OutUsage(msgspec.Struct, omit_defaults=True):
     output_tokens: int
     input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
+
+
+def _uncached(u: Usage) -> int:
+    """Anthropic's ``input_tokens``: the prompt's tokens neither read from
+    nor written to the cache (the wire's ``prompt_tokens`` include both)."""
+    return u.prompt_tokens - u.cached_tokens - u.cache_write_tokens
 
 
 def _usage_out(u: Usage | None) -> _OutUsage:
     if u is None:
         return _OutUsage(0)
     return _OutUsage(
-        u.completion_tokens, u.prompt_tokens - u.cached_tokens, u.cached_tokens or None
+        u.completion_tokens,
+        _uncached(u),
+        u.cache_write_tokens or None,
+        u.cached_tokens or None,
     )
+
+
+def signature_of(part: ReasoningPart) -> str:
+    """The signature (or redacted data) an Anthropic client is given for
+    ``part``: its payload when Anthropic wrote it, else none (another
+    provider's payload means nothing to an Anthropic backend)."""
+    return part.opaque.decode() if part.dialect == _ANTHROPIC else ""
 
 
 class _Delta(msgspec.Struct):
@@ -121,6 +149,7 @@ class EventRenderer:
         "_done",
         "_id",
         "_index",
+        "_input",
         "_kind",
         "_model",
         "_started",
@@ -129,9 +158,12 @@ class EventRenderer:
         "_usage",
     )
 
-    def __init__(self, *, message_id: str, model: str) -> None:
+    def __init__(self, *, message_id: str, model: str, input_tokens: int = 0) -> None:
         self._id = message_id
         self._model = model
+        # ``message_start``'s input tokens when the first chunk has no usage:
+        # the request's estimate.
+        self._input = input_tokens
         self._started = False
         # The open block: its kind (0: none) and index; the next index is len.
         self._kind = 0
@@ -176,6 +208,7 @@ class EventRenderer:
             and not chunk.finish_reason
             and not chunk.reasoning
             and not chunk.tool_calls
+            and chunk.reasoning_part is None
         ):
             buf = self._buf
             buf[:] = self._text_head
@@ -198,6 +231,9 @@ class EventRenderer:
             if self._kind != _THINKING:
                 self._open(_THINKING, _THINKING_BLOCK, out)
             out.append(self._delta(self._index, _THINKING, chunk.reasoning))
+        part = chunk.reasoning_part
+        if part is not None:
+            self._end_reasoning(part, out)
         if chunk.content:
             if self._kind != _TEXT:
                 self._open(_TEXT, _TEXT_BLOCK, out)
@@ -237,7 +273,11 @@ class EventRenderer:
         if chunk.model:
             self._model = chunk.model
         u = self._usage
-        usage = _InUsage(u.prompt_tokens - u.cached_tokens if u is not None else 0, 0)
+        usage = (
+            _InUsage(self._input, 0)
+            if u is None
+            else _InUsage(_uncached(u), 0, u.cache_write_tokens or None, u.cached_tokens or None)
+        )
         return (
             b'event: message_start\ndata: {"type":"message_start","message":{"id":'
             + _encode(self._id)
@@ -247,6 +287,34 @@ class EventRenderer:
             + _encode(usage)
             + b"}}\n\n"
         )
+
+    def _end_reasoning(self, part: ReasoningPart, out: list[bytes]) -> None:
+        """A reasoning block ended: a redacted one is a whole
+        ``redacted_thinking`` block; another closes the open thinking block
+        (one opened, empty, when its text never came) with its
+        ``signature_delta``. A part with nothing but an id (another
+        provider's "one began") is nothing here."""
+        if part.redacted:
+            block = b',"content_block":{"type":"redacted_thinking","data":%b}}\n\n' % _encode(
+                signature_of(part)
+            )
+            self._open(_REDACTED, block, out)
+            self._close(out)
+            return
+        if not part.opaque and not part.text and self._kind != _THINKING:
+            return
+        if self._kind != _THINKING:
+            self._open(_THINKING, _THINKING_BLOCK, out)
+            if part.text:  # its text came with no deltas: the whole of it here
+                out.append(self._delta(self._index, _THINKING, part.text))
+        out.append(
+            _DELTA_HEAD
+            + str(self._index).encode()
+            + _SIGNATURE
+            + _encode(signature_of(part))
+            + _DELTA_END
+        )
+        self._close(out)
 
     def _delta(self, index: int, kind: int, text: str) -> bytes:
         return _DELTA_HEAD + str(index).encode() + _DELTA_KIND[kind] + _encode(text) + _DELTA_END
@@ -272,6 +340,10 @@ class _Thinking(msgspec.Struct, tag="thinking", tag_field="type"):
     signature: str = ""
 
 
+class _RedactedThinking(msgspec.Struct, tag="redacted_thinking", tag_field="type"):
+    data: str
+
+
 class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type"):
     id: str
     name: str
@@ -281,6 +353,7 @@ class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type"):
 class _UsageOut(msgspec.Struct, omit_defaults=True):
     input_tokens: int
     output_tokens: int
+    cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
 
 
@@ -289,7 +362,7 @@ class _Message(msgspec.Struct):
     type: str
     role: str
     model: str
-    content: list[_Text | _Thinking | _ToolUse]
+    content: list[_Text | _Thinking | _RedactedThinking | _ToolUse]
     stop_reason: str | None
     stop_sequence: str | None
     usage: _UsageOut
@@ -318,19 +391,25 @@ def _tool_input(parts: list[str]) -> msgspec.Raw:
 
 
 class _Block:
-    __slots__ = ("id", "kind", "name", "parts")
+    __slots__ = ("closed", "id", "kind", "name", "parts", "signature")
 
     def __init__(self, kind: int, id_: str = "", name: str = "") -> None:
         self.kind = kind
         self.id = id_
         self.name = name
         self.parts: list[str] = []
+        # A reasoning block: its signature (a redacted one's data), and
+        # whether its end came (the next reasoning is another block).
+        self.signature = ""
+        self.closed = False
 
-    def out(self) -> _Text | _Thinking | _ToolUse:
+    def out(self) -> _Text | _Thinking | _RedactedThinking | _ToolUse:
         if self.kind == _TEXT:
             return _Text("".join(self.parts))
         if self.kind == _THINKING:
-            return _Thinking("".join(self.parts))
+            return _Thinking("".join(self.parts), self.signature)
+        if self.kind == _REDACTED:
+            return _RedactedThinking(self.signature)
         return _ToolUse(self.id, self.name, _tool_input(self.parts))
 
 
@@ -362,9 +441,27 @@ class MessageAggregator:
 
     def _part(self, kind: int, text: str) -> None:
         blocks = self._blocks
-        if not blocks or blocks[-1].kind != kind:
+        if not blocks or blocks[-1].kind != kind or blocks[-1].closed:
             blocks.append(_Block(kind))
         blocks[-1].parts.append(text)
+
+    def _end_reasoning(self, part: ReasoningPart) -> None:
+        """As ``EventRenderer._end_reasoning``, folded into the blocks."""
+        blocks = self._blocks
+        if part.redacted:
+            block = _Block(_REDACTED)
+        elif blocks and blocks[-1].kind == _THINKING and not blocks[-1].closed:
+            block = blocks[-1]
+        elif part.opaque or part.text:
+            block = _Block(_THINKING)
+            if part.text:
+                block.parts.append(part.text)
+        else:
+            return
+        if block is not (blocks[-1] if blocks else None):
+            blocks.append(block)
+        block.signature = signature_of(part)
+        block.closed = True
 
     def feed(self, chunk: Chunk) -> None:
         """Take one chunk; an error chunk raises the ``EdgeError`` it carries."""
@@ -374,6 +471,8 @@ class MessageAggregator:
             self._model = chunk.model
         if chunk.reasoning:
             self._part(_THINKING, chunk.reasoning)
+        if chunk.reasoning_part is not None:
+            self._end_reasoning(chunk.reasoning_part)
         if chunk.content:
             self._part(_TEXT, chunk.content)
         for call in chunk.tool_calls:
@@ -397,7 +496,10 @@ class MessageAggregator:
             _UsageOut(0, 0)
             if u is None
             else _UsageOut(
-                u.prompt_tokens - u.cached_tokens, u.completion_tokens, u.cached_tokens or None
+                _uncached(u),
+                u.completion_tokens,
+                u.cache_write_tokens or None,
+                u.cached_tokens or None,
             )
         )
         message = _Message(

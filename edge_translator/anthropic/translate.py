@@ -5,17 +5,22 @@ Owns ``write_messages``: a decoded ``MessagesRequest`` (or the prompt of a
 shared writer (``wire.request.writer.RequestWriter``). The mapping, message by
 message:
 
-- ``system`` (a string, or text blocks joined) is the first message, role System;
+- ``system`` (a string, or text blocks joined) is the first message, role
+  System; text blocks of which one carries ``cache_control`` are one System
+  message each, so that an Anthropic backend rebuilds them, breakpoints
+  where the client put them;
+- a system message in ``messages`` is a System message at its position;
 - a user turn's ``tool_result`` blocks are Tool messages, in order (the call
   id, the text: a string or text blocks joined, ``is_error``), then its text
   blocks, joined, are one User message (Anthropic requires the results
   first, so the order is kept);
 - an assistant turn is one Assistant message: its text blocks joined, its
   ``tool_use`` blocks as tool calls (the ``input`` object, as the caller wrote
-  it, is the call's arguments); ``thinking`` and ``redacted_thinking`` blocks
-  are dropped (a backend other than the one that wrote them cannot read them,
-  and the one that did verifies their signatures), and a turn left with
-  nothing is dropped;
+  it, is the call's arguments), its ``thinking`` and ``redacted_thinking``
+  blocks, in order, as its ``ReasoningPart``s (dialect
+  ``ANTHROPIC_MESSAGES``; ``opaque``: the signature's, or the redacted
+  data's, UTF-8 bytes; only an Anthropic backend can use them, and it
+  verifies them); a turn left with nothing is dropped;
 - text blocks are joined with nothing between them, as the OpenAI edge joins
   text parts: the text reaches the backend exactly as sent.
 
@@ -26,7 +31,10 @@ false``; written only when tools exist), ``stop_sequences`` -> ``stop``,
 ``metadata.user_id`` -> ``user``, ``max_tokens``, ``temperature``, ``top_p``,
 ``top_k``, ``stream`` (with ``include_usage``: the Messages API always reports
 usage). Blocks the wire cannot carry are refused as they are met (see
-``models``).
+``models``). The fields with no slot, the block-level ``cache_control``
+breakpoints (by the wire message each went into) and the ``anthropic-beta``
+header are the extras (``extras``, written before the messages, which are
+therefore walked first).
 
 A ``CountTokensRequest``'s buffer is then verified as whoever reads a
 ``messages`` request verifies it (the proxy before a JSON backend, an fbs
@@ -39,6 +47,9 @@ not a second copy of them here. Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from flatgate.edge_translator.anthropic.extras import CacheMark, extras_of
 from flatgate.edge_translator.anthropic.models import (
     AnyChoice,
     AutoChoice,
@@ -51,6 +62,7 @@ from flatgate.edge_translator.anthropic.models import (
     ToolChoice,
     ToolResultBlock,
     ToolUseBlock,
+    WithUnknown,
     misplaced,
     not_an_object,
     not_utf8,
@@ -60,9 +72,10 @@ from flatgate.edge_translator.decoding import is_utf8
 from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MAX_BUFFER_BYTES, MalformedBuffer
+from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.verify import verify_request
-from flatgate.proxy.wire.request.writer import Call, RequestWriter, WireMessage
-from flatgate.proxy.wire.schema import Role, ToolChoiceMode
+from flatgate.proxy.wire.request.writer import Call, RequestWriter, ToolSpec, WireMessage
+from flatgate.proxy.wire.schema import ApiDialect, Role, ToolChoiceMode
 
 __all__ = ["tool_choice_of", "write_messages"]
 
@@ -70,8 +83,10 @@ _USER = int(Role.User)
 _ASSISTANT = int(Role.Assistant)
 _TOOL = int(Role.Tool)
 _SYSTEM = int(Role.System)
-_DROPPED = (ThinkingBlock, RedactedThinkingBlock)
+_ANTHROPIC = int(ApiDialect.ANTHROPIC_MESSAGES)
+_THINKING = (ThinkingBlock, RedactedThinkingBlock)
 _EMPTY_USER: WireMessage = (_USER, b"", b"", b"", (), False)
+_AT_MESSAGES = "messages"
 
 
 def tool_choice_of(req: CountTokensRequest) -> tuple[int, str, bool | None]:
@@ -106,32 +121,49 @@ def _result_text(block: ToolResultBlock, i: int, j: int) -> bytes:
     return "".join(parts).encode()
 
 
-def _user(out: list[WireMessage], blocks: list[object], i: int) -> None:
+def _user(out: list[WireMessage], blocks: list[object], i: int, marks: list[CacheMark]) -> None:
     texts = []
     results = False
+    pending = None  # a text block's breakpoint: on the message the texts become
     for j, b in enumerate(blocks):
         kind = type(b)
         if kind is TextBlock:
             texts.append(b.text)  # type: ignore[attr-defined]
+            if b.cache_control:  # type: ignore[attr-defined]
+                pending = b.cache_control  # type: ignore[attr-defined]
         elif kind is ToolResultBlock:
             results = True
             call_id = b.tool_use_id.encode()  # type: ignore[attr-defined]
             failed = bool(b.is_error)  # type: ignore[attr-defined]
             out.append((_TOOL, _result_text(b, i, j), b"", call_id, (), failed))  # type: ignore[arg-type]
-        elif kind is ToolUseBlock:
+            if b.cache_control:  # type: ignore[attr-defined]
+                marks.append((_AT_MESSAGES, len(out) - 1, b.cache_control))  # type: ignore[attr-defined]
+        elif kind is ToolUseBlock or kind in _THINKING:
             raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
-        elif kind not in _DROPPED:
+        else:
             raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
     data = "".join(texts).encode()
     if data:
         out.append((_USER, data))
     elif not results:
         out.append(_EMPTY_USER)  # keep the turn: the backend says what an empty one means
+    if pending is not None:
+        marks.append((_AT_MESSAGES, len(out) - 1, pending))
 
 
-def _assistant(out: list[WireMessage], blocks: list[object], i: int) -> None:
+def _reasoning(b: object) -> ReasoningPart:
+    if type(b) is ThinkingBlock:
+        return ReasoningPart(b.thinking, b.signature.encode(), _ANTHROPIC)
+    return ReasoningPart(opaque=b.data.encode(), dialect=_ANTHROPIC, redacted=True)  # type: ignore[attr-defined]
+
+
+def _assistant(
+    out: list[WireMessage], blocks: list[object], i: int, marks: list[CacheMark]
+) -> None:
     texts = []
     calls: list[Call] = []
+    reasoning: list[ReasoningPart] = []
+    mark = None
     for j, b in enumerate(blocks):
         kind = type(b)
         if kind is TextBlock:
@@ -143,15 +175,64 @@ def _assistant(out: list[WireMessage], blocks: list[object], i: int) -> None:
             if not is_utf8(args):
                 raise not_utf8(f"messages.{i}.content.{j}.input")
             calls.append((b.id.encode(), b.name.encode(), args))  # type: ignore[attr-defined]
+        elif kind in _THINKING:
+            reasoning.append(_reasoning(b))
+            continue
         elif kind is ToolResultBlock:
             raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
-        elif kind not in _DROPPED:
+        else:
             raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
+        if b.cache_control:  # type: ignore[attr-defined]
+            mark = b.cache_control  # type: ignore[attr-defined]
     data = "".join(texts).encode()
-    if calls:
+    if reasoning:
+        out.append((_ASSISTANT, data, b"", b"", calls, False, reasoning))
+    elif calls:
         out.append((_ASSISTANT, data, b"", b"", calls, False))
     elif data:
         out.append((_ASSISTANT, data))
+    else:
+        return  # a turn left with nothing
+    if mark is not None:
+        marks.append((_AT_MESSAGES, len(out) - 1, mark))
+
+
+def _system(out: list[WireMessage], blocks: list[object], i: int, marks: list[CacheMark]) -> None:
+    """A system message mid-conversation: its text at its position."""
+    texts = []
+    mark = None
+    for j, b in enumerate(blocks):
+        if type(b) is not TextBlock:
+            raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
+        texts.append(b.text)
+        if b.cache_control:
+            mark = b.cache_control
+    data = "".join(texts).encode()
+    out.append((_SYSTEM, data) if data else (_SYSTEM, b"", b"", b"", (), False))
+    if mark is not None:
+        marks.append((_AT_MESSAGES, len(out) - 1, mark))
+
+
+def _top_system(out: list[WireMessage], blocks: list[TextBlock], marks: list[CacheMark]) -> None:
+    """Top-level system blocks: joined into one System message, or, when one
+    carries a breakpoint, one System message per block (so that an Anthropic
+    backend gets the blocks, and the breakpoints, where the client put them)."""
+    texts = []
+    marked = False
+    for b in blocks:
+        texts.append(b.text)
+        if b.cache_control:
+            marked = True
+    if not marked:
+        data = "".join(texts).encode()
+        if data:
+            out.append((_SYSTEM, data))
+        return
+    for b in blocks:
+        data = b.text.encode()
+        out.append((_SYSTEM, data) if data else (_SYSTEM, b"", b"", b"", (), False))
+        if b.cache_control:
+            marks.append(("system", len(out) - 1, b.cache_control))
 
 
 def _verified(frame: bytes) -> bytes:
@@ -173,13 +254,74 @@ def write_messages(
     model_name: str,
     tenant: str = "",
     request_id: str = "",
+    headers: Mapping[str, str] | None = None,
 ) -> bytes:
     """``req`` as a ``CompletionRequest`` buffer (a ``CountTokensRequest``:
-    its prompt alone, no sampling parameters, verified as the proxy would)."""
-    full = req if type(req) is MessagesRequest else None
+    its prompt alone, no sampling parameters, verified as the proxy would);
+    ``headers``: the client's headers an Anthropic backend must get
+    (``anthropic-beta``), for the extras."""
+    full = req if isinstance(req, MessagesRequest) else None
+    marks: list[CacheMark] = []
+    wire: list[WireMessage] = []
+    add = wire.append
+    system = req.system
+    if system:
+        if type(system) is str:
+            add((_SYSTEM, system.encode()))
+        else:
+            _top_system(wire, system, marks)  # type: ignore[arg-type]
+    for i, m in enumerate(req.messages):
+        content = m.content
+        role = m.role
+        if type(content) is str:
+            if role == "user":
+                add((_USER, content.encode()) if content else _EMPTY_USER)
+            elif role == "assistant":
+                if content:
+                    add((_ASSISTANT, content.encode()))
+            else:
+                _system(wire, [TextBlock(content)], i, marks)
+        elif role == "user":
+            _user(wire, content, i, marks)  # type: ignore[arg-type]
+        elif role == "assistant":
+            _assistant(wire, content, i, marks)  # type: ignore[arg-type]
+        else:
+            _system(wire, content, i, marks)  # type: ignore[arg-type]
+    tools = req.tools
+    specs: list[ToolSpec] = []
+    if tools:
+        for k, t in enumerate(tools):
+            specs.append(
+                (
+                    t.name.encode(),
+                    (t.description or "").encode(),
+                    bytes(t.input_schema),
+                    bool(t.strict),
+                )
+            )
+            if t.cache_control:
+                marks.append(("tools", k, t.cache_control))
+
     w = RequestWriter()
     choice, choice_name, parallel = tool_choice_of(req)
     meta = full.metadata if full is not None else None
+    extras = (
+        extras_of(full, marks, headers)
+        if full is not None
+        and (
+            marks
+            or headers
+            or full.thinking
+            or full.output_config
+            or full.context_management
+            or full.service_tier
+            or full.container
+            or full.mcp_servers
+            or full.cache_control
+            or type(full) is WithUnknown
+        )
+        else b""
+    )
     w.strings(
         request_id=request_id,
         model_name=model_name,
@@ -187,41 +329,11 @@ def write_messages(
         user=(meta and meta.user_id) or "",
         tool_choice_name=choice_name,
         response_format=b"",
+        extras=extras,
     )
-
-    wire: list[WireMessage] = []
-    add = wire.append
-    system = req.system
-    if system:
-        data = (system if type(system) is str else "".join(b.text for b in system)).encode()  # type: ignore[union-attr]
-        if data:
-            add((_SYSTEM, data))
-    for i, m in enumerate(req.messages):
-        content = m.content
-        user = m.role == "user"
-        if type(content) is str:
-            if content:
-                add((_USER if user else _ASSISTANT, content.encode()))
-            elif user:
-                add(_EMPTY_USER)
-        elif user:
-            _user(wire, content, i)  # type: ignore[arg-type]
-        else:
-            _assistant(wire, content, i)  # type: ignore[arg-type]
     w.messages(wire)
-
-    if req.tools:
-        w.tools(
-            [
-                (
-                    t.name.encode(),
-                    (t.description or "").encode(),
-                    bytes(t.input_schema),
-                    bool(t.strict),
-                )
-                for t in req.tools
-            ]
-        )
+    if specs:
+        w.tools(specs)
     if full is None:
         return _verified(
             w.finish(provider=provider, tool_choice=choice, parallel_tool_calls=parallel)
@@ -241,4 +353,5 @@ def write_messages(
         stream=stream,
         include_usage=stream,
         parallel_tool_calls=parallel,
+        extras_dialect=_ANTHROPIC if extras else 0,
     )

@@ -20,12 +20,14 @@ Also the shape of every answer off the client APIs' paths (``GET
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from flatgate.edge_translator.client_api import Asked, Folding, Rendering, Stateless
 from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.openai.mapping import new_request_id
-from flatgate.edge_translator.openai.models import ChatCompletionRequest, decode_request
+from flatgate.edge_translator.openai.models import Decoded, decode
 from flatgate.edge_translator.openai.render import Aggregator, StreamRenderer, error_event
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
@@ -50,26 +52,34 @@ class ChatApi(Stateless):
         auth = ex.header("authorization")
         return identities.cached(auth) or await identities.verify(auth)
 
-    def decode(self, body: bytes) -> ChatCompletionRequest:
-        return decode_request(body)
+    def decode(self, body: bytes) -> Decoded:
+        return decode(body)
 
     def new_id(self) -> str:
         return new_request_id()
 
+    carried_headers = ()
+
     def write(
-        self, req: ChatCompletionRequest, model: ModelConfig, *, tenant: str, request_id: str
+        self,
+        d: Decoded,
+        model: ModelConfig,
+        *,
+        tenant: str,
+        request_id: str,
+        headers: Mapping[str, str] | None = None,
     ) -> bytes:
         return write_request(
-            req,
+            d.req,
             provider=model.provider_id,
             model_name=model.name,
             tenant=tenant,
             request_id=request_id,
+            fields=d.fields,
         )
 
-    def asked(
-        self, req: ChatCompletionRequest, completion_id: str, request_id: str, model: str
-    ) -> Asked:
+    def asked(self, d: Decoded, completion_id: str, request_id: str, model: str) -> Asked:
+        req = d.req
         return Asked(
             self,
             completion_id,

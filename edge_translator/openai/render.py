@@ -15,6 +15,12 @@ Owns the response side of the OpenAI API as the official SDK reads it:
 - ``Aggregator`` folds every chunk of a non-streaming answer into one
   ``chat.completion`` body with ``usage.total_tokens``.
 
+Logprobs come as a chunk's extras (``{"logprobs": {...}}``, dialect
+``OpenAIChat``: the backend's object as it sent it): a streamed event
+carries them as its choice's ``logprobs`` (``null`` otherwise), and the
+aggregated body joins their ``content`` and ``refusal`` lists into its
+choice's ``logprobs``.
+
 Usage a backend never sent is not made up: OpenAI's convention for unknown
 usage is none at all, so the aggregated body has no ``usage`` key and the
 stream no usage event (never zeros); ``usage`` says whether it came.
@@ -33,7 +39,7 @@ import msgspec
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, Usage
-from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 
 __all__ = [
     "DONE",
@@ -57,6 +63,32 @@ _FINISH: dict[int, str] = {
 
 _encoder = msgspec.json.Encoder()
 _encode = _encoder.encode
+_CHAT = int(ApiDialect.OPENAI_CHAT)
+_NULL = b"null"
+
+
+class _ChunkExtras(msgspec.Struct, gc=False):
+    logprobs: msgspec.Raw = msgspec.Raw()
+
+
+class _Logprobs(msgspec.Struct, gc=False):
+    content: list[msgspec.Raw] | None = None
+    refusal: list[msgspec.Raw] | None = None
+
+
+_decode_extras = msgspec.json.Decoder(_ChunkExtras).decode
+_decode_logprobs = msgspec.json.Decoder(_Logprobs).decode
+
+
+def _logprobs_of(chunk: Chunk) -> bytes:
+    """A chunk's logprobs object as the backend sent it (``null`` for none)."""
+    if chunk.extras_dialect != _CHAT:
+        return _NULL
+    try:
+        raw = bytes(_decode_extras(chunk.extras.encode()).logprobs)
+    except msgspec.DecodeError:
+        return _NULL  # not the backend's: its adapter writes well-formed extras
+    return raw or _NULL
 
 
 def finish_reason_name(reason: int) -> str | None:
@@ -210,13 +242,17 @@ class StreamRenderer:
     def _event(self, choices: bytes) -> bytes:
         return self._head + choices + self._tail
 
-    def _choice(self, index: int, delta: _Delta, finish: str | None) -> bytes:
+    def _choice(
+        self, index: int, delta: _Delta, finish: str | None, logprobs: bytes = _NULL
+    ) -> bytes:
         return (
             b'[{"index":'
             + str(index).encode()
             + b',"delta":'
             + _encode(delta)
-            + b',"logprobs":null,"finish_reason":'
+            + b',"logprobs":'
+            + logprobs
+            + b',"finish_reason":'
             + (b"null" if finish is None else b'"' + finish.encode() + b'"')
             + b"}]"
         )
@@ -245,7 +281,9 @@ class StreamRenderer:
             self._start(chunk.model)
         index = chunk.index
         out: list[bytes] = []
-        if index not in self._roles:
+        if chunk.extras:
+            self._with_logprobs(chunk, _logprobs_of(chunk), out)
+        elif index not in self._roles:
             self._roles.add(index)
             if chunk.content and not chunk.tool_calls:
                 out.append(
@@ -275,6 +313,17 @@ class StreamRenderer:
             self._done = len(self._finished) >= self._choices
             out.append(self._event(self._choice(index, _Delta(), finish)))
         return b"".join(out) if len(out) != 1 else out[0]
+
+    def _with_logprobs(self, chunk: Chunk, logprobs: bytes, out: list[bytes]) -> None:
+        """A chunk's first event with its ``logprobs`` (off the hot path)."""
+        index = chunk.index
+        role = None
+        if index not in self._roles:
+            self._roles.add(index)
+            role = "assistant"
+        if chunk.content or role or logprobs != _NULL:
+            delta = _Delta(role, chunk.content or ("" if role else None))
+            out.append(self._event(self._choice(index, delta, None, logprobs)))
 
     def fail(self, err: EdgeError) -> bytes:
         return error_event(err)
@@ -320,11 +369,16 @@ class _MessageNoCalls(msgspec.Struct, omit_defaults=True):
     reasoning_content: str | None = None
 
 
+class _LogprobsOut(msgspec.Struct):
+    content: list[msgspec.Raw] | None
+    refusal: list[msgspec.Raw] | None
+
+
 class _ChoiceOut(msgspec.Struct):
     index: int
     message: _MessageOut | _MessageNoCalls
     finish_reason: str | None
-    logprobs: None = None
+    logprobs: _LogprobsOut | None = None
 
 
 class _Completion(msgspec.Struct):
@@ -338,13 +392,32 @@ class _Completion(msgspec.Struct):
 
 
 class _Choice:
-    __slots__ = ("calls", "finish", "reasoning", "text")
+    __slots__ = ("calls", "finish", "logprobs", "reasoning", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
         self.finish: str | None = None
+        self.logprobs: _LogprobsOut | None = None
+
+    def add_logprobs(self, raw: bytes) -> None:
+        """One chunk's logprobs object, its lists joined to those before."""
+        try:
+            got = _decode_logprobs(raw)
+        except msgspec.DecodeError:
+            return  # not a logprobs object: nothing to join
+        lp = self.logprobs
+        if lp is None:
+            lp = self.logprobs = _LogprobsOut(None, None)
+        if got.content is not None:
+            if lp.content is None:
+                lp.content = []
+            lp.content += got.content
+        if got.refusal is not None:
+            if lp.refusal is None:
+                lp.refusal = []
+            lp.refusal += got.refusal
 
 
 class Aggregator:
@@ -381,6 +454,10 @@ class Aggregator:
             choice = self._choices[chunk.index] = _Choice()
         if chunk.content:
             choice.text.append(chunk.content)
+        if chunk.extras:
+            logprobs = _logprobs_of(chunk)
+            if logprobs != _NULL:
+                choice.add_logprobs(logprobs)
         if chunk.reasoning:
             choice.reasoning.append(chunk.reasoning)
         for call in chunk.tool_calls:
@@ -418,7 +495,7 @@ class Aggregator:
                 message = _MessageOut("assistant", text or None, None, calls, thought)
             else:
                 message = _MessageNoCalls("assistant", text, None, thought)
-            choices.append(_ChoiceOut(index, message, c.finish))
+            choices.append(_ChoiceOut(index, message, c.finish, c.logprobs))
         out = _Completion(
             self._id,
             self._created,

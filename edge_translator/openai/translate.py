@@ -8,10 +8,13 @@ Owns ``write_request``: a decoded ``ChatCompletionRequest`` (docs/design.md,
 Conventions (besides the writer's): metadata is sorted by key
 (``KeyValue.key`` is the table's key), ``max_completion_tokens`` wins over
 ``max_tokens``, text content parts are joined, and a message with nothing but
-a role and text takes the writer's one-pack path. Pure: no I/O.
+a role and text takes the writer's one-pack path; the fields with no slot
+travel as the extras (``models.extras_json``). Pure: no I/O.
 """
 
 from __future__ import annotations
+
+import msgspec
 
 from flatgate.edge_translator.openai.mapping import (
     ROLE_OF,
@@ -25,10 +28,14 @@ from flatgate.edge_translator.openai.models import (
     AssistantMessage,
     ChatCompletionRequest,
     ToolMessage,
+    extras_json,
 )
 from flatgate.proxy.wire.request.writer import RequestWriter, WireMessage
+from flatgate.proxy.wire.schema import ApiDialect
 
 __all__ = ["write_request"]
+
+_CHAT = int(ApiDialect.OPENAI_CHAT)
 
 
 def write_request(
@@ -38,8 +45,12 @@ def write_request(
     model_name: str,
     tenant: str = "",
     request_id: str = "",
+    fields: dict[str, msgspec.Raw] | None = None,
 ) -> bytes:
-    """``req`` as a ``CompletionRequest`` buffer (the schema-specific writer)."""
+    """``req`` as a ``CompletionRequest`` buffer (the schema-specific writer),
+    its extras (dialect ``OpenAIChat``) its known extra fields and the
+    unknown ones of ``fields`` (``models.Decoded.fields``)."""
+    extras = extras_json(req, fields)
     w = RequestWriter()
     choice, choice_name = tool_choice_of(req)
     rf = bytes(req.response_format)
@@ -50,6 +61,7 @@ def write_request(
         user=req.user or "",
         tool_choice_name=choice_name,
         response_format=b"" if rf == b"null" else rf,
+        extras=extras,
     )
 
     wire: list[WireMessage] = []
@@ -120,4 +132,5 @@ def write_request(
         stream=stream,
         include_usage=stream and options is not None and options.include_usage,
         parallel_tool_calls=req.parallel_tool_calls,
+        extras_dialect=_CHAT if extras else 0,
     )

@@ -35,6 +35,7 @@ authentication's and the store's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import msgspec
 
@@ -126,7 +127,17 @@ class ResponsesApi:
             await store.save_input(tenant, response_id, encode_items(req.items))
         return req
 
-    def write(self, req: Decoded, model: ModelConfig, *, tenant: str, request_id: str) -> bytes:
+    carried_headers = ()
+
+    def write(
+        self,
+        req: Decoded,
+        model: ModelConfig,
+        *,
+        tenant: str,
+        request_id: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
         return write_request(
             req,
             provider=model.provider_id,

@@ -1,9 +1,14 @@
 """The ``anthropic`` backend: Anthropic's Messages API.
 
 Request: ``POST {url}/messages`` with ``x-api-key``, ``anthropic-version`` and
-``stream: true``. The conversation is mapped:
+``stream: true`` (the answer: ``anthropic_stream``). The conversation is
+mapped:
 
-- system and developer messages become top-level ``system`` text blocks, in order;
+- the leading system and developer messages become top-level ``system`` text
+  blocks, in order; a system message after the first other message does too,
+  unless the request is of the Messages dialect and its client's
+  ``anthropic-beta`` names a ``mid-conversation-system-...`` beta: then it is
+  sent in place, as a ``{"role": "system"}`` message (as the client sent it);
 - tool results become ``tool_result`` blocks (``is_error`` when the wire
   says the call failed), and every result answering one assistant turn goes
   into the one user message that follows it (results first, then any user
@@ -14,6 +19,8 @@ Request: ``POST {url}/messages`` with ``x-api-key``, ``anthropic-version`` and
 - consecutive messages of one role are merged (the API requires turns to
   alternate); no empty text block is sent, and a message left with no blocks
   is dropped;
+- tools: ``name``, ``description``, ``input_schema`` (the parameters as
+  sent), ``strict`` when true;
 - ``tool_choice``: auto, none, required -> ``any``, a named function ->
   ``tool``; sent only when tools exist; ``parallel_tool_calls = false`` ->
   ``disable_parallel_tool_use``;
@@ -26,88 +33,77 @@ Request: ``POST {url}/messages`` with ``x-api-key``, ``anthropic-version`` and
   ``default_max_tokens`` when the request has none: Anthropic requires it);
   ``temperature``, ``top_p``, ``top_k``; ``user`` -> ``metadata.user_id``.
 - Left out: seed, presence/frequency penalties, n, response_format, metadata.
-- The client's extras (``backends.extras``): Messages ones are merged at the
-  top level (never over ``model``, ``messages`` or ``stream``); no other
-  dialect's field maps to the Messages API (not even ``reasoning.effort``:
-  a thinking budget is not an effort), so they are left out, hosted tools
-  included.
 
-What is left out is named in ``Outbound.omitted``.
+The client's extras (``backends.extras``), when they are of the Messages
+dialect: flatgate's own keys (``$``) are applied, never sent as fields:
 
-Stream (``event:`` + ``data:``), into chunk frames:
+- ``$headers``: the client's ``anthropic-beta`` goes out as that header,
+  after the backend's configured one (comma-joined, each beta once); no other
+  header is taken;
+- ``$cache_control``: each ``{"at", "index", "cache_control"}`` puts its
+  ``cache_control`` object (``ttl`` and all, as sent) on the last content
+  block built from wire message ``index`` (``at`` ``system`` or
+  ``messages``: the wire's messages, system ones included), or on tool
+  ``index`` (``at`` ``tools``);
 
-- ``message_start``: the model and input usage (prompt tokens = input + cache
-  reads + cache writes; cached tokens = cache reads);
-- ``content_block_start``/``delta``/``stop``: ``text_delta`` -> content,
-  ``thinking_delta`` -> reasoning, a ``tool_use`` block -> a tool call whose
-  ``input_json_delta`` fragments are its arguments (tool-call indices count
-  tool blocks only, not Anthropic's block index; a call with no arguments gets
-  ``"{}"``); other block types (signatures, server tools) are skipped;
-- ``message_delta``: the stop reason (and the stop sequence that matched,
-  which the final chunk carries) and usage, both cumulative;
-- ``message_stop`` ends the stream with the final chunk; ``ping``, once the
-  first token has gone out, becomes an empty chunk (a heartbeat the edge
-  relays as its own keep-alive), and is ignored before; unknown events are
-  ignored; an ``error`` event (``overloaded_error`` after a 200)
-  becomes an error chunk, as does a body that ends before a stop reason.
+every other key is merged at the top level (``thinking``, ``output_config``,
+``context_management``, ``service_tier``, ``container``, ``mcp_servers``:
+as sent), never over ``model``, ``messages``, ``stream`` or ``max_tokens``;
+the client's ``tools`` (server tools, as sent) follow the function tools.
+Extras of another dialect: no field of theirs maps to the Messages API (not
+even ``reasoning.effort``: a thinking budget is not an effort), so each is
+named and, unless mapped to nothing on purpose, refused unless the backend
+sets ``drop_unsupported`` (``extras.report_all``); hosted tools are left out.
 
-Stop reasons: end_turn, stop_sequence, pause_turn -> STOP (a paused turn has
-ended; the caller continues it by sending the conversation back);
-max_tokens, model_context_window_exceeded -> LENGTH; tool_use -> TOOL_CALLS;
-refusal -> CONTENT_FILTER; anything else -> STOP.
-
-No I/O.
+What is left out is named in ``Outbound.omitted``. No I/O.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import msgspec
 
-from flatgate.proxy.backends.base import (
-    Probe,
-    Untranslatable,
-)
-from flatgate.proxy.backends.extras import read_extras, report_all, splice
-from flatgate.proxy.backends.json_api import EventStream, JsonAdapter, usage
+from flatgate.proxy.backends.anthropic_stream import STOP_REASONS, AnthropicStream
+from flatgate.proxy.backends.base import Outbound, Probe, Untranslatable
+from flatgate.proxy.backends.extras import Fields, read_extras, report_all, splice
+from flatgate.proxy.backends.json_api import JsonAdapter
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.chunk.frames import ToolCallDelta
-from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
-from flatgate.proxy.wire.schema import ApiDialect, FinishReason, ToolChoiceMode
+from flatgate.proxy.wire.schema import JSON, SSE, ApiDialect, ToolChoiceMode
 
-__all__ = ["STOP_REASONS", "AnthropicAdapter", "AnthropicStream", "encode_request"]
+__all__ = [
+    "BETA_HEADER",
+    "STOP_REASONS",
+    "AnthropicAdapter",
+    "AnthropicStream",
+    "encode_request",
+]
 
-STOP_REASONS: dict[str, FinishReason] = {
-    "end_turn": FinishReason.STOP,
-    "stop_sequence": FinishReason.STOP,
-    "pause_turn": FinishReason.STOP,
-    "max_tokens": FinishReason.LENGTH,
-    "model_context_window_exceeded": FinishReason.LENGTH,
-    "tool_use": FinishReason.TOOL_CALLS,
-    "refusal": FinishReason.CONTENT_FILTER,
-}
-
-# -- the request ---------------------------------------------------------------
+# The header of Anthropic's betas, the one client header this backend is sent.
+BETA_HEADER = "anthropic-beta"
 
 
-class _Text(msgspec.Struct, tag="text", tag_field="type", gc=False):
+class _Text(msgspec.Struct, tag="text", tag_field="type", omit_defaults=True, gc=False):
     text: str
+    cache_control: msgspec.Raw | None = None
 
 
-class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type", gc=False):
+class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type", omit_defaults=True, gc=False):
     id: str
     name: str
     input: msgspec.Raw
+    cache_control: msgspec.Raw | None = None
 
 
 class _ToolResult(msgspec.Struct, tag="tool_result", tag_field="type", omit_defaults=True):
     tool_use_id: str
     content: str = ""
     is_error: bool = False
+    cache_control: msgspec.Raw | None = None
 
 
 class _Thinking(msgspec.Struct, tag="thinking", tag_field="type", gc=False):
@@ -120,6 +116,7 @@ class _RedactedThinking(msgspec.Struct, tag="redacted_thinking", tag_field="type
 
 
 _Block = _Text | _ToolUse | _ToolResult | _Thinking | _RedactedThinking
+_Markable = _Text | _ToolUse | _ToolResult
 
 
 class _Message(msgspec.Struct, gc=False):
@@ -131,6 +128,9 @@ class _Tool(msgspec.Struct, omit_defaults=True, gc=False):
     name: str
     input_schema: msgspec.Raw
     description: str = ""
+    # Structured tool use (Anthropic's strict tools): sent only when true.
+    strict: bool | None = None
+    cache_control: msgspec.Raw | None = None
 
 
 class _ToolChoice(msgspec.Struct, omit_defaults=True, gc=False):
@@ -154,12 +154,21 @@ class _MessagesRequest(msgspec.Struct, omit_defaults=True, gc=False):
     top_p: float | None = None
     top_k: int | None = None
     stop_sequences: list[str] | None = None
-    tools: list[_Tool] | None = None
+    # Function tools (``_Tool``), then the client's own (server tools, as sent).
+    tools: list[_Tool | msgspec.Raw] | None = None
     tool_choice: _ToolChoice | None = None
     metadata: _Metadata | None = None
 
 
 _FIELDS = frozenset(_MessagesRequest.__struct_fields__)
+
+
+class _Mark(msgspec.Struct, gc=False):
+    """One ``$cache_control`` entry."""
+
+    at: str
+    index: int
+    cache_control: msgspec.Raw
 
 
 _EMPTY_OBJECT = msgspec.Raw(b"{}")
@@ -172,10 +181,73 @@ _CHOICE_TYPES: dict[int, str] = {
 }
 _encode = msgspec.json.Encoder().encode
 _decode_any = msgspec.json.decode
+_decode_marks = msgspec.json.Decoder(list[_Mark]).decode
+_decode_headers = msgspec.json.Decoder(dict[str, str]).decode
+_decode_tools = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _DIALECT = int(ApiDialect.ANTHROPIC_MESSAGES)
 # Never taken from Messages extras: the adapter's own (and max_tokens, which
 # the body must have, a slot of the schema).
 _OWN = frozenset({"model", "messages", "stream", "max_tokens"})
+_MID_SYSTEM = "mid-conversation-system-"
+# What a header value may hold (visible ASCII and spaces, as the edge got it).
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
+
+
+class _Extras:
+    """Messages extras, read: what is merged, and flatgate's own keys."""
+
+    __slots__ = ("betas", "fields", "marks", "tools")
+
+    def __init__(self) -> None:
+        self.fields: list[tuple[str, bytes]] = []
+        self.betas: list[str] = []
+        self.marks: list[_Mark] = []
+        self.tools: list[msgspec.Raw] = []
+
+    @property
+    def mid_system(self) -> bool:
+        return any(b.startswith(_MID_SYSTEM) for b in self.betas)
+
+
+def _betas(value: str) -> list[str]:
+    return [b for b in (part.strip() for part in value.split(",")) if b]
+
+
+def _own(key: str, raw: msgspec.Raw, out: _Extras, omitted: list[str]) -> None:
+    """One of flatgate's own (``$``) keys of Messages extras."""
+    try:
+        if key == "$headers":
+            for name, value in _decode_headers(raw).items():
+                if name.lower() != BETA_HEADER:
+                    raise Untranslatable(f"extras.$headers: {name!r} is not a header it sends")
+                if not _HEADER_VALUE.fullmatch(value):
+                    raise Untranslatable(f"extras.$headers.{BETA_HEADER}: not a header value")
+                out.betas += _betas(value)
+        elif key == "$cache_control":
+            out.marks = _decode_marks(raw)
+        else:
+            omitted.append(key)  # a newer edge's: named, not guessed at
+    except msgspec.ValidationError as exc:
+        raise Untranslatable(f"extras.{key}: {exc}") from None
+
+
+def _read(req: Request, omitted: list[str], drop: bool) -> _Extras:
+    out = _Extras()
+    fields: Fields = read_extras(req.extras)
+    if req.extras_dialect != _DIALECT:
+        report_all(fields, req.extras_dialect, omitted, drop)
+        return out
+    for key, raw in fields.items():
+        if key.startswith("$"):
+            _own(key, raw, out, omitted)
+        elif key == "tools":
+            try:
+                out.tools = _decode_tools(raw)
+            except msgspec.ValidationError:
+                raise Untranslatable("extras.tools: not a list of tool objects") from None
+        elif key not in _OWN:
+            out.fields.append((key, bytes(raw)))
+    return out
 
 
 def _arguments(text: str, where: str) -> msgspec.Raw:
@@ -211,9 +283,14 @@ def _thinking(parts: list[ReasoningPart], where: str, omitted: list[str]) -> lis
     return blocks
 
 
-def _messages(req: Request, omitted: list[str]) -> tuple[list[_Text], list[_Message]]:
+def _messages(
+    req: Request, omitted: list[str], in_place: bool, last: list[_Block | None] | None
+) -> tuple[list[_Text], list[_Message]]:
+    """The top-level system blocks and the messages; with ``last``, the last
+    block built from each wire message (``None`` for one that made none)."""
     system: list[_Text] = []
     out: list[_Message] = []
+    begun = False  # whether a message other than a system one has come
 
     def add(role: str, blocks: list[_Block]) -> None:
         if not blocks:
@@ -229,23 +306,60 @@ def _messages(req: Request, omitted: list[str]) -> tuple[list[_Text], list[_Mess
 
     for i, m in enumerate(req.messages):
         role = m.role
+        blocks: list[_Block] = []
         if role in ("system", "developer"):
             if m.content:
-                system.append(_Text(m.content))
+                text = _Text(m.content)
+                blocks.append(text)
+                if in_place and begun:
+                    add("system", blocks)
+                else:
+                    system.append(text)
         elif role == "tool":
-            add("user", [_ToolResult(m.tool_call_id, m.content or "", m.is_error)])
+            begun = True
+            blocks.append(_ToolResult(m.tool_call_id, m.content or "", m.is_error))
+            add("user", blocks)
         elif role == "assistant":
+            begun = True
             where = f"messages[{i}]"
-            blocks: list[_Block] = _thinking(m.reasoning, where, omitted) if m.reasoning else []
+            if m.reasoning:
+                blocks = _thinking(m.reasoning, where, omitted)
             if m.content:
                 blocks.append(_Text(m.content))
             for call in m.tool_calls or ():
                 fn = call.function
                 blocks.append(_ToolUse(call.id, fn.name, _arguments(fn.arguments, where)))
             add("assistant", blocks)
-        elif m.content:
-            add("user", [_Text(m.content)])
+        else:
+            begun = True
+            if m.content:
+                blocks.append(_Text(m.content))
+                add("user", blocks)
+        if last is not None:
+            last.append(blocks[-1] if blocks else None)
     return system, out
+
+
+def _mark(
+    marks: list[_Mark], last: list[_Block | None], tools: list[_Tool | msgspec.Raw] | None
+) -> None:
+    """Put each ``$cache_control`` entry's object where it says."""
+    for j, mark in enumerate(marks):
+        where = f"extras.$cache_control[{j}]"
+        target: _Markable | _Tool | None = None
+        if mark.at in ("system", "messages"):
+            block = last[mark.index] if 0 <= mark.index < len(last) else None
+            if block is not None and not isinstance(block, _Markable):
+                raise Untranslatable(f"{where}: a thinking block cannot be marked for caching")
+            target = block
+        elif mark.at == "tools":
+            tool = tools[mark.index] if tools and 0 <= mark.index < len(tools) else None
+            target = tool if isinstance(tool, _Tool) else None
+        else:
+            raise Untranslatable(f"{where}.at: {mark.at!r} is not system, messages or tools")
+        if target is None:
+            raise Untranslatable(f"{where}: no content at {mark.at}[{mark.index}] to mark")
+        target.cache_control = mark.cache_control
 
 
 def _left_out(req: Request, omitted: list[str]) -> None:
@@ -261,32 +375,36 @@ def _left_out(req: Request, omitted: list[str]) -> None:
             omitted.append(name)
 
 
-def _extras(req: Request, omitted: list[str]) -> list[tuple[str, bytes]]:
-    fields = read_extras(req.extras)
-    if req.extras_dialect == _DIALECT:
-        return [(k, bytes(v)) for k, v in fields.items() if k not in _OWN]
-    report_all(fields, req.extras_dialect, omitted)
-    return []
-
-
 def encode_request(
     req: Request,
     *,
     model: str,
     default_max_tokens: int = 4096,
     omitted: list[str] | None = None,
+    betas: list[str] | None = None,
+    drop_unsupported: bool = False,
 ) -> bytes:
     """The Messages API JSON body for ``req``; ``Untranslatable`` if it cannot
-    be. What it leaves out is appended to ``omitted``."""
+    be. What it leaves out is appended to ``omitted``, the client's betas (for
+    the ``anthropic-beta`` header) to ``betas``. A field of another dialect's
+    extras with no mapping is refused unless ``drop_unsupported``."""
     if omitted is None:
         omitted = []
     _left_out(req, omitted)
-    system, messages = _messages(req, omitted)
-    tools = None
+    extras = _read(req, omitted, drop_unsupported) if req.extras else None
+    last: list[_Block | None] | None = [] if extras is not None and extras.marks else None
+    in_place = extras is not None and extras.mid_system
+    system, messages = _messages(req, omitted, in_place, last)
+    tools: list[_Tool | msgspec.Raw] | None = None
     choice = None
     if req.tools:
         tools = [
-            _Tool(t.function.name, t.function.parameters or _ANY_OBJECT, t.function.description)
+            _Tool(
+                t.function.name,
+                t.function.parameters or _ANY_OBJECT,
+                t.function.description,
+                True if t.function.strict else None,
+            )
             for t in req.tools
         ]
         kind = _CHOICE_TYPES.get(req.tool_choice)
@@ -296,6 +414,15 @@ def encode_request(
             choice = _ToolChoice(kind, name, single if kind != "none" else None)
         elif single:
             choice = _ToolChoice("auto", None, True)
+    merged: list[tuple[str, bytes]] = []
+    if extras is not None:
+        if extras.tools:
+            tools = [*(tools or ()), *extras.tools]
+        if last is not None:
+            _mark(extras.marks, last, tools)
+        if betas is not None:
+            betas += extras.betas
+        merged = extras.fields
     out = _MessagesRequest(
         model=model,
         max_tokens=req.max_tokens or default_max_tokens,
@@ -310,215 +437,10 @@ def encode_request(
         tool_choice=choice,
         metadata=_Metadata(req.user) if req.user else None,
     )
-    extra = _extras(req, omitted) if req.extras else []
-    for name, _ in extra:
+    for name, _ in merged:
         if name in _FIELDS:  # the client's own value wins
             setattr(out, name, None)
-    return splice(_encode(out), extra)
-
-
-# -- the stream ----------------------------------------------------------------
-
-
-class _Usage(msgspec.Struct, gc=False):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
-
-
-class _MessageHead(msgspec.Struct, gc=False):
-    model: str | None = None
-    usage: _Usage | None = None
-
-
-class _BlockHead(msgspec.Struct, gc=False):
-    type: str = ""
-    id: str | None = None
-    name: str | None = None
-    text: str | None = None
-    thinking: str | None = None
-
-
-class _Delta(msgspec.Struct, gc=False):
-    type: str = ""
-    text: str | None = None
-    partial_json: str | None = None
-    thinking: str | None = None
-    stop_reason: str | None = None
-    stop_sequence: str | None = None
-
-
-class _Error(msgspec.Struct, gc=False):
-    type: str | None = None
-    message: str | None = None
-
-
-class _Event(msgspec.Struct, gc=False):
-    type: str = ""
-    index: int = 0
-    message: _MessageHead | None = None
-    content_block: _BlockHead | None = None
-    delta: _Delta | None = None
-    usage: _Usage | None = None
-    error: _Error | None = None
-
-
-_decode_event = msgspec.json.Decoder(_Event).decode
-_TEXT, _THINKING, _TOOL, _SKIP = 0, 1, 2, 3
-
-
-class AnthropicStream(EventStream):
-    """One Messages stream into chunk frames (see the module docstring)."""
-
-    __slots__ = (
-        "_blocks",
-        "_cache_read",
-        "_cache_write",
-        "_finish",
-        "_input",
-        "_model",
-        "_output",
-        "_spoke",
-        "_stop_sequence",
-        "_tools",
-        "_writer",
-    )
-
-    def __init__(self, request_id: str, model: str) -> None:
-        super().__init__(request_id)
-        self._model = model
-        self._writer: ChunkWriter | None = None
-        # Anthropic's block index -> (kind, our tool-call index, arguments seen)
-        self._blocks: dict[int, list[int]] = {}
-        self._tools = 0
-        self._finish = FinishReason.NONE
-        self._stop_sequence = ""
-        # Whether a frame with something in it has gone out (pings before it
-        # are not relayed).
-        self._spoke = False
-        # Usage, each count as last reported (message_delta's are cumulative).
-        self._input: int | None = None
-        self._cache_read: int | None = None
-        self._cache_write: int | None = None
-        self._output: int | None = None
-
-    def _out(self) -> ChunkWriter:
-        w = self._writer
-        if w is None:
-            w = self._writer = ChunkWriter(self._request_id, self._model)
-        return w
-
-    def _ended(self) -> bytes:
-        if self._finish:
-            return self._final()  # the stop reason came; only message_stop is missing
-        return super()._ended()
-
-    def _usage(self, u: _Usage) -> None:
-        if u.input_tokens is not None:
-            self._input = u.input_tokens
-        if u.cache_read_input_tokens is not None:
-            self._cache_read = u.cache_read_input_tokens
-        if u.cache_creation_input_tokens is not None:
-            self._cache_write = u.cache_creation_input_tokens
-        if u.output_tokens is not None:
-            self._output = u.output_tokens
-
-    def _event(self, name: bytes, data: bytes) -> bytes:
-        ev = _decode_event(data)
-        kind = ev.type
-        if kind == "content_block_delta":
-            out = self._delta(ev)
-            self._spoke = self._spoke or bool(out)
-            return out
-        if kind == "content_block_start":
-            out = self._start(ev)
-            self._spoke = self._spoke or bool(out)
-            return out
-        if kind == "content_block_stop":
-            block = self._blocks.get(ev.index)
-            if block is not None and block[0] == _TOOL and not block[2]:
-                return self._out().arguments(block[1], "{}")
-            return b""
-        if kind == "message_start":
-            if ev.message is not None:
-                if ev.message.model:
-                    self._model = ev.message.model
-                if ev.message.usage is not None:
-                    self._usage(ev.message.usage)
-            return b""
-        if kind == "message_delta":
-            if ev.delta is not None and ev.delta.stop_reason:
-                self._finish = STOP_REASONS.get(ev.delta.stop_reason, FinishReason.STOP)
-                if self._finish is FinishReason.STOP and ev.delta.stop_sequence:
-                    self._stop_sequence = ev.delta.stop_sequence
-            if ev.usage is not None:
-                self._usage(ev.usage)
-            return b""
-        if kind == "message_stop":
-            if not self._finish:
-                return self._fail(codes.BACKEND_STREAM_TRUNCATED, "message ended without a stop")
-            return self._final()
-        if kind == "error":
-            err = ev.error or _Error()
-            message = f"{err.type or 'error'}: {err.message or 'the backend failed'}"
-            return self._fail(codes.BACKEND_STREAM_ERROR, message)
-        if kind == "ping" and self._spoke:
-            # A heartbeat: an empty chunk, so that the edge, which times the
-            # gaps between the proxy's bytes, hears that the backend is alive
-            # through a long silence (a tool's input being generated). Not
-            # before the first token: the answer has not begun (an error may
-            # still be an HTTP status, and the first-byte timeout applies).
-            return self._out().chunk()
-        return b""  # events this flatgate does not know
-
-    def _start(self, ev: _Event) -> bytes:
-        block = ev.content_block
-        if block is None:
-            return b""
-        w = self._out()
-        if block.type == "text":
-            self._blocks[ev.index] = [_TEXT, 0, 0]
-            return w.content(block.text) if block.text else b""
-        if block.type == "thinking":
-            self._blocks[ev.index] = [_THINKING, 0, 0]
-            return w.reasoning(block.thinking) if block.thinking else b""
-        if block.type == "tool_use":
-            ours = self._tools
-            self._tools += 1
-            self._blocks[ev.index] = [_TOOL, ours, 0]
-            delta = ToolCallDelta(ours, block.id or "", block.name or "")
-            return w.chunk(tool_calls=(delta,))
-        self._blocks[ev.index] = [_SKIP, 0, 0]
-        return b""
-
-    def _delta(self, ev: _Event) -> bytes:
-        d = ev.delta
-        if d is None:
-            return b""
-        if d.type == "text_delta":
-            return self._out().content(d.text) if d.text else b""
-        if d.type == "input_json_delta":
-            block = self._blocks.get(ev.index)
-            if block is None or block[0] != _TOOL or not d.partial_json:
-                return b""
-            block[2] = 1
-            return self._out().arguments(block[1], d.partial_json)
-        if d.type == "thinking_delta":
-            return self._out().reasoning(d.thinking) if d.thinking else b""
-        return b""  # signature_delta, citations_delta, ...
-
-    def _final(self) -> bytes:
-        self.done = True
-        counts = (self._input, self._cache_read, self._cache_write, self._output)
-        report = None
-        if any(c is not None for c in counts):
-            cached = self._cache_read or 0
-            prompt = (self._input or 0) + cached + (self._cache_write or 0)
-            report = usage(prompt, self._output, cached, 0)
-        return self._out().chunk(
-            finish_reason=self._finish, usage=report, stop_sequence=self._stop_sequence
-        )
+    return splice(_encode(out), merged)
 
 
 class AnthropicAdapter(JsonAdapter):
@@ -530,7 +452,14 @@ class AnthropicAdapter(JsonAdapter):
         parts = urlsplit(config.url)
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self._default_max = config.default_max_tokens
+        self._drop = config.drop_unsupported
         self._version = [("anthropic-version", config.anthropic_version)]
+        # The configured anthropic-beta (the client's are added after it).
+        self._betas: list[str] = []
+        for name, value in config.headers.items():
+            if name.lower() == BETA_HEADER:
+                self._betas += _betas(value)
+        self._static = [(k, v) for k, v in self.extra if k.lower() != BETA_HEADER]
 
     def credential(self, key: str) -> list[tuple[str, str]]:
         return [("x-api-key", key)]
@@ -540,8 +469,36 @@ class AnthropicAdapter(JsonAdapter):
 
     def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
         return encode_request(
-            req, model=model, default_max_tokens=self._default_max, omitted=omitted
+            req,
+            model=model,
+            default_max_tokens=self._default_max,
+            omitted=omitted,
+            drop_unsupported=self._drop,
         )
+
+    def prepare(
+        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
+    ) -> Outbound:
+        req = request()
+        omitted: list[str] = []
+        betas = list(self._betas)
+        payload = encode_request(
+            req,
+            model=self.model or req.model_name,
+            default_max_tokens=self._default_max,
+            omitted=omitted,
+            betas=betas,
+            drop_unsupported=self._drop,
+        )
+        headers = [("content-type", JSON), ("accept", SSE), ("x-request-id", request_id)]
+        headers += self._version
+        headers += self.auth
+        if self.forward and authorization:
+            headers.append(("authorization", authorization))
+        headers += self._static
+        if betas:
+            headers.append((BETA_HEADER, ",".join(dict.fromkeys(betas))))
+        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)))
 
     def translator(self, request_id: str, model: str) -> AnthropicStream:
         return AnthropicStream(request_id, self.model or model)

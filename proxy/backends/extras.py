@@ -15,6 +15,14 @@ one rule to it:
   as ``web_search``) reaches a backend only if its ``hosted_tools`` setting
   names it; anywhere else it is reported as ``tools[<type>]``.
 
+A field a backend can neither carry nor map is refused (``unsupported``:
+``UnsupportedField``, an ``Untranslatable`` naming it, which the proxy answers
+with a 400 ``untranslatable_request``), unless the backend sets
+``drop_unsupported``: then it is left out and named like the rest. Fields
+mapped to nothing on purpose (``NOTHING``, each with why) are never refused:
+they are left out and named; flatgate's own (``FLATGATE_OWN``) are not even
+named. A hosted tool is left out and named, always (issue 21's rule).
+
 What a backend is not sent is named in ``Outbound.omitted``; the proxy turns
 that into the ``x-flatgate-dropped-fields`` header (``omitted_header``) and the
 ``flatgate_dropped_fields_total`` counter (``omitted_label``: names from a
@@ -37,9 +45,12 @@ __all__ = [
     "FLATGATE_OWN",
     "HOSTED_TOOLS",
     "MAX_OMITTED_NAMES",
+    "NOTHING",
     "Fields",
+    "UnsupportedField",
     "chat_for_responses",
     "hosted_tool",
+    "messages_for_chat",
     "nested",
     "omitted_header",
     "omitted_label",
@@ -50,6 +61,7 @@ __all__ = [
     "tool_family",
     "tool_types",
     "tools_name",
+    "unsupported",
 ]
 
 # An extras object's members: name -> the value's JSON text.
@@ -63,6 +75,58 @@ FLATGATE_OWN = frozenset({"store", "previous_response_id"})
 _SHARED = frozenset(
     {"prompt_cache_key", "prompt_cache_retention", "safety_identifier", "service_tier"}
 )
+
+# Fields mapped to nothing on purpose at a backend of another dialect, per
+# client API, with why: left out and named, never refused (``NOTHING[dialect]``).
+# A value of ``False`` / ``"disabled"`` / null for the fields in ``_OFF`` asks
+# for nothing, and means nothing anywhere.
+_NOTHING_RESPONSES = {
+    # Asks for output items only the Responses API makes: encrypted reasoning
+    # (Codex always asks; a chat backend's reasoning comes as its text),
+    # hosted tools' sources and outputs (those tools are left out anyway).
+    "include": "output items only the Responses API makes",
+    # A chat backend streams its reasoning as it is: there is no summary to ask for.
+    "reasoning.summary": "no summaries of reasoning in another API",
+    "reasoning.generate_summary": "no summaries of reasoning in another API",
+    # Codex's telemetry ids for OpenAI's own services; no other API reads them.
+    "client_metadata": "the client's telemetry ids for OpenAI",
+    # Cache-routing hints: other backends cache (or not) by themselves.
+    "prompt_cache_key": "a cache hint",
+    "prompt_cache_retention": "a cache hint",
+    # An abuse-monitoring id: the answer does not depend on it.
+    "safety_identifier": "an abuse-monitoring id",
+    # Hints at a backend with no such control (where there is one, the
+    # adapter maps them): it thinks, and writes, as it is configured to.
+    "reasoning.effort": "a hint, at a backend with no effort control",
+    "text.verbosity": "a hint, at a backend with no verbosity control",
+}
+_NOTHING_CHAT = {
+    "prompt_cache_key": "a cache hint",
+    "prompt_cache_retention": "a cache hint",
+    "safety_identifier": "an abuse-monitoring id",
+}
+_NOTHING_MESSAGES = {
+    # OpenAI-compatible servers cache prompts by themselves (OpenAI: automatic
+    # prefix caching; vLLM, llama.cpp: prefix caches).
+    "cache_control": "prompt caching is automatic there",
+    "$cache_control": "prompt caching is automatic there",
+    # The client's Anthropic betas: features of Anthropic's API only (each
+    # feature's own field is judged by itself).
+    "$headers": "Anthropic's beta headers",
+    # Anthropic's metadata holds only user_id, an abuse-monitoring id.
+    "metadata": "an abuse-monitoring id",
+    # Thinking the chat API cannot ask for by name: the backend decides
+    # (adaptive), or does not think unless asked (disabled).
+    "thinking.adaptive": "the backend decides how much to think",
+    "thinking.disabled": "no reasoning_effort asks for no thinking",
+}
+NOTHING: dict[int, dict[str, str]] = {
+    int(ApiDialect.OPENAI_RESPONSES): _NOTHING_RESPONSES,
+    int(ApiDialect.OPENAI_CHAT): _NOTHING_CHAT,
+    int(ApiDialect.ANTHROPIC_MESSAGES): _NOTHING_MESSAGES,
+}
+_OFF = frozenset({"store", "logprobs", "truncation", "background", "parallel_tool_calls"})
+_OFF_VALUES = frozenset({b"null", b"false", b'"disabled"'})
 
 # Tool types of the Responses API that the provider runs itself (or whose
 # calls only its own models make): the names a backend's `hosted_tools` may
@@ -153,8 +217,42 @@ _KNOWN = frozenset(
 )
 
 _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
+_CHAT = int(ApiDialect.OPENAI_CHAT)
 _decode_extras = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _encode = msgspec.json.encode
+
+
+class UnsupportedField(Untranslatable):
+    """A client field a backend can neither carry nor map; ``param`` names it."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(
+            f"the field '{field}' cannot be sent to this backend, and flatgate has no "
+            "mapping for it: remove it, or set drop_unsupported = true on the backend "
+            "to drop it"
+        )
+        self.param = field
+
+
+def unsupported(field: str, omitted: list[str], drop: bool) -> None:
+    """A client field the backend can neither carry nor map: refused
+    (``UnsupportedField`` naming it) unless ``drop`` (the backend's
+    ``drop_unsupported``), then named in ``omitted``."""
+    if not drop:
+        raise UnsupportedField(field)
+    omitted.append(field)
+
+
+def _left_out(field: str, raw: msgspec.Raw, dialect: int, omitted: list[str], drop: bool) -> None:
+    """A field of ``dialect`` that a backend of another one is not sent:
+    nothing for an off value, named for one mapped to nothing, else refused
+    unless dropped."""
+    if field in _OFF and bytes(raw) in _OFF_VALUES:
+        return
+    if field in NOTHING.get(dialect, ()):
+        omitted.append(field)
+    else:
+        unsupported(field, omitted, drop)
 
 
 def read_extras(text: str) -> Fields:
@@ -243,12 +341,12 @@ def _null(raw: msgspec.Raw) -> bool:
     return bytes(raw) == b"null"
 
 
-def responses_for_chat(fields: Fields, omitted: list[str]) -> list[tuple[str, bytes]]:
+def responses_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[tuple[str, bytes]]:
     """Responses extras for a Chat Completions body: the fields of the same
     name, ``reasoning.effort`` -> ``reasoning_effort``, ``text.verbosity`` ->
-    ``verbosity``, ``top_logprobs`` -> ``logprobs`` + ``top_logprobs``; every
-    other field (hosted tools, ``include``, ``reasoning.summary``, ...) is
-    named in ``omitted``."""
+    ``verbosity``, ``top_logprobs`` -> ``logprobs`` + ``top_logprobs``;
+    tools and the fields mapped to nothing (``NOTHING``) named in
+    ``omitted``; any other refused unless ``drop`` (``unsupported``)."""
     out: list[tuple[str, bytes]] = []
     for key, raw in fields.items():
         if key in _SHARED:
@@ -260,27 +358,104 @@ def responses_for_chat(fields: Fields, omitted: list[str]) -> list[tuple[str, by
                 if k == "effort":
                     out.append(("reasoning_effort", bytes(v)))
                 elif not _null(v):
-                    omitted.append(f"reasoning.{k}")
+                    _left_out(f"reasoning.{k}", v, _RESPONSES, omitted, drop)
         elif key == "text":
             for k, v in nested(raw, key).items():
                 if k == "verbosity":
                     out.append(("verbosity", bytes(v)))
-                elif not _null(v):
-                    omitted.append(f"text.{k}")
+                elif k != "format" and not _null(v):  # format: the request's response_format
+                    _left_out(f"text.{k}", v, _RESPONSES, omitted, drop)
         elif key == "top_logprobs":
             out += [("logprobs", b"true"), ("top_logprobs", bytes(raw))]
         elif key == "tools":
             omitted.extend(tools_name(kind) for kind, _ in tool_types(raw))
         else:
-            omitted.append(key)
+            _left_out(key, raw, _RESPONSES, omitted, drop)
     return out
 
 
-def chat_for_responses(fields: Fields, omitted: list[str]) -> dict[str, msgspec.Raw | Fields]:
+class _Thinking(msgspec.Struct, gc=False):
+    type: str = ""
+    budget_tokens: int = 0
+
+
+_decode_thinking = msgspec.json.Decoder(_Thinking).decode
+
+
+class _Edit(msgspec.Struct, gc=False):
+    type: str = ""
+
+
+class _ContextManagement(msgspec.Struct, gc=False):
+    edits: list[_Edit] = []
+
+
+_decode_context = msgspec.json.Decoder(_ContextManagement).decode
+# A context edit that only clears thinking: a backend of another dialect is
+# never sent thinking blocks, so it changes nothing there (Claude Code sends
+# one with every request).
+_CLEAR_THINKING = "clear_thinking_"
+_EFFORTS = {b'"low"': b'"low"', b'"medium"': b'"medium"', b'"high"': b'"high"', b'"max"': b'"high"'}
+
+
+def _budget_effort(budget: int) -> bytes:
+    """A thinking budget as a ``reasoning_effort``: below 4k tokens low,
+    below 16k medium, else high."""
+    return b'"low"' if budget < 4096 else b'"medium"' if budget < 16384 else b'"high"'
+
+
+def messages_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[tuple[str, bytes]]:
+    """Anthropic Messages extras for a Chat Completions body:
+    ``output_config.effort`` -> ``reasoning_effort`` (``max`` as ``high``),
+    else ``thinking`` of type ``enabled`` -> ``reasoning_effort`` by its
+    ``budget_tokens`` (``_budget_effort``); the fields mapped to nothing
+    (``NOTHING``: cache_control, beta headers, metadata, adaptive or disabled
+    thinking) named in ``omitted``; any other refused unless ``drop``."""
+    effort = b""
+    messages = int(ApiDialect.ANTHROPIC_MESSAGES)
+    for key, raw in fields.items():
+        if key == "thinking":
+            try:
+                thinking = _decode_thinking(raw)
+            except msgspec.DecodeError:
+                raise Untranslatable("extras.thinking: not a thinking object") from None
+            if thinking.type == "enabled":
+                effort = effort or _budget_effort(thinking.budget_tokens)
+            else:
+                _left_out(f"thinking.{thinking.type or 'other'}", raw, messages, omitted, drop)
+        elif key == "output_config":
+            for k, v in nested(raw, key).items():
+                if k == "effort" and bytes(v) in _EFFORTS:
+                    effort = _EFFORTS[bytes(v)]
+                elif not _null(v):
+                    _left_out(f"output_config.{k}", v, messages, omitted, drop)
+        elif key == "tools":
+            omitted.extend(tools_name(kind) for kind, _ in tool_types(raw))
+        elif key == "context_management" and _clears_thinking_only(raw):
+            omitted.append("context_management")
+        else:
+            _left_out(key, raw, messages, omitted, drop)
+    return [("reasoning_effort", effort)] if effort else []
+
+
+def _clears_thinking_only(raw: msgspec.Raw) -> bool:
+    """A ``context_management`` whose every edit clears thinking (mapped to
+    nothing at a backend of another dialect: it is sent no thinking)."""
+    try:
+        edits = _decode_context(raw).edits
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return bool(edits) and all(e.type.startswith(_CLEAR_THINKING) for e in edits)
+
+
+def chat_for_responses(
+    fields: Fields, omitted: list[str], drop: bool
+) -> dict[str, msgspec.Raw | Fields]:
     """Chat Completions extras for a Responses body: the fields of the same
     name, ``top_logprobs``, ``reasoning_effort`` -> ``reasoning.effort`` and
     ``verbosity`` -> ``text.verbosity`` (objects, to merge with the body's
-    own); every other field is named in ``omitted``."""
+    own); any other refused unless ``drop`` (``unsupported``), or named when
+    it is mapped to nothing."""
     out: dict[str, msgspec.Raw | Fields] = {}
     for key, raw in fields.items():
         if key in _SHARED or key == "top_logprobs":
@@ -290,13 +465,16 @@ def chat_for_responses(fields: Fields, omitted: list[str]) -> dict[str, msgspec.
         elif key == "verbosity":
             out["text"] = {"verbosity": raw}
         else:
-            omitted.append(key)
+            _left_out(key, raw, _CHAT, omitted, drop)
     return out
 
 
-def report_all(fields: Fields, dialect: int, omitted: list[str]) -> None:
-    """Name every field in ``omitted``, for a backend no field of this
-    dialect maps to: each tool by its type, flatgate's own fields not at all."""
+def report_all(fields: Fields, dialect: int, omitted: list[str], drop: bool) -> None:
+    """The extras of a dialect no field of which this backend carries: each
+    tool named by its type, a Responses ``reasoning`` or ``text`` by its
+    members (``text.format`` is the request's ``response_format``), the
+    fields mapped to nothing (``NOTHING``) named, flatgate's own not at all,
+    any other refused unless ``drop`` (``unsupported``)."""
     responses = dialect == _RESPONSES
     for key, raw in fields.items():
         if responses and key in FLATGATE_OWN:
@@ -305,6 +483,10 @@ def report_all(fields: Fields, dialect: int, omitted: list[str]) -> None:
             try:
                 omitted.extend(tools_name(kind) for kind, _ in tool_types(raw))
             except Untranslatable:
-                omitted.append(key)
+                unsupported(key, omitted, drop)
+        elif responses and key in ("reasoning", "text"):
+            for k, v in nested(raw, key).items():
+                if not _null(v) and (key, k) != ("text", "format"):
+                    _left_out(f"{key}.{k}", v, dialect, omitted, drop)
         else:
-            omitted.append(key)
+            _left_out(key, raw, dialect, omitted, drop)

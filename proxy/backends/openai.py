@@ -18,16 +18,24 @@ parts (Chat Completions has no field to send them back in).
 
 The client's extras (``backends.extras``): Chat Completions ones are merged
 at the top level (never over ``model``, ``messages``, ``stream`` or
-``stream_options``); Responses ones are mapped (``prompt_cache_key``,
+``stream_options``), vendor fields included (``min_p``,
+``repetition_penalty``, ``guided_json``, ...: vLLM, llama.cpp and Ollama take
+them); Responses ones are mapped (``prompt_cache_key``,
 ``safety_identifier``, ``service_tier``, ``reasoning.effort`` ->
 ``reasoning_effort``, ``text.verbosity`` -> ``verbosity``, ``top_logprobs``
--> ``logprobs`` + ``top_logprobs``) and the rest (hosted tools, ``include``,
-``reasoning.summary``, ...) left out; any other dialect's are left out.
+-> ``logprobs`` + ``top_logprobs``); Anthropic ones too
+(``output_config.effort`` or ``thinking.budget_tokens`` ->
+``reasoning_effort``); hosted tools and the fields mapped to nothing
+(``include``, ``reasoning.summary``, ``cache_control``, ...) left out and
+named, any other refused unless the backend sets ``drop_unsupported``.
 
 Stream: SSE ``data:`` events, each a ``chat.completion.chunk``, into chunk
 frames:
 
-- ``delta.content`` -> content; ``delta.reasoning`` / ``reasoning_content``
+- ``delta.content`` -> content; a choice's ``logprobs`` (the object as the
+  server sent it) -> the extras ``{"logprobs": {...}}`` (dialect
+  ``OpenAIChat``) of the chunk that carries that delta's content;
+  ``delta.reasoning`` / ``reasoning_content``
   (vLLM, DeepSeek, Ollama) -> reasoning; ``delta.role`` ignored (some servers
   repeat it); unknown keys ignored (``timings``, ``obfuscation``, ...);
 - ``delta.tool_calls[]`` by ``index``: the first fragment of an index carries
@@ -59,7 +67,13 @@ import msgspec
 from flatgate.proxy.backends.base import (
     Probe,
 )
-from flatgate.proxy.backends.extras import read_extras, report_all, responses_for_chat, splice
+from flatgate.proxy.backends.extras import (
+    messages_for_chat,
+    read_extras,
+    report_all,
+    responses_for_chat,
+    splice,
+)
 from flatgate.proxy.backends.json_api import (
     INT32_MAX,
     EventStream,
@@ -150,6 +164,7 @@ _OWN = frozenset({"model", "messages", "stream", "stream_options"})
 _FIELDS = frozenset(_ChatRequest.__struct_fields__)
 _CHAT = int(ApiDialect.OPENAI_CHAT)
 _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
+_MESSAGES = int(ApiDialect.ANTHROPIC_MESSAGES)
 
 
 def _mapped(messages: list[Message], omitted: list[str]) -> list[Message]:
@@ -169,15 +184,17 @@ def _mapped(messages: list[Message], omitted: list[str]) -> list[Message]:
     return out
 
 
-def _extras(req: Request, omitted: list[str]) -> list[tuple[str, bytes]]:
+def _extras(req: Request, omitted: list[str], drop: bool) -> list[tuple[str, bytes]]:
     fields = read_extras(req.extras)
     if not fields:
         return []
     if req.extras_dialect == _CHAT:
         return [(k, bytes(v)) for k, v in fields.items() if k not in _OWN]
     if req.extras_dialect == _RESPONSES:
-        return responses_for_chat(fields, omitted)
-    report_all(fields, req.extras_dialect, omitted)
+        return responses_for_chat(fields, omitted, drop)
+    if req.extras_dialect == _MESSAGES:
+        return messages_for_chat(fields, omitted, drop)
+    report_all(fields, req.extras_dialect, omitted, drop)
     return []
 
 
@@ -187,9 +204,11 @@ def encode_request(
     model: str,
     max_tokens_field: str = "max_tokens",
     omitted: list[str] | None = None,
+    drop_unsupported: bool = False,
 ) -> bytes:
     """The Chat Completions JSON body for ``req``; what it leaves out is
-    appended to ``omitted``."""
+    appended to ``omitted``. A field of another dialect's extras with no
+    mapping raises ``UnsupportedField`` unless ``drop_unsupported``."""
     if omitted is None:
         omitted = []
     choice: str | _ForcedTool | None = None
@@ -226,7 +245,7 @@ def encode_request(
             out.max_completion_tokens = req.max_tokens
         else:
             out.max_tokens = req.max_tokens
-    extra = _extras(req, omitted) if req.extras else []
+    extra = _extras(req, omitted, drop_unsupported) if req.extras else []
     for name, _ in extra:
         if name in _FIELDS:  # the client's own value wins
             setattr(out, name, None)
@@ -260,6 +279,8 @@ class _Choice(msgspec.Struct, gc=False):
     finish_reason: str | None = None
     # vLLM: the stop string that matched (or the stop token's id).
     stop_reason: str | int | None = None
+    # {"content": [...], "refusal": [...]} as the server sent it.
+    logprobs: msgspec.Raw = msgspec.Raw()
 
 
 class _PromptDetails(msgspec.Struct, gc=False):
@@ -292,6 +313,7 @@ class _Chunk(msgspec.Struct, gc=False):
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
 _DONE = b"[DONE]"
+_NULL = msgspec.Raw(b"null")
 
 
 class _Choices:
@@ -359,6 +381,18 @@ class OpenAIStream(EventStream):
             if state is None:
                 state = self._choices[choice.index] = _Choices(choice.index)
             delta = choice.delta
+            logprobs = choice.logprobs
+            if logprobs and logprobs != _NULL:
+                # With the text they are the probabilities of, in its chunk.
+                extras = (b'{"logprobs":' + bytes(logprobs) + b"}").decode()
+                text = delta.content if delta is not None else None
+                out.append(
+                    w.chunk(
+                        content=text or "", extras=extras, extras_dialect=_CHAT, index=choice.index
+                    )
+                )
+                if delta is not None:
+                    delta.content = None
             if delta is not None:
                 if delta.content:
                     out.append(w.content(delta.content, choice.index))
@@ -454,9 +488,16 @@ class OpenAIAdapter(OpenAIConventions):
     def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
         self._field = config.max_tokens_field
+        self._drop = config.drop_unsupported
 
     def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
-        return encode_request(req, model=model, max_tokens_field=self._field, omitted=omitted)
+        return encode_request(
+            req,
+            model=model,
+            max_tokens_field=self._field,
+            omitted=omitted,
+            drop_unsupported=self._drop,
+        )
 
     def translator(self, request_id: str, model: str) -> OpenAIStream:
         return OpenAIStream(request_id, self.model or model)

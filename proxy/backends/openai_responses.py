@@ -53,6 +53,7 @@ from flatgate.proxy.backends.extras import (
     FLATGATE_OWN,
     Fields,
     chat_for_responses,
+    messages_for_chat,
     nested,
     read_extras,
     report_all,
@@ -154,6 +155,7 @@ _CHOICES: dict[int, str] = {
 }
 _DIALECT = int(ApiDialect.OPENAI_RESPONSES)
 _CHAT = int(ApiDialect.OPENAI_CHAT)
+_MESSAGES = int(ApiDialect.ANTHROPIC_MESSAGES)
 _encode = msgspec.json.Encoder().encode
 _decode_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _JSON_SCHEMA = msgspec.Raw(b'"json_schema"')
@@ -271,9 +273,11 @@ def encode_request(
     model: str,
     hosted_tools: tuple[str, ...] = (),
     omitted: list[str] | None = None,
+    drop_unsupported: bool = False,
 ) -> bytes:
     """The Responses API JSON body for ``req``; ``Untranslatable`` if it
-    cannot be. What it leaves out is appended to ``omitted``."""
+    cannot be (an extra field of another dialect with no mapping, unless
+    ``drop_unsupported``). What it leaves out is appended to ``omitted``."""
     if omitted is None:
         omitted = []
     _left_out(req, omitted)
@@ -305,9 +309,14 @@ def encode_request(
         if req.extras_dialect == _DIALECT:
             extra = _same_dialect(fields, out, frozenset(hosted_tools), omitted)
         elif req.extras_dialect == _CHAT:
-            extra = chat_for_responses(fields, omitted)
+            extra = chat_for_responses(fields, omitted, drop_unsupported)
+        elif req.extras_dialect == _MESSAGES:
+            # As for Chat Completions: an effort, from output_config or a
+            # thinking budget, is the Responses API's reasoning.effort.
+            for _, effort in messages_for_chat(fields, omitted, drop_unsupported):
+                extra = {"reasoning": {"effort": msgspec.Raw(effort)}}
         else:
-            report_all(fields, req.extras_dialect, omitted)
+            report_all(fields, req.extras_dialect, omitted, drop_unsupported)
     if not extra:
         return _encode(out)
     text = extra.pop("text", None)
@@ -331,9 +340,16 @@ class ResponsesAdapter(OpenAIConventions):
     def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
         self._hosted = config.hosted_tools
+        self._drop = config.drop_unsupported
 
     def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
-        return encode_request(req, model=model, hosted_tools=self._hosted, omitted=omitted)
+        return encode_request(
+            req,
+            model=model,
+            hosted_tools=self._hosted,
+            omitted=omitted,
+            drop_unsupported=self._drop,
+        )
 
     def translator(self, request_id: str, model: str) -> ResponsesStream:
         return ResponsesStream(request_id, self.model or model)

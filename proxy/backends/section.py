@@ -64,6 +64,10 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # HOSTED_TOOLS: "web_search", "file_search", ...) that this backend runs
     # too; a client's hosted tool not listed is left out and reported.
     hosted_tools: tuple[str, ...] = ()
+    # openai, openai-responses, anthropic: a client field this backend can
+    # neither carry nor map is left out (named in x-flatgate-dropped-fields and
+    # counted) instead of refused with a 400 naming it (backends.extras).
+    drop_unsupported: bool = False
     # anthropic: sent when a request gives no max_tokens (Anthropic requires one).
     default_max_tokens: int = 4096
     anthropic_version: str = "2023-06-01"
@@ -147,6 +151,11 @@ def backend_problems(
     for key, (protocol, default) in _ONLY_FOR.items():
         if b.protocol != protocol and getattr(b, key) != default:
             problems.append(f"{where}.{key}: applies to {protocol} backends only")
+    if b.protocol == "fbs" and b.drop_unsupported:
+        problems.append(
+            f"{where}.drop_unsupported: an fbs backend is sent every field (in the request's "
+            "extras); applies to openai, openai-responses and anthropic backends only"
+        )
     for i, tool in enumerate(b.hosted_tools):
         if tool not in HOSTED_TOOLS:
             problems.append(

@@ -16,6 +16,12 @@ The forced tool is ``tool_choice: {"type": "tool", "name": ...}``.
   ``input_json_delta`` fragments of a ``tool_use`` block), ``content_block_stop``,
   ``message_delta`` (stop reason, cumulative ``output_tokens``), ``message_stop``.
 - A mid-stream error is ``event: error`` with ``overloaded_error``.
+- With ``thinking`` enabled (or adaptive), the answer thinks first: block 0
+  is a ``thinking`` block (one deterministic sentence, ``thinking_delta`` then
+  a ``signature_delta`` with the stub's signature of it,
+  ``anthropic_request.signature``), or, when the last user message holds
+  Anthropic's test string ``REDACTED_TRIGGER``, a ``redacted_thinking`` block
+  with ``REDACTED_DATA``; the text or tool block is then block 1.
 
 Per token only the delta's text is JSON-encoded. No I/O.
 """
@@ -29,8 +35,11 @@ from typing import Any
 import msgspec
 
 from flatgate.proxy.stub.anthropic_request import (
+    REDACTED_DATA,
+    REDACTED_TRIGGER,
     Invalid,
     decode_messages_request,
+    signature,
     to_stub_request,
 )
 from flatgate.proxy.stub.echo import (
@@ -58,16 +67,22 @@ _STOP = {
 }
 _RETRY = [("retry-after", "1"), ("retry-after-ms", "1000")]
 _PING = b'event: ping\ndata: {"type":"ping"}\n\n'
-_TEXT_DELTA = (
-    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
-    b'"delta":{"type":"text_delta","text":'
+# By the index of the answer's main block: 0, or 1 after a thinking block.
+_TEXT_DELTA = tuple(
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+    b'"delta":{"type":"text_delta","text":' % i
+    for i in (0, 1)
 )
-_JSON_DELTA = (
-    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
-    b'"delta":{"type":"input_json_delta","partial_json":'
+_JSON_DELTA = tuple(
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+    b'"delta":{"type":"input_json_delta","partial_json":' % i
+    for i in (0, 1)
 )
 _DELTA_END = b"}}\n\n"
-_BLOCK_STOP = b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+_BLOCK_STOP = tuple(
+    b'event: content_block_stop\ndata: {"type":"content_block_stop","index":%d}\n\n' % i
+    for i in (0, 1)
+)
 _MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 _OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
@@ -80,6 +95,42 @@ def error_reply(status: int, type_: str, message: str) -> Reply:
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + _enc(data) + b"\n\n"
+
+
+def _thought(req: StubRequest) -> dict[str, Any] | None:
+    """The answer's thinking block, whole, when the request asks it to think."""
+    if "thinking" not in req.params:
+        return None
+    if REDACTED_TRIGGER in req.last_user:
+        return {"type": "redacted_thinking", "data": REDACTED_DATA}
+    words = len(req.last_user.split())
+    text = f"The user wrote {words} words; I repeat them back."
+    return {"type": "thinking", "thinking": text, "signature": signature(text)}
+
+
+def _thinking_events(block: dict[str, Any]) -> bytes:
+    """Block 0 of a streamed answer that thinks."""
+    if block["type"] == "redacted_thinking":
+        start = block
+        deltas: list[dict[str, Any]] = []
+    else:
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [
+            {"type": "thinking_delta", "thinking": block["thinking"]},
+            {"type": "signature_delta", "signature": block["signature"]},
+        ]
+    out = [
+        _event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": start},
+        )
+    ]
+    for d in deltas:
+        out.append(
+            _event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d})
+        )
+    out.append(_BLOCK_STOP[0])
+    return b"".join(out)
 
 
 def _stop_reason(ans: Answer) -> str:
@@ -106,12 +157,14 @@ def _message(
 
 
 class _Rendering:
-    __slots__ = ("_answer", "_req", "content_type")
+    __slots__ = ("_answer", "_at", "_req", "_thought", "content_type")
 
     def __init__(self, req: StubRequest, ans: Answer) -> None:
         self.content_type = SSE
         self._req = req
         self._answer = ans
+        self._thought = _thought(req)
+        self._at = 0 if self._thought is None else 1  # the main block's index
 
     def opening(self) -> bytes:
         req, ans = self._req, self._answer
@@ -120,12 +173,14 @@ class _Rendering:
         block: dict[str, Any] = {"type": "text", "text": ""}
         if call is not None:
             block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+        thinking = b"" if self._thought is None else _thinking_events(self._thought)
         return b"".join(
             (
                 _event("message_start", {"type": "message_start", "message": start}),
+                thinking,
                 _event(
                     "content_block_start",
-                    {"type": "content_block_start", "index": 0, "content_block": block},
+                    {"type": "content_block_start", "index": self._at, "content_block": block},
                 ),
                 _PING,
             )
@@ -134,11 +189,13 @@ class _Rendering:
     def steps(self) -> Iterator[bytes]:
         ans = self._answer
         if ans.tool_call is not None:
+            head = _JSON_DELTA[self._at]
             for fragment in ans.tool_call.fragments():
-                yield _JSON_DELTA + _enc(fragment) + _DELTA_END
+                yield head + _enc(fragment) + _DELTA_END
             return
+        head = _TEXT_DELTA[self._at]
         for delta in ans.deltas:
-            yield _TEXT_DELTA + _enc(delta) + _DELTA_END
+            yield head + _enc(delta) + _DELTA_END
 
     def closing(self) -> bytes:
         ans = self._answer
@@ -147,7 +204,7 @@ class _Rendering:
             "delta": {"stop_reason": _stop_reason(ans), "stop_sequence": ans.stop_sequence or None},
             "usage": {"output_tokens": ans.usage.completion_tokens},
         }
-        return _BLOCK_STOP + _event("message_delta", delta) + _MESSAGE_STOP
+        return _BLOCK_STOP[self._at] + _event("message_delta", delta) + _MESSAGE_STOP
 
     def error(self) -> bytes:
         return _event("error", _OVERLOADED)
@@ -155,7 +212,8 @@ class _Rendering:
 
 def _complete(req: StubRequest, ans: Answer) -> dict[str, Any]:
     call = ans.tool_call
-    content: list[dict[str, Any]] = []
+    thought = _thought(req)
+    content: list[dict[str, Any]] = [] if thought is None else [thought]
     if call is not None:
         content.append(
             {
@@ -216,7 +274,11 @@ class AnthropicWire:
                 error_reply(400, "invalid_request_error", "anthropic-version: header is required")
             )
         try:
-            return to_stub_request(decode_messages_request(body), header("x-request-id") or "")
+            return to_stub_request(
+                decode_messages_request(body),
+                header("x-request-id") or "",
+                header("anthropic-beta") or "",
+            )
         except Invalid as exc:
             raise Rejected(error_reply(400, "invalid_request_error", str(exc))) from None
 

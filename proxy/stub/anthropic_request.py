@@ -2,8 +2,8 @@
 
 msgspec Structs decode the body once; unlike OpenAI, Anthropic refuses unknown
 top-level fields ("Extra inputs are not permitted"), and so does the stub.
-``to_stub_request`` then checks the rules a type cannot say (roles are only
-``user`` and ``assistant``, non-empty text, ``tool_use`` only from the
+``to_stub_request`` then checks the rules a type cannot say (roles are
+``user`` and ``assistant``, and ``system`` only as below, non-empty text, ``tool_use`` only from the
 assistant, ``tool_result`` only from the user, a forced tool that exists) and
 reads out a ``StubRequest``. Every failure is an ``Invalid`` whose message
 names the field the way Anthropic does (``messages.0.role: ...``).
@@ -11,10 +11,28 @@ names the field the way Anthropic does (``messages.0.role: ...``).
 Roles and texts: ``system`` (top-level, a string or text blocks) is a system
 message; a message's text blocks are joined; each ``tool_result`` is a tool
 message (its string or text blocks), so the echo's "last user message" is the
-last user message that has text. No I/O.
+last user message that has text.
+
+- A ``{"role": "system"}`` message inside ``messages`` is taken only when the
+  request's ``anthropic-beta`` names a ``mid-conversation-system-...`` beta,
+  where Anthropic's placement rules allow it (not first, right after a user
+  message, not next to another system message); otherwise it is refused in
+  Anthropic's words (``Unexpected role "system"...``), which clients such as
+  Claude Code read to retry without it.
+- An assistant's ``thinking`` block must carry a signature the stub made
+  (``signature``: bound to the block's text), a ``redacted_thinking`` block
+  the stub's data (``REDACTED_DATA``); anything else is refused as Anthropic
+  refuses a forged one (``Invalid `signature` in `thinking` block``).
+- ``thinking`` (``enabled`` or ``adaptive``) is kept in ``StubRequest.params``
+  for the answer (``anthropic``), which then thinks first.
+
+No I/O.
 """
 
 from __future__ import annotations
+
+import base64
+import hashlib
 
 import msgspec
 
@@ -22,9 +40,36 @@ from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.stub.echo import StubRequest, split_model
 from flatgate.proxy.wire.schema import Role
 
-__all__ = ["Invalid", "MessagesRequest", "decode_messages_request", "to_stub_request"]
+__all__ = [
+    "MID_SYSTEM_BETA",
+    "REDACTED_DATA",
+    "REDACTED_TRIGGER",
+    "Invalid",
+    "MessagesRequest",
+    "decode_messages_request",
+    "signature",
+    "to_stub_request",
+]
 
 _CHOICES = ("auto", "any", "none", "tool")
+# The beta (a prefix: the betas are dated) that lets system messages into `messages`.
+MID_SYSTEM_BETA = "mid-conversation-system-"
+# Anthropic's documented test prompt that makes the model's thinking redacted.
+REDACTED_TRIGGER = "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING"
+_FAKE = b"flatgate-stub:"
+# The data of the stub's redacted_thinking block (a fake it checks).
+REDACTED_DATA = base64.b64encode(_FAKE + b"redacted").decode()
+_UNEXPECTED_SYSTEM = (
+    'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
+    'parameter, not "system" as an input message role.'
+)
+
+
+def signature(thinking: str) -> str:
+    """The stub's signature of a thinking block's text: a deterministic fake,
+    which it checks when the block comes back."""
+    digest = hashlib.sha256(thinking.encode()).digest()[:24]
+    return base64.b64encode(_FAKE + digest).decode()
 
 
 class Invalid(ValueError):
@@ -47,6 +92,10 @@ class Block(msgspec.Struct, gc=False):
     tool_use_id: str | None = None
     content: str | list[ResultBlock] | None = None
     is_error: bool | None = None
+    # thinking, redacted_thinking
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
 
 
 class Message(msgspec.Struct, gc=False):
@@ -137,6 +186,42 @@ def _non_empty(text: str | None, where: str) -> str:
     return text
 
 
+def _system_message(i: int, m: Message, before: str | None, after: str | None) -> str:
+    """The text of an in-place system message, checked where Anthropic checks it."""
+    where = f"messages.{i}"
+    if before is None:
+        raise Invalid(
+            f"{where}: a system message cannot be the first message; use the top-level "
+            "`system` parameter"
+        )
+    if "system" in (before, after):
+        raise Invalid(f"{where}: consecutive system messages are not allowed")
+    if before != "user":
+        raise Invalid(f"{where}: a system message must immediately follow a user message")
+    if after not in (None, "assistant"):
+        raise Invalid(f"{where}: a system message must be last or be followed by an assistant turn")
+    if isinstance(m.content, str):
+        return _non_empty(m.content, where)
+    texts = []
+    for j, b in enumerate(m.content):
+        if b.type != "text":
+            raise Invalid(f"{where}.content.{j}.type: system messages take text blocks only")
+        texts.append(_non_empty(b.text, f"{where}.content.{j}"))
+    return "".join(texts)
+
+
+def _thought(at: str, b: Block) -> None:
+    if b.type == "thinking":
+        if b.thinking is None or b.signature is None:
+            raise Invalid(
+                f"{at}.{'thinking' if b.thinking is None else 'signature'}: Field required"
+            )
+        if b.signature != signature(b.thinking):
+            raise Invalid(f"{at}: Invalid `signature` in `thinking` block")
+    elif b.data != REDACTED_DATA:
+        raise Invalid(f"{at}: Invalid `data` in `redacted_thinking` block")
+
+
 def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None:
     where = f"messages.{i}"
     if m.role not in ("user", "assistant"):
@@ -169,10 +254,14 @@ def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None
             content = b.content or ""
             text = content if isinstance(content, str) else _text_of(content, f"{at}.content")
             out.append((Role.Tool, text))
+        elif b.type in ("thinking", "redacted_thinking"):
+            if m.role != "assistant":
+                raise Invalid(f"{at}: {b.type} blocks are only allowed in assistant messages")
+            _thought(at, b)
         else:
             raise Invalid(
-                f"{at}.type: the stub accepts 'text', 'tool_use' and 'tool_result' blocks, "
-                f"not {b.type!r}"
+                f"{at}.type: the stub accepts 'text', 'tool_use', 'tool_result', 'thinking' "
+                f"and 'redacted_thinking' blocks, not {b.type!r}"
             )
     if texts:
         out.append((role, "".join(texts)))
@@ -207,8 +296,9 @@ def _bounded(name: str, value: float | None, high: float | None) -> None:
         raise Invalid(f"{name}: Input should be less than or equal to {high:g}")
 
 
-def to_stub_request(r: MessagesRequest, request_id: str) -> StubRequest:
-    """Check what the types cannot say, and read out the ``StubRequest``."""
+def to_stub_request(r: MessagesRequest, request_id: str, betas: str = "") -> StubRequest:
+    """Check what the types cannot say, and read out the ``StubRequest``
+    (``betas``: the request's ``anthropic-beta`` header)."""
     if r.model is None:
         raise Invalid("model: Field required")
     if not r.model:
@@ -231,7 +321,16 @@ def to_stub_request(r: MessagesRequest, request_id: str) -> StubRequest:
     elif r.system:
         messages.append((Role.System, _text_of(r.system, "system")))
     n = len(r.messages)
+    mid_system = any(b.strip().startswith(MID_SYSTEM_BETA) for b in betas.split(","))
+    roles = [m.role for m in r.messages]
     for i, m in enumerate(r.messages):
+        if m.role == "system":
+            if not mid_system:
+                raise Invalid(_UNEXPECTED_SYSTEM)
+            prev = roles[i - 1] if i else None
+            nxt = roles[i + 1] if i + 1 < n else None
+            messages.append((Role.System, _system_message(i, m, prev, nxt)))
+            continue
         _message(i, m, i == n - 1, messages)
     for i, tool in enumerate(r.tools or ()):
         if tool.type in (None, "custom") and tool.input_schema is None:
@@ -248,4 +347,9 @@ def to_stub_request(r: MessagesRequest, request_id: str) -> StubRequest:
         fault=fault,
         fault_after=after,
         stop=tuple(r.stop_sequences or ()),
+        params={"thinking": r.thinking} if _thinks(r.thinking) else {},
     )
+
+
+def _thinks(thinking: dict[str, object] | None) -> bool:
+    return thinking is not None and thinking.get("type") in ("enabled", "adaptive")

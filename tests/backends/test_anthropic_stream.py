@@ -178,7 +178,7 @@ def test_unknown_block_and_delta_types_are_skipped() -> None:
     chunks = translate(
         body(
             message_start(),
-            block_start(0, {"type": "redacted_thinking", "data": "EmwKAhgB..."}),
+            block_start(0, {"type": "future_block", "data": "EmwKAhgB..."}),
             {"type": "content_block_stop", "index": 0},
             text_block(1, "a"),
             {
@@ -304,7 +304,7 @@ def test_prompt_tokens_are_input_plus_cache_reads_and_writes() -> None:
             STOP,
         )
     )
-    assert final(chunks).usage == Usage(350, 25, 300)
+    assert final(chunks).usage == Usage(350, 25, 300, cache_write_tokens=40)
 
 
 def test_output_tokens_are_the_last_cumulative_count() -> None:
@@ -364,7 +364,7 @@ def test_message_delta_usage_without_cache_fields_keeps_message_starts_cache_cou
             STOP,
         )
     )
-    assert final(chunks).usage == Usage(125, 50, 100)
+    assert final(chunks).usage == Usage(125, 50, 100, cache_write_tokens=20)
 
 
 def test_no_usage_anywhere_means_no_usage() -> None:

@@ -47,15 +47,15 @@ RESPONSES_EXTRAS: dict[str, Any] = {
 }
 
 
-def chat_body(req: Request) -> tuple[dict[str, Any], list[str], bytes]:
+def chat_body(req: Request, drop: bool = False) -> tuple[dict[str, Any], list[str], bytes]:
     omitted: list[str] = []
-    raw = openai.encode_request(req, model="m", omitted=omitted)
+    raw = openai.encode_request(req, model="m", omitted=omitted, drop_unsupported=drop)
     return json.loads(raw), omitted, raw
 
 
-def messages_body(req: Request) -> tuple[dict[str, Any], list[str], bytes]:
+def messages_body(req: Request, drop: bool = False) -> tuple[dict[str, Any], list[str], bytes]:
     omitted: list[str] = []
-    raw = anthropic.encode_request(req, model="claude", omitted=omitted)
+    raw = anthropic.encode_request(req, model="claude", omitted=omitted, drop_unsupported=drop)
     return json.loads(raw), omitted, raw
 
 
@@ -88,7 +88,11 @@ def test_chat_extras_never_replace_model_messages_stream_or_stream_options() -> 
 
 
 def test_responses_extras_are_mapped_to_chat_and_the_rest_named() -> None:
-    out, omitted, _ = chat_body(wire(HI, extras=RESPONSES_EXTRAS, dialect=RESPONSES))
+    # truncation "auto" cannot be honoured: dropped only by drop_unsupported
+    req = wire(HI, extras=RESPONSES_EXTRAS, dialect=RESPONSES)
+    with pytest.raises(Untranslatable, match="'truncation'"):
+        chat_body(req)
+    out, omitted, _ = chat_body(req, drop=True)
     assert out["reasoning_effort"] == "high"
     assert out["verbosity"] == "low"
     assert out["prompt_cache_key"] == "session-1"
@@ -107,11 +111,12 @@ def test_responses_extras_are_mapped_to_chat_and_the_rest_named() -> None:
     ]
 
 
-def test_anthropic_extras_are_all_named_at_a_chat_backend() -> None:
+def test_anthropic_extras_are_mapped_or_named_at_a_chat_backend() -> None:
     extras = {"thinking": {"type": "enabled", "budget_tokens": 1024}, "cache_control": {}}
     out, omitted, _ = chat_body(wire(HI, extras=extras, dialect=ANTHROPIC))
+    assert out["reasoning_effort"] == "low"
     assert "thinking" not in out and "cache_control" not in out
-    assert omitted == ["thinking", "cache_control"]
+    assert omitted == ["cache_control"]
 
 
 def test_reasoning_parts_never_reach_chat_json() -> None:
@@ -193,13 +198,14 @@ def test_messages_extras_are_merged_but_never_model_messages_stream_or_max_token
 
 
 def test_responses_extras_are_all_named_at_an_anthropic_backend() -> None:
-    out, omitted, _ = messages_body(wire(HI, extras=RESPONSES_EXTRAS, dialect=RESPONSES))
+    out, omitted, _ = messages_body(wire(HI, extras=RESPONSES_EXTRAS, dialect=RESPONSES), True)
     for name in ("reasoning", "include", "tools", "store", "prompt_cache_key"):
         assert name not in out
     assert omitted == [
         "include",
-        "reasoning",
-        "text",
+        "reasoning.effort",
+        "reasoning.summary",
+        "text.verbosity",
         "prompt_cache_key",
         "safety_identifier",
         "service_tier",

@@ -26,7 +26,13 @@ CONFIG: dict[str, Any] = {
     "proxy": {"access_log": False},
     "backends": [
         {"name": "resp", "url": "http://127.0.0.1:9/v1", "protocol": "openai-responses"},
-        {"name": "chat", "url": "http://127.0.0.1:9/v1", "protocol": "openai"},
+        # drops what it cannot take, rather than refusing it (backends.extras)
+        {
+            "name": "chat",
+            "url": "http://127.0.0.1:9/v1",
+            "protocol": "openai",
+            "drop_unsupported": True,
+        },
     ],
     "routes": [{"model": "r-*", "backends": ["resp"]}, {"model": "c-*", "backends": ["chat"]}],
 }

@@ -398,23 +398,36 @@ def test_chat_extras_are_mapped_and_the_rest_named() -> None:
         },
         dialect=CHAT,
     )
-    out = body(req)
+    # logit_bias has no Responses equivalent: refused, naming it, by default...
+    with pytest.raises(Untranslatable, match="'logit_bias'"):
+        body(req)
+    # ...dropped and named where the backend says so (drop_unsupported).
+    out = body(req, drop_unsupported=True)
     assert out["reasoning"] == {"effort": "low"}
     assert out["text"] == {"format": {"type": "json_object"}, "verbosity": "low"}
     assert (out["prompt_cache_key"], out["service_tier"]) == ("k", "flex")
     assert "logit_bias" not in out
-    assert omitted_by(req) == ["logit_bias"]
+    assert omitted_by(req, drop_unsupported=True) == ["logit_bias"]
 
 
-def test_another_dialects_extras_are_all_named() -> None:
+def test_a_messages_clients_thinking_is_an_effort_and_the_rest_refused_or_named() -> None:
     req = wire(
         [msg(Role.User, "hi")],
-        extras={"thinking": {"type": "enabled"}, "top_k": 3},
+        extras={
+            "thinking": {"type": "enabled", "budget_tokens": 20000},
+            "context_management": {"edits": [{"type": "clear_thinking_20251015"}]},
+            "top_k": 3,
+        },
         dialect=ANTHROPIC,
     )
-    out = body(req)
-    assert "thinking" not in out
-    assert omitted_by(req) == ["thinking", "top_k"]
+    # top_k has no Responses field: refused, naming it, unless dropped.
+    with pytest.raises(Untranslatable, match="'top_k'"):
+        body(req)
+    out = body(req, drop_unsupported=True)
+    assert out["reasoning"] == {"effort": "high"}
+    assert "thinking" not in out and "context_management" not in out
+    # Clearing thinking is mapped to nothing (this backend is sent none): named.
+    assert omitted_by(req, drop_unsupported=True) == ["context_management", "top_k"]
 
 
 @pytest.mark.parametrize("extras", ["[1, 2]", "not json", '{"tools": {"type": "x"}}'])

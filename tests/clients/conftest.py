@@ -8,7 +8,11 @@ Models: ``echo-<protocol>`` reaches the stub speaking ``<protocol>`` (one of
 ``PROTOCOLS``), and so does ``gpt-5.5-echo-<protocol>``: Codex knows a model
 by its name's prefix, and sends a ``gpt-5.5`` model other tools (a freeform
 ``custom`` tool, ``tool_search``) and settings (``reasoning.effort``,
-``text.verbosity``) than one it does not know. The gateway's ``[[keys]]``:
+``text.verbosity``) than one it does not know. ``dropping(<protocol>)``
+reaches the stub speaking ``<protocol>`` (one of ``DROPPING``) through a
+second backend, one with ``drop_unsupported = true`` (a field it can neither
+carry nor map is dropped and named in ``x-flatgate-dropped-fields``, not
+refused). The gateway's ``[[keys]]``:
 one tenant per key of ``KEYS``. Its access log is JSON lines in its log file.
 """
 
@@ -29,7 +33,7 @@ from flatgate.proxy.stub.settings import STUB_PROTOCOLS
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
 
-__all__ = ["KEYS", "PROTOCOLS", "ClientStack", "model", "stack"]
+__all__ = ["DROPPING", "KEYS", "PROTOCOLS", "ClientStack", "dropping", "model", "stack"]
 
 ROOT = Path(__file__).resolve().parents[2]
 # The backend protocols a Responses client is tested through: every one the
@@ -41,9 +45,12 @@ PROTOCOLS = tuple(
 KEYS = {
     "sk-flatgate-codex": "codex",
     "sk-flatgate-agents": "agents",
+    "sk-flatgate-claude": "claude",
     "sk-flatgate-acme": "acme",
     "sk-flatgate-globex": "globex",
 }
+# The protocols also reached through a backend that drops what it cannot take.
+DROPPING = tuple(p for p in ("openai", "openai-responses") if p in PROTOCOLS)
 _UPSTREAM_KEY = "sk-flatgate-upstream"
 _PROVIDERS = {"openai": "OpenAI", "openai-responses": "OpenAI", "anthropic": "Anthropic"}
 
@@ -52,6 +59,12 @@ def model(protocol: str, codex_family: str = "") -> str:
     """The model name that reaches ``protocol``'s stub (``gpt-5.5``: the name
     Codex gives that model's tools and settings)."""
     return f"{codex_family}-echo-{protocol}" if codex_family else f"echo-{protocol}"
+
+
+def dropping(protocol: str) -> str:
+    """The model name that reaches ``protocol``'s stub through a backend with
+    ``drop_unsupported = true``."""
+    return f"echo-{protocol}-dropping"
 
 
 class ClientStack:
@@ -126,10 +139,22 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientStack]:
     config = write_stack(
         d / "gateway.toml",
         proxy={**QUIET, "cooldown_seconds": 0},
-        backends={f"stub-{p}": _backend(p, s.port) for p, s in stubs.items()},
-        routes={name: f"stub-{p}" for p in PROTOCOLS for name in names[p]},
+        backends={
+            **{f"stub-{p}": _backend(p, s.port) for p, s in stubs.items()},
+            **{
+                f"stub-{p}-dropping": {**_backend(p, stubs[p].port), "drop_unsupported": True}
+                for p in DROPPING
+            },
+        },
+        routes={
+            **{name: f"stub-{p}" for p in PROTOCOLS for name in names[p]},
+            **{dropping(p): f"stub-{p}-dropping" for p in DROPPING},
+        },
         edge={"log_format": "json"},
-        models={name: _PROVIDERS.get(p, "SelfHosted") for p in PROTOCOLS for name in names[p]},
+        models={
+            **{name: _PROVIDERS.get(p, "SelfHosted") for p in PROTOCOLS for name in names[p]},
+            **{dropping(p): _PROVIDERS[p] for p in DROPPING},
+        },
         keys=KEYS,
     )
     gateway = spawn("gateway", ["--config", config, "--workers", "1"], d)

@@ -65,6 +65,7 @@ def test_error_headers_in_their_order() -> None:
     assert error_headers(err, "req-1") == [
         ("content-type", "application/json"),
         ("x-request-id", "req-1"),
+        ("request-id", "req-1"),
         ("x-ratelimit-limit-requests", "5"),
         ("retry-after", "1"),
     ]

@@ -22,7 +22,7 @@ from benchmarks.codecs.stock_writer import write_request_stock
 from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.errors import InvalidRequest, ModelNotFound
 from flatgate.edge_translator.openai.mapping import new_request_id
-from flatgate.edge_translator.openai.models import decode_request
+from flatgate.edge_translator.openai.models import decode_request, extras_json
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.wire.builders import BuilderPool
@@ -55,7 +55,15 @@ def assert_same(raw: bytes, **kw: Any) -> dict[str, Any]:
     fast, stock = both(raw, **kw)
     verify_request(fast)
     decoded = decode_request_fb(fast)
-    assert decoded == decode_request_fb(stock)
+    reference = decode_request_fb(stock)
+    # The stock writer writes no extras (the fields with no slot): they are
+    # what models.extras_json makes, tagged OpenAIChat.
+    extras = extras_json(decode_request(raw))
+    assert (decoded.pop("extras"), decoded.pop("extrasDialect")) == (
+        (extras, 1) if extras else (None, 0)
+    )
+    del reference["extras"], reference["extrasDialect"]
+    assert decoded == reference
     return decoded
 
 
@@ -99,6 +107,8 @@ def test_fields_carry_the_request():
     assert d["stream"] is True and d["includeUsage"] is True
     assert d["parallelToolCalls"] is False
     assert d["responseFormat"] == b'{"type": "json_object"}'
+    raw = (GOLDEN / "tools_and_history.json").read_bytes()
+    assert extras_json(decode_request(raw)) == b'{"logprobs":false}'  # no slot: in the extras
 
 
 def test_absent_optionals_stay_absent():

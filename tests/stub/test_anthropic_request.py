@@ -109,7 +109,8 @@ def test_a_final_assistant_prefill_may_be_empty() -> None:
         (base(messages=[]), "messages: at least one message is required"),
         (
             base(messages=[{"role": "system", "content": "sys"}, *USER]),
-            "messages.0.role: Input should be 'user' or 'assistant'",
+            'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
+            'parameter, not "system" as an input message role.',
         ),
         (base(messages=[{"role": "tool", "content": "x"}]), "messages.0.role"),
         (base(messages=[{"role": "user"}]), "messages.0.content: Field required"),

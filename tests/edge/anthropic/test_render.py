@@ -156,7 +156,11 @@ def test_stop_reasons(finish: FinishReason, matched: str, reason: str) -> None:
 
 def test_usage_on_the_first_chunk_is_in_message_start() -> None:
     evs = events(Chunk(content="one", finish_reason=STOP, usage=Usage(9, 1, 2)))
-    assert evs[0][1]["message"]["usage"] == {"input_tokens": 7, "output_tokens": 0}
+    assert evs[0][1]["message"]["usage"] == {
+        "input_tokens": 7,
+        "output_tokens": 0,
+        "cache_read_input_tokens": 2,
+    }
 
 
 def test_no_usage_from_the_backend_is_zero_not_absent() -> None:

@@ -1,0 +1,65 @@
+"""A Messages request's fields with no wire slot, as the request's extras.
+
+Owns ``extras_of``: the one JSON object (``CompletionRequest.extras``, dialect
+``ApiDialect.ANTHROPIC_MESSAGES``) that carries, as the client wrote them, the
+top-level fields the schema has no slot for (``models.EXTRA_FIELDS``:
+``thinking``, ``output_config``, ``context_management``, ``service_tier``,
+``container``, ``mcp_servers``, a top-level ``cache_control``; then any field
+flatgate does not know, in the client's order), and flatgate's own keys,
+which start with ``$`` (a client's ``$`` field is refused at decode):
+
+- ``"$headers": {"anthropic-beta": "..."}``: the client's beta header, which
+  an Anthropic backend must send on;
+- ``"$cache_control": [{"at", "index", "cache_control"}, ...]``: block-level
+  prompt-cache breakpoints. ``at`` is ``"system"`` (the top-level system
+  blocks, which are then the wire's leading System messages, one per block),
+  ``"messages"`` (``index`` is the WIRE message the block went into: the
+  adapter applies it to the last content block it builds from that message)
+  or ``"tools"`` (``index``: the tool's).
+
+A request with none of these has no extras (``b""``), and costs nothing
+here. Values are ``msgspec.Raw``: the client's bytes, never re-encoded.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from flatgate.edge_translator.anthropic.models import EXTRA_FIELDS, MessagesRequest, WithUnknown
+
+__all__ = ["BETA_HEADER", "CacheMark", "extras_of"]
+
+BETA_HEADER = "anthropic-beta"
+
+# A block-level breakpoint: (at, index, the client's cache_control object).
+CacheMark = tuple[str, int, msgspec.Raw]
+
+_encode = msgspec.json.Encoder().encode
+
+
+class _Mark(msgspec.Struct, gc=False):
+    at: str
+    index: int
+    cache_control: msgspec.Raw
+
+
+def extras_of(
+    req: MessagesRequest, marks: list[CacheMark], headers: Mapping[str, str] | None
+) -> bytes:
+    """The extras JSON object text of ``req`` (``b""``: nothing to carry)."""
+    out: dict[str, object] = {}
+    for name in EXTRA_FIELDS:
+        raw = getattr(req, name)
+        if raw:
+            out[name] = raw
+    if type(req) is WithUnknown:
+        out.update(req.unknown)
+    beta = headers.get(BETA_HEADER) if headers else None
+    if beta:
+        out["$headers"] = {BETA_HEADER: beta}
+    if marks:
+        out["$cache_control"] = [_Mark(*m) for m in marks]
+    return _encode(out) if out else b""
