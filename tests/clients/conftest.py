@@ -18,10 +18,13 @@ one tenant per key of ``KEYS``. Its access log is JSON lines in its log file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,20 @@ import pytest
 from flatgate.proxy.stub.settings import STUB_PROTOCOLS
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """``handler`` served on a loopback port, in a thread, for the block: the port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
 
 __all__ = ["DROPPING", "KEYS", "PROTOCOLS", "ClientStack", "dropping", "model", "stack"]
 

@@ -32,17 +32,16 @@ import json
 import os
 import re
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.clients.conftest import DROPPING, PROTOCOLS, ROOT, ClientStack, dropping, model
+from tests.clients.conftest import DROPPING, PROTOCOLS, ROOT, ClientStack, dropping, model, serving
 
 pytestmark = pytest.mark.integration
 
@@ -297,15 +296,8 @@ class _Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def recorder() -> Iterator[tuple[str, list[tuple[str, dict[str, str], dict[str, Any]]]]]:
     seen: list[tuple[str, dict[str, str], dict[str, Any]]] = []
-    handler = type("Recorder", (_Recorder,), {"seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(type("Recorder", (_Recorder,), {"seen": seen})) as port:
+        yield f"http://127.0.0.1:{port}", seen
 
 
 def shape(body: dict[str, Any]) -> dict[str, Any]:
