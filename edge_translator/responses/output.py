@@ -3,7 +3,8 @@
 
 Owns how each output item reads in ``output`` and in its
 ``response.output_item.done`` event: a message (``msg_...``, one
-``output_text`` part with ``annotations: []``), a reasoning item
+``output_text`` part with ``annotations: []``, and its tokens' ``logprobs``
+when the backend sent any), a reasoning item
 (``rs_...``, its summary as one ``summary_text`` part, ``encrypted_content``
 when asked for and there is one), a function call (``fc_...``, ``call_id``,
 ``name`` and ``namespace`` as the client declared the tool, ``arguments``).
@@ -69,6 +70,7 @@ class OutputItem:
         "id",
         "index",
         "kind",
+        "logprobs",
         "name",
         "namespace",
         "ref",
@@ -82,10 +84,19 @@ class OutputItem:
         # ``"item_id":...,"output_index":N``: every event about it names it so.
         self.ref = b'"item_id":' + _encode(item_id) + b',"output_index":%d' % index
         self.texts: list[str] = []
+        # A message's tokens' logprobs, each entry's JSON as the backend sent it.
+        self.logprobs: list[bytes] = []
         self.done: bytes | None = None
         self.head = b""
         self.encrypted = ""
         self.call_id = self.name = self.namespace = ""
+
+    def logprobs_member(self) -> bytes:
+        """A message's ``output_text`` ``logprobs`` member (none without any:
+        the part reads as it did before they were asked for)."""
+        if not self.logprobs:
+            return b""
+        return b',"logprobs":[' + b",".join(self.logprobs) + b"]"
 
     def json(self, status: bytes, encrypted: bool) -> bytes:
         """The item as an ``output`` entry (``status``: of a message or call)."""
@@ -98,7 +109,9 @@ class OutputItem:
                 + status
                 + b'","role":"assistant","content":[{"type":"output_text","text":'
                 + _encode(text)
-                + b',"annotations":[]}]}'
+                + b',"annotations":[]'
+                + self.logprobs_member()
+                + b"}]}"
             )
         if self.kind == RS:
             summary = b'{"type":"summary_text","text":' + _encode(text) + b"}" if text else b""

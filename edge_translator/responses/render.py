@@ -83,10 +83,59 @@ _encode = _encoder.encode
 _encode_into = _encoder.encode_into
 _extras_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
+_CHAT = int(ApiDialect.OPENAI_CHAT)
 _INCOMPLETE = {
     FinishReason.LENGTH: b"max_output_tokens",
     FinishReason.CONTENT_FILTER: b"content_filter",
 }
+
+
+class _Top(msgspec.Struct, gc=False, omit_defaults=False):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class _Token(msgspec.Struct, gc=False, omit_defaults=False):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[_Top] = []
+
+
+class _Tokens(msgspec.Struct, gc=False):
+    content: list[_Token] | None = None
+
+
+class _Logprobs(msgspec.Struct, gc=False):
+    logprobs: _Tokens | None = None
+
+
+_decode_logprobs = msgspec.json.Decoder(_Logprobs).decode
+
+
+def _logprobs_of(chunk: Chunk) -> list[bytes]:
+    """A chunk's tokens' logprobs (its extras ``{"logprobs": {"content":
+    [...]}}``, in Chat Completions' shape from every backend), each entry's
+    JSON as the Responses API writes it: ``bytes`` is required there, so one
+    a backend left out or sent as null is the token's UTF-8 (what Chat
+    Completions sends); none when it has none."""
+    if chunk.extras_dialect != _CHAT:
+        return []
+    try:
+        tokens = _decode_logprobs(chunk.extras.encode()).logprobs
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []  # not the backend's: its adapter writes well-formed extras
+    if tokens is None or not tokens.content:
+        return []
+    for t in tokens.content:
+        if t.bytes is None:
+            t.bytes = list(t.token.encode())
+        for top in t.top_logprobs:
+            if top.bytes is None:
+                top.bytes = list(top.token.encode())
+    return [_encode(t) for t in tokens.content]
+
 
 _TEXT_DELTA = b"response.output_text.delta"
 _DELTA_TAIL = b',"logprobs":[],"sequence_number":'
@@ -251,12 +300,16 @@ class _Answer:
         )
         return item
 
-    def _text(self, item: OutputItem, text: str) -> bytes:
+    def _text(self, item: OutputItem, text: str, logprobs: list[bytes] | None = None) -> bytes:
         item.texts.append(text)
         buf = self._buf
         buf[:] = item.head
         _encode_into(text, buf, -1)
-        buf += _DELTA_TAIL
+        if logprobs:
+            item.logprobs += logprobs
+            buf += b',"logprobs":[' + b",".join(logprobs) + b'],"sequence_number":'
+        else:
+            buf += _DELTA_TAIL
         seq = self._seq
         self._seq = seq + 1
         buf += b"%d}\n\n" % seq
@@ -341,7 +394,12 @@ class _Answer:
             out.append(
                 self._event(
                     b"response.output_text.done",
-                    msg.ref + b',"content_index":0,"text":' + text + b',"logprobs":[]',
+                    msg.ref
+                    + b',"content_index":0,"text":'
+                    + text
+                    + b',"logprobs":['
+                    + b",".join(msg.logprobs)
+                    + b"]",
                 )
             )
             out.append(
@@ -350,7 +408,9 @@ class _Answer:
                     msg.ref
                     + b',"content_index":0,"part":{"type":"output_text","text":'
                     + text
-                    + b',"annotations":[]}',
+                    + b',"annotations":[]'
+                    + msg.logprobs_member()
+                    + b"}",
                 )
             )
             self._done(out, msg, status, encrypted)
@@ -409,7 +469,8 @@ class _Answer:
         if chunk.extras and chunk.extras_dialect == _RESPONSES:
             self._hosted(out, chunk.extras)
         if chunk.content:
-            out.append(self._text(self._msg or self._message(out), chunk.content))
+            logprobs = _logprobs_of(chunk) if chunk.extras else None
+            out.append(self._text(self._msg or self._message(out), chunk.content, logprobs))
         for call in chunk.tool_calls:
             self._call(out, call)
         if chunk.usage is not None:

@@ -44,6 +44,7 @@ from flatgate.proxy.wire.schema import ApiDialect
 __all__ = [
     "FLATGATE_OWN",
     "HOSTED_TOOLS",
+    "LOGPROBS_INCLUDE",
     "MAX_OMITTED_NAMES",
     "NOTHING",
     "Fields",
@@ -218,6 +219,9 @@ _KNOWN = frozenset(
 
 _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
 _CHAT = int(ApiDialect.OPENAI_CHAT)
+# The Responses API's ``include`` entry that asks for the tokens' logprobs.
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+_decode_include = msgspec.json.Decoder(list[str] | None).decode
 _decode_extras = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _encode = msgspec.json.encode
 
@@ -344,10 +348,12 @@ def _null(raw: msgspec.Raw) -> bool:
 def responses_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[tuple[str, bytes]]:
     """Responses extras for a Chat Completions body: the fields of the same
     name, ``reasoning.effort`` -> ``reasoning_effort``, ``text.verbosity`` ->
-    ``verbosity``, ``top_logprobs`` -> ``logprobs`` + ``top_logprobs``;
-    tools and the fields mapped to nothing (``NOTHING``) named in
-    ``omitted``; any other refused unless ``drop`` (``unsupported``)."""
+    ``verbosity``, ``top_logprobs`` or an ``include`` that asks for
+    ``LOGPROBS_INCLUDE`` -> ``logprobs`` (+ ``top_logprobs``); tools, the
+    rest of ``include`` and the fields mapped to nothing (``NOTHING``) named
+    in ``omitted``; any other refused unless ``drop`` (``unsupported``)."""
     out: list[tuple[str, bytes]] = []
+    logprobs = False
     for key, raw in fields.items():
         if key in _SHARED:
             out.append((key, bytes(raw)))
@@ -366,12 +372,29 @@ def responses_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[t
                 elif k != "format" and not _null(v):  # format: the request's response_format
                     _left_out(f"text.{k}", v, _RESPONSES, omitted, drop)
         elif key == "top_logprobs":
-            out += [("logprobs", b"true"), ("top_logprobs", bytes(raw))]
+            out.append(("top_logprobs", bytes(raw)))
+            logprobs = True
+        elif key == "include":
+            asked = _include(raw)
+            logprobs = logprobs or LOGPROBS_INCLUDE in asked
+            if any(entry != LOGPROBS_INCLUDE for entry in asked):
+                omitted.append("include")
         elif key == "tools":
             omitted.extend(tools_name(kind) for kind, _ in tool_types(raw))
         else:
             _left_out(key, raw, _RESPONSES, omitted, drop)
+    if logprobs:
+        out.append(("logprobs", b"true"))
     return out
+
+
+def _include(raw: msgspec.Raw) -> list[str]:
+    """A Responses ``include`` value's entries; ``Untranslatable`` when it is
+    not a list of strings."""
+    try:
+        return _decode_include(raw) or []
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise Untranslatable("extras.include: not a list of strings") from None
 
 
 class _Thinking(msgspec.Struct, gc=False):
@@ -452,7 +475,8 @@ def chat_for_responses(
     fields: Fields, omitted: list[str], drop: bool
 ) -> dict[str, msgspec.Raw | Fields]:
     """Chat Completions extras for a Responses body: the fields of the same
-    name, ``top_logprobs``, ``reasoning_effort`` -> ``reasoning.effort`` and
+    name, ``top_logprobs``, ``logprobs: true`` -> ``include:
+    [LOGPROBS_INCLUDE]``, ``reasoning_effort`` -> ``reasoning.effort`` and
     ``verbosity`` -> ``text.verbosity`` (objects, to merge with the body's
     own); any other refused unless ``drop`` (``unsupported``), or named when
     it is mapped to nothing."""
@@ -460,6 +484,8 @@ def chat_for_responses(
     for key, raw in fields.items():
         if key in _SHARED or key == "top_logprobs":
             out[key] = raw
+        elif key == "logprobs" and bytes(raw) == b"true":
+            out["include"] = msgspec.Raw(_encode([LOGPROBS_INCLUDE]))
         elif key == "reasoning_effort":
             out["reasoning"] = {"effort": raw}
         elif key == "verbosity":

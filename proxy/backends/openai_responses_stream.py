@@ -6,7 +6,12 @@ The server sends ``event:`` + ``data:`` pairs whose JSON names its own
 - ``response.created`` / ``response.in_progress`` / ``response.queued``: the
   model the server reports;
 - ``response.output_text.delta`` -> content; ``response.refusal.delta`` ->
-  content too (the model's refusal is what it said);
+  content too (the model's refusal is what it said); a text delta's
+  ``logprobs`` (when the request asked for them) -> the chunk's extras
+  ``{"logprobs": {"content": [...]}}``, dialect OpenAI Chat: logprobs travel
+  in Chat Completions' shape from every backend (docs/design.md), the
+  entries as the server sent them (both APIs give each token's ``token``,
+  ``logprob`` and ``top_logprobs``);
 - ``response.reasoning_summary_text.delta`` and
   ``response.reasoning_text.delta`` -> reasoning (a blank line between one
   item's summary parts); a reasoning item's ``response.output_item.done`` ->
@@ -61,6 +66,8 @@ INCOMPLETE_REASONS: dict[str, FinishReason] = {
     "content_filter": FinishReason.CONTENT_FILTER,
 }
 _DIALECT = int(ApiDialect.OPENAI_RESPONSES)
+_CHAT = int(ApiDialect.OPENAI_CHAT)
+_NO_LOGPROBS = frozenset({b"[]", b"null"})
 # Suffixes of a hosted tool's progress events.
 _PROGRESS = (".in_progress", ".searching", ".interpreting", ".generating", ".partial_image")
 _DONE = b"[DONE]"
@@ -123,6 +130,8 @@ class _Response(msgspec.Struct, gc=False):
 class _Event(msgspec.Struct, gc=False):
     type: str = ""
     delta: str | None = None
+    # A text delta's logprobs, as sent (empty: none; ``[]`` when not asked for).
+    logprobs: msgspec.Raw = msgspec.Raw()
     output_index: int = 0
     summary_index: int = 0
     # Kept as sent: decoded as an ``_Item`` only on the few item events, and
@@ -200,6 +209,11 @@ class ResponsesStream(EventStream):
             if not ev.delta:
                 return b""
             self._spoke = self._texting = True
+            if ev.logprobs and bytes(ev.logprobs) not in _NO_LOGPROBS:
+                extras = b'{"logprobs":{"content":' + bytes(ev.logprobs) + b"}}"
+                return self._out().chunk(
+                    content=ev.delta, extras=extras.decode(), extras_dialect=_CHAT
+                )
             return self._out().content(ev.delta)
         if kind in _THOUGHT:
             return self._reasoning_delta(ev)
