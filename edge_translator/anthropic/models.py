@@ -21,9 +21,20 @@ starting with ``$`` is refused (flatgate's own keys in the extras), and so
 is ``thread`` (the Message Threads beta: flatgate keeps no threads), with
 Anthropic's documented ``thread_unsupported_request`` details, which the
 SDKs' tool runners answer by sending the whole conversation. Block-level
-``cache_control`` is kept as written on each block and tool. A role other
-than these three is refused in Anthropic's words (``Unexpected role
-"..."``: Claude Code falls back by them).
+``cache_control`` and a text block's ``citations`` are kept as written on
+each block and tool. A role other than these three is refused in
+Anthropic's words (``Unexpected role "..."``: Claude Code falls back by
+them).
+
+Inside a tool or a content block, the structs forbid unknown fields too, so
+that a body with one (Claude Code's ``defer_loading`` on a tool) also fails
+the one pass: ``_with_unknown`` then reads its members as written, takes a
+tool's and a block's unknown fields out (``WithUnknown.tool_fields``,
+``block_fields``: ``translate`` places them, ``extras`` carries them as
+``$tools`` and ``$blocks``), and decodes the rest strictly. A message's own
+unknown field, and one on a text block inside a ``tool_result`` (sent as its
+text), are refused naming it (``messages.0.name: Extra inputs are not
+permitted``). ``count_tokens`` reads past a tool's and a block's.
 
 Image and document blocks, server tools and other block types are refused
 with a 400 that names them: the wire schema carries text, and silently
@@ -80,10 +91,16 @@ __all__ = [
 ]
 
 
-class TextBlock(msgspec.Struct, tag_field="type", tag="text", gc=False):
+# The blocks and tools forbid unknown fields, so that a body with one fails
+# the one pass and is read again by ``_nested`` (a lenient struct would drop
+# it in silence); their known fields are the one pass's cost.
+class TextBlock(msgspec.Struct, tag_field="type", tag="text", forbid_unknown_fields=True, gc=False):
     text: str
     # A prompt-cache breakpoint, as the client wrote it (empty: none).
     cache_control: msgspec.Raw = msgspec.Raw()
+    # Where the text came from (a previous answer's citations), as written
+    # (empty or null: none).
+    citations: msgspec.Raw = msgspec.Raw()
 
 
 class ImageBlock(msgspec.Struct, tag_field="type", tag="image", gc=False):
@@ -96,7 +113,9 @@ class DocumentBlock(msgspec.Struct, tag_field="type", tag="document", gc=False):
     cache_control: msgspec.Raw = msgspec.Raw()
 
 
-class ToolUseBlock(msgspec.Struct, tag_field="type", tag="tool_use", gc=False):
+class ToolUseBlock(
+    msgspec.Struct, tag_field="type", tag="tool_use", forbid_unknown_fields=True, gc=False
+):
     id: str
     name: str
     # Kept as the caller's JSON text: it travels as the call's arguments.
@@ -104,20 +123,30 @@ class ToolUseBlock(msgspec.Struct, tag_field="type", tag="tool_use", gc=False):
     cache_control: msgspec.Raw = msgspec.Raw()
 
 
-class ToolResultBlock(msgspec.Struct, tag_field="type", tag="tool_result", gc=False):
+class ToolResultBlock(
+    msgspec.Struct, tag_field="type", tag="tool_result", forbid_unknown_fields=True, gc=False
+):
     tool_use_id: str
     content: str | list[TextBlock | ImageBlock | DocumentBlock] | None = None
     is_error: bool | None = None
     cache_control: msgspec.Raw = msgspec.Raw()
 
 
-class ThinkingBlock(msgspec.Struct, tag_field="type", tag="thinking", gc=False):
+class ThinkingBlock(
+    msgspec.Struct, tag_field="type", tag="thinking", forbid_unknown_fields=True, gc=False
+):
     thinking: str = ""
     # Anthropic's signature over the thinking, sent back as it came.
     signature: str = ""
 
 
-class RedactedThinkingBlock(msgspec.Struct, tag_field="type", tag="redacted_thinking", gc=False):
+class RedactedThinkingBlock(
+    msgspec.Struct,
+    tag_field="type",
+    tag="redacted_thinking",
+    forbid_unknown_fields=True,
+    gc=False,
+):
     data: str = ""
 
 
@@ -132,14 +161,14 @@ Block: TypeAlias = (
 )
 
 
-class Message(msgspec.Struct, gc=False):
+class Message(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     # "system": a system message mid-conversation (the
     # ``mid-conversation-system-2026-04-07`` beta), kept at its position.
     role: Literal["user", "assistant", "system"]
     content: str | list[Block]
 
 
-class ToolDef(msgspec.Struct, gc=False):
+class ToolDef(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
     description: str | None = None
     # Kept as the caller's JSON text (empty: absent, a server tool's).
@@ -214,11 +243,20 @@ class _Known(MessagesRequest, kw_only=True, forbid_unknown_fields=True):
     """A body with only the fields ``MessagesRequest`` knows: its one pass."""
 
 
+# A JSON object's members, each as the client wrote its value.
+Fields = dict[str, msgspec.Raw]
+
+
 class WithUnknown(MessagesRequest, kw_only=True):
     """A request that also holds fields flatgate does not know, as the
-    client wrote them (never decoded from JSON: built by ``decode_messages``)."""
+    client wrote them (never decoded from JSON: built by ``decode_messages``):
+    top-level ones (``unknown``), a custom tool's (``tool_fields``, by the
+    tool's index) and a content block's (``block_fields``, by (message,
+    block) index; a top-level system block's message index is -1)."""
 
-    unknown: dict[str, msgspec.Raw]
+    unknown: Fields
+    tool_fields: dict[int, Fields] = {}
+    block_fields: dict[tuple[int, int], Fields] = {}
 
 
 # The fields kept for the extras, in the order they are written there.
@@ -235,9 +273,20 @@ _KNOWN_NAMES = frozenset(MessagesRequest.__struct_fields__)
 _UNKNOWN = "Object contains unknown field"
 
 _decode_known = msgspec.json.Decoder(_Known).decode
-_decode_lenient = msgspec.json.Decoder(MessagesRequest).decode
 _decode_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_count = msgspec.json.Decoder(CountTokensRequest).decode
+_decode_objects = msgspec.json.Decoder(list[Fields]).decode
+_decode_content = msgspec.json.Decoder(str | list[Fields]).decode
+_decode_str = msgspec.json.Decoder(str).decode
+_encode = msgspec.json.Encoder().encode
+_TOOL_NAMES = frozenset(ToolDef.__struct_fields__)
+_MESSAGE_NAMES = frozenset(Message.__struct_fields__)
+_BLOCK_NAMES = {
+    str(cls.__struct_config__.tag): frozenset((*cls.__struct_fields__, "type"))
+    for cls in (TextBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock)
+}
+_TEXT_NAMES = _BLOCK_NAMES["text"]
+_RESULT_NAMES = _BLOCK_NAMES["tool_result"]
 
 _CARRIED = "text, tool_use, tool_result, thinking and redacted_thinking"
 
@@ -359,26 +408,144 @@ def _decoded(decode: Callable[[bytes | memoryview], R], body: bytes | memoryview
     return req
 
 
+def _extra_input(where: str, why: str) -> InvalidRequest:
+    return InvalidRequest(f"{where}: Extra inputs are not permitted ({why})", param=where)
+
+
+def _objects(raw: msgspec.Raw, decode: Callable[[msgspec.Raw], object]) -> list[Fields] | None:
+    """``raw`` as a list of objects (members as written), or ``None`` if it
+    is not one: the strict pass then says what is wrong with it."""
+    try:
+        value = decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _pop_unknown(obj: Fields, known: frozenset[str]) -> Fields:
+    """The members of ``obj`` not in ``known``, taken out of it."""
+    return {k: obj.pop(k) for k in [k for k in obj if k not in known]}
+
+
+def _block_names(block: Fields) -> frozenset[str] | None:
+    """The fields a block of this ``type`` has (``None``: a block type
+    refused by its type anyway, or no type: the strict pass says so)."""
+    tag = block.get("type")
+    try:
+        return _BLOCK_NAMES.get(_decode_str(tag)) if tag is not None else None
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+def _strip_blocks(
+    blocks: list[Fields], where: str, i: int, found: dict[tuple[int, int], Fields]
+) -> None:
+    """Take the unknown fields out of ``blocks`` (the content of message
+    ``i``, or -1: the top-level system) into ``found``; refuse those of a
+    tool result's inner blocks (it is sent as its text)."""
+    for j, block in enumerate(blocks):
+        names = _block_names(block)
+        if names is None:
+            continue
+        extra = _pop_unknown(block, names)
+        if extra:
+            found[(i, j)] = extra
+        inner = block.get("content") if names is _RESULT_NAMES else None
+        parts = _objects(inner, _decode_content) if inner is not None else None
+        for k, part in enumerate(parts or ()):
+            if _block_names(part) is not _TEXT_NAMES:
+                continue
+            for name in _pop_unknown(part, _TEXT_NAMES):
+                raise _extra_input(
+                    f"{where}.{j}.content.{k}.{name}",
+                    "flatgate carries a tool result's content as its text",
+                )
+
+
+def _strip(
+    top: Fields, tool_fields: dict[int, Fields], block_fields: dict[tuple[int, int], Fields]
+) -> None:
+    """Take the unknown fields of ``top``'s tools and content blocks out of
+    it, into ``tool_fields`` and ``block_fields``; refuse a message's own
+    (a message is its role and content)."""
+    tools = top.get("tools")
+    objs = _objects(tools, _decode_objects) if tools is not None else None
+    if objs:
+        for k, tool in enumerate(objs):
+            extra = _pop_unknown(tool, _TOOL_NAMES)
+            if extra:
+                tool_fields[k] = extra
+        if tool_fields:
+            top["tools"] = msgspec.Raw(_encode(objs))
+    system = top.get("system")
+    blocks = _objects(system, _decode_content) if system is not None else None
+    if blocks:
+        _strip_blocks(blocks, "system", -1, block_fields)
+        if block_fields:
+            top["system"] = msgspec.Raw(_encode(blocks))
+    messages = top.get("messages")
+    objs = _objects(messages, _decode_objects) if messages is not None else None
+    changed = False
+    for i, m in enumerate(objs or ()):
+        extra = _pop_unknown(m, _MESSAGE_NAMES)
+        if extra:
+            raise _extra_input(
+                f"messages.{i}.{next(iter(extra))}", "a message is its role and content"
+            )
+        content = m.get("content")
+        blocks = _objects(content, _decode_content) if content is not None else None
+        before = len(block_fields)
+        _strip_blocks(blocks or [], f"messages.{i}.content", i, block_fields)
+        if len(block_fields) != before:
+            m["content"] = msgspec.Raw(_encode(blocks))
+            changed = True
+    if changed:
+        top["messages"] = msgspec.Raw(_encode(objs))
+
+
 def _with_unknown(body: bytes | memoryview) -> MessagesRequest:
-    """A body with fields ``MessagesRequest`` does not know: the request, and
-    those fields as the client wrote them (a second pass, for such bodies
-    only)."""
-    req = _decode_lenient(body)
-    unknown = {k: v for k, v in _decode_fields(body).items() if k not in _KNOWN_NAMES}
+    """A body with fields ``MessagesRequest`` does not know, at the top or in
+    a tool or a block: the request, and those fields as the client wrote them
+    (read again, without them: for such bodies only)."""
+    top = _decode_fields(body)
+    unknown = {k: top.pop(k) for k in [k for k in top if k not in _KNOWN_NAMES]}
     for key in unknown:
         if key.startswith("$"):  # flatgate's own keys in the extras
             raise InvalidRequest(f"{shown(key)}: Extra inputs are not permitted", param=key)
+    tool_fields: dict[int, Fields] = {}
+    block_fields: dict[tuple[int, int], Fields] = {}
+    _strip(top, tool_fields, block_fields)
+    req = _decode_known(_encode(top))
     fields = {f: getattr(req, f) for f in MessagesRequest.__struct_fields__}
-    return WithUnknown(**fields, unknown=unknown)
+    return WithUnknown(
+        **fields, unknown=unknown, tool_fields=tool_fields, block_fields=block_fields
+    )
+
+
+def _unknown_field(exc: msgspec.ValidationError) -> bool:
+    return str(exc).startswith(_UNKNOWN)
 
 
 def _messages(body: bytes | memoryview) -> MessagesRequest:
     try:
         return _decode_known(body)
     except msgspec.ValidationError as exc:
-        if not str(exc).startswith(_UNKNOWN):
+        if not _unknown_field(exc):
             raise
     return _with_unknown(body)
+
+
+def _count(body: bytes | memoryview) -> CountTokensRequest:
+    """A ``count_tokens`` body; a tool's or block's fields flatgate does not
+    know change no count, and are read past (a message's own are refused)."""
+    try:
+        return _decode_count(body)
+    except msgspec.ValidationError as exc:
+        if not _unknown_field(exc):
+            raise
+    top = _decode_fields(body)
+    _strip(top, {}, {})
+    return _decode_count(_encode(top))
 
 
 def thread_unsupported() -> InvalidRequest:
@@ -403,4 +570,4 @@ def decode_messages(body: bytes | memoryview) -> MessagesRequest:
 
 def decode_count_tokens(body: bytes | memoryview) -> CountTokensRequest:
     """Decode and check a ``/v1/messages/count_tokens`` body (no ``max_tokens``)."""
-    return _decoded(_decode_count, body)
+    return _decoded(_count, body)

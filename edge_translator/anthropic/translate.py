@@ -32,9 +32,16 @@ false``; written only when tools exist), ``stop_sequences`` -> ``stop``,
 ``top_k``, ``stream`` (with ``include_usage``: the Messages API always reports
 usage). Blocks the wire cannot carry are refused as they are met (see
 ``models``). The fields with no slot, the block-level ``cache_control``
-breakpoints (by the wire message each went into) and the ``anthropic-beta``
-header are the extras (``extras``, written before the messages, which are
-therefore walked first).
+breakpoints (by the wire message each went into), a tool's and a content
+block's own fields (``$tools`` by the tool's index, ``$blocks`` by the wire
+message and the block an Anthropic backend builds from it: see ``extras``)
+and the ``anthropic-beta`` header are the extras (``extras``, written before
+the messages, which are therefore walked first). A message's text blocks
+are joined, so a block field (a ``citations``) can go only on a message's
+only text block: on one of several, or on an empty one, it is refused
+naming it (``messages.2.content.0.citations``), never put on the wrong text.
+A top-level system block with one is its own System message, as one with a
+breakpoint is.
 
 A ``CountTokensRequest``'s buffer is then verified as whoever reads a
 ``messages`` request verifies it (the proxy before a JSON backend, an fbs
@@ -49,11 +56,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from flatgate.edge_translator.anthropic.extras import CacheMark, extras_of
+from flatgate.edge_translator.anthropic.extras import BlockFields, CacheMark, extras_of
 from flatgate.edge_translator.anthropic.models import (
     AnyChoice,
     AutoChoice,
     CountTokensRequest,
+    Fields,
     MessagesRequest,
     NoneChoice,
     RedactedThinkingBlock,
@@ -87,6 +95,43 @@ _ANTHROPIC = int(ApiDialect.ANTHROPIC_MESSAGES)
 _THINKING = (ThinkingBlock, RedactedThinkingBlock)
 _EMPTY_USER: WireMessage = (_USER, b"", b"", b"", (), False)
 _AT_MESSAGES = "messages"
+_NULL = b"null"
+# A block's fields with no wire slot, by (message index, block index): the
+# top-level system's message index is -1 (``WithUnknown.block_fields``).
+Extra = dict[tuple[int, int], Fields] | None
+
+
+def _fields(b: object, i: int, j: int, extra: Extra) -> Fields | None:
+    """Block ``j`` of message ``i``'s fields for ``$blocks``: its
+    ``citations`` (unless null) and those flatgate does not know."""
+    found = extra.get((i, j)) if extra else None
+    cites = b.citations if type(b) is TextBlock else None
+    if cites and bytes(cites) != _NULL:
+        found = {"citations": cites, **(found or {})}
+    return found or None
+
+
+def _unplaceable(where: str, fields: Fields) -> InvalidRequest:
+    path = f"{where}.{next(iter(fields))}"
+    return InvalidRequest(
+        f"{path}: flatgate joins a message's text blocks into one text, so a field of one "
+        "of several text blocks, or of an empty one, has no block to go on: send it on the "
+        "message's only text block",
+        param=path,
+    )
+
+
+def _text_fields(
+    pending: tuple[int, Fields] | None, texts: int, data: bytes, i: int
+) -> Fields | None:
+    """The fields of a message's text, if they can go on the one text block
+    an Anthropic backend builds from it (``_unplaceable`` otherwise)."""
+    if pending is None:
+        return None
+    j, fields = pending
+    if texts > 1 or not data:
+        raise _unplaceable(f"messages.{i}.content.{j}" if i >= 0 else f"system.{j}", fields)
+    return fields
 
 
 def tool_choice_of(req: CountTokensRequest) -> tuple[int, str, bool | None]:
@@ -121,16 +166,29 @@ def _result_text(block: ToolResultBlock, i: int, j: int) -> bytes:
     return "".join(parts).encode()
 
 
-def _user(out: list[WireMessage], blocks: list[object], i: int, marks: list[CacheMark]) -> None:
+def _user(
+    out: list[WireMessage],
+    blocks: list[object],
+    i: int,
+    marks: list[CacheMark],
+    *,
+    placed: list[BlockFields],
+    extra: Extra,
+) -> None:
     texts = []
     results = False
     pending = None  # a text block's breakpoint: on the message the texts become
+    text_fields = None
     for j, b in enumerate(blocks):
         kind = type(b)
         if kind is TextBlock:
             texts.append(b.text)  # type: ignore[attr-defined]
             if b.cache_control:  # type: ignore[attr-defined]
                 pending = b.cache_control  # type: ignore[attr-defined]
+            if b.citations or extra:  # type: ignore[attr-defined]
+                found = _fields(b, i, j, extra)
+                if found:
+                    text_fields = (j, found)
         elif kind is ToolResultBlock:
             results = True
             call_id = b.tool_use_id.encode()  # type: ignore[attr-defined]
@@ -138,17 +196,23 @@ def _user(out: list[WireMessage], blocks: list[object], i: int, marks: list[Cach
             out.append((_TOOL, _result_text(b, i, j), b"", call_id, (), failed))  # type: ignore[arg-type]
             if b.cache_control:  # type: ignore[attr-defined]
                 marks.append((_AT_MESSAGES, len(out) - 1, b.cache_control))  # type: ignore[attr-defined]
+            found = _fields(b, i, j, extra) if extra else None
+            if found:
+                placed.append((len(out) - 1, "tool_result", 0, found))
         elif kind is ToolUseBlock or kind in _THINKING:
             raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
         else:
             raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
     data = "".join(texts).encode()
+    fields = _text_fields(text_fields, len(texts), data, i) if text_fields else None
     if data:
         out.append((_USER, data))
     elif not results:
         out.append(_EMPTY_USER)  # keep the turn: the backend says what an empty one means
     if pending is not None:
         marks.append((_AT_MESSAGES, len(out) - 1, pending))
+    if fields:
+        placed.append((len(out) - 1, "text", 0, fields))
 
 
 def _reasoning(b: object) -> ReasoningPart:
@@ -158,24 +222,40 @@ def _reasoning(b: object) -> ReasoningPart:
 
 
 def _assistant(
-    out: list[WireMessage], blocks: list[object], i: int, marks: list[CacheMark]
+    out: list[WireMessage],
+    blocks: list[object],
+    i: int,
+    marks: list[CacheMark],
+    *,
+    placed: list[BlockFields],
+    extra: Extra,
 ) -> None:
     texts = []
     calls: list[Call] = []
     reasoning: list[ReasoningPart] = []
     mark = None
+    text_fields = None
+    pending: list[tuple[str, int, Fields]] = []  # (block kind, n, fields)
     for j, b in enumerate(blocks):
         kind = type(b)
         if kind is TextBlock:
             texts.append(b.text)  # type: ignore[attr-defined]
+            if b.citations or extra:  # type: ignore[attr-defined]
+                found = _fields(b, i, j, extra)
+                if found:
+                    text_fields = (j, found)
         elif kind is ToolUseBlock:
             args = bytes(b.input)  # type: ignore[attr-defined]
             if not args.lstrip().startswith(b"{"):
                 raise not_an_object(f"messages.{i}.content.{j}.input")
             if not is_utf8(args):
                 raise not_utf8(f"messages.{i}.content.{j}.input")
+            if extra and (found := extra.get((i, j))):
+                pending.append(("tool_use", len(calls), found))  # by its call's index
             calls.append((b.id.encode(), b.name.encode(), args))  # type: ignore[attr-defined]
         elif kind in _THINKING:
+            if extra and (found := extra.get((i, j))):
+                pending.append(("thinking", len(reasoning), found))  # by its part's index
             reasoning.append(_reasoning(b))
             continue
         elif kind is ToolResultBlock:
@@ -185,6 +265,7 @@ def _assistant(
         if b.cache_control:  # type: ignore[attr-defined]
             mark = b.cache_control  # type: ignore[attr-defined]
     data = "".join(texts).encode()
+    fields = _text_fields(text_fields, len(texts), data, i) if text_fields else None
     if reasoning:
         out.append((_ASSISTANT, data, b"", b"", calls, False, reasoning))
     elif calls:
@@ -195,44 +276,75 @@ def _assistant(
         return  # a turn left with nothing
     if mark is not None:
         marks.append((_AT_MESSAGES, len(out) - 1, mark))
+    if fields:
+        pending.append(("text", 0, fields))
+    if pending:
+        w = len(out) - 1
+        placed += [(w, *p) for p in pending]
 
 
-def _system(out: list[WireMessage], blocks: list[object], i: int, marks: list[CacheMark]) -> None:
+def _system(
+    out: list[WireMessage],
+    blocks: list[object],
+    i: int,
+    marks: list[CacheMark],
+    *,
+    placed: list[BlockFields],
+    extra: Extra,
+) -> None:
     """A system message mid-conversation: its text at its position."""
     texts = []
     mark = None
+    text_fields = None
     for j, b in enumerate(blocks):
         if type(b) is not TextBlock:
             raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
         texts.append(b.text)
         if b.cache_control:
             mark = b.cache_control
+        if b.citations or extra:
+            found = _fields(b, i, j, extra)
+            if found:
+                text_fields = (j, found)
     data = "".join(texts).encode()
+    fields = _text_fields(text_fields, len(texts), data, i) if text_fields else None
     out.append((_SYSTEM, data) if data else (_SYSTEM, b"", b"", b"", (), False))
     if mark is not None:
         marks.append((_AT_MESSAGES, len(out) - 1, mark))
+    if fields:
+        placed.append((len(out) - 1, "text", 0, fields))
 
 
-def _top_system(out: list[WireMessage], blocks: list[TextBlock], marks: list[CacheMark]) -> None:
+def _top_system(
+    out: list[WireMessage],
+    blocks: list[TextBlock],
+    marks: list[CacheMark],
+    placed: list[BlockFields],
+    extra: Extra,
+) -> None:
     """Top-level system blocks: joined into one System message, or, when one
-    carries a breakpoint, one System message per block (so that an Anthropic
-    backend gets the blocks, and the breakpoints, where the client put them)."""
+    carries a breakpoint or fields for ``$blocks``, one System message per
+    block (so that an Anthropic backend gets the blocks, breakpoints and
+    fields where the client put them)."""
     texts = []
     marked = False
-    for b in blocks:
+    for k, b in enumerate(blocks):
         texts.append(b.text)
-        if b.cache_control:
+        if b.cache_control or ((b.citations or extra) and _fields(b, -1, k, extra)):
             marked = True
     if not marked:
         data = "".join(texts).encode()
         if data:
             out.append((_SYSTEM, data))
         return
-    for b in blocks:
+    for k, b in enumerate(blocks):
         data = b.text.encode()
+        fields = _text_fields((k, f), 1, data, -1) if (f := _fields(b, -1, k, extra)) else None
         out.append((_SYSTEM, data) if data else (_SYSTEM, b"", b"", b"", (), False))
         if b.cache_control:
             marks.append(("system", len(out) - 1, b.cache_control))
+        if fields:
+            placed.append((len(out) - 1, "text", 0, fields))
 
 
 def _verified(frame: bytes) -> bytes:
@@ -261,7 +373,10 @@ def write_messages(
     ``headers``: the client's headers an Anthropic backend must get
     (``anthropic-beta``), for the extras."""
     full = req if isinstance(req, MessagesRequest) else None
+    unknown = full if type(full) is WithUnknown else None
+    extra = unknown.block_fields if unknown is not None else None
     marks: list[CacheMark] = []
+    placed: list[BlockFields] = []
     wire: list[WireMessage] = []
     add = wire.append
     system = req.system
@@ -269,7 +384,7 @@ def write_messages(
         if type(system) is str:
             add((_SYSTEM, system.encode()))
         else:
-            _top_system(wire, system, marks)  # type: ignore[arg-type]
+            _top_system(wire, system, marks, placed, extra)  # type: ignore[arg-type]
     for i, m in enumerate(req.messages):
         content = m.content
         role = m.role
@@ -280,13 +395,13 @@ def write_messages(
                 if content:
                     add((_ASSISTANT, content.encode()))
             else:
-                _system(wire, [TextBlock(content)], i, marks)
+                _system(wire, [TextBlock(content)], i, marks, placed=placed, extra=None)
         elif role == "user":
-            _user(wire, content, i, marks)  # type: ignore[arg-type]
+            _user(wire, content, i, marks, placed=placed, extra=extra)  # type: ignore[arg-type]
         elif role == "assistant":
-            _assistant(wire, content, i, marks)  # type: ignore[arg-type]
+            _assistant(wire, content, i, marks, placed=placed, extra=extra)  # type: ignore[arg-type]
         else:
-            _system(wire, content, i, marks)  # type: ignore[arg-type]
+            _system(wire, content, i, marks, placed=placed, extra=extra)  # type: ignore[arg-type]
     tools = req.tools
     specs: list[ToolSpec] = []
     if tools:
@@ -306,10 +421,11 @@ def write_messages(
     choice, choice_name, parallel = tool_choice_of(req)
     meta = full.metadata if full is not None else None
     extras = (
-        extras_of(full, marks, headers)
+        extras_of(full, marks, headers, placed)
         if full is not None
         and (
             marks
+            or placed
             or headers
             or full.thinking
             or full.output_config

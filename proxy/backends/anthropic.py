@@ -45,6 +45,9 @@ dialect: flatgate's own keys (``$``) are applied, never sent as fields:
   block built from wire message ``index`` (``at`` ``system`` or
   ``messages``: the wire's messages, system ones included), or on tool
   ``index`` (``at`` ``tools``);
+- ``$tools`` and ``$blocks``: a tool's and a content block's own fields
+  (``defer_loading``, a text's ``citations``, ...) spliced into that tool or
+  block as the client wrote them (``anthropic_body.place``);
 
 every other key is merged at the top level (``thinking``, ``output_config``,
 ``context_management``, ``service_tier``, ``container``, ``mcp_servers``:
@@ -66,6 +69,25 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from flatgate.proxy.backends.anthropic_body import (
+    Block,
+    BlockFields,
+    Made,
+    Mark,
+    Message,
+    MessagesRequest,
+    Metadata,
+    RedactedThinking,
+    Text,
+    Thinking,
+    Tool,
+    ToolChoice,
+    ToolFields,
+    ToolResult,
+    ToolUse,
+    mark,
+    place,
+)
 from flatgate.proxy.backends.anthropic_stream import STOP_REASONS, AnthropicStream
 from flatgate.proxy.backends.base import Outbound, Probe, Untranslatable
 from flatgate.proxy.backends.extras import Fields, read_extras, report_all, splice
@@ -87,90 +109,7 @@ __all__ = [
 BETA_HEADER = "anthropic-beta"
 
 
-class _Text(msgspec.Struct, tag="text", tag_field="type", omit_defaults=True, gc=False):
-    text: str
-    cache_control: msgspec.Raw | None = None
-
-
-class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type", omit_defaults=True, gc=False):
-    id: str
-    name: str
-    input: msgspec.Raw
-    cache_control: msgspec.Raw | None = None
-
-
-class _ToolResult(msgspec.Struct, tag="tool_result", tag_field="type", omit_defaults=True):
-    tool_use_id: str
-    content: str = ""
-    is_error: bool = False
-    cache_control: msgspec.Raw | None = None
-
-
-class _Thinking(msgspec.Struct, tag="thinking", tag_field="type", gc=False):
-    thinking: str
-    signature: str
-
-
-class _RedactedThinking(msgspec.Struct, tag="redacted_thinking", tag_field="type", gc=False):
-    data: str
-
-
-_Block = _Text | _ToolUse | _ToolResult | _Thinking | _RedactedThinking
-_Markable = _Text | _ToolUse | _ToolResult
-
-
-class _Message(msgspec.Struct, gc=False):
-    role: str
-    content: list[_Block]
-
-
-class _Tool(msgspec.Struct, omit_defaults=True, gc=False):
-    name: str
-    input_schema: msgspec.Raw
-    description: str = ""
-    # Structured tool use (Anthropic's strict tools): sent only when true.
-    strict: bool | None = None
-    cache_control: msgspec.Raw | None = None
-
-
-class _ToolChoice(msgspec.Struct, omit_defaults=True, gc=False):
-    type: str
-    name: str | None = None
-    disable_parallel_tool_use: bool | None = None
-
-
-class _Metadata(msgspec.Struct, gc=False):
-    user_id: str
-
-
-class _MessagesRequest(msgspec.Struct, omit_defaults=True, gc=False):
-    model: str
-    max_tokens: int
-    messages: list[_Message]
-    # Required: omit_defaults would drop it if it had a default.
-    stream: bool
-    system: list[_Text] | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    stop_sequences: list[str] | None = None
-    # Function tools (``_Tool``), then the client's own (server tools, as sent).
-    tools: list[_Tool | msgspec.Raw] | None = None
-    tool_choice: _ToolChoice | None = None
-    metadata: _Metadata | None = None
-
-
-_FIELDS = frozenset(_MessagesRequest.__struct_fields__)
-
-
-class _Mark(msgspec.Struct, gc=False):
-    """One ``$cache_control`` entry."""
-
-    at: str
-    index: int
-    cache_control: msgspec.Raw
-
-
+_FIELDS = frozenset(MessagesRequest.__struct_fields__)
 _EMPTY_OBJECT = msgspec.Raw(b"{}")
 _ANY_OBJECT = msgspec.Raw(b'{"type":"object"}')
 _CHOICE_TYPES: dict[int, str] = {
@@ -181,7 +120,9 @@ _CHOICE_TYPES: dict[int, str] = {
 }
 _encode = msgspec.json.Encoder().encode
 _decode_any = msgspec.json.decode
-_decode_marks = msgspec.json.Decoder(list[_Mark]).decode
+_decode_marks = msgspec.json.Decoder(list[Mark]).decode
+_decode_tool_fields = msgspec.json.Decoder(list[ToolFields]).decode
+_decode_block_fields = msgspec.json.Decoder(list[BlockFields]).decode
 _decode_headers = msgspec.json.Decoder(dict[str, str]).decode
 _decode_tools = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _DIALECT = int(ApiDialect.ANTHROPIC_MESSAGES)
@@ -196,13 +137,15 @@ _HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
 class _Extras:
     """Messages extras, read: what is merged, and flatgate's own keys."""
 
-    __slots__ = ("betas", "fields", "marks", "tools")
+    __slots__ = ("betas", "blocks", "fields", "marks", "tool_fields", "tools")
 
     def __init__(self) -> None:
         self.fields: list[tuple[str, bytes]] = []
         self.betas: list[str] = []
-        self.marks: list[_Mark] = []
+        self.marks: list[Mark] = []
         self.tools: list[msgspec.Raw] = []
+        self.tool_fields: list[ToolFields] = []
+        self.blocks: list[BlockFields] = []
 
     @property
     def mid_system(self) -> bool:
@@ -225,6 +168,10 @@ def _own(key: str, raw: msgspec.Raw, out: _Extras, omitted: list[str]) -> None:
                 out.betas += _betas(value)
         elif key == "$cache_control":
             out.marks = _decode_marks(raw)
+        elif key == "$tools":
+            out.tool_fields = _decode_tool_fields(raw)
+        elif key == "$blocks":
+            out.blocks = _decode_block_fields(raw)
         else:
             omitted.append(key)  # a newer edge's: named, not guessed at
     except msgspec.ValidationError as exc:
@@ -270,46 +217,49 @@ def _opaque(part: ReasoningPart, where: str) -> str:
         raise Untranslatable(f"{where}: a reasoning signature that is not UTF-8") from None
 
 
-def _thinking(parts: list[ReasoningPart], where: str, omitted: list[str]) -> list[_Block]:
-    """An assistant turn's reasoning as the blocks that open its content."""
-    blocks: list[_Block] = []
+def _thinking(parts: list[ReasoningPart], where: str, omitted: list[str]) -> list[Block | None]:
+    """An assistant turn's reasoning as the blocks that open its content, by
+    part (``None``: a part left out)."""
+    blocks: list[Block | None] = []
     for j, part in enumerate(parts):
         if part.dialect != _DIALECT or not part.opaque:
             omitted.append("reasoning")
+            blocks.append(None)
         elif part.redacted:
-            blocks.append(_RedactedThinking(_opaque(part, f"{where}.reasoning[{j}]")))
+            blocks.append(RedactedThinking(_opaque(part, f"{where}.reasoning[{j}]")))
         else:
-            blocks.append(_Thinking(part.text, _opaque(part, f"{where}.reasoning[{j}]")))
+            blocks.append(Thinking(part.text, _opaque(part, f"{where}.reasoning[{j}]")))
     return blocks
 
 
 def _messages(
-    req: Request, omitted: list[str], in_place: bool, last: list[_Block | None] | None
-) -> tuple[list[_Text], list[_Message]]:
-    """The top-level system blocks and the messages; with ``last``, the last
-    block built from each wire message (``None`` for one that made none)."""
-    system: list[_Text] = []
-    out: list[_Message] = []
+    req: Request, omitted: list[str], in_place: bool, made: list[Made] | None
+) -> tuple[list[Text | msgspec.Raw], list[Message]]:
+    """The top-level system blocks and the messages; with ``made``, the
+    blocks built from each wire message (``Made``)."""
+    system: list[Text | msgspec.Raw] = []
+    out: list[Message] = []
     begun = False  # whether a message other than a system one has come
 
-    def add(role: str, blocks: list[_Block]) -> None:
+    def add(role: str, blocks: list[Block]) -> None:
         if not blocks:
             return
         if out and out[-1].role == role:
             content = out[-1].content
             content.extend(blocks)
-            if role == "user" and isinstance(blocks[0], _ToolResult):
+            if role == "user" and isinstance(blocks[0], ToolResult):
                 # The API wants a turn's tool results before any text in it.
-                content.sort(key=lambda block: not isinstance(block, _ToolResult))
+                content.sort(key=lambda block: not isinstance(block, ToolResult))
         else:
-            out.append(_Message(role, blocks))
+            out.append(Message(role, [*blocks]))  # a copy: not ``made``'s list
 
     for i, m in enumerate(req.messages):
         role = m.role
-        blocks: list[_Block] = []
+        blocks: list[Block] = []
+        thinking: list[Block | None] = []
         if role in ("system", "developer"):
             if m.content:
-                text = _Text(m.content)
+                text = Text(m.content)
                 blocks.append(text)
                 if in_place and begun:
                     add("system", blocks)
@@ -317,49 +267,28 @@ def _messages(
                     system.append(text)
         elif role == "tool":
             begun = True
-            blocks.append(_ToolResult(m.tool_call_id, m.content or "", m.is_error))
+            blocks.append(ToolResult(m.tool_call_id, m.content or "", m.is_error))
             add("user", blocks)
         elif role == "assistant":
             begun = True
             where = f"messages[{i}]"
             if m.reasoning:
-                blocks = _thinking(m.reasoning, where, omitted)
+                thinking = _thinking(m.reasoning, where, omitted)
+                blocks = [b for b in thinking if b is not None]
             if m.content:
-                blocks.append(_Text(m.content))
+                blocks.append(Text(m.content))
             for call in m.tool_calls or ():
                 fn = call.function
-                blocks.append(_ToolUse(call.id, fn.name, _arguments(fn.arguments, where)))
+                blocks.append(ToolUse(call.id, fn.name, _arguments(fn.arguments, where)))
             add("assistant", blocks)
         else:
             begun = True
             if m.content:
-                blocks.append(_Text(m.content))
+                blocks.append(Text(m.content))
                 add("user", blocks)
-        if last is not None:
-            last.append(blocks[-1] if blocks else None)
+        if made is not None:
+            made.append((blocks, thinking))
     return system, out
-
-
-def _mark(
-    marks: list[_Mark], last: list[_Block | None], tools: list[_Tool | msgspec.Raw] | None
-) -> None:
-    """Put each ``$cache_control`` entry's object where it says."""
-    for j, mark in enumerate(marks):
-        where = f"extras.$cache_control[{j}]"
-        target: _Markable | _Tool | None = None
-        if mark.at in ("system", "messages"):
-            block = last[mark.index] if 0 <= mark.index < len(last) else None
-            if block is not None and not isinstance(block, _Markable):
-                raise Untranslatable(f"{where}: a thinking block cannot be marked for caching")
-            target = block
-        elif mark.at == "tools":
-            tool = tools[mark.index] if tools and 0 <= mark.index < len(tools) else None
-            target = tool if isinstance(tool, _Tool) else None
-        else:
-            raise Untranslatable(f"{where}.at: {mark.at!r} is not system, messages or tools")
-        if target is None:
-            raise Untranslatable(f"{where}: no content at {mark.at}[{mark.index}] to mark")
-        target.cache_control = mark.cache_control
 
 
 def _left_out(req: Request, omitted: list[str]) -> None:
@@ -392,14 +321,15 @@ def encode_request(
         omitted = []
     _left_out(req, omitted)
     extras = _read(req, omitted, drop_unsupported) if req.extras else None
-    last: list[_Block | None] | None = [] if extras is not None and extras.marks else None
+    placing = extras is not None and bool(extras.marks or extras.blocks)
+    made: list[Made] | None = [] if placing else None
     in_place = extras is not None and extras.mid_system
-    system, messages = _messages(req, omitted, in_place, last)
-    tools: list[_Tool | msgspec.Raw] | None = None
+    system, messages = _messages(req, omitted, in_place, made)
+    tools: list[Tool | msgspec.Raw] | None = None
     choice = None
     if req.tools:
         tools = [
-            _Tool(
+            Tool(
                 t.function.name,
                 t.function.parameters or _ANY_OBJECT,
                 t.function.description,
@@ -411,19 +341,29 @@ def encode_request(
         single = True if req.parallel_tool_calls is False else None
         if kind is not None:
             name = req.tool_choice_name if kind == "tool" else None
-            choice = _ToolChoice(kind, name, single if kind != "none" else None)
+            choice = ToolChoice(kind, name, single if kind != "none" else None)
         elif single:
-            choice = _ToolChoice("auto", None, True)
+            choice = ToolChoice("auto", None, True)
     merged: list[tuple[str, bytes]] = []
     if extras is not None:
         if extras.tools:
             tools = [*(tools or ()), *extras.tools]
-        if last is not None:
-            _mark(extras.marks, last, tools)
+        if made is not None:
+            mark(extras.marks, made, tools)
+        if made is not None or extras.tool_fields:
+            place(
+                extras.tool_fields,
+                extras.blocks,
+                made=made or [],
+                system=system,
+                messages=messages,
+                tools=tools,
+                omitted=omitted,
+            )
         if betas is not None:
             betas += extras.betas
         merged = extras.fields
-    out = _MessagesRequest(
+    out = MessagesRequest(
         model=model,
         max_tokens=req.max_tokens or default_max_tokens,
         messages=messages,
@@ -435,7 +375,7 @@ def encode_request(
         stop_sequences=req.stop or None,
         tools=tools,
         tool_choice=choice,
-        metadata=_Metadata(req.user) if req.user else None,
+        metadata=Metadata(req.user) if req.user else None,
     )
     for name, _ in merged:
         if name in _FIELDS:  # the client's own value wins

@@ -120,13 +120,21 @@ _NOTHING_MESSAGES = {
     # (adaptive), or does not think unless asked (disabled).
     "thinking.adaptive": "the backend decides how much to think",
     "thinking.disabled": "no reasoning_effort asks for no thinking",
+    # A tool loaded on demand (Anthropic's tool search): the tool is sent in
+    # full, which is what loading it up front is.
+    "tools.defer_loading": "the tool is sent in full: loaded up front",
+    # Where a text came from (a previous answer's citations): the text is
+    # sent, and the citations only describe it.
+    "messages.content.citations": "the text is sent; citations only describe it",
 }
 NOTHING: dict[int, dict[str, str]] = {
     int(ApiDialect.OPENAI_RESPONSES): _NOTHING_RESPONSES,
     int(ApiDialect.OPENAI_CHAT): _NOTHING_CHAT,
     int(ApiDialect.ANTHROPIC_MESSAGES): _NOTHING_MESSAGES,
 }
-_OFF = frozenset({"store", "logprobs", "truncation", "background", "parallel_tool_calls"})
+_OFF = frozenset(
+    {"store", "logprobs", "truncation", "background", "parallel_tool_calls", "tools.defer_loading"}
+)
 _OFF_VALUES = frozenset({b"null", b"false", b'"disabled"'})
 
 # Tool types of the Responses API that the provider runs itself (or whose
@@ -210,6 +218,11 @@ _KNOWN = frozenset(
         "system",
         "thinking",
         "betas",
+        "tools.defer_loading",
+        "tools.input_examples",
+        "tools.eager_input_streaming",
+        "tools.allowed_callers",
+        "messages.content.citations",
         *(f"tools[{t}]" for t in HOSTED_TOOLS),
         "tools[custom]",
         "tools[namespace]",
@@ -223,6 +236,16 @@ _CHAT = int(ApiDialect.OPENAI_CHAT)
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _decode_include = msgspec.json.Decoder(list[str] | None).decode
 _decode_extras = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+class _Placed(msgspec.Struct, gc=False):
+    """A ``$tools`` or ``$blocks`` entry, as far as another dialect reads it."""
+
+    fields: dict[str, msgspec.Raw]
+    block: str = ""
+
+
+_decode_placed = msgspec.json.Decoder(list[_Placed]).decode
 _encode = msgspec.json.encode
 
 
@@ -427,13 +450,21 @@ def _budget_effort(budget: int) -> bytes:
     return b'"low"' if budget < 4096 else b'"medium"' if budget < 16384 else b'"high"'
 
 
+# A tool's and a content block's own fields, as another dialect names them.
+_PLACED = {"$tools": "tools", "$blocks": "messages.content"}
+
+
 def messages_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[tuple[str, bytes]]:
     """Anthropic Messages extras for a Chat Completions body:
     ``output_config.effort`` -> ``reasoning_effort`` (``max`` as ``high``),
     else ``thinking`` of type ``enabled`` -> ``reasoning_effort`` by its
     ``budget_tokens`` (``_budget_effort``); the fields mapped to nothing
     (``NOTHING``: cache_control, beta headers, metadata, adaptive or disabled
-    thinking) named in ``omitted``; any other refused unless ``drop``."""
+    thinking, a tool's ``defer_loading``, a text block's ``citations``)
+    named in ``omitted``; any other refused unless ``drop``. A tool's or a
+    block's own fields (``$tools``, ``$blocks``) are named
+    ``tools.<field>`` and ``messages.content.<field>``; a null one means
+    nothing, and a thinking block's go with the block (never sent here)."""
     effort = b""
     messages = int(ApiDialect.ANTHROPIC_MESSAGES)
     for key, raw in fields.items():
@@ -456,6 +487,18 @@ def messages_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[tu
             omitted.extend(tools_name(kind) for kind, _ in tool_types(raw))
         elif key == "context_management" and _clears_thinking_only(raw):
             omitted.append("context_management")
+        elif key in _PLACED:
+            try:
+                entries = _decode_placed(raw)
+            except msgspec.DecodeError:
+                raise Untranslatable(f"extras.{key}: not a list of entries") from None
+            for entry in entries:
+                for name, value in entry.fields.items():
+                    field = f"{_PLACED[key]}.{name}"
+                    if entry.block == "thinking":
+                        omitted.append(field)  # left out with its block: not Anthropic's
+                    elif not _null(value):
+                        _left_out(field, value, messages, omitted, drop)
         else:
             _left_out(key, raw, messages, omitted, drop)
     return [("reasoning_effort", effort)] if effort else []

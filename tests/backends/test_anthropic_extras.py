@@ -398,3 +398,6 @@ def test_claude_codes_captured_request_reaches_the_backend_as_it_sent_it() -> No
 
     assert marks(doc) and marks(sent) == marks(doc)
     assert [t["name"] for t in sent["tools"]] == [t["name"] for t in doc["tools"]]
+    # every tool as sent, its defer_loading too (``$tools``)
+    assert any("defer_loading" in t for t in doc["tools"])
+    assert sent["tools"] == doc["tools"]

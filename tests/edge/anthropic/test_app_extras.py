@@ -122,7 +122,17 @@ def test_claude_code_s_captured_request_loses_nothing() -> None:
     req = read_request(write_messages(decode_messages(raw), provider=1, model_name="m"))
     extras = json.loads(req.extras)
     slotted = {"model", "messages", "system", "tools", "metadata", "max_tokens", "stream"}
-    assert set(doc) - slotted == set(extras) - {"$cache_control"}
+    assert set(doc) - slotted == set(extras) - {"$cache_control", "$tools"}
+    # every tool field with no wire slot is carried, on its tool's index
+    own = {"name", "description", "input_schema", "type", "strict", "cache_control"}
+    unslotted = {
+        k: {f: v for f, v in t.items() if f not in own}
+        for k, t in enumerate(doc["tools"])
+        if set(t) - own
+    }
+    assert unslotted, "the fixture has a deferred tool"
+    assert {e["index"]: e["fields"] for e in extras["$tools"]} == unslotted
+    assert unslotted[next(iter(unslotted))] == {"defer_loading": True}
     marks = sum(
         "cache_control" in b
         for part in (doc.get("system") or [], *(m["content"] for m in doc["messages"]))
