@@ -3,7 +3,8 @@
 Owns the decisions the request writer (``translate.write_request``) and its
 stock-builder reference share: the model a name or alias resolves to, each
 message's wire role and text, ``max_completion_tokens`` over ``max_tokens``,
-the stop list, the tool choice, a message's extras. Pure: no I/O.
+the stop list, the tool choice, a message's extras and an assistant
+message's reasoning. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ from flatgate.edge_translator.openai.models import (
     ToolMessage,
     UserMessage,
 )
-from flatgate.proxy.wire.schema import Role, ToolChoiceMode
+from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.schema import ApiDialect, Role, ToolChoiceMode
 
 __all__ = [
     "ROLE_OF",
     "extras_of",
     "max_tokens_of",
     "new_request_id",
+    "reasoning_of",
     "stops_of",
     "text_of",
     "tool_choice_of",
@@ -55,6 +58,7 @@ _CHOICE: dict[str, int] = {
 
 # Completion ids: 12 random bytes per process, then a counter; unique across
 # workers and instances without a system call per request.
+_CHAT = int(ApiDialect.OPENAI_CHAT)
 _ID_PREFIX = "chatcmpl-" + os.urandom(12).hex()
 _ID_COUNT = itertools.count(1)
 
@@ -104,8 +108,16 @@ def extras_of(msg: Message) -> tuple[bytes, bytes, Sequence[ToolCall]]:
     """A message's name, tool call id and tool calls (by type: a failed
     ``getattr`` raises and catches an exception, which costs a microsecond)."""
     if isinstance(msg, ToolMessage):
-        return b"", msg.tool_call_id.encode(), ()
+        return (msg.name or "").encode(), msg.tool_call_id.encode(), ()
     name = msg.name.encode() if msg.name else b""
     if isinstance(msg, AssistantMessage):
         return name, b"", msg.tool_calls or ()
     return name, b"", ()
+
+
+def reasoning_of(msg: AssistantMessage) -> list[ReasoningPart]:
+    """An assistant message's reasoning (DeepSeek's ``reasoning_content``, or
+    ``reasoning`` as vLLM names it, replayed by the Agents SDK) as the
+    wire's reasoning part: none without any."""
+    text = msg.reasoning_content or msg.reasoning
+    return [ReasoningPart(text=text, dialect=_CHAT)] if text else []

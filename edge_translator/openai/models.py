@@ -16,6 +16,18 @@ A body holding only known fields is decoded in one pass (the struct forbids
 unknown fields); one that holds others is decoded again, leniently, with its
 top-level fields as JSON text.
 
+Inside the request the structs forbid unknown fields too, so that a key of
+no name in a message, a part, a tool call, a tool, ``tool_choice`` or
+``stream_options`` also fails the one pass: ``scrub_members`` then takes
+out those that ask for nothing (null or empty) and refuses any other,
+naming its path (``messages.[1].content.[0].cache_control``). Keys a
+previous answer holds when a client sends it back (an assistant message's
+``annotations``, a null ``audio`` or ``function_call``, a streamed call's
+``index``) and ``stream_options.include_obfuscation`` are fields, mapped to
+nothing; an assistant's ``refusal`` is carried as its text, its replayed
+``reasoning_content`` (or ``reasoning``) as its reasoning part, a tool
+message's ``name`` as the wire message's.
+
 Content parts other than ``text`` (images, audio, files) are rejected with a
 400 naming the part: the wire schema carries text only, and silently dropping
 an image would change what the model is asked. A body nested too deeply, or
@@ -29,6 +41,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, TypeAlias
 
 import msgspec
+import msgspec.inspect
 
 from flatgate.edge_translator.decoding import (
     UNDECODABLE,
@@ -47,6 +60,7 @@ __all__ = [
     "ContentPart",
     "Decoded",
     "DeveloperMessage",
+    "Fields",
     "FunctionCall",
     "FunctionDef",
     "Message",
@@ -62,10 +76,18 @@ __all__ = [
     "decode_request",
     "extras_json",
     "param_from_error",
+    "scrub",
+    "scrub_members",
+    "struct_info",
+    "unrecognized",
 ]
 
 
-class TextPart(msgspec.Struct, tag_field="type", tag="text", gc=False):
+# The structs a request's members are forbid unknown fields (the image,
+# audio and file parts are refused by type anyway), so that a body with one
+# fails the one pass and is read again by ``scrub``: a lenient struct would
+# drop it in silence. Unknown keys cost nothing on the one pass.
+class TextPart(msgspec.Struct, tag_field="type", tag="text", forbid_unknown_fields=True, gc=False):
     text: str
 
 
@@ -81,7 +103,9 @@ class FilePart(msgspec.Struct, tag_field="type", tag="file", gc=False):
     file: msgspec.Raw = msgspec.Raw()
 
 
-class RefusalPart(msgspec.Struct, tag_field="type", tag="refusal", gc=False):
+class RefusalPart(
+    msgspec.Struct, tag_field="type", tag="refusal", forbid_unknown_fields=True, gc=False
+):
     refusal: str
 
 
@@ -89,48 +113,73 @@ ContentPart: TypeAlias = TextPart | ImageUrlPart | InputAudioPart | FilePart | R
 Content: TypeAlias = str | list[ContentPart]
 
 
-class FunctionCall(msgspec.Struct, gc=False):
+class FunctionCall(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
     arguments: str
 
 
-class ToolCall(msgspec.Struct, gc=False):
+class ToolCall(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     id: str
     function: FunctionCall
     type: Literal["function"] = "function"
+    # A streamed call's position, echoed back by clients that collect deltas.
+    index: int | None = None
 
 
-class SystemMessage(msgspec.Struct, tag_field="role", tag="system", gc=False):
+class SystemMessage(
+    msgspec.Struct, tag_field="role", tag="system", forbid_unknown_fields=True, gc=False
+):
     content: Content
     name: str | None = None
 
 
-class DeveloperMessage(msgspec.Struct, tag_field="role", tag="developer", gc=False):
+class DeveloperMessage(
+    msgspec.Struct, tag_field="role", tag="developer", forbid_unknown_fields=True, gc=False
+):
     content: Content
     name: str | None = None
 
 
-class UserMessage(msgspec.Struct, tag_field="role", tag="user", gc=False):
+class UserMessage(
+    msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, gc=False
+):
     content: Content
     name: str | None = None
 
 
-class AssistantMessage(msgspec.Struct, tag_field="role", tag="assistant", gc=False):
+class AssistantMessage(
+    msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, gc=False
+):
     content: Content | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None
+    # Carried as the message's text, after its content (as a refusal part).
     refusal: str | None = None
+    # A previous answer's, echoed back (the SDKs' message serialized): its
+    # url citations ask the model for nothing; audio and the deprecated
+    # function_call only as null (a non-null one is refused by its type).
+    annotations: msgspec.Raw = msgspec.Raw()
+    audio: None = None
+    function_call: None = None
+    # The turn's reasoning, replayed (the Agents SDK for DeepSeek models:
+    # ``reasoning_content``; ``reasoning`` as vLLM names it): its reasoning part.
+    reasoning_content: str | None = None
+    reasoning: str | None = None
 
 
-class ToolMessage(msgspec.Struct, tag_field="role", tag="tool", gc=False):
+class ToolMessage(
+    msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fields=True, gc=False
+):
     content: Content
     tool_call_id: str
+    # The legacy function message's name: the wire's message name.
+    name: str | None = None
 
 
 Message: TypeAlias = SystemMessage | DeveloperMessage | UserMessage | AssistantMessage | ToolMessage
 
 
-class FunctionDef(msgspec.Struct, gc=False):
+class FunctionDef(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
     description: str | None = None
     # Kept as the caller's JSON text: it travels as a string on the wire.
@@ -138,22 +187,25 @@ class FunctionDef(msgspec.Struct, gc=False):
     strict: bool | None = None
 
 
-class ToolDef(msgspec.Struct, gc=False):
+class ToolDef(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     type: Literal["function"]
     function: FunctionDef
 
 
-class _ToolChoiceName(msgspec.Struct, gc=False):
+class _ToolChoiceName(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
 
 
-class ToolChoiceFunction(msgspec.Struct, gc=False):
+class ToolChoiceFunction(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     type: Literal["function"]
     function: _ToolChoiceName
 
 
-class StreamOptions(msgspec.Struct, gc=False):
+class StreamOptions(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     include_usage: bool = False
+    # Padding that hides the deltas' lengths: flatgate's events carry none,
+    # whatever the value (OpenAI's default is true); the answer is the same.
+    include_obfuscation: bool | None = None
 
 
 # The one default of the extra fields: a request without any is told by
@@ -256,6 +308,115 @@ class Decoded:
         return self.req.model
 
 
+Fields = dict[str, msgspec.Raw]
+_members = msgspec.json.Decoder(Fields).decode
+_items = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_tag = msgspec.json.Decoder(str).decode
+# Values that ask for nothing, whatever the key.
+_EMPTY = frozenset({b"null", b"[]", b"{}", b'""'})
+_Info: TypeAlias = msgspec.inspect.Type
+
+
+def unrecognized(param: str) -> InvalidRequest:
+    """The 400 for a member flatgate has no way to carry, naming it."""
+    return InvalidRequest(
+        f"Unrecognized request argument supplied: {param} (flatgate cannot carry it; "
+        "leave it out, or send null)",
+        param=param,
+    )
+
+
+def _struct_of(raw: bytes, info: _Info) -> msgspec.inspect.StructType | None:
+    """The struct of ``info`` (a struct, or a union holding structs) that the
+    object ``raw`` decodes as: by its tag when tagged."""
+    if isinstance(info, msgspec.inspect.StructType):
+        return info
+    if not isinstance(info, msgspec.inspect.UnionType):
+        return None
+    structs = [t for t in info.types if isinstance(t, msgspec.inspect.StructType)]
+    if len(structs) == 1 or not structs or structs[0].tag_field is None:
+        return structs[0] if structs else None
+    try:
+        tag = _tag(_members(raw)[structs[0].tag_field])
+    except (KeyError, msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    return next((t for t in structs if t.tag == tag), None)
+
+
+def _list_of(info: _Info) -> msgspec.inspect.ListType | None:
+    if isinstance(info, msgspec.inspect.ListType):
+        return info
+    if isinstance(info, msgspec.inspect.UnionType):
+        return next((t for t in info.types if isinstance(t, msgspec.inspect.ListType)), None)
+    return None
+
+
+def struct_info(cls: type[msgspec.Struct]) -> msgspec.inspect.StructType:
+    """``cls``'s type information, for ``scrub_members``."""
+    info = msgspec.inspect.type_info(cls)
+    if not isinstance(info, msgspec.inspect.StructType):
+        raise TypeError(f"{cls.__name__} is not a struct")
+    return info
+
+
+def scrub(raw: msgspec.Raw, info: _Info, where: str) -> msgspec.Raw | None:
+    """``raw`` (JSON of type ``info``, at ``where``) with the members that
+    ask for nothing (null, empty) taken out of its structs that forbid unknown
+    fields; ``None`` when nothing was. Any other unknown member is refused
+    naming it (``unrecognized``). JSON of another shape is left as it is:
+    the strict decode says what is wrong with it."""
+    data = bytes(raw).lstrip()
+    if data[:1] == b"[":
+        of = _list_of(info)
+        if of is None:
+            return None
+        try:
+            items = _items(data)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+        changed = False
+        for i, item in enumerate(items):
+            new = scrub(item, of.item_type, f"{where}.[{i}]")
+            if new is not None:
+                items[i] = new
+                changed = True
+        return msgspec.Raw(_encode(items)) if changed else None
+    if data[:1] != b"{":
+        return None
+    struct = _struct_of(data, info)
+    if struct is None:
+        return None
+    try:
+        members = _members(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    return msgspec.Raw(_encode(members)) if scrub_members(members, struct, where) else None
+
+
+def scrub_members(members: Fields, struct: msgspec.inspect.StructType, where: str) -> bool:
+    """``scrub`` over an object's ``members`` (changed in place), read as
+    ``struct``; whether any changed. Its own unknown members are judged only
+    if it forbids them (a lenient struct's are the caller's)."""
+    fields = {f.encode_name: f for f in struct.fields}
+    changed = False
+    for key in list(members):
+        at = f"{where}.{key}" if where else key
+        field = fields.get(key)
+        if field is None:
+            if key == struct.tag_field or not struct.forbid_unknown_fields:
+                continue
+            if bytes(members[key]).strip() not in _EMPTY:
+                raise unrecognized(at)
+            del members[key]
+            changed = True
+            continue
+        new = scrub(members[key], field.type, at)
+        if new is not None:
+            members[key] = new
+            changed = True
+    return changed
+
+
 def param_from_error(message: str) -> str | None:
     """OpenAI's ``param`` for a msgspec validation message.
 
@@ -351,6 +512,25 @@ def extras_json(req: ChatCompletionRequest, fields: dict[str, msgspec.Raw] | Non
     return text
 
 
+def _decode_lenient(body: bytes | memoryview) -> tuple[ChatCompletionRequest, Fields | None]:
+    """A body with a member of no name in it: the request (its nested
+    members that ask for nothing taken out, any other refused: ``scrub``),
+    and its top-level fields' JSON when one of them is unknown."""
+    fields = _fields_decoder.decode(body)
+    try:
+        req: ChatCompletionRequest = _decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        if not str(exc).startswith(_UNKNOWN):
+            raise
+        members = dict(fields)
+        scrub_members(members, _INFO, "")
+        req = _decoder.decode(_encode(members))
+    return req, fields if not _KNOWN.issuperset(fields) else None
+
+
+_INFO = struct_info(ChatCompletionRequest)
+
+
 def decode(body: bytes | memoryview) -> Decoded:
     """Decode and validate a request body, with its extras; every failure is
     an ``InvalidRequest``."""
@@ -361,8 +541,7 @@ def decode(body: bytes | memoryview) -> Decoded:
         except msgspec.ValidationError as exc:
             if not str(exc).startswith(_UNKNOWN):
                 raise
-            req = _decoder.decode(body)
-            unknown = _fields_decoder.decode(body)
+            req, unknown = _decode_lenient(body)
     except msgspec.ValidationError as exc:
         text = validation_text(exc)
         raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc

@@ -14,12 +14,15 @@ travel as the extras (``models.extras_json``). Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from flatgate.edge_translator.openai.mapping import (
     ROLE_OF,
     extras_of,
     max_tokens_of,
+    reasoning_of,
     stops_of,
     text_of,
     tool_choice_of,
@@ -27,15 +30,20 @@ from flatgate.edge_translator.openai.mapping import (
 from flatgate.edge_translator.openai.models import (
     AssistantMessage,
     ChatCompletionRequest,
+    ToolCall,
     ToolMessage,
     extras_json,
 )
-from flatgate.proxy.wire.request.writer import RequestWriter, WireMessage
+from flatgate.proxy.wire.request.writer import Call, RequestWriter, WireMessage
 from flatgate.proxy.wire.schema import ApiDialect
 
 __all__ = ["write_request"]
 
 _CHAT = int(ApiDialect.OPENAI_CHAT)
+
+
+def _calls(calls: Sequence[ToolCall]) -> list[Call]:
+    return [(c.id.encode(), c.function.name.encode(), c.function.arguments.encode()) for c in calls]
 
 
 def write_request(
@@ -71,26 +79,23 @@ def write_request(
         kind = type(msg)
         content = msg.content
         data = (content if type(content) is str else text_of(content)).encode()
-        if (
+        if kind is AssistantMessage and (
+            msg.refusal or msg.reasoning_content or msg.reasoning  # type: ignore[union-attr]
+        ):
+            assert isinstance(msg, AssistantMessage)
+            name, _, calls = extras_of(msg)
+            # The refusal after the text, as a refusal part's; the reasoning
+            # as the message's reasoning part.
+            data += (msg.refusal or "").encode()
+            add((role_of[kind], data, name, b"", _calls(calls), False, reasoning_of(msg)))
+        elif (
             not data
             or kind is ToolMessage
-            or msg.name  # type: ignore[union-attr]  # every other kind has a name
+            or msg.name
             or (kind is AssistantMessage and msg.tool_calls)  # type: ignore[union-attr]
         ):
             name, call_id, calls = extras_of(msg)
-            add(
-                (
-                    role_of[kind],
-                    data,
-                    name,
-                    call_id,
-                    [
-                        (c.id.encode(), c.function.name.encode(), c.function.arguments.encode())
-                        for c in calls
-                    ],
-                    False,
-                )
-            )
+            add((role_of[kind], data, name, call_id, _calls(calls), False))
         else:
             add((role_of[kind], data))
     w.messages(wire)

@@ -30,9 +30,18 @@ travel where (``translate`` writes them):
   four above (the wire has no slot for a hosted tool's call in the history),
   ``background: true``, ``conversation`` and ``prompt`` (flatgate keeps no
   conversations or prompt templates).
-- Accepted and not carried: ``stream_options`` (flatgate's events carry no
-  obfuscation padding), an assistant message's ``phase``, and the ``status``
-  and unknown fields of items.
+- Mapped to nothing: ``stream_options.include_obfuscation`` (flatgate's
+  events carry no obfuscation padding), and what a previous answer's items
+  hold when sent back: an item's ``status``, an assistant message's
+  ``phase``, an ``output_text`` part's ``annotations`` and ``logprobs`` (an
+  item's ``id`` is kept in the store, and a reasoning item's is carried).
+- Inside an item, a part, ``stream_options`` (and a function tool,
+  ``tools``), a key of no name is refused naming its path
+  (``input.[0].content.[0].cache_control``) unless it is null or empty (it
+  asks for nothing): the structs forbid unknown fields, so a body with one
+  fails the one pass, and ``_decode_lenient`` judges it
+  (``openai.models.scrub_members``). A top-level key starting with ``$`` is
+  flatgate's own, refused as in the other edges.
 
 Wrong types and out-of-range values are ``InvalidRequest`` naming OpenAI's
 ``param`` (``input.[2].call_id``); a body nested too deeply or not UTF-8
@@ -50,7 +59,7 @@ import msgspec
 
 from flatgate.edge_translator.decoding import UNDECODABLE, validation_text, why_undecodable
 from flatgate.edge_translator.errors import InvalidRequest, shown
-from flatgate.edge_translator.openai.models import param_from_error
+from flatgate.edge_translator.openai.models import param_from_error, scrub_members, struct_info
 from flatgate.edge_translator.responses.tools import (
     Tools,
     invalid,
@@ -81,19 +90,33 @@ __all__ = [
 ]
 
 
-class InputText(msgspec.Struct, tag_field="type", tag="input_text", gc=False):
+# The parts and items forbid unknown fields, so that a body with one fails
+# the one pass and is read again by ``scrub`` (a lenient struct would drop it
+# in silence); unknown keys cost the one pass nothing.
+class InputText(
+    msgspec.Struct, tag_field="type", tag="input_text", forbid_unknown_fields=True, gc=False
+):
     text: str
 
 
-class OutputText(msgspec.Struct, tag_field="type", tag="output_text", gc=False):
+class OutputText(
+    msgspec.Struct, tag_field="type", tag="output_text", forbid_unknown_fields=True, gc=False
+):
     text: str
+    # A previous answer's, echoed back: they ask the model for nothing.
+    annotations: msgspec.Raw = msgspec.Raw()
+    logprobs: msgspec.Raw = msgspec.Raw()
 
 
-class Refusal(msgspec.Struct, tag_field="type", tag="refusal", gc=False):
+class Refusal(
+    msgspec.Struct, tag_field="type", tag="refusal", forbid_unknown_fields=True, gc=False
+):
     refusal: str
 
 
-class ReasoningText(msgspec.Struct, tag_field="type", tag="reasoning_text", gc=False):
+class ReasoningText(
+    msgspec.Struct, tag_field="type", tag="reasoning_text", forbid_unknown_fields=True, gc=False
+):
     text: str
 
 
@@ -116,7 +139,9 @@ _TEXT_PARTS = (InputText, OutputText, Refusal)
 _UNSUPPORTED_PARTS = (InputImage, InputFile, InputAudio)
 
 
-class SummaryText(msgspec.Struct, tag_field="type", tag="summary_text", gc=False):
+class SummaryText(
+    msgspec.Struct, tag_field="type", tag="summary_text", forbid_unknown_fields=True, gc=False
+):
     text: str
 
 
@@ -136,6 +161,15 @@ class Item(msgspec.Struct, gc=False):
     output: str | list[Part] | None = None
     summary: list[SummaryText] | None = None
     encrypted_content: str | None = None
+    # A previous answer's, echoed back (an assistant message's ``phase``:
+    # commentary or final answer): they ask the model for nothing.
+    status: str | None = None
+    phase: str | None = None
+
+
+class _InputItem(Item, forbid_unknown_fields=True, gc=False):
+    """A request's item: its unknown fields fail the one pass (a stored
+    item, read as ``Item``, may hold a Responses-native backend's)."""
 
 
 class _TextFormat(msgspec.Struct, tag_field="type", tag="text", gc=False):
@@ -164,7 +198,7 @@ class _ReasoningConfig(msgspec.Struct, gc=False):
     summary: str | None = None
 
 
-class _StreamOptions(msgspec.Struct, gc=False):
+class _StreamOptions(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     include_obfuscation: bool | None = None
 
 
@@ -178,7 +212,7 @@ class ResponsesRequest(msgspec.Struct, gc=False):
     says where each field goes)."""
 
     model: str
-    input: str | list[Item] | None = None
+    input: str | list[_InputItem] | None = None
     instructions: str | None = None
     max_output_tokens: _Int32 | None = None
     temperature: _Temp | None = None
@@ -300,6 +334,7 @@ _OnePass = msgspec.defstruct(
 _one_pass = msgspec.json.Decoder(_OnePass)
 _FIELD_DECODERS = {f.name: msgspec.json.Decoder(f.type) for f in _ONE_PASS}
 _UNKNOWN = "Object contains unknown field"
+_INFO = struct_info(ResponsesRequest)
 
 
 def _decode_one_pass(
@@ -324,6 +359,8 @@ def _decode_one_pass(
         try:
             values[f.name] = raw if f.type is msgspec.Raw else _FIELD_DECODERS[f.name].decode(raw)
         except msgspec.ValidationError as exc:
+            if str(exc).startswith(_UNKNOWN):
+                return None  # ``_decode_lenient`` judges it
             text = str(exc).replace("`$", f"`$.{f.name}", 1)
             if "`$" not in str(exc):
                 text = f"{text} - at `$.{f.name}`"
@@ -463,12 +500,32 @@ def _extras(
             ):
                 parts.append(_KEY_OF[key] + utf8(data, key))
         elif key not in _KNOWN:
+            if key[:1] == "$":  # flatgate's own extras keys, never a client's
+                raise InvalidRequest(
+                    f"Unrecognized request argument supplied: {shown(key)}", param=key
+                )
             parts.append(msgspec.json.encode(key) + b":" + utf8(data, key))
     if tools.hosted:
         parts.append(_KEY_OF["tools"] + b"[" + b",".join(tools.hosted) + b"]")
     if choice:
         parts.append(b'"tool_choice":' + choice)
     return b"{" + b",".join(parts) + b"}" if parts else b""
+
+
+def _decode_lenient(body: bytes | memoryview) -> tuple[ResponsesRequest, dict[str, msgspec.Raw]]:
+    """A body with a member of no name in it: the request (its nested
+    members that ask for nothing taken out, any other refused naming it:
+    ``scrub_members``) and its top-level fields' JSON."""
+    fields = _fields_decoder.decode(body)
+    try:
+        req: ResponsesRequest = _decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        if not str(exc).startswith(_UNKNOWN):
+            raise
+        members = dict(fields)
+        scrub_members(members, _INFO, "")
+        req = _decoder.decode(msgspec.json.encode(members))
+    return req, fields
 
 
 def _not_json(why: str) -> InvalidRequest:
@@ -484,8 +541,7 @@ def decode_request(body: bytes | memoryview) -> Decoded:
     try:
         got = _decode_one_pass(body)
         if got is None:
-            req = _decoder.decode(body)
-            fields = _fields_decoder.decode(body)
+            req, fields = _decode_lenient(body)
         else:
             req, fields = got
     except msgspec.ValidationError as exc:
@@ -502,7 +558,7 @@ def decode_request(body: bytes | memoryview) -> Decoded:
     else:
         choice, choice_extra = _NO_CHOICE, b""
     inp = req.input
-    items = [Item(role="user", content=inp)] if isinstance(inp, str) else list(inp or ())
+    items: list[Item] = [Item(role="user", content=inp)] if isinstance(inp, str) else [*(inp or ())]
     if tools.hosted or choice_extra or not _WIRED.issuperset(fields):
         extras = _extras(req, fields, tools, choice_extra)
     else:

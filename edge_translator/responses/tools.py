@@ -11,7 +11,12 @@ Owns the mapping of the tools a client declares:
   ``Tools.names`` maps that name back so that the answer's ``function_call``
   names the function and its namespace as the client declared them; the
   group's other members (``custom`` tools) travel in a group of their own in
-  the extras, and the group's description is not carried;
+  the extras; the group's description opens each function member's (a
+  blank line between), and heads the extras' group too;
+- a function tool's, a namespace's and a function ``tool_choice``'s fields
+  of no name are refused naming them, unless null or empty (they ask for
+  nothing), and so is ``defer_loading: true`` (tool search: the wire sends
+  every function); other tools and choices travel as written;
 - every other tool (``web_search``, ``file_search``, ``code_interpreter``,
   ``computer_use_preview``, ``image_generation``, ``mcp``, ``local_shell``,
   ``custom``, and types this module does not know) is kept as the client's
@@ -27,13 +32,13 @@ in the extras only. Every failure is an ``InvalidRequest`` naming the
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
 from flatgate.edge_translator.decoding import is_utf8, validation_text
 from flatgate.edge_translator.errors import InvalidRequest, shown
-from flatgate.edge_translator.openai.models import param_from_error
+from flatgate.edge_translator.openai.models import param_from_error, unrecognized
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request.writer import ToolSpec
 from flatgate.proxy.wire.schema import ToolChoiceMode
@@ -63,6 +68,8 @@ class _ToolDef(msgspec.Struct, gc=False):
     parameters: msgspec.Raw = msgspec.Raw()
     strict: bool | None = None
     tools: list[msgspec.Raw] | None = None
+    # Tool search's: false (or null) only, the wire sends every function.
+    defer_loading: bool | None = None
 
 
 class _ToolChoice(msgspec.Struct, gc=False):
@@ -71,8 +78,24 @@ class _ToolChoice(msgspec.Struct, gc=False):
     mode: Literal["auto", "required"] | None = None
 
 
+class _KnownToolDef(_ToolDef, forbid_unknown_fields=True, gc=False):
+    """A tool with no field of no name: the one pass (a hosted tool's own
+    fields fail it, and are read leniently: it travels as written)."""
+
+
+class _KnownToolChoice(_ToolChoice, forbid_unknown_fields=True, gc=False):
+    """The same for ``tool_choice``."""
+
+
 _tool_decoder = msgspec.json.Decoder(_ToolDef)
+_known_tool_decoder = msgspec.json.Decoder(_KnownToolDef)
 _choice_decoder = msgspec.json.Decoder(_ToolChoice)
+_known_choice_decoder = msgspec.json.Decoder(_KnownToolChoice)
+_members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_UNKNOWN = "Object contains unknown field"
+# The types read here, not carried as written: their unknown keys are judged.
+_READ = frozenset({"function", "namespace"})
+_EMPTY = frozenset({b"null", b"[]", b"{}", b'""'})
 
 
 class Tools:
@@ -113,6 +136,7 @@ def utf8(data: bytes, param: str) -> bytes:
 
 
 T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 def _decoded(decoder: msgspec.json.Decoder[T], raw: bytes, where: str) -> T:
@@ -126,11 +150,34 @@ def _decoded(decoder: msgspec.json.Decoder[T], raw: bytes, where: str) -> T:
         ) from exc
 
 
+def _judged(
+    known: msgspec.json.Decoder[Any], lenient: msgspec.json.Decoder[S], raw: bytes, where: str
+) -> S:
+    """``raw`` decoded; when it holds a field of no name and its type is one
+    read here (not carried as written), that field refused unless null or
+    empty (it asks for nothing)."""
+    try:
+        value: S = known.decode(raw)
+        return value
+    except msgspec.ValidationError as exc:
+        if not str(exc).startswith(_UNKNOWN):
+            return _decoded(lenient, raw, where)  # the same error, its param
+    value = _decoded(lenient, raw, where)
+    if getattr(value, "type", None) in _READ:
+        names = type(value).__struct_fields__
+        for key, member in _members(raw).items():
+            if key not in names and bytes(member).strip() not in _EMPTY:
+                raise unrecognized(f"{where}.{key}")
+    return value
+
+
 def _tool(raw: msgspec.Raw, where: str) -> _ToolDef:
-    return _decoded(_tool_decoder, bytes(raw), where)
+    return _judged(_known_tool_decoder, _tool_decoder, bytes(raw), where)
 
 
-def _function(tool: _ToolDef, where: str, seen: set[str], wire_name: str) -> ToolSpec:
+def _function(
+    tool: _ToolDef, where: str, seen: set[str], wire_name: str, group: str = ""
+) -> ToolSpec:
     if tool.name is None:
         raise missing(f"{where}.name")
     params = bytes(tool.parameters)
@@ -141,7 +188,15 @@ def _function(tool: _ToolDef, where: str, seen: set[str], wire_name: str) -> Too
     if wire_name in seen:
         raise invalid(f"{where}.name", f"a tool named '{shown(wire_name)}' is given twice.")
     seen.add(wire_name)
-    description = (tool.description or "").encode()
+    if tool.defer_loading:
+        raise invalid(
+            f"{where}.defer_loading",
+            "flatgate sends every function tool to the model: deferred loading is not carried.",
+        )
+    text = tool.description or ""
+    if group:  # a namespace's description, carried in each member's
+        text = f"{group}\n\n{text}" if text else group
+    description = text.encode()
     # The Responses API's strict defaults to true (Chat Completions' to false).
     strict = tool.strict is not False
     return wire_name.encode(), description, utf8(params, f"{where}.parameters"), strict
@@ -167,7 +222,9 @@ def read_tools(raws: list[msgspec.Raw]) -> Tools:
                     others.append(utf8(bytes(member_raw), member_at))
                     continue
                 wire_name = f"{tool.name}{NAMESPACE_SEP}{member.name}"
-                out.specs.append(_function(member, member_at, seen, wire_name))
+                out.specs.append(
+                    _function(member, member_at, seen, wire_name, tool.description or "")
+                )
                 out.names[wire_name] = (tool.name, member.name or "")
             if others:
                 group = {"type": "namespace", "name": tool.name, "description": tool.description}
@@ -199,7 +256,7 @@ def read_tool_choice(raw: bytes, tools: Tools) -> tuple[tuple[int, str], bytes]:
         return (mode, ""), b""
     if raw.lstrip().startswith(b'"'):
         raise invalid("tool_choice", "expected 'none', 'auto', 'required' or an object.")
-    choice = _decoded(_choice_decoder, raw, "tool_choice")
+    choice = _judged(_known_choice_decoder, _choice_decoder, raw, "tool_choice")
     if choice.type == "function":
         if choice.name is None:
             raise missing("tool_choice.name")

@@ -16,8 +16,8 @@ as a ``CompletionRequest`` buffer, through the edges' shared writer
   (joined by a blank line between items), the calls in order (call id,
   name, arguments; a namespaced call's wire name is
   ``<namespace>__<name>``, as its tool's), and the reasoning items as
-  ``ReasoningPart``s (summary texts joined by a blank line, or the
-  ``reasoning_text`` content when there is no summary; ``encrypted_content``
+  ``ReasoningPart``s (the ``reasoning_text`` content joined by a blank
+  line, or the summary texts when there is none; ``encrypted_content``
   as the opaque bytes; the item id; dialect ``OpenAIResponses``, or the
   dialect ``encrypted_of`` wrote into it). The ``function_call`` item's own
   ``id`` (``fc_...``) is not carried;
@@ -125,9 +125,13 @@ def _foreign(text: str) -> tuple[bytes, int, bool] | None:
 
 def reasoning_part(item: Item) -> ReasoningPart:
     """A ``reasoning`` item as the wire's ``ReasoningPart``."""
-    text = _BETWEEN.join(s.text for s in item.summary or ())
-    if not text and item.content:
+    # The reasoning itself when the item has it, else its summary: a summary
+    # is made from the reasoning, so the two are never both carried.
+    text = ""
+    if item.content and not isinstance(item.content, str):
         text = _BETWEEN.join(p.text for p in item.content if isinstance(p, ReasoningText))
+    if not text:
+        text = _BETWEEN.join(s.text for s in item.summary or ())
     encrypted = item.encrypted_content or ""
     if encrypted.startswith(_FOREIGN):
         foreign = _foreign(encrypted)

@@ -257,6 +257,8 @@ def _messages(
         role = m.role
         blocks: list[Block] = []
         thinking: list[Block | None] = []
+        if m.name:
+            omitted.append("name")  # the Messages API has no participant names
         if role in ("system", "developer"):
             if m.content:
                 text = Text(m.content)

@@ -187,3 +187,14 @@ def test_a_thinking_blocks_fields_go_with_the_block_at_another_dialect() -> None
     omitted: list[str] = []
     openai_request(edge(messages=messages), model="m", omitted=omitted)
     assert "messages.content.x_t" in omitted
+
+
+def test_a_participant_name_is_named_as_left_out_at_anthropic() -> None:
+    omitted: list[str] = []
+    req = wire([msg(Role.User, "hi", name="alice"), msg(Role.User, "and me")])
+    body = json.loads(anthropic_request(req, model="m", omitted=omitted))
+    assert body["messages"][0]["content"][0]["text"] == "hi"
+    assert omitted == ["name"]
+    omitted = []
+    anthropic_request(wire([msg(Role.User, "hi")]), model="m", omitted=omitted)
+    assert omitted == []

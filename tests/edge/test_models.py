@@ -97,13 +97,16 @@ def test_every_role_and_field_decodes():
     assert req.metadata == {"k": "v"}
 
 
-def test_unknown_fields_are_ignored():
+def test_unknown_top_level_fields_are_kept_and_nested_ones_judged():
     req = decode_request(body(logprobs=True, store=False, some_new_field={"x": [1, 2]}))
     assert req.model == "m"
-    msg = json.dumps(
-        {"model": "m", "messages": [{"role": "user", "content": "x", "audio": None, "zz": 1}]}
-    )
+    # A nested key of no name: null asks for nothing, anything else is refused.
+    msg = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x", "audio": None}]})
     assert decode_request(msg.encode()).messages[0] == UserMessage("x")
+    msg = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x", "zz": 1}]})
+    with pytest.raises(InvalidRequest) as info:
+        decode_request(msg.encode())
+    assert info.value.param == "messages.[0].zz"
 
 
 @pytest.mark.parametrize(

@@ -257,7 +257,8 @@ def test_namespaces_are_flattened_and_their_other_members_kept() -> None:
     # strict is the Responses API's: true unless the client says false.
     assert [(s[0], s[1], s[3]) for s in d.tools] == [
         (b"get_weather", b"", True),
-        (b"crm__find", b"Find one.", False),
+        # The group's description opens its members'.
+        (b"crm__find", b"The CRM.\n\nFind one.", False),
     ]
     assert d.names == {"crm__find": ("crm", "find")}
     assert json.loads(d.extras)["tools"] == [
