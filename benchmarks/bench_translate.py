@@ -31,6 +31,14 @@ Messages edge's; ``chunk_to_responses_sse``, ``read_chunk`` +
 ``StreamRenderer.feed`` of the same frame inside an open text part (one
 ``response.output_text.delta`` event), the Responses edge's. (``make bench``
 measures the OpenAI translate at every size too, allocations included.)
+
+Adapt, one 512-token answer (the proxy's side of a request the client did
+not stream): ``openai_whole_answer``, ``OpenAIWhole`` turning the answer's
+``chat.completion`` body (about 2.5 KB of content) into its frames, what
+the ``openai`` adapter does since it asks for whole answers; and
+``openai_streamed_answer``, ``OpenAIStream`` translating the same answer as
+the 512 ``data:`` events (and role, finish, usage and ``[DONE]``) it is
+streamed as, one feed per event, what it did before.
 """
 
 from __future__ import annotations
@@ -55,6 +63,8 @@ from flatgate.edge_translator.openai.render import StreamRenderer
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.models import decode_request as decode_responses
 from flatgate.edge_translator.responses.render import StreamRenderer as ResponsesRenderer
+from flatgate.proxy.backends.openai_stream import OpenAIStream
+from flatgate.proxy.backends.openai_whole import OpenAIWhole
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.reader import read_chunk
 
@@ -173,3 +183,77 @@ def test_chunk_to_responses_sse(benchmark: Any) -> None:
     r.feed(read_chunk(frame))  # past response.created and the text part's start
     out = benchmark(lambda: r.feed(read_chunk(frame)))
     assert out.startswith(b"event: response.output_text.delta\ndata: {")
+
+
+# -- adapt, one 512-token answer ----------------------------------------------------
+
+_WORDS = ("the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "lazy ", "dog. ")
+_TOKENS = [_WORDS[(i * 7) % len(_WORDS)] for i in range(512)]
+_HEAD = {"id": "chatcmpl-1", "created": 1_700_000_000, "model": "gpt-4o-mini"}
+_USAGE = {"prompt_tokens": 40, "completion_tokens": 512, "total_tokens": 552}
+_WHOLE = msgspec.json.encode(
+    {
+        **_HEAD,
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(_TOKENS), "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": _USAGE,
+    }
+)
+
+
+def _event(delta: dict[str, Any], finish: str | None = None, **more: Any) -> bytes:
+    chunk = {
+        **_HEAD,
+        "object": "chat.completion.chunk",
+        "system_fingerprint": "fp_1",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        **more,
+    }
+    return b"data: " + msgspec.json.encode(chunk) + b"\n\n"
+
+
+_EVENTS = [
+    _event({"role": "assistant", "content": ""}),
+    *(_event({"content": t}) for t in _TOKENS),
+    _event({}, "stop"),
+    b"data: " + msgspec.json.encode({**_HEAD, "choices": [], "usage": _USAGE}) + b"\n\n",
+    b"data: [DONE]\n\n",
+]
+
+
+def _answer_group(benchmark: Any) -> None:
+    benchmark.group = (
+        f"adapt, one 512-token answer ({len(_WHOLE)} B chat.completion, "
+        f"{sum(map(len, _EVENTS))} B in {len(_EVENTS)} SSE events)"
+    )
+
+
+def test_openai_whole_answer(benchmark: Any) -> None:
+    _answer_group(benchmark)
+
+    def whole() -> bytes:
+        t = OpenAIWhole("r-1", "gpt-4o-mini")
+        return t.feed(_WHOLE) + t.end()
+
+    out = benchmark(whole)
+    assert read_chunk(out[: 4 + int.from_bytes(out[:4], "little")]).content == "".join(_TOKENS)
+
+
+def test_openai_streamed_answer(benchmark: Any) -> None:
+    _answer_group(benchmark)
+
+    def streamed() -> list[bytes]:
+        t = OpenAIStream("r-1", "gpt-4o-mini")
+        out = [t.feed(e) for e in _EVENTS]
+        out.append(t.end())
+        return out
+
+    frames = benchmark(streamed)
+    assert sum(1 for f in frames if f) == len(_TOKENS) + 1

@@ -9,7 +9,8 @@ Owns how load is offered and what is recorded:
   request *i* is started at ``t0 + i / rate`` whether or not earlier answers
   came back, each latency timed from its own start to the last body byte;
 - ``one_connection``: one keep-alive connection, one request after the other
-  (the unloaded latency);
+  (the unloaded latency, and the time to each answer's first body byte: a
+  stream's first event);
 - ``streams``: streamed completions on a few connections, timing the first
   content token, the gaps between tokens and the whole stream, and checking
   the text.
@@ -36,6 +37,7 @@ __all__ = [
     "LatencyRun",
     "StreamRun",
     "WrkResult",
+    "answer_text",
     "fixed_rate",
     "one_connection",
     "parse_wrk",
@@ -129,6 +131,7 @@ class LatencyRun:
     sent: int = 0
     seconds: float = 0.0
     max_lag: float = 0.0  # how late the client started a request, at worst
+    first_bytes: list[float] = field(default_factory=list)  # seconds to the first body byte
 
 
 async def _exchange(transport: PoolTransport, url: str, body: bytes, headers: Headers) -> bool:
@@ -204,8 +207,34 @@ async def fixed_rate(
     return run
 
 
+async def _timed_first(
+    run: LatencyRun, transport: PoolTransport, url: str, body: bytes, headers: Headers
+) -> None:
+    """One request, timed to its first body byte and to its last."""
+    start = time.perf_counter()
+    first = 0.0
+    try:
+        resp = await transport.request("POST", url, body=body, headers=headers, timeouts=_TIMEOUTS)
+        try:
+            async for piece in resp.iter_bytes():
+                if piece and not first:
+                    first = time.perf_counter()
+        finally:
+            await resp.aclose()
+        ok = resp.status == 200
+    except UpstreamError:
+        ok = False
+    if ok:
+        end = time.perf_counter()
+        run.latencies.append(end - start)
+        run.first_bytes.append((first or end) - start)
+    else:
+        run.errors += 1
+
+
 async def one_connection(url: str, body: bytes, headers: Headers, *, seconds: float) -> LatencyRun:
-    """Closed loop on one keep-alive connection for ``seconds``: the unloaded latency."""
+    """Closed loop on one keep-alive connection for ``seconds``: the unloaded
+    latency, to the last byte and to the first byte of each answer."""
     transport = PoolTransport(limit=1)
     run = LatencyRun()
     try:
@@ -213,7 +242,7 @@ async def one_connection(url: str, body: bytes, headers: Headers, *, seconds: fl
         began = time.perf_counter()
         end = began + seconds
         while time.perf_counter() < end:
-            await _timed(run, transport, url, body, headers)
+            await _timed_first(run, transport, url, body, headers)
             run.sent += 1
         run.seconds = time.perf_counter() - began
     finally:
@@ -238,7 +267,8 @@ def _binary_tokens(splitter: FrameSplitter, piece: bytes) -> list[str]:
 
 class _OpenAISse:
     """Content deltas out of an OpenAI SSE stream: ``chat.completion.chunk``
-    events, or the Responses API's ``response.output_text.delta``."""
+    events, or the Responses API's ``response.output_text.delta``; and out of
+    an Anthropic Messages stream (``content_block_delta``'s ``text_delta``)."""
 
     def __init__(self) -> None:
         self._buf = b""
@@ -255,16 +285,37 @@ class _OpenAISse:
                 if data == b"[DONE]":
                     continue
                 event = json.loads(data)
-                if event.get("type") == "response.output_text.delta":
+                kind = event.get("type")
+                if kind == "response.output_text.delta":
                     out.append(event["delta"])
+                elif kind == "content_block_delta" and event["delta"].get("type") == "text_delta":
+                    out.append(event["delta"]["text"])
                 for choice in event.get("choices") or ():
                     out.append((choice.get("delta") or {}).get("content") or "")
         return out
 
 
 def sse_text(data: bytes) -> str:
-    """The content of a whole OpenAI SSE stream (either API's)."""
+    """The content of a whole OpenAI SSE stream (either API's) or Anthropic's."""
     return "".join(_OpenAISse().feed(data))
+
+
+def answer_text(kind: str, data: bytes) -> str:
+    """The text of one whole answer in client API ``kind`` (``openai``: Chat
+    Completions, ``responses``, ``anthropic``: Messages), a JSON document or,
+    when it starts like SSE, a stream; raises ``ValueError`` or ``KeyError``
+    for a body that is neither."""
+    if data.startswith((b"data:", b"event:")):
+        return sse_text(data)
+    doc = json.loads(data)
+    if kind == "openai":
+        return str(doc["choices"][0]["message"]["content"])
+    if kind == "responses":
+        items = [i for i in doc["output"] if i["type"] == "message"]
+        return "".join(p["text"] for i in items for p in i["content"])
+    if kind == "anthropic":
+        return "".join(b["text"] for b in doc["content"] if b["type"] == "text")
+    raise ValueError(f"no text reader for {kind!r} answers")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,14 @@ row alike and ratios hold:
    row, wrk at saturation (32 connections, one thread), with the CPU seconds
    of every server and the GC counters of every hop server read before and
    after; then the open-loop fixed rate; then one connection, unloaded. Each
-   row is spot-checked once first.
+   row is spot-checked once first (and, with ``warmup_seconds``, run
+   unrecorded under wrk before its first measurement). A size can have a ``Plan`` of its own
+   (``Settings.plans``: the OpenAI workload's cases, one answer length and
+   mode each): which rows it measures, its connections, wrk seconds,
+   unloaded seconds, whether it runs the fixed rate, the backend whose CPU
+   is read beside the hop's, the floor its added latency is taken over, and
+   the tokens of its answer (CPU per token). The unloaded run also times each
+   answer's first body byte (a stream's first event).
 
 Peak RSS (``VmHWM``) is read after each size, so a size's figure is the peak
 over that size and the smaller ones. Past the time budget the remaining rounds
@@ -37,6 +44,7 @@ from benchmarks.harness.sampling import CpuUsage, GcSample, gc_of, peak_rss_kib,
 from benchmarks.harness.servers import Server, ServerGroup, find_tool, tool_version
 from benchmarks.load.clients import (
     StreamRun,
+    answer_text,
     fixed_rate,
     one_connection,
     run_wrk,
@@ -72,6 +80,7 @@ __all__ = [
     "QUICK",
     "TINY",
     "Harness",
+    "Plan",
     "Settings",
     "SizeBody",
     "Started",
@@ -101,6 +110,22 @@ class Started:
 
 
 @dataclass(frozen=True, slots=True)
+class Plan:
+    """How one size is measured where it differs from the settings' (``None``:
+    the settings' own): a case of a workload, one answer length and mode."""
+
+    rows: tuple[str, ...] = ()  # the rows measured at it (empty: every row)
+    connections: int | None = None  # wrk's
+    wrk_seconds: int | None = None
+    unloaded_seconds: float | None = None
+    fixed_rate: bool = True
+    backend: str = "stub"  # the server the rows' requests end at (its CPU is read too)
+    floor: str | None = None  # the row "added" is over
+    tokens: int = 0  # tokens in each answer (> 0: CPU per token is reported)
+    stream: bool = False  # the answer is streamed (SSE)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     mode: str
     sizes: tuple[str, ...]
@@ -125,6 +150,15 @@ class Settings:
     floor: str = "direct"  # the row every other is compared with ("added", "vs. direct")
     versus: tuple[str, ...] = ("json-route",)  # more "vs." throughput ratio columns
     peers: bool = False  # start the peers (BENCH_PEERS=1 or --peers; openai workload)
+    plans: Mapping[str, Plan] = field(default_factory=dict)  # per size, where it differs
+    # > 0: wrk runs this long, unrecorded, on each row before its first
+    # measurement (a JIT-compiled peer, node's, starts cold).
+    warmup_seconds: int = 0
+    # The rows of the streaming measurement (``None``: every row with a stream server).
+    stream_rows: tuple[str, ...] | None = None
+
+    def plan(self, size: str) -> Plan:
+        return self.plans.get(size) or Plan()
 
 
 FULL = Settings(
@@ -209,6 +243,7 @@ class Harness:
         self.runner = runner
         self.log = log
         self.started = time.monotonic()
+        self.warmed: set[str] = set()  # the rows wrk has warmed up
 
     def over_budget(self) -> bool:
         return time.monotonic() - self.started > self.settings.budget_seconds
@@ -218,8 +253,8 @@ class Harness:
         assert name is not None
         return self.group.servers[name].url + row.path
 
-    def watched(self, row: Row) -> list[Server]:
-        names = [*row.hop, "stub"]
+    def watched(self, row: Row, backend: str = "stub") -> list[Server]:
+        names = [*row.hop, backend]
         return [self.group.servers[n] for n in names if n in self.group.servers]
 
     def _post(self, row: Row, body: Body, streaming: bool, timeout: float) -> bytes | str:
@@ -240,7 +275,12 @@ class Harness:
         data = self._post(row, body, streaming=False, timeout=10)
         if isinstance(data, str):
             return data
-        if row.body == "openai":
+        if body.expect is not None:
+            try:
+                ok = answer_text(row.body, data) == body.expect
+            except (ValueError, KeyError, IndexError, TypeError):
+                ok = False
+        elif row.body == "openai":
             content = json.loads(data)["choices"][0]["message"]["content"]
             ok = content == "tok " * CANNED_DELTAS
         elif row.body == "responses":
@@ -267,14 +307,17 @@ class Harness:
             return f"stream spot check: unexpected text {text[:80]!r}"
         return None
 
-    def saturation(self, row: Row, wrk: str, script: Path, cell: Cell) -> None:
-        watched = self.watched(row)
+    def saturation(
+        self, row: Row, wrk: str, script: Path, cell: Cell, plan: Plan | None = None
+    ) -> None:
+        p = plan or Plan()
+        watched = self.watched(row, p.backend)
         hop = [s for s in watched if s.name in row.hop]
         gc0, cpu0 = _gc(hop), _cpu(watched)
         s = self.settings
-        result = run_wrk(
-            wrk, self.url(row), script, connections=s.connections, seconds=s.wrk_seconds
-        )
+        connections = p.connections or s.connections
+        seconds = p.wrk_seconds or s.wrk_seconds
+        result = run_wrk(wrk, self.url(row), script, connections=connections, seconds=seconds)
         _add_cpu(cell.cpu_seconds, cpu0, _cpu(watched), cell)
         add_gc(cell, gc0, _gc(hop))
         cell.rps.append(result.rps)
@@ -282,8 +325,8 @@ class Harness:
         cell.wrk_errors += result.errors
         cell.wrk_p99_ms.append(result.p99_ms)
 
-    def at_rate(self, row: Row, body: Body, cell: Cell, rate: float) -> None:
-        watched = self.watched(row)
+    def at_rate(self, row: Row, body: Body, cell: Cell, rate: float, backend: str = "stub") -> None:
+        watched = self.watched(row, backend)
         cpu0 = _cpu(watched)
         seconds = self.settings.rate_seconds
         run = self.runner.run(
@@ -297,12 +340,13 @@ class Harness:
         cell.rate_requests += len(run.latencies)
         cell.max_lag_ms = max(cell.max_lag_ms, run.max_lag * 1e3)
 
-    def unloaded(self, row: Row, body: Body, cell: Cell) -> None:
-        seconds = self.settings.unloaded_seconds
+    def unloaded(self, row: Row, body: Body, cell: Cell, seconds: float | None = None) -> None:
+        seconds = seconds or self.settings.unloaded_seconds
         run = self.runner.run(
             one_connection(self.url(row), body.data, body.headers, seconds=seconds)
         )
         cell.unloaded += run.latencies
+        cell.unloaded_first += run.first_bytes
         cell.rate_errors += run.errors
 
     def rounds(
@@ -410,6 +454,10 @@ def measure_size(
     body_for: SizeBody | None = None,
 ) -> list[dict[str, Any]]:
     s = h.settings
+    plan = s.plan(size)
+    if plan.rows:  # in the plan's order: its floor first
+        by_name = {r.name: r for r in rows}
+        rows = [by_name[n] for n in plan.rows if n in by_name]
     make = body_for or (lambda r, sz: request_body(r.body, PROMPT_SIZES[sz]))
     reasons: dict[str, str] = {r.name: skipped[r.name] for r in rows if r.name in skipped}
     wrk = find_tool("wrk", s.without)
@@ -431,16 +479,29 @@ def measure_size(
         scripts[r.name] = script
     live = [r for r in rows if r.name not in reasons]
     cells = {r.name: Cell() for r in live}
+    if wrk is not None and s.warmup_seconds > 0:
+        for r in live:
+            if r.name not in h.warmed:
+                h.log(f"{size} warm-up: {r.name}")
+                h.warmed.add(r.name)
+                run_wrk(
+                    wrk,
+                    h.url(r),
+                    scripts[r.name],
+                    connections=plan.connections or s.connections,
+                    seconds=s.warmup_seconds,
+                )
 
     def measure(r: Row) -> None:
         cell = cells[r.name]
         if wrk is not None:
-            h.saturation(r, wrk, scripts[r.name], cell)
-        rate = s.rates.get(size, 1000.0)
-        if cell.rps and max(cell.rps) * _MAX_LOAD < rate:
-            rate = max(50.0, round(max(cell.rps) * _MAX_LOAD, -1))
-        h.at_rate(r, bodies[r.name], cell, rate)
-        h.unloaded(r, bodies[r.name], cell)
+            h.saturation(r, wrk, scripts[r.name], cell, plan)
+        if plan.fixed_rate:
+            rate = s.rates.get(size, 1000.0)
+            if cell.rps and max(cell.rps) * _MAX_LOAD < rate:
+                rate = max(50.0, round(max(cell.rps) * _MAX_LOAD, -1))
+            h.at_rate(r, bodies[r.name], cell, rate, plan.backend)
+        h.unloaded(r, bodies[r.name], cell, plan.unloaded_seconds)
 
     wanted = s.rounds.get(size, 1)
     done = h.rounds(live, wanted, size, reasons, measure)
@@ -453,10 +514,10 @@ def measure_size(
             out.append(skipped_row(r.name, reasons[r.name], size))
             continue
         cell = cells[r.name]
-        for srv in h.watched(r):
+        for srv in h.watched(r, plan.backend):
             cell.peak_rss_kib[srv.name] = peak_rss_kib(tree_pids(srv.proc.pid))
         if wrk is None:
             cell.notes.append("wrk is not installed: no saturation figures")
-        out.append(summarise(r, size, cell, len(bodies[r.name].data)))
-    add_comparisons(out, s.floor, s.versus)
+        out.append(summarise(r, size, cell, len(bodies[r.name].data), plan.tokens))
+    add_comparisons(out, plan.floor or s.floor, s.versus)
     return out

@@ -1,41 +1,45 @@
 """The load bench's OpenAI workload: flatgate and its peers on one OpenAI chat request.
 
 ``python -m benchmarks.load --workload openai``. Every row takes the same
-OpenAI Chat Completions request (``chat_body``: ``model`` and ``messages``,
-2 KB of JSON, not streamed: one backend answer per request), or the same
-conversation as a Responses API request (``responses_body``, the
-``gateway-responses`` row), and sends it on to the same backend, the
-built-in stub speaking the OpenAI API in canned mode (8 deltas, built once):
+2 KB request (``benchmarks.load.openai_bodies``): an OpenAI Chat Completions
+request (``model`` and ``messages``), the same conversation as a Responses
+API request (the ``gateway-responses`` row) or as an Anthropic Messages
+request, and sends it on to the built-in stub
+in canned mode (``benchmarks.load.cases``: 32 or 512 tokens, whole or
+streamed as the request says, answered from bytes built once):
 
 | Row | What the client talks to |
 |---|---|
-| direct-openai | the stub itself: the floor |
-| nginx-openai | nginx, a plain ``proxy_pass`` to the stub |
+| direct-openai, direct-anthropic (and -512) | the stub itself: the floor |
+| nginx-openai, nginx-anthropic (and -512) | nginx, a plain ``proxy_pass`` to the stub |
 | edge | the edge, then the proxy (RSGI) and its openai adapter, then the stub |
 | gateway | ``flatgate gateway``, one process (only where ``flatgate gateway --help`` works) |
 | gateway-responses | the same gateway on ``/v1/responses`` (``store: false``) |
+| gateway-anthropic | the same gateway on ``/v1/messages``, its anthropic adapter |
 | portkey | the Portkey gateway (node), provider ``openai`` with the stub as custom host |
+| portkey-anthropic | the same Portkey on ``/v1/messages``, provider ``anthropic`` |
 | litellm | the LiteLLM proxy, model ``openai/<model>`` with the stub as ``api_base`` |
 
-The peers run only when asked (``BENCH_PEERS=1`` or ``--peers``) and where
-``benchmarks/peers/setup_peers.sh`` installed them (``benchmarks.load.peers``);
-otherwise their rows are skipped with the reason. Streaming: 16 concurrent
-streams of 32 tokens from a second OpenAI stub that echoes the last user
-message (time to first token and between tokens as the fbs workload's), timed
-to the end of each stream. The rows are measured in the rounds of
-``benchmarks.load.measure``, with "vs. portkey" and "vs. litellm" ratios.
+Each case of ``benchmarks.load.cases`` is one "size" of the result (its rows,
+connections and floor in its ``Plan``). The peers run only when asked
+(``BENCH_PEERS=1`` or ``--peers``) and where ``benchmarks/peers/setup_peers.sh``
+installed them (``benchmarks.load.peers``); otherwise their rows are skipped
+with the reason. Streaming (the original rows): 16 concurrent streams of 32
+tokens from a second OpenAI stub that echoes the last user message (time to
+first token and between tokens as the fbs workload's), timed to the end of
+each stream. The rows are measured in the rounds of ``benchmarks.load.measure``,
+with "vs. portkey" and "vs. litellm" ratios.
 
-Owns the rows, the bodies, the config of the flatgate servers and starting
-every server; measures nothing itself. Loopback only.
+Owns the rows, the config of the flatgate servers and starting every server
+(the bodies are ``benchmarks.load.openai_bodies``'); measures nothing itself.
+Loopback only.
 """
 
 from __future__ import annotations
 
-import random
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
-
-import msgspec
 
 from benchmarks.harness.servers import (
     HOST,
@@ -46,14 +50,13 @@ from benchmarks.harness.servers import (
     tool_version,
 )
 from benchmarks.load import peers
+from benchmarks.load.cases import CASES, plans
 from benchmarks.load.measure import FULL, Settings, Started, document_head
+from benchmarks.load.openai_bodies import BODY_BYTES, Bodies
 from benchmarks.load.rows import (
     ADAPTER_MODEL,
-    CANNED_DELTAS,
     ECHO_MODEL,
     PROXY_SECTION,
-    STREAM_TEXT,
-    Body,
     Row,
 )
 
@@ -63,20 +66,32 @@ __all__ = [
     "OPENAI_ROWS",
     "OPENAI_TINY",
     "SIZE",
-    "chat_body",
+    "STUBS",
     "config_text",
     "header",
-    "responses_body",
     "start",
     "start_peers",
-    "stream_chat_body",
+    "stub_model",
 ]
 
 SIZE = "2KB"
-BODY_BYTES = 2048
 _CHAT = "/v1/chat/completions"
 _RESPONSES = "/v1/responses"
-_SEED = 7
+_MESSAGES = "/v1/messages"
+# The canned stubs of the cases: server name -> (protocol, tokens).
+STUBS = {
+    "stub": ("openai", 32),
+    "stub-512": ("openai", 512),
+    "stub-anthropic": ("anthropic", 32),
+    "stub-anthropic-512": ("anthropic", 512),
+}
+# Each stub's backend in the flatgate config, and the model routed to it.
+_BACKENDS = {
+    "stub": "canned-openai",
+    "stub-512": "canned-openai-512",
+    "stub-anthropic": "canned-anthropic",
+    "stub-anthropic-512": "canned-anthropic-512",
+}
 
 OPENAI_ROWS: tuple[Row, ...] = (
     Row("direct-openai", "stub", _CHAT, "openai", (), "echo", "client to the OpenAI stub"),
@@ -120,13 +135,75 @@ OPENAI_ROWS: tuple[Row, ...] = (
     ),
     Row("portkey", "portkey", _CHAT, "openai", ("portkey",), "portkey", "Portkey gateway (node)"),
     Row("litellm", "litellm", _CHAT, "openai", ("litellm",), "litellm", "LiteLLM proxy"),
+    # The other cases' rows (benchmarks.load.cases): no echo stream of their own.
+    Row("direct-openai-512", "stub-512", _CHAT, "openai", (), None, "client to the 512-token stub"),
+    Row("nginx-openai-512", "nginx-512", _CHAT, "openai", ("nginx-512",), None, "proxy_pass"),
+    Row(
+        "direct-anthropic",
+        "stub-anthropic",
+        _MESSAGES,
+        "anthropic",
+        (),
+        None,
+        "client to the Anthropic stub",
+    ),
+    Row(
+        "direct-anthropic-512",
+        "stub-anthropic-512",
+        _MESSAGES,
+        "anthropic",
+        (),
+        None,
+        "client to the 512-token Anthropic stub",
+    ),
+    Row(
+        "nginx-anthropic",
+        "nginx-anthropic",
+        _MESSAGES,
+        "anthropic",
+        ("nginx-anthropic",),
+        None,
+        "proxy_pass",
+    ),
+    Row(
+        "nginx-anthropic-512",
+        "nginx-anthropic-512",
+        _MESSAGES,
+        "anthropic",
+        ("nginx-anthropic-512",),
+        None,
+        "proxy_pass",
+    ),
+    Row(
+        "gateway-anthropic",
+        "gateway",
+        _MESSAGES,
+        "anthropic",
+        ("gateway",),
+        None,
+        "flatgate gateway, Messages API, anthropic adapter",
+    ),
+    Row(
+        "portkey-anthropic",
+        "portkey",
+        _MESSAGES,
+        "anthropic",
+        ("portkey",),
+        None,
+        "Portkey gateway, Messages API, provider anthropic",
+    ),
 )
+# The rows of the streaming measurement (the echo stub's 32 tokens, paced).
+_STREAM_ROWS = tuple(r.name for r in OPENAI_ROWS if r.stream_server is not None)
+_SIZES = tuple(c.name for c in CASES)
 
+# The first case keeps its three rounds, the fixed rate and wrk's 4 s; the
+# others (no fixed rate) take two rounds of wrk 2 s and 0.5 s unloaded each.
 OPENAI_FULL = replace(
     FULL,
     workload="openai",
-    sizes=(SIZE,),
-    rounds={SIZE: 3},
+    sizes=_SIZES,
+    rounds={SIZE: 3, **dict.fromkeys(_SIZES[1:], 2)},
     # LiteLLM takes a few hundred requests a second here: every row at one rate
     # needs a rate it can take three times over.
     rates={SIZE: 50.0},
@@ -136,18 +213,23 @@ OPENAI_FULL = replace(
     floor="direct-openai",
     versus=peers.PEERS,
     rows=tuple(r.name for r in OPENAI_ROWS),
-    budget_seconds=420.0,
+    plans=plans(CASES, wrk_seconds=2, unloaded_seconds=0.5),
+    stream_rows=_STREAM_ROWS,
+    warmup_seconds=2,
+    budget_seconds=600.0,
 )
 OPENAI_QUICK = replace(
     OPENAI_FULL,
     mode="quick",
-    rounds={SIZE: 1},
+    rounds=dict.fromkeys(_SIZES, 1),
     wrk_seconds=2,
     rate_seconds=2.0,
     unloaded_seconds=0.5,
     stream_seconds=1.5,
     stream_rounds=1,
-    budget_seconds=150.0,
+    plans=plans(CASES, wrk_seconds=1, unloaded_seconds=0.3),
+    warmup_seconds=1,
+    budget_seconds=240.0,
 )
 OPENAI_TINY = replace(
     OPENAI_QUICK,
@@ -156,79 +238,33 @@ OPENAI_TINY = replace(
     rate_seconds=0.5,
     unloaded_seconds=0.2,
     stream_seconds=0.5,
-    budget_seconds=90.0,
+    plans=plans(CASES, wrk_seconds=1, unloaded_seconds=0.2),
+    warmup_seconds=0,
+    budget_seconds=150.0,
 )
 
-_TEXT = (
-    "the gateway reads each request once and sends it on to the model server that "
-    "answers it while the caller waits for every token of the reply in order"
-)
-_WORDS = _TEXT.split()
+
+def config_text(canned: int, echo: int, more: Mapping[str, int] | None = None) -> str:
+    """The proxy's, the edge's and the gateway's config: the two OpenAI stubs
+    of the first case and the echo, and the other cases' stubs in ``more``
+    (``STUBS``' server names to their ports)."""
+    ports = {"stub": canned, **(more or {})}
+    backends = {"echo-openai": (f"http://{HOST}:{echo}/v1", "openai")}
+    routes = {ECHO_MODEL: ["echo-openai"]}
+    models = {ECHO_MODEL: "OpenAI"}
+    for server, port in ports.items():
+        protocol, _ = STUBS[server]
+        backends[_BACKENDS[server]] = (f"http://{HOST}:{port}/v1", protocol)
+        model = stub_model(server)
+        routes[model] = [_BACKENDS[server]]
+        models[model] = "OpenAI" if protocol == "openai" else "Anthropic"
+    return gateway_config(backends, routes, models, before=PROXY_SECTION)
 
 
-def chat_body(size_bytes: int = BODY_BYTES, model: str = ADAPTER_MODEL) -> bytes:
-    """A non-streamed chat request of exactly ``size_bytes`` of JSON (at least
-    ~200): a system message and one user message of seeded words."""
-    rng = random.Random(_SEED)
-
-    def encode(text: str) -> bytes:
-        messages = [
-            {"role": "system", "content": "You are a concise assistant."},
-            {"role": "user", "content": text},
-        ]
-        return msgspec.json.encode({"model": model, "messages": messages, "stream": False})
-
-    words: list[str] = []
-    while len(encode(" ".join(words))) < size_bytes:
-        words.append(rng.choice(_WORDS))
-    text = " ".join(words)
-    short = size_bytes - len(encode(text))
-    if short < 0:
-        text = text[:short]
-    return encode(text + "." * max(0, size_bytes - len(encode(text))))
-
-
-def responses_body(chat: bytes, *, stream: bool = False) -> bytes:
-    """``chat`` (``chat_body``'s or ``stream_chat_body``'s request) as the
-    Responses API request of the same conversation: the system message as
-    ``instructions``, the user's as the ``input`` string, not stored."""
-    request = msgspec.json.decode(chat)
-    system = [m["content"] for m in request["messages"] if m["role"] == "system"]
-    out = {
-        "model": request["model"],
-        "input": request["messages"][-1]["content"],
-        "stream": stream,
-        "store": False,
-    }
-    if system:
-        out["instructions"] = system[0]
-    return msgspec.json.encode(out)
-
-
-def stream_chat_body(model: str = ECHO_MODEL) -> bytes:
-    """A streamed chat request the echo stub answers with ``STREAM_TEXT``, word by word."""
-    request = {
-        "model": model,
-        "messages": [{"role": "user", "content": STREAM_TEXT}],
-        "stream": True,
-    }
-    return msgspec.json.encode(request)
-
-
-_HEADERS = (("content-type", "application/json"), ("authorization", f"Bearer {peers.DUMMY_KEY}"))
-
-
-def config_text(canned: int, echo: int) -> str:
-    """The proxy's, the edge's and the gateway's config: the two OpenAI stubs."""
-    return gateway_config(
-        {
-            "canned-openai": (f"http://{HOST}:{canned}/v1", "openai"),
-            "echo-openai": (f"http://{HOST}:{echo}/v1", "openai"),
-        },
-        {ADAPTER_MODEL: ["canned-openai"], ECHO_MODEL: ["echo-openai"]},
-        {ADAPTER_MODEL: "OpenAI", ECHO_MODEL: "OpenAI"},
-        before=PROXY_SECTION,
-    )
+def stub_model(server: str) -> str:
+    """The model flatgate routes to the canned stub ``server`` (``STUBS``)."""
+    protocol, tokens = STUBS[server]
+    return ADAPTER_MODEL if server == "stub" else f"bench-{protocol}{'-512' * (tokens == 512)}"
 
 
 # Limits that never refuse: what checking and charging them costs. Three
@@ -247,15 +283,19 @@ def start(group: ServerGroup, settings: Settings) -> Started:
     selected = [r for r in OPENAI_ROWS if r.name in settings.rows]
     wanted = {n for r in selected for n in (r.server, r.stream_server, *r.hop) if n}
     skipped: dict[str, str] = {}
-    stub = group.flatgate(
-        "stub",
-        "stub",
-        ["--protocol", "openai", "--canned", str(CANNED_DELTAS), "--interface", "rsgi"],
-    )
+    stubs = {
+        name: group.flatgate(
+            name, "stub", ["--protocol", protocol, "--canned", str(tokens), "--interface", "rsgi"]
+        )
+        for name, (protocol, tokens) in STUBS.items()
+    }
+    stub = stubs["stub"]
     timing = ["--ttft-ms", str(settings.ttft_ms), "--itl-ms", str(settings.itl_ms)]
     echo = group.flatgate("echo", "stub", ["--protocol", "openai", *timing, "--interface", "rsgi"])
+    more = {name: s.port for name, s in stubs.items() if name != "stub"}
+    text = config_text(stub.port, echo.port, more)
     config = group.workdir / "openai.toml"
-    config.write_text(config_text(stub.port, echo.port))
+    config.write_text(text)
     cfg = ["--config", str(config)]
     if "edge" in wanted:
         args = [*cfg, "--interface", "rsgi", "--transport", "fast"]
@@ -263,12 +303,12 @@ def start(group: ServerGroup, settings: Settings) -> Started:
         group.flatgate("edge", "edge", [*cfg, "--proxy-url", hop.url], metrics=True)
     gateways = [n for n in ("gateway", "gateway-limits", "gateway-redis") if n in wanted]
     if gateways:
-        ok, text = gateway_available()
-        extra = ["--interface", "rsgi"] if "--interface" in text else []
+        ok, help_text = gateway_available()
+        extra = ["--interface", "rsgi"] if "--interface" in help_text else []
         redis = find_tool("redis-server", settings.without)
         for name in gateways:
             if not ok:
-                skipped[name] = text
+                skipped[name] = help_text
                 continue
             if name == "gateway":
                 group.flatgate(name, "gateway", [*cfg, *extra], metrics=True)
@@ -281,35 +321,28 @@ def start(group: ServerGroup, settings: Settings) -> Started:
                 store = group.redis("redis", redis)
                 limits += f'[state]\nstore = "{store.url}"\non_store_error = "closed"\n'
             limited = group.workdir / f"{name}.toml"
-            limited.write_text(config_text(stub.port, echo.port) + limits)
+            limited.write_text(text + limits)
             group.flatgate(name, "gateway", ["--config", str(limited), *extra], metrics=True)
-    if "nginx" in wanted:
-        upstreams = {"nginx": stub.port, "nginx-echo": echo.port}
-        if (why := group.nginx_in_front(upstreams, settings.without)) is not None:
-            skipped["nginx"] = why
-    stubs = {ADAPTER_MODEL: stub.url + "/v1", ECHO_MODEL: echo.url + "/v1"}
-    peer_skips, found = start_peers(group, settings, wanted, stubs)
+    upstreams = {name: stubs[backend].port for name, backend in _NGINX.items() if name in wanted}
+    if "nginx-echo" in wanted:
+        upstreams["nginx-echo"] = echo.port
+    if upstreams and (why := group.nginx_in_front(upstreams, settings.without)) is not None:
+        skipped.update(dict.fromkeys(upstreams, why))
+    litellm_stubs = {ADAPTER_MODEL: stub.url + "/v1", ECHO_MODEL: echo.url + "/v1"}
+    peer_skips, found = start_peers(group, settings, wanted, litellm_stubs)
     skipped.update(peer_skips)
     skipped.update(group.wait_healthy(seconds=120.0))
-    portkey_size = (*_HEADERS, *peers.portkey_headers(stub.url + "/v1"))
-    portkey_stream = (*_HEADERS, *peers.portkey_headers(echo.url + "/v1"))
-    size_data = {size: chat_body(BODY_BYTES) for size in settings.sizes}
-    stream_data = stream_chat_body()
-    # The same conversations, to /v1/responses.
-    size_responses = {size: responses_body(data) for size, data in size_data.items()}
-    stream_responses = responses_body(stream_data, stream=True)
+    bodies = Bodies({name: s.url for name, s in stubs.items()}, echo.url)
+    return Started(skipped, bodies.size, bodies.stream, found)
 
-    def size_body(row: Row, size: str) -> Body:
-        if row.body == "responses":
-            return Body(size_responses[size], _HEADERS)
-        return Body(size_data[size], portkey_size if row.name == "portkey" else _HEADERS)
 
-    def stream_body(row: Row) -> Body:
-        if row.body == "responses":
-            return Body(stream_responses, _HEADERS)
-        return Body(stream_data, portkey_stream if row.name == "portkey" else _HEADERS)
-
-    return Started(skipped, size_body, stream_body, found)
+# The nginx servers: each in front of one stub.
+_NGINX = {
+    "nginx": "stub",
+    "nginx-512": "stub-512",
+    "nginx-anthropic": "stub-anthropic",
+    "nginx-anthropic-512": "stub-anthropic-512",
+}
 
 
 def start_peers(
@@ -343,19 +376,34 @@ def start_peers(
 
 def header(settings: Settings, revision: str = "unknown") -> dict[str, Any]:
     s = settings
+    short = next((p for p in s.plans.values() if not p.fixed_rate), None)
+    wrk_short = short.wrk_seconds if short and short.wrk_seconds else s.wrk_seconds
+    unloaded_short = short.unloaded_seconds if short and short.unloaded_seconds else 0
+    warm = (
+        f" Each row is warmed up first, {s.warmup_seconds} s of wrk unrecorded (node's JIT "
+        "starts cold)."
+        if s.warmup_seconds
+        else ""
+    )
     method = (
         "All servers on 127.0.0.1, started once and measured side by side in rounds, the "
         "row order rotated each round. Request: an OpenAI chat request (model and "
-        f"messages, {BODY_BYTES} bytes of JSON, not streamed). Backend: the built-in stub "
-        f"speaking the OpenAI API in canned mode ({CANNED_DELTAS} deltas, answered without "
-        "reading the body), the same for every row. flatgate's servers run one granian "
-        "worker each, nginx one worker, Portkey one node process, LiteLLM one uvicorn "
-        "worker. Saturation: wrk, one thread, "
-        f"{s.connections} keep-alive connections, {s.wrk_seconds} s per round; CPU from "
-        "/proc utime+stime of each server's process tree over the wrk run. Fixed rate: an "
+        f"messages, {BODY_BYTES} bytes of JSON), or the same conversation as an Anthropic "
+        "Messages request. Backend: the built-in stub speaking the OpenAI (or Anthropic) "
+        "API in canned mode, 32 or 512 deltas of one token each, whole when the request "
+        "says stream false and streamed (every event in one write) when it says true, "
+        "answered from bytes built once without parsing the body; each case's stub is the "
+        "same for every row. flatgate's servers run one granian worker each, nginx one "
+        f"worker, Portkey one node process, LiteLLM one uvicorn worker.{warm} Saturation: wrk, "
+        f"one thread, {s.connections} keep-alive connections (16 for streams), "
+        f"{s.wrk_seconds} s per round for the first case ({wrk_short} s for the others); "
+        "CPU from /proc utime+stime of each server's process tree over the wrk run, per "
+        "request and, for streams, per token. Fixed rate (the first case only): an "
         "open-loop asyncio client starting requests on a fixed schedule; added latency = "
-        "the row's percentile minus direct-openai's. Unloaded: one connection, one request "
-        "at a time. Streaming: an OpenAI echo stub (ttft "
+        "the row's percentile minus its case's direct row's. Unloaded: one connection, one "
+        f"request at a time ({s.unloaded_seconds} s a round for the first case, "
+        f"{unloaded_short} s for the others), timed to the answer's last byte and to its "
+        "first body byte. Streaming: an OpenAI echo stub (ttft "
         f"{s.ttft_ms} ms, {s.itl_ms} ms between tokens, 32 tokens), "
         f"{s.stream_concurrency} concurrent streams, each timed from its request to its "
         "last byte. Peak RSS: VmHWM of each server's largest process."

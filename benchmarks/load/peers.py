@@ -12,7 +12,7 @@ bench's OpenAI stubs:
   ``NODE_ENV=production`` (no UI), bound to 127.0.0.1 by a preload
   (``LOOPBACK_JS``: the gateway itself listens on every address); the provider
   and the stub's URL travel in each request's headers (``x-portkey-provider:
-  openai``, ``x-portkey-custom-host``);
+  openai`` or ``anthropic``, ``x-portkey-custom-host``);
 - LiteLLM: ``litellm --config F --num_workers 1`` in its own virtual
   environment, each model an ``openai/<model>`` entry whose ``api_base`` is a
   stub; no database, no master key, no callbacks, no retries, no cooldowns,
@@ -192,9 +192,12 @@ net.Server.prototype.listen = function (...args) {
 """
 
 
-def portkey_headers(base_url: str) -> tuple[tuple[str, str], ...]:
-    """The headers that route a request through Portkey to ``base_url``."""
-    return (("x-portkey-provider", "openai"), ("x-portkey-custom-host", base_url))
+def portkey_headers(base_url: str, provider: str = "openai") -> tuple[tuple[str, str], ...]:
+    """The headers that route a request through Portkey to ``base_url``, as
+    ``provider`` (``openai``; ``anthropic`` on Portkey's ``/v1/messages``,
+    which sends the request on to ``<base_url>/messages`` with the key
+    Portkey was given as ``x-api-key``)."""
+    return (("x-portkey-provider", provider), ("x-portkey-custom-host", base_url))
 
 
 def start_portkey(group: ServerGroup, install: Portkey) -> Server:

@@ -90,17 +90,24 @@ def hop_cpu(r: Mapping[str, Any]) -> tuple[str, list[str]]:
     """CPU per request at saturation as the tables show it (the stub's, so
     marked, for a row with no server of its own), and the hop's servers."""
     cpu = r.get("cpu_us_per_req") or {}
-    hop = [n for n in cpu if n != "stub"]
+    hop = [n for n in cpu if not _is_stub(n)]
     if hop:
         return num(r.get("hop_cpu_us_per_req"), 0), hop
-    return num(cpu.get("stub"), 0) + " (stub)", hop
+    stub = next((v for n, v in cpu.items() if _is_stub(n)), None)
+    return num(stub, 0) + " (stub)", hop
+
+
+def _is_stub(server: str) -> bool:
+    """A backend stub of the run (``stub``, the OpenAI workload's ``stub-512``...)."""
+    return server == "stub" or server.startswith("stub-")
 
 
 def hop_rss(row: Mapping[str, Any], hop_names: Sequence[str]) -> str:
     rss = row.get("peak_rss_mib") or {}
     parts = [f"{rss[n]:.0f}" for n in hop_names if n in rss]
     if not parts:
-        return num(rss.get("stub"), 0) + " (stub)" if "stub" in rss else "-"
+        stub = next((v for n, v in rss.items() if _is_stub(n)), None)
+        return num(stub, 0) + " (stub)" if stub is not None else "-"
     return " + ".join(parts)
 
 
@@ -472,10 +479,13 @@ def write_results(
 ) -> list[Path]:
     """Write ``<name>.json``, ``<name>.md`` and (with ``plot``) ``<name>.png``
     under ``out``; the OpenAI workload's document renders as
-    ``benchmarks.load.report_openai`` says."""
+    ``benchmarks.load.report_openai`` says, and keeps its targets
+    (``benchmarks.load.cases.target_records``)."""
     if doc.get("workload") == "openai":
+        from benchmarks.load.cases import target_records
         from benchmarks.load.report_openai import render_openai
 
+        doc = {**doc, "targets": target_records(doc["rows"])}
         markdown = render_openai(doc)
     else:
         markdown = render_markdown(doc)

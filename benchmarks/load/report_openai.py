@@ -1,12 +1,15 @@
 """The OpenAI workload's report: ``load-openai.md``, flatgate beside its peers.
 
 Renders one result document of ``--workload openai``
-(``benchmarks.load.openai_workload``): the header, one table for the chat
-request (throughput, "vs." ratios against direct-openai and each peer, CPU per
-request and its ratio against each peer, peak RSS, latency at the fixed rate
-and unloaded), the streaming table (whole-stream time with its ratio against
-each peer, time to first token) and the caveats. Pure; never asserts on
-figures.
+(``benchmarks.load.openai_workload``): the header; the real path in issue
+23's shape (``summary_table``: a line per case and figure, a column per peer
+and the gateway, the gateway's ratio against Portkey and nginx) and the
+issue's targets computed (``benchmarks.load.cases.targets``); then one table
+per case (throughput, "vs." ratios against the case's direct row and each
+peer, CPU per request and its ratio against each peer, peak RSS, latency at
+the fixed rate where it ran, and unloaded), the streaming table (whole-stream
+time with its ratio against each peer, time to first token) and the caveats.
+Pure; never asserts on figures.
 """
 
 from __future__ import annotations
@@ -14,10 +17,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.harness.report import head_facts, md_facts, md_row, md_table, num, signed, times
+from benchmarks.harness.report import (
+    head_facts,
+    md_facts,
+    md_row,
+    md_table,
+    num,
+    ratio,
+    signed,
+    times,
+)
+from benchmarks.load.cases import CASES, ROLES, Case, Target, result_row, targets
 from benchmarks.load.report import hop_cpu, hop_rss, row_label
 
-__all__ = ["CAVEATS_OPENAI", "render_openai"]
+__all__ = ["CAVEATS_OPENAI", "render_openai", "summary_table", "targets_table"]
 
 CAVEATS_OPENAI = """\
 **Caveats.** The load generator, the stub and the server under test share one
@@ -32,10 +45,86 @@ it; a row that cannot is offered 35% of its own throughput instead (marked
 †) and its latencies are not comparable with the others'. Added latency is a
 difference of percentiles (the row's minus direct-openai's). The peers run as
 shipped, at the versions in the header, configured for their best case (see
-benchmarks/LOAD.md, "Peers"); the request carries only `model` and `messages`,
+docs/performance.md, "Peers"); the request carries only `model` and `messages`,
 so none of them has tools, images or other fields to translate. The stub's
-canned answer is 8 deltas: a longer answer costs a gateway that parses it more.
+canned answers are 32 or 512 deltas of one token each; a canned stream arrives
+in one write (tokens in a burst, the case where per-token cost shows most).
+The cases after the first run without the fixed rate, with shorter wrk and
+unloaded runs (see the method); LiteLLM is measured on the 32-token OpenAI
+cases only, and no peer but Portkey stands in the Anthropic cases.
 """
+
+_ROLE_NAMES = {"nginx": "nginx", "portkey": "Portkey", "litellm": "LiteLLM"}
+_ROLE_NAMES["gateway"] = "flatgate gateway"
+
+
+def _get(rows: Sequence[Mapping[str, Any]], case: Case, role: str, key: str) -> Any:
+    name = case.columns.get(role)
+    r = None if name is None else result_row(rows, case.name, name)
+    return None if r is None else r.get(key)
+
+
+def _cell(rows: Sequence[Mapping[str, Any]], case: Case, role: str, key: str, digits: int) -> str:
+    if role not in case.columns:
+        return "-"
+    name = case.columns[role]
+    if result_row(rows, case.name, name) is None:
+        found = any(r.get("size") == case.name and r["row"] == name for r in rows)
+        return "skipped" if found else "-"
+    value = _get(rows, case, role, key)
+    return signed(value, digits) if key.startswith("unloaded_added") else num(value, digits)
+
+
+def _versus(rows: Sequence[Mapping[str, Any]], case: Case, key: str, other: str) -> str:
+    """The gateway's figure over ``other``'s; none over a figure at or below 0
+    (an added latency lost in the noise)."""
+    theirs = _get(rows, case, other, key)
+    if not isinstance(theirs, int | float) or theirs <= 0:
+        return "-"
+    return times(ratio(_get(rows, case, "gateway", key), theirs))
+
+
+def summary_table(doc: Mapping[str, Any]) -> list[str]:
+    """The real path in the issue's shape: for each case of the run, its
+    throughput, the CPU of each row's server per request (per token for a
+    stream) and the unloaded added p50 at c1; a column per peer and the
+    gateway, then the gateway's ratio against Portkey and against nginx."""
+    rows = doc["rows"]
+    head = ["workload (same stub behind every row)", *(_ROLE_NAMES[r] for r in ROLES)]
+    out = md_table([*head, "gateway vs. Portkey", "gateway vs. nginx"], [])
+    sizes = set(doc["settings"]["sizes"])
+    for case in (c for c in CASES if c.name in sizes):
+        unit = "streams/s" if case.stream else "req/s"
+        lines = [(f"{unit}", "throughput_rps", 0), ("CPU µs per request", "hop_cpu_us_per_req", 0)]
+        if case.stream:
+            lines.append(("CPU µs per token", "hop_cpu_us_per_token", 2))
+            lines.append(("unloaded added p50 to the first byte, c1 (ms)", _FIRST, 2))
+        lines.append(("unloaded added p50, c1 (ms)", "unloaded_added_p50_ms", 2))
+        for what, key, digits in lines:
+            cells = [f"{case.label}: {what}"]
+            cells += [_cell(rows, case, role, key, digits) for role in ROLES]
+            cells += [_versus(rows, case, key, "portkey"), _versus(rows, case, key, "nginx")]
+            out.append(md_row(cells))
+    return out
+
+
+_FIRST = "unloaded_added_first_byte_p50_ms"
+
+
+def _met(t: Target) -> str:
+    met = t.met
+    return "no figure" if met is None else "met" if met else "**missed**"
+
+
+def targets_table(doc: Mapping[str, Any]) -> list[str]:
+    """The issue's targets, through the openai adapter and (the same ratios)
+    through the anthropic adapter, each with its figure and bound."""
+    out = md_table(["target", "adapter", "ratio", "bound", ""], [])
+    for api in ("openai", "anthropic"):
+        for t in targets(doc["rows"], api):
+            bound = f"{'at most' if t.at_most else 'at least'} {t.bound:g}x"
+            out.append(md_row([t.name, api, times(t.value), bound, _met(t)]))
+    return out
 
 
 def _ratio_cells(r: Mapping[str, Any], versus: Sequence[str], prefix: str = "") -> list[str]:
@@ -104,18 +193,41 @@ def render_openai(doc: Mapping[str, Any]) -> str:
         "",
         "Columns: throughput at saturation (best round); vs. X = this row's throughput "
         "over X's (above 1: more requests a second); CPU of the row's servers per request "
-        "at saturation (direct-openai: the stub's), and CPU vs. X = this row's over X's "
+        "at saturation (a direct row: the stub's), and CPU vs. X = this row's over X's "
         "(below 1: less CPU per request); peak RSS of each of the row's servers; p50 and "
-        "p99 at the fixed rate, and added = the row's minus direct-openai's; unloaded = "
+        "p99 at the fixed rate, and added = the row's minus its case's direct row's; unloaded = "
         "one connection, no other load. Streaming: vs. X = this row's whole-stream p50 "
         "over X's (below 1: faster).",
         "",
     ]
+    out += [
+        "## The real path, side by side (issue 23's shape)",
+        "",
+        "Each row's server CPU per request (the stub's not counted); added = the row's "
+        "unloaded p50 minus its case's direct row's; vs. = the gateway's figure over "
+        "the peer's. A case or peer that did not run shows -.",
+        "",
+        *summary_table(h),
+        "",
+        "## Targets (issue 23)",
+        "",
+        *targets_table(h),
+        "",
+    ]
+    plans = s.get("plans") or {}
+    labels = {c.name: c.label for c in CASES}
     for size in s["sizes"]:
-        body = next((r.get("body_bytes") for r in h["rows"] if r.get("body_bytes")), None)
+        plan = plans.get(size) or {}
+        body = next((r.get("body_bytes") for r in h["rows"] if r.get("size") == size), None)
+        connections = plan.get("connections") or s.get("connections", 32)
+        rate = (
+            f"fixed rate {num(rates.get(size), 0)} req/s"
+            if plan.get("fixed_rate", True)
+            else "no fixed rate"
+        )
         out += [
-            f"## OpenAI chat request ({num(body)} bytes of JSON; fixed rate "
-            f"{num(rates.get(size), 0)} req/s; {s.get('connections', 32)} connections)",
+            f"## {labels.get(size, size)} ({num(body)} bytes of JSON; {rate}; "
+            f"{connections} connections)",
             "",
             *_size_table(h["rows"], size, versus),
             "",

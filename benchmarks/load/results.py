@@ -60,6 +60,7 @@ class Cell:
     rate_errors: int = 0
     max_lag_ms: float = 0.0
     unloaded: list[float] = field(default_factory=list)
+    unloaded_first: list[float] = field(default_factory=list)  # to the first body byte
     peak_rss_kib: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -101,8 +102,11 @@ def _round_median(rounds: Sequence[Sequence[float]], q: float) -> float | None:
     return statistics.median(per_round) if per_round else None
 
 
-def summarise(row: Row, size: str, cell: Cell, body_bytes: int) -> dict[str, Any]:
+def summarise(row: Row, size: str, cell: Cell, body_bytes: int, tokens: int = 0) -> dict[str, Any]:
+    """The row of the result document; ``tokens`` > 0: each answer's tokens,
+    and the hop's CPU per token beside its CPU per request."""
     cpu_us = _per_request(cell.cpu_seconds, cell.requests, 1e6)
+    hop_cpu = sum(cpu_us.get(n, 0.0) for n in row.hop) if cpu_us else None
     out: dict[str, Any] = {
         "row": row.name,
         "size": size,
@@ -120,7 +124,7 @@ def summarise(row: Row, size: str, cell: Cell, body_bytes: int) -> dict[str, Any
         "minor_faults_per_req": {
             k: v / cell.requests for k, v in cell.minor_faults.items() if cell.requests > 0
         },
-        "hop_cpu_us_per_req": sum(cpu_us.get(n, 0.0) for n in row.hop) if cpu_us else None,
+        "hop_cpu_us_per_req": hop_cpu,
         "cpu_us_per_req_at_rate": _per_request(cell.rate_cpu_seconds, cell.rate_requests, 1e6),
         "peak_rss_mib": {k: round(v / 1024, 1) for k, v in cell.peak_rss_kib.items()},
         "gc": {
@@ -144,9 +148,13 @@ def summarise(row: Row, size: str, cell: Cell, body_bytes: int) -> dict[str, Any
             k: _ms([x for r in cell.latencies for x in r], q) for k, q in QUANTILES.items()
         },
         "unloaded_p50_ms": _ms(cell.unloaded, 50),
+        "unloaded_first_byte_p50_ms": _ms(cell.unloaded_first, 50),
         "unloaded_requests": len(cell.unloaded),
         "notes": cell.notes,
     }
+    if tokens > 0:
+        out["tokens"] = tokens
+        out["hop_cpu_us_per_token"] = hop_cpu / tokens if hop_cpu else None
     return out
 
 
@@ -174,6 +182,11 @@ def add_comparisons(
         r["same_rate_as_direct"] = ok_d and d is not None and r["rate_rps"] == d["rate_rps"]
         r["unloaded_added_p50_ms"] = (
             diff(r["unloaded_p50_ms"], d["unloaded_p50_ms"]) if ok_d and d is not None else None
+        )
+        r["unloaded_added_first_byte_p50_ms"] = (
+            diff(r.get("unloaded_first_byte_p50_ms"), d.get("unloaded_first_byte_p50_ms"))
+            if ok_d and d is not None
+            else None
         )
         r["vs_direct"] = (
             ratio(r["throughput_rps"], d["throughput_rps"]) if ok_d and d is not None else None

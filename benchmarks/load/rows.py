@@ -13,6 +13,9 @@ the request bodies each row sends, all built from the one seeded generator
   what the edge takes);
 - ``protobuf``: ``schema/gateway.proto``'s ``CompletionRequest``.
 
+The OpenAI workload's kinds (``openai``, ``responses``, ``anthropic``: the
+client APIs' JSON) are built by ``benchmarks.load.openai_workload``.
+
 Pure: no I/O.
 """
 
@@ -42,7 +45,7 @@ __all__ = [
     "stream_body",
 ]
 
-BodyKind = Literal["fbs", "fbs-openai", "json", "protobuf", "openai", "responses"]
+BodyKind = Literal["fbs", "fbs-openai", "json", "protobuf", "openai", "responses", "anthropic"]
 ECHO_MODEL = "bench-echo"
 # Routed to the canned stub that speaks the OpenAI API.
 ADAPTER_MODEL = "bench-openai"
@@ -113,6 +116,9 @@ def row_names() -> list[str]:
 class Body:
     data: bytes
     headers: tuple[tuple[str, str], ...]
+    # The answer's text the spot check wants (``clients.answer_text``); ``None``:
+    # the canned stub's ``CANNED_DELTAS`` tokens, in the row's own format.
+    expect: str | None = None
 
 
 _HEADERS: dict[BodyKind, tuple[tuple[str, str], ...]] = {

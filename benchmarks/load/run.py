@@ -16,6 +16,7 @@ new temporary directory unless ``--out`` names one.
     python -m benchmarks.load --tiny --out /tmp/x   # the harness test's mode
     python -m benchmarks.load --rows proxy-rsgi,json-route --sizes 16KB --without nginx
     BENCH_PEERS=1 python -m benchmarks.load --workload openai --quick   # with the peers
+    python -m benchmarks.load --workload openai --sizes stream-512 --rows gateway,nginx-openai-512
 
 Must not: assert on figures, listen or send beyond 127.0.0.1, stop processes
 it did not start.
@@ -177,7 +178,7 @@ WORKLOADS = {
         openai_workload.start,
         openai_workload.header,
         (openai_workload.OPENAI_FULL, openai_workload.OPENAI_QUICK, openai_workload.OPENAI_TINY),
-        (openai_workload.SIZE,),
+        openai_workload.OPENAI_FULL.sizes,
         "load-openai",
     ),
 }
@@ -197,13 +198,24 @@ def run(settings: Settings, log: Log = print) -> dict[str, Any]:
                 log(f"  {name}: {why}")
             # A row is skipped when any server it needs failed to start.
             skips = row_skips(rows, started.skipped)
+            streamed = settings.stream_rows
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 h = Harness(group, settings, runner, log)
-                stream_rows = measure_streams(h, rows, skips, started.stream_body)
+                stream_rows = measure_streams(
+                    h,
+                    [r for r in rows if streamed is None or r.name in streamed],
+                    skips,
+                    started.stream_body,
+                )
                 results: list[dict[str, Any]] = []
                 for size in settings.sizes:
                     if h.over_budget():
-                        results += [skipped_row(r.name, "time budget spent", size) for r in rows]
+                        planned = settings.plan(size).rows
+                        results += [
+                            skipped_row(r.name, "time budget spent", size)
+                            for r in rows
+                            if not planned or r.name in planned
+                        ]
                         continue
                     results += measure_size(h, rows, size, skips, started.size_body)
             elapsed = time.monotonic() - h.started
@@ -223,7 +235,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     s = tiny if args.tiny else quick if is_quick(args.quick) else full
     if args.rows:
         rows = names(args.rows, [r.name for r in workload.rows], "rows")
-        s = replace(s, rows=rows if s.floor in rows else (s.floor, *rows))
+        # Every floor a chosen row is compared with: the workload's, its cases'.
+        floors = {p.floor for p in s.plans.values() if p.floor and set(p.rows) & set(rows)}
+        keep = {s.floor, *floors, *rows}
+        s = replace(s, rows=tuple(r.name for r in workload.rows if r.name in keep))
     if args.sizes:
         s = replace(s, sizes=names(args.sizes, workload.sizes, "sizes"))
     if args.without:

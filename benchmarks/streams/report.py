@@ -1,13 +1,15 @@
 """The streams bench's report: ``streams.json``, ``streams.md`` and ``streams.png``.
 
-Owns how a result document is shown: the Markdown tables (streams and
-errors; whole-stream latency and time to first token, absolute and added to
-direct's; per process CPU per token, cores, GC per 1,000 streams and peak
-RSS; the stub's pacing) and the plot (``benchmarks.harness.plot.timeseries``:
-per second, p50 and p99 of the streams that ended in it, GC collections and
-RSS of every flatgate process, each row from its own start, the warm-up
-shaded). Also what the GC table's report shares with it (``facts``,
-``errors``, ``process_rows``). Pure but for ``plot`` and ``write_results``.
+Owns how a result document is shown: the Markdown tables (the summary, with
+each row's own servers' CPU per token against nginx's in front of a stub of
+the same protocol; streams and errors; whole-stream latency and time to
+first token, absolute and added to direct's; per process CPU per token,
+cores, GC per 1,000 streams and peak RSS; the stub's pacing) and the plot
+(``benchmarks.harness.plot.timeseries``: per second, p50 and p99 of the
+streams that ended in it, GC collections and RSS of every flatgate process,
+each row from its own start, the warm-up shaded). Also what the GC table's
+report shares with it (``facts``, ``errors``, ``process_rows``). Pure but
+for ``plot`` and ``write_results``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.plot import Panel, Series, timeseries
-from benchmarks.harness.report import head_facts, md_facts, md_table, num, signed
+from benchmarks.harness.report import head_facts, md_facts, md_table, num, signed, times
 from benchmarks.harness.results import write_results as _write
 from benchmarks.streams.results import PERCENTILES
 
@@ -67,13 +69,16 @@ def facts(doc: Mapping[str, Any], window: str = "") -> list[tuple[str, object]]:
 def summary_table(doc: Mapping[str, Any]) -> list[str]:
     """The headline: streams, errors, added latency, CPU per token, GC, RSS."""
     head = ["Row", "streams ok", "errors", "added p50 / p99 / p99.9 / max (ms)"]
-    head += ["added TTFT p50 / p99 (ms)", "CPU µs/token (per process)", "GC coll./1k streams"]
-    head += ["peak RSS (MiB)"]
+    head += ["added TTFT p50 / p99 (ms)", "CPU µs/token (per process)"]
+    head += ["servers' CPU µs/token (vs. nginx)", "GC coll./1k streams", "peak RSS (MiB)"]
     rows = []
     for r in doc["rows"]:
         if r["status"] != "ok":
-            rows.append([r["row"], "skipped", "-", r["reason"][:160], "-", "-", "-", "-"])
+            rows.append([r["row"], "skipped", "-", r["reason"][:160], "-", "-", "-", "-", "-"])
             continue
+        own = num(r.get("server_cpu_us_per_token"), 2)
+        if r.get("cpu_vs_nginx") is not None:
+            own += f" ({times(r['cpu_vs_nginx'])})"
         added = r.get("added_duration_ms") or {}
         ttft = r.get("added_ttft_ms") or {}
         procs = r["processes"]
@@ -89,6 +94,7 @@ def summary_table(doc: Mapping[str, Any]) -> list[str]:
                 if r["row"] != "direct"
                 else "(floor) " + " / ".join(num(r["ttft_ms"][p]) for p in ("p50", "p99")),
                 ", ".join(f"{p['process']} {num(p['cpu_us_per_token'], 1)}" for p in procs),
+                own if r["row"] != "direct" else "-",
                 ", ".join(
                     f"{p['process']} {num(p['gc_collections_per_1k_streams'], 1)}"
                     for p in procs

@@ -3,7 +3,8 @@
 Owns ``RowRun`` (one row measured once: its streams, its samples, its stub's
 counts) and ``summarise`` (a row's runs, pooled: every measured stream of
 every round counts once in the percentiles; CPU, tokens, GC are summed over
-the rounds' windows), ``add_comparisons`` (each percentile minus direct's)
+the rounds' windows), ``add_comparisons`` (each percentile minus direct's,
+and the row's own CPU per token against nginx's in front of the same stub)
 and ``series`` (per second: latency of the streams that ended in it, GC
 collections, RSS, CPU). Pure: no I/O; figures are reported, never asserted.
 """
@@ -23,12 +24,14 @@ from benchmarks.streams.client import Record
 from benchmarks.streams.sampler import Sample
 
 __all__ = [
+    "NGINX_OF",
     "PERCENTILES",
     "RowRun",
     "add_comparisons",
     "added",
     "percentiles",
     "series",
+    "server_cpu_per_token",
     "skipped",
     "summarise",
 ]
@@ -80,8 +83,9 @@ def _gc_delta(a: GcSample | None, b: GcSample | None) -> tuple[float, float] | N
     return b.total_collections - a.total_collections, b.total_pause - a.total_pause
 
 
-def summarise(row: str, note: str, runs: Sequence[RowRun]) -> dict[str, Any]:
-    """A row's figures over its runs (see the module docstring)."""
+def summarise(row: str, note: str, runs: Sequence[RowRun], backend: str = "fbs") -> dict[str, Any]:
+    """A row's figures over its runs (see the module docstring); ``backend``:
+    the protocol its stub spoke (which nginx row it is compared with)."""
     records = [r for run in runs for r in run.records if r.measured]
     ok = [r for r in records if not r.error]
     errors = collections.Counter(r.error for r in records if r.error)
@@ -151,6 +155,7 @@ def summarise(row: str, note: str, runs: Sequence[RowRun]) -> dict[str, Any]:
         "row": row,
         "status": "ok",
         "note": note,
+        "backend": backend,
         "rounds": len(runs),
         "streams": len(records),
         "streams_ok": len(ok),
@@ -176,11 +181,37 @@ def summarise(row: str, note: str, runs: Sequence[RowRun]) -> dict[str, Any]:
     }
 
 
+# The nginx row each backend protocol's rows are compared with.
+NGINX_OF = {"fbs": "nginx", "openai": "nginx-openai"}
+
+
+def server_cpu_per_token(r: dict[str, Any]) -> float | None:
+    """CPU µs per token of a row's own servers (every process but the stub)."""
+    mine = [p["cpu_us_per_token"] for p in r.get("processes", ()) if p["process"] != "stub"]
+    if not mine or any(v is None for v in mine):
+        return None
+    return round(float(sum(mine)), 2)
+
+
 def add_comparisons(rows: list[dict[str, Any]]) -> None:
-    """``added_duration_ms`` / ``added_ttft_ms``: each percentile minus direct's."""
-    direct = next((r for r in rows if r["row"] == "direct" and r["status"] == "ok"), None)
+    """``added_duration_ms`` / ``added_ttft_ms``: each percentile minus direct's;
+    ``server_cpu_us_per_token`` (the row's servers, the stub's not counted) and
+    ``cpu_vs_nginx``: that over the nginx row in front of the same protocol's
+    stub (``NGINX_OF``)."""
+    ok = {r["row"]: r for r in rows if r["status"] == "ok"}
+    direct = ok.get("direct")
     for r in rows:
-        if r["status"] != "ok" or direct is None:
+        if r["status"] != "ok":
+            continue
+        r["server_cpu_us_per_token"] = server_cpu_per_token(r)
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        nginx = ok.get(NGINX_OF.get(r.get("backend", "fbs"), "nginx"))
+        mine = r["server_cpu_us_per_token"]
+        theirs = None if nginx is None else nginx["server_cpu_us_per_token"]
+        r["cpu_vs_nginx"] = round(mine / theirs, 2) if mine and theirs else None
+        if direct is None:
             continue
         for key in ("duration_ms", "ttft_ms"):
             r["added_" + key] = added(r[key], direct[key])

@@ -18,6 +18,11 @@ GC are its own:
   1,024 requests per worker costs);
 - nginx (Debian's, ``benchmarks.harness.servers.nginx_config``) in front of the stub.
 
+The stub speaks the ``.fbs`` protocol, or for the ``*-openai`` rows the OpenAI
+API (``[stub] protocol = "openai"``, still in cadence mode: the same deltas at
+the same pace as ``chat.completion.chunk`` events), and the gateway reaches it
+through its ``openai`` adapter: the real path, beside the fbs rows and nginx.
+
 Only loopback addresses; the processes are ``benchmarks.harness.servers``'.
 """
 
@@ -26,7 +31,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -93,6 +98,9 @@ class GcSetting:
         return f"gc_thresholds = [{a}, {b}, {c}]\ngc_freeze = {str(self.freeze).lower()}\n"
 
 
+Backend = Literal["fbs", "openai"]
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     name: str
@@ -101,6 +109,7 @@ class Row:
     front: str  # the server the client calls
     charged: tuple[str, ...]  # the processes whose CPU, GC and RSS the row reports
     note: str
+    backend: Backend = "fbs"  # the protocol the stub speaks (and the gateway's adapter)
 
 
 _C, _CHAT = "/v1/completions", "/v1/chat/completions"
@@ -123,6 +132,24 @@ ROWS: tuple[Row, ...] = (
         "gateway",
         ("gateway", "stub"),
         "OpenAI JSON -> the one-process gateway (edge + proxy) -> stub",
+    ),
+    Row(
+        "nginx-openai",
+        "openai",
+        _CHAT,
+        "nginx",
+        ("nginx", "stub"),
+        "nginx proxy_pass, buffering off -> the stub speaking the OpenAI API",
+        "openai",
+    ),
+    Row(
+        "gateway-openai",
+        "openai",
+        _CHAT,
+        "gateway",
+        ("gateway", "stub"),
+        "OpenAI JSON -> the gateway -> its openai adapter -> the stub speaking the OpenAI API",
+        "openai",
     ),
 )
 
@@ -161,22 +188,31 @@ def call_for(row: Row, port: int, t: Timing) -> Call:
     return Call(HOST, port, request, row.kind, t.tokens, TOKEN)
 
 
-def config_text(stub_port: int, proxy_port: int, t: Timing, gc: GcSetting | None = None) -> str:
-    """The one config of a row: the stub's cadence, one backend and a route to
-    it, the edge's proxy and model, and ``gc``'s keys in ``[proxy]`` and
-    ``[edge]`` when given; everything else the shipped defaults."""
+def config_text(
+    stub_port: int,
+    proxy_port: int,
+    t: Timing,
+    gc: GcSetting | None = None,
+    backend: Backend = "fbs",
+) -> str:
+    """The one config of a row: the stub's cadence (and, for an ``openai``
+    backend, its protocol), one backend and a route to it, the edge's proxy
+    and model, and ``gc``'s keys in ``[proxy]`` and ``[edge]`` when given;
+    everything else the shipped defaults."""
     proxy = "" if gc is None else f"[proxy]\n{gc.toml()}\n"
+    protocol = 'protocol = "openai"\n' if backend == "openai" else ""
     stub = f"""{proxy}[stub]
-cadence = true
+{protocol}cadence = true
 cadence_tokens = {t.tokens}
 ttft_ms = {t.ttft_ms}
 itl_ms = {t.itl_ms}
 """
     edge = f'proxy_url = "http://{HOST}:{proxy_port}"\n' + ("" if gc is None else gc.toml())
+    url = f"http://{HOST}:{stub_port}" + ("/v1" if backend == "openai" else "")
     return gateway_config(
-        {"stub": (f"http://{HOST}:{stub_port}", "fbs")},
+        {"stub": (url, backend)},
         {"*": ["stub"]},
-        {MODEL: "SelfHosted"},
+        {MODEL: "OpenAI" if backend == "openai" else "SelfHosted"},
         before=stub,
         edge=edge,
     )
@@ -213,16 +249,16 @@ def start_row(
     """Start ``row``'s servers (not yet healthy), flatgate's with ``gc``'s
     collector settings when given: the port the client calls, and why the row
     cannot run (``None``: it can)."""
-    nginx = find_tool("nginx", without) if row.name == "nginx" else None
-    if row.name == "nginx" and nginx is None:
+    nginx = find_tool("nginx", without) if row.front == "nginx" else None
+    if row.front == "nginx" and nginx is None:
         return 0, NO_NGINX
-    if row.name == "gateway":
+    if row.front == "gateway":
         ok, why = gateway_available()
         if not ok:
             return 0, why
     ports = {name: free_port() for name in ("stub", "proxy", "edge", "gateway")}
     config = group.workdir / f"{row.name.replace('+', '-')}.toml"
-    config.write_text(config_text(ports["stub"], ports["proxy"], t, gc))
+    config.write_text(config_text(ports["stub"], ports["proxy"], t, gc, row.backend))
     # The backend takes every stream at once, whatever the row.
     stub_bp = max(4096, 2 * connections + 1024)
     env = {"FLATGATE_CONFIG": str(config)}

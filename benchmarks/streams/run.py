@@ -9,7 +9,7 @@ round, the result document and the command line, the GC table's too
 and ``streams-gc.{json,md}`` (``benchmarks.streams.gcreport``); a quick or
 custom run's go to a new temporary directory unless ``--out`` names one.
 
-    python -m benchmarks.streams                  # full: 2,000 connections, ~3 min
+    python -m benchmarks.streams                  # full: 2,000 connections, ~5 min
     python -m benchmarks.streams --quick          # 200 connections, 5 s a row, to a temp dir
     python -m benchmarks.streams --connections 500 --rows proxy --seconds 10
     python -m benchmarks.streams --backpressure 8192   # flatgate served with that backpressure
@@ -204,14 +204,18 @@ def header(s: Settings, revision: str) -> dict[str, Any]:
             f"Workload A: {s.connections:,} keep-alive client connections, each running streams "
             f"back to back (closed loop), {t.prompt_tokens}-token prompt, {t.tokens} tokens a "
             f"stream; backend: the stub in cadence mode (first token after {t.ttft_ms:g} ms, "
-            f"then one every {t.itl_ms:g} ms, frames built once, one timer), RSGI, granian "
+            f"then one every {t.itl_ms:g} ms, frames built once, one timer), speaking .fbs or, "
+            "for the *-openai rows, the OpenAI API (the gateway through its openai adapter), "
+            "RSGI, granian "
             "backpressure raised past the connections. Each row alone on the machine with "
             f"servers of its own; {s.warmup:g} s warm-up, then streams that start within "
             f"{s.seconds:g} s are measured to their end. flatgate served by {served}. Client: "
             "one process, uvloop, llhttp, every stream's tokens and end checked. Latency: "
             "whole stream (request written to the answer's last byte) and time to first "
             "token; added = the row's percentile minus direct's. CPU: utime+stime of each "
-            "process tree over the window, per token the client received in it. GC: each "
+            "process tree over the window, per token the client received in it; vs. nginx = "
+            "the row's own servers' CPU per token over nginx's in front of a stub of the same "
+            "protocol. GC: each "
             "flatgate process's /metrics (read on a keep-alive connection opened before the "
             "load) before and after the window, per 1,000 streams that ended in it. RSS: "
             "VmHWM of each tree's largest process."
@@ -245,7 +249,7 @@ def run(settings: Settings, log: Log = print) -> dict[str, Any]:
         if row.name in reasons and not runs[row.name]:
             results.append(skipped(row.name, reasons[row.name]))
         else:
-            results.append(summarise(row.name, row.note, runs[row.name]))
+            results.append(summarise(row.name, row.note, runs[row.name], row.backend))
     add_comparisons(results)
     doc = header(s, revision)
     doc["elapsed_seconds"] = round(time.monotonic() - started, 1)

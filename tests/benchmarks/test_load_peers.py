@@ -26,6 +26,7 @@ import msgspec
 import pytest
 
 from benchmarks.harness.servers import gateway_available
+from benchmarks.load import openai_bodies as ob
 from benchmarks.load import openai_workload as ow
 from benchmarks.load import peers
 from benchmarks.load.clients import sse_text
@@ -170,14 +171,14 @@ def test_litellm_config_is_its_best_case() -> None:
 
 
 def test_workload_bodies() -> None:
-    body = ow.chat_body()
-    assert len(body) == ow.BODY_BYTES
+    body = ob.chat_body()
+    assert len(body) == ob.BODY_BYTES
     doc = msgspec.json.decode(body)
     assert set(doc) == {"model", "messages", "stream"} and doc["stream"] is False
     assert doc["model"] == ADAPTER_MODEL
     assert [m["role"] for m in doc["messages"]] == ["system", "user"]
-    assert len(ow.chat_body(4000)) == 4000
-    stream = msgspec.json.decode(ow.stream_chat_body())
+    assert len(ob.chat_body(4000)) == 4000
+    stream = msgspec.json.decode(ob.stream_chat_body())
     assert stream["stream"] is True and stream["model"] == ECHO_MODEL
     assert stream["messages"][-1]["content"] == STREAM_TEXT
 
@@ -263,7 +264,7 @@ def test_setup_peers_installs_nothing_without_node_npm_or_python(tmp_path: Path)
 def _row(name: str, rps: float, cpu: float, lat: float) -> dict[str, Any]:
     cell = Cell(rps=[rps], requests=int(rps), latencies=[[lat] * 50], unloaded=[lat], rate=50.0)
     cell.cpu_seconds = {"stub": 0.01} if name == "direct-openai" else {name: cpu, "stub": 0.01}
-    return summarise(ROW[name], ow.SIZE, cell, ow.BODY_BYTES)
+    return summarise(ROW[name], ow.SIZE, cell, ob.BODY_BYTES)
 
 
 def test_report_has_the_peer_ratios(tmp_path: Path) -> None:
