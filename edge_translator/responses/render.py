@@ -471,6 +471,10 @@ class _Answer:
         if chunk.content:
             logprobs = _logprobs_of(chunk) if chunk.extras else None
             out.append(self._text(self._msg or self._message(out), chunk.content, logprobs))
+        elif chunk.extras and self._msg is not None:
+            # A token with no text (vLLM scores the end token on its finish
+            # chunk): its logprobs join the message's, with no delta of its own.
+            self._msg.logprobs += _logprobs_of(chunk)
         for call in chunk.tool_calls:
             self._call(out, call)
         if chunk.usage is not None:

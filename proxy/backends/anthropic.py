@@ -1,8 +1,12 @@
 """The ``anthropic`` backend: Anthropic's Messages API.
 
-Request: ``POST {url}/messages`` with ``x-api-key``, ``anthropic-version`` and
-``stream: true`` (the answer: ``anthropic_stream``). The conversation is
-mapped:
+Request: ``POST {url}/messages`` with ``x-api-key`` and ``anthropic-version``;
+``stream: true`` (``accept: text/event-stream``; the answer:
+``anthropic_stream``) when the client streams, the backend's
+``whole_answers`` is off or ``max_tokens`` is over ``LONGEST_WHOLE_TOKENS``
+(ten minutes of output, past which Anthropic advises streaming), else ``stream: false`` (``accept:
+application/json``; the answer, one ``message``: ``anthropic_whole``). The
+conversation is mapped:
 
 - the leading system and developer messages become top-level ``system`` text
   blocks, in order; a system message after the first other message does too,
@@ -89,7 +93,8 @@ from flatgate.proxy.backends.anthropic_body import (
     place,
 )
 from flatgate.proxy.backends.anthropic_stream import STOP_REASONS, AnthropicStream
-from flatgate.proxy.backends.base import Outbound, Probe, Untranslatable
+from flatgate.proxy.backends.anthropic_whole import AnthropicWhole
+from flatgate.proxy.backends.base import Outbound, Probe, Translator, Untranslatable
 from flatgate.proxy.backends.extras import Fields, read_extras, report_all, splice
 from flatgate.proxy.backends.json_api import JsonAdapter
 from flatgate.proxy.backends.section import BackendConfig
@@ -99,9 +104,11 @@ from flatgate.proxy.wire.schema import JSON, SSE, ApiDialect, ToolChoiceMode
 
 __all__ = [
     "BETA_HEADER",
+    "LONGEST_WHOLE_TOKENS",
     "STOP_REASONS",
     "AnthropicAdapter",
     "AnthropicStream",
+    "AnthropicWhole",
     "encode_request",
 ]
 
@@ -314,11 +321,13 @@ def encode_request(
     omitted: list[str] | None = None,
     betas: list[str] | None = None,
     drop_unsupported: bool = False,
+    whole: bool = False,
 ) -> bytes:
     """The Messages API JSON body for ``req``; ``Untranslatable`` if it cannot
     be. What it leaves out is appended to ``omitted``, the client's betas (for
     the ``anthropic-beta`` header) to ``betas``. A field of another dialect's
-    extras with no mapping is refused unless ``drop_unsupported``."""
+    extras with no mapping is refused unless ``drop_unsupported``. ``whole``:
+    the answer is asked for whole (``stream: false``), else streamed."""
     if omitted is None:
         omitted = []
     _left_out(req, omitted)
@@ -369,7 +378,7 @@ def encode_request(
         model=model,
         max_tokens=req.max_tokens or default_max_tokens,
         messages=messages,
-        stream=True,
+        stream=not whole,
         system=system or None,
         temperature=req.temperature,
         top_p=req.top_p,
@@ -383,6 +392,11 @@ def encode_request(
         if name in _FIELDS:  # the client's own value wins
             setattr(out, name, None)
     return splice(_encode(out), merged)
+
+
+# The largest max_tokens asked for whole: what Anthropic's SDKs reckon ten
+# minutes of output (128,000 tokens an hour); a larger one is streamed.
+LONGEST_WHOLE_TOKENS = 21_333
 
 
 class AnthropicAdapter(JsonAdapter):
@@ -409,13 +423,14 @@ class AnthropicAdapter(JsonAdapter):
     def fixed(self) -> list[tuple[str, str]]:
         return self._version
 
-    def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
+    def encode(self, req: Request, model: str, omitted: list[str], whole: bool) -> bytes:
         return encode_request(
             req,
             model=model,
             default_max_tokens=self._default_max,
             omitted=omitted,
             drop_unsupported=self._drop,
+            whole=whole,
         )
 
     def prepare(
@@ -424,6 +439,7 @@ class AnthropicAdapter(JsonAdapter):
         req = request()
         omitted: list[str] = []
         betas = list(self._betas)
+        whole = self.whole_for(req)
         payload = encode_request(
             req,
             model=self.model or req.model_name,
@@ -431,8 +447,10 @@ class AnthropicAdapter(JsonAdapter):
             omitted=omitted,
             betas=betas,
             drop_unsupported=self._drop,
+            whole=whole,
         )
-        headers = [("content-type", JSON), ("accept", SSE), ("x-request-id", request_id)]
+        accept = JSON if whole else SSE
+        headers = [("content-type", JSON), ("accept", accept), ("x-request-id", request_id)]
         headers += self._version
         headers += self.auth
         if self.forward and authorization:
@@ -440,9 +458,18 @@ class AnthropicAdapter(JsonAdapter):
         headers += self._static
         if betas:
             headers.append((BETA_HEADER, ",".join(dict.fromkeys(betas))))
-        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)))
+        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
 
-    def translator(self, request_id: str, model: str) -> AnthropicStream:
+    def whole_for(self, req: Request) -> bool:
+        """As every JSON backend's, but never for an answer that may run past
+        ten minutes: Anthropic advises streaming those (its SDKs refuse them
+        whole, reckoning 128,000 output tokens an hour)."""
+        budget = req.max_tokens or self._default_max
+        return budget <= LONGEST_WHOLE_TOKENS and super().whole_for(req)
+
+    def translator(self, request_id: str, model: str, whole: bool = False) -> Translator:
+        if whole:
+            return AnthropicWhole(request_id, self.model or model)
         return AnthropicStream(request_id, self.model or model)
 
     def probe(self) -> Probe:

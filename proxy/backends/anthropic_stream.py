@@ -1,8 +1,10 @@
 """The ``anthropic`` backend's answer: a Messages API stream into chunk frames.
 
-The adapter always asks for a stream (``stream: true``); a caller's whole
-answer is assembled by the edge from the same frames. Events (``event:`` +
-``data:``):
+The adapter asks for a stream (``stream: true``) when the client streams, or
+when the backend's ``whole_answers`` is off (a whole answer is then
+assembled by the edge from the same frames; otherwise ``anthropic_whole``
+translates the backend's whole ``message``, with the mappings below, which
+it imports). Events (``event:`` + ``data:``):
 
 - ``message_start``: the model and input usage;
 - ``content_block_start``/``delta``/``stop``: ``text_delta`` -> content;
@@ -49,7 +51,16 @@ from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 
-__all__ = ["STOP_REASONS", "AnthropicStream"]
+__all__ = [
+    "STOP_REASONS",
+    "AnthropicStream",
+    "ErrorBody",
+    "MessageUsage",
+    "error_text",
+    "finish_of",
+    "thought_part",
+    "usage_of",
+]
 
 STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": FinishReason.STOP,
@@ -64,7 +75,10 @@ STOP_REASONS: dict[str, FinishReason] = {
 _DIALECT = int(ApiDialect.ANTHROPIC_MESSAGES)
 
 
-class _Usage(msgspec.Struct, gc=False):
+class MessageUsage(msgspec.Struct, gc=False):
+    """A message's ``usage`` (``message_start``'s, ``message_delta``'s, a
+    whole message's)."""
+
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
@@ -73,7 +87,7 @@ class _Usage(msgspec.Struct, gc=False):
 
 class _MessageHead(msgspec.Struct, gc=False):
     model: str | None = None
-    usage: _Usage | None = None
+    usage: MessageUsage | None = None
 
 
 class _BlockHead(msgspec.Struct, gc=False):
@@ -97,9 +111,40 @@ class _Delta(msgspec.Struct, gc=False):
     stop_sequence: str | None = None
 
 
-class _Error(msgspec.Struct, gc=False):
+class ErrorBody(msgspec.Struct, gc=False):
+    """The ``error`` of an ``error`` event (or of a 200 whose body is one)."""
+
     type: str | None = None
     message: str | None = None
+
+
+def error_text(err: ErrorBody | None) -> str:
+    """The error chunk's message for a backend's ``error``."""
+    err = err or ErrorBody()
+    return f"{err.type or 'error'}: {err.message or 'the backend failed'}"
+
+
+def finish_of(stop_reason: str, stop_sequence: str | None) -> tuple[FinishReason, str]:
+    """The finish reason of a stop reason (see the module docstring) and the
+    stop sequence the final chunk carries (only with a stop)."""
+    finish = STOP_REASONS.get(stop_reason, FinishReason.STOP)
+    return finish, (stop_sequence or "") if finish is FinishReason.STOP else ""
+
+
+def usage_of(
+    uncached: int | None, read: int | None, written: int | None, output: int | None
+) -> Usage | None:
+    """The final chunk's usage from Anthropic's counts (``None``: none came)."""
+    if uncached is None and read is None and written is None and output is None:
+        return None
+    r, w = count(read), count(written)
+    return Usage(count(count(uncached) + r + w), count(output), r, 0, w)
+
+
+def thought_part(text: str, opaque: str, redacted: bool) -> ReasoningPart:
+    """The reasoning part a thinking block (its text and signature) or a
+    redacted one (its data) ends in."""
+    return ReasoningPart(text=text, opaque=opaque.encode(), dialect=_DIALECT, redacted=redacted)
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -108,8 +153,8 @@ class _Event(msgspec.Struct, gc=False):
     message: _MessageHead | None = None
     content_block: _BlockHead | None = None
     delta: _Delta | None = None
-    usage: _Usage | None = None
-    error: _Error | None = None
+    usage: MessageUsage | None = None
+    error: ErrorBody | None = None
 
 
 _decode_event = msgspec.json.Decoder(_Event).decode
@@ -175,7 +220,7 @@ class AnthropicStream(EventStream):
             return self._final()  # the stop reason came; only message_stop is missing
         return super()._ended()
 
-    def _usage(self, u: _Usage) -> None:
+    def _usage(self, u: MessageUsage) -> None:
         if u.input_tokens is not None:
             self._input = u.input_tokens
         if u.cache_read_input_tokens is not None:
@@ -209,9 +254,9 @@ class AnthropicStream(EventStream):
             return b""
         if kind == "message_delta":
             if ev.delta is not None and ev.delta.stop_reason:
-                self._finish = STOP_REASONS.get(ev.delta.stop_reason, FinishReason.STOP)
-                if self._finish is FinishReason.STOP and ev.delta.stop_sequence:
-                    self._stop_sequence = ev.delta.stop_sequence
+                self._finish, self._stop_sequence = finish_of(
+                    ev.delta.stop_reason, ev.delta.stop_sequence
+                )
             if ev.usage is not None:
                 self._usage(ev.usage)
             return b""
@@ -220,9 +265,7 @@ class AnthropicStream(EventStream):
                 return self._fail(codes.BACKEND_STREAM_TRUNCATED, "message ended without a stop")
             return self._final()
         if kind == "error":
-            err = ev.error or _Error()
-            message = f"{err.type or 'error'}: {err.message or 'the backend failed'}"
-            return self._fail(codes.BACKEND_STREAM_ERROR, message)
+            return self._fail(codes.BACKEND_STREAM_ERROR, error_text(ev.error))
         if kind == "ping" and self._spoke:
             # A heartbeat: an empty chunk, so that the edge, which times the
             # gaps between the proxy's bytes, hears that the backend is alive
@@ -295,25 +338,13 @@ class AnthropicStream(EventStream):
             thought = self._thoughts.pop(index, None)
             if thought is None:
                 return b""
-            redacted = block[0] == _REDACTED
-            part = ReasoningPart(
-                text="".join(thought.text),
-                opaque=thought.signature.encode(),
-                dialect=_DIALECT,
-                redacted=redacted,
-            )
+            part = thought_part("".join(thought.text), thought.signature, block[0] == _REDACTED)
             return self._out().chunk(reasoning_part=part)
         return b""
 
     def _final(self) -> bytes:
         self.done = True
-        counts = (self._input, self._cache_read, self._cache_write, self._output)
-        report = None
-        if any(c is not None for c in counts):
-            read = count(self._cache_read)
-            write = count(self._cache_write)
-            prompt = count(count(self._input) + read + write)
-            report = Usage(prompt, count(self._output), read, 0, write)
+        report = usage_of(self._input, self._cache_read, self._cache_write, self._output)
         return self._out().chunk(
             finish_reason=self._finish, usage=report, stop_sequence=self._stop_sequence
         )

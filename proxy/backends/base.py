@@ -76,6 +76,9 @@ class Outbound:
     # What of the request the backend is not sent, each field named once
     # (``backends.extras``: ``tools[web_search]``, ``include``, ``reasoning``).
     omitted: tuple[str, ...] = ()
+    # Whether the backend was asked for a whole answer (not a stream): its
+    # translator is then ``translator(..., whole=True)``'s.
+    whole: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +125,10 @@ class Adapter(Protocol):
         ``MalformedBuffer``; the fbs passthrough never calls it."""
         ...
 
-    def translator(self, request_id: str, model: str) -> Translator: ...
+    def translator(self, request_id: str, model: str, whole: bool = False) -> Translator:
+        """The translator of one answer; ``whole``: of the whole answer
+        ``prepare`` asked for (``Outbound.whole``)."""
+        ...
 
     def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal: ...
 

@@ -95,8 +95,8 @@ class FbsAdapter:
             headers += self._extra
         return Outbound(self._url, headers, body)
 
-    def translator(self, request_id: str, model: str) -> FrameRelay:
-        return FrameRelay(request_id)
+    def translator(self, request_id: str, model: str, whole: bool = False) -> FrameRelay:
+        return FrameRelay(request_id)  # an fbs server frames whole answers too
 
     def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
         """An fbs server's error body is flatgate's own ``{"error": {"code", "message"}}``."""

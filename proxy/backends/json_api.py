@@ -14,7 +14,16 @@ backend sends, a stream ends in exactly one terminal chunk: the backend's own
 finish (the subclass's), or an error chunk (``_fail``): a backend error event,
 bytes that are not the protocol (``backend_protocol_error``, after the frames
 of the good events before them), or a body that ends before the finish
-(``_ended``). Nothing after the terminal chunk is translated. No I/O.
+(``_ended``). Nothing after the terminal chunk is translated.
+
+``WholeAnswer`` is the other kind of translator: for a request the client
+did not stream, which the adapter asked for whole (``stream: false``:
+``JsonAdapter.whole_for``, the backend's ``whole_answers``), it keeps the
+body, bounded by ``MAX_EVENT_BYTES``, and at its end turns the JSON into the
+answer's frames in one step (its subclass's ``_answer``): no per-token work
+on either side. A body that begins as server-sent events (a server that
+streamed anyway) is handed, as it came, to the protocol's stream translator.
+No I/O.
 """
 
 from __future__ import annotations
@@ -23,9 +32,9 @@ import contextlib
 import json
 from collections.abc import Callable, Mapping
 
-from flatgate.proxy.backends.base import Outbound, Probe, Refusal, classify
+from flatgate.proxy.backends.base import Outbound, Probe, Refusal, Translator, classify
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.backends.sse import SSEError, SSEParser
+from flatgate.proxy.backends.sse import MAX_EVENT_BYTES, SSEError, SSEParser
 from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
@@ -37,7 +46,9 @@ __all__ = [
     "INT32_MAX",
     "EventStream",
     "JsonAdapter",
+    "WholeAnswer",
     "count",
+    "error_frame",
     "error_message",
     "failed_result",
     "usage",
@@ -55,6 +66,15 @@ def usage(
     prompt: int | None, completion: int | None, cached: int | None, thought: int | None
 ) -> Usage:
     return Usage(count(prompt), count(completion), count(cached), count(thought))
+
+
+def error_frame(request_id: str, code: codes.ErrorCode, message: str) -> bytes:
+    """The error chunk that ends an answer, framed."""
+    return write_chunk(
+        request_id=request_id,
+        error=ChunkError(code.code, message),
+        finish_reason=FinishReason.ERROR,
+    )
 
 
 class EventStream:
@@ -77,11 +97,7 @@ class EventStream:
 
     def _fail(self, code: codes.ErrorCode, message: str) -> bytes:
         self.done = True
-        return write_chunk(
-            request_id=self._request_id,
-            error=ChunkError(code.code, message),
-            finish_reason=FinishReason.ERROR,
-        )
+        return error_frame(self._request_id, code, message)
 
     def feed(self, piece: bytes) -> bytes:
         if self.done:
@@ -117,6 +133,76 @@ class EventStream:
         if not self.done:
             out.append(self._ended())
         return b"".join(out)
+
+
+_SPACE = b" \t\r\n"
+
+
+class WholeAnswer:
+    """A backend's whole answer into chunk frames (see the module docstring):
+    subclasses say what its JSON body means (``_answer``)."""
+
+    __slots__ = ("_body", "_failed", "_request_id", "_size", "_stream", "_streamed", "_sure")
+
+    def __init__(self, request_id: str, stream: Callable[[], Translator]) -> None:
+        self._request_id = request_id
+        self._stream = stream  # the protocol's stream translator, if it streams
+        self._streamed: Translator | None = None
+        self._body: list[bytes] = []
+        self._size = 0
+        self._sure = False  # whether the body's first byte was seen
+        self._failed = False
+
+    def _answer(self, body: bytes) -> bytes:
+        """The frames the whole JSON body makes (``ValueError``: it is not the
+        protocol's answer)."""
+        raise NotImplementedError
+
+    @property
+    def done(self) -> bool:
+        streamed = self._streamed
+        return self._failed if streamed is None else streamed.done
+
+    def _fail(self, code: codes.ErrorCode, message: str) -> bytes:
+        self._failed = True
+        self._body.clear()
+        return error_frame(self._request_id, code, message)
+
+    def feed(self, piece: bytes) -> bytes:
+        streamed = self._streamed
+        if streamed is not None:
+            return streamed.feed(piece)
+        if self._failed:
+            return b""
+        if not self._sure:
+            head = piece.lstrip(_SPACE)
+            if head:
+                self._sure = True
+                if head[:1] != b"{":  # server-sent events: the server streamed
+                    streamed = self._streamed = self._stream()
+                    return streamed.feed(b"".join(self._body) + piece)
+        self._size += len(piece)
+        if self._size > MAX_EVENT_BYTES:
+            return self._fail(
+                codes.BACKEND_PROTOCOL_ERROR, f"backend's answer is over {MAX_EVENT_BYTES} bytes"
+            )
+        self._body.append(piece)
+        return b""
+
+    def end(self) -> bytes:
+        streamed = self._streamed
+        if streamed is not None:
+            return streamed.end()
+        if self._failed:
+            return b""
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self._body.clear()
+        try:
+            out = self._answer(body)
+        except ValueError as exc:  # JSON, UTF-8, a number out of range, a shape
+            return self._fail(codes.BACKEND_PROTOCOL_ERROR, f"backend sent a bad answer: {exc}")
+        self._failed = True  # ended: nothing after it is translated
+        return out
 
 
 def failed_result(text: str) -> str:
@@ -156,6 +242,7 @@ class JsonAdapter:
         self.auth = self.credential(key) if key else []
         self.forward = config.forward_credentials
         self.extra = list(config.headers.items())
+        self.whole = config.whole_answers
 
     def credential(self, key: str) -> list[tuple[str, str]]:
         """The headers that present flatgate's key."""
@@ -165,24 +252,32 @@ class JsonAdapter:
         """Headers every request of the protocol carries (besides the key)."""
         return []
 
-    def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
-        """The backend's JSON body; appends to ``omitted`` the name of each
-        field of the request it leaves out."""
+    def encode(self, req: Request, model: str, omitted: list[str], whole: bool) -> bytes:
+        """The backend's JSON body (``whole``: asking for a whole answer, not a
+        stream); appends to ``omitted`` the name of each field of the request
+        it leaves out."""
         raise NotImplementedError
+
+    def whole_for(self, req: Request) -> bool:
+        """Whether ``req``'s answer is asked for whole: the client did not
+        stream it, and the backend's ``whole_answers`` is on."""
+        return self.whole and not req.stream
 
     def prepare(
         self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
     ) -> Outbound:
         req = request()
         omitted: list[str] = []
-        payload = self.encode(req, self.model or req.model_name, omitted)
-        headers = [("content-type", JSON), ("accept", SSE), ("x-request-id", request_id)]
+        whole = self.whole_for(req)
+        payload = self.encode(req, self.model or req.model_name, omitted, whole)
+        accept = JSON if whole else SSE
+        headers = [("content-type", JSON), ("accept", accept), ("x-request-id", request_id)]
         headers += self.fixed()
         headers += self.auth
         if self.forward and authorization:
             headers.append(("authorization", authorization))
         headers += self.extra
-        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)))
+        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
 
     def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
         return Refusal(classify(status), status, error_message(body), retry_after(headers))

@@ -1,10 +1,15 @@
 """The ``openai`` backend: OpenAI-compatible Chat Completions servers (OpenAI,
 vLLM, llama.cpp, Ollama, SGLang, TGI, DeepSeek).
 
-Request: ``POST {url}/chat/completions`` with ``stream: true`` and
-``stream_options.include_usage`` always, the decoded request written with
+Request: ``POST {url}/chat/completions``, the decoded request written with
 msgspec (messages and tools have the API's shape already, see
-``wire.request.decode``). Sent: model (the backend's ``model`` or the routed name),
+``wire.request.decode``). A request the client streams is sent with
+``stream: true`` and ``stream_options.include_usage``, and its answer is
+``openai_stream``'s; one it did not stream (``JsonAdapter.whole_for``: the
+backend's ``whole_answers``, on by default) with ``stream: false`` and no
+``stream_options`` (OpenAI refuses them without ``stream``), and its
+``chat.completion`` is ``openai_whole``'s. Sent: model (the backend's
+``model`` or the routed name),
 messages, tools, tool_choice, parallel_tool_calls, temperature, top_p, stop,
 seed, presence/frequency penalties, n, user, response_format, and max tokens
 as ``max_tokens`` or ``max_completion_tokens`` (``max_tokens_field``).
@@ -29,44 +34,15 @@ them); Responses ones are mapped (``prompt_cache_key``,
 (``include``, ``reasoning.summary``, ``cache_control``, ...) left out and
 named, any other refused unless the backend sets ``drop_unsupported``.
 
-Stream: SSE ``data:`` events, each a ``chat.completion.chunk``, into chunk
-frames:
-
-- ``delta.content`` -> content; a choice's ``logprobs`` (the object as the
-  server sent it) -> the extras ``{"logprobs": {...}}`` (dialect
-  ``OpenAIChat``) of the chunk that carries that delta's content;
-  ``delta.reasoning`` / ``reasoning_content``
-  (vLLM, DeepSeek, Ollama) -> reasoning; ``delta.role`` ignored (some servers
-  repeat it); unknown keys ignored (``timings``, ``obfuscation``, ...);
-- ``delta.tool_calls[]`` by ``index``: the first fragment of an index carries
-  ``id`` and ``name`` (repeats are dropped; a new ``id`` on a used index is a
-  new call, for servers that send every call as index 0); later fragments
-  carry argument text; a call that ends with no arguments gets ``"{}"``;
-- ``finish_reason`` ("" and null mean "not yet"): stop, length, tool_calls,
-  content_filter, and the variants servers send (``eos``, ``function_call``,
-  ``error``, ...); an unknown value is STOP; ``tool_calls`` whenever tool
-  deltas were seen and the server said stop; vLLM's ``stop_reason``, when it
-  is a string, is the stop sequence that matched (the final chunk's
-  ``stop_sequence``);
-- ``usage``: the last non-null value (on the finish chunk, or a chunk whose
-  ``choices`` is ``[]``, null or absent), with ``cached_tokens`` and
-  ``reasoning_tokens`` from the details;
-- the final chunk (finish and usage) goes out at ``data: [DONE]``, or at the
-  end of the body when every choice has finished (servers that send no
-  ``[DONE]``);
-- ``{"error": {...}}`` or ``{"error": "..."}`` mid-stream, a finish reason of
-  ``error``, or a body that ends before a finish: one error chunk.
-
-No I/O.
+The stream translator and its finish reasons are ``openai_stream``'s,
+named here too (``OpenAIStream``, ``FINISH_REASONS``). No I/O.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from flatgate.proxy.backends.base import (
-    Probe,
-)
+from flatgate.proxy.backends.base import Probe, Translator
 from flatgate.proxy.backends.extras import (
     messages_for_chat,
     read_extras,
@@ -74,41 +50,14 @@ from flatgate.proxy.backends.extras import (
     responses_for_chat,
     splice,
 )
-from flatgate.proxy.backends.json_api import (
-    INT32_MAX,
-    EventStream,
-    JsonAdapter,
-    failed_result,
-    usage,
-)
+from flatgate.proxy.backends.json_api import JsonAdapter, failed_result
+from flatgate.proxy.backends.openai_stream import FINISH_REASONS, OpenAIStream
+from flatgate.proxy.backends.openai_whole import OpenAIWhole
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
-from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.request.decode import Message, Request, Tool
-from flatgate.proxy.wire.schema import ApiDialect, FinishReason, ToolChoiceMode
+from flatgate.proxy.wire.schema import ApiDialect, ToolChoiceMode
 
 __all__ = ["FINISH_REASONS", "OpenAIAdapter", "OpenAIConventions", "OpenAIStream", "encode_request"]
-
-# finish_reason values, as servers send them.
-FINISH_REASONS: dict[str, FinishReason] = {
-    "stop": FinishReason.STOP,
-    "eos": FinishReason.STOP,
-    "eos_token": FinishReason.STOP,
-    "end_turn": FinishReason.STOP,
-    "stop_sequence": FinishReason.STOP,
-    "insufficient_system_resource": FinishReason.STOP,
-    "length": FinishReason.LENGTH,
-    "max_tokens": FinishReason.LENGTH,
-    "model_length": FinishReason.LENGTH,
-    "tool_calls": FinishReason.TOOL_CALLS,
-    "function_call": FinishReason.TOOL_CALLS,
-    "content_filter": FinishReason.CONTENT_FILTER,
-    "error": FinishReason.ERROR,
-    "network_error": FinishReason.ERROR,
-    "abort": FinishReason.ERROR,
-}
-
 
 # -- the request ---------------------------------------------------------------
 
@@ -129,9 +78,10 @@ class _ForcedTool(msgspec.Struct, gc=False):
 class _ChatRequest(msgspec.Struct, omit_defaults=True, gc=False):
     model: str
     messages: list[Message]
-    # Required fields: omit_defaults would drop them if they had defaults.
+    # Required: omit_defaults would drop a false ``stream`` if it had a default.
     stream: bool
-    stream_options: _StreamOptions
+    # With ``stream: true`` only (OpenAI refuses it without).
+    stream_options: _StreamOptions | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
     temperature: float | None = None
@@ -205,10 +155,13 @@ def encode_request(
     max_tokens_field: str = "max_tokens",
     omitted: list[str] | None = None,
     drop_unsupported: bool = False,
+    whole: bool = False,
 ) -> bytes:
-    """The Chat Completions JSON body for ``req``; what it leaves out is
-    appended to ``omitted``. A field of another dialect's extras with no
-    mapping raises ``UnsupportedField`` unless ``drop_unsupported``."""
+    """The Chat Completions JSON body for ``req`` (``whole``: asking for a
+    whole answer, ``stream: false``; else a stream with its usage); what it
+    leaves out is appended to ``omitted``. A field of another dialect's
+    extras with no mapping raises ``UnsupportedField`` unless
+    ``drop_unsupported``."""
     if omitted is None:
         omitted = []
     choice: str | _ForcedTool | None = None
@@ -224,8 +177,8 @@ def encode_request(
     out = _ChatRequest(
         model=model,
         messages=messages,
-        stream=True,
-        stream_options=_ALWAYS_USAGE,
+        stream=not whole,
+        stream_options=None if whole else _ALWAYS_USAGE,
         temperature=req.temperature,
         top_p=req.top_p,
         top_k=req.top_k or None,
@@ -250,218 +203,6 @@ def encode_request(
         if name in _FIELDS:  # the client's own value wins
             setattr(out, name, None)
     return splice(_encode(out), extra)
-
-
-# -- the stream ----------------------------------------------------------------
-
-
-class _Function(msgspec.Struct, gc=False):
-    name: str | None = None
-    arguments: str | None = None
-
-
-class _ToolCallDelta(msgspec.Struct, gc=False):
-    index: int = 0
-    id: str | None = None
-    function: _Function | None = None
-
-
-class _Delta(msgspec.Struct, gc=False):
-    content: str | None = None
-    reasoning: str | None = None
-    reasoning_content: str | None = None
-    tool_calls: list[_ToolCallDelta] | None = None
-
-
-class _Choice(msgspec.Struct, gc=False):
-    index: int = 0
-    delta: _Delta | None = None
-    finish_reason: str | None = None
-    # vLLM: the stop string that matched (or the stop token's id).
-    stop_reason: str | int | None = None
-    # {"content": [...], "refusal": [...]} as the server sent it.
-    logprobs: msgspec.Raw = msgspec.Raw()
-
-
-class _PromptDetails(msgspec.Struct, gc=False):
-    cached_tokens: int | None = None
-
-
-class _CompletionDetails(msgspec.Struct, gc=False):
-    reasoning_tokens: int | None = None
-
-
-class _Usage(msgspec.Struct, gc=False):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    prompt_tokens_details: _PromptDetails | None = None
-    completion_tokens_details: _CompletionDetails | None = None
-
-
-class _Error(msgspec.Struct, gc=False):
-    message: str | None = None
-    type: str | None = None
-    code: str | int | None = None
-
-
-class _Chunk(msgspec.Struct, gc=False):
-    choices: list[_Choice] | None = None
-    usage: _Usage | None = None
-    model: str | None = None
-    error: _Error | str | None = None
-
-
-_decode_chunk = msgspec.json.Decoder(_Chunk).decode
-_DONE = b"[DONE]"
-_NULL = msgspec.Raw(b"null")
-
-
-class _Choices:
-    """Per-choice state: the tool calls begun, the finish reason."""
-
-    __slots__ = ("calls", "finish", "ids", "index", "stop_sequence", "used")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.calls: dict[int, int] = {}  # the server's index -> ours
-        self.ids: dict[int, str] = {}  # ours -> the call id
-        self.used: dict[int, bool] = {}  # ours -> arguments seen
-        self.finish = FinishReason.NONE
-        self.stop_sequence = ""
-
-
-class OpenAIStream(EventStream):
-    """One Chat Completions stream into chunk frames (see the module docstring)."""
-
-    __slots__ = ("_choices", "_model", "_usage", "_writer")
-
-    def __init__(self, request_id: str, model: str) -> None:
-        super().__init__(request_id)
-        self._model = model
-        self._writer: ChunkWriter | None = None
-        self._choices: dict[int, _Choices] = {}
-        self._usage: Usage | None = None
-
-    def _out(self, model: str | None) -> ChunkWriter:
-        w = self._writer
-        if w is None:
-            w = self._writer = ChunkWriter(self._request_id, model or self._model)
-        return w
-
-    def _ended(self) -> bytes:
-        choices = self._choices.values()
-        if choices and all(c.finish for c in choices):
-            return self._finish()  # a server that sends no [DONE]
-        return super()._ended()
-
-    def _event(self, name: bytes, data: bytes) -> bytes:
-        if data[:6] == _DONE:
-            return self._finish()
-        chunk = _decode_chunk(data)
-        if chunk.error:
-            err = chunk.error
-            message = err if isinstance(err, str) else err.message or str(err.type or "error")
-            return self._fail(codes.BACKEND_STREAM_ERROR, message)
-        if chunk.usage is not None:
-            u = chunk.usage
-            self._usage = usage(
-                u.prompt_tokens,
-                u.completion_tokens,
-                u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else 0,
-                u.completion_tokens_details.reasoning_tokens if u.completion_tokens_details else 0,
-            )
-        if not chunk.choices:
-            return b""
-        w = self._out(chunk.model)
-        out = []
-        for choice in chunk.choices:
-            if not 0 <= choice.index <= INT32_MAX:
-                raise ValueError(f"choice index {choice.index} out of range")
-            state = self._choices.get(choice.index)
-            if state is None:
-                state = self._choices[choice.index] = _Choices(choice.index)
-            delta = choice.delta
-            logprobs = choice.logprobs
-            if logprobs and logprobs != _NULL:
-                # With the text they are the probabilities of, in its chunk.
-                extras = (b'{"logprobs":' + bytes(logprobs) + b"}").decode()
-                text = delta.content if delta is not None else None
-                out.append(
-                    w.chunk(
-                        content=text or "", extras=extras, extras_dialect=_CHAT, index=choice.index
-                    )
-                )
-                if delta is not None:
-                    delta.content = None
-            if delta is not None:
-                if delta.content:
-                    out.append(w.content(delta.content, choice.index))
-                thought = delta.reasoning or delta.reasoning_content
-                if thought:
-                    out.append(w.reasoning(thought, choice.index))
-                if delta.tool_calls:
-                    out.extend(self._calls(w, state, delta.tool_calls))
-            reason = choice.finish_reason
-            if reason:
-                finish = FINISH_REASONS.get(reason, FinishReason.STOP)
-                if finish is FinishReason.ERROR:
-                    out.append(
-                        self._fail(codes.BACKEND_STREAM_ERROR, f"backend finished with {reason!r}")
-                    )
-                    break
-                if finish is FinishReason.STOP and state.calls:
-                    finish = FinishReason.TOOL_CALLS
-                if finish is FinishReason.STOP and type(choice.stop_reason) is str:
-                    state.stop_sequence = choice.stop_reason
-                state.finish = finish
-        return out[0] if len(out) == 1 else b"".join(out)
-
-    def _calls(self, w: ChunkWriter, state: _Choices, calls: list[_ToolCallDelta]) -> list[bytes]:
-        out = []
-        for call in calls:
-            fn = call.function
-            args = (fn.arguments or "") if fn is not None else ""
-            ours = state.calls.get(call.index)
-            if ours is not None and call.id and state.ids.get(ours) != call.id:
-                ours = None  # a new call on a used index
-            if ours is None:
-                ours = len(state.ids)
-                state.calls[call.index] = ours
-                state.ids[ours] = call.id or ""
-                state.used[ours] = bool(args)
-                name = (fn.name or "") if fn is not None else ""
-                delta = ToolCallDelta(ours, call.id or "", name, args)
-                out.append(w.chunk(tool_calls=(delta,), index=state.index))
-            elif args:
-                state.used[ours] = True
-                out.append(w.arguments(ours, args, state.index))
-        return out
-
-    def _finish(self) -> bytes:
-        """The terminal frames: "{}" for calls that got no arguments, then each
-        finished choice's finish chunk, the last one with the usage."""
-        choices = [c for c in self._choices.values() if c.finish]
-        if not choices:
-            return self._fail(codes.BACKEND_STREAM_TRUNCATED, "backend ended without a finish")
-        self.done = True
-        w = self._out(None)
-        out = []
-        for c in choices:
-            for ours, used in c.used.items():
-                if not used:
-                    out.append(w.arguments(ours, "{}", c.index))
-        last = choices[-1]
-        for c in choices:
-            usage = self._usage if c is last else None
-            out.append(
-                w.chunk(
-                    finish_reason=c.finish,
-                    usage=usage,
-                    index=c.index,
-                    stop_sequence=c.stop_sequence,
-                )
-            )
-        return b"".join(out)
 
 
 class OpenAIConventions(JsonAdapter):
@@ -490,14 +231,17 @@ class OpenAIAdapter(OpenAIConventions):
         self._field = config.max_tokens_field
         self._drop = config.drop_unsupported
 
-    def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
+    def encode(self, req: Request, model: str, omitted: list[str], whole: bool) -> bytes:
         return encode_request(
             req,
             model=model,
             max_tokens_field=self._field,
             omitted=omitted,
             drop_unsupported=self._drop,
+            whole=whole,
         )
 
-    def translator(self, request_id: str, model: str) -> OpenAIStream:
+    def translator(self, request_id: str, model: str, whole: bool = False) -> Translator:
+        if whole:
+            return OpenAIWhole(request_id, self.model or model)
         return OpenAIStream(request_id, self.model or model)

@@ -2,13 +2,14 @@
 (OpenAI itself, vLLM, Ollama, LM Studio).
 
 Request: ``POST {url}/responses`` (``url`` as for ``openai``: the API base
-with its version) with ``stream: true`` always (the edge gathers a whole
-answer) and ``store: false`` always: flatgate stores responses itself, at the
-edge, and chains ``previous_response_id`` there, so the backend is never
-asked to keep anything (a client's ``store`` and ``previous_response_id`` are
-flatgate's, never sent). The credential, headers, timeouts, TLS, readiness
-(``GET {url}/models``) and the statuses of a refusal are the ``openai``
-adapter's. The body, from the decoded request:
+with its version) with ``stream: true``, or ``stream: false`` for an answer
+the client did not stream (``JsonAdapter.whole_for``: unless the backend's
+``whole_answers`` is off), and ``store: false`` always: flatgate stores
+responses itself, at the edge, and chains ``previous_response_id`` there, so
+the backend is never asked to keep anything (a client's ``store`` and
+``previous_response_id`` are flatgate's, never sent). The credential,
+headers, timeouts, TLS, readiness (``GET {url}/models``) and the statuses of
+a refusal are the ``openai`` adapter's. The body, from the decoded request:
 
 - the first message, when it is a system message, -> ``instructions``; every
   other system, developer and user message -> a ``message`` item with
@@ -39,7 +40,8 @@ Chat Completions ones are mapped (``reasoning_effort`` ->
 same name) and the rest left out; any other dialect's are left out. What is
 left out is named in ``Outbound.omitted``.
 
-The stream: ``backends.openai_responses_stream``. No I/O.
+The stream: ``backends.openai_responses_stream``; the whole answer:
+``backends.openai_responses_whole``. No I/O.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from flatgate.proxy.backends.extras import (
 from flatgate.proxy.backends.json_api import failed_result
 from flatgate.proxy.backends.openai import OpenAIConventions
 from flatgate.proxy.backends.openai_responses_stream import ResponsesStream
+from flatgate.proxy.backends.openai_responses_whole import ResponsesWhole
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Message, Request
@@ -274,9 +277,11 @@ def encode_request(
     hosted_tools: tuple[str, ...] = (),
     omitted: list[str] | None = None,
     drop_unsupported: bool = False,
+    whole: bool = False,
 ) -> bytes:
-    """The Responses API JSON body for ``req``; ``Untranslatable`` if it
-    cannot be (an extra field of another dialect with no mapping, unless
+    """The Responses API JSON body for ``req`` (``whole``: asking for the
+    answer whole, ``stream: false``); ``Untranslatable`` if it cannot be (an
+    extra field of another dialect with no mapping, unless
     ``drop_unsupported``). What it leaves out is appended to ``omitted``."""
     if omitted is None:
         omitted = []
@@ -290,7 +295,7 @@ def encode_request(
     out = _ResponsesRequest(
         model=model,
         input=items,
-        stream=True,
+        stream=not whole,
         store=False,
         instructions=instructions,
         max_output_tokens=req.max_tokens or None,
@@ -331,8 +336,8 @@ def encode_request(
 
 
 class ResponsesAdapter(OpenAIConventions):
-    """``openai``'s conventions (credential, probe, refusals), the Responses body
-    and stream."""
+    """``openai``'s conventions (credential, probe, refusals), the Responses body,
+    its stream and its whole answer."""
 
     protocol = "openai-responses"
     path = "/responses"
@@ -342,14 +347,19 @@ class ResponsesAdapter(OpenAIConventions):
         self._hosted = config.hosted_tools
         self._drop = config.drop_unsupported
 
-    def encode(self, req: Request, model: str, omitted: list[str]) -> bytes:
+    def encode(self, req: Request, model: str, omitted: list[str], whole: bool) -> bytes:
         return encode_request(
             req,
             model=model,
             hosted_tools=self._hosted,
             omitted=omitted,
             drop_unsupported=self._drop,
+            whole=whole,
         )
 
-    def translator(self, request_id: str, model: str) -> ResponsesStream:
+    def translator(
+        self, request_id: str, model: str, whole: bool = False
+    ) -> ResponsesStream | ResponsesWhole:
+        if whole:
+            return ResponsesWhole(request_id, self.model or model)
         return ResponsesStream(request_id, self.model or model)

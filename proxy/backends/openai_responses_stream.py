@@ -11,7 +11,8 @@ The server sends ``event:`` + ``data:`` pairs whose JSON names its own
   ``{"logprobs": {"content": [...]}}``, dialect OpenAI Chat: logprobs travel
   in Chat Completions' shape from every backend (docs/design.md), the
   entries as the server sent them (both APIs give each token's ``token``,
-  ``logprob`` and ``top_logprobs``);
+  ``logprob`` and ``top_logprobs``); a message item that came with no
+  deltas -> at its ``output_item.done``, its parts' text and logprobs;
 - ``response.reasoning_summary_text.delta`` and
   ``response.reasoning_text.delta`` -> reasoning (a blank line between one
   item's summary parts); a reasoning item's ``response.output_item.done`` ->
@@ -36,28 +37,50 @@ The server sends ``event:`` + ``data:`` pairs whose JSON names its own
   reason but ``content_filter``) or ``content_filter``, with the usage;
 - usage from the final response: ``input_tokens`` -> prompt tokens,
   ``output_tokens`` -> completion tokens, ``input_tokens_details
-  .cached_tokens``, ``output_tokens_details.reasoning_tokens``;
+  .cached_tokens`` and ``.cache_write_tokens``, ``output_tokens_details
+  .reasoning_tokens``;
 - ``response.failed`` (its ``response.error``) and ``error`` events -> one
   error chunk (``backend_stream_error``, the server's code and message);
 - unknown events, ``[DONE]``, ``content_part`` and ``.done`` events are
   ignored; a body that ends before its terminal event is one truncation
   chunk (``json_api.EventStream``).
 
-No I/O.
+The output items' structs and what an item, the usage and an error become
+(``decode_item``, ``message_of``, ``reasoning_text``, ``logprobs_extras``,
+``hosted_extras``, ``usage_of``, ``error_text``) are public: the whole
+answer's translator (``openai_responses_whole``) reads the same items the
+same way. No I/O.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from flatgate.proxy.backends.json_api import EventStream, usage
+from flatgate.proxy.backends.json_api import EventStream, count
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 
-__all__ = ["INCOMPLETE_REASONS", "ResponsesStream"]
+__all__ = [
+    "ERRED",
+    "FAILED",
+    "INCOMPLETE_REASONS",
+    "IncompleteDetails",
+    "ItemPart",
+    "OutputItem",
+    "ResponseError",
+    "ResponseUsage",
+    "ResponsesStream",
+    "decode_item",
+    "error_text",
+    "hosted_extras",
+    "logprobs_extras",
+    "message_of",
+    "reasoning_text",
+    "usage_of",
+]
 
 # incomplete_details.reason -> the finish (anything else: LENGTH).
 INCOMPLETE_REASONS: dict[str, FinishReason] = {
@@ -75,56 +98,67 @@ _TEXT = ("response.output_text.delta", "response.refusal.delta")
 _THOUGHT = ("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
 _TERMINAL = ("response.completed", "response.incomplete")
 _STARTED = ("response.created", "response.in_progress", "response.queued")
+# An error's message when the server gave none: a failed response's, an
+# ``error`` event's.
+FAILED = "the response failed"
+ERRED = "the backend failed"
 
 
-class _Text(msgspec.Struct, gc=False):
+class ItemPart(msgspec.Struct, gc=False):
+    """A part of an output item: a message's ``output_text`` (with its
+    ``logprobs`` as sent) or ``refusal``, a reasoning item's summary or text."""
+
     type: str = ""
     text: str = ""
     refusal: str = ""
+    logprobs: msgspec.Raw = msgspec.Raw()  # empty: none
 
 
-class _Item(msgspec.Struct, gc=False):
+class OutputItem(msgspec.Struct, gc=False):
+    """An output item, as far as the translators read one."""
+
     type: str = ""
     id: str | None = None
     call_id: str | None = None
     name: str | None = None
     arguments: str | None = None
-    summary: list[_Text] | None = None
-    content: list[_Text] | None = None
+    summary: list[ItemPart] | None = None
+    content: list[ItemPart] | None = None
     encrypted_content: str | None = None
 
 
 class _InputDetails(msgspec.Struct, gc=False):
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 class _OutputDetails(msgspec.Struct, gc=False):
     reasoning_tokens: int | None = None
 
 
-class _Usage(msgspec.Struct, gc=False):
+class ResponseUsage(msgspec.Struct, gc=False):
     input_tokens: int | None = None
     output_tokens: int | None = None
     input_tokens_details: _InputDetails | None = None
     output_tokens_details: _OutputDetails | None = None
 
 
-class _Error(msgspec.Struct, gc=False):
+class ResponseError(msgspec.Struct, gc=False):
     code: str | int | None = None
     message: str | None = None
     type: str | None = None
 
 
-class _Incomplete(msgspec.Struct, gc=False):
+class IncompleteDetails(msgspec.Struct, gc=False):
     reason: str | None = None
 
 
 class _Response(msgspec.Struct, gc=False):
     status: str | None = None
     model: str | None = None
-    usage: _Usage | None = None
-    error: _Error | None = None
-    incomplete_details: _Incomplete | None = None
+    usage: ResponseUsage | None = None
+    error: ResponseError | None = None
+    incomplete_details: IncompleteDetails | None = None
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -134,7 +168,7 @@ class _Event(msgspec.Struct, gc=False):
     logprobs: msgspec.Raw = msgspec.Raw()
     output_index: int = 0
     summary_index: int = 0
-    # Kept as sent: decoded as an ``_Item`` only on the few item events, and
+    # Kept as sent: decoded as an ``OutputItem`` only on the few item events, and
     # relayed as it is when it is a hosted tool's.
     item: msgspec.Raw = msgspec.Raw()  # empty: none
     arguments: str | None = None
@@ -143,11 +177,49 @@ class _Event(msgspec.Struct, gc=False):
     # ``error`` object (the WebSocket mode's shape, which some servers send).
     code: str | int | None = None
     message: str | None = None
-    error: _Error | None = None
+    error: ResponseError | None = None
 
 
 _decode_event = msgspec.json.Decoder(_Event).decode
-_decode_item = msgspec.json.Decoder(_Item).decode
+decode_item = msgspec.json.Decoder(OutputItem).decode
+_decode_entries = msgspec.json.Decoder(list[msgspec.Raw]).decode
+
+
+def logprobs_extras(entries: bytes) -> str:
+    """A chunk's extras for the logprobs ``entries`` (a JSON list, as the
+    server sent it), in Chat Completions' shape (dialect OpenAI Chat)."""
+    return (b'{"logprobs":{"content":' + entries + b"}}").decode()
+
+
+def hosted_extras(item: bytes) -> str:
+    """A chunk's extras for a hosted tool's output item, as the server sent
+    it (dialect OpenAI Responses)."""
+    return (b'{"output_item":' + item + b"}").decode()
+
+
+def message_of(item: OutputItem) -> tuple[str, bytes]:
+    """A message item's text (its refusals are text too) and its parts'
+    logprobs entries as one JSON list (``b""``: none; a value that is not a
+    list is not the API's, and is left out)."""
+    parts = item.content or ()
+    text = "".join(p.text or p.refusal for p in parts)
+    entries: list[msgspec.Raw] = []
+    for p in parts:
+        if p.logprobs and bytes(p.logprobs) not in _NO_LOGPROBS:
+            try:
+                entries += _decode_entries(p.logprobs)
+            except msgspec.DecodeError:
+                continue
+    if not entries:
+        return text, b""
+    return text, b"[" + b",".join(bytes(e) for e in entries) + b"]"
+
+
+def reasoning_text(item: OutputItem) -> str:
+    """A reasoning item's text: its summary parts (or, from vLLM, its
+    ``reasoning_text`` content) joined by blank lines."""
+    texts = [t.text for t in item.summary or ()] or [t.text for t in item.content or ()]
+    return "\n\n".join(texts)
 
 
 class _Call:
@@ -210,10 +282,8 @@ class ResponsesStream(EventStream):
                 return b""
             self._spoke = self._texting = True
             if ev.logprobs and bytes(ev.logprobs) not in _NO_LOGPROBS:
-                extras = b'{"logprobs":{"content":' + bytes(ev.logprobs) + b"}}"
-                return self._out().chunk(
-                    content=ev.delta, extras=extras.decode(), extras_dialect=_CHAT
-                )
+                extras = logprobs_extras(bytes(ev.logprobs))
+                return self._out().chunk(content=ev.delta, extras=extras, extras_dialect=_CHAT)
             return self._out().content(ev.delta)
         if kind in _THOUGHT:
             return self._reasoning_delta(ev)
@@ -232,11 +302,11 @@ class ResponsesStream(EventStream):
         if kind in _TERMINAL:
             return self._final(ev.response)
         if kind == "response.failed":
-            err = (ev.response.error if ev.response is not None else None) or _Error()
-            return self._fail(codes.BACKEND_STREAM_ERROR, _said(err, "the response failed"))
+            err = (ev.response.error if ev.response is not None else None) or ResponseError()
+            return self._fail(codes.BACKEND_STREAM_ERROR, error_text(err, FAILED))
         if kind == "error":
-            err = ev.error or _Error(ev.code, ev.message)
-            return self._fail(codes.BACKEND_STREAM_ERROR, _said(err, "the backend failed"))
+            err = ev.error or ResponseError(ev.code, ev.message)
+            return self._fail(codes.BACKEND_STREAM_ERROR, error_text(err, ERRED))
         if kind in _STARTED:
             if ev.response is not None and ev.response.model and self._writer is None:
                 self._model = ev.response.model
@@ -264,7 +334,7 @@ class ResponsesStream(EventStream):
     def _added(self, ev: _Event) -> bytes:
         if not ev.item:
             return b""
-        item = _decode_item(ev.item)
+        item = decode_item(ev.item)
         if item.type == "reasoning" and item.id:
             # The block's id before its summary: the client's item has it from the start.
             self._spoke = True
@@ -274,7 +344,7 @@ class ResponsesStream(EventStream):
             return b""
         return self._start(ev.output_index, item)
 
-    def _start(self, at: int, item: _Item) -> bytes:
+    def _start(self, at: int, item: OutputItem) -> bytes:
         args = item.arguments or ""
         call = self._last = self._calls[at] = _Call(len(self._by_id), bool(args))
         call_id = item.call_id or item.id or ""
@@ -294,17 +364,20 @@ class ResponsesStream(EventStream):
     def _item_done(self, ev: _Event) -> bytes:
         if not ev.item:
             return b""
-        item = _decode_item(ev.item)
+        item = decode_item(ev.item)
         kind = item.type
         if kind == "message":
             texting, self._texting = self._texting, False
             if texting:
                 return b""
             # A server that sent the message whole, without deltas.
-            text = "".join(p.text or p.refusal for p in item.content or ())
+            text, entries = message_of(item)
             if not text:
                 return b""
             self._spoke = True
+            if entries:
+                extras = logprobs_extras(entries)
+                return self._out().chunk(content=text, extras=extras, extras_dialect=_CHAT)
             return self._out().content(text)
         if kind == "function_call":
             return self._call_done(ev.output_index, item)
@@ -312,10 +385,9 @@ class ResponsesStream(EventStream):
             return self._reasoning(item)
         # A hosted tool's item: relayed as the server sent it.
         self._spoke = True
-        extras = b'{"output_item":' + bytes(ev.item) + b"}"
-        return self._out().chunk(extras=extras.decode(), extras_dialect=_DIALECT)
+        return self._out().chunk(extras=hosted_extras(bytes(ev.item)), extras_dialect=_DIALECT)
 
-    def _call_done(self, at: int, item: _Item) -> bytes:
+    def _call_done(self, at: int, item: OutputItem) -> bytes:
         out = b""
         call = self._by_id.get(item.call_id or "") or self._calls.get(at)
         if call is None:  # a server that sends no .added
@@ -327,10 +399,9 @@ class ResponsesStream(EventStream):
             out += self._out().arguments(call.index, "{}")
         return out
 
-    def _reasoning(self, item: _Item) -> bytes:
+    def _reasoning(self, item: OutputItem) -> bytes:
         said, self._thought = self._thought, None
-        texts = [t.text for t in item.summary or ()] or [t.text for t in item.content or ()]
-        text = "\n\n".join(texts) if texts else "".join(said or ())
+        text = reasoning_text(item) or "".join(said or ())
         opaque = (item.encrypted_content or "").encode()
         if not (text or opaque or item.id):
             return b""
@@ -351,23 +422,28 @@ class ResponsesStream(EventStream):
             finish = INCOMPLETE_REASONS.get(reason, FinishReason.LENGTH)
         elif resp.status == "failed":
             return self._fail(
-                codes.BACKEND_STREAM_ERROR, _said(resp.error or _Error(), "the response failed")
+                codes.BACKEND_STREAM_ERROR, error_text(resp.error or ResponseError(), FAILED)
             )
         self.done = True
-        return self._out().chunk(finish_reason=finish, usage=_usage_of(resp.usage))
+        return self._out().chunk(finish_reason=finish, usage=usage_of(resp.usage))
 
 
-def _usage_of(u: _Usage | None) -> Usage | None:
+def usage_of(u: ResponseUsage | None) -> Usage | None:
+    """The usage of a response (none when the server sent none)."""
     if u is None:
         return None
-    return usage(
-        u.input_tokens,
-        u.output_tokens,
-        u.input_tokens_details.cached_tokens if u.input_tokens_details else 0,
-        u.output_tokens_details.reasoning_tokens if u.output_tokens_details else 0,
+    given = u.input_tokens_details
+    return Usage(
+        count(u.input_tokens),
+        count(u.output_tokens),
+        count(given.cached_tokens) if given else 0,
+        count(u.output_tokens_details.reasoning_tokens) if u.output_tokens_details else 0,
+        count(given.cache_write_tokens) if given else 0,
     )
 
 
-def _said(err: _Error, fallback: str) -> str:
+def error_text(err: ResponseError, fallback: str) -> str:
+    """An error chunk's message: the server's code and message (``fallback``
+    when it sent none)."""
     message = err.message or fallback
     return f"{err.code}: {message}" if err.code else message

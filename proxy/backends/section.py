@@ -68,6 +68,11 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # neither carry nor map is left out (named in x-flatgate-dropped-fields and
     # counted) instead of refused with a 400 naming it (backends.extras).
     drop_unsupported: bool = False
+    # openai, openai-responses, anthropic: a request the client did not ask to
+    # stream is asked for whole (stream: false) and its answer translated in
+    # one step (json_api.WholeAnswer); false: every answer is streamed from
+    # the backend, as the client's frames are.
+    whole_answers: bool = True
     # anthropic: sent when a request gives no max_tokens (Anthropic requires one).
     default_max_tokens: int = 4096
     anthropic_version: str = "2023-06-01"

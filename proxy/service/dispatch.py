@@ -271,7 +271,7 @@ class Dispatcher:
                 self.balancer.succeeded(backend)
                 self.metrics.upstream_ttfb_of(backend.name).observe(time.perf_counter() - started)
                 model = decoded().model_name if adapter.protocol != "fbs" else ""
-                translator = adapter.translator(request_id, model)
+                translator = adapter.translator(request_id, model, out.whole)
                 for name in out.omitted:
                     self._omitted.labels(backend.name, omitted_label(name)).inc()
                 return Opened(

@@ -4,7 +4,8 @@ proxy, with what only the wire carries (extras of the Messages dialect,
 reasoning parts). The stub signs its thinking with a fake it checks when it
 comes back, and takes a system message inside ``messages`` only when the
 request's ``anthropic-beta`` header names the beta: so a 200 there shows the
-header reached it.
+header reached it. A request not streamed is answered whole (the stub's
+``message``), through ``anthropic_whole``.
 """
 
 from __future__ import annotations
@@ -74,7 +75,11 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def buffer(
-    model: str, messages: list[WireMessage], extras: dict[str, Any] | None, dialect: int
+    model: str,
+    messages: list[WireMessage],
+    extras: dict[str, Any] | None,
+    dialect: int,
+    stream: bool = True,
 ) -> bytes:
     w = RequestWriter()
     w.strings(
@@ -87,7 +92,7 @@ def buffer(
         extras=json.dumps(extras).encode() if extras else b"",
     )
     w.messages(messages)
-    return w.finish(provider=int(Provider.Anthropic), stream=True, extras_dialect=dialect)
+    return w.finish(provider=int(Provider.Anthropic), stream=stream, extras_dialect=dialect)
 
 
 def ask(
@@ -97,10 +102,11 @@ def ask(
     *,
     dialect: int = ANTHROPIC,
     model: str = "echo",
+    stream: bool = True,
 ) -> tuple[httpx.Response, list[Chunk]]:
     r = httpx.post(
         f"{proxy.url}/v1/completions",
-        content=buffer(model, messages, extras, dialect),
+        content=buffer(model, messages, extras, dialect, stream),
         headers={"content-type": FLATBUFFERS, "accept": FRAMES, "x-request-id": "rid-1"},
         timeout=10,
     )
@@ -120,8 +126,10 @@ def text_of(chunks: list[Chunk]) -> str:
     return "".join(c.content for c in chunks)
 
 
-def test_thinking_comes_back_as_a_signed_part_and_goes_back(proxy: Server) -> None:
-    r, chunks = ask(proxy, [msg(Role.User, "think about this")], THINK)
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_thinking_comes_back_as_a_signed_part_and_goes_back(proxy: Server, stream: bool) -> None:
+    # Not streamed, the stub is asked for (and answers) a whole message.
+    r, chunks = ask(proxy, [msg(Role.User, "think about this")], THINK, stream=stream)
     assert r.status_code == 200
     thought = "The user wrote 3 words; I repeat them back."
     parts = [c.reasoning_part for c in chunks if c.reasoning_part is not None]
@@ -134,11 +142,11 @@ def test_thinking_comes_back_as_a_signed_part_and_goes_back(proxy: Server) -> No
         msg(Role.Assistant, "think about this", parts),
         msg(Role.User, "and again"),
     ]
-    r, chunks = ask(proxy, history, THINK)
+    r, chunks = ask(proxy, history, THINK, stream=stream)
     assert (r.status_code, text_of(chunks)) == (200, "and again")
     forged = ReasoningPart(thought, b"Zm9yZ2Vk", ANTHROPIC)
     history[1] = msg(Role.Assistant, "x", [forged])
-    r, _ = ask(proxy, history, THINK)
+    r, _ = ask(proxy, history, THINK, stream=stream)
     assert r.status_code == 400
     assert "Invalid `signature` in `thinking` block" in r.text
 

@@ -25,7 +25,7 @@ from flatgate.proxy.wire.request.decode import (
     Tool,
     ToolCall,
 )
-from flatgate.proxy.wire.schema import JSON, SSE, ToolChoiceMode
+from flatgate.proxy.wire.schema import ToolChoiceMode
 from tests.backends.helpers import fixture, request, request_raw, user
 
 WEATHER_PARAMS: dict[str, Any] = {
@@ -143,9 +143,12 @@ def test_a_tool_use_round_trip_is_the_documented_request() -> None:
     assert encode(client) == {**normalized(documented), "stream": True}
 
 
-def test_stream_is_always_true() -> None:
+def test_stream_is_false_only_for_a_whole_answer() -> None:
+    # The client's own stream flag is the adapter's to weigh (prepare), not
+    # the body's: the encoder writes what it is told.
     assert encode(minimal(stream=False))["stream"] is True
-    assert encode(minimal())["stream"] is True
+    assert encode(minimal(stream=True), whole=True)["stream"] is False
+    assert encode(minimal(), whole=True)["stream"] is False
 
 
 # -- system and developer --------------------------------------------------------
@@ -537,62 +540,3 @@ def test_a_request_built_as_structs() -> None:
     assert body["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "c", "content": "r"}
     ]
-
-
-# -- what the adapter sends it with --------------------------------------------
-
-
-def test_prepare_posts_to_messages_with_version_and_key() -> None:
-    req = request(minimal())
-    out = adapter(api_key="sk-ant-x").prepare(b"ignored", lambda: req, "rid-3", "Bearer caller")
-    assert out.url == "https://api.anthropic.com/v1/messages"
-    headers = dict(out.headers)
-    assert headers["content-type"] == JSON
-    assert headers["accept"] == SSE
-    assert headers["x-request-id"] == "rid-3"
-    assert headers["anthropic-version"] == "2023-06-01"
-    assert headers["x-api-key"] == "sk-ant-x"
-    assert "authorization" not in headers
-
-
-def test_prepare_sends_the_configured_version_and_headers() -> None:
-    req = request(minimal())
-    a = adapter(anthropic_version="2099-01-01", headers={"anthropic-beta": "x-2025"})
-    headers = a.prepare(b"", lambda: req, "r", "").headers
-    assert ("anthropic-version", "2099-01-01") in headers
-    assert ("anthropic-beta", "x-2025") in headers
-
-
-def test_prepare_forwards_the_callers_credential_when_configured() -> None:
-    req = request(minimal())
-    out = adapter(forward_credentials=True).prepare(b"", lambda: req, "r", "Bearer caller")
-    assert ("authorization", "Bearer caller") in out.headers
-    assert "x-api-key" not in dict(out.headers)
-
-
-def test_prepare_sends_the_configured_model_over_the_routed_one() -> None:
-    req = request(minimal(), model_name="claude-routed")
-    assert json.loads(adapter().prepare(b"", lambda: req, "r", "").body)["model"] == "claude-routed"
-    body = adapter(model="claude-sonnet-4-5").prepare(b"", lambda: req, "r", "").body
-    assert json.loads(body)["model"] == "claude-sonnet-4-5"
-
-
-def test_prepare_raises_untranslatable_for_arguments_that_are_not_an_object() -> None:
-    req = request(minimal(messages=[user("q"), assistant_calls(("c", "f", "[]"))]))
-    with pytest.raises(Untranslatable):
-        adapter().prepare(b"", lambda: req, "r", "")
-
-
-def test_probe_is_a_connection_to_the_origin_without_a_health_path() -> None:
-    probe = adapter(url="https://api.anthropic.com/v1").probe()
-    assert probe.connect_only
-    assert probe.url == "https://api.anthropic.com"
-    assert probe.headers == []
-
-
-def test_probe_gets_the_health_path_with_version_and_key() -> None:
-    probe = adapter(url="http://127.0.0.1:9000/v1", api_key="k", health_path="/health").probe()
-    assert not probe.connect_only
-    assert probe.url == "http://127.0.0.1:9000/health"  # from the server root
-    assert ("x-api-key", "k") in probe.headers
-    assert ("anthropic-version", "2023-06-01") in probe.headers

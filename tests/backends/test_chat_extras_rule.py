@@ -178,11 +178,12 @@ def test_drop_unsupported_reaches_the_adapter() -> None:
         name="b", url="http://127.0.0.1:9/v1", protocol="openai", drop_unsupported=True
     )
     omitted: list[str] = []
-    OpenAIAdapter(config).encode(wire(HI, extras={"made_up": 1}, dialect=RESPONSES), "m", omitted)
+    req = wire(HI, extras={"made_up": 1}, dialect=RESPONSES)
+    OpenAIAdapter(config).encode(req, "m", omitted, False)
     assert omitted == ["made_up"]
     strict = BackendConfig(name="b", url="http://127.0.0.1:9/v1", protocol="openai")
     with pytest.raises(UnsupportedField):
-        OpenAIAdapter(strict).encode(wire(HI, extras={"made_up": 1}, dialect=RESPONSES), "m", [])
+        OpenAIAdapter(strict).encode(req, "m", [], False)
 
 
 def test_drop_unsupported_is_not_for_an_fbs_backend() -> None:

@@ -10,8 +10,13 @@ hosted tools (it takes any ``tools`` entry and runs none), ``include``,
 status is ``incomplete``), ``response.failed`` and ``error`` events (its
 stream faults cut, truncate or garble the stream at the transport), cached
 tokens, refusals, and any validation of the input items. The stub
-(``test_responses_e2e``) and the documented event fixtures
-(``test_responses_stream``) cover those.
+(``test_responses_e2e``, ``test_responses_whole_e2e``) and the documented
+event fixtures (``test_responses_stream``, ``test_responses_whole``) cover
+those.
+
+A request the client does not stream is asked for whole (``stream:
+false``): llmock answers it with the ``response`` object, and its journal
+says whether it streamed.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.responses import FunctionToolParam, ResponseFunctionToolCall
 
 from flatgate.proxy.wire.chunk.frames import Chunk, FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk
@@ -92,10 +98,14 @@ def clean(stack: Stack) -> None:
     stack.mock.reset()
 
 
-def sent(stack: Stack) -> dict[str, Any]:
+def sent(stack: Stack, streamed: bool | None = None) -> dict[str, Any]:
+    """The body llmock last received (``streamed``: checked against its
+    journal's record of whether it answered with a stream)."""
     entries = stack.mock.requests()
     assert entries, "llmock received nothing"
     assert entries[-1]["path"] == "/v1/responses"
+    if streamed is not None:
+        assert entries[-1]["stream"] is streamed
     body: dict[str, Any] = entries[-1]["body"]
     return body
 
@@ -134,22 +144,26 @@ def ask(stack: Stack, text: str, **kw: Any) -> tuple[httpx.Response, list[Chunk]
     return r, chunks
 
 
-def test_scripted_text_streams_through_with_usage(stack: Stack) -> None:
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_scripted_text_comes_through_with_usage(stack: Stack, stream: bool) -> None:
     stack.mock.scenario({"type": "reply", "text": "Bonjour from the mock"})
-    r, chunks = ask(stack, "say something")
+    r, chunks = ask(stack, "say something", stream=stream)
     assert r.status_code == 200
+    assert sent(stack, streamed=stream)["stream"] is stream
     assert "".join(c.content for c in chunks) == "Bonjour from the mock"
     last = chunks[-1]
     assert last.finish_reason == FinishReason.STOP
     assert last.usage is not None and last.usage.completion_tokens > 0
     assert {c.model for c in chunks} == {MODEL}
+    if not stream:  # the whole answer: its text, then the final chunk
+        assert len(chunks) == 2
 
 
 def test_the_request_is_what_the_responses_api_expects(stack: Stack) -> None:
     extras = {"prompt_cache_key": "session-1", "tools": [{"type": "web_search"}]}
     r, _ = ask(stack, "say something", max_tokens=77, temperature=0.5, extras=extras)
-    body = sent(stack)
-    assert (body["stream"], body["store"]) == (True, False)
+    body = sent(stack, streamed=False)
+    assert (body["stream"], body["store"]) == (False, False)
     assert body["model"] == MODEL
     assert body["instructions"] == "Be brief."
     assert body["input"] == [
@@ -165,11 +179,13 @@ def test_the_request_is_what_the_responses_api_expects(stack: Stack) -> None:
     assert r.headers[OMITTED_HEADER] == "tools[web_search]"
 
 
-def test_a_tool_call_arrives_whole(stack: Stack) -> None:
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_tool_call_arrives_whole(stack: Stack, stream: bool) -> None:
     stack.mock.scenario(
         {"type": "reply", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}
     )
-    _, chunks = ask(stack, "weather in Paris?", tools=True)
+    _, chunks = ask(stack, "weather in Paris?", tools=True, stream=stream)
+    assert sent(stack, streamed=stream)["stream"] is stream
     deltas = [d for c in chunks for d in c.tool_calls]
     assert {d.index for d in deltas} == {0}
     assert deltas[0].name == "get_weather" and deltas[0].id
@@ -188,7 +204,8 @@ def test_a_tool_call_arrives_whole(stack: Stack) -> None:
     assert body["tool_choice"] == {"type": "function", "name": "get_weather"}
 
 
-def test_parallel_calls_are_separate_calls(stack: Stack) -> None:
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_parallel_calls_are_separate_calls(stack: Stack, stream: bool) -> None:
     stack.mock.scenario(
         {
             "type": "reply",
@@ -198,7 +215,7 @@ def test_parallel_calls_are_separate_calls(stack: Stack) -> None:
             ],
         }
     )
-    _, chunks = ask(stack, "weather in Paris and Oslo?", tools=True)
+    _, chunks = ask(stack, "weather in Paris and Oslo?", tools=True, stream=stream)
     by_index: dict[int, str] = {}
     for c in chunks:
         for d in c.tool_calls:
@@ -220,7 +237,7 @@ def test_a_stream_cut_short_is_an_error_not_a_short_answer(stack: Stack) -> None
         {"type": "reply", "text": "one two three four five six"},
         {"type": "stream_fault", "kind": "truncate", "after_chunks": 4, "match": {"stream": True}},
     )
-    r, chunks = ask(stack, "hi")
+    r, chunks = ask(stack, "hi", stream=True)
     assert r.status_code == 200
     assert chunks[-1].error is not None
     assert chunks[-1].error.code == "backend_stream_truncated"
@@ -231,8 +248,33 @@ def test_the_openai_sdk_through_the_edge(stack: Stack) -> None:
     reply = stack.client().chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "a question long enough to count"}]
     )
+    assert sent(stack, streamed=False)["stream"] is False
     assert reply.choices[0].message.content == "Hello from the Responses mock"
     assert reply.usage is not None and reply.usage.prompt_tokens > 0
+
+
+def test_the_sdks_responses_client_gets_a_whole_answer(stack: Stack) -> None:
+    stack.mock.scenario(
+        {"type": "reply", "text": "Checking."},
+        {"type": "reply", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]},
+    )
+    reply = stack.client().responses.create(model=MODEL, input="hello there", stream=False)
+    assert sent(stack, streamed=False)["stream"] is False
+    assert (reply.status, reply.output_text, reply.model) == ("completed", "Checking.", MODEL)
+    assert reply.usage is not None and reply.usage.output_tokens > 0
+    tool: FunctionToolParam = {
+        "type": "function",
+        "name": "get_weather",
+        "parameters": {"type": "object"},
+        "strict": False,
+    }
+    called = stack.client().responses.create(
+        model=MODEL, input="weather in Oslo?", tools=[tool], stream=False
+    )
+    (call,) = called.output
+    assert isinstance(call, ResponseFunctionToolCall)
+    assert call.name == "get_weather" and call.call_id
+    assert json.loads(call.arguments) == {"city": "Oslo"}
 
 
 def test_an_unknown_model_at_the_backend_is_its_own_error(stack: Stack) -> None:

@@ -14,10 +14,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from flatgate.proxy.backends.openai import OpenAIAdapter, encode_request
+from flatgate.proxy.backends.openai import OpenAIAdapter, OpenAIStream, encode_request
+from flatgate.proxy.backends.openai_whole import OpenAIWhole
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.request.decode import Function, Message, Request, Tool
-from flatgate.proxy.wire.schema import JSON, SSE, ToolChoiceMode
+from flatgate.proxy.wire.schema import JSON, SSE, ApiDialect, ToolChoiceMode
 from tests.backends.helpers import request, request_raw, user
 
 WEATHER_TOOL: dict[str, Any] = {
@@ -49,7 +50,7 @@ def adapter(**kw: Any) -> OpenAIAdapter:
     return OpenAIAdapter(BackendConfig(name="oa", protocol="openai", **kw))
 
 
-# -- streaming is always asked for ---------------------------------------------
+# -- a stream, or a whole answer ----------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -63,10 +64,45 @@ def adapter(**kw: Any) -> OpenAIAdapter:
     ],
     ids=["unset", "false", "true", "usage-off", "usage-on"],
 )
-def test_stream_and_include_usage_are_always_true(client: dict[str, Any]) -> None:
+def test_a_stream_is_asked_for_with_its_usage_whatever_the_client_said(
+    client: dict[str, Any],
+) -> None:
     body = encode(minimal(**client))
     assert body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("client", [{}, {"stream": False}], ids=["unset", "false"])
+def test_a_whole_answer_is_asked_for_with_stream_false_and_no_stream_options(
+    client: dict[str, Any],
+) -> None:
+    body = encode(minimal(**client), whole=True)
+    assert body["stream"] is False
+    assert "stream_options" not in body
+
+
+def test_a_whole_request_is_the_streamed_one_but_for_stream() -> None:
+    full = minimal(temperature=0.5, max_tokens=9, n=2, stop="x", logprobs=True, top_logprobs=2)
+    streamed, whole = encode(full), encode(full, whole=True)
+    assert streamed.pop("stream") is True and streamed.pop("stream_options")
+    assert whole.pop("stream") is False
+    assert whole == streamed
+
+
+def test_chat_extras_never_set_stream_or_stream_options_of_a_whole_request() -> None:
+    req = Request(
+        model_name="m",
+        messages=[Message(role="user", content="x")],
+        extras='{"stream": true, "stream_options": {"include_usage": true}, "min_p": 0.1}',
+        extras_dialect=int(ApiDialect.OPENAI_CHAT),
+    )
+    body = json.loads(encode_request(req, model="m", whole=True))
+    assert body == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "stream": False,
+        "min_p": 0.1,
+    }
 
 
 def test_a_minimal_request() -> None:
@@ -366,14 +402,44 @@ def test_prepare_posts_to_chat_completions_under_the_base_url() -> None:
 
 
 def test_prepare_sends_json_asks_for_sse_and_passes_the_request_id() -> None:
-    req = request(minimal())
+    req = request(minimal(stream=True))
     out = adapter().prepare(b"", lambda: req, "rid-9", "")
     headers = dict(out.headers)
     assert headers["content-type"] == JSON
     assert headers["accept"] == SSE
     assert headers["x-request-id"] == "rid-9"
     assert "authorization" not in headers
+    assert out.whole is False
     assert json.loads(out.body) == json.loads(encode_request(req, model="routed-model"))
+    assert json.loads(out.body)["stream"] is True
+
+
+def test_prepare_asks_for_json_for_a_request_the_client_did_not_stream() -> None:
+    req = request(minimal())
+    out = adapter().prepare(b"", lambda: req, "rid-9", "")
+    headers = dict(out.headers)
+    assert headers["content-type"] == JSON
+    assert headers["accept"] == JSON
+    assert headers["x-request-id"] == "rid-9"
+    assert out.whole is True
+    body = json.loads(out.body)
+    assert body == json.loads(encode_request(req, model="routed-model", whole=True))
+    assert body["stream"] is False and "stream_options" not in body
+
+
+def test_prepare_streams_every_answer_when_whole_answers_is_off() -> None:
+    req = request(minimal())
+    out = adapter(whole_answers=False).prepare(b"", lambda: req, "rid-9", "")
+    assert dict(out.headers)["accept"] == SSE
+    assert out.whole is False
+    assert json.loads(out.body)["stream"] is True
+
+
+def test_the_translator_of_a_whole_answer_reads_json_and_of_a_stream_sse() -> None:
+    a = adapter()
+    assert isinstance(a.translator("r", "m", whole=True), OpenAIWhole)
+    assert isinstance(a.translator("r", "m"), OpenAIStream)
+    assert isinstance(a.translator("r", "m", whole=False), OpenAIStream)
 
 
 def test_prepare_presents_the_configured_key_never_the_callers() -> None:

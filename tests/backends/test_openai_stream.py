@@ -1,4 +1,4 @@
-"""``backends.openai.OpenAIStream``: Chat Completions SSE into chunk frames,
+"""``backends.openai_stream.OpenAIStream``: Chat Completions SSE into chunk frames,
 what a stream says: its text, usage, reasoning, tool calls and finish reasons.
 
 The fixtures are the providers' documented streams and real captures (see
@@ -255,6 +255,33 @@ def test_data_lines_without_a_space_and_reasoning_content() -> None:
     chunks = translate(fixture("compat_data_nospace_reasoning_excerpt.sse"))
     assert reasoning(chunks) == " bit of em"
     assert {c.model for c in chunks if c.reasoning} == {"deepseek-r1"}
+
+
+def test_a_refusal_is_what_the_model_said() -> None:
+    # Structured outputs: the model refuses in ``delta.refusal``, not content.
+    refused = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "refusal": ""}}]},
+        {"choices": [{"index": 0, "delta": {"refusal": "I'm sorry, "}}]},
+        {"choices": [{"index": 0, "delta": {"refusal": "I can't."}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    chunks = translate(data_events(*refused))
+    assert content(chunks) == "I'm sorry, I can't."
+    assert final(chunks).finish_reason == FinishReason.STOP
+
+
+def test_a_refusals_logprobs_ride_with_its_text() -> None:
+    lp = {"content": None, "refusal": [{"token": "No", "logprob": -0.1, "bytes": [78, 111]}]}
+    delta = {"index": 0, "delta": {"refusal": "No"}, "logprobs": lp}
+    chunks = translate(
+        data_events(
+            {"choices": [delta]}, {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        )
+    )
+    [carrying] = [c for c in chunks if c.extras]
+    assert carrying.content == "No"
+    assert json.loads(carrying.extras) == {"logprobs": lp}
+    assert content(chunks) == "No"
 
 
 # -- tool calls ----------------------------------------------------------------

@@ -100,6 +100,7 @@ def buffer(
     extras: dict[str, Any] | None = None,
     tools: bool = False,
     max_tokens: int = 0,
+    stream: bool = True,
 ) -> bytes:
     w = RequestWriter()
     w.strings(
@@ -116,7 +117,7 @@ def buffer(
         w.tools([(b"lookup", b"looks things up", b'{"type":"object"}', False)])
     return w.finish(
         provider=int(Provider.OpenAI),
-        stream=True,
+        stream=stream,
         max_tokens=max_tokens,
         tool_choice=int(ToolChoiceMode.Function) if tools else 0,
         extras_dialect=RESPONSES if extras else 0,
@@ -156,8 +157,15 @@ def counted(stack: Stack, backend: str, field: str) -> float:
 # -- straight to the proxy ---------------------------------------------------------
 
 
-def test_text_streams_back_with_usage(stack: Stack) -> None:
-    r, chunks = ask(stack, buffer("echo", [user("the quick brown fox")]))
+# Each case runs streamed and whole: a request that does not stream is asked
+# for a whole answer (``stream: false``), which the stub answers with the
+# ``response`` object.
+streamed_and_whole = pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+
+
+@streamed_and_whole
+def test_text_streams_back_with_usage(stack: Stack, stream: bool) -> None:
+    r, chunks = ask(stack, buffer("echo", [user("the quick brown fox")], stream=stream))
     assert r.status_code == 200
     assert OMITTED_HEADER not in r.headers
     assert text_of(chunks) == "the quick brown fox"
@@ -199,8 +207,9 @@ def test_a_backend_that_runs_the_hosted_tool_is_sent_it(stack: Stack) -> None:
     )
 
 
-def test_encrypted_reasoning_comes_back_and_goes_back(stack: Stack) -> None:
-    r, chunks = ask(stack, buffer("echo", [user("think first")], extras=THINK))
+@streamed_and_whole
+def test_encrypted_reasoning_comes_back_and_goes_back(stack: Stack, stream: bool) -> None:
+    r, chunks = ask(stack, buffer("echo", [user("think first")], extras=THINK, stream=stream))
     assert r.status_code == 200
     opening, *parts = [c.reasoning_part for c in chunks if c.reasoning_part is not None]
     # The item's id first (its payload is bound to it), then the whole part.
@@ -221,7 +230,7 @@ def test_encrypted_reasoning_comes_back_and_goes_back(stack: Stack) -> None:
         (int(Role.Assistant), b"think first", b"", b"", (), False, parts),
         user("and again"),
     ]
-    r, chunks = ask(stack, buffer("echo", history, extras=THINK))
+    r, chunks = ask(stack, buffer("echo", history, extras=THINK, stream=stream))
     assert (r.status_code, text_of(chunks)) == (200, "and again")
     forged = ReasoningPart(parts[0].text, b"forged", RESPONSES, "rs_rid-1")
     history[1] = (int(Role.Assistant), b"x", b"", b"", (), False, [forged])
@@ -245,8 +254,9 @@ def test_reasoning_of_another_dialect_is_left_out_and_named(stack: Stack) -> Non
     )
 
 
-def test_a_forced_function_is_a_tool_call(stack: Stack) -> None:
-    r, chunks = ask(stack, buffer("echo", [user("weather in Paris")], tools=True))
+@streamed_and_whole
+def test_a_forced_function_is_a_tool_call(stack: Stack, stream: bool) -> None:
+    r, chunks = ask(stack, buffer("echo", [user("weather in Paris")], tools=True, stream=stream))
     assert r.status_code == 200
     deltas = [d for c in chunks for d in c.tool_calls]
     assert (deltas[0].id, deltas[0].name) == ("call_rid-1", "lookup")
@@ -254,8 +264,10 @@ def test_a_forced_function_is_a_tool_call(stack: Stack) -> None:
     assert chunks[-1].finish_reason == FinishReason.TOOL_CALLS
 
 
-def test_the_output_limit_is_a_length_finish(stack: Stack) -> None:
-    _, chunks = ask(stack, buffer("echo", [user("one two three")], max_tokens=2))
+@streamed_and_whole
+def test_the_output_limit_is_a_length_finish(stack: Stack, stream: bool) -> None:
+    body = buffer("echo", [user("one two three")], max_tokens=2, stream=stream)
+    _, chunks = ask(stack, body)
     assert (text_of(chunks), chunks[-1].finish_reason) == ("one two ", FinishReason.LENGTH)
 
 

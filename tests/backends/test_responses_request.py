@@ -440,24 +440,33 @@ def test_extras_that_are_not_what_they_say_are_untranslatable(extras: str) -> No
 # -- the adapter --------------------------------------------------------------------
 
 
-def test_prepare_posts_to_responses_under_the_base_url_with_openais_headers() -> None:
+@pytest.mark.parametrize("stream", [True, False])
+def test_prepare_posts_to_responses_under_the_base_url_with_openais_headers(stream: bool) -> None:
     req = wire(
         [msg(Role.User, "hi", name="n")],
         extras={"tools": [{"type": "web_search"}]},
         dialect=RESPONSES,
+        stream=stream,
     )
     out = adapter(api_key="sk-up", headers={"x-team": "a"}, model="gpt-5").prepare(
         b"ignored", lambda: req, "rid-1", "Bearer caller"
     )
     assert out.url == "https://api.example.com/v1/responses"
+    # A request the client did not stream asks for the answer whole.
     assert out.headers == [
         ("content-type", JSON),
-        ("accept", SSE),
+        ("accept", SSE if stream else JSON),
         ("x-request-id", "rid-1"),
         ("authorization", "Bearer sk-up"),
         ("x-team", "a"),
     ]
-    assert json.loads(out.body)["model"] == "gpt-5"
+    sent = json.loads(out.body)
+    assert (sent["model"], sent["stream"], sent["store"], out.whole) == (
+        "gpt-5",
+        stream,
+        False,
+        not stream,
+    )
     assert out.omitted == ("name", "tools[web_search]")
 
 

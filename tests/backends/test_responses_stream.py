@@ -82,6 +82,22 @@ def test_a_message_sent_whole_without_deltas_is_its_text() -> None:
     assert content(chunks) == "Hi all"
 
 
+def test_a_message_sent_whole_keeps_its_parts_logprobs() -> None:
+    tokens: list[dict[str, Any]] = [
+        {"token": t, "logprob": -0.25, "top_logprobs": []} for t in ("Hi", " all")
+    ]
+    parts = [
+        {"type": "output_text", "text": "Hi", "logprobs": tokens[:1]},
+        {"type": "output_text", "text": " all", "logprobs": tokens[1:]},
+    ]
+    item = {"id": "m", "type": "message", "content": parts}
+    chunks = translate(rev.events(rev.created(), rev.item_done(0, item), rev.completed()))
+    (said,) = [c for c in chunks if c.content]
+    assert said.content == "Hi all"
+    assert said.extras_dialect == int(ApiDialect.OPENAI_CHAT)
+    assert json.loads(said.extras) == {"logprobs": {"content": tokens}}
+
+
 def test_a_refusal_is_content() -> None:
     chunks = translate(fixture("responses/openai_refusal.sse"))
     assert content(chunks) == "refusal text so far"
@@ -124,6 +140,15 @@ def test_a_completed_event_whose_response_is_incomplete_is_a_length_finish() -> 
 def test_usage_carries_cached_and_reasoning_tokens() -> None:
     chunks = translate(fixture("responses/openai_reasoning.sse"))
     assert final(chunks).usage == Usage(81, 1035, 64, 832)
+
+
+def test_usage_carries_cache_writes() -> None:
+    # The web search example's usage names cache_write_tokens (0 there).
+    assert final(translate(fixture("responses/openai_web_search.sse"))).usage == Usage(328, 356)
+    event = rev.completed(input_tokens=50, output_tokens=3, cached=10)
+    event["response"]["usage"]["input_tokens_details"]["cache_write_tokens"] = 40
+    last = final(translate(rev.events(rev.message(0, "a"), event)))
+    assert last.usage == Usage(50, 3, 10, 0, 40)
 
 
 # -- reasoning -------------------------------------------------------------------

@@ -7,7 +7,9 @@ made in ``fixtures/SOURCES.md``) come from ``make test-vllm`` with
 ``FLATGATE_VLLM_RECORD=1``: a real vLLM 0.32 on a tiny random-weight model,
 each request sent to it directly and through flatgate. Here a loopback server
 answers the adapter with vLLM's recorded bytes, behind one
-``flatgate gateway``.
+``flatgate gateway``: a stream where the client streamed, a whole
+``chat.completion`` where it did not (the adapter asks for whole answers,
+``stream: false``), and the error of the context-length case.
 """
 
 from __future__ import annotations
@@ -172,6 +174,9 @@ def test_client_reads_what_vllm_answered(replay: tuple[Replay, Server], case: st
     for field in CARRIED:
         if field in adapter:
             assert sent.get(field) == adapter[field], field
+    # A stream when the client streamed, a whole answer when it did not.
+    assert sent["stream"] is stream and adapter["stream"] is stream
+    assert ("stream_options" in sent) is stream and ("stream_options" in adapter) is stream
     if record["api"] == "chat":
         for field, value in record["request"].items():
             if field not in {"model", "stream", "stream_options"}:
@@ -183,3 +188,16 @@ def test_the_captures_are_whole() -> None:
         record, body = read_capture(case)
         assert body, case
         assert (Path(__file__).parent / "fixtures" / "vllm" / record["backend_file"]).is_file()
+
+
+def test_a_request_not_streamed_was_answered_whole() -> None:
+    seen = set()
+    for case in CASES:
+        record, body = read_capture(case)
+        if record["request"].get("stream") or record["backend"]["status"] != 200:
+            continue
+        seen.add(case)
+        assert record["backend_file"] == f"{case}.answer.json", case
+        assert record["backend"]["content_type"].startswith("application/json"), case
+        assert json.loads(body)["object"] == "chat.completion", case
+    assert {"logprobs_whole", "tool_whole", "messages_text"} <= seen

@@ -9,13 +9,16 @@ One capture per case: ``<case>.json`` holds what the client sent (``api``:
 Chat answer it is compared with in ``chat_text`` / ``chat_tool``), what
 flatgate's ``openai`` adapter sent vLLM (``adapter_request``) and the status
 and content type vLLM answered it with; the body of that answer, as vLLM
-wrote it (an SSE stream, or the JSON of an error), is ``<case>.sse`` or
-``<case>.error.json`` (``backend_file``).
+wrote it, is ``<case>.sse`` (a stream: the client streamed),
+``<case>.answer.json`` (a whole ``chat.completion``: the client did not, and
+the adapter asked for it whole) or ``<case>.error.json`` (an error)
+(``backend_file``).
 
 ``chat_view`` and ``messages_view`` reduce an answer (whole JSON or SSE) to
 what a client reads of it: per choice the text, finish reason, logprobs
-entries and tool calls (name, parsed arguments), and the usage counts; an
-error to its status and error object. Pure: no I/O but reading captures.
+entries, tool calls (name, parsed arguments) and their arguments' text as
+sent, and the usage counts; an error to its status and error object. Pure:
+no I/O but reading captures.
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ __all__ = [
 CAPTURES = Path(__file__).parent / "fixtures" / "vllm"
 
 Capture = dict[str, Any]
+# The suffixes of the backend bodies kept beside the records.
+_BODIES = (".answer.json", ".error.json")
 
 
 def captures() -> list[str]:
     """The recorded cases' names."""
-    return sorted(p.stem for p in CAPTURES.glob("*.json") if not p.name.endswith(".error.json"))
+    return sorted(p.stem for p in CAPTURES.glob("*.json") if not p.name.endswith(_BODIES))
 
 
 def read_capture(case: str) -> tuple[Capture, bytes]:
@@ -54,8 +59,13 @@ def read_capture(case: str) -> tuple[Capture, bytes]:
 def write_capture(directory: Path, record: Capture, backend_body: bytes) -> None:
     """``record`` (its ``case`` names it) and vLLM's raw body into ``directory``."""
     case = record["case"]
-    sse = record["backend"]["content_type"].startswith("text/event-stream")
-    name = f"{case}.sse" if sse else f"{case}.error.json"
+    backend = record["backend"]
+    if backend["content_type"].startswith("text/event-stream"):
+        name = f"{case}.sse"
+    elif backend["status"] == 200:
+        name = f"{case}.answer.json"
+    else:
+        name = f"{case}.error.json"
     record = {**record, "backend_file": name}
     (directory / f"{case}.json").write_text(json.dumps(record, indent=1) + "\n")
     (directory / name).write_bytes(backend_body)
@@ -95,7 +105,14 @@ def chat_view(status: int, body: bytes, stream: bool) -> dict[str, Any]:
 
     def choice(i: int) -> dict[str, Any]:
         return choices.setdefault(
-            i, {"text": "", "finish_reason": None, "logprobs": None, "tool_calls": {}}
+            i,
+            {
+                "text": "",
+                "finish_reason": None,
+                "logprobs": None,
+                "tool_calls": {},
+                "arguments": [],
+            },
         )
 
     usage = None
@@ -127,6 +144,7 @@ def chat_view(status: int, body: bytes, stream: bool) -> dict[str, Any]:
                 out["logprobs"] = c["logprobs"]["content"]
             out["finish_reason"] = c["finish_reason"]
     for out in choices.values():
+        out["arguments"] = [call["arguments"] for _, call in sorted(out["tool_calls"].items())]
         out["tool_calls"] = [
             (call["name"], json.loads(call["arguments"] or "{}"))
             for _, call in sorted(out["tool_calls"].items())

@@ -11,9 +11,12 @@ streamed), ``logit_bias``, vLLM's own sampling fields (``extra_body``:
 (vLLM constrains the arguments to its schema), the context-length 400, and
 the Anthropic Messages edge in front of the same vLLM.
 
-Each exchange between flatgate and vLLM is captured by the recorder in
-between, and kept as a fixture with ``FLATGATE_VLLM_RECORD=1`` (see
-``conftest``); ``tests/backends/test_vllm_fixtures.py`` replays them.
+A request the client did not stream reaches vLLM with ``stream: false``
+and its answer comes back whole (``openai_whole``): what the client reads
+is then vLLM's whole answer, a tool call's arguments to the character. Each
+exchange between flatgate and vLLM is captured by the recorder in between,
+and kept as a fixture with ``FLATGATE_VLLM_RECORD=1`` (see ``conftest``);
+``tests/backends/test_vllm_fixtures.py`` replays them.
 """
 
 from __future__ import annotations
@@ -97,10 +100,14 @@ def chat(
             "backend": {"status": seen.status, "content_type": seen.content_type},
         }
         write_capture(capture, record, seen.body)
+    adapter = json.loads(seen.request)
+    # Whole when the client did not stream (OpenAI refuses stream_options then).
+    assert adapter["stream"] is stream
+    assert ("stream_options" in adapter) is stream
     return Exchange(
         chat_view(d_status, d_body, stream),
         chat_view(f_status, f_body, stream),
-        json.loads(seen.request),
+        adapter,
     )
 
 
@@ -220,6 +227,10 @@ def test_strict_tool_call(stack: VllmStack, capture_dir: Path | None, stream: bo
     name, args = want["tool_calls"][0]
     assert name == "get_weather" and set(args) == {"city", "unit"}
     assert got["tool_calls"] == want["tool_calls"]
+    # The arguments' very text: a whole answer is asked for whole (vLLM
+    # spaces a streamed call's JSON otherwise), a stream streamed.
+    assert got["arguments"] == want["arguments"]
+    assert ex.adapter["stream"] is stream
     assert got["text"] == want["text"]
     assert ex.through["usage"] == ex.direct["usage"]
     assert ex.adapter["tools"] == [WEATHER]
@@ -269,7 +280,11 @@ def messages(
             "backend": {"status": seen.status, "content_type": seen.content_type},
         }
         write_capture(capture, record, seen.body)
-    return messages_view(status, raw, False), json.loads(seen.request)
+    adapter = json.loads(seen.request)
+    assert adapter["stream"] is False and "stream_options" not in adapter
+    if status == 200:
+        assert seen.content_type.startswith("application/json"), seen.content_type
+    return messages_view(status, raw, False), adapter
 
 
 def test_messages_text_matches_chat(stack: VllmStack, capture_dir: Path | None) -> None:

@@ -1,0 +1,319 @@
+"""The ``openai`` backend's stream: a Chat Completions server's SSE into
+chunk frames (``OpenAIStream``), and what its whole answer's translator
+(``openai_whole``) reads the same way: the finish reasons, the finish rule,
+usage, errors and logprobs.
+
+SSE ``data:`` events, each a ``chat.completion.chunk``:
+
+- ``delta.content`` -> content (and ``delta.refusal``, the model's refusal,
+  is what it said: content too); a choice's ``logprobs`` (the object as the
+  server sent it) -> the extras ``{"logprobs": {...}}`` (dialect
+  ``OpenAIChat``) of the chunk that carries that delta's content;
+  ``delta.reasoning`` / ``reasoning_content``
+  (vLLM, DeepSeek, Ollama) -> reasoning; ``delta.role`` ignored (some servers
+  repeat it); unknown keys ignored (``timings``, ``obfuscation``, ...);
+- ``delta.tool_calls[]`` by ``index``: the first fragment of an index carries
+  ``id`` and ``name`` (repeats are dropped; a new ``id`` on a used index is a
+  new call, for servers that send every call as index 0); later fragments
+  carry argument text; a call that ends with no arguments gets ``"{}"``;
+- ``finish_reason`` ("" and null mean "not yet"): stop, length, tool_calls,
+  content_filter, and the variants servers send (``eos``, ``function_call``,
+  ``error``, ...); an unknown value is STOP; ``tool_calls`` whenever tool
+  deltas were seen and the server said stop; vLLM's ``stop_reason``, when it
+  is a string, is the stop sequence that matched (the final chunk's
+  ``stop_sequence``);
+- ``usage``: the last non-null value (on the finish chunk, or a chunk whose
+  ``choices`` is ``[]``, null or absent), with ``cached_tokens`` and
+  ``reasoning_tokens`` from the details;
+- the final chunk (finish and usage) goes out at ``data: [DONE]``, or at the
+  end of the body when every choice has finished (servers that send no
+  ``[DONE]``);
+- ``{"error": {...}}`` or ``{"error": "..."}`` mid-stream, a finish reason of
+  ``error``, or a body that ends before a finish: one error chunk.
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from flatgate.proxy.backends.json_api import INT32_MAX, EventStream, usage
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.writer import ChunkWriter
+from flatgate.proxy.wire.schema import ApiDialect, FinishReason
+
+__all__ = [
+    "CHAT",
+    "FINISH_REASONS",
+    "ChatError",
+    "ChatFunction",
+    "ChatUsage",
+    "OpenAIStream",
+    "error_text",
+    "finish_of",
+    "finished_with",
+    "logprobs_extras",
+    "usage_of",
+]
+
+# finish_reason values, as servers send them.
+FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": FinishReason.STOP,
+    "eos": FinishReason.STOP,
+    "eos_token": FinishReason.STOP,
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "insufficient_system_resource": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "max_tokens": FinishReason.LENGTH,
+    "model_length": FinishReason.LENGTH,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "function_call": FinishReason.TOOL_CALLS,
+    "content_filter": FinishReason.CONTENT_FILTER,
+    "error": FinishReason.ERROR,
+    "network_error": FinishReason.ERROR,
+    "abort": FinishReason.ERROR,
+}
+
+# The dialect of the extras that carry a choice's logprobs.
+CHAT = int(ApiDialect.OPENAI_CHAT)
+_NULL = msgspec.Raw(b"null")
+
+
+class ChatFunction(msgspec.Struct, gc=False):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _PromptDetails(msgspec.Struct, gc=False):
+    cached_tokens: int | None = None
+
+
+class _CompletionDetails(msgspec.Struct, gc=False):
+    reasoning_tokens: int | None = None
+
+
+class ChatUsage(msgspec.Struct, gc=False):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
+
+
+class ChatError(msgspec.Struct, gc=False):
+    message: str | None = None
+    type: str | None = None
+    code: str | int | None = None
+
+
+def usage_of(u: ChatUsage) -> Usage:
+    """The wire's usage, cached and reasoning tokens from the details."""
+    return usage(
+        u.prompt_tokens,
+        u.completion_tokens,
+        u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else 0,
+        u.completion_tokens_details.reasoning_tokens if u.completion_tokens_details else 0,
+    )
+
+
+def error_text(err: ChatError | str) -> str:
+    """The message of an ``{"error": ...}`` the server sent with a 200."""
+    return err if isinstance(err, str) else err.message or str(err.type or "error")
+
+
+def finished_with(reason: str) -> str:
+    """The message of the error chunk a finish reason of ``error`` becomes."""
+    return f"backend finished with {reason!r}"
+
+
+def finish_of(reason: str, calls: bool, stop_reason: str | int | None) -> tuple[FinishReason, str]:
+    """A choice's finish and the stop sequence that ended it: ``reason``
+    mapped (unknown: STOP), TOOL_CALLS for a STOP after tool calls
+    (``calls``), and vLLM's ``stop_reason`` when it is a string."""
+    finish = FINISH_REASONS.get(reason, FinishReason.STOP)
+    if finish is FinishReason.STOP:
+        if calls:
+            return FinishReason.TOOL_CALLS, ""
+        if type(stop_reason) is str:
+            return finish, stop_reason
+    return finish, ""
+
+
+def logprobs_extras(logprobs: msgspec.Raw) -> str:
+    """The extras that carry a choice's logprobs object as the server sent
+    it (``""``: it sent none)."""
+    if not logprobs or logprobs == _NULL:
+        return ""
+    return (b'{"logprobs":' + bytes(logprobs) + b"}").decode()
+
+
+class _ToolCallDelta(msgspec.Struct, gc=False):
+    index: int = 0
+    id: str | None = None
+    function: ChatFunction | None = None
+
+
+class _Delta(msgspec.Struct, gc=False):
+    content: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _Choice(msgspec.Struct, gc=False):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+    # vLLM: the stop string that matched (or the stop token's id).
+    stop_reason: str | int | None = None
+    # {"content": [...], "refusal": [...]} as the server sent it.
+    logprobs: msgspec.Raw = msgspec.Raw()
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    choices: list[_Choice] | None = None
+    usage: ChatUsage | None = None
+    model: str | None = None
+    error: ChatError | str | None = None
+
+
+_decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_DONE = b"[DONE]"
+
+
+class _Choices:
+    """Per-choice state: the tool calls begun, the finish reason."""
+
+    __slots__ = ("calls", "finish", "ids", "index", "stop_sequence", "used")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.calls: dict[int, int] = {}  # the server's index -> ours
+        self.ids: dict[int, str] = {}  # ours -> the call id
+        self.used: dict[int, bool] = {}  # ours -> arguments seen
+        self.finish = FinishReason.NONE
+        self.stop_sequence = ""
+
+
+class OpenAIStream(EventStream):
+    """One Chat Completions stream into chunk frames (see the module docstring)."""
+
+    __slots__ = ("_choices", "_model", "_usage", "_writer")
+
+    def __init__(self, request_id: str, model: str) -> None:
+        super().__init__(request_id)
+        self._model = model
+        self._writer: ChunkWriter | None = None
+        self._choices: dict[int, _Choices] = {}
+        self._usage: Usage | None = None
+
+    def _out(self, model: str | None) -> ChunkWriter:
+        w = self._writer
+        if w is None:
+            w = self._writer = ChunkWriter(self._request_id, model or self._model)
+        return w
+
+    def _ended(self) -> bytes:
+        choices = self._choices.values()
+        if choices and all(c.finish for c in choices):
+            return self._finish()  # a server that sends no [DONE]
+        return super()._ended()
+
+    def _event(self, name: bytes, data: bytes) -> bytes:
+        if data[:6] == _DONE:
+            return self._finish()
+        chunk = _decode_chunk(data)
+        if chunk.error:
+            return self._fail(codes.BACKEND_STREAM_ERROR, error_text(chunk.error))
+        if chunk.usage is not None:
+            self._usage = usage_of(chunk.usage)
+        if not chunk.choices:
+            return b""
+        w = self._out(chunk.model)
+        out = []
+        for choice in chunk.choices:
+            if not 0 <= choice.index <= INT32_MAX:
+                raise ValueError(f"choice index {choice.index} out of range")
+            state = self._choices.get(choice.index)
+            if state is None:
+                state = self._choices[choice.index] = _Choices(choice.index)
+            delta = choice.delta
+            extras = logprobs_extras(choice.logprobs)
+            if extras:
+                # With the text they are the probabilities of, in its chunk.
+                text = (delta.content or "") + (delta.refusal or "") if delta is not None else ""
+                out.append(
+                    w.chunk(content=text, extras=extras, extras_dialect=CHAT, index=choice.index)
+                )
+                if delta is not None:
+                    delta.content = delta.refusal = None
+            if delta is not None:
+                if delta.content:
+                    out.append(w.content(delta.content, choice.index))
+                if delta.refusal:
+                    out.append(w.content(delta.refusal, choice.index))
+                thought = delta.reasoning or delta.reasoning_content
+                if thought:
+                    out.append(w.reasoning(thought, choice.index))
+                if delta.tool_calls:
+                    out.extend(self._calls(w, state, delta.tool_calls))
+            reason = choice.finish_reason
+            if reason:
+                finish, stop_sequence = finish_of(reason, bool(state.calls), choice.stop_reason)
+                if finish is FinishReason.ERROR:
+                    out.append(self._fail(codes.BACKEND_STREAM_ERROR, finished_with(reason)))
+                    break
+                if stop_sequence:
+                    state.stop_sequence = stop_sequence
+                state.finish = finish
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def _calls(self, w: ChunkWriter, state: _Choices, calls: list[_ToolCallDelta]) -> list[bytes]:
+        out = []
+        for call in calls:
+            fn = call.function
+            args = (fn.arguments or "") if fn is not None else ""
+            ours = state.calls.get(call.index)
+            if ours is not None and call.id and state.ids.get(ours) != call.id:
+                ours = None  # a new call on a used index
+            if ours is None:
+                ours = len(state.ids)
+                state.calls[call.index] = ours
+                state.ids[ours] = call.id or ""
+                state.used[ours] = bool(args)
+                name = (fn.name or "") if fn is not None else ""
+                delta = ToolCallDelta(ours, call.id or "", name, args)
+                out.append(w.chunk(tool_calls=(delta,), index=state.index))
+            elif args:
+                state.used[ours] = True
+                out.append(w.arguments(ours, args, state.index))
+        return out
+
+    def _finish(self) -> bytes:
+        """The terminal frames: "{}" for calls that got no arguments, then each
+        finished choice's finish chunk, the last one with the usage."""
+        choices = [c for c in self._choices.values() if c.finish]
+        if not choices:
+            return self._fail(codes.BACKEND_STREAM_TRUNCATED, "backend ended without a finish")
+        self.done = True
+        w = self._out(None)
+        out = []
+        for c in choices:
+            for ours, used in c.used.items():
+                if not used:
+                    out.append(w.arguments(ours, "{}", c.index))
+        last = choices[-1]
+        for c in choices:
+            usage = self._usage if c is last else None
+            out.append(
+                w.chunk(
+                    finish_reason=c.finish,
+                    usage=usage,
+                    index=c.index,
+                    stop_sequence=c.stop_sequence,
+                )
+            )
+        return b"".join(out)

@@ -1,0 +1,166 @@
+"""The ``openai`` backend's whole answer: a ``chat.completion`` object (what
+a Chat Completions server sends for ``stream: false``) into chunk frames in
+one step (``OpenAIWhole``, a ``json_api.WholeAnswer``).
+
+The frames give each client API what the same answer streamed gives through
+``openai_stream.OpenAIStream``, whose tables and rules it reads with
+(``finish_of``, ``usage_of``, ``logprobs_extras``, ``error_text``):
+
+- per choice, one chunk with all it says: ``message.content`` (and
+  ``message.refusal``, the model's refusal, after it) -> content;
+  ``message.reasoning`` / ``reasoning_content`` (vLLM, DeepSeek, Ollama) ->
+  reasoning; ``message.tool_calls[]`` -> tool calls in their order, each
+  with its id, name and whole arguments (``"{}"`` for none); the choice's
+  ``logprobs`` -> the extras ``{"logprobs": {...}}`` (dialect
+  ``OpenAIChat``), the object as the server sent it;
+- then each choice's finish chunk, the last one with the usage (with
+  ``cached_tokens`` and ``reasoning_tokens`` from the details):
+  ``finish_reason`` mapped as a stream's, ``tool_calls`` when the choice
+  made calls and the server said stop, vLLM's ``stop_reason`` (a string)
+  as the stop sequence; a choice without a finish reason (the answer is
+  whole: nothing was cut) stops;
+- ``{"error": ...}`` sent with a 200, or a choice that finished with
+  ``error``: the one error chunk a stream's would be (``backend_stream_error``);
+  an answer with no choices, or JSON that is no ``chat.completion``: a
+  ``backend_protocol_error`` chunk (``WholeAnswer``).
+
+The chunks carry the answer's ``model`` (else the configured or routed
+name). Unknown keys are ignored (``annotations``, ``audio``,
+``service_tier``, vLLM's ``token_ids``, ...). No I/O.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import msgspec
+
+from flatgate.proxy.backends.json_api import INT32_MAX, WholeAnswer, error_frame
+from flatgate.proxy.backends.openai_stream import (
+    CHAT,
+    ChatError,
+    ChatFunction,
+    ChatUsage,
+    OpenAIStream,
+    error_text,
+    finish_of,
+    finished_with,
+    logprobs_extras,
+    usage_of,
+)
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.chunk.frames import ToolCallDelta
+from flatgate.proxy.wire.chunk.writer import ChunkWriter
+from flatgate.proxy.wire.schema import FinishReason
+
+__all__ = ["OpenAIWhole"]
+
+
+class _ToolCall(msgspec.Struct, gc=False):
+    id: str | None = None
+    function: ChatFunction | None = None
+
+
+class _Message(msgspec.Struct, gc=False):
+    content: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct, gc=False):
+    index: int = 0
+    message: _Message | None = None
+    finish_reason: str | None = None
+    # vLLM: the stop string that matched (or the stop token's id).
+    stop_reason: str | int | None = None
+    # {"content": [...], "refusal": [...]} as the server sent it.
+    logprobs: msgspec.Raw = msgspec.Raw()
+
+
+class _Completion(msgspec.Struct, gc=False):
+    choices: list[_Choice] | None = None
+    usage: ChatUsage | None = None
+    model: str | None = None
+    error: ChatError | str | None = None
+
+
+_decode = msgspec.json.Decoder(_Completion).decode
+
+
+def _calls(message: _Message, first: int) -> tuple[ToolCallDelta, ...]:
+    """The message's tool calls, whole, numbered from ``first``."""
+    out = []
+    for i, call in enumerate(message.tool_calls or (), first):
+        fn = call.function
+        name = (fn.name or "") if fn is not None else ""
+        args = (fn.arguments or "") if fn is not None else ""
+        out.append(ToolCallDelta(i, call.id or "", name, args or "{}"))
+    return tuple(out)
+
+
+class OpenAIWhole(WholeAnswer):
+    """One ``chat.completion`` into chunk frames (see the module docstring); a
+    body that streams anyway goes to an ``OpenAIStream``."""
+
+    __slots__ = ("_model",)
+
+    def __init__(self, request_id: str, model: str) -> None:
+        super().__init__(request_id, partial(OpenAIStream, request_id, model))
+        self._model = model
+
+    def _answer(self, body: bytes) -> bytes:
+        doc = _decode(body)
+        rid = self._request_id
+        if doc.error:
+            return error_frame(rid, codes.BACKEND_STREAM_ERROR, error_text(doc.error))
+        if not doc.choices:
+            raise ValueError("the answer has no choices")
+        w = ChunkWriter(rid, doc.model or self._model)
+        out = []
+        # index -> its finish and stop sequence, in the order choices came
+        ends: dict[int, tuple[FinishReason, str]] = {}
+        made: dict[int, int] = {}  # index -> the tool calls it made
+        for choice in doc.choices:
+            index = choice.index
+            if not 0 <= index <= INT32_MAX:
+                raise ValueError(f"choice index {index} out of range")
+            m = choice.message
+            text = thought = ""
+            calls: tuple[ToolCallDelta, ...] = ()
+            if m is not None:
+                text = (m.content or "") + (m.refusal or "")
+                thought = m.reasoning or m.reasoning_content or ""
+                if m.tool_calls:
+                    calls = _calls(m, made.get(index, 0))
+                    made[index] = made.get(index, 0) + len(calls)
+            extras = logprobs_extras(choice.logprobs)
+            if text or thought or calls or extras:
+                out.append(
+                    w.chunk(
+                        content=text,
+                        reasoning=thought,
+                        tool_calls=calls,
+                        index=index,
+                        extras=extras,
+                        extras_dialect=CHAT if extras else 0,
+                    )
+                )
+            reason = choice.finish_reason or "stop"
+            end = finish_of(reason, index in made, choice.stop_reason)
+            if end[0] is FinishReason.ERROR:
+                return error_frame(rid, codes.BACKEND_STREAM_ERROR, finished_with(reason))
+            ends[index] = end
+        usage = usage_of(doc.usage) if doc.usage is not None else None
+        last = next(reversed(ends))
+        for index, (finish, stop_sequence) in ends.items():
+            out.append(
+                w.chunk(
+                    finish_reason=finish,
+                    usage=usage if index == last else None,
+                    index=index,
+                    stop_sequence=stop_sequence,
+                )
+            )
+        return b"".join(out)
