@@ -142,10 +142,16 @@ class Stack:
     docs: Backend
     mock: LLMock
 
+    sdk: anthropic.Anthropic | None = None
+
     def client(self) -> anthropic.Anthropic:
-        return anthropic.Anthropic(
-            base_url=self.gateway.url, api_key="unused", max_retries=0, timeout=30
-        )
+        """The one SDK client of the module's tests (closed with the stack:
+        one per call would leave its pooled sockets to the collector)."""
+        if self.sdk is None:
+            self.sdk = anthropic.Anthropic(
+                base_url=self.gateway.url, api_key="unused", max_retries=0, timeout=30
+            )
+        return self.sdk
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +191,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         gateway = spawn("gateway", ["--config", config], d)
         start_all([gateway])
         later.callback(stop_all, [gateway])
-        yield Stack(gateway, recorder, docs, mock)
+        stack = Stack(gateway, recorder, docs, mock)
+        try:
+            yield stack
+        finally:
+            if stack.sdk is not None:
+                stack.sdk.close()
 
 
 def user(text: str) -> Any:
