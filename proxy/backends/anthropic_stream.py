@@ -307,7 +307,10 @@ class AnthropicStream(EventStream):
             return b""
         kind = d.type
         if kind == "text_delta":
-            return self._out().content(d.text) if d.text else b""
+            if not d.text:
+                return b""
+            self._spoke = True
+            return self._hold(self._out(), d.text, 0)  # out with the text of its read
         if kind == "input_json_delta":
             block = self._blocks.get(ev.index)
             if block is None or block[0] != _TOOL or not d.partial_json:

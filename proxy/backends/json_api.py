@@ -28,7 +28,6 @@ No I/O.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable, Mapping
 
@@ -38,7 +37,7 @@ from flatgate.proxy.backends.sse import MAX_EVENT_BYTES, SSEError, SSEParser
 from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
-from flatgate.proxy.wire.chunk.writer import write_chunk
+from flatgate.proxy.wire.chunk.writer import ChunkWriter, write_chunk
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import JSON, SSE, FinishReason
 
@@ -78,14 +77,66 @@ def error_frame(request_id: str, code: codes.ErrorCode, message: str) -> bytes:
 
 
 class EventStream:
-    """A backend's SSE stream into chunk frames; subclasses say what each event means."""
+    """A backend's SSE stream into chunk frames; subclasses say what each event means.
 
-    __slots__ = ("_parser", "_request_id", "done")
+    Text that arrived together is one chunk: a subclass hands a text delta
+    with nothing else in its event to ``_hold`` (instead of writing it), and
+    the deltas of one read, while they are of one choice and nothing else
+    comes between them, go out as one content chunk, before the next frame
+    or at the end of the read. Nothing waits for more: what one read brought
+    goes out with that read.
+    """
+
+    __slots__ = ("_held", "_held_index", "_held_writer", "_parser", "_request_id", "done")
 
     def __init__(self, request_id: str) -> None:
         self._parser = SSEParser()
         self._request_id = request_id
         self.done = False
+        self._held: list[str] = []
+        self._held_index = 0
+        self._held_writer: ChunkWriter | None = None
+
+    def _hold(self, w: ChunkWriter, text: str, index: int) -> bytes:
+        """A content delta, held to go out with the text that came with it
+        (``b""``), or its frame when held text of another choice is waiting."""
+        held = self._held
+        if held and index != self._held_index:
+            return w.content(text, index)  # the feed sends the held text first
+        held.append(text)
+        self._held_index = index
+        self._held_writer = w
+        return b""
+
+    def _release(self) -> bytes:
+        """The held text as one content chunk (``b""``: none held)."""
+        held = self._held
+        if not held:
+            return b""
+        text = held[0] if len(held) == 1 else "".join(held)
+        held.clear()
+        w = self._held_writer
+        assert w is not None
+        return w.content(text, self._held_index)
+
+    def _events(self, events: list[tuple[bytes, bytes]], out: list[bytes], cut: bool) -> None:
+        """Each event's frames into ``out``, held text first; ``cut``: the
+        body ended (an event that does not decode was cut short, not bad)."""
+        for name, data in events:
+            try:
+                frames = self._event(name, data)
+            except ValueError as exc:  # JSON, UTF-8, a number out of range
+                if cut:
+                    continue
+                frames = self._fail(
+                    codes.BACKEND_PROTOCOL_ERROR, f"backend sent a bad event: {exc}"
+                )
+            if frames:
+                if self._held:
+                    out.append(self._release())
+                out.append(frames)
+            if self.done:
+                break
 
     def _event(self, name: bytes, data: bytes) -> bytes:
         """The frames one event makes (``ValueError`` for one that does not decode)."""
@@ -108,28 +159,19 @@ class EventStream:
             return self._fail(codes.BACKEND_PROTOCOL_ERROR, str(exc))
         if not events:
             return b""
-        out = []
-        for name, data in events:
-            try:
-                out.append(self._event(name, data))
-            except ValueError as exc:  # JSON, UTF-8, a number out of range
-                out.append(
-                    self._fail(codes.BACKEND_PROTOCOL_ERROR, f"backend sent a bad event: {exc}")
-                )
-            if self.done:
-                break
+        out: list[bytes] = []
+        self._events(events, out, False)
+        if self._held:
+            out.append(self._release())
         return out[0] if len(out) == 1 else b"".join(out)
 
     def end(self) -> bytes:
         if self.done:
             return b""
-        out = []
-        for name, data in self._parser.end():
-            # An event that does not decode was cut short: the body ended inside it.
-            with contextlib.suppress(ValueError):
-                out.append(self._event(name, data))
-            if self.done:
-                break
+        out: list[bytes] = []
+        self._events(self._parser.end(), out, True)
+        if self._held:
+            out.append(self._release())
         if not self.done:
             out.append(self._ended())
         return b"".join(out)

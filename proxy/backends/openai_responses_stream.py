@@ -284,7 +284,7 @@ class ResponsesStream(EventStream):
             if ev.logprobs and bytes(ev.logprobs) not in _NO_LOGPROBS:
                 extras = logprobs_extras(bytes(ev.logprobs))
                 return self._out().chunk(content=ev.delta, extras=extras, extras_dialect=_CHAT)
-            return self._out().content(ev.delta)
+            return self._hold(self._out(), ev.delta, 0)  # out with its read's text
         if kind in _THOUGHT:
             return self._reasoning_delta(ev)
         if kind == "response.function_call_arguments.delta":

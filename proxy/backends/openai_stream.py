@@ -230,11 +230,29 @@ class OpenAIStream(EventStream):
             return self._fail(codes.BACKEND_STREAM_ERROR, error_text(chunk.error))
         if chunk.usage is not None:
             self._usage = usage_of(chunk.usage)
-        if not chunk.choices:
+        choices = chunk.choices
+        if not choices:
             return b""
         w = self._out(chunk.model)
+        if len(choices) == 1:  # the per-token event: its text held, to go out with its read's
+            choice = choices[0]
+            delta = choice.delta
+            if (
+                delta is not None
+                and delta.content
+                and not choice.finish_reason
+                and (not choice.logprobs or choice.logprobs == _NULL)
+                and delta.refusal is None
+                and delta.reasoning is None
+                and delta.reasoning_content is None
+                and not delta.tool_calls
+                and 0 <= choice.index <= INT32_MAX
+            ):
+                if choice.index not in self._choices:
+                    self._choices[choice.index] = _Choices(choice.index)
+                return self._hold(w, delta.content, choice.index)
         out = []
-        for choice in chunk.choices:
+        for choice in choices:
             if not 0 <= choice.index <= INT32_MAX:
                 raise ValueError(f"choice index {choice.index} out of range")
             state = self._choices.get(choice.index)

@@ -3,6 +3,11 @@ hand, running a translator over pieces of a body and reading back its frames,
 decoded requests built the way the proxy gets them (through the edge), the
 streams (with Anthropic's events) that the stream test modules translate alike,
 and the end-to-end tests' edge with its SDK client.
+
+A stream's text deltas that arrive in one read are one content chunk
+(``EventStream``), so how a body is cut into reads changes how its text is
+cut into chunks and nothing else: ``merged`` is what any cut gives alike,
+``per_event`` the reads of a server that sends one event at a time.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import openai
 
 from flatgate.edge_translator.openai.models import decode_request
@@ -134,6 +140,16 @@ def split(data: bytes, points: Iterable[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(cuts)]
 
 
+def per_event(data: bytes) -> list[bytes]:
+    """``data`` (events that end in a blank line, LF line ends) cut after each
+    event: the reads of a server that sends its events one at a time."""
+    pieces = [p + b"\n\n" for p in data.split(b"\n\n")]
+    pieces[-1] = pieces[-1][:-2]
+    out = [p for p in pieces if p]
+    assert b"".join(out) == data
+    return out
+
+
 def bytewise(data: bytes) -> list[bytes]:
     return [data[i : i + 1] for i in range(len(data))]
 
@@ -162,6 +178,32 @@ def is_empty(c: Chunk) -> bool:
         or c.reasoning_part
         or c.extras
     )
+
+
+def is_text(c: Chunk) -> bool:
+    """A chunk that carries text and nothing else (the kind the text of one
+    read is coalesced into)."""
+    return bool(c.content) and c == Chunk(
+        request_id=c.request_id, content=c.content, index=c.index, model=c.model
+    )
+
+
+def merged(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """``chunks`` with each run of text-only chunks of one choice (``is_text``)
+    joined into one: the same whatever reads the body came in."""
+    out: list[Chunk] = []
+    for c in chunks:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and is_text(c)
+            and is_text(last)
+            and (last.index, last.request_id, last.model) == (c.index, c.request_id, c.model)
+        ):
+            out[-1] = msgspec.structs.replace(last, content=last.content + c.content)
+        else:
+            out.append(c)
+    return out
 
 
 def content(chunks: Sequence[Chunk], index: int = 0) -> str:

@@ -37,6 +37,7 @@ from tests.backends.helpers import (
     is_empty,
     message_delta,
     message_start,
+    per_event,
     read_frames,
     reasoning,
     run,
@@ -56,7 +57,8 @@ translate = translate_anthropic
 
 
 def test_documented_text_stream() -> None:
-    chunks = translate(fixture("anthropic_text.sse"))
+    # Sent an event at a time, each text_delta is a chunk (in one read, one).
+    chunks = run(stream(), per_event(fixture("anthropic_text.sse")))
     assert [c.content for c in chunks[:-1]] == ["Hello", "!"]
     last = final(chunks)
     assert last.finish_reason == FinishReason.STOP

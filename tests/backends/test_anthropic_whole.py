@@ -37,6 +37,7 @@ from tests.backends.helpers import (
     error_of,
     final,
     fixture,
+    merged,
     named_events,
     run,
     split,
@@ -423,7 +424,10 @@ def test_nothing_is_translated_after_the_answer() -> None:
 def test_a_server_that_streams_anyway_is_translated_as_a_stream(name: str) -> None:
     body = fixture(name)
     assert whole(body) == stream(body)
-    assert whole(body, bytewise(body)) == stream(body)
+    pieces = bytewise(body)
+    streamed = run(AnthropicStream(ANTHROPIC_RID, STREAM_MODEL), pieces)
+    assert whole(body, pieces) == streamed
+    assert merged(streamed) == merged(stream(body))
 
 
 def test_the_adapter_gives_the_whole_translator_for_a_whole_answer() -> None:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flatgate.proxy.backends.json_api import INT32_MAX
-from flatgate.proxy.backends.openai import FINISH_REASONS
+from flatgate.proxy.backends.openai import FINISH_REASONS, OpenAIStream
 from flatgate.proxy.backends.openai_whole import OpenAIWhole
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -26,6 +26,7 @@ from tests.backends.helpers import (
     error_of,
     final,
     fixture,
+    merged,
     random_pieces,
     read_frames,
     run,
@@ -223,9 +224,11 @@ def test_nothing_comes_before_the_end_and_nothing_after_it() -> None:
 
 def test_a_body_that_streams_anyway_is_translated_as_the_stream() -> None:
     sse = as_stream(PARALLEL)
-    assert run(OpenAIWhole(RID, STREAM_MODEL), random_pieces(sse, random.Random(5))) == (
-        streamed(sse)
-    )
+    assert run(OpenAIWhole(RID, STREAM_MODEL), [sse]) == streamed(sse)
+    pieces = random_pieces(sse, random.Random(5))
+    got = run(OpenAIWhole(RID, STREAM_MODEL), pieces)
+    assert got == run(OpenAIStream(RID, STREAM_MODEL), pieces)
+    assert merged(got) == merged(streamed(sse))
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ checked exactly; its faults are chosen per request by a model-name suffix."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from tests.stacks import loopback, stop_all, write_stack
 pytestmark = pytest.mark.integration
 
 PROTOCOLS = ("openai", "anthropic")
-FAULTS = ("rate_limit", "error:2", "auth", "reject", "die:2")
+FAULTS = ("rate_limit", "error:2", "auth", "reject", "die:2", "hang:2")
 TEXT = "the quick brown fox jumps over the lazy dog"
 
 
@@ -118,14 +119,47 @@ def finish_of(chunks: list[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_text_streams_word_by_word_with_usage(stack: Stack, protocol: str) -> None:
+def test_text_streams_in_whole_words_with_usage(stack: Stack, protocol: str) -> None:
+    """The stub sends a word an event; the words the proxy reads together are
+    one delta (how many, the reads decide), so each delta is whole words, and
+    the text comes before the finish, in chunks of its own."""
     chunks = chat(stack, model(protocol))
     assert text_of(chunks) == TEXT
     assert finish_of(chunks) == ["stop"]
-    words = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
-    assert len(words) == len(TEXT.split())
+    deltas = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    assert deltas and all(c.choices[0].finish_reason is None for c in deltas)
+    ends = [i for i, c in enumerate(chunks) if c.choices and c.choices[0].finish_reason]
+    assert chunks.index(deltas[-1]) < ends[0]
+    words = TEXT.split(" ")
+    cuts = list(itertools.accumulate(len(c.choices[0].delta.content) for c in deltas))
+    at_words = set(itertools.accumulate(len(w) + 1 for w in words[:-1])) | {len(TEXT)}
+    assert set(cuts) <= at_words, [c.choices[0].delta.content for c in deltas]
     assert chunks[-1].usage.completion_tokens == len(TEXT.split())
     assert chunks[-1].usage.prompt_tokens == len(TEXT.split()) + 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_words_reach_the_client_while_the_backend_is_still_answering(
+    stack: Stack, protocol: str
+) -> None:
+    """A real stream: the stub sends two words, then goes silent with the
+    stream open; the client has both before anything ends."""
+    seen = ""
+    with (
+        stack.client()
+        .with_options(timeout=30)
+        .chat.completions.create(
+            model=model(protocol, "hang:2"),
+            stream=True,
+            messages=[{"role": "system", "content": "echo"}, {"role": "user", "content": TEXT}],
+        ) as stream
+    ):
+        for c in stream:
+            assert c.choices and c.choices[0].finish_reason is None
+            seen += c.choices[0].delta.content or ""
+            if seen == "the quick ":
+                break
+    assert seen == "the quick "
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -1,10 +1,11 @@
-"""How a backend stream ends, for every streaming adapter
-(``tests.backends.streams``): exactly one terminal chunk (a finish or an
-error), however the body is cut into reads and wherever it is cut short (an
-error event, the end of the body with or without its end marker, an event
-that does not decode or is oversized, hostile input: anything but frames or
-``TranslatorError`` is a bug). A case one backend alone can send is named
-after it. What a stream says on the way: ``test_*_stream``.
+"""How a backend stream ends, for every streaming adapter (``streams``):
+exactly one terminal chunk (a finish or an error), however the body is cut
+into reads (the same chunks, once ``helpers.merged`` joins the text a read
+coalesced) and wherever it is cut short (an error event, the end of the body
+with or without its end marker, an event that does not decode or is
+oversized, hostile input: anything but frames or ``TranslatorError`` is a
+bug). One backend's own cases are named after it. What a stream says on the
+way: ``test_*_stream``; the coalescing: ``test_coalesced``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tests.backends.helpers import (
     final,
     fixture,
     is_empty,
+    merged,
     message_delta,
     message_start,
     random_pieces,
@@ -392,7 +394,7 @@ def test_a_fixture_fed_byte_by_byte_gives_the_same_chunks(
     adapter: StreamAdapter, name: str
 ) -> None:
     data = fixture(name)
-    assert run(adapter.stream(), bytewise(data)) == adapter.translate(data)
+    assert merged(run(adapter.stream(), bytewise(data))) == merged(adapter.translate(data))
 
 
 @pytest.mark.parametrize(("adapter", "name"), FIXTURES)
@@ -402,13 +404,10 @@ def test_seeded_random_reads_give_the_same_chunks(
 ) -> None:
     data = fixture(name)
     rng = random.Random(f"{name}/{seed}")
+    want = merged(adapter.translate(data))
     for _ in range(20):
         pieces = random_pieces(data, rng)
-        assert run(adapter.stream(), pieces) == adapter.translate(data), (
-            name,
-            seed,
-            [len(p) for p in pieces],
-        )
+        assert merged(run(adapter.stream(), pieces)) == want, (name, seed, [len(p) for p in pieces])
 
 
 @each
@@ -420,7 +419,7 @@ def test_any_reads_give_the_same_chunks_and_one_terminal(
     raw = fixture(data.draw(st.sampled_from(adapter.fixtures), label="name"))
     points = data.draw(st.lists(st.integers(0, len(raw)), max_size=10), label="cuts")
     chunks = run(adapter.stream(), split(raw, points))
-    assert chunks == adapter.translate(raw)
+    assert merged(chunks) == merged(adapter.translate(raw))
     final(chunks)
 
 

@@ -6,7 +6,10 @@
   OpenAI edge: one conversation, one wire request, whichever API it came in.
 - Streams: each documented stream, sent by an Anthropic backend, goes through
   the proxy's anthropic adapter (chunk frames) and the Messages edge's
-  renderer, and comes out as documented, event for event. What differs is
+  renderer, and comes out as documented, event for event, when its events
+  come one a read (as a server sends them over time); in one read, its text
+  deltas are one (the adapter coalesces the text of a read), and nothing
+  else changes. What differs is
   listed, and asserted: the edge's own message id; no ``ping`` (the adapter
   drops the backend's, the edge sends its own while it waits); no empty
   ``input_json_delta`` (a thinking block's ``signature_delta`` is there: the
@@ -47,7 +50,7 @@ from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason, Provider
-from tests.backends.helpers import fixture, run
+from tests.backends.helpers import fixture, per_event, run
 
 GOLDEN = Path(__file__).parent / "golden"
 REQUESTS = sorted(p.stem for p in GOLDEN.glob("*.json"))
@@ -191,10 +194,15 @@ def documented(name: str) -> Events:
     return out
 
 
-def rendered(name: str) -> Events:
+def rendered(name: str, pieces: list[bytes] | None = None) -> Events:
     """The documented stream from an Anthropic backend, through the anthropic
-    adapter and the Messages edge's renderer; every event valid for the SDK."""
-    chunks = run(AnthropicStream("req-1", "routed-name"), [fixture(name)])
+    adapter and the Messages edge's renderer; every event valid for the SDK.
+    Read as a server sends it over time, an event at a time, unless
+    ``pieces`` says how."""
+    body = fixture(name)
+    chunks = run(
+        AnthropicStream("req-1", "routed-name"), per_event(body) if pieces is None else pieces
+    )
     r = EventRenderer(message_id="msg_flatgate", model="routed-name")
     raw = b"".join(r.feed(c) for c in chunks)
     assert r.finished
@@ -225,6 +233,41 @@ def test_a_documented_stream_comes_out_as_documented(name: str) -> None:
     documented_usage = doc_delta.pop("usage", {})
     assert usage == {"output_tokens": 0, **documented_usage, **_input(doc_usage)}
     assert ours[-1] == doc[-1] == ("message_stop", {"type": "message_stop"})
+
+
+def text_deltas(events: Events) -> list[str]:
+    return [
+        d["delta"]["text"]
+        for n, d in events
+        if n == "content_block_delta" and d["delta"]["type"] == "text_delta"
+    ]
+
+
+def coalesced(events: Events) -> Events:
+    """``events`` with each run of text deltas of one block joined into one."""
+    out: Events = []
+    for n, d in events:
+        prev = out[-1][1] if out else {}
+        if text_deltas([(n, d)]) and text_deltas(out[-1:]) and prev["index"] == d["index"]:
+            joined = prev["delta"]["text"] + d["delta"]["text"]
+            out[-1] = (n, {**prev, "delta": {**prev["delta"], "text": joined}})
+        else:
+            out.append((n, d))
+    return out
+
+
+@pytest.mark.parametrize("name", STREAMS)
+def test_a_documented_stream_in_one_read_is_its_text_in_fewer_deltas(name: str) -> None:
+    """The text deltas that arrive in one read are one (``EventStream``): the
+    stream in one piece is the same stream with each run of deltas joined."""
+    doc = documented(name)
+    ours = rendered(name, [fixture(name)])
+    assert "".join(text_deltas(ours)) == "".join(text_deltas(doc))
+    assert ours == coalesced(rendered(name))
+    runs = len(text_deltas(coalesced(doc)))
+    assert len(text_deltas(ours)) == runs
+    if len(text_deltas(doc)) > runs:
+        assert len(text_deltas(ours)) < len(text_deltas(doc))
 
 
 def _input(usage: dict[str, Any]) -> dict[str, int]:
