@@ -94,7 +94,10 @@ def test_create_streamed_follows_the_documented_events(stack: ClientStack, name:
     check_sequence(events)
     assert collapsed([e.type for e in events]) == TEXT_EVENTS
     deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
-    assert "".join(deltas) == TEXT and len(deltas) == WORDS
+    # The backend's words that arrived in one read come as one delta: each
+    # delta is whole words, however the reads fell.
+    assert "".join(deltas) == TEXT and 1 <= len(deltas) <= WORDS
+    assert all(d.endswith(" ") for d in deltas[:-1])
     done = next(e for e in events if e.type == "response.output_text.done")
     assert done.text == TEXT
     created, completed = events[0].response, events[-1].response
