@@ -111,9 +111,7 @@ def _classify_frame(frame: bytes, token: str) -> tuple[int, int]:
         if c.content or c.usage is None:
             return BAD, 0
         return FINAL, c.usage.completion_tokens
-    if c.content == token:
-        return TOKEN, 0
-    return (SKIP, 0) if not c.content else (BAD, 0)
+    return _tokens(c.content, token)
 
 
 class _Event(msgspec.Struct):
@@ -147,9 +145,19 @@ def _classify_event(event: bytes, token: str) -> tuple[int, int]:
     content = (choice.get("delta") or {}).get("content")
     if choice.get("finish_reason"):
         return (FINAL, 0) if not content else (BAD, 0)
+    return _tokens(content, token)
+
+
+def _tokens(content: str | None, token: str) -> tuple[int, int]:
+    """A delta's text as tokens: ``k`` tokens when it is the token ``k``
+    times (a gateway sends the tokens of one read as one delta), nothing
+    when it is empty, else wrong."""
+    if not content:
+        return SKIP, 0
     if content == token:
-        return TOKEN, 0
-    return (SKIP, 0) if not content else (BAD, 0)
+        return TOKEN, 1
+    k, rest = divmod(len(content), len(token))
+    return (TOKEN, k) if not rest and content == token * k else (BAD, 0)
 
 
 class _Check:
@@ -172,7 +180,7 @@ class _Check:
         if self.ended:
             self.bad = True  # anything after the end
         elif kind == TOKEN:
-            self.tokens += 1
+            self.tokens += value
             if self.final:
                 self.bad = True
         elif kind == FINAL:

@@ -84,9 +84,11 @@ def _frame(**kw: Any) -> bytes:
 
 
 def test_frames_are_classified() -> None:
-    assert _classify_frame(_frame(content="tok "), "tok ") == (TOKEN, 0)
+    assert _classify_frame(_frame(content="tok "), "tok ") == (TOKEN, 1)
+    assert _classify_frame(_frame(content="tok tok tok "), "tok ") == (TOKEN, 3)
     assert _classify_frame(_frame(content=""), "tok ") == (SKIP, 0)
     assert _classify_frame(_frame(content="other"), "tok ") == (BAD, 0)
+    assert _classify_frame(_frame(content="tok to"), "tok ") == (BAD, 0)
     final = _frame(finish_reason=FinishReason.STOP, usage=Usage(400, 128))
     assert _classify_frame(final, "tok ") == (FINAL, 128)
     assert _classify_frame(_frame(finish_reason=FinishReason.STOP), "tok ")[0] == BAD
@@ -104,7 +106,10 @@ def test_events_are_classified() -> None:
     role = {"choices": [{"delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
     finish = {"choices": [{"delta": {}, "finish_reason": "stop"}]}
     usage = {"choices": [], "usage": {"completion_tokens": 128}}
-    assert _classify_event(_event(delta), "tok ") == (TOKEN, 0)
+    assert _classify_event(_event(delta), "tok ") == (TOKEN, 1)
+    # The tokens of one read, as one delta (a gateway coalesces them).
+    joined = {"choices": [{"delta": {"content": "tok tok "}, "finish_reason": None}]}
+    assert _classify_event(_event(joined), "tok ") == (TOKEN, 2)
     assert _classify_event(_event(role), "tok ") == (SKIP, 0)
     assert _classify_event(_event(finish), "tok ") == (FINAL, 0)
     assert _classify_event(_event(usage), "tok ") == (USAGE, 128)
@@ -134,6 +139,10 @@ def test_a_stream_is_judged_whole() -> None:
     assert _judge(_frame(content="tok ") * 3) == "truncated"
     assert _judge(_fbs_stream(3, 3) + _frame(content="tok ")) == "bad_content"
     assert _judge(_fbs_stream(3, 3)[:-3]) == "bad_content"  # a frame cut short
+    final = _frame(finish_reason=FinishReason.STOP, usage=Usage(0, 3))
+    joined = _frame(content="tok tok ") + _frame(content="tok ") + final
+    assert _judge(joined) == ""  # the tokens of one read in one frame count each
+    assert _judge(_frame(content="tok tok tok tok ") + final) == "bad_content"
     events = [
         {"choices": [{"delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
         *[{"choices": [{"delta": {"content": "tok "}, "finish_reason": None}]}] * 3,
