@@ -38,7 +38,7 @@ Pure: no I/O. The decoder is built once at import.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias, TypeVar
 
 import msgspec
 import msgspec.inspect
@@ -74,6 +74,7 @@ __all__ = [
     "UserMessage",
     "decode",
     "decode_request",
+    "decode_scrubbed",
     "extras_json",
     "param_from_error",
     "scrub",
@@ -290,6 +291,7 @@ _strict_decoder = msgspec.json.Decoder(_Strict)
 _fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _encode = msgspec.json.encode
 _UNKNOWN = "Object contains unknown field"
+R = TypeVar("R")
 
 
 class Decoded:
@@ -512,19 +514,29 @@ def extras_json(req: ChatCompletionRequest, fields: dict[str, msgspec.Raw] | Non
     return text
 
 
-def _decode_lenient(body: bytes | memoryview) -> tuple[ChatCompletionRequest, Fields | None]:
-    """A body with a member of no name in it: the request (its nested
-    members that ask for nothing taken out, any other refused: ``scrub``),
-    and its top-level fields' JSON when one of them is unknown."""
+def decode_scrubbed(
+    decoder: msgspec.json.Decoder[R], struct: msgspec.inspect.StructType, body: bytes | memoryview
+) -> tuple[R, Fields]:
+    """A body with a member of no name in it, read by ``decoder`` (the
+    lenient decoder of the request ``struct`` describes): the request (its
+    nested members that ask for nothing taken out, any other refused naming
+    it: ``scrub_members``) and its top-level fields' JSON. The Chat
+    Completions and Responses edges' second pass."""
     fields = _fields_decoder.decode(body)
     try:
-        req: ChatCompletionRequest = _decoder.decode(body)
+        return decoder.decode(body), fields
     except msgspec.ValidationError as exc:
         if not str(exc).startswith(_UNKNOWN):
             raise
-        members = dict(fields)
-        scrub_members(members, _INFO, "")
-        req = _decoder.decode(_encode(members))
+    members = dict(fields)
+    scrub_members(members, struct, "")
+    return decoder.decode(_encode(members)), fields
+
+
+def _decode_lenient(body: bytes | memoryview) -> tuple[ChatCompletionRequest, Fields | None]:
+    """A body with a member of no name in it (``decode_scrubbed``), and its
+    top-level fields' JSON when one of them is unknown."""
+    req, fields = decode_scrubbed(_decoder, _INFO, body)
     return req, fields if not _KNOWN.issuperset(fields) else None
 
 

@@ -39,7 +39,7 @@ travel where (``translate`` writes them):
   ``tools``), a key of no name is refused naming its path
   (``input.[0].content.[0].cache_control``) unless it is null or empty (it
   asks for nothing): the structs forbid unknown fields, so a body with one
-  fails the one pass, and ``_decode_lenient`` judges it
+  fails the one pass, and ``decode_scrubbed`` judges it
   (``openai.models.scrub_members``). A top-level key starting with ``$`` is
   flatgate's own, refused as in the other edges.
 
@@ -59,7 +59,11 @@ import msgspec
 
 from flatgate.edge_translator.decoding import UNDECODABLE, validation_text, why_undecodable
 from flatgate.edge_translator.errors import InvalidRequest, shown
-from flatgate.edge_translator.openai.models import param_from_error, scrub_members, struct_info
+from flatgate.edge_translator.openai.models import (
+    decode_scrubbed,
+    param_from_error,
+    struct_info,
+)
 from flatgate.edge_translator.responses.tools import (
     Tools,
     invalid,
@@ -360,7 +364,7 @@ def _decode_one_pass(
             values[f.name] = raw if f.type is msgspec.Raw else _FIELD_DECODERS[f.name].decode(raw)
         except msgspec.ValidationError as exc:
             if str(exc).startswith(_UNKNOWN):
-                return None  # ``_decode_lenient`` judges it
+                return None  # ``decode_scrubbed`` judges it
             text = str(exc).replace("`$", f"`$.{f.name}", 1)
             if "`$" not in str(exc):
                 text = f"{text} - at `$.{f.name}`"
@@ -512,22 +516,6 @@ def _extras(
     return b"{" + b",".join(parts) + b"}" if parts else b""
 
 
-def _decode_lenient(body: bytes | memoryview) -> tuple[ResponsesRequest, dict[str, msgspec.Raw]]:
-    """A body with a member of no name in it: the request (its nested
-    members that ask for nothing taken out, any other refused naming it:
-    ``scrub_members``) and its top-level fields' JSON."""
-    fields = _fields_decoder.decode(body)
-    try:
-        req: ResponsesRequest = _decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        if not str(exc).startswith(_UNKNOWN):
-            raise
-        members = dict(fields)
-        scrub_members(members, _INFO, "")
-        req = _decoder.decode(msgspec.json.encode(members))
-    return req, fields
-
-
 def _not_json(why: str) -> InvalidRequest:
     return InvalidRequest(
         f"We could not parse the JSON body of your request ({why}). "
@@ -541,7 +529,7 @@ def decode_request(body: bytes | memoryview) -> Decoded:
     try:
         got = _decode_one_pass(body)
         if got is None:
-            req, fields = _decode_lenient(body)
+            req, fields = decode_scrubbed(_decoder, _INFO, body)
         else:
             req, fields = got
     except msgspec.ValidationError as exc:

@@ -181,5 +181,5 @@ def test_a_body_with_no_unknown_key_takes_the_one_pass(monkeypatch: pytest.Monke
     def fail(*_: object) -> None:
         raise AssertionError("the lenient pass ran")
 
-    monkeypatch.setattr(models, "_decode_lenient", fail)
+    monkeypatch.setattr(models, "decode_scrubbed", fail)
     decoded(input=ECHOED, tools=[FN], stream_options={"include_obfuscation": False})
