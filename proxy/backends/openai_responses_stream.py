@@ -90,7 +90,8 @@ INCOMPLETE_REASONS: dict[str, FinishReason] = {
 }
 _DIALECT = int(ApiDialect.OPENAI_RESPONSES)
 _CHAT = int(ApiDialect.OPENAI_CHAT)
-_NO_LOGPROBS = frozenset({b"[]", b"null"})
+# A delta that carries no logprobs says so (compared as sent: no copy per token).
+_NO_LOGPROBS = (msgspec.Raw(b"[]"), msgspec.Raw(b"null"))
 # Suffixes of a hosted tool's progress events.
 _PROGRESS = (".in_progress", ".searching", ".interpreting", ".generating", ".partial_image")
 _DONE = b"[DONE]"
@@ -205,7 +206,7 @@ def message_of(item: OutputItem) -> tuple[str, bytes]:
     text = "".join(p.text or p.refusal for p in parts)
     entries: list[msgspec.Raw] = []
     for p in parts:
-        if p.logprobs and bytes(p.logprobs) not in _NO_LOGPROBS:
+        if p.logprobs and p.logprobs not in _NO_LOGPROBS:
             try:
                 entries += _decode_entries(p.logprobs)
             except msgspec.DecodeError:
@@ -281,7 +282,7 @@ class ResponsesStream(EventStream):
             if not ev.delta:
                 return b""
             self._spoke = self._texting = True
-            if ev.logprobs and bytes(ev.logprobs) not in _NO_LOGPROBS:
+            if ev.logprobs and ev.logprobs not in _NO_LOGPROBS:
                 extras = logprobs_extras(bytes(ev.logprobs))
                 return self._out().chunk(content=ev.delta, extras=extras, extras_dialect=_CHAT)
             return self._hold(self._out(), ev.delta, 0)  # out with its read's text
