@@ -104,18 +104,22 @@ class Opened:
 
 class _Decoded:
     """The request verified and decoded, once, on first use; ``max_bytes``
-    bounds what it may expand to (``verify_request``)."""
+    bounds what it may expand to (``verify_request``). A ``trusted`` buffer
+    (the one-process gateway's edge wrote it, from a body it bounded) is
+    read without the verifier's walk."""
 
-    __slots__ = ("_body", "_max_bytes", "_request")
+    __slots__ = ("_body", "_max_bytes", "_request", "_trusted")
 
-    def __init__(self, body: bytes, max_bytes: int) -> None:
+    def __init__(self, body: bytes, max_bytes: int, trusted: bool = False) -> None:
         self._body = body
         self._max_bytes = max_bytes
+        self._trusted = trusted
         self._request: Request | None = None
 
     def __call__(self) -> Request:
         if self._request is None:
-            verify_request(self._body, max_bytes=self._max_bytes)
+            if not self._trusted:
+                verify_request(self._body, max_bytes=self._max_bytes)
             self._request = read_request(self._body)
         return self._request
 
@@ -206,16 +210,23 @@ class Dispatcher:
         metrics.collect_from(self._omitted.collect)
 
     async def open(
-        self, target: RouteTarget, body: bytes, request_id: str, authorization: str = ""
+        self,
+        target: RouteTarget,
+        body: bytes,
+        request_id: str,
+        authorization: str = "",
+        *,
+        trusted: bool = False,
     ) -> Opened:
         """The first backend's 200 answer; ``ProxyError`` when none gives one,
-        ``MalformedBuffer`` when the request cannot be read for one."""
+        ``MalformedBuffer`` when the request cannot be read for one.
+        ``trusted``: ``body`` was written in this process (``_Decoded``)."""
         plan = self.balancer.plan(target)
         if not plan:
             raise _busy()
         shared = self.shared
         attempts = self.max_attempts or len(plan)
-        decoded = _Decoded(body, self.max_bytes)
+        decoded = _Decoded(body, self.max_bytes, trusted)
         failures = _Failures()
         transport = self._transport()
         for backend in plan:

@@ -7,7 +7,10 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from benchmarks.inmemory import FakeAnswer, FakeTransport
+import pytest
+
+from benchmarks.inmemory import FakeAnswer, FakeTransport, serve_one
+from flatgate.proxy.service import dispatch
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import parse_config
@@ -21,6 +24,7 @@ from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.request import build_request
+from flatgate.proxy.wire.request.verify import verify_request as verify
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FinishReason
 
 CONFIG: dict[str, Any] = {
@@ -113,3 +117,49 @@ async def test_a_failure_mid_stream_is_one_error_chunk() -> None:
     assert got[-1].finish_reason == FinishReason.ERROR
     assert got[-1].error is not None and got[-1].error.code == "backend_disconnected"
     assert proxy.backends["stub"].outstanding == 0
+
+
+OPENAI_CONFIG: dict[str, Any] = {
+    "proxy": {"access_log": False},
+    "backends": [{"name": "oai", "url": "http://127.0.0.1:9/v1", "protocol": "openai"}],
+    "routes": [{"model": "gpt-*", "backends": ["oai"]}],
+}
+WHOLE = (
+    b'{"model": "gpt-x", "choices": [{"index": 0, "message": {"role": "assistant", '
+    b'"content": "hi"}, "finish_reason": "stop"}]}'
+)
+
+
+class _Counted:
+    """``verify_request`` that counts its calls and verifies as it would."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, body: bytes, **kw: Any) -> None:
+        self.calls += 1
+        verify(body, **kw)
+
+
+async def test_the_edges_own_buffer_is_read_without_the_verifiers_walk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counted = _Counted()
+    monkeypatch.setattr(dispatch, "verify_request", counted)
+    upstream = Scripted(WHOLE)
+    proxy = ProxyServer(parse_config(OPENAI_CONFIG), worker="t")
+    proxy._transport = upstream
+    body = build_request("gpt-x", [("user", "hello there")], request_id="r1", stream=False)
+    # In process: the edge wrote the buffer, so the adapter reads it unverified.
+    resp = await InProcessTransport(proxy).request(
+        "POST", "x", body=body, headers=[("x-request-id", "r1")], timeouts=Timeouts()
+    )
+    [chunk] = chunks(await resp.read())
+    await resp.aclose()
+    assert counted.calls == 0
+    assert chunk.content == "hi" and chunk.finish_reason == FinishReason.STOP
+    sent = json.loads(upstream.last_body)
+    assert sent["messages"] == [{"role": "user", "content": "hello there"}]
+    # Over the proxy's HTTP surface the same bytes are a caller's: verified first.
+    exchange = serve_one(proxy, body)
+    assert exchange.status == 200 and counted.calls == 1
