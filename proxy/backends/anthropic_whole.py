@@ -21,8 +21,9 @@ the ``content`` blocks allows:
   blocks only) whose arguments are its ``input`` as the server wrote it
   (``"{}"`` when empty); other blocks (server tools, their results) and
   block fields (citations) are skipped, as the stream translator skips them;
-- then the final chunk: the finish reason of ``stop_reason`` with the
-  matched ``stop_sequence``, and the usage (``anthropic_stream.usage_of``);
+- the last chunk ends the answer too (a text answer is one frame): the
+  finish reason of ``stop_reason`` with the matched ``stop_sequence``, and
+  the usage (``anthropic_stream.usage_of``);
   the chunks carry the message's ``model`` (the configured one if it has
   none).
 
@@ -48,9 +49,10 @@ from flatgate.proxy.backends.anthropic_stream import (
 )
 from flatgate.proxy.backends.json_api import WholeAnswer, error_frame
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.chunk.frames import ToolCallDelta
+from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = ["AnthropicWhole"]
 
@@ -101,12 +103,21 @@ class _Chunk:
     def __bool__(self) -> bool:
         return self.part is not None or bool(self.text or self.calls)
 
-    def frame(self, w: ChunkWriter) -> bytes:
+    def frame(
+        self,
+        w: ChunkWriter,
+        finish_reason: FinishReason = FinishReason.NONE,
+        usage: Usage | None = None,
+        stop_sequence: str = "",
+    ) -> bytes:
         return w.chunk(
             reasoning=self.reasoning,
             reasoning_part=self.part,
             content="".join(self.text),
             tool_calls=self.calls,
+            finish_reason=finish_reason,
+            usage=usage,
+            stop_sequence=stop_sequence,
         )
 
 
@@ -157,8 +168,6 @@ class AnthropicWhole(WholeAnswer):
                     now.part = thought_part(now.reasoning, block.signature or "", False)
                 else:
                     now.part = thought_part("", block.data or "", True)
-        if now:
-            out.append(now.frame(w))
         finish, stop_sequence = finish_of(message.stop_reason, message.stop_sequence)
         u = message.usage
         usage = None
@@ -169,5 +178,6 @@ class AnthropicWhole(WholeAnswer):
                 u.cache_creation_input_tokens,
                 u.output_tokens,
             )
-        out.append(w.chunk(finish_reason=finish, usage=usage, stop_sequence=stop_sequence))
+        # The last chunk ends the answer too: a text answer is one frame.
+        out.append(now.frame(w, finish, usage, stop_sequence))
         return b"".join(out)

@@ -6,19 +6,22 @@ The frames give each client API what the same answer streamed gives through
 ``openai_stream.OpenAIStream``, whose tables and rules it reads with
 (``finish_of``, ``usage_of``, ``logprobs_extras``, ``error_text``):
 
-- per choice, one chunk with all it says: ``message.content`` (and
-  ``message.refusal``, the model's refusal, after it) -> content;
-  ``message.reasoning`` / ``reasoning_content`` (vLLM, DeepSeek, Ollama) ->
-  reasoning; ``message.tool_calls[]`` -> tool calls in their order, each
-  with its id, name and whole arguments (``"{}"`` for none); the choice's
-  ``logprobs`` -> the extras ``{"logprobs": {...}}`` (dialect
-  ``OpenAIChat``), the object as the server sent it;
-- then each choice's finish chunk, the last one with the usage (with
-  ``cached_tokens`` and ``reasoning_tokens`` from the details):
-  ``finish_reason`` mapped as a stream's, ``tool_calls`` when the choice
-  made calls and the server said stop, vLLM's ``stop_reason`` (a string)
-  as the stop sequence; a choice without a finish reason (the answer is
-  whole: nothing was cut) stops;
+- one choice (the usual answer): one chunk with all it says, its finish
+  and the usage, so the edge reads one frame;
+- several: per choice, one chunk with all it says, then each choice's
+  finish chunk, the last one with the usage;
+- what a choice says: ``message.content`` (and ``message.refusal``, the
+  model's refusal, after it) -> content; ``message.reasoning`` /
+  ``reasoning_content`` (vLLM, DeepSeek, Ollama) -> reasoning;
+  ``message.tool_calls[]`` -> tool calls in their order, each with its id,
+  name and whole arguments (``"{}"`` for none); the choice's ``logprobs``
+  -> the extras ``{"logprobs": {...}}`` (dialect ``OpenAIChat``), the
+  object as the server sent it;
+- the finish: ``finish_reason`` mapped as a stream's, ``tool_calls`` when
+  the choice made calls and the server said stop, vLLM's ``stop_reason``
+  (a string) as the stop sequence; a choice without a finish reason (the
+  answer is whole: nothing was cut) stops; the usage with
+  ``cached_tokens`` and ``reasoning_tokens`` from the details;
 - ``{"error": ...}`` sent with a 200, or a choice that finished with
   ``error``: the one error chunk a stream's would be (``backend_stream_error``);
   an answer with no choices, or JSON that is no ``chat.completion``: a
@@ -136,6 +139,23 @@ class OpenAIWhole(WholeAnswer):
                     calls = _calls(m, made.get(index, 0))
                     made[index] = made.get(index, 0) + len(calls)
             extras = logprobs_extras(choice.logprobs)
+            reason = choice.finish_reason or "stop"
+            end = finish_of(reason, index in made, choice.stop_reason)
+            if end[0] is FinishReason.ERROR:
+                return error_frame(rid, codes.BACKEND_STREAM_ERROR, finished_with(reason))
+            if len(doc.choices) == 1:  # the usual answer: all of it in one chunk
+                usage = usage_of(doc.usage) if doc.usage is not None else None
+                return w.chunk(
+                    content=text,
+                    reasoning=thought,
+                    tool_calls=calls,
+                    index=index,
+                    extras=extras,
+                    extras_dialect=CHAT if extras else 0,
+                    finish_reason=end[0],
+                    usage=usage,
+                    stop_sequence=end[1],
+                )
             if text or thought or calls or extras:
                 out.append(
                     w.chunk(
@@ -147,10 +167,6 @@ class OpenAIWhole(WholeAnswer):
                         extras_dialect=CHAT if extras else 0,
                     )
                 )
-            reason = choice.finish_reason or "stop"
-            end = finish_of(reason, index in made, choice.stop_reason)
-            if end[0] is FinishReason.ERROR:
-                return error_frame(rid, codes.BACKEND_STREAM_ERROR, finished_with(reason))
             ends[index] = end
         usage = usage_of(doc.usage) if doc.usage is not None else None
         last = next(reversed(ends))

@@ -62,6 +62,18 @@ def stream(body: bytes) -> list[Chunk]:
     return run(AnthropicStream(ANTHROPIC_RID, STREAM_MODEL), [body])
 
 
+def ending(c: Chunk) -> tuple[FinishReason, Usage | None, str, str, str]:
+    """What ends an answer: the last chunk's finish reason, usage and stop
+    sequence, and the model and request id it names (the whole answer's last
+    chunk carries its last content too, the stream's carries none)."""
+    return (c.finish_reason, c.usage, c.stop_sequence, c.model, c.request_id)
+
+
+def open_chunks(chunks: list[Chunk]) -> list[tuple[FinishReason, Usage | None, str]]:
+    """The finish reason, usage and stop sequence of all chunks but the last."""
+    return [(c.finish_reason, c.usage, c.stop_sequence) for c in chunks[:-1]]
+
+
 # -- the same answer as a stream ---------------------------------------------------
 
 
@@ -253,12 +265,13 @@ def test_whole_and_streamed_fold_to_the_same_bodies(name: str) -> None:
     assert folded_messages(got) == folded_messages(want)
     assert folded_chat(got) == folded_chat(want)
     assert folded_responses(got) == folded_responses(want)
-    # The same reasoning parts, tool calls, finish and usage, chunk for chunk
-    # aside: the whole answer's come in fewer chunks.
+    # The same reasoning parts, finish and usage, chunk for chunk aside: the
+    # whole answer's come in fewer chunks, its last content with the finish.
     assert [c.reasoning_part for c in got if c.reasoning_part] == [
         c.reasoning_part for c in want if c.reasoning_part
     ]
-    assert final(got) == final(want)
+    assert ending(final(got)) == ending(final(want))
+    assert open_chunks(got) == [(FinishReason.NONE, None, "")] * (len(got) - 1)
     assert len(got) <= len(want)
 
 
@@ -270,48 +283,77 @@ def test_a_body_in_any_pieces_is_the_same_answer(name: str) -> None:
     assert whole(body, split(body, [1, len(body) // 2, len(body) - 1])) == once
 
 
-def test_the_documented_text_answer_is_two_frames() -> None:
-    chunks = whole(fixture("anthropic_response_text.json"))
-    assert [c.content for c in chunks] == ["Here's the answer to your question...", ""]
-    end = chunks[-1]
-    assert (end.finish_reason, end.stop_sequence) == (FinishReason.STOP, "")
-    assert end.usage == Usage(100, 50)
-    assert {c.model for c in chunks} == {STREAM_MODEL}  # the body names none
-    assert {c.request_id for c in chunks} == {ANTHROPIC_RID}
+def test_the_documented_text_answer_is_one_frame() -> None:
+    [only] = whole(fixture("anthropic_response_text.json"))
+    assert only.content == "Here's the answer to your question..."
+    assert (only.finish_reason, only.stop_sequence) == (FinishReason.STOP, "")
+    assert only.usage == Usage(100, 50)
+    assert only.model == STREAM_MODEL  # the body names none
+    assert only.request_id == ANTHROPIC_RID
+
+
+def test_a_text_answers_one_chunk_carries_its_text_finish_and_usage_together() -> None:
+    body = message(text("up to"), stop="stop_sequence", stop_sequence="END")
+    [only] = whole(body)
+    assert (only.content, only.reasoning, only.tool_calls) == ("up to", "", ())
+    assert (only.finish_reason, only.stop_sequence) == (FinishReason.STOP, "END")
+    assert only.usage == Usage(10, 20)
+    assert (only.model, only.request_id) == ("claude-test", ANTHROPIC_RID)
+
+
+def test_when_several_chunks_are_needed_only_the_last_ends_the_answer() -> None:
+    first, last = whole(MADE_UP["text_after_tools"])
+    assert [t.name for t in first.tool_calls] == ["f", "g"]
+    assert (first.finish_reason, first.usage, first.stop_sequence) == (FinishReason.NONE, None, "")
+    assert (last.content, last.tool_calls) == ("done", ())
+    assert last.finish_reason == FinishReason.TOOL_CALLS
+    assert last.usage == Usage(10, 20)
+
+
+def test_a_message_without_content_is_one_empty_chunk_with_the_finish() -> None:
+    [only] = whole(MADE_UP["empty"])
+    assert (only.content, only.reasoning, only.tool_calls, only.reasoning_part) == (
+        "",
+        "",
+        (),
+        None,
+    )
+    assert (only.finish_reason, only.usage) == (FinishReason.STOP, Usage(10, 20))
 
 
 def test_the_documented_tool_use_is_one_chunk_with_its_call() -> None:
-    first, end = whole(fixture("anthropic_response_tool_use.json"))
-    assert first.content == "I'll check the current weather in San Francisco for you."
-    (call,) = first.tool_calls
+    [only] = whole(fixture("anthropic_response_tool_use.json"))
+    assert only.content == "I'll check the current weather in San Francisco for you."
+    (call,) = only.tool_calls
     assert (call.index, call.id, call.name) == (0, "toolu_01A09q90qw90lq917835lq9", "get_weather")
     assert json.loads(call.arguments) == {"location": "San Francisco, CA", "unit": "celsius"}
-    assert end.finish_reason == FinishReason.TOOL_CALLS
-    assert end.usage is None  # the example has no usage: none is made up
-    assert {first.model, end.model} == {"claude-opus-5"}
+    assert only.finish_reason == FinishReason.TOOL_CALLS
+    assert only.usage is None  # the example has no usage: none is made up
+    assert only.model == "claude-opus-5"
 
 
 def test_the_documented_thinking_is_reasoning_and_its_signed_part() -> None:
-    first, end = whole(fixture("anthropic_response_thinking.json"))
+    [only] = whole(fixture("anthropic_response_thinking.json"))
     signature = (
         "WaUjzkypQ2mUEVM36O2TxuC06KN8xyfbJwyem2dw3URve/op91XWHOEBLLqIOMfFG/UvLEczmEsUjavL...."
     )
     thought = "Let me analyze this step by step..."
-    assert first.reasoning == thought
-    assert first.reasoning_part == ReasoningPart(thought, signature.encode(), ANTHROPIC)
-    assert first.content == "Based on my analysis..."
-    assert end.finish_reason == FinishReason.STOP
+    assert only.reasoning == thought
+    assert only.reasoning_part == ReasoningPart(thought, signature.encode(), ANTHROPIC)
+    assert only.content == "Based on my analysis..."
+    assert only.finish_reason == FinishReason.STOP
 
 
 def test_the_documented_redacted_thinking_is_a_redacted_part() -> None:
-    thought, rest, end = whole(fixture("anthropic_response_redacted_thinking.json"))
+    thought, rest = whole(fixture("anthropic_response_redacted_thinking.json"))
     assert thought.reasoning_part is not None and not thought.reasoning_part.redacted
+    assert thought.finish_reason == FinishReason.NONE and thought.usage is None
     part = rest.reasoning_part
     assert part is not None
     assert part.redacted and part.dialect == ANTHROPIC and part.text == ""
     assert part.opaque.startswith(b"EmwKAhgBEgy3va3pzix/") and part.opaque.endswith(b"DcPrQ...")
     assert (rest.reasoning, rest.content) == ("", "Based on my analysis...")
-    assert end.finish_reason == FinishReason.STOP
+    assert rest.finish_reason == FinishReason.STOP  # the last chunk ends the answer
 
 
 def test_the_api_references_usage_counts_the_cache_as_the_stream_does() -> None:
@@ -327,18 +369,24 @@ def test_interleaved_blocks_keep_their_order_in_few_chunks() -> None:
         ("First I look it up.", "Let me check.", ["get_weather"]),
         ("Now the other one.", "", ["get_weather"]),
         ("", "Both asked.", []),  # text after a call: it would fold before it
-        ("", "", []),
     ]
     assert [t.index for c in chunks for t in c.tool_calls] == [0, 1]
     assert [t.id for c in chunks for t in c.tool_calls] == ["toolu_1", "toolu_2"]
+    assert [c.finish_reason for c in chunks] == [
+        FinishReason.NONE,
+        FinishReason.NONE,
+        FinishReason.TOOL_CALLS,
+    ]
+    assert [c.usage for c in chunks] == [None, None, Usage(10, 20)]
 
 
 def test_text_after_tool_calls_is_a_chunk_of_its_own() -> None:
-    first, second, _ = whole(MADE_UP["text_after_tools"])
+    first, second = whole(MADE_UP["text_after_tools"])
     assert first.tool_calls == (
         ToolCallDelta(0, "toolu_1", "f", "{}"),
         ToolCallDelta(1, "toolu_2", "g", '{"a": [1, 2]}'),
     )
+    assert first.content == ""
     assert (second.content, second.tool_calls) == ("done", ())
 
 
@@ -360,11 +408,11 @@ def test_a_block_without_input_has_empty_object_arguments() -> None:
 )
 def test_every_stop_reason_maps_as_the_stream_maps_it(reason: str, finish: FinishReason) -> None:
     body = message(text("x"), stop=reason, stop_sequence="END")
-    end = final(whole(body))
-    assert end.finish_reason == finish
+    [end] = whole(body)
+    assert (end.content, end.finish_reason) == ("x", finish)
     # The matched sequence goes with a stop only (as the stream's).
     assert end.stop_sequence == ("END" if finish == FinishReason.STOP else "")
-    assert end == final(stream(streamed(body)))
+    assert ending(end) == ending(final(stream(streamed(body))))
 
 
 def test_the_messages_model_is_used_over_the_configured_one() -> None:

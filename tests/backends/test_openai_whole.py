@@ -53,21 +53,21 @@ from tests.backends.test_openai_whole_parity import (
 # -- the frames ---------------------------------------------------------------------
 
 
-def test_a_text_answer_is_one_content_chunk_then_one_finish_chunk() -> None:
-    content, end = whole(fixture("openai_response_text.json"))
-    assert content.content == "Hello! How can I assist you today?"
-    assert content.finish_reason == FinishReason.NONE and content.usage is None
-    assert end.finish_reason == FinishReason.STOP
-    assert end.usage == Usage(19, 10, 0, 0)
-    assert {c.request_id for c in (content, end)} == {RID}
-    assert {c.model for c in (content, end)} == {"gpt-5.4"}
+def test_a_one_choice_answer_is_one_chunk_with_its_text_finish_and_usage() -> None:
+    [only] = whole(fixture("openai_response_text.json"))
+    assert only.content == "Hello! How can I assist you today?"
+    assert only.finish_reason == FinishReason.STOP
+    assert only.usage == Usage(19, 10, 0, 0)
+    assert only.request_id == RID
+    assert only.model == "gpt-5.4"
 
 
-def test_a_long_answer_is_still_two_frames() -> None:
+def test_a_long_answer_is_still_one_frame() -> None:
     text = "word " * 512
     chunks = whole(enc(completion(choice(content=text), usage={"completion_tokens": 512})))
-    assert len(chunks) == 2
+    assert len(chunks) == 1
     assert chunks[0].content == text
+    assert chunks[0].usage is not None and chunks[0].usage.completion_tokens == 512
 
 
 def test_reasoning_content_and_calls_of_a_choice_come_in_one_chunk() -> None:
@@ -79,11 +79,11 @@ def test_reasoning_content_and_calls_of_a_choice_come_in_one_chunk() -> None:
             finish="tool_calls",
         )
     )
-    first, end = whole(enc(doc))
+    [first] = whole(enc(doc))
     assert first.reasoning == "Weather needs a tool."
     assert first.content == "Let me look."
     assert first.tool_calls == (ToolCallDelta(0, "call_9", "get_weather", '{"city":"Oslo"}'),)
-    assert end.finish_reason == FinishReason.TOOL_CALLS
+    assert first.finish_reason == FinishReason.TOOL_CALLS
 
 
 def test_vllm_reasoning_and_deepseek_reasoning_content_are_reasoning() -> None:
@@ -97,12 +97,12 @@ def test_a_refusal_is_what_the_model_said() -> None:
 
 
 def test_the_tool_calls_keep_their_order_ids_and_whole_arguments() -> None:
-    first, end = whole(enc(PARALLEL))
+    [first] = whole(enc(PARALLEL))
     assert first.tool_calls == (
         ToolCallDelta(0, "call_1", "get_weather", '{"city": "Paris"}'),
         ToolCallDelta(1, "call_2", "get_time", "{}"),
     )
-    assert end.finish_reason == FinishReason.TOOL_CALLS
+    assert first.finish_reason == FinishReason.TOOL_CALLS
 
 
 def test_a_call_without_arguments_or_function_gets_an_empty_object() -> None:
@@ -147,7 +147,7 @@ def test_logprobs_ride_in_the_content_chunks_extras_as_the_server_sent_them() ->
         b'{"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", '
         b'"content": "Hi"}, "logprobs": ' + raw + b', "finish_reason": "stop"}]}'
     )
-    first, _ = whole(body)
+    [first] = whole(body)
     assert first.content == "Hi"
     assert first.extras_dialect == int(ApiDialect.OPENAI_CHAT)
     assert first.extras.encode() == b'{"logprobs":' + raw + b"}"
@@ -159,7 +159,7 @@ def test_null_logprobs_make_no_extras() -> None:
 
 def test_logprobs_without_text_still_come_back() -> None:
     lp = {"content": None, "refusal": [{"token": "No", "logprob": -1.0, "bytes": None}]}
-    first, _ = whole(enc(completion(choice(logprobs=lp))))
+    [first] = whole(enc(completion(choice(logprobs=lp))))
     assert first.content == "" and json.loads(first.extras) == {"logprobs": lp}
 
 
@@ -217,7 +217,7 @@ def test_nothing_comes_before_the_end_and_nothing_after_it() -> None:
     t = OpenAIWhole(RID, STREAM_MODEL)
     assert t.feed(fixture("openai_response_text.json")) == b""
     assert not t.done
-    assert len(read_frames(t.end())) == 2
+    assert len(read_frames(t.end())) == 1
     assert t.done
     assert t.feed(b"{}") == b"" and t.end() == b""
 
