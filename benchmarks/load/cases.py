@@ -106,7 +106,7 @@ def _case(api: Api, tokens: int, stream: bool, extra: tuple[str, ...] = (), name
 
 
 # The first is the workload's original size: every flatgate row, the fixed rate too.
-_FIRST_EXTRA = ("edge", "gateway-responses", "gateway-limits", "gateway-redis")
+_FIRST_EXTRA = ("edge", "gateway-responses", "gateway-limits", "gateway-redis", "floor")
 CASES: tuple[Case, ...] = (
     _case("openai", 32, False, _FIRST_EXTRA, name="2KB"),
     _case("openai", 512, False),

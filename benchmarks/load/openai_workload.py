@@ -37,6 +37,7 @@ Loopback only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -106,6 +107,15 @@ OPENAI_ROWS: tuple[Row, ...] = (
         "edge -> proxy (RSGI) -> openai adapter -> stub",
     ),
     Row("gateway", "gateway", _CHAT, "openai", ("gateway",), "gateway", "flatgate gateway"),
+    Row(
+        "floor",
+        "floor",
+        _CHAT,
+        "openai",
+        ("floor",),
+        None,
+        "granian RSGI pass-through, no parse (benchmarks.load.floor_app): the floor",
+    ),
     Row(
         "gateway-responses",
         "gateway",
@@ -323,6 +333,9 @@ def start(group: ServerGroup, settings: Settings) -> Started:
             limited = group.workdir / f"{name}.toml"
             limited.write_text(text + limits)
             group.flatgate(name, "gateway", ["--config", str(limited), *extra], metrics=True)
+    if "floor" in wanted:
+        env = {**os.environ, "FLOOR_UPSTREAM": f"{HOST}:{stub.port}"}
+        group.granian("floor", _FLOOR_APP, "rsgi", env=env, metrics=False)
     upstreams = {name: stubs[backend].port for name, backend in _NGINX.items() if name in wanted}
     if "nginx-echo" in wanted:
         upstreams["nginx-echo"] = echo.port
@@ -335,6 +348,8 @@ def start(group: ServerGroup, settings: Settings) -> Started:
     bodies = Bodies({name: s.url for name, s in stubs.items()}, echo.url)
     return Started(skipped, bodies.size, bodies.stream, found)
 
+
+_FLOOR_APP = "benchmarks.load.floor_app:create_app"
 
 # The nginx servers: each in front of one stub.
 _NGINX = {
