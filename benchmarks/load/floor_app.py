@@ -59,6 +59,7 @@ class _Upstream(asyncio.Protocol):
             waiter.set_result(body)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None  # an idle one the upstream closed is not used again
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(ConnectionError("upstream closed"))
 
@@ -82,8 +83,11 @@ class _Floor:
             return
         body = await protocol()
         loop = asyncio.get_running_loop()
-        if self._idle:
-            conn = self._idle.pop()
+        idle = self._idle
+        while idle and idle[-1].transport is None:
+            idle.pop()
+        if idle:
+            conn = idle.pop()
         else:
             _, conn = await loop.create_connection(_Upstream, self._host, self._port)
         conn.waiter = loop.create_future()
