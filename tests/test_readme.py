@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from flatgate.proxy.stub.embeddings import DEFAULT_DIMENSIONS
 from flatgate.proxy.wire.chunk.frames import Chunk
 from tests.edge.hardening_stack import MODEL, Ports, stack_toml, start_all, stop_all
 from tests.servers import Server, free_port, spawn
@@ -128,5 +129,8 @@ def test_the_example_runs_against_a_real_gateway(
         chunks = [c for c in printed if isinstance(c, Chunk)]
         assert "".join(c.content for c in chunks) == "hello there"
         assert chunks[-1].finish_reason and chunks[-1].error is None
+    elif "embeddings.create" in code:
+        # A vector's length: the stub's default dimensions, through edge and proxy.
+        assert printed == [DEFAULT_DIMENSIONS]
     else:
         assert all(isinstance(p, str) and p and f'"{p}"' in code for p in printed), printed

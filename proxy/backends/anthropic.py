@@ -62,7 +62,10 @@ even ``reasoning.effort``: a thinking budget is not an effort), so each is
 named and, unless mapped to nothing on purpose, refused unless the backend
 sets ``drop_unsupported`` (``extras.report_all``); hosted tools are left out.
 
-What is left out is named in ``Outbound.omitted``. No I/O.
+What is left out is named in ``Outbound.omitted``.
+
+Embeddings: none (Anthropic's API has no such endpoint): ``embeddings`` is
+false, and ``prepare_embeddings`` raises ``Untranslatable`` saying so. No I/O.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ from flatgate.proxy.backends.base import Outbound, Probe, Translator, Untranslat
 from flatgate.proxy.backends.extras import Fields, read_extras, report_all, splice
 from flatgate.proxy.backends.json_api import JsonAdapter
 from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import JSON, SSE, ApiDialect, ToolChoiceMode
@@ -105,6 +109,7 @@ from flatgate.proxy.wire.schema import JSON, SSE, ApiDialect, ToolChoiceMode
 __all__ = [
     "BETA_HEADER",
     "LONGEST_WHOLE_TOKENS",
+    "NO_EMBEDDINGS",
     "STOP_REASONS",
     "AnthropicAdapter",
     "AnthropicStream",
@@ -114,6 +119,8 @@ __all__ = [
 
 # The header of Anthropic's betas, the one client header this backend is sent.
 BETA_HEADER = "anthropic-beta"
+# Why an embeddings request is refused here.
+NO_EMBEDDINGS = "the anthropic protocol has no embeddings API"
 
 
 _FIELDS = frozenset(MessagesRequest.__struct_fields__)
@@ -402,6 +409,8 @@ LONGEST_WHOLE_TOKENS = 21_333
 class AnthropicAdapter(JsonAdapter):
     protocol = "anthropic"
     path = "/messages"
+    # Anthropic's API has no embeddings endpoint.
+    embeddings = False
 
     def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
@@ -459,6 +468,20 @@ class AnthropicAdapter(JsonAdapter):
         if betas:
             headers.append((BETA_HEADER, ",".join(dict.fromkeys(betas))))
         return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
+
+    def prepare_embeddings(
+        self,
+        body: bytes,
+        request: Callable[[], EmbeddingInput],
+        request_id: str,
+        authorization: str,
+    ) -> Outbound:
+        raise Untranslatable(NO_EMBEDDINGS)
+
+    def embeddings_answer(
+        self, body: bytes, request_id: str, model: str, max_bytes: int | None = None
+    ) -> bytes:
+        raise ValueError(NO_EMBEDDINGS)
 
     def whole_for(self, req: Request) -> bool:
         """As every JSON backend's, but never for an answer that may run past

@@ -6,6 +6,12 @@ its server is sent (``prepare``), its server's answer into chunk frames (a
 can act on (``refusal``), and says how to probe its server's readiness
 (``probe``). Adapters are pure: the proxy's service does the I/O.
 
+Embeddings are one exchange, not a stream: an adapter whose protocol serves
+them (``embeddings``) writes what its server is sent (``prepare_embeddings``)
+and turns the server's whole 200 body into one ``EmbeddingResponse`` buffer
+(``embeddings_answer``); a refusal is ``refusal``'s, as for completions. One
+whose protocol has none (``anthropic``) refuses them (``Untranslatable``).
+
 Status classes, the same for every protocol::
 
     200                      the answer: translated to frames as it arrives
@@ -25,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.request.decode import Request
 
 __all__ = [
@@ -116,6 +123,8 @@ class Adapter(Protocol):
     """One configured backend's protocol."""
 
     protocol: str
+    # Whether the protocol serves embeddings (a class attribute).
+    embeddings: bool
 
     def prepare(
         self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
@@ -128,6 +137,30 @@ class Adapter(Protocol):
     def translator(self, request_id: str, model: str, whole: bool = False) -> Translator:
         """The translator of one answer; ``whole``: of the whole answer
         ``prepare`` asked for (``Outbound.whole``)."""
+        ...
+
+    def prepare_embeddings(
+        self,
+        body: bytes,
+        request: Callable[[], EmbeddingInput],
+        request_id: str,
+        authorization: str,
+    ) -> Outbound:
+        """What to send for the caller's ``EmbeddingRequest`` ``body``;
+        ``request()`` verifies and decodes it (``MalformedBuffer``), and the fbs
+        passthrough never calls it. Raises ``Untranslatable`` when the protocol
+        has no embeddings API (``embeddings`` is false), and for a field of the
+        request the backend can neither carry nor map (``extras``)."""
+        ...
+
+    def embeddings_answer(
+        self, body: bytes, request_id: str, model: str, max_bytes: int | None = None
+    ) -> bytes:
+        """The server's whole 200 ``body`` as one ``EmbeddingResponse`` buffer
+        (fbs: ``body`` itself, verified); ``model`` names the answer's model
+        when the server names none. ``ValueError`` for a body that is not an
+        embeddings answer, or is longer than ``max_bytes`` (the service's
+        ``max_response_bytes``)."""
         ...
 
     def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal: ...

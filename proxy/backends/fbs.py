@@ -4,7 +4,13 @@ It is sent the caller's ``CompletionRequest`` bytes, untouched, as
 ``POST {url}/v1/completions``, asking for size-prefixed chunk frames, which
 come back as they are: the translator only cuts the byte stream at frame
 boundaries (``FrameCutter``), passing whole-frame pieces through uncopied.
-Nothing is decoded: the only zero-copy path end to end. No I/O.
+Nothing is decoded: the only zero-copy path end to end.
+
+Embeddings: the caller's ``EmbeddingRequest`` bytes, untouched, as
+``POST {url}/v1/embeddings``, asking for ``application/x-flatbuffers``; the
+answer, one ``EmbeddingResponse`` buffer, is verified
+(``read_embedding_response``) and relayed as it came, the same bytes object.
+No I/O.
 """
 
 from __future__ import annotations
@@ -22,15 +28,29 @@ from flatgate.proxy.backends.base import (
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import ChunkError, FrameCutter, MalformedFrame
 from flatgate.proxy.wire.chunk.writer import write_chunk
+from flatgate.proxy.wire.embeddings import EmbeddingInput, read_embedding_response
 from flatgate.proxy.wire.request.decode import Request
-from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, FinishReason
+from flatgate.proxy.wire.schema import (
+    COMPLETIONS_PATH,
+    EMBEDDINGS_PATH,
+    FLATBUFFERS,
+    FRAMES,
+    FinishReason,
+)
 
-__all__ = ["COMPLETIONS_PATH", "FbsAdapter", "FrameRelay", "completions_url", "request_headers"]
+__all__ = [
+    "FbsAdapter",
+    "FrameRelay",
+    "completions_url",
+    "embeddings_url",
+    "request_headers",
+]
 
-# Where an fbs server takes requests, under its root URL.
-COMPLETIONS_PATH = "/v1/completions"
+# Where an fbs server takes requests, under its root URL: the proxy's own
+# paths (wire.schema).
 
 
 def completions_url(url: str) -> str:
@@ -38,10 +58,18 @@ def completions_url(url: str) -> str:
     return url.rstrip("/") + COMPLETIONS_PATH
 
 
-def request_headers(request_id: str, authorization: str) -> list[tuple[str, str]]:
-    """What goes with the bytes: their type, the framing asked for, the request id,
-    and the caller's credential when the backend is configured to receive it."""
-    headers = [("content-type", FLATBUFFERS), ("accept", FRAMES), ("x-request-id", request_id)]
+def embeddings_url(url: str) -> str:
+    """The embeddings endpoint of the fbs server whose root is ``url``."""
+    return url.rstrip("/") + EMBEDDINGS_PATH
+
+
+def request_headers(
+    request_id: str, authorization: str, accept: str = FRAMES
+) -> list[tuple[str, str]]:
+    """What goes with the bytes: their type, what is asked for back (chunk
+    frames, or one buffer), the request id, and the caller's credential when
+    the backend is configured to receive it."""
+    headers = [("content-type", FLATBUFFERS), ("accept", accept), ("x-request-id", request_id)]
     if authorization:
         headers.append(("authorization", authorization))
     return headers
@@ -80,9 +108,11 @@ class FrameRelay:
 
 class FbsAdapter:
     protocol = "fbs"
+    embeddings = True
 
     def __init__(self, config: BackendConfig) -> None:
         self._url = completions_url(config.url)
+        self._embeddings = embeddings_url(config.url)
         self._health = config.health_url() or f"{config.url.rstrip('/')}/healthz"
         self._forward = config.forward_credentials
         self._extra = list(config.headers.items())
@@ -94,6 +124,29 @@ class FbsAdapter:
         if self._extra:
             headers += self._extra
         return Outbound(self._url, headers, body)
+
+    def prepare_embeddings(
+        self,
+        body: bytes,
+        request: Callable[[], EmbeddingInput],
+        request_id: str,
+        authorization: str,
+    ) -> Outbound:
+        headers = request_headers(request_id, authorization if self._forward else "", FLATBUFFERS)
+        if self._extra:
+            headers += self._extra
+        return Outbound(self._embeddings, headers, body)
+
+    def embeddings_answer(
+        self, body: bytes, request_id: str, model: str, max_bytes: int | None = None
+    ) -> bytes:
+        """``body`` itself, once verified (``ValueError``: not an
+        ``EmbeddingResponse``, or over ``max_bytes``)."""
+        try:
+            read_embedding_response(body, max_bytes=max_bytes)
+        except MalformedBuffer as exc:
+            raise ValueError(f"not an EmbeddingResponse: {exc}") from None
+        return body
 
     def translator(self, request_id: str, model: str, whole: bool = False) -> FrameRelay:
         return FrameRelay(request_id)  # an fbs server frames whole answers too

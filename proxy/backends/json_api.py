@@ -277,7 +277,9 @@ class JsonAdapter:
     path = ""
 
     def __init__(self, config: BackendConfig) -> None:
-        self.url = config.url.rstrip("/") + self.path
+        # The API base (the configured url, with its version where the API has one).
+        self.base = config.url.rstrip("/")
+        self.url = self.base + self.path
         self.model = config.model
         self.health = config.health_url()
         key = config.credential()
@@ -312,14 +314,20 @@ class JsonAdapter:
         omitted: list[str] = []
         whole = self.whole_for(req)
         payload = self.encode(req, self.model or req.model_name, omitted, whole)
-        accept = JSON if whole else SSE
+        headers = self.headers(request_id, authorization, JSON if whole else SSE)
+        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
+
+    def headers(self, request_id: str, authorization: str, accept: str) -> list[tuple[str, str]]:
+        """What goes with a JSON body: its type, ``accept``, the request id,
+        the protocol's fixed headers, flatgate's key, the caller's credential
+        when the backend forwards it, and the static extras."""
         headers = [("content-type", JSON), ("accept", accept), ("x-request-id", request_id)]
         headers += self.fixed()
         headers += self.auth
         if self.forward and authorization:
             headers.append(("authorization", authorization))
         headers += self.extra
-        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
+        return headers
 
     def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
         return Refusal(classify(status), status, error_message(body), retry_after(headers))

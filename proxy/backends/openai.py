@@ -34,15 +34,22 @@ them); Responses ones are mapped (``prompt_cache_key``,
 (``include``, ``reasoning.summary``, ``cache_control``, ...) left out and
 named, any other refused unless the backend sets ``drop_unsupported``.
 
+Embeddings (for ``openai-responses`` too): ``POST {url}/embeddings``, the
+body and the answer ``backends.embeddings``'s, with chat's model, key and
+headers.
+
 The stream translator and its finish reasons are ``openai_stream``'s,
 named here too (``OpenAIStream``, ``FINISH_REASONS``). No I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
-from flatgate.proxy.backends.base import Probe, Translator
+from flatgate.proxy.backends.base import Outbound, Probe, Translator
+from flatgate.proxy.backends.embeddings import EMBEDDINGS_PATH, encode_embeddings, read_embeddings
 from flatgate.proxy.backends.extras import (
     messages_for_chat,
     read_extras,
@@ -54,8 +61,9 @@ from flatgate.proxy.backends.json_api import JsonAdapter, failed_result
 from flatgate.proxy.backends.openai_stream import FINISH_REASONS, OpenAIStream
 from flatgate.proxy.backends.openai_whole import OpenAIWhole
 from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.request.decode import Message, Request, Tool
-from flatgate.proxy.wire.schema import ApiDialect, ToolChoiceMode
+from flatgate.proxy.wire.schema import JSON, ApiDialect, ToolChoiceMode
 
 __all__ = ["FINISH_REASONS", "OpenAIAdapter", "OpenAIConventions", "OpenAIStream", "encode_request"]
 
@@ -207,11 +215,38 @@ def encode_request(
 
 class OpenAIConventions(JsonAdapter):
     """What OpenAI's APIs share (this one and ``openai-responses``): the key
-    as ``Authorization: Bearer``, readiness as ``GET {url}/models``."""
+    as ``Authorization: Bearer``, readiness as ``GET {url}/models``, and
+    embeddings at ``{url}/embeddings`` (``backends.embeddings``)."""
+
+    embeddings = True
 
     def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
-        self._models = config.url.rstrip("/") + "/models"
+        self._models = self.base + "/models"
+        self._embeddings = self.base + EMBEDDINGS_PATH
+        self._drop = config.drop_unsupported
+
+    def prepare_embeddings(
+        self,
+        body: bytes,
+        request: Callable[[], EmbeddingInput],
+        request_id: str,
+        authorization: str,
+    ) -> Outbound:
+        omitted: list[str] = []
+        req = request()
+        payload = encode_embeddings(
+            req, model=self.model or req.model_name, omitted=omitted, drop_unsupported=self._drop
+        )
+        headers = self.headers(request_id, authorization, JSON)
+        return Outbound(self._embeddings, headers, payload, tuple(dict.fromkeys(omitted)))
+
+    def embeddings_answer(
+        self, body: bytes, request_id: str, model: str, max_bytes: int | None = None
+    ) -> bytes:
+        return read_embeddings(
+            body, request_id=request_id, model=self.model or model, max_bytes=max_bytes
+        )
 
     def credential(self, key: str) -> list[tuple[str, str]]:
         return [("authorization", f"Bearer {key}")]
@@ -229,7 +264,6 @@ class OpenAIAdapter(OpenAIConventions):
     def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
         self._field = config.max_tokens_field
-        self._drop = config.drop_unsupported
 
     def encode(self, req: Request, model: str, omitted: list[str], whole: bool) -> bytes:
         return encode_request(

@@ -40,6 +40,10 @@ Chat Completions ones are mapped (``reasoning_effort`` ->
 same name) and the rest left out; any other dialect's are left out. What is
 left out is named in ``Outbound.omitted``.
 
+Embeddings: ``POST {url}/embeddings``, as the ``openai`` adapter sends them
+(``OpenAIConventions``): a server of the Responses API is an
+OpenAI-compatible one.
+
 The stream: ``backends.openai_responses_stream``; the whole answer:
 ``backends.openai_responses_whole``. No I/O.
 """
@@ -345,7 +349,6 @@ class ResponsesAdapter(OpenAIConventions):
     def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
         self._hosted = config.hosted_tools
-        self._drop = config.drop_unsupported
 
     def encode(self, req: Request, model: str, omitted: list[str], whole: bool) -> bytes:
         return encode_request(

@@ -9,6 +9,15 @@ proxy appends ``/v1/completions``); an ``openai`` or ``anthropic`` backend's
 ``http://127.0.0.1:8000/v1``), to which the adapter appends
 ``/chat/completions`` or ``/messages``; an ``openai-responses`` backend's is
 the same base as an ``openai`` one's, to which it appends ``/responses``.
+Embeddings go to ``/v1/embeddings`` on an ``fbs`` server's root and to
+``/embeddings`` on the JSON API base (``openai``, ``openai-responses``).
+
+``serves`` says which kinds of request (``REQUEST_KINDS``) a backend is sent:
+absent, its protocol's (``BackendConfig.kinds``: an ``anthropic`` backend
+completions only, Anthropic's API having no embeddings; every other both).
+A route may so name a model only one kind can use: a request of the other
+kind skips that backend, and is refused with a 400 when no backend of its
+route serves it (``service.dispatch``, ``service.embed``).
 
 No I/O beyond reading ``ca_file`` to check it loads.
 """
@@ -18,7 +27,7 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 import msgspec
@@ -26,9 +35,24 @@ import msgspec
 from flatgate.proxy.backends.extras import HOSTED_TOOLS
 from flatgate.proxy.plumbing.config import Problems
 
-__all__ = ["FIRST_BYTE_TIMEOUT", "PROTOCOLS", "BackendConfig", "backend_problems"]
+__all__ = [
+    "COMPLETIONS",
+    "EMBEDDINGS",
+    "FIRST_BYTE_TIMEOUT",
+    "PROTOCOLS",
+    "REQUEST_KINDS",
+    "BackendConfig",
+    "RequestKind",
+    "backend_problems",
+]
 
 PROTOCOLS = ("fbs", "openai", "openai-responses", "anthropic")
+# The kinds of request a backend may serve (``serves``).
+RequestKind = Literal["completions", "embeddings"]
+REQUEST_KINDS: tuple[RequestKind, ...] = get_args(RequestKind)
+COMPLETIONS, EMBEDDINGS = REQUEST_KINDS
+# The protocols whose API has no embeddings.
+_NO_EMBEDDINGS = ("anthropic",)
 # A reasoning model may think for minutes before its first token.
 FIRST_BYTE_TIMEOUT = 600.0
 
@@ -82,6 +106,16 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     health_path: str = ""
     # A PEM file of CA certificates to trust besides the system store (https).
     ca_file: str = ""
+    # The kinds of request it is sent, of REQUEST_KINDS (absent: its
+    # protocol's, ``kinds``); a request of another kind skips it.
+    serves: tuple[RequestKind, ...] | None = None
+
+    def kinds(self) -> tuple[RequestKind, ...]:
+        """The kinds of request it serves: ``serves``, or its protocol's
+        (an ``anthropic`` backend completions only, every other both)."""
+        if self.serves is not None:
+            return self.serves
+        return (COMPLETIONS,) if self.protocol in _NO_EMBEDDINGS else REQUEST_KINDS
 
     def first_byte(self) -> float:
         """The first-byte timeout in force."""
@@ -177,6 +211,16 @@ def backend_problems(
     for name, value in b.headers.items():
         if name.lower() in _HOP_BY_HOP or not name or "\n" in name + value or "\r" in name + value:
             problems.append(f"{where}.headers.{name}: not a header flatgate can send")
+    if b.serves is not None:
+        if not b.serves:
+            problems.append(f"{where}.serves: at least one of {', '.join(REQUEST_KINDS)}")
+        elif len(set(b.serves)) != len(b.serves):
+            problems.append(f"{where}.serves: each kind once")
+        if EMBEDDINGS in b.serves and b.protocol in _NO_EMBEDDINGS:
+            problems.append(
+                f"{where}.serves: an {b.protocol} backend serves no embeddings "
+                f"({b.protocol}'s API has none)"
+            )
     if b.health_path and not b.health_path.startswith("/"):
         problems.append(f"{where}.health_path: must start with '/'")
     if b.ca_file:

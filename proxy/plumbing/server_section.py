@@ -7,7 +7,8 @@ Owns two bases, one comment per field:
   listens, its workers and interface, its graceful stop;
 - ``ServiceSection``: what the two services a caller reaches have besides
   (``[proxy]`` and ``[edge]``): what a public port takes in from one caller
-  (admission, bodies, HTTP/2 streams; built by ``plumbing.intake``), their
+  (admission, bodies, HTTP/2 streams; built by ``plumbing.intake``), the
+  largest answer they hold whole (``max_response_bytes``), their
   upstream client and pool, the access log, reloads and the GC.
 
 Each section that derives from them sets its own ``port`` and adds its own
@@ -26,6 +27,7 @@ from flatgate.proxy.plumbing.config import Problems
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "ServerSection",
     "ServiceSection",
     "intake_problems",
@@ -34,6 +36,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BODY_BYTES: Final = 8 << 20
+# 32 MiB: 1,024 vectors of 8,192 float32 dimensions (the verifier's largest
+# embeddings answer, 2,048 x 16,384, is 128 MiB: a deployment that wants it
+# raises the cap).
+DEFAULT_MAX_RESPONSE_BYTES: Final = 32 << 20
 
 
 class ServerSection(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,6 +87,11 @@ class ServiceSection(ServerSection, frozen=True, kw_only=True):
     gc_freeze: bool = True
     # Largest request body accepted (413 above it).
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    # Largest answer held whole before it is passed on (an embeddings
+    # answer: the proxy's from a backend, the edge's from the proxy); a larger
+    # one is refused with a 502 (at the proxy `backend_response_too_large`),
+    # not held.
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     # Admission control, per worker: requests in flight and request-body bytes
     # held (from Content-Length before the body is read; a chunked body counts
     # as max_body_bytes); above either, 503 `server_busy` with Retry-After.
@@ -113,7 +124,13 @@ def server_problems(section: str, s: ServerSection, problems: Problems) -> None:
 
 def intake_problems(section: str, s: ServiceSection, problems: Problems) -> None:
     """The problems of what ``[section]`` takes in: bodies, admission, streams."""
-    for key in ("max_body_bytes", "max_in_flight", "max_buffered_bytes", "http2_max_streams"):
+    for key in (
+        "max_body_bytes",
+        "max_response_bytes",
+        "max_in_flight",
+        "max_buffered_bytes",
+        "http2_max_streams",
+    ):
         problems.at_least(f"{section}.{key}", getattr(s, key), 1)
     for key in ("max_buffered_bytes_per_caller", "max_buffered_bytes_per_connection"):
         value = getattr(s, key)

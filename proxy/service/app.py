@@ -11,7 +11,7 @@ through ``service.relay``: size-prefixed frames relayed as they arrive
 
 A request's steps, in order (``completions``): its head (method, type,
 length), its caller (``service.caller``: token, admission), its body, its
-route (``_admit``), its tenant's limits (``_reserve``), a backend's answer
+route (``admit``), its tenant's limits (``_reserve``), a backend's answer
 (``Dispatcher.open``), the relay (``_answer``); each returns what the next
 needs, and whatever one took is given back in ``completions``' ``finally``.
 
@@ -19,6 +19,11 @@ Errors before the first byte are a ``service.errors.ProxyError``, answered
 by ``errors.answer_of`` (status, ``{"error": {"code", "message"}}``,
 ``Retry-After`` and the other common headers); after it, one error chunk with
 ``finish_reason`` error ends the stream.
+
+``POST /v1/embeddings`` takes an ``EmbeddingRequest`` (routed by the same
+read) and answers one ``EmbeddingResponse`` buffer: its steps are
+``service.embed_route``'s, its dispatch ``service.embed``'s, over the same
+routes, balancer, limits, admission, metrics and access log.
 
 Also ``/healthz``, ``/readyz`` and ``/metrics``.
 """
@@ -34,7 +39,7 @@ import time
 import msgspec
 
 from flatgate.proxy.backends.extras import omitted_header
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.section import COMPLETIONS, EMBEDDINGS, BackendConfig
 from flatgate.proxy.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Hold
@@ -56,7 +61,16 @@ from flatgate.proxy.plumbing.serve import (
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.service.caller import caller_of, hold_of
 from flatgate.proxy.service.dispatch import Dispatcher
-from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
+from flatgate.proxy.service.embed import Embedder
+from flatgate.proxy.service.embed_route import EmbeddingsRoute
+from flatgate.proxy.service.errors import (
+    ANSWERABLE,
+    CLIENT_CLOSED,
+    DRAINING_ANSWER,
+    ProxyError,
+    answer_of,
+    proxy_error,
+)
 from flatgate.proxy.service.quota import ProxyLimits
 from flatgate.proxy.service.relay import Relay
 from flatgate.proxy.service.routes import Route, RouteTable
@@ -64,18 +78,24 @@ from flatgate.proxy.service.settings import ProxySettings, load_config
 from flatgate.proxy.transport.base import Transport
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.frames import MalformedFrame
 from flatgate.proxy.wire.chunk.reader import read_outcome
+from flatgate.proxy.wire.layout import IDENTIFIER_AT
 from flatgate.proxy.wire.request.route import read_route, read_tenant, tenant_present
 from flatgate.proxy.wire.schema import (
     ADMITTED_HEADER,
     BACKEND_HEADER,
+    COMPLETIONS_PATH,
+    EMBEDDING_REQUEST_IDENTIFIER,
+    EMBEDDINGS_PATH,
     FLATBUFFERS,
     FRAMES,
     JSON,
     OMITTED_HEADER,
     PROVIDERS,
+    REQUEST_IDENTIFIER,
     SSE,
 )
 
@@ -86,13 +106,11 @@ _PROVIDER_NAMES = {v: k for k, v in PROVIDERS.items()}
 # A request's caller is watched for leaving from 50-100 ms in (Watchlist): an
 # answer sooner than that costs a list append, not a task.
 _WATCH_TICK = 0.05
-# Status logged and counted for a caller that left before its answer ended.
-CLIENT_CLOSED = 499
-# While draining, everything but /healthz (docs/operations.md, "Graceful restarts").
-_DRAINING = answer_of(
-    ProxyError(codes.DRAINING, "the proxy is shutting down; retry elsewhere", retry_after=1.0)
-)
 _DRAINED = "the proxy is shutting down: this answer was ended early"
+_NOT_A_COMPLETION = (
+    f"file identifier: expected {REQUEST_IDENTIFIER!r} (a CompletionRequest) on "
+    f"{COMPLETIONS_PATH}; an EmbeddingRequest goes to {EMBEDDINGS_PATH}"
+)
 
 log = logging.getLogger("flatgate.proxy")
 
@@ -101,7 +119,7 @@ def _entry() -> Entry:
     """A log entry for ``POST /v1/completions``, the ``.fbs`` API."""
     entry = Entry()
     entry.api = "fbs"
-    entry.path = "/v1/completions"
+    entry.path = COMPLETIONS_PATH
     return entry
 
 
@@ -129,7 +147,6 @@ class ProxyServer:
         self.balancer = Balancer(p.cooldown_seconds)
         self.backends: dict[str, Backend] = {}
         self._backend_configs: dict[str, BackendConfig] = {}
-        self._route(config)
         self._transport: Transport | None = None
         self.dispatcher = Dispatcher(
             self.balancer,
@@ -138,6 +155,8 @@ class ProxyServer:
             max_attempts=p.max_attempts,
             max_bytes=p.max_body_bytes,
         )
+        self.embedder = Embedder(self.dispatcher, p.max_response_bytes)
+        self._route(config)
         self.max_model = p.max_model_bytes
         self.admission = admission(p)
         self.body_policy = body_policy(p)
@@ -146,6 +165,7 @@ class ProxyServer:
         self.access = AccessLog("proxy", p.log_format, enabled=p.access_log)
         self.watchlist = Watchlist(_WATCH_TICK)
         self.drain = drain or Drain(p.drain_grace_seconds, p.drain_seconds)
+        self.embeddings = EmbeddingsRoute(self)
         self.metrics.watch_transport(lambda: self._transport)
         self.metrics.watch_admission(self.admission)
         self.quota = ProxyLimits(config.limits_config(), limiter) if limits else None
@@ -186,6 +206,15 @@ class ProxyServer:
         self.targets = targets
         self.backends = backends
         self._backend_configs = configs
+        # Which kind of request each backend is sent (BackendConfig.kinds).
+        self.dispatcher.refusing = frozenset(
+            name for name, cfg in configs.items() if COMPLETIONS not in cfg.kinds()
+        )
+        self.embedder.serving = frozenset(
+            name
+            for name, cfg in configs.items()
+            if EMBEDDINGS in cfg.kinds() and backends[name].adapter.embeddings
+        )
 
     def reload(self, config: ProxySettings) -> None:
         """A new config's ``[[backends]]`` and ``[[routes]]``, from the next
@@ -214,8 +243,10 @@ class ProxyServer:
             await ex.respond(200, [("content-type", "text/plain")], b"ok\n")
         elif self.drain.draining:
             await self._refuse_draining(ex)
-        elif path == "/v1/completions":
+        elif path == COMPLETIONS_PATH:
             await self.completions(ex)
+        elif path == EMBEDDINGS_PATH:
+            await self.embeddings(ex)
         elif path == "/readyz":
             status, body = await self.readiness()
             await ex.respond(status, _JSON, body)
@@ -229,19 +260,23 @@ class ProxyServer:
             await ex.respond(*answer_of(ProxyError(codes.NOT_FOUND, f"no such path: {path}")))
 
     async def _refuse_draining(self, ex: Exchange) -> None:
-        """503 ``draining``; logged on ``/v1/completions``, as every answer there is."""
-        if ex.path != "/v1/completions":
-            await ex.respond(*_DRAINING)
+        """503 ``draining``; logged on ``/v1/completions`` and
+        ``/v1/embeddings``, as every answer there is."""
+        if ex.path == COMPLETIONS_PATH:
+            entry = _entry()
+        elif ex.path == EMBEDDINGS_PATH:
+            entry = self.embeddings.entry()
+        else:
+            await ex.respond(*DRAINING_ANSWER)
             return
-        entry = _entry()
-        entry.request_id = self._request_id(ex)
+        entry.request_id = self.request_id(ex)
         entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
         try:
-            await ex.respond(*_DRAINING)
+            await ex.respond(*DRAINING_ANSWER)
         finally:
             self.access.write(entry)
 
-    def _request_id(self, ex: Exchange) -> str:
+    def request_id(self, ex: Exchange) -> str:
         """The caller's ``x-request-id`` if it is valid, else one of ours."""
         rid = ex.header("x-request-id")
         if rid is None or not valid_request_id(rid):
@@ -253,7 +288,7 @@ class ProxyServer:
         """One request, step by step (see the module docstring); however it
         ends, it is logged and counted once and what it held is given back."""
         entry = _entry()
-        rid = entry.request_id = self._request_id(ex)
+        rid = entry.request_id = self.request_id(ex)
         label = "-"
         hold: Hold | None = None  # the body bytes admitted
         watch: CallerWatch | None = None
@@ -264,12 +299,14 @@ class ProxyServer:
         untrack = self.drain.track(ending)
         try:
             try:
-                size, binary = self._head(ex)
+                size, binary = self.head(ex)
                 authorization, trusted = caller_of(ex, self.token, self.require_auth)
                 hold = hold_of(self.admission, ex, size, trusted)
                 body = await ex.body(self.body_policy)
                 entry.bytes_in = len(body)
-                target = self._admit(body, entry, trusted)
+                if body.startswith(EMBEDDING_REQUEST_IDENTIFIER, IDENTIFIER_AT):
+                    raise MalformedBuffer(_NOT_A_COMPLETION, IDENTIFIER_AT)
+                target = self.admit(body, entry, trusted)
                 label = target.label
                 if self.quota is not None and self.quota.active:
                     lease, prompt = await self._reserve(ex, body, self.quota)
@@ -278,7 +315,7 @@ class ProxyServer:
                 opened = await self.dispatcher.open(target, body, rid, authorization)
                 del body  # sent: not kept while the answer streams
             except ANSWERABLE as exc:
-                await self._refuse(ex, entry, exc)
+                await self.refuse(ex, entry, exc)
                 return
             self.admission.drop_body(hold)
             entry.backend = opened.backend.name
@@ -302,7 +339,7 @@ class ProxyServer:
                 # The drain's deadline, before any answer: whatever was open
                 # upstream is closed by now.
                 entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
-                await ex.respond(*_DRAINING)
+                await ex.respond(*DRAINING_ANSWER)
             else:
                 raise
         except ConnectionError:  # the caller left mid-answer
@@ -318,7 +355,7 @@ class ProxyServer:
             self.metrics.count(label, entry.status)
             self.access.write(entry)
 
-    async def _refuse(self, ex: Exchange, entry: Entry, exc: Exception) -> None:
+    async def refuse(self, ex: Exchange, entry: Entry, exc: Exception) -> None:
         """Answer ``exc`` (one of ``errors.ANSWERABLE``), before any byte.
 
         No name in the handler holds the error: its traceback holds the
@@ -328,10 +365,11 @@ class ProxyServer:
         entry.status, entry.error = err.status, err.code.code
         await ex.respond(*answer_of(err))
 
-    def _head(self, ex: Exchange) -> tuple[int, bool]:
-        """The request's declared body size and whether it wants binary frames."""
+    def head(self, ex: Exchange, takes: str = "a CompletionRequest") -> tuple[int, bool]:
+        """The request's declared body size and whether it wants binary frames;
+        ``takes``: what the path takes, for the 405's message."""
         if ex.method != "POST":
-            raise ProxyError(codes.METHOD_NOT_ALLOWED, "POST a CompletionRequest here")
+            raise ProxyError(codes.METHOD_NOT_ALLOWED, f"POST {takes} here")
         ctype = (ex.header("content-type") or "").partition(";")[0].strip().lower()
         if ctype != FLATBUFFERS:
             raise ProxyError(codes.UNSUPPORTED_MEDIA_TYPE, f"Content-Type must be {FLATBUFFERS}")
@@ -383,10 +421,10 @@ class ProxyServer:
             raise ProxyError(codes.NO_ROUTE, f"no route for provider {pname} model {name!r}")
         return target
 
-    def _admit(self, body: bytes, entry: Entry, trusted: bool) -> RouteTarget:
-        """The request's route target; ``ProxyError`` (or ``MalformedBuffer``)
-        for a bad buffer, name or route, or a tenant set without the proxy's
-        token."""
+    def admit(self, body: bytes, entry: Entry, trusted: bool) -> RouteTarget:
+        """The request's (either root's) route target; ``ProxyError`` (or
+        ``MalformedBuffer``) for a bad buffer, name or route, or a tenant set
+        without the proxy's token."""
         target = self.target_of(body, entry if self.access.enabled else None)
         if self.token is not None and not trusted and tenant_present(body):
             raise ProxyError(
@@ -417,7 +455,7 @@ class ProxyServer:
         try:
             first = await relay.first(watch)
         except ANSWERABLE as exc:
-            await self._refuse(ex, entry, exc)
+            await self.refuse(ex, entry, exc)
             return
         entry.status = 200
         entry.first_byte()

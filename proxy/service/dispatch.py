@@ -6,7 +6,14 @@ last) until one answers 200, and returns an ``Opened`` answer: the backend,
 its response and the translator that turns its body into chunk frames. Each
 backend is sent what its adapter prepares: the untouched bytes for ``fbs``,
 the adapter's JSON for ``openai``/``anthropic`` (the request is verified and
-decoded once, however many JSON backends are tried).
+decoded once, however many JSON backends are tried). A backend whose
+``serves`` leaves out completions (``Dispatcher.refusing``) is skipped; a
+route with no other is a 400 ``untranslatable_request`` naming it.
+
+``Dispatcher.first`` is that loop for any kind of request, written once: the
+embeddings flow (``service.embed``) runs it too, with its own ``prepare`` and
+its own ``take`` of a 200 answer (which reads the whole body, and may still
+fail over when that body breaks off, nothing having reached the caller).
 
 Before the first byte, by what a backend answered (``backends.base``):
 
@@ -42,10 +49,17 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
-from flatgate.proxy.backends.base import Probe, RefusalKind, Translator, Untranslatable
+from flatgate.proxy.backends.base import (
+    Outbound,
+    Probe,
+    RefusalKind,
+    Translator,
+    Untranslatable,
+)
 from flatgate.proxy.backends.extras import omitted_label
 from flatgate.proxy.limits import BackendLease, SharedBackends
 from flatgate.proxy.plumbing.instruments import CountFamily
@@ -64,9 +78,24 @@ from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.request.verify import MAX_BYTES, verify_request
 
-__all__ = ["Dispatcher", "Opened"]
+__all__ = ["Attempt", "Dispatcher", "Opened"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("flatgate.proxy")
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A backend's 200 answer, its head received (``Dispatcher.first``'s
+    ``take`` is handed it): the backend, what it was sent, its response, when
+    it was sent, and its outstanding request in the shared store (None: none)."""
+
+    backend: Backend
+    out: Outbound
+    response: Response
+    started: float
+    lease: BackendLease | None
 
 
 @dataclass(slots=True)
@@ -201,6 +230,9 @@ class Dispatcher:
         self.max_attempts = max_attempts
         self.shared = shared
         self.max_bytes = max_bytes
+        # The backends that serve no completions (``BackendConfig.kinds``),
+        # by name: skipped (set by the service, at each reload).
+        self.refusing: frozenset[str] = frozenset()
         self._omitted = CountFamily(
             f"{metrics.prefix}_proxy_dropped_fields",
             "Request fields a backend was not sent (named in x-flatgate-dropped-fields), "
@@ -221,25 +253,82 @@ class Dispatcher:
         """The first backend's 200 answer; ``ProxyError`` when none gives one,
         ``MalformedBuffer`` when the request cannot be read for one.
         ``trusted``: ``body`` was written in this process (``_Decoded``)."""
+        decoded = _Decoded(body, self.max_bytes, trusted)
+        refusing = self.refusing
+        if refusing and all(b.name in refusing for b in (*target.backends, *target.fallbacks)):
+            raise ProxyError(
+                codes.UNTRANSLATABLE_REQUEST,
+                f"no backend of route {target.label!r} serves completions "
+                "(its [[backends]] serves say embeddings only)",
+            )
+
+        def prepare(backend: Backend) -> Outbound | None:
+            if refusing and backend.name in refusing:
+                return None
+            # A buffer the adapter cannot read raises MalformedBuffer: the
+            # caller's fault, answered at once (``service.errors``).
+            return backend.adapter.prepare(body, decoded, request_id, authorization)
+
+        async def take(answer: Attempt) -> Opened:
+            backend, out = answer.backend, answer.out
+            adapter = backend.adapter
+            model = decoded().model_name if adapter.protocol != "fbs" else ""
+            translator = adapter.translator(request_id, model, out.whole)
+            for name in out.omitted:
+                self._omitted.labels(backend.name, omitted_label(name)).inc()
+            return Opened(
+                backend,
+                answer.response,
+                translator,
+                answer.started,
+                self.metrics,
+                answer.lease,
+                self.shared,
+                out.omitted,
+            )
+
+        return await self.first(target, prepare, take)
+
+    async def first(
+        self,
+        target: RouteTarget,
+        prepare: Callable[[Backend], Outbound | None],
+        take: Callable[[Attempt], Awaitable[T]],
+    ) -> T:
+        """What ``take`` makes of the first backend's 200 answer, trying the
+        route's backends in the balancer's order (every kind of request goes
+        this one way; see the module docstring).
+
+        ``prepare(backend)`` is what the backend is sent (``None``: it serves
+        no request of this kind, skipped; ``Untranslatable``: noted, the next
+        tried). ``take`` is handed each 200 answer: what it returns owns the
+        answer and the backend's outstanding count (``release`` gives them
+        back); when it raises, they are given back here, and an
+        ``UpstreamError`` (the answer's body broke off) counts as the
+        backend's failure, the next tried: nothing has reached the caller.
+        ``ProxyError`` when no backend gives an answer ``take`` accepts
+        (``backends_busy`` when every one that serves the request is at its
+        ``max_outstanding``)."""
         plan = self.balancer.plan(target)
         if not plan:
             raise _busy()
         shared = self.shared
         attempts = self.max_attempts or len(plan)
-        decoded = _Decoded(body, self.max_bytes, trusted)
         failures = _Failures()
         transport = self._transport()
+        prepared = False
         for backend in plan:
             if not attempts:
                 break
-            adapter = backend.adapter
             try:
-                # A buffer the adapter cannot read raises MalformedBuffer:
-                # the caller's fault, answered at once (``service.errors``).
-                out = adapter.prepare(body, decoded, request_id, authorization)
+                out = prepare(backend)
             except Untranslatable as exc:
                 failures.untranslatable = f"{backend.name}: {exc}"
+                prepared = True
                 continue
+            if out is None:
+                continue
+            prepared = True
             lease = None
             if shared is not None and backend.max_outstanding:
                 lease = await shared.acquire(backend.name, backend.max_outstanding, _LEASE_TTL)
@@ -258,15 +347,19 @@ class Dispatcher:
                     timeouts=backend.timeouts,
                     tls=backend.tls,
                 )
+                if resp.status == 200:
+                    self.balancer.succeeded(backend)
+                    self.metrics.upstream_ttfb_of(backend.name).observe(
+                        time.perf_counter() - started
+                    )
+                    return await take(Attempt(backend, out, resp, started, lease))
             except UpstreamPoolTimeout as exc:
-                backend.outstanding -= 1
-                _release(shared, lease)
+                self.release(backend, lease)
                 self.metrics.upstream_failure_of(backend.name, "pool_timeout").inc()
                 failures.pool_full = f"{backend.name}: {exc}"
                 continue
             except UpstreamError as exc:
-                backend.outstanding -= 1
-                _release(shared, lease)
+                self.release(backend, lease)
                 self.balancer.failed(backend)
                 self.metrics.upstream_failure_of(backend.name, type(exc).__name__).inc()
                 if isinstance(exc, UpstreamTimeout):
@@ -275,25 +368,20 @@ class Dispatcher:
                     failures.unreachable = f"{backend.name}: {exc}"
                 continue
             except BaseException:
-                backend.outstanding -= 1
-                _release(shared, lease)
+                self.release(backend, lease)
                 raise
-            if resp.status == 200:
-                self.balancer.succeeded(backend)
-                self.metrics.upstream_ttfb_of(backend.name).observe(time.perf_counter() - started)
-                model = decoded().model_name if adapter.protocol != "fbs" else ""
-                translator = adapter.translator(request_id, model, out.whole)
-                for name in out.omitted:
-                    self._omitted.labels(backend.name, omitted_label(name)).inc()
-                return Opened(
-                    backend, resp, translator, started, self.metrics, lease, shared, out.omitted
-                )
             try:
                 await self._refused(backend, resp, failures)
             finally:
-                backend.outstanding -= 1
-                _release(shared, lease)
+                self.release(backend, lease)
+        if not prepared:  # every backend serving it was left out at its limit
+            raise _busy()
         raise failures.error()
+
+    def release(self, backend: Backend, lease: BackendLease | None) -> None:
+        """Give back one outstanding request of ``backend`` (and its shared ``lease``)."""
+        backend.outstanding -= 1
+        _release(self.shared, lease)
 
     async def _refused(self, backend: Backend, resp: Response, failures: _Failures) -> None:
         """Take in a backend's non-200 answer; raise what the caller is told at once

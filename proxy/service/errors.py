@@ -53,6 +53,8 @@ from flatgate.proxy.wire.schema import JSON
 __all__ = [
     "ANSWERABLE",
     "BUSY_RETRY_AFTER",
+    "CLIENT_CLOSED",
+    "DRAINING_ANSWER",
     "Answer",
     "ProxyError",
     "answer_of",
@@ -66,6 +68,8 @@ BUSY_RETRY_AFTER = 1.0
 
 # (status, headers, body): what ``Exchange.respond`` sends.
 Answer = tuple[int, list[tuple[str, str]], bytes]
+# Status logged and counted for a caller that left before its answer ended.
+CLIENT_CLOSED = 499
 
 
 class ProxyError(Exception):
@@ -161,3 +165,10 @@ def answer_of(err: ProxyError) -> Answer:
     if err.code is codes.DRAINING:
         headers.append(("connection", "close"))
     return err.status, headers, err.body()
+
+
+# What the HTTP surface answers while it drains, to everything but /healthz
+# (docs/operations.md, "Graceful restarts").
+DRAINING_ANSWER = answer_of(
+    ProxyError(codes.DRAINING, "the proxy is shutting down; retry elsewhere", retry_after=1.0)
+)

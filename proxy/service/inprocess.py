@@ -18,6 +18,11 @@ proxy's HTTP answer, so both shapes share every line past the HTTP boundary.
 - Closing the response (the edge's client left, or its drain ended it)
   closes the backend's answer, which aborts its connection.
 
+An ``EmbeddingRequest`` body (``wire.embeddings.is_embedding_request``) is
+answered as ``POST /v1/embeddings`` answers it (``service.embed``): a
+``Response`` whose body is the one ``EmbeddingResponse`` buffer (status 200,
+the backend's name in ``x-flatgate-backend``), or the refusal's as above.
+
 The edge and this process are one trust domain: the edge wrote the buffer and
 its tenant, so no caller token is checked and none is forwarded, and an
 adapter reads the buffer without the verifier's walk (the edge's writer made
@@ -34,20 +39,29 @@ from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
 from flatgate.proxy.service.relay import Relay
 from flatgate.proxy.transport.base import Response, Timeouts
-from flatgate.proxy.wire.schema import BACKEND_HEADER, OMITTED_HEADER
+from flatgate.proxy.wire.embeddings import is_embedding_request
+from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS, OMITTED_HEADER
 
 __all__ = ["InProcessTransport"]
 
 
-class _Refused:
-    """The proxy's answer before any frame: a status, its headers and its JSON
-    error, as ``errors.answer_of`` writes them for the HTTP surface."""
+class _Whole:
+    """An answer in one piece: the proxy's refusal before any frame (its
+    status, headers and JSON error, as ``errors.answer_of`` writes them for
+    the HTTP surface: ``refused``), or an embeddings answer (one
+    ``EmbeddingResponse`` buffer)."""
 
     __slots__ = ("_body", "headers", "status")
 
-    def __init__(self, err: ProxyError) -> None:
-        self.status, headers, self._body = answer_of(err)
-        self.headers: Mapping[str, str] = dict(headers)
+    def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self._body = body
+
+    @classmethod
+    def refused(cls, err: ProxyError) -> _Whole:
+        status, headers, body = answer_of(err)
+        return cls(status, dict(headers), body)
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
         yield self._body
@@ -131,6 +145,8 @@ class InProcessTransport:
         for name, value in headers:
             if name == "x-request-id":
                 rid = value
+        if is_embedding_request(body):
+            return await self._embeddings(body, rid)
         label = "-"
         try:
             target = proxy.target_of(body)
@@ -138,11 +154,29 @@ class InProcessTransport:
             opened = await proxy.dispatcher.open(target, body, rid, "", trusted=True)
         except ANSWERABLE as exc:
             # Named nowhere: the error's traceback holds this frame, and the body.
-            refused = _Refused(proxy_error(exc))
+            refused = _Whole.refused(proxy_error(exc))
             proxy.metrics.count(label, refused.status)
             return refused
         relay = Relay(opened, rid, True, proxy.metrics)
         return _Relayed(proxy, relay, opened.backend.name, label)
+
+    async def _embeddings(self, body: bytes, rid: str) -> Response:
+        """An ``EmbeddingRequest``'s answer (see the module docstring)."""
+        proxy = self._proxy
+        embedder = proxy.embedder
+        label = "-"
+        try:
+            target = proxy.target_of(body)
+            label = target.label
+            embedded = await embedder.embed(target, body, rid)
+        except ANSWERABLE as exc:
+            # Named nowhere: the error's traceback holds this frame, and the body.
+            refused = _Whole.refused(proxy_error(exc))
+            embedder.count(label, refused.status)
+            return refused
+        embedder.count(label, 200)
+        headers = {"content-type": FLATBUFFERS, BACKEND_HEADER: embedded.backend}
+        return _Whole(200, headers, embedded.body)
 
     def stats(self) -> dict[str, int]:
         """The router's own upstream pool (what this hop holds is nothing)."""

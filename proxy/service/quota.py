@@ -18,6 +18,13 @@ When the request ends, its reservation is settled to the prompt estimate
 plus the completion tokens of the final chunk (read from the last frame
 relayed), kept as reserved when the backend reported none, and dropped when
 no answer came.
+
+An embeddings request (``admit_embeddings``) is held to the same limits: one
+request, a concurrency slot, and its prompt's tokens, estimated from its
+inputs (``embedding_estimate``: the same bytes-per-token rule as a chat
+prompt, without the per-message template; token ids count themselves). It
+is settled to the answer's ``prompt_tokens`` (``settle`` with no completion
+of its own), kept as reserved when the backend reported none.
 """
 
 from __future__ import annotations
@@ -30,9 +37,19 @@ from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Lease, Limiter, LimitsConfi
 from flatgate.proxy.limits.decision import Outcome
 from flatgate.proxy.service.errors import ProxyError
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.request.estimate import estimate_request, reservation
+from flatgate.proxy.wire.embeddings import EmbeddingInput
+from flatgate.proxy.wire.request.estimate import estimate_request, estimate_tokens, reservation
 
-__all__ = ["ProxyLimits"]
+__all__ = ["ProxyLimits", "embedding_estimate"]
+
+
+def embedding_estimate(request: EmbeddingInput) -> int:
+    """The prompt tokens of an embeddings request before a backend has
+    counted them: ``estimate_tokens`` of each text (no messages, so no
+    template tokens), or the number of token ids given."""
+    if request.tokens:
+        return sum(len(ids) for ids in request.tokens)
+    return sum(estimate_tokens(len(text.encode("utf-8")), 0) for text in request.texts)
 
 
 class ProxyLimits:
@@ -54,10 +71,24 @@ class ProxyLimits:
     async def admit(self, body: bytes, tenant: str, model: str) -> tuple[Lease | None, int]:
         """Reserve the request ``body`` of ``tenant`` on ``model``: its lease
         and its prompt's estimate; raises the refusal as a ``ProxyError``."""
-        estimate = reservation(body, self._default_max)
+        lease = await self._acquire(tenant, model, reservation(body, self._default_max))
+        return lease, estimate_request(body)
+
+    async def admit_embeddings(
+        self, request: EmbeddingInput, tenant: str, model: str
+    ) -> Lease | None:
+        """Reserve the embeddings ``request`` of ``tenant`` on ``model``
+        (its prompt's ``embedding_estimate``): its lease, settled with
+        ``settle(lease, 0, prompt_tokens, answered)``; raises the refusal as a
+        ``ProxyError``."""
+        return await self._acquire(tenant, model, embedding_estimate(request))
+
+    async def _acquire(self, tenant: str, model: str, estimate: int) -> Lease | None:
+        """One request and ``estimate`` tokens of ``tenant`` on ``model``;
+        raises the refusal as a ``ProxyError``."""
         d = await self.limiter.acquire(tenant, model, estimate, DEFAULT_LEASE_TTL)
         if d.allowed:
-            return d.lease, estimate_request(body)
+            return d.lease
         if d.outcome is Outcome.STORE_UNAVAILABLE:
             raise ProxyError(
                 codes.LIMITS_UNAVAILABLE,

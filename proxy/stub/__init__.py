@@ -10,7 +10,8 @@ adapters can be tested end to end against it.
 Modules: ``echo`` (the answer and the faults, no format), ``fbs``,
 ``openai``, ``openai_responses`` and ``anthropic`` (the wire formats;
 ``openai_request``, ``openai_responses_request`` and ``anthropic_request``
-validate their requests), ``server`` (HTTP handling, stats, faults),
+validate their requests), ``embeddings`` (``POST /v1/embeddings`` in the
+``fbs`` and OpenAI protocols), ``server`` (HTTP handling, stats, faults),
 ``settings`` (``[stub]``). ``create_app`` is the granian factory.
 """
 

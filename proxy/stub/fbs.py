@@ -40,7 +40,14 @@ from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage, s
 from flatgate.proxy.wire.chunk.writer import ChunkWriter, write_chunk
 from flatgate.proxy.wire.codes import ErrorCode, error_body
 from flatgate.proxy.wire.request.verify import verify_request
-from flatgate.proxy.wire.schema import FRAMES, JSON, SSE, FinishReason, ToolChoiceMode
+from flatgate.proxy.wire.schema import (
+    COMPLETIONS_PATH,
+    FRAMES,
+    JSON,
+    SSE,
+    FinishReason,
+    ToolChoiceMode,
+)
 
 __all__ = ["FbsWire", "parse_request"]
 
@@ -156,7 +163,7 @@ class _Rendering:
 class FbsWire:
     """The ``.fbs`` side of the stub (see the module docstring)."""
 
-    path = "/v1/completions"
+    path = COMPLETIONS_PATH
     request_id_header = "x-request-id"
     tool_id_prefix = "call_"
 

@@ -17,6 +17,12 @@ protocol``): the wire parses and renders, the server decides what happens when.
   non-streamed request ``die`` cuts the body short, ``hang`` sends only the
   head, and ``error`` answers the protocol's server error.
 - ``ttft_ms`` delays the first delta (after the head), ``itl_ms`` each next.
+- ``POST /v1/embeddings`` (``fbs``, ``openai`` and ``openai-responses``:
+  ``stub.embeddings``) is answered whole, its faults as a non-streamed chat
+  request's (``stall`` and ``hang`` silent, ``die`` cut short, ``error`` the
+  protocol's server error), and counted in ``/stats`` as a stream; the
+  ``anthropic`` stub has none (404, as Anthropic's API). Neither canned nor
+  cadence mode changes it, and ``ttft_ms`` delays it.
 - ``[stub] cadence``: every completion request is answered by
   ``stub.cadence.CadenceMode`` (prebuilt frames, one timer per worker; the
   body is not parsed, faults do not apply); ``/stats`` then also reports the
@@ -31,7 +37,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import Any
 
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import BodyPolicy, Exchange
@@ -49,13 +56,14 @@ from flatgate.proxy.stub.echo import (
     answer,
     id_header,
 )
+from flatgate.proxy.stub.embeddings import EMBEDDINGS, Embeddings, EmbeddingsAsk
 from flatgate.proxy.stub.fbs import FbsWire
 from flatgate.proxy.stub.openai import OpenAIWire
 from flatgate.proxy.stub.openai_responses import ResponsesWire
 from flatgate.proxy.stub.settings import FAULTS, StubSection
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.codes import error_body
-from flatgate.proxy.wire.schema import JSON
+from flatgate.proxy.wire.schema import EMBEDDINGS_PATH, JSON
 
 __all__ = ["WIRES", "StubServer"]
 
@@ -130,6 +138,8 @@ class StubServer:
         self.settings = settings
         self.fault = fault or ""
         self.wire: Wire = WIRES[settings.protocol]()
+        made = EMBEDDINGS.get(settings.protocol)
+        self.embeddings: Embeddings | None = None if made is None else made()
         self.stats = _Stats()
         # Draining: new requests get 503 (the stream in flight runs on until
         # the process is stopped).
@@ -170,6 +180,9 @@ class StubServer:
             if denied is not None:
                 await _send(ex, denied)
                 return
+        if path == EMBEDDINGS_PATH and self.embeddings is not None:
+            await self._embeddings(ex, self.embeddings)
+            return
         if path != wire.path or ex.method != "POST":
             await _send(ex, wire.route(ex.method, path))
             return
@@ -182,8 +195,7 @@ class StubServer:
             self.stats.completed += 1
             await _send(ex, self._canned(body, ex.header))
             return
-        self.stats.last_body_sha256 = hashlib.sha256(body).hexdigest()
-        self.stats.last_headers = {name: _seen(name, ex.header(name)) for name in _SEEN_HEADERS}
+        self._saw(ex, body)
         try:
             req = wire.parse(body, ex.header)
         except Rejected as rejected:
@@ -193,9 +205,43 @@ class StubServer:
         if fault in BEFORE_HEAD:
             await _send(ex, wire.fault(fault, req))
             return
+        await self._run(ex, self._answer(ex, req, fault))
+
+    def _saw(self, ex: Exchange, body: bytes) -> None:
+        self.stats.last_body_sha256 = hashlib.sha256(body).hexdigest()
+        self.stats.last_headers = {name: _seen(name, ex.header(name)) for name in _SEEN_HEADERS}
+
+    async def _embeddings(self, ex: Exchange, embeddings: Embeddings) -> None:
+        if ex.method != "POST":
+            await _send(ex, embeddings.route(ex.method))
+            return
+        body = await ex.body(BodyPolicy(STUB_MAX_BODY))
+        self._saw(ex, body)
+        try:
+            ask = embeddings.parse(body, ex.header)
+        except Rejected as rejected:
+            await _send(ex, rejected.reply)
+            return
+        fault = ask.fault or self.fault
+        if fault in BEFORE_HEAD:
+            await _send(ex, embeddings.fault(fault, ask))
+            return
+        await self._run(ex, self._embed(ex, embeddings, ask, fault))
+
+    async def _embed(
+        self, ex: Exchange, embeddings: Embeddings, ask: EmbeddingsAsk, fault: str
+    ) -> None:
+        if fault == "stall":
+            await asyncio.sleep(_STALL_SECONDS)
+            return
+        reply = embeddings.failed(ask) if fault == "error" else embeddings.answer(ask)
+        await self._whole(ex, reply, fault)
+
+    async def _run(self, ex: Exchange, answering: Coroutine[Any, Any, None]) -> None:
+        """``answering``, counted, until it ends or the caller goes away (then cancelled)."""
         self.stats.started += 1
         self.stats.active += 1
-        work = asyncio.ensure_future(self._answer(ex, req, fault))
+        work = asyncio.ensure_future(answering)
         gone = asyncio.ensure_future(ex.disconnected())
         try:
             done, _ = await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)

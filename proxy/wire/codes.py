@@ -21,6 +21,7 @@ __all__ = [
     "BACKEND_PROTOCOL_ERROR",
     "BACKEND_RATE_LIMITED",
     "BACKEND_REJECTED",
+    "BACKEND_RESPONSE_TOO_LARGE",
     "BACKEND_STREAM_ERROR",
     "BACKEND_STREAM_TRUNCATED",
     "BACKEND_TIMEOUT",
@@ -31,6 +32,7 @@ __all__ = [
     "CALLER_BUSY",
     "CODES",
     "DRAINING",
+    "EMBEDDINGS_UNSUPPORTED",
     "INTERNAL_ERROR",
     "INVALID_API_KEY",
     "INVALID_JSON",
@@ -108,6 +110,11 @@ UNTRANSLATABLE_REQUEST = _c(
     "untranslatable_request", 400, INVALID,
     "the request cannot be written in the chosen backend's API (the message says why)",
 )  # fmt: skip
+EMBEDDINGS_UNSUPPORTED = _c(
+    "embeddings_unsupported", 400, INVALID,
+    "no backend of the route serves embeddings (an `anthropic` backend never does; "
+    "`[[backends]] serves` says what the others do)",
+)  # fmt: skip
 UNSUPPORTED_CONTENT_TYPE = _c(
     "unsupported_content_type", 400, INVALID,
     "a content part flatgate does not carry (images, audio, files)",
@@ -181,6 +188,10 @@ BACKEND_ERROR = _c("backend_error", 502, API, "every backend tried answered 5xx"
 BACKEND_PROTOCOL_ERROR = _c(
     "backend_protocol_error", 502, API, "a backend's answer does not decode (a malformed frame)"
 )
+BACKEND_RESPONSE_TOO_LARGE = _c(
+    "backend_response_too_large", 502, API,
+    "a backend's whole answer (embeddings) is larger than `max_response_bytes`",
+)  # fmt: skip
 BACKEND_DISCONNECTED = _c(
     "backend_disconnected", 502, API, "the backend's connection broke mid-stream"
 )

@@ -7,13 +7,14 @@ order: field ``slot`` lives at vtable byte ``VTABLE_HEAD + 2 * slot``. Each
 inline value's ``struct`` code (a scalar's type; ``"I"`` for the uoffset of a
 string, table or vector), so that:
 
-- the verifier walks every table from these descriptions;
-- the readers (route, decode, estimate, the chunk reader, ``chunk_is_final``)
-  take their slots and scalar widths from them;
-- both writers (the request writer, the chunk writer) take the inline layout
-  of each table from ``Table.inline``: the soffset first, then the fields by
-  size, largest first, in slot order within a size, the table padded to 4
-  bytes. A table with an 8-byte field must start at 4 mod 8 for it to be
+- the verifiers (``wire.request.verify``, ``wire.embeddings.verify``) walk
+  every table from these descriptions;
+- the readers (route, decode, estimate, the chunk reader, ``chunk_is_final``,
+  the embeddings readers) take their slots and scalar widths from them;
+- the writers (the request writer, the chunk writer, the embeddings writers)
+  take the inline layout of each table from ``Table.inline``: the soffset
+  first, then the fields by size, largest first, in slot order within a
+  size, the table padded to 4 bytes. A table with an 8-byte field must start at 4 mod 8 for it to be
   aligned.
 
 ``tests/schema/test_layouts.py`` checks every table against the schema and
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 __all__ = [
     "COMPLETION_CHUNK",
     "COMPLETION_REQUEST",
+    "EMBEDDING_REQUEST",
+    "EMBEDDING_RESPONSE",
     "ERROR",
     "HEADER",
     "IDENTIFIER_AT",
@@ -39,6 +42,7 @@ __all__ = [
     "MESSAGE",
     "REASONING_PART",
     "TABLES",
+    "TOKEN_IDS",
     "TOOL",
     "TOOL_CALL",
     "TOOL_CALL_DELTA",
@@ -172,7 +176,7 @@ def _scalars(name: str, element: str) -> Field:
 
 
 # Scalar codes: byte (and the byte enums) "b", bool "?", int32 "i",
-# float32 "f", int64 "q"; ubyte "B".
+# uint32 "I", float32 "f", int64 "q"; ubyte "B".
 REASONING_PART = Table(
     "ReasoningPart",
     (
@@ -264,6 +268,36 @@ COMPLETION_CHUNK = Table(
         _scalar("extras_dialect", "b"),
     ),
 )
+# schema/embeddings.fbs. EmbeddingRequest's slots 0 to 2 are
+# CompletionRequest's (read_route reads both kinds at the same slots).
+TOKEN_IDS = Table("TokenIds", (_scalars("ids", "i"),))
+EMBEDDING_REQUEST = Table(
+    "EmbeddingRequest",
+    (
+        _string("request_id"),
+        _scalar("provider", "b"),
+        _string("model_name"),
+        Field("texts", FieldKind.STRING_VECTOR),
+        _tables("tokens", "TokenIds"),
+        _scalar("dimensions", "i"),
+        _string("user"),
+        _string("tenant"),
+        _string("extras"),
+        _scalar("extras_dialect", "b"),
+    ),
+)
+EMBEDDING_RESPONSE = Table(
+    "EmbeddingResponse",
+    (
+        _string("request_id"),
+        _string("model"),
+        _scalar("count", "I"),
+        _scalar("dimensions", "I"),
+        _scalars("values", "f"),
+        _scalar("prompt_tokens", "i"),
+        _scalar("total_tokens", "i"),
+    ),
+)
 
 TABLES: Mapping[str, Table] = {
     t.name: t
@@ -278,5 +312,8 @@ TABLES: Mapping[str, Table] = {
         USAGE,
         ERROR,
         COMPLETION_CHUNK,
+        TOKEN_IDS,
+        EMBEDDING_REQUEST,
+        EMBEDDING_RESPONSE,
     )
 }

@@ -3,11 +3,12 @@
 Enum values come from ``flatgate.generated`` (flatc's output for
 ``schema/gateway.fbs``); the Python names are mirrored here so that code reads
 ``FinishReason.STOP`` rather than flatc's CamelCase, and a test checks that
-every value the schema defines has its name here. The two file identifiers
-and the HTTP media types of the contract live here too: the request's
-identifier is the schema's ``file_identifier`` (a test checks it against the
-generated code, which does not export it), the chunk's cannot come from the
-schema (it declares one ``file_identifier``).
+every value the schema defines has its name here. The file identifiers and
+the HTTP media types of the contract live here too: the requests'
+identifiers are their schemas' ``file_identifier`` (``gateway.fbs``'s and
+``embeddings.fbs``'s; a test checks them against the generated code, which
+does not export them), the chunk's and the embedding response's cannot come
+from a schema (each declares one ``file_identifier``).
 
 No I/O.
 """
@@ -26,6 +27,10 @@ __all__ = [
     "ADMITTED_HEADER",
     "BACKEND_HEADER",
     "CHUNK_IDENTIFIER",
+    "COMPLETIONS_PATH",
+    "EMBEDDINGS_PATH",
+    "EMBEDDING_REQUEST_IDENTIFIER",
+    "EMBEDDING_RESPONSE_IDENTIFIER",
     "FLATBUFFERS",
     "FRAMES",
     "JSON",
@@ -45,7 +50,15 @@ __all__ = [
 REQUEST_IDENTIFIER = b"FGRQ"
 # CompletionChunk buffers (finished with this identifier by every writer).
 CHUNK_IDENTIFIER = b"FGCK"
+# EmbeddingRequest buffers: schema/embeddings.fbs's file_identifier.
+EMBEDDING_REQUEST_IDENTIFIER = b"FGEQ"
+# EmbeddingResponse buffers (finished with this identifier by every writer).
+EMBEDDING_RESPONSE_IDENTIFIER = b"FGEV"
 
+# The proxy's two request paths: a CompletionRequest's, an EmbeddingRequest's
+# (the edge posts to them; the stub serves them for fbs backends).
+COMPLETIONS_PATH = "/v1/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
 # Request bodies to the proxy (Content-Type).
 FLATBUFFERS = "application/x-flatbuffers"
 # Size-prefixed chunk frames (Accept / Content-Type): the zero-copy relay.

@@ -1,7 +1,8 @@
 """A small parser for the subset of the FlatBuffers schema language we write.
 
-Enough to compare two versions of ``schema/gateway.fbs`` for the evolution
-rules and to check hand-written field tables against the schema. Test code.
+Enough to compare two versions of a schema file (``schema/gateway.fbs``,
+``schema/embeddings.fbs``) for the evolution rules and to check hand-written
+field tables against the schemas. Test code.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ _COMMENT = re.compile(r"//[^\n]*")
 _BLOCK = re.compile(r"\b(table|struct|enum)\s+(\w+)\s*(?::\s*(\w+))?\s*\{(.*?)\}", re.S)
 _FIELD = re.compile(r"(\w+)\s*:\s*(\[?\s*\w+\s*\]?)\s*(?:=\s*([^;(]+?))?\s*(\([^)]*\))?\s*;")
 _ENUM_VAL = re.compile(r"(\w+)\s*(?:=\s*(-?\d+))?\s*,?")
+_INCLUDE = re.compile(r'^include\s+"([^"]+)"\s*;', re.M)
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,24 @@ def parse(text: str) -> Schema:
 
 def parse_file(path: Path) -> Schema:
     return parse(path.read_text())
+
+
+def includes(path: Path) -> list[Path]:
+    """The files ``path`` includes, relative to its folder (as flatc resolves them)."""
+    return [path.parent / name for name in _INCLUDE.findall(_COMMENT.sub("", path.read_text()))]
+
+
+def parse_with_includes(path: Path) -> Schema:
+    """``path``'s tables and enums and those of every file it includes, at any depth."""
+    merged = Schema()
+    todo, seen = [path], set()
+    while todo:
+        one = todo.pop()
+        if one in seen:
+            continue
+        seen.add(one)
+        schema = parse_file(one)
+        merged.tables.update(schema.tables)
+        merged.enums.update(schema.enums)
+        todo.extend(includes(one))
+    return merged

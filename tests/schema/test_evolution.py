@@ -11,6 +11,8 @@ from tests.schema.fbs_parse import Schema, parse, parse_file
 ROOT = Path(__file__).resolve().parents[2]
 CURRENT = ROOT / "schema" / "gateway.fbs"
 RELEASED = ROOT / "schema" / "released" / "gateway.fbs"
+# Every wire schema, each held to its own released snapshot.
+SCHEMAS = ("gateway.fbs", "embeddings.fbs")
 
 
 def evolution_errors(old: Schema, new: Schema) -> list[str]:
@@ -47,8 +49,29 @@ def evolution_errors(old: Schema, new: Schema) -> list[str]:
     return errors
 
 
-def test_current_schema_evolves_released_one() -> None:
-    assert evolution_errors(parse_file(RELEASED), parse_file(CURRENT)) == []
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_current_schema_evolves_released_one(name: str) -> None:
+    released = parse_file(ROOT / "schema" / "released" / name)
+    assert released.tables, f"schema/released/{name} has no tables"
+    assert evolution_errors(released, parse_file(ROOT / "schema" / name)) == []
+
+
+def test_every_schema_has_a_released_snapshot() -> None:
+    assert sorted(p.name for p in (ROOT / "schema").glob("*.fbs")) == sorted(SCHEMAS)
+    assert sorted(p.name for p in (ROOT / "schema" / "released").glob("*.fbs")) == sorted(SCHEMAS)
+
+
+def test_an_embeddings_change_is_caught() -> None:
+    text = (ROOT / "schema" / "embeddings.fbs").read_text()
+    released = parse_file(ROOT / "schema" / "released" / "embeddings.fbs")
+    swapped = text.replace("  count: uint32;", "  count: uint64;", 1)
+    assert swapped != text
+    assert any(
+        "count: type uint32 -> uint64" in e for e in evolution_errors(released, parse(swapped))
+    )
+    dropped = text.replace("  tokens: [TokenIds];\n", "", 1)
+    assert dropped != text
+    assert any("renamed/reordered" in e for e in evolution_errors(released, parse(dropped)))
 
 
 def test_parser_sees_every_table() -> None:
@@ -64,6 +87,9 @@ def test_parser_sees_every_table() -> None:
         "tools",
     ]
     assert schema.enums["ModelProvider"] == ("byte", {"OpenAI": 0, "Anthropic": 1, "SelfHosted": 2})
+    embeddings = parse_file(ROOT / "schema" / "embeddings.fbs")
+    assert set(embeddings.tables) == {"TokenIds", "EmbeddingRequest", "EmbeddingResponse"}
+    assert [f.name for f in embeddings.tables["EmbeddingRequest"]][:3] == names[:3]
 
 
 BASE = """

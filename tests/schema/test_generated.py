@@ -24,6 +24,13 @@ def test_generated_is_fresh(tmp_path: Path) -> None:
         [sys.executable, str(ROOT / "schema" / "generate.py"), "--out", str(out)], check=True
     )
     fresh, committed = _tree(out), _tree(ROOT / "generated")
+    # Both schema files are generated from (embeddings.fbs's tables included).
+    assert {
+        "LLMGateway/CompletionRequest.py",
+        "LLMGateway/EmbeddingRequest.py",
+        "LLMGateway/EmbeddingResponse.py",
+        "LLMGateway/TokenIds.py",
+    } <= set(fresh)
     assert sorted(fresh) == sorted(committed), (
         "generated/ has missing or extra files: make generate"
     )
@@ -41,3 +48,28 @@ def test_generated_imports_as_a_package() -> None:
 
     assert hasattr(CompletionRequest, "CompletionRequestT")
     assert gateway_pb2.CompletionRequest.DESCRIPTOR.fields_by_name["model_name"].number == 3
+
+
+def test_generate_is_deterministic(tmp_path: Path) -> None:
+    trees = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        subprocess.run(
+            [sys.executable, str(ROOT / "schema" / "generate.py"), "--out", str(out)], check=True
+        )
+        trees.append({k: p.read_bytes() for k, p in _tree(out).items()})
+    assert trees[0] == trees[1]
+
+
+def test_generated_embeddings_import_as_a_package() -> None:
+    from flatgate.generated import gateway_pb2
+    from flatgate.generated.LLMGateway import EmbeddingRequest, EmbeddingResponse, TokenIds
+
+    assert hasattr(EmbeddingRequest, "EmbeddingRequestT")
+    assert hasattr(EmbeddingResponse, "EmbeddingResponseT")
+    assert hasattr(TokenIds, "TokenIdsT")
+    # The protobuf twins, slot for slot, their floats packed.
+    request = gateway_pb2.EmbeddingRequest.DESCRIPTOR.fields_by_name
+    assert (request["model_name"].number, request["tokens"].number) == (3, 5)
+    values = gateway_pb2.EmbeddingResponse.DESCRIPTOR.fields_by_name["values"]
+    assert values.number == 5 and values.is_packed

@@ -5,7 +5,8 @@ Every hand-written reader, the verifier and both writers take their slots,
 kinds, scalar types and inline layouts from ``wire.layout``. These tests
 derive each table's slots and scalar types from flatc's generated code (each
 ``Add<Field>`` function passes its slot to a ``Prepend<Type>Slot`` of the
-builder) and its kinds and nested tables from ``schema/gateway.fbs``, check
+builder) and its kinds and nested tables from ``schema/gateway.fbs`` and
+``schema/embeddings.fbs`` (with what it includes), check
 that every inline layout is sound, and that the writers write every field of
 the schema: renaming, reordering, retyping or appending a field breaks a test
 here, never the wire.
@@ -32,13 +33,29 @@ from flatgate.edge_translator.responses.translate import write_request as write_
 from flatgate.proxy.wire import layout
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import write_chunk
+from flatgate.proxy.wire.embeddings import write_embedding_request, write_embedding_response
 from flatgate.proxy.wire.layout import Field, FieldKind, Table
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import FinishReason
-from tests.schema.fbs_parse import Schema, parse, parse_file
+from tests.schema.fbs_parse import Schema, parse, parse_with_includes
 
 SCHEMA = Path(__file__).resolve().parents[2] / "schema" / "gateway.fbs"
-ROOTS = ("CompletionRequest", "CompletionChunk")
+EMBEDDINGS = SCHEMA.parent / "embeddings.fbs"
+ROOTS = ("CompletionRequest", "CompletionChunk", "EmbeddingRequest", "EmbeddingResponse")
+
+
+def _schemas(text: str | None = None, embeddings: str | None = None) -> Schema:
+    """Both schema files' tables and enums (``text``, ``embeddings``: edited
+    versions of them)."""
+    merged = parse_with_includes(EMBEDDINGS)
+    if text is not None:
+        edited = parse(text)
+        merged.tables.update(edited.tables)
+        merged.enums.update(edited.enums)
+    if embeddings is not None:
+        merged.tables.update(parse(embeddings).tables)
+    return merged
+
 
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -181,7 +198,7 @@ def layout_errors(schema: Schema, tables: Mapping[str, Table], roots: tuple[str,
 
 
 def test_layout_matches_the_schema() -> None:
-    assert layout_errors(parse_file(SCHEMA), layout.TABLES, ROOTS) == []
+    assert layout_errors(_schemas(), layout.TABLES, ROOTS) == []
 
 
 @pytest.mark.parametrize(
@@ -202,7 +219,27 @@ def test_layout_matches_the_schema() -> None:
 def test_the_layout_check_catches_schema_changes(edit: tuple[str, str], complaint: str) -> None:
     text = SCHEMA.read_text()
     assert edit[0] in text
-    errors = layout_errors(parse(text.replace(edit[0], edit[1], 1)), layout.TABLES, ROOTS)
+    errors = layout_errors(_schemas(text.replace(edit[0], edit[1], 1)), layout.TABLES, ROOTS)
+    assert errors
+    assert errors[0].startswith(complaint)
+
+
+@pytest.mark.parametrize(
+    ("edit", "complaint"),
+    [
+        (("  ids: [int32];", "  ids: [int64];"), "TokenIds"),
+        (("  texts: [string];", "  texts: [TokenIds];"), "EmbeddingRequest"),
+        (("  tenant: string;", "  tenant: string;\n  x: int;"), "EmbeddingRequest"),
+        (("  count: uint32;", "  count: int32;"), "EmbeddingResponse"),
+        (("  values: [float];", "  values: [ubyte];"), "EmbeddingResponse"),
+    ],
+)
+def test_the_layout_check_catches_embeddings_changes(edit: tuple[str, str], complaint: str) -> None:
+    text = EMBEDDINGS.read_text()
+    assert edit[0] in text
+    errors = layout_errors(
+        _schemas(embeddings=text.replace(edit[0], edit[1], 1)), layout.TABLES, ROOTS
+    )
     assert errors
     assert errors[0].startswith(complaint)
 
@@ -446,3 +483,38 @@ def test_write_chunk_writes_every_field_of_every_table() -> None:
     assert _present(layout.TOOL_CALL_DELTA, tf) == set(layout.TOOL_CALL_DELTA.fields)
     _, pf = _table(buf, _deref(buf, root, fields[c.slot("reasoning_part")]))
     assert _present(layout.REASONING_PART, pf) == set(layout.REASONING_PART.fields)
+
+
+def test_the_embeddings_writers_write_every_field_of_every_table() -> None:
+    """Between a texts request and a tokens one, every request field; every
+    response field."""
+    full = {
+        "request_id": "r",
+        "provider": 1,
+        "dimensions": 8,
+        "user": "u",
+        "tenant": "t",
+        "extras": "{}",
+        "extras_dialect": 1,
+    }
+    q = layout.EMBEDDING_REQUEST
+    seen: set[str] = set()
+    for inputs in ({"texts": ["a"]}, {"tokens": [[1, 2]]}):
+        buf = write_embedding_request("m", **inputs, **full)  # type: ignore[arg-type]
+        root, fields = _table(buf, _U32(buf, 0)[0])
+        seen |= _present(q, fields)
+        if "tokens" in inputs:
+            [(_, tf)] = _tables_of(buf, root, fields[q.slot("tokens")])
+            assert _present(layout.TOKEN_IDS, tf) == set(layout.TOKEN_IDS.fields)
+    assert seen == set(q.fields)
+    buf = write_embedding_response(
+        model="m",
+        count=1,
+        dimensions=1,
+        values=bytes(4),
+        prompt_tokens=1,
+        total_tokens=1,
+        request_id="r",
+    )
+    _, fields = _table(buf, _U32(buf, 0)[0])
+    assert _present(layout.EMBEDDING_RESPONSE, fields) == set(layout.EMBEDDING_RESPONSE.fields)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from flatgate.generated.LLMGateway import CompletionRequest as fb_request
+from flatgate.generated.LLMGateway import EmbeddingRequest as fb_embedding
 from flatgate.generated.LLMGateway.FinishReason import FinishReason as GenFinish
 from flatgate.generated.LLMGateway.ModelProvider import ModelProvider as GenProvider
 from flatgate.generated.LLMGateway.Role import Role as GenRole
@@ -45,6 +46,23 @@ def test_request_identifier_is_the_schemas() -> None:
     buf = b"\x08\0\0\0" + schema.REQUEST_IDENTIFIER
     assert fb_request.CompletionRequest.CompletionRequestBufferHasIdentifier(buf, 0)
     assert schema.CHUNK_IDENTIFIER != schema.REQUEST_IDENTIFIER
+
+
+def test_embedding_identifiers_are_the_schemas() -> None:
+    text = (ROOT / "schema" / "embeddings.fbs").read_text()
+    declared = re.search(r'^file_identifier "(\w{4})";', text, re.M)
+    assert declared is not None
+    assert declared.group(1).encode() == schema.EMBEDDING_REQUEST_IDENTIFIER
+    buf = b"\x08\0\0\0" + schema.EMBEDDING_REQUEST_IDENTIFIER
+    assert fb_embedding.EmbeddingRequest.EmbeddingRequestBufferHasIdentifier(buf, 0)
+    # Every root's identifier is its own.
+    identifiers = {
+        schema.REQUEST_IDENTIFIER,
+        schema.CHUNK_IDENTIFIER,
+        schema.EMBEDDING_REQUEST_IDENTIFIER,
+        schema.EMBEDDING_RESPONSE_IDENTIFIER,
+    }
+    assert len(identifiers) == 4 and all(len(i) == 4 for i in identifiers)
 
 
 ERRORS_PAGE = ROOT / "docs" / "api" / "errors.md"

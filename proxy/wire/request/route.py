@@ -1,6 +1,9 @@
-"""Reading a ``CompletionRequest``'s route without decoding it.
+"""Reading a request's route without decoding it.
 
-Owns ``read_route``: ``(provider, model)`` straight out of the request bytes,
+Owns ``read_route``: ``(provider, model)`` straight out of the request bytes
+(a ``CompletionRequest`` or an ``EmbeddingRequest``: both keep ``provider``
+and ``model_name`` at the same slots, which the import checks, so the proxy
+routes both kinds with this one read),
 ``model`` a memoryview slice of the caller's buffer. It follows the root offset,
 the root vtable, the two field offsets and the ``model_name`` string itself,
 bounds-checking each, and touches nothing else, so its cost and allocations do
@@ -19,12 +22,13 @@ inline size inside the buffer), the ``provider`` and ``model_name`` field
 offsets (inside the table's inline size; the string's uoffset 4-byte aligned),
 the string (4-byte aligned, length and bytes inside the buffer, NUL present).
 
-The file identifier is required: bytes 4..8 must be ``FGRQ``. The schema
-declares it, ``flatc -b`` always writes it, and the generated Python builder
-writes it when finished with ``builder.Finish(root, REQUEST_IDENTIFIER)``. A
-buffer without one cannot be told from a buffer with a wrong one (those four
-bytes are then part of some other object), so both are refused. Size-prefixed
-buffers are not requests and are refused the same way.
+The file identifier is required: bytes 4..8 must be ``FGRQ`` (or ``FGEQ``,
+an ``EmbeddingRequest``). The schemas declare them, ``flatc -b`` always
+writes them, and the generated Python builder writes one when finished with
+``builder.Finish(root, REQUEST_IDENTIFIER)``. A buffer without one cannot be
+told from a buffer with a wrong one (those four bytes are then part of some
+other object), so both are refused. Size-prefixed buffers are not requests
+and are refused the same way.
 
 Allocations per call with ``bytes`` input, the same at every body size
 (CPython 3.11, counted without a profiler): 8.
@@ -41,7 +45,9 @@ The root offset, vtable entries and field positions are small ints (the root
 table and its vtable sit in the first bytes), the tuples ``struct`` returns
 and the result tuple come from CPython's tuple free lists, and every bounds
 check is written as ``small + k > n`` rather than ``n - k`` so it allocates
-nothing. A memoryview input saves the managed buffer and first view (6).
+nothing. A memoryview input saves the managed buffer and first view (6). An
+``EmbeddingRequest`` costs the same: its identifier is compared with the
+same cached small ints.
 memray reports more (10 and 9): with its profiler hook set, CPython 3.11 runs
 unspecialised bytecode, whose ``UNPACK_SEQUENCE`` allocates an iterator per
 tuple unpacked, and makes a frame object for each Python call
@@ -62,8 +68,8 @@ from flatgate.proxy.wire.buffer import (
     check_input,
     field_at,
 )
-from flatgate.proxy.wire.layout import COMPLETION_REQUEST, HEADER, IDENTIFIER_AT
-from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
+from flatgate.proxy.wire.layout import COMPLETION_REQUEST, EMBEDDING_REQUEST, HEADER, IDENTIFIER_AT
+from flatgate.proxy.wire.schema import EMBEDDING_REQUEST_IDENTIFIER, REQUEST_IDENTIFIER
 
 __all__ = ["read_route", "read_tenant", "tenant_present"]
 
@@ -76,6 +82,18 @@ _VTABLE = struct.Struct(f"<{max(_PROVIDER, _MODEL) + 1}H").unpack_from
 # Root offset and the identifier as four small ints: cached, so not allocated.
 _HEAD = struct.Struct("<I4B").unpack_from
 _ID0, _ID1, _ID2, _ID3 = REQUEST_IDENTIFIER
+_EID0, _EID1, _EID2, _EID3 = EMBEDDING_REQUEST_IDENTIFIER
+# Both kinds route by the same two slots, read the same way.
+for _f in ("provider", "model_name"):
+    if COMPLETION_REQUEST.slot(_f) != EMBEDDING_REQUEST.slot(_f) or (
+        COMPLETION_REQUEST.spec(_f) != EMBEDDING_REQUEST.spec(_f)
+    ):
+        raise ImportError(f"read_route: {_f} is no longer at one slot in both request kinds")
+# tenant_present and read_tenant tell the kinds apart by the identifier's
+# third byte alone (the buffer's byte 6).
+if _ID2 == _EID2:
+    raise ImportError("read_route: the request identifiers no longer differ at byte 6")
+_KIND_AT = IDENTIFIER_AT + 2
 # Root offset, identifier and the root's soffset: what the first reads need.
 _MIN_BYTES = HEADER + 4
 # A vtable that holds model_name reaches past its entry.
@@ -100,7 +118,8 @@ def _vtable_size_fail(vsize: int, n: int, vt: int) -> MalformedBuffer:
 
 
 def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
-    """``(provider, model)`` of the request in ``buf``; ``model`` views ``buf``.
+    """``(provider, model)`` of the request (either kind) in ``buf``;
+    ``model`` views ``buf``.
 
     ``provider`` is the raw enum value (0 when absent; unknown values pass
     through). Raises ``MalformedBuffer`` on any failed check, including a
@@ -112,8 +131,13 @@ def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
     if not _MIN_BYTES <= n <= MAX_BUFFER_BYTES:
         raise MalformedBuffer(f"buffer size {n}: outside [{_MIN_BYTES}, {MAX_BUFFER_BYTES}]", 0)
     root, i0, i1, i2, i3 = _HEAD(buf, 0)
-    if i0 != _ID0 or i1 != _ID1 or i2 != _ID2 or i3 != _ID3:
-        raise MalformedBuffer(f"file identifier: expected {REQUEST_IDENTIFIER!r}", IDENTIFIER_AT)
+    if (i0 != _ID0 or i1 != _ID1 or i2 != _ID2 or i3 != _ID3) and (
+        i0 != _EID0 or i1 != _EID1 or i2 != _EID2 or i3 != _EID3
+    ):
+        raise MalformedBuffer(
+            f"file identifier: expected {REQUEST_IDENTIFIER!r} or {EMBEDDING_REQUEST_IDENTIFIER!r}",
+            IDENTIFIER_AT,
+        )
     # Comparisons are written so that no intermediate exceeds the offsets
     # involved: the root table sits near the front, so these stay small ints
     # (cached, not allocated), while n - 4 would be a fresh int every call.
@@ -166,20 +190,28 @@ def read_route(buf: bytes | memoryview) -> tuple[int, memoryview]:
 
 
 _VT_TENANT = COMPLETION_REQUEST.voffset("tenant")
+_VT_EMBEDDING_TENANT = EMBEDDING_REQUEST.voffset("tenant")
+
+
+def _tenant_voffset(buf: bytes | memoryview) -> int:
+    """Where ``tenant``'s vtable entry is for this request's kind."""
+    return _VT_TENANT if buf[_KIND_AT] == _ID2 else _VT_EMBEDDING_TENANT
 
 
 def tenant_present(buf: bytes | memoryview) -> bool:
-    """Whether the request sets ``tenant``: one vtable entry, read in place.
+    """Whether the request (either kind) sets ``tenant``: one vtable entry,
+    read in place.
 
     Only for a buffer ``read_route`` accepted (its root and vtable are in
-    bounds); an entry past the vtable's end reads as absent.
+    bounds, its identifier one of the two); an entry past the vtable's end
+    reads as absent.
     """
-    return field_at(buf, U32(buf, 0)[0], _VT_TENANT) != 0
+    return field_at(buf, U32(buf, 0)[0], _tenant_voffset(buf)) != 0
 
 
 def read_tenant(buf: bytes | memoryview, limit: int = 128) -> str | None:
-    """The request's ``tenant`` (at most ``limit`` bytes of it, decoded with
-    replacement), or ``None`` when absent or out of bounds.
+    """The request's (either kind's) ``tenant`` (at most ``limit`` bytes of
+    it, decoded with replacement), or ``None`` when absent or out of bounds.
 
     Only for a buffer ``read_route`` accepted. For logs and metrics: it never
     raises, whatever the bytes.
@@ -188,9 +220,10 @@ def read_tenant(buf: bytes | memoryview, limit: int = 128) -> str | None:
     root = U32(buf, 0)[0]
     vt = root - I32(buf, root)[0]
     vsize, tsize = U16(buf, vt)[0], U16(buf, vt + 2)[0]
-    if vsize < _VT_TENANT + 2:
+    voffset = _tenant_voffset(buf)
+    if vsize < voffset + 2:
         return None
-    field = U16(buf, vt + _VT_TENANT)[0]
+    field = U16(buf, vt + voffset)[0]
     if not 4 <= field <= tsize - 4:
         return None
     at = root + field

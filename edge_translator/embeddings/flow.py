@@ -1,0 +1,205 @@
+"""``POST /v1/embeddings`` through the edge: ``EmbeddingsFlow``, its steps.
+
+The steps it shares with the chat APIs are the shared flow's
+(``flow.Flow``), taken as they are: the caller authenticated by OpenAI's
+``Authorization: Bearer``, charged its early limits and admitted against the
+worker's bounds (``Flow.admit``, ``Flow.holding``); the body read within
+``max_body_bytes`` and the model resolved (``Flow.read_body``,
+``Flow.resolve``); the caller and the drain watched (``Flow.watch``). Its own:
+
+1. the body decoded and checked (``models.decode``), the caller's model
+   allow-list checked, the request written as an ``EmbeddingRequest``
+   (``translate.write``);
+2. the tenant's ``[[limits]]`` reserved, tokens per minute from the inputs'
+   estimate (``translate.estimate``);
+3. the buffer sent to the proxy's ``/v1/embeddings`` (``ProxyLink.embed``),
+   its refusal mapped as chat's is (``proxy_link.refusal``), its answer read
+   whole within ``[edge] max_response_bytes`` (``proxy_link.whole``) and
+   verified (``wire.embeddings.read_embedding_response``: a buffer that does
+   not verify, or whose count is not the inputs', is
+   ``proxy_protocol_error``);
+4. rendered in OpenAI's shape (``render``), the tenant's reservation settled
+   to the answer's ``prompt_tokens`` (kept as reserved when it reports none)
+   and its usage counted.
+
+Errors are ``EdgeError``s in OpenAI's shape (the app answers them); the
+answer carries the tenant's rate headers and the request id. No HTTP server
+objects beyond ``Exchange``; no prompt, and no FlatBuffer once the proxy has
+it, is held while the answer is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from functools import partial
+
+from flatgate.edge_translator.embeddings.models import decode
+from flatgate.edge_translator.embeddings.render import render
+from flatgate.edge_translator.embeddings.translate import estimate, write
+from flatgate.edge_translator.errors import EdgeError, ProxyFailed
+from flatgate.edge_translator.flow import Caller, Flow
+from flatgate.edge_translator.openai.endpoint import CHAT
+from flatgate.edge_translator.proxy_link import ProxyLink, refusal, whole
+from flatgate.edge_translator.tenancy import FREE, Admitted, with_headers
+from flatgate.proxy.plumbing.accesslog import Entry
+from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.serve import Exchange
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.buffer import MalformedBuffer
+from flatgate.proxy.wire.chunk.frames import Usage
+from flatgate.proxy.wire.embeddings import Embeddings, read_embedding_response
+from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER
+
+__all__ = ["EMBEDDINGS", "EmbeddingsFlow"]
+
+# Its path, and its name in the access log.
+EMBEDDINGS = "/v1/embeddings"
+_NAME = "openai-embeddings"
+_JSON = [("content-type", JSON)]
+
+
+class EmbeddingsFlow:
+    """The embeddings endpoint's steps, one per worker, over the worker's
+    shared ``flow`` and ``link`` to the proxy."""
+
+    __slots__ = ("_flow", "_link", "_max", "_metrics")
+
+    def __init__(self, flow: Flow, link: ProxyLink, metrics: Metrics, max_bytes: int) -> None:
+        """``max_bytes``: the largest answer read from the proxy."""
+        self._flow = flow
+        self._link = link
+        self._metrics = metrics
+        self._max = max_bytes
+
+    async def run(self, ex: Exchange, entry: Entry) -> int:
+        """A request, from its head to its answer; the status sent."""
+        entry.api = _NAME
+        entry.path = ex.path
+        flow = self._flow
+        caller = await flow.admit(ex, entry, CHAT)
+        return await flow.holding(caller, self._embed(ex, entry, caller))
+
+    async def _embed(self, ex: Exchange, entry: Entry, caller: Caller) -> int:
+        flow = self._flow
+        body = await flow.read_body(ex, caller.length)
+        started = time.perf_counter()
+        entry.bytes_in = len(body)
+        d = decode(body)
+        del body
+        model, _, request_id = flow.resolve(ex, entry, CHAT, d.model)
+        identity = caller.identity
+        tenancy = flow.tenancy
+        tenancy.check(identity, d.model, model.name)
+        frame = write(
+            d,
+            provider=model.provider_id,
+            model_name=model.name,
+            tenant=identity.tenant,
+            request_id=request_id,
+        )
+        flow.translate_time.observe(time.perf_counter() - started)
+        admitted = (
+            await tenancy.admit(
+                identity.tenant, model.name, frame, after_caller=True, tokens=partial(estimate, d)
+            )
+            if tenancy.active
+            else FREE
+        )
+        count, base64 = d.count, d.base64
+        del d  # the inputs: not held while the answer is awaited
+        forwarding = self._forward(
+            ex,
+            entry,
+            (count, base64),
+            model.name,
+            request_id,
+            caller=caller,
+            admitted=admitted,
+            frame=frame,
+        )
+        del frame  # held by the step that sends it, and there only until the proxy has it
+        try:
+            return await forwarding
+        except EdgeError as err:
+            err.headers += admitted.headers
+            raise
+
+    async def _forward(
+        self,
+        ex: Exchange,
+        entry: Entry,
+        shape: tuple[int, bool],
+        model: str,
+        request_id: str,
+        *,
+        caller: Caller,
+        admitted: Admitted,
+        frame: bytes,
+    ) -> int:
+        """``frame`` to the proxy, its answer read whole and rendered
+        (``shape``: the inputs' count, and whether base64 was asked for), the
+        caller (gone: 499, for the metrics only) and the drain watched; then
+        the tenant's reservation settled."""
+        flow = self._flow
+        tenancy = flow.tenancy
+        watch, ending, untrack = flow.watch(ex)
+        usage: Usage | None = None
+        answered = False
+        reply = with_headers(
+            [("x-request-id", request_id), *admitted.headers], caller.early.headers
+        )
+        try:
+            resp = await self._link.embed(frame, request_id, ending, admitted=tenancy.active)
+            del frame  # the proxy has it
+            try:
+                entry.backend = resp.headers.get(BACKEND_HEADER)
+                omitted = resp.headers.get(OMITTED_HEADER)
+                if omitted:
+                    reply.append((OMITTED_HEADER, omitted))
+                flow.admission.drop_body(caller.hold)
+                if resp.status != 200:
+                    raise await refusal(resp)
+                answered = True
+                data = await whole(resp, self._max, ending)
+            finally:
+                await resp.aclose()
+            count, base64 = shape
+            answer = _read(data, count, self._max)
+            if answer.prompt_tokens > 0:
+                usage = Usage(answer.prompt_tokens, 0)
+                entry.tokens = 0
+            else:
+                self._metrics.usage_unknown.inc()
+            out = render(answer, model=model, base64=base64)
+            del answer, data
+            entry.first_byte()
+            entry.bytes_out = len(out)
+            await ex.respond(200, [*_JSON, *reply], out)
+            return 200
+        except asyncio.CancelledError:
+            if not watch.caught():
+                raise
+            entry.error = "client_closed"
+            return 499  # nginx's "client closed request", for the metrics only
+        finally:
+            untrack()
+            watch.stop()
+            tenancy.settle(caller.identity.tenant, model, admitted, usage, answered)
+
+
+def _read(data: bytes, count: int, max_bytes: int) -> Embeddings:
+    """The proxy's ``EmbeddingResponse``, verified, with one vector per input."""
+    try:
+        answer = read_embedding_response(data, max_bytes=max_bytes)
+    except MalformedBuffer as exc:
+        raise ProxyFailed(
+            f"The proxy sent a malformed embeddings answer: {exc}",
+            code=codes.PROXY_PROTOCOL_ERROR,
+        ) from exc
+    if answer.count != count:
+        raise ProxyFailed(
+            f"The proxy answered {answer.count} vectors for {count} inputs.",
+            code=codes.PROXY_PROTOCOL_ERROR,
+        )
+    return answer

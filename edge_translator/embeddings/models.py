@@ -1,0 +1,198 @@
+"""The OpenAI embeddings request, as a msgspec Struct, and its one decoder.
+
+Owns what ``POST /v1/embeddings`` accepts: ``model``; ``input`` as a string,
+a list of strings, a list of token ids (one input), or a list of token-id
+lists; ``encoding_format`` (``float``, the default, or ``base64``: how the
+edge renders the vectors, never sent on); ``dimensions``; ``user``. Wrong
+types and out-of-range values become ``InvalidRequest`` with OpenAI's
+``param`` naming the field (``input.[2]``, ``dimensions``); an empty input
+(``""``, ``[]``, an empty string or token list in the list), a list mixing
+strings and token ids, or more than ``MAX_INPUTS`` inputs is a 400 naming
+``input``.
+
+Every other top-level field travels in the request's extras
+(``EmbeddingRequest.extras``, dialect ``OpenAIChat``) as the client's own
+bytes, in the client's order; the backend then carries or refuses it. A key
+starting with ``$`` is flatgate's own and refused. A body holding only known
+fields is decoded in one pass (the struct forbids unknown fields); one that
+holds others is decoded again, leniently, with its top-level fields as JSON
+text. A body nested too deeply, or with text that is not UTF-8
+(``decoding``), is ``invalid_json``.
+
+Pure: no I/O. The decoders are built once at import.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+import msgspec
+
+from flatgate.edge_translator.decoding import (
+    UNDECODABLE,
+    is_utf8,
+    validation_text,
+    why_undecodable,
+)
+from flatgate.edge_translator.errors import InvalidRequest, shown
+from flatgate.edge_translator.openai.models import param_from_error
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.embeddings import MAX_DIMENSIONS, MAX_INPUTS
+
+__all__ = ["Decoded", "EmbeddingRequest", "decode"]
+
+# A token id is an int32 on the wire, never negative.
+TokenId: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
+# msgspec takes one array type per union: a list's items are told apart after
+# the decode (``_inputs``).
+Item: TypeAlias = str | TokenId | list[TokenId]
+
+
+class EmbeddingRequest(msgspec.Struct, gc=False):
+    """``POST /v1/embeddings`` as far as flatgate carries it."""
+
+    model: str
+    input: str | list[Item]
+    encoding_format: Literal["float", "base64"] | None = None
+    dimensions: Annotated[int, msgspec.Meta(ge=1, le=MAX_DIMENSIONS)] | None = None
+    user: str | None = None
+
+
+class _Strict(EmbeddingRequest, forbid_unknown_fields=True, gc=False):
+    """The one-pass decode: a body with a field of no name above fails it."""
+
+
+_KNOWN = frozenset(EmbeddingRequest.__struct_fields__)
+_strict = msgspec.json.Decoder(_Strict).decode
+_lenient = msgspec.json.Decoder(EmbeddingRequest).decode
+_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_encode = msgspec.json.encode
+_UNKNOWN = "Object contains unknown field"
+
+
+class Decoded(msgspec.Struct, frozen=True, gc=False):
+    """A decoded, checked request: its inputs as texts or as token-id lists
+    (exactly one of the two is non-empty), and its extras' JSON object
+    (``b""`` for none)."""
+
+    req: EmbeddingRequest
+    texts: tuple[str, ...]
+    tokens: tuple[tuple[int, ...], ...]
+    extras: bytes
+
+    @property
+    def model(self) -> str:
+        return self.req.model
+
+    @property
+    def count(self) -> int:
+        return len(self.texts) or len(self.tokens)
+
+    @property
+    def base64(self) -> bool:
+        return self.req.encoding_format == "base64"
+
+
+def _empty(param: str) -> InvalidRequest:
+    return InvalidRequest(f"Invalid value for '{param}': an input must not be empty.", param=param)
+
+
+def _inputs(value: str | list[Item]) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    """``input`` as texts or token-id lists; ``InvalidRequest`` naming it
+    when it is empty, mixed or too long."""
+    if isinstance(value, str):
+        if not value:
+            raise _empty("input")
+        return (value,), ()
+    if not value:
+        raise InvalidRequest(
+            "Invalid value for 'input': it must not be an empty list.", param="input"
+        )
+    first = value[0]
+    if isinstance(first, int):
+        if not all(isinstance(v, int) for v in value):
+            raise _mixed()
+        return (), (tuple(value),)  # type: ignore[arg-type]
+    if len(value) > MAX_INPUTS:
+        raise InvalidRequest(
+            f"Invalid value for 'input': at most {MAX_INPUTS} inputs per request, "
+            f"got {len(value)}.",
+            param="input",
+        )
+    if isinstance(first, str):
+        for i, v in enumerate(value):
+            if not isinstance(v, str):
+                raise _mixed()
+            if not v:
+                raise _empty(f"input.[{i}]")
+        return tuple(value), ()  # type: ignore[arg-type]
+    tokens = []
+    for i, v in enumerate(value):
+        if not isinstance(v, list):
+            raise _mixed()
+        if not v:
+            raise _empty(f"input.[{i}]")
+        tokens.append(tuple(v))
+    return (), tuple(tokens)
+
+
+def _mixed() -> InvalidRequest:
+    return InvalidRequest(
+        "Invalid type for 'input': expected a string, a list of strings, a list of token "
+        "ids, or a list of token-id lists, each list of one kind.",
+        param="input",
+    )
+
+
+def _extras(fields: dict[str, msgspec.Raw] | None) -> bytes:
+    """The fields the request does not know, as one JSON object in the
+    client's order (``b""`` for none)."""
+    if not fields:
+        return b""
+    members = []
+    for k, v in fields.items():
+        if k in _KNOWN:
+            continue
+        if k[:1] == "$":  # flatgate's own extras keys, never a client's
+            raise InvalidRequest(f"Unrecognized request argument supplied: {shown(k)}", param=k)
+        members.append(_encode(k) + b":" + v)
+    if not members:
+        return b""
+    text = b"{" + b",".join(members) + b"}"
+    if not is_utf8(text):
+        raise InvalidRequest(
+            "Invalid request: a string in a field flatgate passes on is not valid UTF-8.",
+            code=codes.INVALID_JSON,
+        )
+    return text
+
+
+def _not_json(why: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"We could not parse the JSON body of your request ({why}). "
+        "The API expects a JSON payload.",
+        code=codes.INVALID_JSON,
+    )
+
+
+def decode(body: bytes | memoryview) -> Decoded:
+    """Decode and validate a request body, with its extras; every failure is
+    an ``InvalidRequest``."""
+    try:
+        fields = None
+        try:
+            req: EmbeddingRequest = _strict(body)
+        except msgspec.ValidationError as exc:
+            if not str(exc).startswith(_UNKNOWN):
+                raise
+            fields = _fields(body)
+            req = _lenient(body)
+    except msgspec.ValidationError as exc:
+        text = validation_text(exc)
+        raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
+    except msgspec.DecodeError as exc:
+        raise _not_json(str(exc)) from exc
+    except UNDECODABLE as exc:
+        raise _not_json(why_undecodable(exc)) from None
+    texts, tokens = _inputs(req.input)
+    return Decoded(req, texts, tokens, _extras(fields))

@@ -1,0 +1,372 @@
+"""The stub's embeddings: ``POST /v1/embeddings`` in the ``fbs`` and OpenAI protocols.
+
+Owns what the stub answers to an embeddings request, whatever the protocol:
+
+- ``EmbeddingsAsk``: what a protocol reads out of the request: the inputs
+  (texts, or token-id lists), the dimensions (``DEFAULT_DIMENSIONS`` when not
+  given), the fault its model name asks for (``echo@fail``, as for chat;
+  ``split_model``) and, in OpenAI's protocol, whether base64 was asked for;
+- ``vector``: a deterministic vector per input, derived from the input (its
+  text, or its token ids) and the dimension by SHAKE-256, each float32 in
+  ±[0.5, 1): the same input always gives the same vector. Built with integer
+  operations over the whole vector, no Python float per number, and the
+  vectors of short inputs are cached (benchmarks send the same ones);
+- prompt tokens, counted as the chat echo counts them: a text's
+  whitespace-delimited words, a token list's ids;
+- the protocols: ``FbsEmbeddings`` (an ``EmbeddingRequest`` in, one
+  ``EmbeddingResponse`` out, ``application/x-flatbuffers``; errors flatgate's
+  own JSON) and ``OpenAIEmbeddings`` (OpenAI's JSON: ``input`` a string, a
+  list of strings, a token-id list or a list of them, ``encoding_format``
+  ``float`` (the default) or ``base64``, ``dimensions``; errors in OpenAI's
+  shape with ``param``), each with its answers to the faults
+  (``server.StubServer`` applies them as to a non-streamed chat request).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sys
+from array import array
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import msgspec
+
+from flatgate.proxy.stub.echo import (
+    STUB_MAX_BODY,
+    HeaderFn,
+    Rejected,
+    Reply,
+    StubRequest,
+    id_header,
+    split_model,
+)
+from flatgate.proxy.stub.fbs import FbsWire
+from flatgate.proxy.stub.openai import OpenAIWire, error_reply
+from flatgate.proxy.stub.openai_request import Invalid, at_least, decode_openai, missing
+from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.buffer import MalformedBuffer
+from flatgate.proxy.wire.codes import error_body
+from flatgate.proxy.wire.embeddings import (
+    MAX_DIMENSIONS,
+    MAX_INPUTS,
+    read_embedding_request,
+    write_embedding_response,
+)
+from flatgate.proxy.wire.schema import EMBEDDINGS_PATH, FLATBUFFERS, JSON
+
+__all__ = [
+    "DEFAULT_DIMENSIONS",
+    "EMBEDDINGS",
+    "Embeddings",
+    "EmbeddingsAsk",
+    "FbsEmbeddings",
+    "OpenAIEmbeddings",
+    "vector",
+]
+
+# The dimensions of a vector when the request gives none (OpenAI's
+# text-embedding-3-small and ada-002).
+DEFAULT_DIMENSIONS = 1536
+# Inputs up to this many bytes have their vectors cached (per dimension).
+_CACHED_INPUT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsAsk:
+    """An embeddings request, in any protocol (see the module docstring)."""
+
+    request_id: str
+    model: str
+    texts: tuple[str, ...]
+    tokens: tuple[tuple[int, ...], ...]
+    dimensions: int
+    fault: str = ""
+    # OpenAI: ``encoding_format: "base64"``.
+    base64: bool = False
+
+    @property
+    def count(self) -> int:
+        return len(self.texts) or len(self.tokens)
+
+    @property
+    def prompt_tokens(self) -> int:
+        if self.texts:
+            return sum(len(t.split()) for t in self.texts)
+        return sum(len(ids) for ids in self.tokens)
+
+    def stub_request(self) -> StubRequest:
+        """The request as the chat wires' fault answers take it."""
+        return StubRequest(self.request_id, self.model, (), 0, "", False, fault=self.fault)
+
+    def values(self) -> bytes:
+        """Every input's vector, in input order (little-endian float32)."""
+        d = self.dimensions
+        if self.texts:
+            seeds = [b"t" + t.encode("utf-8", "surrogatepass") for t in self.texts]
+        else:
+            seeds = [b"i" + _ids(ids) for ids in self.tokens]
+        return b"".join(vector(s, d) for s in seeds)
+
+
+def _ids(ids: tuple[int, ...]) -> bytes:
+    packed = array("i", ids)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+@functools.lru_cache(maxsize=16)
+def _masks(dimensions: int) -> tuple[int, int]:
+    """Per float32 (little-endian words): keep the sign and the mantissa, and
+    set the exponent of [0.5, 1)."""
+    keep = int.from_bytes(b"\xff\xff\x7f\x80" * dimensions, "little")
+    exponent = int.from_bytes(b"\x00\x00\x00\x3f" * dimensions, "little")
+    return keep, exponent
+
+
+def _vector(seed: bytes, dimensions: int) -> bytes:
+    size = 4 * dimensions
+    raw = hashlib.shake_256(seed + dimensions.to_bytes(4, "little")).digest(size)
+    keep, exponent = _masks(dimensions)
+    return ((int.from_bytes(raw, "little") & keep) | exponent).to_bytes(size, "little")
+
+
+_cached_vector = functools.lru_cache(maxsize=512)(_vector)
+
+
+def vector(seed: bytes, dimensions: int) -> bytes:
+    """The vector of the input ``seed`` (``b"t"`` + its UTF-8 text, or ``b"i"``
+    + its ids as little-endian int32) at ``dimensions``: ``4 * dimensions``
+    bytes of little-endian float32, each in ±[0.5, 1)."""
+    if len(seed) <= _CACHED_INPUT:
+        return _cached_vector(seed, dimensions)
+    return _vector(seed, dimensions)
+
+
+class Embeddings(Protocol):
+    """One protocol's embeddings (what ``server.StubServer`` calls)."""
+
+    def route(self, method: str) -> Reply:
+        """A method other than POST on the path: 405."""
+        ...
+
+    def parse(self, body: bytes, header: HeaderFn) -> EmbeddingsAsk:
+        """The request, validated; raises ``Rejected`` with the protocol's error."""
+        ...
+
+    def fault(self, fault: str, ask: EmbeddingsAsk) -> Reply:
+        """The answer of a fault before the head (``echo.BEFORE_HEAD``)."""
+        ...
+
+    def failed(self, ask: EmbeddingsAsk) -> Reply:
+        """The ``error`` fault: the protocol's server error."""
+        ...
+
+    def answer(self, ask: EmbeddingsAsk) -> Reply:
+        """The vectors."""
+        ...
+
+
+def _fbs_error(code: codes.ErrorCode, message: str, status: int = 0) -> Reply:
+    return Reply(status or code.status, [("content-type", JSON)], error_body(code, message))
+
+
+class FbsEmbeddings:
+    """``EmbeddingRequest`` in, ``EmbeddingResponse`` out (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._chat = FbsWire()
+
+    def route(self, method: str) -> Reply:
+        return _fbs_error(codes.METHOD_NOT_ALLOWED, "use POST")
+
+    def parse(self, body: bytes, header: HeaderFn) -> EmbeddingsAsk:
+        try:
+            req = read_embedding_request(body, max_bytes=STUB_MAX_BODY)
+        except MalformedBuffer as exc:
+            raise Rejected(_fbs_error(codes.MALFORMED_REQUEST, str(exc))) from None
+        model, fault, _ = split_model(req.model_name)
+        return EmbeddingsAsk(
+            request_id=req.request_id,
+            model=model,
+            texts=req.texts,
+            tokens=req.tokens,
+            dimensions=req.dimensions or DEFAULT_DIMENSIONS,
+            fault=fault,
+        )
+
+    def fault(self, fault: str, ask: EmbeddingsAsk) -> Reply:
+        return self._chat.fault(fault, ask.stub_request())
+
+    def failed(self, ask: EmbeddingsAsk) -> Reply:
+        return _fbs_error(codes.INTERNAL_ERROR, "stub fault: error", 500)
+
+    def answer(self, ask: EmbeddingsAsk) -> Reply:
+        prompt = ask.prompt_tokens
+        body = write_embedding_response(
+            model=ask.model,
+            count=ask.count,
+            dimensions=ask.dimensions,
+            values=ask.values(),
+            prompt_tokens=prompt,
+            total_tokens=prompt,
+            request_id=ask.request_id,
+        )
+        headers = [("content-type", FLATBUFFERS), *id_header("x-request-id", ask.request_id)]
+        return Reply(200, headers, body)
+
+
+class _Request(msgspec.Struct, gc=False):
+    model: str | None = None
+    input: str | list[Any] | None = None
+    encoding_format: str | None = None
+    dimensions: int | None = None
+    user: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Request)
+_enc = msgspec.json.encode
+_FORMATS = ("float", "base64")
+
+
+def _invalid_input(where: str = "input") -> Invalid:
+    return Invalid(f"'$.{where}' is invalid. Please check the API reference.", where, None)
+
+
+def _token_ids(values: list[Any], where: str) -> tuple[int, ...]:
+    if not values:
+        raise _invalid_input(where)
+    for j, v in enumerate(values):
+        if type(v) is not int or not 0 <= v < 1 << 31:
+            raise _invalid_input(f"{where}[{j}]")
+    return tuple(values)
+
+
+def _inputs(value: str | list[Any]) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    """``(texts, tokens)`` of OpenAI's ``input`` (one of the two empty)."""
+    if isinstance(value, str):
+        if not value:
+            raise _invalid_input()
+        return (value,), ()
+    if not value:
+        raise _invalid_input()
+    if len(value) > MAX_INPUTS:
+        raise Invalid(
+            f"'$.input' is too long: at most {MAX_INPUTS} inputs.", "input", "invalid_value"
+        )
+    first = value[0]
+    if isinstance(first, str):
+        for j, v in enumerate(value):
+            if not isinstance(v, str) or not v:
+                raise _invalid_input(f"input[{j}]")
+        return tuple(value), ()
+    if isinstance(first, list):
+        tokens = []
+        for j, v in enumerate(value):
+            if not isinstance(v, list):
+                raise _invalid_input(f"input[{j}]")
+            tokens.append(_token_ids(v, f"input[{j}]"))
+        return (), tuple(tokens)
+    return (), (_token_ids(value, "input"),)
+
+
+def _read_openai(body: bytes, request_id: str) -> EmbeddingsAsk:
+    doc = decode_openai(_DECODER, body)
+    if not doc.model:
+        raise missing("model")
+    if doc.input is None:
+        raise missing("input")
+    texts, tokens = _inputs(doc.input)
+    fmt = doc.encoding_format or "float"
+    if fmt not in _FORMATS:
+        raise Invalid(
+            f"Invalid value: '{fmt}'. Supported values are: 'float' and 'base64'.",
+            "encoding_format",
+            "invalid_value",
+        )
+    at_least("dimensions", doc.dimensions)
+    if doc.dimensions is not None and doc.dimensions > MAX_DIMENSIONS:
+        raise Invalid(
+            f"Invalid 'dimensions': at most {MAX_DIMENSIONS}.", "dimensions", "invalid_value"
+        )
+    model, fault, _ = split_model(doc.model)
+    return EmbeddingsAsk(
+        request_id=request_id,
+        model=model,
+        texts=texts,
+        tokens=tokens,
+        dimensions=doc.dimensions or DEFAULT_DIMENSIONS,
+        fault=fault,
+        base64=fmt == "base64",
+    )
+
+
+def _floats(values: memoryview) -> list[float]:
+    numbers = array("f")
+    numbers.frombytes(values)
+    if sys.byteorder == "big":
+        numbers.byteswap()
+    return numbers.tolist()
+
+
+class OpenAIEmbeddings:
+    """OpenAI's embeddings API (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._chat = OpenAIWire()
+
+    def route(self, method: str) -> Reply:
+        return error_reply(405, f"Method {method} is not allowed for {EMBEDDINGS_PATH}.")
+
+    def parse(self, body: bytes, header: HeaderFn) -> EmbeddingsAsk:
+        try:
+            return _read_openai(body, header("x-request-id") or "")
+        except Invalid as exc:
+            reply = error_reply(exc.status, exc.message, param=exc.param, code=exc.code)
+            raise Rejected(reply) from None
+
+    def fault(self, fault: str, ask: EmbeddingsAsk) -> Reply:
+        if fault == "reject":
+            return error_reply(
+                400,
+                "This model's maximum context length is 8192 tokens, however you requested "
+                "more tokens. Please reduce your prompt. (stub fault: reject)",
+                param="input",
+                code="context_length_exceeded",
+            )
+        return self._chat.fault(fault, ask.stub_request())
+
+    def failed(self, ask: EmbeddingsAsk) -> Reply:
+        return self._chat.failed(ask.stub_request(), lambda _: None)
+
+    def answer(self, ask: EmbeddingsAsk) -> Reply:
+        values = ask.values()
+        step = 4 * ask.dimensions
+        view = memoryview(values)
+        data: list[dict[str, Any]] = []
+        for i in range(ask.count):
+            piece = view[i * step : (i + 1) * step]
+            # msgspec writes a buffer as its base64 text.
+            embedding: memoryview | list[float] = piece if ask.base64 else _floats(piece)
+            data.append({"object": "embedding", "index": i, "embedding": embedding})
+        prompt = ask.prompt_tokens
+        doc = {
+            "object": "list",
+            "data": data,
+            "model": ask.model,
+            "usage": {"prompt_tokens": prompt, "total_tokens": prompt},
+        }
+        headers = [("content-type", JSON), *id_header("x-request-id", ask.request_id)]
+        return Reply(200, headers, _enc(doc))
+
+
+# The protocols that serve embeddings (anthropic: none, as Anthropic's API).
+EMBEDDINGS: dict[str, type[Embeddings]] = {
+    "fbs": FbsEmbeddings,
+    "openai": OpenAIEmbeddings,
+    "openai-responses": OpenAIEmbeddings,
+}
