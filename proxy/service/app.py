@@ -69,6 +69,7 @@ from flatgate.proxy.service.errors import (
     DRAINING_ANSWER,
     ProxyError,
     answer_of,
+    cancelled,
     proxy_error,
 )
 from flatgate.proxy.service.quota import ProxyLimits
@@ -332,15 +333,7 @@ class ProxyServer:
                 if relay.last and (self.access.enabled or lease is not None):
                     _read_final(relay.last, entry)
         except asyncio.CancelledError:
-            if watch is not None and watch.caught():
-                # The caller went away; whatever was open upstream is closed by now.
-                entry.status, entry.error = CLIENT_CLOSED, "client_closed"
-            elif ending.absorb():
-                # The drain's deadline, before any answer: whatever was open
-                # upstream is closed by now.
-                entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
-                await ex.respond(*DRAINING_ANSWER)
-            else:
+            if not await cancelled(ex, entry, watch, ending):
                 raise
         except ConnectionError:  # the caller left mid-answer
             entry.status, entry.error = CLIENT_CLOSED, "client_closed"

@@ -37,10 +37,9 @@ from flatgate.proxy.service.embed import Embedded, Embedder, EmbeddingRequestOnc
 from flatgate.proxy.service.errors import (
     ANSWERABLE,
     CLIENT_CLOSED,
-    DRAINING_ANSWER,
+    cancelled,
 )
 from flatgate.proxy.service.quota import ProxyLimits
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.embeddings import is_embedding_request
 from flatgate.proxy.wire.layout import IDENTIFIER_AT
@@ -142,14 +141,7 @@ class EmbeddingsRoute:
             entry.bytes_out = len(embedded.body)
             await ex.respond(200, headers, embedded.body)
         except asyncio.CancelledError:
-            if watch is not None and watch.caught():
-                # The caller went away; the upstream request is closed by now.
-                entry.status, entry.error = CLIENT_CLOSED, "client_closed"
-            elif ending.absorb():
-                # The drain's deadline, before any answer.
-                entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
-                await ex.respond(*DRAINING_ANSWER)
-            else:
+            if not await cancelled(ex, entry, watch, ending):
                 raise
         except ConnectionError:  # the caller left while the answer went out
             entry.status, entry.error = CLIENT_CLOSED, "client_closed"

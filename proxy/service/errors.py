@@ -43,7 +43,15 @@ passed through) with ``Content-Type: application/json``, and:
 from __future__ import annotations
 
 from flatgate.proxy.backends.base import TranslatorError
-from flatgate.proxy.plumbing.serve import BodyError, BodyTimeout, BodyTooLarge
+from flatgate.proxy.plumbing.accesslog import Entry
+from flatgate.proxy.plumbing.drain import Ending
+from flatgate.proxy.plumbing.serve import (
+    BodyError,
+    BodyTimeout,
+    BodyTooLarge,
+    CallerWatch,
+    Exchange,
+)
 from flatgate.proxy.transport.base import UpstreamError, UpstreamTimeout, retry_after_value
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
@@ -58,6 +66,7 @@ __all__ = [
     "Answer",
     "ProxyError",
     "answer_of",
+    "cancelled",
     "proxy_error",
     "timed_out",
     "unreachable",
@@ -172,3 +181,19 @@ def answer_of(err: ProxyError) -> Answer:
 DRAINING_ANSWER = answer_of(
     ProxyError(codes.DRAINING, "the proxy is shutting down; retry elsewhere", retry_after=1.0)
 )
+
+
+async def cancelled(ex: Exchange, entry: Entry, watch: CallerWatch | None, ending: Ending) -> bool:
+    """A request's task was cancelled: by its caller's leaving (``watch``:
+    499, for the metrics only) or by the drain's deadline before any answer
+    (``ending``: the draining answer is sent), noted on ``entry``; whatever
+    was open upstream is closed by now. ``False``: neither, the cancel is
+    the server's own, to re-raise."""
+    if watch is not None and watch.caught():
+        entry.status, entry.error = CLIENT_CLOSED, "client_closed"
+        return True
+    if ending.absorb():
+        entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
+        await ex.respond(*DRAINING_ANSWER)
+        return True
+    return False
