@@ -21,6 +21,9 @@ CLAUDE := $(VENV)/clients/claude
 CLAUDE_STAMP := $(CLAUDE)/.installed-stamp
 AGENTS := $(VENV)/agents
 AGENTS_STAMP := $(AGENTS)/.installed-stamp
+# LangChain's OpenAIEmbeddings (langchain-openai), in a venv of its own too.
+LANGCHAIN := $(VENV)/langchain
+LANGCHAIN_STAMP := $(LANGCHAIN)/.installed-stamp
 
 .PHONY: setup run test lint typecheck generate bench bench-load clean clients test-vllm
 
@@ -62,7 +65,12 @@ $(AGENTS_STAMP): tests/clients/requirements-agents.txt
 	$(AGENTS)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	@touch $@
 
-clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP)
+$(LANGCHAIN_STAMP): tests/clients/requirements-langchain.txt
+	@test -x $(LANGCHAIN)/bin/python || $(PYTHON) -m venv $(LANGCHAIN)
+	$(LANGCHAIN)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	@touch $@
+
+clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP)
 
 # A real vLLM server behind the openai adapter (tests/vllm/), not part of
 # `make test`: vLLM's CPU build, pinned in a scratch venv of its own (about
@@ -96,7 +104,7 @@ typecheck: $(STAMP)
 
 # The limits' tests need a real redis-server: installed first when missing
 # (a failure to install fails the target; those tests never skip).
-test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP)
+test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP)
 	sh tests/setup_redis.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 
@@ -134,6 +142,7 @@ bench-load: $(STAMP)
 	$(BIN)/python -m benchmarks.streams $(STREAMS_ARGS)
 	$(BIN)/python -m benchmarks.streams --gc-table $(GC_TABLE_ARGS)
 	$(BIN)/python -m benchmarks.load --workload openai
+	$(BIN)/python -m benchmarks.load --workload embeddings
 	$(BIN)/python -m benchmarks.relay
 	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
 

@@ -480,14 +480,22 @@ def write_results(
     """Write ``<name>.json``, ``<name>.md`` and (with ``plot``) ``<name>.png``
     under ``out``; the OpenAI workload's document renders as
     ``benchmarks.load.report_openai`` says, and keeps its targets
-    (``benchmarks.load.cases.target_records``)."""
+    (``benchmarks.load.cases.target_records``); the embeddings workload's as
+    ``benchmarks.load.report_embeddings`` says, with its own plot."""
+    plotter = _plot
     if doc.get("workload") == "openai":
         from benchmarks.load.cases import target_records
         from benchmarks.load.report_openai import render_openai
 
         doc = {**doc, "targets": target_records(doc["rows"])}
         markdown = render_openai(doc)
+    elif doc.get("workload") == "embeddings":
+        from benchmarks.load.report_embeddings import plot_embeddings, prepare, render_embeddings
+
+        doc = prepare(doc)
+        markdown = render_embeddings(doc)
+        plotter = plot_embeddings
     else:
         markdown = render_markdown(doc)
-    draw = (lambda path: _plot(doc, path)) if plot else None
+    draw = (lambda path: plotter(doc, path)) if plot else None
     return _write(out, name, doc, markdown + "\n", draw, indent=2)

@@ -21,6 +21,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -119,6 +120,9 @@ class Body:
     # The answer's text the spot check wants (``clients.answer_text``); ``None``:
     # the canned stub's ``CANNED_DELTAS`` tokens, in the row's own format.
     expect: str | None = None
+    # A spot check of the whole answer's bytes, in place of ``expect`` (the
+    # embeddings workload's: vectors, not text).
+    check: Callable[[bytes], bool] | None = None
 
 
 _HEADERS: dict[BodyKind, tuple[tuple[str, str], ...]] = {

@@ -2,14 +2,17 @@
 
 Owns the run: the workloads (``WORKLOADS``: "fbs", the proxy's rows, whose
 servers ``start_servers`` starts on one config; "openai", an OpenAI chat
-request through flatgate and its peers, ``benchmarks.load.openai_workload``),
+request through flatgate and its peers, ``benchmarks.load.openai_workload``;
+"embeddings", one embeddings request per protocol, edge and proxy,
+``benchmarks.load.embeddings_workload``),
 the order of the measurements (streams, then each size;
 ``benchmarks.load.measure`` takes them), the result document's header, the
 sizes skipped once the time budget is spent, and the command line. Every
 server is stopped when the run ends, on errors and on Ctrl-C or SIGTERM too.
 Results: ``benchmarks/results/load.{json,md,png}`` (the openai workload's:
-``load-openai.*``; ``benchmarks.load.report``); a quick or tiny run's go to a
-new temporary directory unless ``--out`` names one.
+``load-openai.*``, the embeddings workload's: ``load-embeddings.*``;
+``benchmarks.load.report``); a quick or tiny run's go to a new temporary
+directory unless ``--out`` names one.
 
     python -m benchmarks.load                # full run (make bench-load), < 10 min
     BENCH_QUICK=1 python -m benchmarks.load  # every row, one round, < 2 min, to a temp dir
@@ -49,7 +52,7 @@ from benchmarks.harness.servers import (
     ServerGroup,
     gateway_config,
 )
-from benchmarks.load import openai_workload
+from benchmarks.load import embeddings_workload, openai_workload
 from benchmarks.load.measure import (
     FULL,
     QUICK,
@@ -181,6 +184,18 @@ WORKLOADS = {
         openai_workload.OPENAI_FULL.sizes,
         "load-openai",
     ),
+    "embeddings": Workload(
+        embeddings_workload.EMBEDDINGS_ROWS,
+        embeddings_workload.start,
+        embeddings_workload.header,
+        (
+            embeddings_workload.EMBEDDINGS_FULL,
+            embeddings_workload.EMBEDDINGS_QUICK,
+            embeddings_workload.EMBEDDINGS_TINY,
+        ),
+        embeddings_workload.EMBEDDINGS_FULL.sizes,
+        "load-embeddings",
+    ),
 }
 
 
@@ -254,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workload",
         choices=sorted(WORKLOADS),
         default="fbs",
-        help="fbs: the proxy's rows (default); openai: an OpenAI chat request, with the peers",
+        help="fbs: the proxy's rows (default); openai: an OpenAI chat request, with the "
+        "peers; embeddings: an embeddings request per protocol, edge and proxy",
     )
     parser.add_argument(
         "--peers", action="store_true", help="openai workload: the peer rows (also BENCH_PEERS=1)"
