@@ -1,0 +1,260 @@
+"""The Redis Cluster and Sentinel harness (``tests.redistopology``), checked
+with redis-py's own cluster and Sentinel clients against real servers.
+
+These test the servers the cluster- and Sentinel-aware limits store will be
+tested on: that the slot map is whole, that keys land where the harness says,
+that replicas hold what WAIT promised, and that a killed master's replica
+takes over and clients follow it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.asyncio import cluster as aiocluster
+from redis.asyncio.sentinel import Sentinel
+from redis.exceptions import MovedError
+
+from tests.redisserver import unique_prefix
+from tests.redistopology import (
+    HOST,
+    SLOTS,
+    ClusterTopology,
+    Role,
+    SentinelTopology,
+    command,
+    key_slot,
+    own_redis_cluster,
+    redis_cluster,
+    redis_sentinel,
+    running_cluster,
+    running_sentinel,
+    wait_for,
+)
+
+__all__ = ["own_redis_cluster", "redis_cluster", "redis_sentinel"]
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+async def cluster_client(
+    cluster: ClusterTopology, password: str | None = None
+) -> aiocluster.RedisCluster:
+    client = aiocluster.RedisCluster(
+        startup_nodes=[aiocluster.ClusterNode(h, p) for h, p in cluster.startup_nodes],
+        password=password,
+        decode_responses=True,
+        socket_timeout=2,
+        socket_connect_timeout=2,
+    )
+    await client.initialize()
+    return client
+
+
+def unauthenticated(port: int, line: str) -> bytes:
+    """One inline command with no AUTH (redis-py would retry its HELLO for
+    seconds before it gave up); the first line of the answer."""
+    with socket.create_connection((HOST, port), timeout=2) as s:
+        s.sendall(line.encode() + b"\r\n")
+        with s.makefile("rb") as answer:
+            return answer.readline()
+
+
+@pytest.fixture
+async def client(redis_cluster: ClusterTopology) -> AsyncIterator[aiocluster.RedisCluster]:
+    made = await cluster_client(redis_cluster)
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
+def test_the_slot_map_covers_every_slot_over_three_masters(redis_cluster: ClusterTopology) -> None:
+    masters = redis_cluster.masters()
+    assert len(masters) == 3
+    ranges = sorted(r for m in masters for r in m.slots)
+    assert ranges[0][0] == 0 and ranges[-1][1] == SLOTS - 1
+    for (_, high), (low, _) in itertools.pairwise(ranges):
+        assert low == high + 1, ranges  # no gap, no overlap
+    assert sum(high - low + 1 for low, high in ranges) == SLOTS
+    replicas = [redis_cluster.replica_of(m) for m in masters]
+    assert all(r.role is Role.REPLICA and not r.slots for r in replicas)
+    assert len({r.port for r in replicas} | {m.port for m in masters}) == 6
+
+
+@pytest.mark.parametrize("key", ["tenant-a", "{tenant-a}:rpm", "x{}y", "{}{b}", "a{b}{c}", "é{"])
+def test_key_slot_is_the_servers(redis_cluster: ClusterTopology, key: str) -> None:
+    port = redis_cluster.masters()[0].port
+    assert key_slot(key) == command(port, "CLUSTER", "KEYSLOT", key)
+
+
+async def test_a_tagged_key_lives_on_each_master(
+    redis_cluster: ClusterTopology, client: aiocluster.RedisCluster
+) -> None:
+    name = unique_prefix()
+    masters = redis_cluster.masters()
+    keys = [redis_cluster.key_on_node(m, name) for m in masters]
+    assert len({key_slot(k) for k in keys}) == 3
+    for master, key in zip(masters, keys, strict=True):
+        assert master.holds(key_slot(key))
+        assert await client.set(key, master.port)
+        # The master itself answers (no MOVED): the key is on it.
+        assert command(master.port, "GET", key) == str(master.port)
+        node = client.get_node_from_key(key)
+        assert node is not None and node.port == master.port
+
+
+def test_a_write_is_on_the_replica_after_wait(redis_cluster: ClusterTopology) -> None:
+    master = redis_cluster.masters()[1]
+    replica = redis_cluster.replica_of(master)
+    key = redis_cluster.key_on_node(master, unique_prefix())
+    with redis.Redis(host=HOST, port=master.port, decode_responses=True) as primary:
+        primary.set(key, "42")
+        assert primary.wait(1, 5000) == 1
+    with redis.Redis(host=HOST, port=replica.port, decode_responses=True) as copy:
+        copy.execute_command("READONLY")
+        assert copy.get(key) == "42"
+
+
+async def test_a_coordinated_failover_moves_the_slots_and_the_client_follows(
+    redis_cluster: ClusterTopology, client: aiocluster.RedisCluster
+) -> None:
+    """Last of the session cluster's tests: it swaps one pair's roles (and
+    waits until the cluster is whole again)."""
+    master = redis_cluster.masters()[2]
+    replica = redis_cluster.replica_of(master)
+    key = redis_cluster.key_on_node(master, unique_prefix())
+    assert await client.set(key, "1")
+    redis_cluster.failover(replica)
+    promoted = redis_cluster.wait_promoted(replica, timeout=20)
+    assert promoted.slots == master.slots
+    redis_cluster.wait_ready(timeout=20)
+    assert redis_cluster.replica_of(promoted).port == master.port
+    # The client's map still names the old master: it answers MOVED.
+    with pytest.raises(MovedError, match=f"{key_slot(key)} {HOST}:{replica.port}"):
+        command(master.port, "SET", key, "2")
+    assert await client.incr(key) == 2
+    node = client.get_node_from_key(key)
+    assert node is not None and node.port == replica.port
+
+
+async def test_killing_a_master_and_failing_over_promotes_its_replica(
+    own_redis_cluster: ClusterTopology,
+) -> None:
+    cluster = own_redis_cluster
+    master = cluster.masters()[0]
+    replica = cluster.replica_of(master)
+    key = cluster.key_on_node(master, "count")
+    client = await cluster_client(cluster)
+    try:
+        assert await client.set(key, "7")
+        assert command(master.port, "WAIT", 1, 5000) == 1
+        cluster.kill(master)
+        assert master.port not in cluster.live_ports()
+        cluster.failover(replica)  # TAKEOVER: the master is dead
+        promoted = cluster.wait_promoted(replica, timeout=20)
+        assert promoted.slots == master.slots
+        assert not cluster.node(master.port).slots
+        wait_for("the others to see it down", lambda: cluster.node(master.port).failed, 10)
+        # The client's map names a dead node: it refreshes and follows.
+        assert await client.incr(key) == 8
+        node = client.get_node_from_key(key)
+        assert node is not None and node.port == replica.port
+        # Back on its feet, the old master is the new one's replica.
+        cluster.restart(master)
+        cluster.wait_ready(timeout=20)
+        assert cluster.replica_of(promoted).port == master.port
+        with redis.Redis(host=HOST, port=master.port, decode_responses=True) as old:
+            old.execute_command("READONLY")
+            assert old.get(key) == "8"
+    finally:
+        await client.aclose()
+
+
+async def test_a_cluster_with_a_password(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, password="cluster-secret") as cluster:
+        master = cluster.masters()[0]
+        assert unauthenticated(master.port, "GET k").startswith(b"-NOAUTH")
+        client = await cluster_client(cluster, password="cluster-secret")
+        try:
+            for m in cluster.masters():
+                assert await client.set(cluster.key_on_node(m), "1")
+        finally:
+            await client.aclose()
+
+
+async def test_the_sentinels_name_the_primary(redis_sentinel: SentinelTopology) -> None:
+    primary = redis_sentinel.primary()
+    assert primary == (HOST, redis_sentinel.data[0].port)
+    assert redis_sentinel.replica() == (HOST, redis_sentinel.data[1].port)
+    sentinel = Sentinel(redis_sentinel.sentinel_addresses, socket_timeout=2)
+    assert await sentinel.discover_master(redis_sentinel.master_name) == primary
+    master = sentinel.master_for(redis_sentinel.master_name, decode_responses=True)
+    try:
+        assert await master.set("k", "v")
+        assert await master.wait(1, 5000) == 1
+    finally:
+        await master.aclose()
+        for s in sentinel.sentinels:
+            await s.aclose()
+    assert command(redis_sentinel.data[1].port, "GET", "k") == "v"
+
+
+async def sentinel_failover(topology: SentinelTopology, password: str | None) -> None:
+    """Write, kill the primary, wait for the sentinels, write again through
+    the same redis-py Sentinel client."""
+    sentinel = Sentinel(
+        topology.sentinel_addresses,
+        socket_timeout=2,
+        sentinel_kwargs={"password": topology.sentinel_password, "socket_timeout": 2},
+    )
+    master = sentinel.master_for(
+        topology.master_name, password=password, decode_responses=True, socket_timeout=2
+    )
+    try:
+        old, replica = topology.primary(), topology.replica()
+        assert await master.set("count", "7")
+        assert await master.wait(1, 5000) == 1
+        assert topology.kill_primary() == old
+        assert topology.wait_failover(timeout=30) == replica
+        assert await sentinel.discover_master(topology.master_name) == replica
+        assert await master.incr("count") == 8
+        assert command(replica[1], "GET", "count", password=password) == "8"
+    finally:
+        await master.aclose()
+        for s in sentinel.sentinels:
+            await s.aclose()
+
+
+async def test_after_the_primary_dies_the_sentinels_name_the_replica(
+    redis_sentinel: SentinelTopology,
+) -> None:
+    await sentinel_failover(redis_sentinel, password=None)
+
+
+async def test_sentinel_failover_with_passwords(tmp_path: Path) -> None:
+    with running_sentinel(
+        tmp_path, password="data-secret", sentinel_password="sentinel-secret"
+    ) as t:
+        asked = f"SENTINEL GET-MASTER-ADDR-BY-NAME {t.master_name}"
+        assert unauthenticated(t.sentinels[0].port, asked).startswith(b"-NOAUTH")
+        assert unauthenticated(t.data[0].port, "GET k").startswith(b"-NOAUTH")
+        await sentinel_failover(t, password="data-secret")
+
+
+def test_a_dead_masters_replica_promotes_itself(own_redis_cluster: ClusterTopology) -> None:
+    """No one asks: after about two node timeouts the replica takes over,
+    and a late ``failover`` is then a no-op."""
+    cluster = own_redis_cluster
+    master = cluster.masters()[1]
+    replica = cluster.replica_of(master)
+    cluster.kill(master)
+    promoted = cluster.wait_promoted(replica, timeout=20)
+    assert promoted.slots == master.slots
+    cluster.failover(replica)
+    assert cluster.node(replica.port).role is Role.MASTER
