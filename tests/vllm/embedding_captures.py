@@ -7,9 +7,10 @@ and the replay (``tests/backends/test_vllm_embeddings_fixtures.py``,
 The format is the chat captures' (``tests.backends.vllm_fixtures``, written
 by its ``write_capture``), with ``api: "embeddings"``: ``<case>.json`` holds
 what the client sent (``request``: the body the ``openai`` SDK wrote),
-what vLLM answered the same request sent to it directly (``direct``) and what the client read through flatgate
-(``flatgate``), what flatgate's ``openai`` adapter sent vLLM
-(``adapter_request``) and vLLM's status and content type; vLLM's body is
+what vLLM answered the same request sent to it directly (``direct``) and
+what the client read through flatgate (``flatgate``), what flatgate's
+``openai`` adapter sent vLLM (``adapter_request``) and vLLM's status and
+content type; vLLM's body is
 ``<case>.answer.json`` (200) or ``<case>.error.json``. They live in a
 directory of their own so that the chat replay does not read them.
 
