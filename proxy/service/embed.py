@@ -45,11 +45,10 @@ from flatgate.proxy.service.dispatch import Attempt, Dispatcher
 from flatgate.proxy.service.errors import ProxyError
 from flatgate.proxy.transport.base import Response
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.embeddings import (
     EmbeddingInput,
+    prompt_tokens_of,
     read_embedding_request,
-    read_embedding_response,
 )
 
 __all__ = ["Embedded", "Embedder", "EmbeddingRequestOnce"]
@@ -82,12 +81,9 @@ class Embedded:
     body: bytes
 
     def prompt_tokens(self) -> int | None:
-        """The answer's ``prompt_tokens`` (``None``: the backend reported none)."""
-        try:
-            tokens = read_embedding_response(self.body).prompt_tokens
-        except MalformedBuffer:  # the adapter made it, or verified it: never
-            return None
-        return tokens or None
+        """The answer's ``prompt_tokens`` (``None``: the backend reported
+        none), read in place: the adapter made the buffer, or verified it."""
+        return prompt_tokens_of(self.body) or None
 
 
 class Embedder:

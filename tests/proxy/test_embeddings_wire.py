@@ -30,6 +30,7 @@ from flatgate.proxy.wire.embeddings import (
     EmbeddingInput,
     Embeddings,
     is_embedding_request,
+    prompt_tokens_of,
     read_embedding_request,
     read_embedding_response,
     write_embedding_request,
@@ -490,3 +491,12 @@ def test_embeddings_is_frozen() -> None:
     assert isinstance(got, Embeddings)
     with pytest.raises(AttributeError):
         got.count = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("tokens", [0, 1, 7, 2**31 - 1])
+def test_prompt_tokens_read_in_place_are_what_the_reader_reads(tokens: int) -> None:
+    buf = write_embedding_response(
+        model="m", count=1, dimensions=2, values=bytes(8), prompt_tokens=tokens, total_tokens=9
+    )
+    assert prompt_tokens_of(buf) == read_embedding_response(buf).prompt_tokens == tokens
+    assert prompt_tokens_of(memoryview(buf)) == tokens

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from flatgate.proxy.wire.embeddings.reader import (
     is_embedding_request,
+    prompt_tokens_of,
     read_embedding_request,
     read_embedding_response,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "EmbeddingInput",
     "Embeddings",
     "is_embedding_request",
+    "prompt_tokens_of",
     "read_embedding_request",
     "read_embedding_response",
     "verify_embedding_request",

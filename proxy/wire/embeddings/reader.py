@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 
-from flatgate.proxy.wire.buffer import I8, I32, U32, MalformedBuffer
+from flatgate.proxy.wire.buffer import I8, I32, U32, MalformedBuffer, field_at
 from flatgate.proxy.wire.embeddings.values import EmbeddingInput, Embeddings
 from flatgate.proxy.wire.embeddings.verify import (
     verify_embedding_request,
@@ -25,7 +25,12 @@ from flatgate.proxy.wire.embeddings.verify import (
 from flatgate.proxy.wire.layout import EMBEDDING_REQUEST, EMBEDDING_RESPONSE, HEADER, IDENTIFIER_AT
 from flatgate.proxy.wire.schema import EMBEDDING_REQUEST_IDENTIFIER
 
-__all__ = ["is_embedding_request", "read_embedding_request", "read_embedding_response"]
+__all__ = [
+    "is_embedding_request",
+    "prompt_tokens_of",
+    "read_embedding_request",
+    "read_embedding_response",
+]
 
 _Q = {name: EMBEDDING_REQUEST.slot(name) for name in EMBEDDING_REQUEST.fields}
 _V = {name: EMBEDDING_RESPONSE.slot(name) for name in EMBEDDING_RESPONSE.fields}
@@ -87,6 +92,17 @@ def read_embedding_request(
         extras=_string(data, fields[_Q["extras"]], "EmbeddingRequest.extras"),
         extras_dialect=I8(data, dialect)[0] if dialect else 0,
     )
+
+
+_VT_PROMPT = EMBEDDING_RESPONSE.voffset("prompt_tokens")
+
+
+def prompt_tokens_of(buf: bytes | memoryview) -> int:
+    """The ``prompt_tokens`` of an ``EmbeddingResponse`` verified already
+    (``read_embedding_response`` accepted it, or this process wrote it): one
+    vtable entry and one scalar, read in place, with no second walk."""
+    at = field_at(buf, U32(buf, 0)[0], _VT_PROMPT)
+    return I32(buf, at)[0] if at else 0
 
 
 def read_embedding_response(buf: bytes | memoryview, *, max_bytes: int | None = None) -> Embeddings:
