@@ -44,11 +44,13 @@ from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.transport.base import (
     Response,
+    ResponseTooLarge,
     Timeouts,
     Transport,
     UpstreamError,
     UpstreamPoolTimeout,
     UpstreamTimeout,
+    read_whole,
     retry_after,
 )
 from flatgate.proxy.transport.factory import make_transport
@@ -208,24 +210,16 @@ async def whole(resp: Response, max_bytes: int, ending: Ending | None = None) ->
     """The body of the proxy's 200 answer, read to its end: at most
     ``max_bytes`` (a ``Content-Length`` over it is refused before a byte is
     read, and a body that grows past it as soon as it does)."""
-    length = resp.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > max_bytes:
-        raise _too_large(max_bytes)
-    pieces: list[bytes] = []
-    size = 0
     try:
-        async for piece in resp.iter_bytes():
-            size += len(piece)
-            if size > max_bytes:
-                raise _too_large(max_bytes)
-            pieces.append(piece)
+        return await read_whole(resp, max_bytes)
+    except ResponseTooLarge:
+        raise _too_large(max_bytes) from None
     except UpstreamError as exc:
         raise proxy_failure(exc, begun=True) from exc
     except asyncio.CancelledError:
         if ending is None or not ending.absorb():
             raise
         raise shutting_down() from None
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def _too_large(max_bytes: int) -> EdgeError:

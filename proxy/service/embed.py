@@ -43,7 +43,7 @@ from flatgate.proxy.plumbing.instruments import CountFamily
 from flatgate.proxy.service.balancer import Backend, RouteTarget
 from flatgate.proxy.service.dispatch import Attempt, Dispatcher
 from flatgate.proxy.service.errors import ProxyError
-from flatgate.proxy.transport.base import Response
+from flatgate.proxy.transport.base import Response, ResponseTooLarge, read_whole
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import (
     EmbeddingInput,
@@ -169,23 +169,12 @@ class Embedder:
         return await self.dispatcher.first(target, prepare, take)
 
     async def _whole(self, response: Response, backend: str) -> bytes:
-        """The answer's body, at most ``max_response_bytes`` of it; a larger
-        one is refused unread (by its ``Content-Length``) or as soon as it
-        goes past; ``UpstreamError`` when it breaks off."""
-        cap = self.max_response_bytes
-        length = response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > cap:
-            raise self._too_large(backend, f"{length} bytes")
-        pieces: list[bytes] = []
-        size = 0
-        async for piece in response.iter_bytes():
-            if not pieces:
-                response.begun()
-            size += len(piece)
-            if size > cap:
-                raise self._too_large(backend, f"over {cap} bytes")
-            pieces.append(piece)
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        """The answer's body, at most ``max_response_bytes`` of it
+        (``transport.base.read_whole``); ``UpstreamError`` when it breaks off."""
+        try:
+            return await read_whole(response, self.max_response_bytes)
+        except ResponseTooLarge as exc:
+            raise self._too_large(backend, str(exc)) from None
 
     def _too_large(self, backend: str, size: str) -> ProxyError:
         self.metrics.upstream_failure_of(backend, "response_too_large").inc()

@@ -39,6 +39,7 @@ import msgspec
 __all__ = [
     "MAX_RETRY_AFTER",
     "Response",
+    "ResponseTooLarge",
     "Timeouts",
     "Transport",
     "TransportKind",
@@ -47,6 +48,7 @@ __all__ = [
     "UpstreamPoolTimeout",
     "UpstreamProtocolError",
     "UpstreamTimeout",
+    "read_whole",
     "retry_after",
     "retry_after_value",
 ]
@@ -139,6 +141,32 @@ class Transport(Protocol):
 
 # A Retry-After longer than this is taken as this (seconds).
 MAX_RETRY_AFTER = 3600.0
+
+
+class ResponseTooLarge(Exception):
+    """A whole answer longer than its reader's bound (``read_whole``); its
+    text says how long: ``"N bytes"`` (its ``Content-Length``) or ``"over N
+    bytes"``."""
+
+
+async def read_whole(resp: Response, max_bytes: int) -> bytes:
+    """``resp``'s whole body, at most ``max_bytes`` of it: ``ResponseTooLarge``
+    when its ``Content-Length`` says more (nothing read) or as soon as the
+    bytes go past; ``UpstreamError`` when it breaks off. The edge reads the
+    proxy's embeddings answer so, and the proxy a backend's."""
+    length = resp.headers.get("content-length", "")
+    if length.isdigit() and int(length) > max_bytes:
+        raise ResponseTooLarge(f"{length} bytes")
+    pieces: list[bytes] = []
+    size = 0
+    async for piece in resp.iter_bytes():
+        if not pieces:
+            resp.begun()
+        size += len(piece)
+        if size > max_bytes:
+            raise ResponseTooLarge(f"over {max_bytes} bytes")
+        pieces.append(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def retry_after_value(seconds: float) -> str:
