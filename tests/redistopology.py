@@ -7,8 +7,7 @@ all stopped at teardown, also when start-up fails halfway. Nothing here
 knows flatgate. The topology is asked of the servers on every call (``CLUSTER
 NODES``, ``SENTINEL``), never cached, so it stays true across failovers.
 
-- ``ClusterTopology``: N masters (3) with one replica each, node timeout 1 s
-  (15 s for one nobody kills),
+- ``ClusterTopology``: N masters (3) with one replica each, node timeout 1 s,
   made by ``redis-cli --cluster create``; ready when every node says
   ``cluster_state:ok``, all agree on the slot map and every replica is in
   sync. ``key_on_node``; ``kill``, ``failover``, ``wait_promoted``, ``restart``.
@@ -18,7 +17,9 @@ NODES``, ``SENTINEL``), never cached, so it stays true across failovers.
 - ``password``: ``requirepass``/``masterauth`` on data nodes (and ``sentinel
   auth-pass``); ``sentinel_password``: ``requirepass`` on the sentinels.
 
-Started and stopped around a test by ``tests.redisfixtures``.
+Fixtures (import them into a ``conftest.py``): ``redis_cluster`` (one per
+session: fail over if you must, never kill), ``own_redis_cluster`` and
+``redis_sentinel`` (one per test: kill freely).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import redis
 
 from tests.redisserver import RedisServer
@@ -43,8 +45,6 @@ from tests.servers import free_port
 
 __all__ = [
     "HOST",
-    "LONG_NODE_TIMEOUT_MS",
-    "SHORT_NODE_TIMEOUT_MS",
     "SLOTS",
     "ClusterNode",
     "ClusterTopology",
@@ -52,6 +52,11 @@ __all__ = [
     "SentinelTopology",
     "command",
     "key_slot",
+    "own_redis_cluster",
+    "redis_cluster",
+    "redis_sentinel",
+    "running_cluster",
+    "running_sentinel",
     "wait_for",
 ]
 
@@ -60,12 +65,11 @@ SLOTS = 16384
 MASTER_NAME = "mymaster"
 # A replica's first sync is diskless and would wait 5 s for more replicas.
 FAST_SYNC = ("--repl-diskless-sync-delay", "0")
-CLUSTER_ARGS = "--cluster-enabled yes --cluster-config-file nodes-{port}.conf --cluster-port {bus}"
-# A short node timeout, so that a dead master is failed over in about 2 s; a
-# cluster nobody kills (the session's) gets a long one, so that a busy
-# machine's late pings never fail a master over on their own.
-SHORT_NODE_TIMEOUT_MS = 1000
-LONG_NODE_TIMEOUT_MS = 15000
+# A short node timeout, so that a dead master is failed over in about 2 s.
+CLUSTER_ARGS = (
+    "--cluster-enabled yes --cluster-config-file nodes-{port}.conf"
+    " --cluster-port {bus} --cluster-node-timeout 1000"
+)
 T = TypeVar("T")
 
 
@@ -217,24 +221,16 @@ def _parse_nodes(text: str) -> list[ClusterNode]:
 class ClusterTopology:
     """A Redis Cluster of ``masters`` masters with one replica each."""
 
-    def __init__(
-        self,
-        directory: Path,
-        masters: int = 3,
-        password: str | None = None,
-        node_timeout_ms: int = SHORT_NODE_TIMEOUT_MS,
-    ) -> None:
+    def __init__(self, directory: Path, masters: int = 3, password: str | None = None) -> None:
         assert masters >= 3, "redis-cli --cluster create wants 3 masters at least"
         self.directory = directory
-        self.node_timeout_ms = node_timeout_ms
         self.masters_count = masters
         self.password = password
         self.servers: dict[int, RedisServer] = {}
         self.args: dict[int, list[str]] = {}
 
     def start(self, timeout: float = 30.0) -> None:
-        args = [*CLUSTER_ARGS.split(), "--cluster-node-timeout", str(self.node_timeout_ms)]
-        args += FAST_SYNC
+        args = [*CLUSTER_ARGS.split(), *FAST_SYNC]
         if self.password is not None:
             args += ["--requirepass", self.password, "--masterauth", self.password]
         for _ in range(2 * self.masters_count):
@@ -275,20 +271,11 @@ class ClusterTopology:
         found = [n for n in self.nodes() if n.role is Role.MASTER and n.slots and not n.failed]
         return sorted(found, key=lambda n: n.slots[0])
 
-    def replica_of(self, master: ClusterNode, timeout: float = 10.0) -> ClusterNode:
-        """``master``'s live replica; waits out a replica only suspected down
-        (``fail?``: a late ping on a busy machine)."""
-
-        def live() -> ClusterNode | None:
-            for node in self.nodes():
-                if node.master_id == master.node_id and not node.failed:
-                    return node
-            return None
-
-        try:
-            return wait_for(f"a live replica of {master.port}", live, timeout)
-        except TimeoutError:
-            raise LookupError(f"no live replica of {master.port}") from None
+    def replica_of(self, master: ClusterNode) -> ClusterNode:
+        for node in self.nodes():
+            if node.master_id == master.node_id and not node.failed:
+                return node
+        raise LookupError(f"no live replica of {master.port}")
 
     def node(self, port: int) -> ClusterNode:
         return next(n for n in self.nodes() if n.port == port)
@@ -552,3 +539,50 @@ class _SentinelServer(RedisServer):
         except TimeoutError:
             self.stop()
             raise RuntimeError(f"sentinel not ready:\n{self.log.read_text()[-2000:]}") from None
+
+
+@contextlib.contextmanager
+def running_cluster(
+    directory: Path, masters: int = 3, password: str | None = None
+) -> Iterator[ClusterTopology]:
+    """A ready cluster, stopped when the block ends (or start-up fails)."""
+    cluster = ClusterTopology(directory, masters=masters, password=password)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@contextlib.contextmanager
+def running_sentinel(
+    directory: Path, password: str | None = None, sentinel_password: str | None = None
+) -> Iterator[SentinelTopology]:
+    """A ready Sentinel setup, stopped when the block ends (or start-up fails)."""
+    topology = SentinelTopology(directory, password=password, sentinel_password=sentinel_password)
+    try:
+        topology.start()
+        yield topology
+    finally:
+        topology.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterTopology]:
+    """One cluster for the session: keep to keys of your own; never kill."""
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def own_redis_cluster(tmp_path: Path) -> Iterator[ClusterTopology]:
+    """A cluster of this test's own: kill, fail over."""
+    with running_cluster(tmp_path) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def redis_sentinel(tmp_path: Path) -> Iterator[SentinelTopology]:
+    """A Sentinel setup of this test's own."""
+    with running_sentinel(tmp_path) as topology:
+        yield topology

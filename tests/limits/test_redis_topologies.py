@@ -20,13 +20,6 @@ from redis.asyncio import cluster as aiocluster
 from redis.asyncio.sentinel import Sentinel
 from redis.exceptions import MovedError
 
-from tests.redisfixtures import (
-    own_redis_cluster,
-    redis_cluster,
-    redis_sentinel,
-    running_cluster,
-    running_sentinel,
-)
 from tests.redisserver import unique_prefix
 from tests.redistopology import (
     HOST,
@@ -36,6 +29,11 @@ from tests.redistopology import (
     SentinelTopology,
     command,
     key_slot,
+    own_redis_cluster,
+    redis_cluster,
+    redis_sentinel,
+    running_cluster,
+    running_sentinel,
     wait_for,
 )
 
