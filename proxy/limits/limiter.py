@@ -35,7 +35,9 @@ from flatgate.proxy.limits.algorithms import EPOCH, KINDS, utc_day
 from flatgate.proxy.limits.decision import Decision, Lease, Outcome
 from flatgate.proxy.limits.health import StoreHealth
 from flatgate.proxy.limits.memory import MemoryStore
+from flatgate.proxy.limits.rediscluster import one_slot
 from flatgate.proxy.limits.redisstore import RedisStore
+from flatgate.proxy.limits.redisurl import Kind
 from flatgate.proxy.limits.rules import (
     DEFAULT_CACHE_SIZE,
     FULL,
@@ -48,6 +50,7 @@ from flatgate.proxy.limits.sections import (
     BLOBS_PER_RESPONSE,
     LimitsConfig,
     StateSection,
+    sentinel_password,
     store_password,
 )
 from flatgate.proxy.limits.store import Store, StoreError
@@ -84,6 +87,7 @@ def open_store(
     return RedisStore(
         state.store,
         password=store_password(state, environ),
+        sentinel_password=sentinel_password(state, environ),
         timeout_ms=state.timeout_ms,
         pool_size=state.pool_size,
         key_prefix=state.key_prefix,
@@ -91,6 +95,17 @@ def open_store(
         blob_timeout_ms=state.blob_timeout_ms,
         blob_pool_size=state.blob_pool_size,
     )
+
+
+def check_slots(store: Store, rules: RuleSet) -> None:
+    """On a Redis Cluster, every key of one tenant's limits must be in one
+    slot (one script per request); ``ValueError`` when one is not."""
+    if not isinstance(store, RedisStore) or store.address.kind is not Kind.CLUSTER:
+        return
+    for tenant in (*rules.tenants(), "*"):
+        keys = rules.tenant_keys(tenant)
+        if not one_slot(keys):
+            raise ValueError(f"the keys of tenant {tenant!r}'s limits span slots: {keys}")
 
 
 class Limiter:
@@ -116,6 +131,7 @@ class Limiter:
         self.health = StoreHealth(self.store.name, config.state.on_store_error)
         self._unavailable = _CLOSED if config.state.on_store_error == "closed" else _OPEN
         self.rules = RuleSet(config.limits, config.state.key_prefix, cache_size=cache_size)
+        check_slots(self.store, self.rules)
         self.tenants = config.tenant_models()
         # Refusals by limit kind (KINDS), and by the store's absence.
         self.refused = dict.fromkeys((*KINDS, "store_unavailable"), 0)
@@ -152,6 +168,7 @@ class Limiter:
         self.health.policy = config.state.on_store_error
         self._unavailable = _CLOSED if config.state.on_store_error == "closed" else _OPEN
         self.rules = RuleSet(config.limits, config.state.key_prefix, cache_size=self._cache_size)
+        check_slots(self.store, self.rules)
         self.tenants = config.tenant_models()
         self.config = config
 

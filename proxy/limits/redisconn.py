@@ -24,14 +24,16 @@ Redis answers come back as the exception objects redis-py's parser makes
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+import contextlib
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-__all__ = ["Connections", "encode"]
+__all__ = ["Connections", "Refresher", "Retired", "Target", "encode"]
 
 _CRLF = b"\r\n"
 
@@ -61,6 +63,22 @@ class _Batch:
             self.done.set_result(replies or [])
 
 
+class Target(Protocol):
+    """Where the store's commands go: one server (``Connections``), a
+    cluster (``rediscluster``) or Sentinel's primary (``redissentinel``).
+    ``key``: a key the command touches (a cluster routes by its slot; every
+    key of one command is in one slot); the others ignore it."""
+
+    async def call(self, command: bytes, key: str = "") -> Any:
+        """One encoded command's reply (an error reply as an exception object)."""
+
+    async def batch(self, command: bytes, key: str = "") -> Any:
+        """``call``, batched with the others of this turn of the event loop."""
+
+    async def aclose(self) -> None:
+        """Closes every connection."""
+
+
 class Connections:
     """``size`` connections to the server of ``url`` (redis-py's URL forms;
     ``options``: redis-py connection keywords, e.g. ``password``)."""
@@ -82,32 +100,39 @@ class Connections:
         for conn in self._all:
             self._idle.put_nowait(conn)
         self._batch: _Batch | None = None
+        self._closed = False
 
-    async def call(self, command: bytes) -> Any:
+    async def call(self, command: bytes, key: str = "") -> Any:
         """Send one encoded command; its reply (an error reply as an exception
-        object, not raised)."""
+        object, not raised). ``key`` is not read: one server holds them all."""
         return (await self.pipeline([command]))[0]
 
     async def pipeline(self, commands: Sequence[bytes]) -> list[Any]:
         """Send ``commands`` in one write on one connection; their replies in
         order. Raises redis-py's ``ConnectionError`` / ``TimeoutError`` or
         ``OSError`` when the connection fails twice."""
+        if self._closed:
+            raise RedisConnectionError("these connections are closed")
         conn = await self._idle.get()
         try:
             try:
                 return await _exchange(conn, commands)
             except (RedisConnectionError, OSError):
                 await conn.disconnect()
+                if self._closed:  # closed meanwhile: never reconnect
+                    raise
                 return await _exchange(conn, commands)
         except BaseException:
             await conn.disconnect()
             raise
         finally:
             self._idle.put_nowait(conn)
+            if self._closed:  # closed while this command was out
+                await conn.disconnect()
 
-    async def batch(self, command: bytes) -> Any:
+    async def batch(self, command: bytes, key: str = "") -> Any:
         """``call``, off the request's path: sent together with every other
-        ``batch`` command of this turn of the event loop."""
+        ``batch`` command of this turn of the event loop (``key``: not read)."""
         batch = self._batch
         if batch is None:
             loop = asyncio.get_running_loop()
@@ -135,8 +160,65 @@ class Connections:
         task.add_done_callback(settle)
 
     async def aclose(self) -> None:
+        """Disconnect every connection; a command after this fails."""
+        self._closed = True
         for conn in self._all:
             await conn.disconnect()
+
+
+class Retired:
+    """Connections no longer in use (a node that left the map, a primary
+    that is one no more), closed in the background: a command still on one
+    fails. ``aclose`` waits for every close under way."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def close(self, conns: Connections) -> None:
+        task = asyncio.get_running_loop().create_task(conns.aclose())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class Refresher:
+    """Runs ``load`` (a cluster's slot map, Sentinel's primary) in the
+    background: one run at a time, at most one every ``interval`` seconds
+    however many commands fail, and never cancelled by a caller's timeout."""
+
+    def __init__(self, load: Callable[[], Awaitable[None]], interval: float) -> None:
+        self._load = load
+        self._interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self._last = -math.inf
+
+    def stale(self) -> None:
+        """What ``load`` found may be out of date: run it again (soon)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def fresh(self) -> None:
+        """Wait for a run (the one under way, or a new one)."""
+        self.stale()
+        assert self._task is not None
+        await asyncio.shield(self._task)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        wait = self._last + self._interval - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._last = loop.time()
+        await self._load()
+
+    async def cancel(self) -> None:
+        """Stop a run under way, and wait until it has stopped."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
 
 async def _exchange(conn: AbstractConnection, commands: Sequence[bytes]) -> list[Any]:

@@ -26,8 +26,17 @@ Clock: with ``server_time`` (production) the scripts read Redis' ``TIME``,
 one clock for every instance (GCRA compares times written by different
 instances); without it, the ``now`` each call is given (tests drive it).
 
-This module is the one place ``redis`` (redis-py) enters: its exceptions
-become ``StoreError`` here.
+Where: ``url`` is one server (``redis://``: the pre-encoded path,
+``redisconn.Connections``), a Redis Cluster (``redis+cluster://``:
+``rediscluster``, each command to its key's master) or Sentinel
+(``redis+sentinel://``: ``redissentinel``, the primary the sentinels name);
+``redisurl`` parses them. ``pool_size`` and ``blob_pool_size`` are per
+server. Every command names the key it is routed by: the first key of a
+script (all of one script's keys share a slot: the tenant's, in braces, or
+``{backends}``).
+
+This module and those four are the one place ``redis`` (redis-py) enters:
+its exceptions become ``StoreError`` here.
 """
 
 from __future__ import annotations
@@ -41,7 +50,10 @@ from urllib.parse import urlsplit, urlunsplit
 from redis.exceptions import NoScriptError, RedisError
 
 from flatgate.proxy.limits.decision import Lease
-from flatgate.proxy.limits.redisconn import Connections, encode
+from flatgate.proxy.limits.rediscluster import ClusterConnections
+from flatgate.proxy.limits.redisconn import Connections, Target, encode
+from flatgate.proxy.limits.redissentinel import SentinelConnections
+from flatgate.proxy.limits.redisurl import Kind, StoreAddress, parse_store_url
 from flatgate.proxy.limits.rules import Plan, key_part
 from flatgate.proxy.limits.scripts import (
     ACQUIRE,
@@ -88,6 +100,38 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def connect(
+    url: str,
+    size: int,
+    *,
+    background_timeout: float,
+    refresh_timeout: float,
+    sentinel_password: str | None = None,
+    **options: Any,
+) -> Target:
+    """``size`` connections per server to the store ``url`` names (see
+    ``redisurl``); ``options``: redis-py connection keywords."""
+    address = parse_store_url(url)
+    if address.kind is Kind.CLUSTER:
+        return ClusterConnections(
+            address,
+            size,
+            refresh_timeout=refresh_timeout,
+            background_timeout=background_timeout,
+            **options,
+        )
+    if address.kind is Kind.SENTINEL:
+        return SentinelConnections(
+            address,
+            size,
+            refresh_timeout=refresh_timeout,
+            sentinel_password=sentinel_password,
+            background_timeout=background_timeout,
+            **options,
+        )
+    return Connections(url, size, background_timeout=background_timeout, **options)
+
+
 def _store_error(exc: BaseException) -> StoreError:
     text = str(exc)
     return StoreError(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
@@ -101,6 +145,7 @@ class RedisStore(Store):
         url: str,
         *,
         password: str | None = None,
+        sentinel_password: str | None = None,
         timeout_ms: float = 50.0,
         pool_size: int = 32,
         key_prefix: str = "flatgate",
@@ -109,6 +154,7 @@ class RedisStore(Store):
         blob_pool_size: int = 4,
     ) -> None:
         self.name = public_url(url)
+        self.address: StoreAddress = parse_store_url(url)
         self.server_time = server_time
         self._timeout = timeout_ms / 1000
         # A fixed set of connections, used with pre-encoded commands
@@ -117,10 +163,14 @@ class RedisStore(Store):
         # Background batches (settles, usage) get a longer bound: they wait
         # their turn behind the requests' own commands.
         self._background = max(1.0, 4 * self._timeout)
-        self._conns = Connections(
+        # A cluster's slot map, Sentinel's primary: asked within this bound.
+        refresh = max(1.0, self._timeout)
+        self._conns = connect(
             url,
             pool_size,
             background_timeout=self._background,
+            refresh_timeout=refresh,
+            sentinel_password=sentinel_password,
             password=password,
             socket_connect_timeout=self._timeout,
             socket_timeout=None,
@@ -128,10 +178,12 @@ class RedisStore(Store):
         # Blobs: connections of their own, and a bound of their own (see
         # the module docstring).
         self._blob_timeout = blob_timeout_ms / 1000
-        self._blob_conns = Connections(
+        self._blob_conns = connect(
             url,
             blob_pool_size,
             background_timeout=self._blob_timeout,
+            refresh_timeout=max(refresh, self._blob_timeout),
+            sentinel_password=sentinel_password,
             password=password,
             socket_connect_timeout=self._blob_timeout,
             socket_timeout=None,
@@ -140,7 +192,9 @@ class RedisStore(Store):
         self._prefix = key_prefix
 
     async def _call(self, *args: str) -> Any:
-        return await _send(self._conns, self._timeout, encode(*args))
+        """One command; its first argument after the name is its key."""
+        key = args[1] if len(args) > 1 else ""
+        return await _send(self._conns, self._timeout, encode(*args), key)
 
     async def _run(
         self,
@@ -153,11 +207,14 @@ class RedisStore(Store):
         """Run ``script``; ``background``: batched with the others of this
         turn of the event loop (settles, usage: off the request's path)."""
         send = self._conns.batch if background else self._conns.call
+        key = keys[0] if keys else ""
         try:
             async with asyncio.timeout(self._background if background else self._timeout):
-                reply = await send(encode("EVALSHA", script.sha, str(len(keys)), *keys, *args))
+                command = encode("EVALSHA", script.sha, str(len(keys)), *keys, *args)
+                reply = await send(command, key)
                 if isinstance(reply, NoScriptError):
-                    reply = await send(encode("EVAL", script.text, str(len(keys)), *keys, *args))
+                    command = encode("EVAL", script.text, str(len(keys)), *keys, *args)
+                    reply = await send(command, key)
         except (RedisError, OSError, TimeoutError) as exc:
             raise _store_error(exc) from exc
         if isinstance(reply, RedisError):
@@ -251,17 +308,19 @@ class RedisStore(Store):
     async def put_blob(self, key: str, data: bytes, ttl: float) -> bool:
         px = str(max(1, math.ceil(ttl * 1000)))
         command = encode("SET", self._blob(key), data, "PX", px)
-        await _send(self._blob_conns, self._blob_timeout, command)
+        await _send(self._blob_conns, self._blob_timeout, command, self._blob(key))
         return True
 
     async def get_blob(self, key: str) -> bytes | None:
-        reply = await _send(self._blob_conns, self._blob_timeout, encode("GET", self._blob(key)))
+        name = self._blob(key)
+        reply = await _send(self._blob_conns, self._blob_timeout, encode("GET", name), name)
         if reply is None or isinstance(reply, bytes):
             return reply
         raise StoreError(f"unexpected reply to GET: {type(reply).__name__}")
 
     async def delete_blob(self, key: str) -> bool:
-        reply = await _send(self._blob_conns, self._blob_timeout, encode("DEL", self._blob(key)))
+        name = self._blob(key)
+        reply = await _send(self._blob_conns, self._blob_timeout, encode("DEL", name), name)
         return bool(reply)
 
     async def ping(self) -> None:
@@ -273,12 +332,12 @@ class RedisStore(Store):
         await self._blob_conns.aclose()
 
 
-async def _send(conns: Connections, timeout: float, command: bytes) -> Any:
+async def _send(conns: Target, timeout: float, command: bytes, key: str) -> Any:
     """One command's reply within ``timeout`` seconds; redis-py's exceptions
     and Redis' error replies as ``StoreError``."""
     try:
         async with asyncio.timeout(timeout):
-            reply = await conns.call(command)
+            reply = await conns.call(command, key)
     except (RedisError, OSError, TimeoutError) as exc:
         raise _store_error(exc) from exc
     if isinstance(reply, RedisError):

@@ -222,9 +222,29 @@ class RuleSet:
                 kind = KINDS.index(name)
                 if phase != FULL and (star and kind in _EARLY_KINDS) != (phase == EARLY):
                     continue
-                key = f"{self._prefix}:{{{tag}}}:{_SHORT[kind]}:{key_part(rule.model)}"
+                key = self._key(tag, kind, rule.model)
                 checks.append(Check(kind, amount, key, f"{name} ({amount}) {scope}"))
         return Plan(tenant, checks)
+
+    def _key(self, tag: str, kind: int, model: str) -> str:
+        return f"{self._prefix}:{{{tag}}}:{_SHORT[kind]}:{key_part(model)}"
+
+    def tenant_keys(self, tenant: str, date: str = "20260101") -> list[str]:
+        """Every key ``tenant``'s rules count under, whatever the model and
+        phase (a day's key on ``date``): the keys one request may touch
+        are among them."""
+        tag = key_part(tenant)
+        keys = []
+        for rule, _ in self._exact.get(tenant, self._star):
+            for name, _amount in rule.limits():
+                kind = KINDS.index(name)
+                key = self._key(tag, kind, rule.model)
+                keys.append(f"{key}:{date}" if kind == DAY else key)
+        return keys
+
+    def tenants(self) -> list[str]:
+        """The tenants with rules of their own."""
+        return list(self._exact)
 
     def cache_info(self) -> tuple[int, int]:
         """``(cached plans, cache_size)``."""

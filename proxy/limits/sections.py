@@ -2,9 +2,10 @@
 typed object, and every problem of a document, each naming its key.
 
 ``[state]`` says where shared state lives: ``store = "memory"`` (each worker
-process counts on its own) or a ``redis://`` / ``rediss://`` URL (every worker
-of every instance shares one count); the password comes from the environment
-variable ``password_env`` names, never from the file or the URL. It holds
+process counts on its own) or a Redis URL (``redisurl``: one Redis, a
+Cluster, or Sentinel; every worker of every instance shares one count); the
+passwords come from the environment variables ``password_env`` and
+``sentinel_password_env`` name, never from the file or the URL. It holds
 the Responses API's stored responses too: for how long, how large each may
 be, and (a memory store) how many and how many bytes a worker keeps. A
 ``[[limits]]`` entry caps one tenant (or, with ``tenant = "*"``, each tenant
@@ -19,10 +20,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import msgspec
 
+from flatgate.proxy.limits.redisurl import Kind, parse_store_url
 from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
@@ -42,6 +43,7 @@ __all__ = [
     "TenantConfig",
     "limits_problems",
     "parse_limits",
+    "sentinel_password",
     "store_password",
 ]
 
@@ -54,10 +56,16 @@ _MIB = 1024 * 1024
 
 
 class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    # "memory" (per worker process) or redis://host[:port][/db] / rediss://...
+    # "memory" (per worker process), redis://host[:port][/db],
+    # redis+cluster://host:port,... or redis+sentinel://host:port,.../service
+    # (rediss... for TLS; see redisurl).
     store: str = "memory"
-    # The environment variable holding the Redis password ("": none).
+    # The environment variable holding the Redis password ("": none): every
+    # node's of a cluster, the primary's and replicas' behind Sentinel.
     password_env: str = ""
+    # The environment variable holding the sentinels' own password ("": none;
+    # redis+sentinel:// only).
+    sentinel_password_env: str = ""
     # Longest wait for one store operation (a pooled connection, the
     # connect, the round trip), in milliseconds.
     timeout_ms: float = 50.0
@@ -96,6 +104,7 @@ class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return (
             self.store,
             self.password_env,
+            self.sentinel_password_env,
             self.timeout_ms,
             self.pool_size,
             self.key_prefix,
@@ -104,6 +113,7 @@ class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         ) == (
             other.store,
             other.password_env,
+            other.sentinel_password_env,
             other.timeout_ms,
             other.pool_size,
             other.key_prefix,
@@ -152,44 +162,44 @@ STATE_OVERLAY: dict[str, tuple[str, ...]] = {"state": StateSection.__struct_fiel
 _SECTIONS = ("state", "limits", "tenants")
 
 
+def _secret(name: str, environ: Mapping[str, str] | None) -> str | None:
+    if not name:
+        return None
+    return (os.environ if environ is None else environ).get(name) or None
+
+
 def store_password(state: StateSection, environ: Mapping[str, str] | None = None) -> str | None:
     """The store's password from ``password_env`` (``None``: none configured)."""
-    if not state.password_env:
-        return None
-    return (os.environ if environ is None else environ).get(state.password_env) or None
+    return _secret(state.password_env, environ)
+
+
+def sentinel_password(state: StateSection, environ: Mapping[str, str] | None = None) -> str | None:
+    """The sentinels' password from ``sentinel_password_env`` (``None``: none)."""
+    return _secret(state.sentinel_password_env, environ)
 
 
 def _state_problems(s: StateSection, environ: Mapping[str, str], problems: Problems) -> None:
+    address = None
     if not s.is_memory:
         try:
-            url = urlsplit(s.store)
-            url.port  # noqa: B018  # raises on a bad port
+            address = parse_store_url(s.store)
         except ValueError as exc:
-            problems.append(f"state.store: not a URL ({exc}): {s.store!r}")
-        else:
-            if url.scheme not in ("redis", "rediss") or not url.hostname:
-                problems.append(
-                    'state.store: expected "memory" or redis://host[:port][/db] '
-                    f"(rediss:// for TLS), got {s.store!r}"
-                )
-            elif url.password is not None:
-                problems.append(
-                    "state.store: the URL carries a password; name the environment "
-                    "variable holding it in state.password_env instead"
-                )
-            elif url.path.strip("/") and not url.path.strip("/").isdigit():
-                problems.append(
-                    f"state.store: the path must be a database number, got {url.path!r}"
-                )
-            elif url.query or url.fragment:
-                problems.append(
-                    f"state.store: options go in [state] keys, not the URL, got {s.store!r}"
-                )
+            problems.append(f"state.store: {exc}")
     if s.password_env:
         if s.is_memory:
             problems.append('state.password_env: applies to a Redis store only (store = "memory")')
         elif not environ.get(s.password_env):
             problems.append(f"state.password_env: environment variable {s.password_env} is not set")
+    if s.sentinel_password_env:
+        if address is None or address.kind is not Kind.SENTINEL:
+            problems.append(
+                "state.sentinel_password_env: applies to a redis+sentinel:// store only"
+            )
+        elif not environ.get(s.sentinel_password_env):
+            problems.append(
+                "state.sentinel_password_env: environment variable "
+                f"{s.sentinel_password_env} is not set"
+            )
     problems.above("state.timeout_ms", s.timeout_ms)
     problems.at_least("state.pool_size", s.pool_size, 1)
     problems.at_least("state.default_max_tokens", s.default_max_tokens, 1)

@@ -14,9 +14,28 @@ from typing import Any
 import pytest
 
 from flatgate.proxy.limits import Limiter, MemoryStore, RedisStore, parse_limits
+from tests.redisfixtures import (
+    healed_redis_cluster,
+    module_redis_cluster,
+    own_redis_cluster,
+    redis_cluster,
+    redis_sentinel,
+)
 from tests.redisserver import RedisServer, redis_server, shared_redis, unique_prefix
 
-__all__ = ["Clock", "MakeLimiter", "redis_server", "shared_redis"]
+# The fixtures imported here are one per session (per module, per test) for
+# every module below, not one per importing module.
+__all__ = [
+    "Clock",
+    "MakeLimiter",
+    "healed_redis_cluster",
+    "module_redis_cluster",
+    "own_redis_cluster",
+    "redis_cluster",
+    "redis_sentinel",
+    "redis_server",
+    "shared_redis",
+]
 
 # 2026-03-01T00:00:00Z, plus a quarter of a day.
 START = 1_772_323_200.0 + 21_600.0

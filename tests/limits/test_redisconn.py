@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from flatgate.proxy.limits import Lease, Limiter, RedisStore, StoreError, parse_limits
 from flatgate.proxy.limits.redisconn import Connections, encode
@@ -107,3 +108,20 @@ async def test_an_acquire_whose_answer_is_lost_gives_its_slot_back(
         assert store.given_back == [(store.taken[0], 0)]
     else:
         assert store.given_back == []  # nothing leased, nothing to give back
+
+
+async def test_closed_connections_never_reconnect(shared_redis: RedisServer) -> None:
+    """A command out when its connections close (a cluster node that left
+    the map, a demoted primary) fails, and leaves no connection open; a
+    command after the close fails at once."""
+    key = unique_prefix()
+    conns = Connections(shared_redis.url, 1)
+    assert await conns.call(encode("PING")) == b"PONG"
+    out = asyncio.create_task(conns.call(encode("BLPOP", key, "0.5")))
+    await asyncio.sleep(0.05)
+    await conns.aclose()
+    with pytest.raises(RedisConnectionError):
+        await out
+    with pytest.raises(RedisConnectionError, match="closed"):
+        await conns.call(encode("PING"))
+    assert not any(c.is_connected for c in conns._all)

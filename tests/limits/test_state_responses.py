@@ -9,6 +9,7 @@ import pytest
 
 from flatgate.proxy.limits import RedisStore, StateSection, limits_problems, parse_limits
 from flatgate.proxy.limits.limiter import open_store
+from flatgate.proxy.limits.redisconn import Connections
 
 MIB = 1024 * 1024
 
@@ -83,6 +84,7 @@ async def test_a_redis_store_takes_the_blob_keys() -> None:
     assert isinstance(s, RedisStore)
     try:
         assert s._blob_timeout == 1.234
+        assert isinstance(s._blob_conns, Connections)
         assert len(s._blob_conns._all) == 3
     finally:
         await s.aclose()
