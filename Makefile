@@ -24,6 +24,10 @@ AGENTS_STAMP := $(AGENTS)/.installed-stamp
 # LangChain's OpenAIEmbeddings (langchain-openai), in a venv of its own too.
 LANGCHAIN := $(VENV)/langchain
 LANGCHAIN_STAMP := $(LANGCHAIN)/.installed-stamp
+# Elastic's mock OTLP server (npm, pinned by its package-lock.json): the
+# OTLP/HTTP receiver the telemetry tests read exported spans from (tests/otlp.py).
+OTLP := $(VENV)/clients/mockotlpserver
+OTLP_STAMP := $(OTLP)/.installed-stamp
 
 .PHONY: setup run test lint typecheck generate bench bench-load clean clients test-vllm
 
@@ -60,6 +64,13 @@ $(CLAUDE_STAMP): tests/clients/claude/package.json tests/clients/claude/package-
 	$(CLAUDE)/node_modules/.bin/claude --version
 	@touch $@
 
+$(OTLP_STAMP): tests/telemetry/mockotlpserver/package.json tests/telemetry/mockotlpserver/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 18+ and npm" >&2; exit 1; }
+	@mkdir -p $(OTLP)
+	cp $^ $(OTLP)/
+	cd $(OTLP) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 $(AGENTS_STAMP): tests/clients/requirements-agents.txt
 	@test -x $(AGENTS)/bin/python || $(PYTHON) -m venv $(AGENTS)
 	$(AGENTS)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
@@ -70,7 +81,7 @@ $(LANGCHAIN_STAMP): tests/clients/requirements-langchain.txt
 	$(LANGCHAIN)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	@touch $@
 
-clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP)
+clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) $(OTLP_STAMP)
 
 # A real vLLM server behind the openai adapter (tests/vllm/), not part of
 # `make test`: vLLM's CPU build, pinned in a scratch venv of its own (about
@@ -104,7 +115,8 @@ typecheck: $(STAMP)
 
 # The limits' tests need a real redis-server: installed first when missing
 # (a failure to install fails the target; those tests never skip).
-test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP)
+test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) \
+		$(OTLP_STAMP)
 	sh tests/setup_redis.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 

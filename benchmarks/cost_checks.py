@@ -9,8 +9,11 @@ interleaved rounds is reported, so machine noise hits all rows alike.
 
 - requests: CPU per request with the checks off ("all off": no-ops, here
   only), on (admission, the model-name cap, the ``x-request-id`` check, the
-  caller watch's timer), and with the access log (to ``/dev/null``, batched)
-  or the caller's authentication, in a running event loop;
+  caller watch's timer), and with the access log (to ``/dev/null``, batched),
+  the caller's authentication, or OpenTelemetry's traces (a server span and
+  an attempt's, exported by the SDK's batch processor from its thread,
+  encoded as OTLP/HTTP protobuf and not sent: every thread's CPU counts),
+  in a running event loop;
 - allocations: every allocation of one request at 1 KB, 16 KB and 1 MB
   (``benchmarks.allocs``, memray; the request driven by hand, no loop),
   measured first, while the process is alone. The claim: the count does not
@@ -31,6 +34,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
 import flatgate.proxy.service.app as app_module
 from benchmarks.allocs import count_allocations
 from benchmarks.harness.report import md_table
@@ -42,6 +49,7 @@ from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.admission import Admission, Hold
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.plumbing.serve import AsgiExchange, BodyPolicy
+from flatgate.proxy.plumbing.telemetry import TelemetrySection, Tracing
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import ProxySection, parse_config
 from flatgate.proxy.wire.request.estimate import reservation
@@ -107,11 +115,14 @@ class Variant:
         *,
         checks: bool = True,
         headers: dict[str, str] | None = None,
+        sample: float | None = None,
     ) -> None:
+        """``sample``: OpenTelemetry on at this ratio (None: off)."""
         self.name = name
         self.proxy = proxy
         self.checks = checks
         self.headers = headers or {}
+        self.sample = sample
 
 
 VARIANTS = [
@@ -124,7 +135,24 @@ VARIANTS = [
         {"access_log": False, "auth_token_sha256": hash_key(TOKEN)},
         headers={"authorization": f"Bearer {TOKEN}"},
     ),
+    Variant("checks + tracing (sample_ratio 1.0)", {"access_log": False}, sample=1.0),
+    Variant(
+        "checks + tracing (1.0, the caller's traceparent)",
+        {"access_log": False},
+        sample=1.0,
+        headers={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+    ),
+    Variant("checks + tracing (sample_ratio 0.0)", {"access_log": False}, sample=0.0),
 ]
+
+
+class _EncodeOnly(SpanExporter):
+    """Encodes each batch as the OTLP/HTTP exporter does (protobuf), and
+    sends nothing: the export's CPU without a collector's."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        encode_spans(spans).SerializeToString()
+        return SpanExportResult.SUCCESS
 
 
 def _server(v: Variant, devnull: int) -> ProxyServer:
@@ -136,6 +164,10 @@ def _server(v: Variant, devnull: int) -> ProxyServer:
     if not v.checks:
         server.admission = _NoAdmission()  # type: ignore[assignment]
         server.max_model = 1 << 30
+    if v.sample is not None:
+        section = TelemetrySection(enabled=True, sample_ratio=v.sample)
+        tracing = Tracing(section, "flatgate-bench", exporter=_EncodeOnly())
+        server.tracing = server.dispatcher.tracing = tracing
     return server
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -80,6 +80,7 @@ from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import Exchange, ServerApp
+from flatgate.proxy.plumbing.telemetry import Tracing, open_tracing
 from flatgate.proxy.transport.base import Transport
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.schema import JSON
@@ -120,10 +121,12 @@ class EdgeApp:
         readiness: Callable[[], Awaitable[tuple[int, bytes]]] | None = None,
         upstream_metrics: bool = True,
         limiter: Limiter | None = None,
+        tracing: Tracing | Literal["settings"] | None = "settings",
     ) -> None:
         """``readiness`` answers ``/readyz`` (status, JSON body); without it the
         edge is ready while it is not draining. ``upstream_metrics`` false:
-        the proxy is in process and reports its backends itself."""
+        the proxy is in process and reports its backends itself.
+        ``tracing``: OpenTelemetry's (``"settings"``: ``[telemetry]``'s)."""
         self.settings = settings
         self._ready = readiness
         e = settings.edge
@@ -140,8 +143,17 @@ class EdgeApp:
             self.responses.path: Route(self.responses),
             EMBEDDINGS: _EMBEDDINGS,
         }
+        if tracing == "settings":
+            tracing = open_tracing(settings.telemetry, "flatgate-edge")
+        self.tracing = tracing
+        if tracing is not None:
+            self.metrics.collect_from(lambda: tracing.collect("flatgate_edge"))
         self._link = ProxyLink(
-            e, self.metrics, transport_factory=transport_factory, upstream_metrics=upstream_metrics
+            e,
+            self.metrics,
+            transport_factory=transport_factory,
+            upstream_metrics=upstream_metrics,
+            traced=tracing is not None,
         )
         self._flow = Flow(
             e,
@@ -202,6 +214,9 @@ class EdgeApp:
             route = "stored" if stored else _MODEL_ROUTE if model else "other"
         # Every answer on a client API's path is logged.
         entry = Entry() if post is not None or stored else None
+        span = None
+        if self.tracing is not None and entry is not None:
+            span = self.tracing.server(ex.header, "chat")
         status = 500
         try:
             if self._drain.draining and path != "/healthz":
@@ -235,6 +250,9 @@ class EdgeApp:
         if entry is not None:
             entry.status = status
             self.access.write(entry)
+            if span is not None:
+                span.note(entry)
+                span.end()
 
     async def _send_error(self, ex: Exchange, err: EdgeError, entry: Entry | None) -> int:
         """Answer ``err`` in the shape of the path's client API (OpenAI's off

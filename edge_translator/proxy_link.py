@@ -42,6 +42,7 @@ from flatgate.edge_translator.errors import (
 from flatgate.edge_translator.settings import EdgeSection
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.telemetry import headers as trace_headers
 from flatgate.proxy.transport.base import (
     Response,
     ResponseTooLarge,
@@ -107,6 +108,7 @@ class ProxyLink:
         "_ttfb",
         "_unreachable",
         "_url",
+        "traced",
     )
 
     def __init__(
@@ -116,7 +118,11 @@ class ProxyLink:
         *,
         transport_factory: Callable[[], Transport] | None = None,
         upstream_metrics: bool = True,
+        traced: bool = False,
     ) -> None:
+        """``traced``: telemetry is on, each request to the proxy carries the
+        task's current span in ``traceparent``."""
+        self.traced = traced
         base = e.proxy_url.rstrip("/")
         self._url = base + COMPLETIONS_PATH
         self._embeddings_url = base + EMBEDDINGS_PATH
@@ -188,6 +194,7 @@ class ProxyLink:
                     ("x-request-id", request_id),
                     *self._auth,
                     *(_ADMITTED if admitted else ()),
+                    *(trace_headers() if self.traced else ()),
                 ],
                 timeouts=self._timeouts,
             )

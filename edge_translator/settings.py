@@ -42,6 +42,7 @@ from flatgate.proxy.plumbing.server_section import (
     lifecycle_problems,
     server_problems,
 )
+from flatgate.proxy.plumbing.telemetry import TelemetrySection, telemetry_problems
 from flatgate.proxy.wire.schema import Provider
 
 __all__ = [
@@ -172,6 +173,8 @@ class EdgeSettings(msgspec.Struct, frozen=True):
     auth: AuthConfig = AuthConfig()
     # [state], [[limits]] and [[tenants]] (limits.sections).
     limits: LimitsConfig = LimitsConfig()
+    # OpenTelemetry traces (plumbing.telemetry).
+    telemetry: TelemetrySection = TelemetrySection()
 
     def model_index(self) -> dict[str, ModelConfig]:
         """Every name and alias to its model entry."""
@@ -324,6 +327,7 @@ def _parse(
         found = entries(data, key, problems)
         parts[key] = [convert_at(e, kind, f"{key}[{i}]", problems) for i, e in enumerate(found)]
     auth = _auth(data.get("auth", {}), problems)
+    telemetry_problems(data, problems)
     # What did not convert is reported already; check what did (the defaults
     # stand in for an [edge] that did not: they add no problem).
     doc = _Document(
@@ -341,7 +345,12 @@ def _parse(
     if problems:
         return None, problems
     settings = EdgeSettings(
-        edge=doc.edge, models=doc.models, keys=doc.keys, auth=doc.auth, limits=limits
+        edge=doc.edge,
+        models=doc.models,
+        keys=doc.keys,
+        auth=doc.auth,
+        limits=limits,
+        telemetry=msgspec.convert(data.get("telemetry", {}), TelemetrySection),
     )
     return settings, problems
 

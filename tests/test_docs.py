@@ -62,14 +62,17 @@ INSTALLED = {"proxy": "flatgate.proxy", "edge_translator": "flatgate.edge_transl
 INSTALLED["generated"] = "flatgate.generated"
 
 # Words that look like a path and are not one in the tree.
-NOT_PATHS = {
-    "docs/deploy/": "where deployment manifests will go",
-}
+NOT_PATHS: dict[str, str] = {}
 # Dotted words a project module's name starts and that name no module.
 NOT_NAMES = {
     "stub.fault_after": "a CompletionRequest metadata key the stub reads",
     "section.key": "how a config key is written",
     "openai.NewError": "a Go function of Ollama's, cited by a fixture's source",
+    "flatgate.backend": "a span attribute (plumbing.telemetry)",
+    "flatgate.request_id": "a span attribute (plumbing.telemetry)",
+    "flatgate.tenant": "a span attribute (plumbing.telemetry)",
+    "flatgate.client_api": "a span attribute (plumbing.telemetry)",
+    "service.name": "OpenTelemetry's resource attribute",
 }
 
 README_MAX_LINES = 300

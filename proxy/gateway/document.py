@@ -53,6 +53,7 @@ from flatgate.proxy.plumbing.config import (
     overlay_env,
     read_document,
 )
+from flatgate.proxy.plumbing.telemetry import TelemetrySection
 from flatgate.proxy.service.settings import (
     PROXY_OVERLAY,
     ProxySection,
@@ -101,6 +102,7 @@ class GatewayDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     state: StateSection = StateSection()
     limits: tuple[LimitRule, ...] = ()
     tenants: tuple[TenantConfig, ...] = ()
+    telemetry: TelemetrySection = TelemetrySection()
 
     def proxy_settings(self) -> ProxySettings:
         """The proxy's part."""
@@ -111,6 +113,7 @@ class GatewayDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             state=self.state,
             limits=self.limits,
             tenants=self.tenants,
+            telemetry=self.telemetry,
         )
 
     def edge_settings(self) -> EdgeSettings:
@@ -121,12 +124,13 @@ class GatewayDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             keys=self.keys,
             auth=self.auth,
             limits=LimitsConfig(self.state, self.limits, self.tenants),
+            telemetry=self.telemetry,
         )
 
 
 # The file's sections, in order.
 SECTIONS: tuple[str, ...] = GatewayDocument.__struct_fields__
-_LIMITS = ("state", "limits", "tenants")
+_LIMITS = ("state", "limits", "tenants", "telemetry")
 _PROXY_SIDE = frozenset(("proxy", "stub", "backends", "routes", *_LIMITS))
 _EDGE_SIDE = frozenset(("edge", "models", "keys", "auth", *_LIMITS))
 _READS: dict[str, frozenset[str]] = {

@@ -31,6 +31,7 @@ from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import ServerApp
+from flatgate.proxy.plumbing.telemetry import open_tracing
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import ProxySettings
@@ -61,7 +62,12 @@ def _build(document: GatewayDocument, drain: Drain | None = None) -> tuple[EdgeA
     # tenants' limits, the router's shared backend counts and cooldowns.
     limiter = Limiter(settings.limits)
     worker = str(os.getpid())
-    proxy = ProxyServer(config, drain=drain, worker=worker, limits=False, limiter=limiter)
+    # One tracer for both layers: the edge's request span is the parent of
+    # the router's backend attempts (the task's current span).
+    tracing = open_tracing(document.telemetry, "flatgate")
+    proxy = ProxyServer(
+        config, drain=drain, worker=worker, limits=False, limiter=limiter, tracing=tracing
+    )
     edge = EdgeApp(
         settings,
         transport_factory=lambda: InProcessTransport(proxy),
@@ -69,6 +75,7 @@ def _build(document: GatewayDocument, drain: Drain | None = None) -> tuple[EdgeA
         readiness=proxy.readiness,
         upstream_metrics=False,
         limiter=limiter,
+        tracing=tracing,
     )
     edge.metrics.include(proxy.metrics)
     return edge, proxy

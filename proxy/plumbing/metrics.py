@@ -14,6 +14,11 @@ worker's figures, with ``{prefix}_workers`` saying how many (see
 ``plumbing.instruments``: plain numbers, no lock, turned into
 prometheus-client's families at scrape time.
 
+Token figures (``answers_of``): time to first token, time per output token
+and output tokens, by a route's configured model name and a backend's name
+(``Answers``; buckets ``TTFT_BUCKETS`` and ``TPOT_BUCKETS``, explained in
+docs/operations.md).
+
 GC: a ``gc.callbacks`` hook counts collections and sums their pause per
 generation. It is installed once per process and shared by every registry.
 """
@@ -42,10 +47,19 @@ from flatgate.proxy.plumbing.aggregate import (
     render,
     take,
 )
-from flatgate.proxy.plumbing.instruments import CountFamily, HistFamily, Level
+from flatgate.proxy.plumbing.instruments import Count, CountFamily, Hist, HistFamily, Level
 from flatgate.proxy.wire.builders import BuilderPool
 
-__all__ = ["CONTENT_TYPE", "ENV_METRICS_DIR", "GcStats", "Metrics", "gc_stats"]
+__all__ = [
+    "CONTENT_TYPE",
+    "ENV_METRICS_DIR",
+    "TPOT_BUCKETS",
+    "TTFT_BUCKETS",
+    "Answers",
+    "GcStats",
+    "Metrics",
+    "gc_stats",
+]
 
 log = logging.getLogger("flatgate.metrics")
 
@@ -68,6 +82,49 @@ _LATENCY_BUCKETS = (
     5.0,
     10.0,
     30.0,
+)
+# Time to first token: a local or cached model answers in milliseconds, a
+# hosted one in 0.1 to a few seconds, a long prompt or a queue in a minute.
+TTFT_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+# Time per output token: 1 ms (1,000 tokens/s) to 2.5 s, finest around
+# 10-50 ms (100-20 tokens/s), where most models decode.
+TPOT_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.0075,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.04,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    1.0,
+    2.5,
 )
 
 
@@ -122,6 +179,45 @@ class _Children(dict[Any, Any]):
         return child
 
 
+class Answers:
+    """The token figures of one (route, backend): answers with a first token.
+
+    ``observe`` takes an answer's time to first token and duration (seconds
+    from the request's arrival) and its completion tokens (``None``: the
+    backend sent no usage). Every answer counts in time to first token (a
+    whole answer's first token came with the rest) and its tokens in the
+    output tokens; only a streamed one with two tokens or more gives a time
+    per output token: the time after the first, over the tokens after it
+    (the proxy saw a whole answer's tokens at once, at no pace)."""
+
+    __slots__ = ("_tokens", "_tpot", "_ttft")
+
+    def __init__(self, ttft: Hist, tpot: Hist, tokens: Count) -> None:
+        self._ttft = ttft
+        self._tpot = tpot
+        self._tokens = tokens
+
+    def observe(self, ttft: float, duration: float, tokens: int | None, streamed: bool) -> None:
+        self._ttft.observe(ttft)
+        if tokens is not None and tokens > 0:
+            self._tokens.inc(tokens)
+            if streamed and tokens > 1:
+                self._tpot.observe(max(duration - ttft, 0.0) / (tokens - 1))
+
+
+class _AnswersByKey(dict[tuple[str, str], Answers]):
+    """``Answers`` by (model, backend), made on first use."""
+
+    def __init__(self, ttft: HistFamily, tpot: HistFamily, tokens: CountFamily) -> None:
+        super().__init__()
+        self._families = (ttft, tpot, tokens)
+
+    def __missing__(self, key: tuple[str, str]) -> Answers:
+        ttft, tpot, tokens = self._families
+        made = self[key] = Answers(ttft.labels(*key), tpot.labels(*key), tokens.labels(*key))
+        return made
+
+
 class Metrics:
     """The metrics one service exposes; cheap to update on the hot path.
 
@@ -169,6 +265,25 @@ class Metrics:
             f"{prefix}_usage_unknown",
             "Completions answered without usage, because the backend sent none.",
         )
+        # Label values: a configured route's model name and a backend's name,
+        # never the caller's model name (bounded by the configuration).
+        self.time_to_first_token = HistFamily(
+            f"{prefix}_time_to_first_token_seconds",
+            "Time from a request's arrival to its answer's first token, by route and backend.",
+            TTFT_BUCKETS,
+            ["model", "backend"],
+        )
+        self.time_per_output_token = HistFamily(
+            f"{prefix}_time_per_output_token_seconds",
+            "A stream's time after its first token over the tokens after it, by route and backend.",
+            TPOT_BUCKETS,
+            ["model", "backend"],
+        )
+        self.output_tokens = CountFamily(
+            f"{prefix}_output_tokens",
+            "Completion tokens answered (as the backend's usage says), by route and backend.",
+            ["model", "backend"],
+        )
         for instrument in (
             self.requests,
             self.upstream_ttfb,
@@ -177,6 +292,9 @@ class Metrics:
             self.active_streams,
             self.relayed_bytes,
             self.usage_unknown,
+            self.time_to_first_token,
+            self.time_per_output_token,
+            self.output_tokens,
         ):
             r.register(_CallbackCollector(instrument.collect))
         self._pool = pool
@@ -191,6 +309,9 @@ class Metrics:
         self._ttfb = _Children(self.upstream_ttfb)
         self._duration = _Children(self.upstream_duration)
         self._failures = _Children(self.upstream_failures)
+        self._answers = _AnswersByKey(
+            self.time_to_first_token, self.time_per_output_token, self.output_tokens
+        )
         path = os.environ.get(ENV_METRICS_DIR, "") if shared_dir is None else shared_dir
         self._shared = WorkerDir(path) if path else None
         self._snapshot_seconds = snapshot_seconds
@@ -206,6 +327,10 @@ class Metrics:
 
     def upstream_failure_of(self, backend: str, kind: str) -> Any:
         return self._failures[backend, kind]
+
+    def answers_of(self, model: str, backend: str) -> Answers:
+        """The token figures of route ``model`` (its configured name) and ``backend``."""
+        return self._answers[model, backend]
 
     def count(self, route: str, status: int) -> None:
         self._requests[route, status].inc()

@@ -35,6 +35,7 @@ import itertools
 import logging
 import os
 import time
+from typing import Literal
 
 import msgspec
 
@@ -58,6 +59,7 @@ from flatgate.proxy.plumbing.serve import (
     Watchlist,
     valid_request_id,
 )
+from flatgate.proxy.plumbing.telemetry import Tracing, open_tracing
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.service.caller import caller_of, hold_of
 from flatgate.proxy.service.dispatch import Dispatcher
@@ -81,8 +83,7 @@ from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.chunk.frames import MalformedFrame
-from flatgate.proxy.wire.chunk.reader import read_outcome
+from flatgate.proxy.wire.chunk.reader import last_outcome
 from flatgate.proxy.wire.layout import IDENTIFIER_AT
 from flatgate.proxy.wire.request.route import read_route, read_tenant, tenant_present
 from flatgate.proxy.wire.schema import (
@@ -135,6 +136,7 @@ class ProxyServer:
         drain: Drain | None = None,
         limits: bool = True,
         limiter: Limiter | None = None,
+        tracing: Tracing | Literal["settings"] | None = "settings",
     ) -> None:
         """``limits`` false: tenants' limits are someone else's (the
         one-process gateway's edge, whose ``limiter`` it may share: with a
@@ -157,6 +159,13 @@ class ProxyServer:
             max_bytes=p.max_body_bytes,
         )
         self.embedder = Embedder(self.dispatcher, p.max_response_bytes)
+        # OpenTelemetry ("settings": [telemetry]'s; the one-process gateway
+        # passes the one its edge shares): spans per request and attempt.
+        if tracing == "settings":
+            tracing = open_tracing(config.telemetry, "flatgate-proxy")
+            if tracing is not None:  # its own (a shared one is shown by its owner)
+                self.metrics.collect_from(lambda: tracing.collect("flatgate"))
+        self.tracing = self.dispatcher.tracing = tracing
         self._route(config)
         self.max_model = p.max_model_bytes
         self.admission = admission(p)
@@ -290,6 +299,7 @@ class ProxyServer:
         ends, it is logged and counted once and what it held is given back."""
         entry = _entry()
         rid = entry.request_id = self.request_id(ex)
+        span = None if self.tracing is None else self.tracing.server(ex.header, "chat")
         label = "-"
         hold: Hold | None = None  # the body bytes admitted
         watch: CallerWatch | None = None
@@ -330,7 +340,7 @@ class ProxyServer:
                 entry.bytes_out = relay.relayed
                 if relay.error is not None:
                     entry.error = relay.error.code
-                if relay.last and (self.access.enabled or lease is not None):
+                if relay.last:
                     _read_final(relay.last, entry)
         except asyncio.CancelledError:
             if not await cancelled(ex, entry, watch, ending):
@@ -345,8 +355,15 @@ class ProxyServer:
                 self.quota.settle(lease, prompt, entry.tokens, relay is not None)
             if hold is not None:
                 self.admission.done(hold)
+            if relay is not None and entry.status == 200 and entry.ttfb is not None:
+                self.metrics.answers_of(label, relay.opened.backend.name).observe(
+                    entry.ttfb, time.perf_counter() - entry.started, entry.tokens, not relay.whole
+                )
             self.metrics.count(label, entry.status)
             self.access.write(entry)
+            if span is not None:
+                span.note(entry)
+                span.end()
 
     async def refuse(self, ex: Exchange, entry: Entry, exc: Exception) -> None:
         """Answer ``exc`` (one of ``errors.ANSWERABLE``), before any byte.
@@ -418,7 +435,8 @@ class ProxyServer:
         """The request's (either root's) route target; ``ProxyError`` (or
         ``MalformedBuffer``) for a bad buffer, name or route, or a tenant set
         without the proxy's token."""
-        target = self.target_of(body, entry if self.access.enabled else None)
+        noted = self.access.enabled or self.tracing is not None
+        target = self.target_of(body, entry if noted else None)
         if self.token is not None and not trusted and tenant_present(body):
             raise ProxyError(
                 codes.TENANT_FORBIDDEN, "setting a tenant needs the proxy's bearer token"
@@ -492,16 +510,7 @@ class ProxyServer:
 def _read_final(frames: bytes, entry: Entry) -> None:
     """Completion tokens and error code from the last of ``frames`` (the final
     chunk), for the access log."""
-    pos, n = 0, len(frames)
-    last = 0
-    while pos + 4 <= n:  # the last frame's start (frames are whole)
-        last = pos
-        pos += 4 + int.from_bytes(frames[pos : pos + 4], "little")
-    try:
-        tokens, code = read_outcome(frames, last + 4, pos)
-    except MalformedFrame:
-        return
-    entry.tokens = tokens
+    entry.tokens, code = last_outcome(frames)
     if code and entry.error is None:
         entry.error = code
 

@@ -64,6 +64,8 @@ from flatgate.proxy.backends.extras import omitted_label
 from flatgate.proxy.limits import BackendLease, SharedBackends
 from flatgate.proxy.plumbing.instruments import CountFamily
 from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.telemetry import Span, Tracing, attempt_attributes
+from flatgate.proxy.plumbing.telemetry import headers as trace_headers
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 from flatgate.proxy.service.errors import BUSY_RETRY_AFTER, ProxyError, timed_out, unreachable
 from flatgate.proxy.transport.base import (
@@ -96,6 +98,8 @@ class Attempt:
     response: Response
     started: float
     lease: BackendLease | None
+    # The attempt's span (telemetry on), ended by what ``take`` makes of it.
+    span: Span | None = None
 
 
 @dataclass(slots=True)
@@ -113,6 +117,8 @@ class Opened:
     # The request's fields the backend was not sent (``Outbound.omitted``):
     # the proxy's answer names them (``OMITTED_HEADER``).
     omitted: tuple[str, ...] = ()
+    # The backend attempt's span (telemetry on): it ends with the answer.
+    span: Span | None = None
     _closed: bool = False
 
     async def close(self) -> None:
@@ -123,6 +129,8 @@ class Opened:
         try:
             await self.response.aclose()
         finally:
+            if self.span is not None:
+                self.span.end()
             self.backend.outstanding -= 1
             if self.shared is not None:
                 self.shared.release(self.lease)
@@ -202,6 +210,12 @@ def _busy() -> ProxyError:
     )
 
 
+def _failed(span: Span | None, kind: str) -> None:
+    if span is not None:
+        span.fail(kind)
+        span.end()
+
+
 def _release(shared: SharedBackends | None, lease: BackendLease | None) -> None:
     if shared is not None:
         shared.release(lease)
@@ -233,6 +247,8 @@ class Dispatcher:
         # The backends that serve no completions (``BackendConfig.kinds``),
         # by name: skipped (set by the service, at each reload).
         self.refusing: frozenset[str] = frozenset()
+        # OpenTelemetry (set by the service; None: off): a span per attempt.
+        self.tracing: Tracing | None = None
         self._omitted = CountFamily(
             f"{metrics.prefix}_proxy_dropped_fields",
             "Request fields a backend was not sent (named in x-flatgate-dropped-fields), "
@@ -285,6 +301,7 @@ class Dispatcher:
                 answer.lease,
                 self.shared,
                 out.omitted,
+                answer.span,
             )
 
         return await self.first(target, prepare, take)
@@ -338,12 +355,13 @@ class Dispatcher:
             attempts -= 1
             started = time.perf_counter()
             backend.outstanding += 1
+            span, sent = self._traced(backend, out)
             try:
                 resp = await transport.request(
                     "POST",
                     out.url,
                     body=out.body,
-                    headers=out.headers,
+                    headers=sent,
                     timeouts=backend.timeouts,
                     tls=backend.tls,
                 )
@@ -352,11 +370,15 @@ class Dispatcher:
                     self.metrics.upstream_ttfb_of(backend.name).observe(
                         time.perf_counter() - started
                     )
-                    return await take(Attempt(backend, out, resp, started, lease))
+                    taken = await take(Attempt(backend, out, resp, started, lease, span))
+                    if span is not None and not isinstance(taken, Opened):
+                        span.end()  # a whole answer, read (embeddings)
+                    return taken
             except UpstreamPoolTimeout as exc:
                 self.release(backend, lease)
                 self.metrics.upstream_failure_of(backend.name, "pool_timeout").inc()
                 failures.pool_full = f"{backend.name}: {exc}"
+                _failed(span, "pool_timeout")
                 continue
             except UpstreamError as exc:
                 self.release(backend, lease)
@@ -366,10 +388,13 @@ class Dispatcher:
                     failures.timeout = f"{backend.name}: {exc}"
                 else:
                     failures.unreachable = f"{backend.name}: {exc}"
+                _failed(span, type(exc).__name__)
                 continue
-            except BaseException:
+            except BaseException as exc:
                 self.release(backend, lease)
+                _failed(span, type(exc).__name__)
                 raise
+            _failed(span, f"http_{resp.status}")
             try:
                 await self._refused(backend, resp, failures)
             finally:
@@ -377,6 +402,16 @@ class Dispatcher:
         if not prepared:  # every backend serving it was left out at its limit
             raise _busy()
         raise failures.error()
+
+    def _traced(self, backend: Backend, out: Outbound) -> tuple[Span | None, list[tuple[str, str]]]:
+        """The attempt's span (telemetry on) and the headers to send, with
+        its ``traceparent``."""
+        if self.tracing is None:
+            return None, out.headers
+        name = f"{backend.adapter.protocol} {backend.name}"
+        protocol = backend.adapter.protocol
+        span = self.tracing.client(name, attempt_attributes(backend.name, protocol, out.url))
+        return span, [*out.headers, *trace_headers(span)]
 
     def release(self, backend: Backend, lease: BackendLease | None) -> None:
         """Give back one outstanding request of ``backend`` (and its shared ``lease``)."""

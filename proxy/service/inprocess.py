@@ -32,6 +32,7 @@ it, from a body the edge bounded; ``dispatch._Decoded``).
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from flatgate.proxy.backends.extras import omitted_header
@@ -39,6 +40,7 @@ from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
 from flatgate.proxy.service.relay import Relay
 from flatgate.proxy.transport.base import Response, Timeouts
+from flatgate.proxy.wire.chunk.reader import last_outcome
 from flatgate.proxy.wire.embeddings import is_embedding_request
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS, OMITTED_HEADER
 
@@ -84,9 +86,11 @@ class _Relayed:
     (``service.relay``: the edge reads the first frame, and so sets the
     first-byte timeout aside, itself)."""
 
-    __slots__ = ("_label", "_proxy", "_relay", "headers", "status")
+    __slots__ = ("_backend", "_label", "_proxy", "_relay", "_started", "headers", "status")
 
-    def __init__(self, proxy: ProxyServer, relay: Relay, backend: str, label: str) -> None:
+    def __init__(
+        self, proxy: ProxyServer, relay: Relay, backend: str, label: str, started: float
+    ) -> None:
         self.status = 200
         self.headers: Mapping[str, str] = {BACKEND_HEADER: backend}
         omitted = relay.opened.omitted
@@ -95,17 +99,33 @@ class _Relayed:
         self._proxy = proxy
         self._relay = relay
         self._label = label
+        self._backend = backend
+        self._started = started
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
         relay = self._relay
+        first = True
+        ttft: float | None = None  # none when the first frame was an error
+        streamed = True
         try:
             async for out in relay.frames():
+                if first:
+                    first = False
+                    if relay.error is None:
+                        ttft = time.perf_counter() - self._started
+                        streamed = not relay.opened.translator.done
                 yield out
         finally:
             await relay.close()
             error = relay.error
             status = 200 if relay.relayed or error is None else error.status
-            self._proxy.metrics.count(self._label, status)
+            metrics = self._proxy.metrics
+            metrics.count(self._label, status)
+            if ttft is not None:
+                tokens = last_outcome(relay.last)[0] if relay.last else None
+                metrics.answers_of(self._label, self._backend).observe(
+                    ttft, time.perf_counter() - self._started, tokens, streamed
+                )
 
     async def read(self) -> bytes:
         return b"".join([piece async for piece in self.iter_bytes()])
@@ -140,6 +160,7 @@ class InProcessTransport:
         timeouts: Timeouts,
         tls: ssl.SSLContext | None = None,
     ) -> Response:
+        started = time.perf_counter()
         proxy = self._proxy
         rid = ""
         for name, value in headers:
@@ -158,7 +179,7 @@ class InProcessTransport:
             proxy.metrics.count(label, refused.status)
             return refused
         relay = Relay(opened, rid, True, proxy.metrics)
-        return _Relayed(proxy, relay, opened.backend.name, label)
+        return _Relayed(proxy, relay, opened.backend.name, label, started)
 
     async def _embeddings(self, body: bytes, rid: str) -> Response:
         """An ``EmbeddingRequest``'s answer (see the module docstring)."""

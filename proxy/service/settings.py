@@ -47,6 +47,7 @@ from flatgate.proxy.plumbing.server_section import (
     lifecycle_problems,
     server_problems,
 )
+from flatgate.proxy.plumbing.telemetry import TelemetrySection, telemetry_problems
 from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.wire.schema import PROVIDERS
 
@@ -98,6 +99,8 @@ class ProxySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     state: StateSection = StateSection()
     limits: tuple[LimitRule, ...] = ()
     tenants: tuple[TenantConfig, ...] = ()
+    # OpenTelemetry traces (plumbing.telemetry).
+    telemetry: TelemetrySection = TelemetrySection()
 
     def limits_config(self) -> LimitsConfig:
         """``[state]``, ``[[limits]]`` and ``[[tenants]]`` together."""
@@ -161,10 +164,11 @@ def _route_problems(routes: list[RouteConfig | None], names: set[str], problems:
 
 
 def _section(data: Mapping[str, Any], problems: Problems) -> None:
-    """``[proxy]`` of a document its variables are laid over."""
+    """``[proxy]`` (and ``[telemetry]``) of a document its variables are laid over."""
     proxy = convert_at(data.get("proxy", {}), ProxySection, "proxy", problems)
     if proxy is not None:
         _check(proxy, problems)
+    telemetry_problems(data, problems)
 
 
 def _routing(data: Mapping[str, Any], environ: Mapping[str, str], problems: Problems) -> None:

@@ -68,6 +68,7 @@ def test_its_fields_are_the_files_sections() -> None:
         "state",
         "limits",
         "tenants",
+        "telemetry",
     )
     assert GatewayDocument.__struct_fields__ == SECTIONS
 

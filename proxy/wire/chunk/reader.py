@@ -47,7 +47,7 @@ from flatgate.proxy.wire.layout import (
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import CHUNK_IDENTIFIER, FinishReason, finish_reason_of
 
-__all__ = ["read_chunk", "read_outcome"]
+__all__ = ["last_outcome", "read_chunk", "read_outcome"]
 
 _FINISH = tuple(FinishReason)
 _KNOWN = len(_FINISH)
@@ -276,3 +276,18 @@ def read_outcome(frame: bytes, offset: int = 4, end: int | None = None) -> tuple
     except MalformedBuffer as exc:
         raise MalformedFrame(f"chunk frame: {exc}") from None
     return tokens, code
+
+
+def last_outcome(frames: bytes) -> tuple[int | None, str]:
+    """``read_outcome`` of the last of ``frames`` (whole size-prefixed frames:
+    the final chunk, when they end an answer); ``(None, "")`` when there is
+    none or it is malformed."""
+    pos, n = 0, len(frames)
+    last = 0
+    while pos + 4 <= n:  # the last frame's start (frames are whole)
+        last = pos
+        pos += 4 + int.from_bytes(frames[pos : pos + 4], "little")
+    try:
+        return read_outcome(frames, last + 4, pos)
+    except MalformedFrame:
+        return None, ""

@@ -1,0 +1,276 @@
+"""OpenTelemetry traces (``[telemetry]``), for the edge and the proxy alike.
+
+Off by default, and then nothing but a ``None`` check per request. On, a
+worker has one ``Tracing``: the official SDK's ``TracerProvider`` (its
+``service.name`` the section's, else the service's own), sampled
+``ParentBased(TraceIdRatioBased(sample_ratio))``, its spans exported over
+OTLP/HTTP (protobuf) by a ``BatchSpanProcessor``: from a background thread,
+in batches, out of a queue of at most ``max_queue_size`` spans. A collector
+that is down or slow costs that queue and the ``dropped`` count (spans
+refused because the queue was full), never a request's time.
+
+What is traced: a ``SERVER`` span per request on a client API at the edge,
+and on the proxy's HTTP surface (split: the edge's hop arrives as a request
+of its own); a ``CLIENT`` span per backend attempt, so a failover shows as
+several. The span in hand is the task's current OpenTelemetry context
+(``contextvars``), so the edge's hop to the proxy and the proxy's request to
+a backend carry it in ``traceparent`` / ``tracestate`` headers
+(``headers``), with the ``.fbs`` body untouched. The client's own
+``traceparent`` is continued.
+
+Attributes follow OpenTelemetry's GenAI semantic conventions
+(``gen_ai.operation.name``, ``gen_ai.provider.name``,
+``gen_ai.request.model``, ``gen_ai.response.model``,
+``gen_ai.usage.output_tokens``), with ``flatgate.request_id``,
+``flatgate.tenant`` and ``flatgate.backend``; the first token is an event
+(``gen_ai.first_token``) at its time. No prompt or completion text is ever
+recorded: ``capture_content`` is accepted for the day it is, and documented
+as doing nothing yet.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import msgspec
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from flatgate.proxy.plumbing.accesslog import Entry
+from flatgate.proxy.plumbing.config import Problems, convert_at
+
+__all__ = [
+    "Span",
+    "TelemetrySection",
+    "Tracing",
+    "attempt_attributes",
+    "headers",
+    "open_tracing",
+    "telemetry_problems",
+]
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+# What the client APIs are, as gen_ai.operation.name says it.
+_OPERATIONS = {
+    "openai-chat": "chat",
+    "anthropic-messages": "chat",
+    "openai-responses": "chat",
+    "fbs": "chat",
+    "openai-embeddings": "embeddings",
+    "fbs-embeddings": "embeddings",
+}
+
+
+class TelemetrySection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[telemetry]``: the same for every service of the file."""
+
+    # Off by default: nothing is traced or exported.
+    enabled: bool = False
+    # The collector's OTLP/HTTP base URL (traces go to <it>/v1/traces);
+    # "": the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variables, else
+    # http://localhost:4318.
+    otlp_endpoint: str = ""
+    # The resource's service.name; "": flatgate-edge, flatgate-proxy, or
+    # flatgate for the one-process gateway.
+    service_name: str = ""
+    # The share of new traces recorded (a caller's sampled traceparent is
+    # followed either way).
+    sample_ratio: float = 1.0
+    # Headers sent with every export (a collector's key, say).
+    headers: dict[str, str] = {}
+    # Prompt and completion text in spans: never recorded; kept false.
+    capture_content: bool = False
+    # The most spans waiting for export; past it new ones are dropped (and
+    # counted), so a collector that is down costs this much memory at most.
+    max_queue_size: int = 2048
+
+
+def telemetry_problems(data: Mapping[str, Any], problems: Problems) -> None:
+    """The problems of ``[telemetry]`` in a parsed document, each naming its key."""
+    section = convert_at(data.get("telemetry", {}), TelemetrySection, "telemetry", problems)
+    if section is None:
+        return
+    if not 0.0 <= section.sample_ratio <= 1.0:
+        problems.append(
+            f"telemetry.sample_ratio: expected 0.0 to 1.0, got {section.sample_ratio!r}"
+        )
+    problems.at_least("telemetry.max_queue_size", section.max_queue_size, 1)
+    endpoint = section.otlp_endpoint
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        problems.append(f"telemetry.otlp_endpoint: expected an http(s):// URL, got {endpoint!r}")
+    if section.capture_content:
+        problems.append(
+            "telemetry.capture_content: prompt and completion text is never exported "
+            "(true is not supported yet)"
+        )
+
+
+class _Counted(BatchSpanProcessor):
+    """A ``BatchSpanProcessor`` that counts the spans its full queue drops."""
+
+    def __init__(self, exporter: SpanExporter, max_queue_size: int) -> None:
+        super().__init__(
+            exporter, max_queue_size=max_queue_size, max_export_batch_size=min(512, max_queue_size)
+        )
+        self.max_queue_size = max_queue_size
+        self.dropped = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        # The SDK's queue drops its oldest span when full, without a count.
+        if len(self._batch_processor._queue) >= self.max_queue_size:
+            self.dropped += 1
+        super().on_end(span)
+
+
+Header = tuple[str, str]
+
+
+class Tracing:
+    """One worker's traces (see the module docstring)."""
+
+    def __init__(
+        self,
+        section: TelemetrySection,
+        service: str,
+        *,
+        exporter: SpanExporter | None = None,
+    ) -> None:
+        """``service``: the service.name when the section names none;
+        ``exporter``: the OTLP exporter (tests pass their own)."""
+        if exporter is None:
+            endpoint = section.otlp_endpoint.rstrip("/")
+            exporter = OTLPSpanExporter(
+                endpoint=f"{endpoint}/v1/traces" if endpoint else None,
+                headers=dict(section.headers) or None,
+            )
+        self.processor = _Counted(exporter, section.max_queue_size)
+        self.provider = TracerProvider(
+            resource=Resource.create({SERVICE_NAME: section.service_name or service}),
+            sampler=ParentBased(TraceIdRatioBased(section.sample_ratio)),
+        )
+        self.provider.add_span_processor(self.processor)
+        self._tracer = self.provider.get_tracer("flatgate")
+
+    @property
+    def dropped(self) -> int:
+        """Spans dropped because the export queue was full."""
+        return self.processor.dropped
+
+    def server(self, header: Callable[[str], str | None], name: str) -> Span:
+        """A request's ``SERVER`` span, continuing the caller's
+        ``traceparent`` (``header``: the request's header by name), made the
+        task's current span until ``Span.end``."""
+        carrier = {}
+        parent = header("traceparent")
+        if parent is not None:
+            carrier["traceparent"] = parent
+            state = header("tracestate")
+            if state is not None:
+                carrier["tracestate"] = state
+        ctx = _PROPAGATOR.extract(carrier) if carrier else None
+        span = self._tracer.start_span(name, ctx, SpanKind.SERVER)
+        return Span(span, otel_context.attach(trace.set_span_in_context(span, ctx)))
+
+    def client(self, name: str, attributes: dict[str, Any]) -> Span:
+        """A backend attempt's ``CLIENT`` span, a child of the task's current
+        span; not made current (``headers`` takes it)."""
+        return Span(self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes))
+
+    def collect(self, prefix: str) -> Iterable[Metric]:
+        """``<prefix>_telemetry_dropped_spans_total``, for ``/metrics``."""
+        dropped = CounterMetricFamily(
+            f"{prefix}_telemetry_dropped_spans",
+            "Spans dropped because the OTLP export queue was full (a collector down or slow).",
+        )
+        dropped.add_metric([], self.dropped)
+        yield dropped
+
+    def shutdown(self) -> None:
+        """Export what is queued (bounded by the exporter's timeout) and stop."""
+        self.provider.shutdown()
+
+
+def headers(span: Span | None = None) -> list[Header]:
+    """``traceparent`` (and ``tracestate``) naming ``span``, else the task's
+    current span; ``[]`` when there is none to name."""
+    ctx = None if span is None else trace.set_span_in_context(span.span)
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, ctx)
+    return list(carrier.items())
+
+
+class Span:
+    """A span in hand: ``note`` what a request left (its access-log entry),
+    ``fail``, ``end`` (once; a second ``end`` does nothing)."""
+
+    __slots__ = ("_ended", "_token", "span")
+
+    def __init__(self, span: trace.Span, token: object | None = None) -> None:
+        self.span = span
+        self._token = token
+        self._ended = False
+
+    def note(self, entry: Entry, operation: str | None = None) -> None:
+        """The GenAI and flatgate attributes of what ``entry`` holds, and the
+        first token's event."""
+        span = self.span
+        if not span.is_recording():
+            return
+        op = operation or _OPERATIONS.get(entry.api or "", "chat")
+        attributes: dict[str, Any] = {"gen_ai.operation.name": op}
+        for key, value in (
+            ("gen_ai.request.model", entry.model),
+            ("gen_ai.response.model", entry.model),
+            ("gen_ai.provider.name", entry.provider and entry.provider.lower()),
+            ("gen_ai.usage.output_tokens", entry.tokens),
+            ("flatgate.request_id", entry.request_id),
+            ("flatgate.tenant", entry.tenant),
+            ("flatgate.backend", entry.backend),
+            ("flatgate.client_api", entry.api),
+            ("http.response.status_code", entry.status),
+            ("error.type", entry.error),
+        ):
+            if value is not None:
+                attributes[key] = value
+        span.set_attributes(attributes)
+        if entry.model:
+            span.update_name(f"{op} {entry.model}")
+        if entry.ttfb is not None:
+            at = time.time_ns() - int((time.perf_counter() - entry.started - entry.ttfb) * 1e9)
+            span.add_event("gen_ai.first_token", timestamp=at)
+        if entry.status is not None and entry.status >= 500:
+            span.set_status(Status(StatusCode.ERROR, entry.error or str(entry.status)))
+
+    def fail(self, kind: str) -> None:
+        """The attempt failed (``error.type``)."""
+        self.span.set_attribute("error.type", kind)
+        self.span.set_status(Status(StatusCode.ERROR, kind))
+
+    def end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if self._token is not None:
+            otel_context.detach(self._token)  # type: ignore[arg-type]
+            self._token = None
+        self.span.end()
+
+
+def attempt_attributes(backend: str, protocol: str, url: str) -> dict[str, Any]:
+    """A backend attempt span's attributes."""
+    return {"flatgate.backend": backend, "gen_ai.provider.name": protocol, "url.full": url}
+
+
+def open_tracing(section: TelemetrySection, service: str) -> Tracing | None:
+    """The worker's ``Tracing``, or ``None`` when ``[telemetry]`` is off."""
+    return Tracing(section, service) if section.enabled else None
