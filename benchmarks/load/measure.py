@@ -190,9 +190,9 @@ TINY = replace(
     sizes=("1KB",),
     rounds={"1KB": 1},
     wrk_seconds=1,
-    rate_seconds=0.5,
-    unloaded_seconds=0.2,
-    stream_seconds=0.4,
+    rate_seconds=0.25,
+    unloaded_seconds=0.1,
+    stream_seconds=0.2,
     rates={"1KB": 500.0},
     budget_seconds=75.0,
 )

@@ -267,8 +267,12 @@ def with_args(s: Settings, args: argparse.Namespace, keys: Sequence[str]) -> Set
             s = replace(s, **{key: value})
     if args.without:
         s = replace(s, without=names(args.without))
-    if s.connections < 1 or s.seconds <= 0 or s.warmup < 0 or s.rounds < 1:
-        raise SystemExit("need --connections >= 1, --seconds > 0, --warmup >= 0, --rounds >= 1")
+    if args.tokens is not None:
+        s = replace(s, timing=replace(s.timing, tokens=args.tokens))
+    if s.connections < 1 or s.seconds <= 0 or s.warmup < 0 or s.rounds < 1 or s.timing.tokens < 1:
+        raise SystemExit(
+            "need --connections >= 1, --seconds > 0, --warmup >= 0, --rounds >= 1, --tokens >= 1"
+        )
     return s
 
 
@@ -298,6 +302,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, help="measurement window per row")
     p.add_argument("--warmup", type=float, help="seconds before the window")
     p.add_argument("--rounds", type=int, help="rounds, the row order rotated (default 1)")
+    p.add_argument("--tokens", type=int, help=f"tokens per stream (default {Timing().tokens})")
     p.add_argument(
         "--rows",
         help="comma-separated rows (direct is always included; with --gc-table, of "

@@ -178,7 +178,7 @@ def test_one_line_adds_up() -> None:
 def test_tiny_table_has_every_line_and_accounts_for_every_stream(tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = ["benchmarks.streams", "--gc-table", "--connections", "30"]
-    argv += ["--seconds", "1.5", "--warmup", "0.5", "--rows", "proxy"]
+    argv += ["--seconds", "0.5", "--warmup", "0.25", "--tokens", "32", "--rows", "proxy"]
     argv += ["--settings", "cpython,off", "--out", str(out)]
     done = run_bench(tmp_path, *argv)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -237,6 +237,10 @@ def test_settings_from_the_command_line() -> None:
     s = settings_of(_args("--quick", "--rows", "proxy"))
     assert s.mode == "quick" and s.rows == ("direct", "proxy")
     assert settings_of(_args("--connections", "10")).mode == "custom"
+    s = settings_of(_args("--tokens", "32"))
+    assert s.timing.tokens == 32 and s.mode == "custom"
+    with pytest.raises(SystemExit):
+        settings_of(_args("--tokens", "0"))
     with pytest.raises(SystemExit):
         settings_of(_args("--rows", "nope"))
     with pytest.raises(SystemExit):
@@ -263,11 +267,13 @@ def test_a_row_without_its_tool_is_skipped_before_anything_starts(tmp_path: Path
 def test_quick_run_accounts_for_every_stream(tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = ["benchmarks.streams", "--quick", "--connections", "50"]
-    argv += ["--seconds", "3", "--warmup", "1", "--rows", "direct,proxy", "--out", str(out)]
+    argv += ["--seconds", "0.5", "--warmup", "0.25", "--tokens", "32", "--rows", "direct,proxy"]
+    argv += ["--out", str(out)]
     done = run_bench(tmp_path, *argv)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((out / "streams.json").read_text())
     assert doc["mode"] == "quick" and doc["settings"]["connections"] == 50
+    assert doc["settings"]["timing"]["tokens"] == 32
     rows = {r["row"]: r for r in doc["rows"]}
     assert set(rows) == {"direct", "proxy"}
     for r in rows.values():
