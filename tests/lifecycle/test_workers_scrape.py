@@ -59,6 +59,12 @@ def send_until_both_serve(send: Callable[[], str | None]) -> tuple[int, set[str]
 
 def snapshots(tmp: Path, prefix: str) -> dict[int, float]:
     """Each worker's own ``{prefix}_requests_total`` from its snapshot file."""
+    return worker_samples(tmp, f"{prefix}_requests", f"{prefix}_requests_total")
+
+
+def worker_samples(tmp: Path, family: str, sample: str) -> dict[int, float]:
+    """Each worker's own ``sample`` of ``family`` (summed over its labels),
+    from its snapshot file."""
     [shared] = tmp.glob("flatgate-*-metrics-*")
     out = {}
     for path in shared.glob("*.snap"):
@@ -66,9 +72,9 @@ def snapshots(tmp: Path, prefix: str) -> dict[int, float]:
         out[snap.pid] = sum(
             s.value
             for f in snap.families
-            if f.name == f"{prefix}_requests"
+            if f.name == family
             for s in f.samples
-            if s.name == f"{prefix}_requests_total"
+            if s.name == sample
         )
     return out
 

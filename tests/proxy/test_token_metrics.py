@@ -16,14 +16,13 @@ import time
 from pathlib import Path
 
 import httpx
-import msgspec
 import pytest
 
-from flatgate.proxy.plumbing.aggregate import SNAPSHOT_SECONDS, Snapshot
+from flatgate.proxy.plumbing.aggregate import SNAPSHOT_SECONDS
 from flatgate.proxy.plumbing.metrics import TTFT_BUCKETS
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
-from tests.lifecycle.test_workers_scrape import send_until_both_serve, sum_of
+from tests.lifecycle.test_workers_scrape import send_until_both_serve, sum_of, worker_samples
 from tests.servers import running
 from tests.stacks import QUIET, write_stack, write_stub
 
@@ -46,18 +45,7 @@ MAX_SECONDS = 30.0
 
 def worker_counts(tmp: Path) -> dict[int, float]:
     """Each worker's own time-to-first-token count, from its snapshot file."""
-    [shared] = tmp.glob("flatgate-*-metrics-*")
-    out = {}
-    for path in shared.glob("*.snap"):
-        snap = msgspec.msgpack.decode(path.read_bytes(), type=Snapshot)
-        out[snap.pid] = sum(
-            s.value
-            for f in snap.families
-            if f.name == TTFT
-            for s in f.samples
-            if s.name == f"{TTFT}_count"
-        )
-    return out
+    return worker_samples(tmp, TTFT, f"{TTFT}_count")
 
 
 def test_token_histograms_sum_both_workers(tmp_path: Path) -> None:
