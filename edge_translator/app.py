@@ -217,6 +217,7 @@ class EdgeApp:
         span = None
         if self.tracing is not None and entry is not None:
             span = self.tracing.server(ex.header, "chat")
+            entry.trace_id = span.trace_id
         status = 500
         try:
             if self._drain.draining and path != "/healthz":

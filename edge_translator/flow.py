@@ -414,6 +414,7 @@ class Flow:
             self._metrics.usage_unknown.inc()
         else:
             entry.tokens = usage.completion_tokens
+            entry.prompt_tokens = usage.prompt_tokens
         return usage
 
     async def read_body(self, ex: Exchange, length: str | None) -> bytes:

@@ -35,6 +35,7 @@ import glob
 import importlib
 import importlib.util
 import io
+import os
 import re
 import tokenize
 import tomllib
@@ -96,9 +97,22 @@ def ours(path: Path) -> bool:
     return not any(rel == n or rel.startswith(n + "/") for n in NOT_OURS)
 
 
+@cache
+def tree() -> tuple[Path, ...]:
+    """Every file and folder below the root but the virtual environment's
+    and git's (walked once: ``.venv`` holds the npm tools' thousands of files)."""
+    out = []
+    for folder, dirs, files in os.walk(ROOT):
+        here = Path(folder)
+        if here == ROOT:
+            dirs[:] = [d for d in dirs if d not in (".venv", ".git")]
+        out += [here / d for d in dirs] + [here / f for f in files]
+    return tuple(out)
+
+
 def pages() -> list[Path]:
     """Every Markdown page of the project."""
-    return sorted(p for p in ROOT.rglob("*.md") if ours(p))
+    return sorted(p for p in tree() if p.suffix == ".md" and ours(p))
 
 
 def python_files() -> list[Path]:
@@ -193,8 +207,8 @@ def exists(token: str, folder: Path) -> bool:
 
 @cache
 def file_names() -> frozenset[str]:
-    tree = [p for p in ROOT.rglob("*") if ours(p) or p.is_relative_to(ROOT / "benchmarks")]
-    return frozenset(p.name for p in tree)
+    found = [p for p in tree() if ours(p) or p.is_relative_to(ROOT / "benchmarks")]
+    return frozenset(p.name for p in found)
 
 
 def path_tokens(t: Text) -> Iterator[str]:

@@ -63,12 +63,14 @@ class Entry:
         "error",
         "model",
         "path",
+        "prompt_tokens",
         "provider",
         "request_id",
         "started",
         "status",
         "tenant",
         "tokens",
+        "trace_id",
         "ttfb",
     )
 
@@ -89,6 +91,12 @@ class Entry:
         # Seconds from the request's start to the first response byte.
         self.ttfb: float | None = None
         self.tokens: int | None = None
+        # The prompt's tokens, as the backend's usage counts them (the edge's
+        # traces; not a field of the log line).
+        self.prompt_tokens: int | None = None
+        # The request's OpenTelemetry trace (32 hex digits), when traced:
+        # logged, to find the trace from the line.
+        self.trace_id: str | None = None
         self.error: str | None = None
         # Set by AccessLog.write: wall-clock end, and seconds from start to end.
         self.ended = 0.0
@@ -133,7 +141,7 @@ def _cut(value: str | None) -> str | None:
     return value[:_MAX_VALUE]
 
 
-class _JsonLine(msgspec.Struct, omit_defaults=False):
+class _JsonLine(msgspec.Struct, omit_defaults=True):
     ts: str
     service: str
     api: str | None
@@ -150,6 +158,8 @@ class _JsonLine(msgspec.Struct, omit_defaults=False):
     duration_ms: float
     completion_tokens: int | None
     error: str | None
+    # Only when traced (the one field with a default: left out when None).
+    trace_id: str | None = None
 
 
 _encode_json = msgspec.json.Encoder().encode
@@ -240,7 +250,7 @@ class AccessLog:
             f"backend={_ours(e.backend)} status={e.status} in={e.bytes_in} out={e.bytes_out} "
             f"ttfb_ms={'-' if ttfb is None else f'{ttfb * 1000:.3f}'} "
             f"dur_ms={e.duration * 1000:.3f} tokens={'-' if tokens is None else tokens} "
-            f"error={_ours(e.error)}\n"
+            f"error={_ours(e.error)}{'' if e.trace_id is None else f' trace={e.trace_id}'}\n"
         ).encode()
 
     def _render_json(self, e: Entry) -> bytes:
@@ -264,6 +274,7 @@ class AccessLog:
                     round(e.duration * 1000, 3),
                     e.tokens,
                     e.error,
+                    e.trace_id,
                 )
             )
             + b"\n"

@@ -220,6 +220,11 @@ class Span:
         self._token = token
         self._ended = False
 
+    @property
+    def trace_id(self) -> str:
+        """The span's trace id, 32 hex digits (for the access log)."""
+        return f"{self.span.get_span_context().trace_id:032x}"
+
     def note(self, entry: Entry, operation: str | None = None) -> None:
         """The GenAI and flatgate attributes of what ``entry`` holds, and the
         first token's event."""
@@ -232,6 +237,7 @@ class Span:
             ("gen_ai.request.model", entry.model),
             ("gen_ai.response.model", entry.model),
             ("gen_ai.provider.name", entry.provider and entry.provider.lower()),
+            ("gen_ai.usage.input_tokens", entry.prompt_tokens),
             ("gen_ai.usage.output_tokens", entry.tokens),
             ("flatgate.request_id", entry.request_id),
             ("flatgate.tenant", entry.tenant),

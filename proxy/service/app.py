@@ -299,7 +299,10 @@ class ProxyServer:
         ends, it is logged and counted once and what it held is given back."""
         entry = _entry()
         rid = entry.request_id = self.request_id(ex)
-        span = None if self.tracing is None else self.tracing.server(ex.header, "chat")
+        span = None
+        if self.tracing is not None:
+            span = self.tracing.server(ex.header, "chat")
+            entry.trace_id = span.trace_id
         label = "-"
         hold: Hold | None = None  # the body bytes admitted
         watch: CallerWatch | None = None

@@ -18,7 +18,6 @@ import pytest
 import redis
 from redis.asyncio import cluster as aiocluster
 from redis.asyncio.sentinel import Sentinel
-from redis.exceptions import MovedError
 
 from tests.redisserver import unique_prefix
 from tests.redistopology import (
@@ -29,7 +28,6 @@ from tests.redistopology import (
     SentinelTopology,
     command,
     key_slot,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -122,64 +120,6 @@ def test_a_write_is_on_the_replica_after_wait(redis_cluster: ClusterTopology) ->
         assert copy.get(key) == "42"
 
 
-async def test_a_coordinated_failover_moves_the_slots_and_the_client_follows(
-    healed_redis_cluster: ClusterTopology,
-) -> None:
-    cluster = healed_redis_cluster
-    master = cluster.masters()[2]
-    replica = cluster.replica_of(master)
-    key = cluster.key_on_node(master, unique_prefix())
-    client = await cluster_client(cluster)
-    try:
-        assert await client.set(key, "1")
-        cluster.failover(replica)
-        promoted = cluster.wait_promoted(replica, timeout=20)
-        assert promoted.slots == master.slots
-        cluster.wait_ready(timeout=20)
-        assert cluster.replica_of(promoted).port == master.port
-        # The client's map still names the old master: it answers MOVED.
-        with pytest.raises(MovedError, match=f"{key_slot(key)} {HOST}:{replica.port}"):
-            command(master.port, "SET", key, "2")
-        assert await client.incr(key) == 2
-        node = client.get_node_from_key(key)
-        assert node is not None and node.port == replica.port
-    finally:
-        await client.aclose()
-
-
-async def test_killing_a_master_and_failing_over_promotes_its_replica(
-    healed_redis_cluster: ClusterTopology,
-) -> None:
-    cluster = healed_redis_cluster
-    master = cluster.masters()[0]
-    replica = cluster.replica_of(master)
-    key = cluster.key_on_node(master, "count")
-    client = await cluster_client(cluster)
-    try:
-        assert await client.set(key, "7")
-        assert command(master.port, "WAIT", 1, 5000) == 1
-        cluster.kill(master)
-        assert master.port not in cluster.live_ports()
-        cluster.failover(replica)  # TAKEOVER: the master is dead
-        promoted = cluster.wait_promoted(replica, timeout=20)
-        assert promoted.slots == master.slots
-        assert not cluster.node(master.port).slots
-        wait_for("the others to see it down", lambda: cluster.node(master.port).failed, 10)
-        # The client's map names a dead node: it refreshes and follows.
-        assert await client.incr(key) == 8
-        node = client.get_node_from_key(key)
-        assert node is not None and node.port == replica.port
-        # Back on its feet, the old master is the new one's replica.
-        cluster.restart(master)
-        cluster.wait_ready(timeout=20)
-        assert cluster.replica_of(promoted).port == master.port
-        with redis.Redis(host=HOST, port=master.port, decode_responses=True) as old:
-            old.execute_command("READONLY")
-            assert old.get(key) == "8"
-    finally:
-        await client.aclose()
-
-
 def test_a_dead_masters_replica_promotes_itself(healed_redis_cluster: ClusterTopology) -> None:
     """No one asks: after about two node timeouts the replica takes over,
     and a late ``failover`` is then a no-op. (The next test's ``heal``
@@ -197,18 +137,6 @@ def test_a_dead_masters_replica_promotes_itself(healed_redis_cluster: ClusterTop
         cluster.wait_ready(timeout=10)
     assert f"-- {master.port} is down (exit -9); its log ends:" in str(failed.value)
     assert f"-- {replica.port} (bus " in str(failed.value)
-
-
-def test_heal_restarts_what_was_killed(healed_redis_cluster: ClusterTopology) -> None:
-    cluster = healed_redis_cluster
-    master = cluster.masters()[0]
-    replica = cluster.replica_of(master)
-    cluster.kill(replica)
-    assert replica.port not in cluster.live_ports()
-    cluster.heal(timeout=20)
-    assert sorted(cluster.live_ports()) == sorted(cluster.servers)
-    assert cluster.replica_of(master).port == replica.port
-    assert len({cluster.replica_of(m).port for m in cluster.masters()}) == 3
 
 
 async def test_the_sentinels_name_the_primary(redis_sentinel: SentinelTopology) -> None:

@@ -6,6 +6,7 @@ export queue, and ``[telemetry]``'s checks."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from flatgate.proxy.plumbing.accesslog import Entry
+from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.config import Problems
 from flatgate.proxy.plumbing.telemetry import (
     TelemetrySection,
@@ -48,6 +49,7 @@ def entry() -> Entry:
     e = Entry()
     e.api, e.model, e.provider, e.backend = "openai-chat", "gpt-4o", "OpenAI", "b1"
     e.request_id, e.tenant, e.tokens, e.status = "r-1", "acme", 7, 200
+    e.prompt_tokens = 12
     e.ttfb = 0.001
     return e
 
@@ -82,6 +84,7 @@ def test_a_callers_trace_is_continued_and_an_attempt_is_its_child() -> None:
         "gen_ai.request.model": "gpt-4o",
         "gen_ai.response.model": "gpt-4o",
         "gen_ai.provider.name": "openai",
+        "gen_ai.usage.input_tokens": 12,
         "gen_ai.usage.output_tokens": 7,
         "flatgate.request_id": "r-1",
         "flatgate.tenant": "acme",
@@ -160,3 +163,20 @@ def test_telemetry_problems_name_their_key(table: dict[str, object], problem: st
     fine = Problems()
     telemetry_problems({"telemetry": {"enabled": True, "otlp_endpoint": "http://c:4318"}}, fine)
     assert not fine
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_the_access_log_names_a_traced_requests_trace(fmt: str) -> None:
+    lines: list[bytes] = []
+    log = AccessLog("edge", fmt, write=lines.append)  # type: ignore[arg-type]
+    traced, untraced = entry(), entry()
+    traced.trace_id = CALLER_TRACE
+    log.write(traced)
+    log.write(untraced)
+    log.flush()
+    first, second = b"".join(lines).decode().splitlines()
+    if fmt == "text":
+        assert first.endswith(f" trace={CALLER_TRACE}") and "trace=" not in second
+    else:
+        assert json.loads(first)["trace_id"] == CALLER_TRACE
+        assert "trace_id" not in json.loads(second)
