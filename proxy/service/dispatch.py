@@ -408,9 +408,9 @@ class Dispatcher:
         its ``traceparent``."""
         if self.tracing is None:
             return None, out.headers
-        name = f"{backend.adapter.protocol} {backend.name}"
         protocol = backend.adapter.protocol
-        span = self.tracing.client(name, attempt_attributes(backend.name, protocol, out.url))
+        attributes = attempt_attributes(backend.name, protocol, out.url)
+        span = self.tracing.client(f"{protocol} {backend.name}", attributes)
         return span, [*out.headers, *trace_headers(span)]
 
     def release(self, backend: Backend, lease: BackendLease | None) -> None:
