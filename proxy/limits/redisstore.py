@@ -101,6 +101,7 @@ def _text(value: bytes | str) -> str:
 
 
 def connect(
+    address: StoreAddress,
     url: str,
     size: int,
     *,
@@ -109,9 +110,9 @@ def connect(
     sentinel_password: str | None = None,
     **options: Any,
 ) -> Target:
-    """``size`` connections per server to the store ``url`` names (see
-    ``redisurl``); ``options``: redis-py connection keywords."""
-    address = parse_store_url(url)
+    """``size`` connections per server to the store ``url`` names, parsed
+    as ``address`` (``redisurl``; one server is reached by ``url`` itself);
+    ``options``: redis-py connection keywords."""
     if address.kind is Kind.CLUSTER:
         return ClusterConnections(
             address,
@@ -166,6 +167,7 @@ class RedisStore(Store):
         # A cluster's slot map, Sentinel's primary: asked within this bound.
         refresh = max(1.0, self._timeout)
         self._conns = connect(
+            self.address,
             url,
             pool_size,
             background_timeout=self._background,
@@ -179,6 +181,7 @@ class RedisStore(Store):
         # the module docstring).
         self._blob_timeout = blob_timeout_ms / 1000
         self._blob_conns = connect(
+            self.address,
             url,
             blob_pool_size,
             background_timeout=self._blob_timeout,
