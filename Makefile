@@ -117,7 +117,7 @@ typecheck: $(STAMP)
 # (a failure to install fails the target; those tests never skip).
 test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) \
 		$(OTLP_STAMP)
-	sh tests/setup_redis.sh
+	sh tests/setup_tools.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 generate: $(STAMP)
@@ -130,7 +130,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.embeddings
 	$(BIN)/python -m benchmarks.cost_checks
 	$(BIN)/python -m benchmarks.jwt_auth
-	sh tests/setup_redis.sh
+	sh tests/setup_tools.sh
 	$(BIN)/python -m benchmarks.limits_bench
 	$(BIN)/pytest benchmarks/bench_translate.py --benchmark-enable -q
 

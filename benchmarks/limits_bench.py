@@ -185,7 +185,7 @@ def redis_server() -> Iterator[str]:
     bench's ``ServerGroup.redis``), stopped after; its ``redis://`` URL."""
     binary = find_tool("redis-server")
     if binary is None:
-        raise SystemExit("redis-server is not installed (tests/setup_redis.sh installs it)")
+        raise SystemExit("redis-server is not installed (tests/setup_tools.sh installs it)")
     with tempfile.TemporaryDirectory() as directory:
         group = ServerGroup(Path(directory))
         try:

@@ -48,7 +48,7 @@ FAST_SYNC = ("--repl-diskless-sync-delay", "0")
 def _binary(name: str) -> str:
     path = find_tool(name)
     if path is None:
-        raise SystemExit(f"{name} is not installed (tests/setup_redis.sh installs it)")
+        raise SystemExit(f"{name} is not installed (tests/setup_tools.sh installs it)")
     return path
 
 

@@ -4,7 +4,7 @@ Each server runs with no persistence (``--save '' --appendonly no``) in its
 own temporary directory and process group, and is stopped at teardown;
 ``kill`` and ``start`` again on the same port stage an outage. Without
 ``redis-server`` on the machine the fixtures FAIL, never skip: ``make test``
-installs it first (``tests/setup_redis.sh``).
+installs it first (``tests/setup_tools.sh``).
 
 Fixtures: ``redis_server`` (one per test: outages, restarts) and
 ``shared_redis`` (one per session: tests that keep to their own key prefix).
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,6 +31,7 @@ import pytest
 import redis
 
 from tests.servers import free_port
+from tests.tools import needed
 
 __all__ = [
     "RedisServer",
@@ -52,16 +52,7 @@ T = TypeVar("T")
 
 def find_redis_server() -> str:
     """The ``redis-server`` binary; fails the test when there is none."""
-    found = shutil.which("redis-server") or (
-        "/usr/bin/redis-server" if os.access("/usr/bin/redis-server", os.X_OK) else None
-    )
-    if found is None:
-        pytest.fail(
-            "redis-server is not installed: run `sh tests/setup_redis.sh` "
-            "(`make test` does) or install it (apt-get install redis-server)",
-            pytrace=False,
-        )
-    return found
+    return needed("redis-server")
 
 
 def unique_prefix() -> str:

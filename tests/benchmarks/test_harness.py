@@ -40,6 +40,7 @@ from benchmarks.harness.servers import (
     start,
 )
 from flatgate.proxy.service.settings import config_problems
+from tests.tools import needed
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -138,13 +139,11 @@ def test_nginx_config_is_loopback_unbuffered_keepalive(tmp_path: Path) -> None:
     assert f"pid {tmp_path}/nginx.pid;" in conf and "daemon off;" in conf
 
 
-@pytest.mark.skipif(find_tool("nginx") is None, reason="nginx is not installed")
 def test_nginx_accepts_the_config(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     conf = tmp_path / "nginx.conf"
     conf.write_text(nginx_config(tmp_path, 18001, 18002))
-    nginx = find_tool("nginx")
-    assert nginx is not None
+    nginx = needed("nginx")
     done = subprocess.run(
         [nginx, "-t", "-c", str(conf), "-p", str(tmp_path), "-e", str(tmp_path / "e.log")],
         capture_output=True,

@@ -31,7 +31,7 @@ from benchmarks.baselines import (
     protobuf_route,
 )
 from benchmarks.harness.sampling import GcSample
-from benchmarks.harness.servers import find_tool
+
 from benchmarks.load.clients import (
     LatencyRun,
     StreamRun,
@@ -64,6 +64,7 @@ from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.request.route import read_route
 from flatgate.proxy.wire.schema import JSON
 from tests.benchmarks.runs import ROOT, bench_env, leftovers, run_bench
+from tests.tools import needed
 
 ROW = {r.name: r for r in ROWS}
 
@@ -173,7 +174,6 @@ def test_wrk_script_posts_the_body_file_with_the_headers(tmp_path: Path) -> None
     assert "function done(summary, latency, requests)" in text
 
 
-@pytest.mark.skipif(find_tool("wrk") is None, reason="wrk is not installed")
 def test_wrk_posts_the_body_with_the_headers(tmp_path: Path) -> None:
     seen: list[tuple[str, str | None, bytes]] = []
 
@@ -200,8 +200,7 @@ def test_wrk_posts_the_body_with_the_headers(tmp_path: Path) -> None:
         body.write_bytes(b"\x00\x01flat")
         script = tmp_path / "s.lua"
         script.write_text(wrk_script(body, [("content-type", "application/x-flatbuffers")]))
-        wrk = find_tool("wrk")
-        assert wrk is not None
+        wrk = needed("wrk")
         url = f"http://127.0.0.1:{server.server_address[1]}/v1/completions"
         r = run_wrk(wrk, url, script, connections=1, seconds=1)
     finally:
