@@ -31,7 +31,6 @@ from benchmarks.baselines import (
     protobuf_route,
 )
 from benchmarks.harness.sampling import GcSample
-
 from benchmarks.load.clients import (
     LatencyRun,
     StreamRun,
