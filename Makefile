@@ -113,12 +113,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The limits' tests need a real redis-server: installed first when missing
-# (a failure to install fails the target; those tests never skip).
+# The tests run real redis-server, wrk and nginx: installed first when missing
+# (a failure to install fails the target; no test skips, and a skip fails the
+# run). The suite runs on PYTEST_WORKERS processes (pytest-xdist), a test
+# module to a worker so that its module-scoped servers start once; most tests
+# wait on servers and sockets, so two workers on two cores take about 0.6 of
+# the time of one (docs/design.md, "Running it").
+PYTEST_WORKERS ?= 2
 test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) \
 		$(OTLP_STAMP)
 	sh tests/setup_tools.sh
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 generate: $(STAMP)
 	$(BIN)/python schema/generate.py

@@ -22,6 +22,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Under pytest-xdist the controller gets every worker's reports and
+    # decides the run's status; a worker's own is not the run's.
+    if hasattr(session.config, "workerinput"):
+        return
     if _skipped and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -1,6 +1,6 @@
 """``tests/conftest.py``'s rule, run in a pytest of its own: a skip fails the
-run, with the skipped test named; a run with no skip passes; an ``xfail`` is
-no skip."""
+run, with the skipped test named, on one process and under pytest-xdist (as
+``make test`` runs); a run with no skip passes; an ``xfail`` is no skip."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 _CONFTEST = Path(__file__).with_name("conftest.py")
 
 
-def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "conftest.py").write_text(_CONFTEST.read_text())
     (tmp_path / "test_it.py").write_text("import pytest\n\n" + body)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args, str(tmp_path)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -25,12 +27,14 @@ def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_skipped_test_fails_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "xdist"])
+def test_a_skipped_test_fails_the_run(tmp_path: Path, workers: tuple[str, ...]) -> None:
     done = _run(
         tmp_path,
         "def test_ok():\n    assert 1 + 1 == 2\n\n"
         "@pytest.mark.skipif(True, reason='wrk is not installed')\n"
         "def test_needs_wrk():\n    assert False\n",
+        *workers,
     )
     assert done.returncode == 1, done.stdout
     assert "1 passed, 1 skipped" in done.stdout
