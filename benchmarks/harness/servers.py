@@ -27,6 +27,7 @@ Only loopback addresses. Must not touch processes it did not start.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import re
@@ -78,11 +79,33 @@ def urlopen(url: str, timeout: float) -> Any:
     return _OPENER.open(url, timeout=timeout)
 
 
+# The ports free_port handed out lately: a server started on one may not
+# have bound it yet when the next is asked for (two servers, one port: the
+# second fails to start, and the first answers its health checks).
+_HANDED: collections.deque[int] = collections.deque(maxlen=4096)
+
+
+def _lane() -> tuple[int, int]:
+    """(this process's lane, lanes): under pytest-xdist each worker takes
+    ports of its own residue, so that two workers never pick one port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1:
+        return int(worker[2:]) % int(count), int(count)
+    return 0, 1
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback port free now, in this process's lane, not handed out lately."""
+    lane, lanes = _lane()
+    for _ in range(10_000):
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port: int = s.getsockname()[1]
+        if port % lanes == lane and port not in _HANDED:
+            _HANDED.append(port)
+            return port
+    raise RuntimeError("no free loopback port in this process's lane")
 
 
 @contextmanager

@@ -109,6 +109,25 @@ def worker_connections(server: Server) -> list[int]:
     return out
 
 
+async def clients_on_every_worker(servers: list[Server], at_least: int) -> list[httpx.AsyncClient]:
+    """At least ``at_least`` clients, of which some hold a kept-alive
+    connection to each worker of each of ``servers`` (new clients until
+    each worker holds one; 20 s at most)."""
+    clients: list[httpx.AsyncClient] = []
+    deadline = time.monotonic() + 20
+    for server in servers:
+        while not all(worker_connections(server)):
+            if time.monotonic() > deadline:
+                for c in clients:
+                    await c.aclose()
+                raise AssertionError(f"a worker took no connection: {worker_connections(server)}")
+            client = httpx.AsyncClient(timeout=60)
+            clients.append(client)
+            assert (await client.get(f"{server.url}/healthz")).status_code == 200
+    clients += [httpx.AsyncClient(timeout=60) for _ in range(at_least - len(clients))]
+    return clients
+
+
 async def log_lines(server: Server, marker: str, at_least: int) -> list[str]:
     """The server's log lines holding ``marker``, once there are ``at_least``
     (or 5 s on: then the test fails on their count)."""
@@ -206,11 +225,14 @@ async def test_one_count_across_instances_and_workers(pair: Pair) -> None:
             await asyncio.sleep(start + i * spread / total - time.monotonic())
             shots.append(await post(client, urls[i % 2], ACME))
 
-    # A client (and so a connection to each instance) per loop: the kernel
-    # hands the connections to both workers of each instance. Paced over
-    # `spread` seconds (still ~67 a second, far above the refill), so that
-    # the count includes a few seconds' refill, not the burst alone.
-    clients = [httpx.AsyncClient(timeout=60) for _ in range(concurrency)]
+    # A client (and so a connection to each instance) per loop, the first
+    # ones opened until every worker of each instance holds one of their
+    # connections (the kernel hands a connection to whichever worker accepts
+    # first: on a busy machine one worker may take them all), so that all
+    # four serve the run. Paced over `spread` seconds (still ~67 a second,
+    # far above the refill), so that the count includes a few seconds'
+    # refill, not the burst alone.
+    clients = await clients_on_every_worker([pair.a, pair.b], concurrency)
     try:
         start = time.monotonic()
         await asyncio.gather(*(client_loop(c, start) for c in clients))
