@@ -22,7 +22,10 @@ interleaved rounds is reported, so machine noise hits all rows alike.
   ``reservation`` (the token estimate) by prompt size, both flat in bytes;
 - intake: each step before the body is used: the body read with and without
   its timeouts, admission with and without the caller's and connection's
-  shares, the edge's limits charged before the body.
+  shares, the edge's limits charged before the body; and the checks of
+  hostile callers' third round: the strict Content-Length, a chain charged
+  to the caller's share, a random response id, a stored response put within
+  its tenant's share.
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ from benchmarks.allocs import count_allocations
 from benchmarks.harness.report import md_table
 from benchmarks.inmemory import CONFIG, FakeExchange, FakeTransport, make_server, one_request
 from benchmarks.payloads import make_request, to_flatbuffer
+from flatgate.edge_translator.ids import new_id
 from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
+from flatgate.proxy.limits import MemoryStore
 from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.admission import Admission, Hold
 from flatgate.proxy.plumbing.auth import hash_key
@@ -52,6 +57,7 @@ from flatgate.proxy.plumbing.serve import AsgiExchange, BodyPolicy
 from flatgate.proxy.plumbing.telemetry import TelemetrySection, Tracing
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import ProxySection, parse_config
+from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.request.estimate import reservation
 from flatgate.proxy.wire.request.verify import verify_request
 
@@ -292,6 +298,28 @@ async def intake_checks(calls: int, rounds: int) -> dict[str, float]:
     async def early() -> None:
         tenancy.release_caller(await tenancy.admit_caller("acme"))
 
+    # Issue 34's checks: a Content-Length read strictly, a chain's charge
+    # (a hold grown within the shares), a random response id, a stored
+    # response's half put within its tenant's share of a memory store.
+    async def length() -> None:
+        read_decimal("1048576")
+
+    async def charge() -> None:
+        hold = admission.admit(1 << 10, "acme", "127.0.0.1:5000")
+        assert isinstance(hold, Hold)
+        assert admission.grow(hold, 900 << 10) is None
+        admission.done(hold)
+
+    async def response_id() -> None:
+        new_id("resp_")
+
+    store = MemoryStore()
+    blob = b"x" * 1024
+    ids = iter(range(1 << 62))
+
+    async def put() -> None:
+        await store.put_blob(f"responses:{{acme}}:{next(ids)}:input", blob, 60.0, "acme")
+
     steps: dict[str, Callable[[], Awaitable[None]]] = {
         "body read (ASGI, one message), no timeouts": lambda: body(untimed),
         "body read, idle and whole-body timeouts": lambda: body(timed),
@@ -300,6 +328,10 @@ async def intake_checks(calls: int, rounds: int) -> dict[str, float]:
             "acme", "127.0.0.1:5000"
         ),
         'limits before the body (a model = "*" rate, memory store)': early,
+        "Content-Length read strictly (read_decimal)": length,
+        "admission, a chain of 900 KB charged to the caller's share (grow)": charge,
+        "a response id (128 random bits)": response_id,
+        "a stored response's half (1 KB) put in its tenant's share (memory store)": put,
     }
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(rounds):

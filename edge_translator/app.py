@@ -79,7 +79,7 @@ from flatgate.proxy.plumbing.gctune import tune
 from flatgate.proxy.plumbing.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.reload import ConfigWatch
-from flatgate.proxy.plumbing.serve import Exchange, ServerApp
+from flatgate.proxy.plumbing.serve import Exchange, ServerApp, is_loopback
 from flatgate.proxy.plumbing.telemetry import Tracing, open_tracing
 from flatgate.proxy.transport.base import Transport
 from flatgate.proxy.wire import codes
@@ -212,8 +212,12 @@ class EdgeApp:
             route = path
         else:
             route = "stored" if stored else _MODEL_ROUTE if model else "other"
-        # Every answer on a client API's path is logged.
+        # Every answer on a client API's path is logged, named from the start
+        # (a refusal before the flow begins, a drain's, says where it was).
         entry = Entry() if post is not None or stored else None
+        if entry is not None:
+            entry.path = path
+            entry.api = post.api.name if post is not None else self.responses.name
         span = None
         if self.tracing is not None and entry is not None:
             span = self.tracing.server(ex.header, "chat")
@@ -264,6 +268,8 @@ class EdgeApp:
             request_id = entry.request_id
         post = self._routes.get(ex.path)
         api: ClientApi[Any] = CHAT if post is None else post.api
+        if post is None and ex.path.startswith(_STORED):
+            api = self.responses
         if (
             post is None
             and _models_path(ex.path)
@@ -330,19 +336,31 @@ class EdgeApp:
             await ex.respond(200, _JSON, b'{"status":"ok"}')
         elif path == "/readyz":
             status, body = (200, b'{"ready": true}') if self._ready is None else await self._ready()
+            if not self._operator(ex):  # the status alone: no route or backend names
+                body = b'{"ready": true}' if status == 200 else b'{"ready": false}'
             await ex.respond(status, _JSON, body)
             return status
         elif path == "/metrics":
-            if self._metrics_token is not None and not self._metrics_token.valid(
-                ex.header("authorization")
-            ):
+            if not self._operator(ex):
                 raise AuthenticationFailed(
-                    "/metrics needs the metrics bearer token.", code=codes.UNAUTHORIZED
+                    "/metrics needs the metrics bearer token ([edge] metrics_token_sha256)"
+                    + ("." if self._metrics_token is not None else ", or a loopback caller."),
+                    code=codes.UNAUTHORIZED,
                 )
             await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
         else:
             await ex.respond(200, _JSON, await self._models(ex))
         return 200
+
+    def _operator(self, ex: Exchange) -> bool:
+        """Whether the caller may read what only operators see (``/metrics``:
+        tenants and their tokens; ``/readyz``'s routes and backends): the
+        metrics token when ``metrics_token_sha256`` is set, else a loopback
+        peer (a scraper beside the gateway; any other needs the token)."""
+        token = self._metrics_token
+        if token is not None:
+            return token.valid(ex.header("authorization"))
+        return is_loopback(ex.peer)
 
     async def _models(self, ex: Exchange) -> bytes:
         """``GET /v1/models`` or ``/v1/models/{id}``'s body, in the caller's

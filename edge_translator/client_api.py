@@ -12,7 +12,9 @@ supplies only its own parts, through ``ClientApi``:
 - how its callers present their credential (``authenticate``);
 - its request: ``decode`` (validated once, errors naming the ``param``),
   ``prepare`` (what the request needs of stored state before it is written:
-  the Responses API's ``previous_response_id``), ``write`` (the
+  the Responses API's ``previous_response_id``, charged to the request's
+  ``Budget`` as if the client had sent it), ``admitted`` (what the API keeps
+  of a request, kept once it passed every check), ``write`` (the
   ``CompletionRequest`` FlatBuffer), ``new_id`` (its answer's id) and
   ``asked`` (what its answer needs of the request, as an ``Asked``);
 - its answer: a ``renderer`` for streams, an ``aggregator`` for whole answers,
@@ -28,7 +30,7 @@ its API's completions are but never forwarded (Anthropic's
 ``count_tokens``), is a ``Local``. The app's routes (``Route``) pair a path's
 API with its ``Local``, if any. Adding an API is a folder with a module that
 implements these, and its routes in ``app``; an API that keeps no state
-takes ``prepare`` and ``finish`` from ``Stateless``.
+takes ``prepare``, ``admitted`` and ``finish`` from ``Stateless``.
 
 Interfaces and values only: no I/O, no behaviour.
 """
@@ -49,6 +51,7 @@ from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 
 __all__ = [
     "Asked",
+    "Budget",
     "ClientApi",
     "Folding",
     "Local",
@@ -135,6 +138,12 @@ class ClientApi(Protocol[R]):
         ...
 
     @property
+    def items_param(self) -> str:
+        """The field a request's many objects are in (``messages``), named
+        when a request holds more than the wire carries."""
+        ...
+
+    @property
     def beat(self) -> bytes:
         """What its streams send to keep a waiting client's connection up."""
         ...
@@ -151,9 +160,17 @@ class ClientApi(Protocol[R]):
         """A fresh id for an answer (also the request id when none is sent)."""
         ...
 
-    async def prepare(self, req: R, *, tenant: str, response_id: str) -> R:
+    async def prepare(self, req: R, *, tenant: str, response_id: str, budget: Budget) -> R:
         """``req`` with what it needs of stored state, before it is written
-        (``response_id``: its answer's id); ``EdgeError`` to refuse it."""
+        (``response_id``: its answer's id), ``budget`` charged for every byte
+        it adds to what the client sent; ``EdgeError`` to refuse it. Stores
+        nothing: the request may still be refused."""
+        ...
+
+    async def admitted(self, asked: Asked, *, tenant: str) -> None:
+        """The request passed every check (its model allow-list, its tenant's
+        limits) and goes to the proxy: what the API keeps of a request is
+        kept now (the Responses API's input), never for a refused one."""
         ...
 
     @property
@@ -198,13 +215,28 @@ class ClientApi(Protocol[R]):
         ...
 
 
+class Budget(Protocol):
+    """What a request may still make the gateway hold beyond its body: the
+    body limit's room and the caller's share of the worker's buffers
+    (``flow``'s, over admission control)."""
+
+    def charge(self, nbytes: int, param: str) -> None:
+        """Hold ``nbytes`` more for this request until the proxy has it; a
+        413 naming ``param`` past ``max_body_bytes``, a 429 or 503 (with
+        ``Retry-After``) past a share."""
+        ...
+
+
 class Stateless:
-    """``prepare`` and ``finish`` for a client API that keeps no state."""
+    """``prepare``, ``admitted`` and ``finish`` for a client API that keeps no state."""
 
     __slots__ = ()
 
-    async def prepare(self, req: R, *, tenant: str, response_id: str) -> R:
+    async def prepare(self, req: R, *, tenant: str, response_id: str, budget: Budget) -> R:
         return req
+
+    async def admitted(self, asked: Asked, *, tenant: str) -> None:
+        return None
 
     async def finish(self, asked: Asked, answer: Rendering | Folding, *, tenant: str) -> None:
         return None

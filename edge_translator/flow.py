@@ -41,6 +41,7 @@ from typing import Any
 import msgspec
 
 from flatgate.edge_translator.answer import SSE_HEADERS, Keepalive, aggregate, stream
+from flatgate.edge_translator.bounds import COUNTED_FROM, within_wire
 from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.client_api import Asked, ClientApi, Local, Route
 from flatgate.edge_translator.errors import (
@@ -55,7 +56,7 @@ from flatgate.edge_translator.proxy_link import ProxyLink, refusal
 from flatgate.edge_translator.settings import EdgeSection, ModelConfig
 from flatgate.edge_translator.tenancy import FREE, Admitted, Tenancy, with_headers
 from flatgate.proxy.plumbing.accesslog import Entry
-from flatgate.proxy.plumbing.admission import Hold, Refusal
+from flatgate.proxy.plumbing.admission import Admission, Hold, Refusal
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.intake import admission, body_policy
 from flatgate.proxy.plumbing.metrics import Metrics
@@ -71,6 +72,7 @@ from flatgate.proxy.plumbing.serve import (
 from flatgate.proxy.transport.base import Response
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Usage
+from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER
 
 __all__ = ["Caller", "Flow", "note_request_id"]
@@ -110,6 +112,39 @@ class _Outcome:
     def __init__(self) -> None:
         self.answered = False
         self.usage: Usage | None = None
+
+
+class _Budget:
+    """``client_api.Budget`` over admission control: a request's room under
+    ``max_body_bytes`` (less its body) and its caller's shares, charged on
+    its ``Hold`` (given back with the body's bytes)."""
+
+    __slots__ = ("_admission", "_hold", "_limit", "_used")
+
+    def __init__(self, admission: Admission, hold: Hold, limit: int, used: int) -> None:
+        self._admission = admission
+        self._hold = hold
+        self._limit = limit
+        self._used = used
+
+    def charge(self, nbytes: int, param: str) -> None:
+        if nbytes <= 0:
+            return
+        if self._used + nbytes > self._limit:
+            raise PayloadTooLarge(
+                f"Request of {self._used} bytes would hold {nbytes} more for '{param}', "
+                f"over the limit of {self._limit} bytes.",
+                param=param,
+            )
+        refusal = self._admission.grow(self._hold, nbytes)
+        if refusal is not None:
+            raise EdgeError(
+                f"The gateway refused the request: {refusal.message}; retry shortly.",
+                param=param,
+                code=refusal.code,
+                retry_after=BUSY_RETRY_AFTER,
+            )
+        self._used += nbytes
 
 
 class Flow:
@@ -180,9 +215,10 @@ class Flow:
         ``holding``'s to give back."""
         note_request_id(ex, entry)  # logged (and answered) even if the request fails
         length = ex.header("content-length")
-        if length is not None and not length.isdigit():
+        declared = read_decimal(length) if length is not None else self._max_body
+        if declared is None:
             raise InvalidRequest("Invalid Content-Length header.")
-        size = min(int(length), self._max_body + 1) if length is not None else self._max_body
+        size = min(declared, self._max_body + 1)
         identity = await api.authenticate(ex, self.identities)
         entry.tenant = identity.tenant or None
         tenancy = self.tenancy
@@ -208,16 +244,19 @@ class Flow:
         of it, and the FlatBuffer (body and decoded request die here)."""
         body = await self.read_body(ex, caller.length)
         started = time.perf_counter()
-        entry.bytes_in = len(body)
+        entry.bytes_in = size = len(body)
         req = api.decode(body)
         del body
         model, completion_id, request_id = self.resolve(ex, entry, api, req.model)
         tenant = caller.identity.tenant
         spent = time.perf_counter() - started
-        req = await api.prepare(req, tenant=tenant, response_id=completion_id)
+        budget = _Budget(self.admission, caller.hold, self._max_body, size)
+        req = await api.prepare(req, tenant=tenant, response_id=completion_id, budget=budget)
         started = time.perf_counter()
         carried = {h: v for h in api.carried_headers if (v := ex.header(h)) is not None}
         frame = api.write(req, model, tenant=tenant, request_id=request_id, headers=carried)
+        if len(frame) >= COUNTED_FROM:
+            within_wire(frame, api.items_param)
         self.translate_time.observe(spent + time.perf_counter() - started)
         return api.asked(req, completion_id, request_id, model.name), frame
 
@@ -270,6 +309,11 @@ class Flow:
             if tenancy.active
             else FREE
         )
+        try:
+            await api.admitted(asked, tenant=tenant)
+        except BaseException:
+            tenancy.settle(tenant, asked.model, admitted, None, answered=False)
+            raise
         forwarding = self._forward(ex, entry, asked, caller=caller, admitted=admitted, frame=frame)
         del frame  # held by the step that sends it, and there only until the proxy has it
         try:

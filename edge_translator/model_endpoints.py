@@ -38,6 +38,7 @@ import msgspec
 
 from flatgate.edge_translator.errors import InvalidRequest, ModelNotFound, shown
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.wire.digits import read_decimal
 
 __all__ = [
     "ANTHROPIC_PAGE",
@@ -135,12 +136,12 @@ def anthropic_list(listed: Sequence[Listed], query: str = "") -> bytes:
     asks for (``InvalidRequest`` naming a bad parameter)."""
     args = _args(query, _ANTHROPIC_QUERY)
     text = args.get("limit", str(ANTHROPIC_PAGE))
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= _MAX_PAGE:
+    limit = read_decimal(text)
+    if limit is None or not 1 <= limit <= _MAX_PAGE:
         raise InvalidRequest(
             f"limit: expected an integer from 1 to {_MAX_PAGE}, got '{shown(text)}'.",
             param="limit",
         )
-    limit = int(text)
     after, before = args.get("after_id"), args.get("before_id")
     if after is not None and before is not None:
         raise InvalidRequest("before_id: give before_id or after_id, not both.", param="before_id")

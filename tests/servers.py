@@ -9,6 +9,10 @@ start theirs the same way: the one implementation is
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 from benchmarks.harness.servers import (
     Server,
     closed_port,
@@ -18,4 +22,29 @@ from benchmarks.harness.servers import (
     write_config,
 )
 
-__all__ = ["Server", "closed_port", "free_port", "running", "spawn", "write_config"]
+__all__ = [
+    "Server",
+    "closed_port",
+    "free_port",
+    "running",
+    "spawn",
+    "tree_rss",
+    "write_config",
+]
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants (granian's workers)."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            for tid in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{tid}/children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+        total += int(m.group(1)) * 1024 if m else 0
+    return total

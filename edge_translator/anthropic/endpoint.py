@@ -32,8 +32,6 @@ No I/O beyond authentication's.
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Mapping
 
 import msgspec
@@ -51,6 +49,7 @@ from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.client_api import Asked, Folding, Rendering, Stateless
 from flatgate.edge_translator.errors import AuthenticationFailed, EdgeError
 from flatgate.edge_translator.identity import Identities
+from flatgate.edge_translator.ids import new_id
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.plumbing.auth import bearer_token
@@ -60,16 +59,13 @@ from flatgate.proxy.wire.request.estimate import estimate_request
 
 __all__ = ["COUNT_TOKENS", "MESSAGES", "CountTokens", "MessagesApi", "new_message_id"]
 
-# Message ids: 12 random bytes per process, then a counter (unique, not secret).
-_ID_PREFIX = "msg_" + os.urandom(12).hex()
-_ID_COUNT = itertools.count(1)
 # What ``write`` keeps on the request for ``asked``: the prompt's estimate.
 _ESTIMATE = "input_estimate"
 
 
 def new_message_id() -> str:
     """A fresh Anthropic-style message id."""
-    return f"{_ID_PREFIX}{next(_ID_COUNT):x}"
+    return new_id("msg_")
 
 
 class MessagesApi(Stateless):
@@ -79,6 +75,7 @@ class MessagesApi(Stateless):
 
     name = "anthropic-messages"
     path = "/v1/messages"
+    items_param = "messages"
     beat = PING
     # The client's headers an Anthropic backend must get, for ``write``'s
     # ``headers`` (the extras' ``$headers``).

@@ -509,9 +509,7 @@ def _with_unknown(body: bytes | memoryview) -> MessagesRequest:
     (read again, without them: for such bodies only)."""
     top = _decode_fields(body)
     unknown = {k: top.pop(k) for k in [k for k in top if k not in _KNOWN_NAMES]}
-    for key in unknown:
-        if key.startswith("$"):  # flatgate's own keys in the extras
-            raise InvalidRequest(f"{shown(key)}: Extra inputs are not permitted", param=key)
+    _refused(unknown)
     tool_fields: dict[int, Fields] = {}
     block_fields: dict[tuple[int, int], Fields] = {}
     _strip(top, tool_fields, block_fields)
@@ -535,17 +533,35 @@ def _messages(body: bytes | memoryview) -> MessagesRequest:
     return _with_unknown(body)
 
 
+def _refused(top: Fields) -> None:
+    """Refuse what ``/v1/messages`` refuses of a body's top level whatever
+    else it holds: flatgate's own ``$`` keys, and a ``thread`` (not null)."""
+    for key in top:
+        if key.startswith("$"):  # flatgate's own keys in the extras
+            raise InvalidRequest(f"{shown(key)}: Extra inputs are not permitted", param=key)
+    thread = top.get("thread")
+    if thread and bytes(thread) != b"null":
+        raise thread_unsupported()
+
+
 def _count(body: bytes | memoryview) -> CountTokensRequest:
     """A ``count_tokens`` body; a tool's or block's fields flatgate does not
-    know change no count, and are read past (a message's own are refused)."""
+    know change no count, and are read past (a message's own are refused),
+    and what ``/v1/messages`` refuses of the top level is refused here too
+    (``_refused``: a ``$`` key only where a key is, a ``thread``)."""
     try:
-        return _decode_count(body)
+        req = _decode_count(body)
     except msgspec.ValidationError as exc:
         if not _unknown_field(exc):
             raise
-    top = _decode_fields(body)
-    _strip(top, {}, {})
-    return _decode_count(_encode(top))
+        top = _decode_fields(body)
+        _refused(top)
+        _strip(top, {}, {})
+        return _decode_count(_encode(top))
+    data = bytes(body) if isinstance(body, memoryview) else body
+    if b'"$' in data or b'"thread"' in data:  # the one pass reads past both
+        _refused(_decode_fields(data))
+    return req
 
 
 def thread_unsupported() -> InvalidRequest:

@@ -44,12 +44,12 @@ A top-level system block with one is its own System message, as one with a
 breakpoint is.
 
 A ``CountTokensRequest``'s buffer is then verified as whoever reads a
-``messages`` request verifies it (the proxy before a JSON backend, an fbs
-backend such as the stub on arrival: ``wire.request.verify``, its
-object and depth bounds), so ``count_tokens``, which the edge answers itself,
-counts no prompt that ``messages`` would be refused (400
-``malformed_request``, the verifier's message): one definition of the limits,
-not a second copy of them here. Pure: no I/O.
+``messages`` request verifies it (``bounds.within_wire``: the proxy's
+verifier, its object and depth bounds), so ``count_tokens``, which the edge
+answers itself, counts no prompt that ``messages`` would be refused (400
+``malformed_request`` naming ``messages``, as the edge refuses it for
+``/v1/messages``): one definition of the limits, not a second copy of them
+here. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -76,12 +76,10 @@ from flatgate.edge_translator.anthropic.models import (
     not_utf8,
     unsupported,
 )
+from flatgate.edge_translator.bounds import within_wire
 from flatgate.edge_translator.decoding import is_utf8
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.buffer import MAX_BUFFER_BYTES, MalformedBuffer
 from flatgate.proxy.wire.parts import ReasoningPart
-from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.request.writer import Call, RequestWriter, ToolSpec, WireMessage
 from flatgate.proxy.wire.schema import ApiDialect, Role, ToolChoiceMode
 
@@ -347,18 +345,6 @@ def _top_system(
             placed.append((len(out) - 1, "text", 0, fields))
 
 
-def _verified(frame: bytes) -> bytes:
-    """``frame`` if the proxy would take it (see the module docstring). Its
-    expansion bound is left at FlatBuffers' own: that one is against shared
-    references, which this writer never makes, and the proxy holds it to its
-    own ``max_body_bytes``, which the edge does not know."""
-    try:
-        verify_request(frame, max_bytes=MAX_BUFFER_BYTES)
-    except MalformedBuffer as exc:
-        raise InvalidRequest(str(exc), code=codes.MALFORMED_REQUEST) from None
-    return frame
-
-
 def write_messages(
     req: CountTokensRequest,
     *,
@@ -451,8 +437,9 @@ def write_messages(
     if specs:
         w.tools(specs)
     if full is None:
-        return _verified(
-            w.finish(provider=provider, tool_choice=choice, parallel_tool_calls=parallel)
+        return within_wire(
+            w.finish(provider=provider, tool_choice=choice, parallel_tool_calls=parallel),
+            "messages",
         )
     if full.stop_sequences:
         stops = [s.encode() for s in full.stop_sequences if s]

@@ -18,7 +18,10 @@ worker's bounds (``Flow.admit``, ``Flow.holding``); the body read within
    verified (``wire.embeddings.read_embedding_response``: a buffer that does
    not verify, or whose count is not the inputs', is
    ``proxy_protocol_error``);
-4. rendered in OpenAI's shape (``render``), the tenant's reservation settled
+4. rendered in OpenAI's shape (``render``; an answer whose text may pass
+   ``render.STREAM_AT`` is streamed a chunk of vectors at a time,
+   ``render.pieces``, so that a 5 KB request asking for 1,024 x 8,192 floats
+   never makes 160 MB of text at once), the tenant's reservation settled
    to the answer's ``prompt_tokens`` (kept as reserved when it reports none)
    and its usage counted.
 
@@ -35,7 +38,7 @@ import time
 from functools import partial
 
 from flatgate.edge_translator.embeddings.models import decode
-from flatgate.edge_translator.embeddings.render import render
+from flatgate.edge_translator.embeddings.render import STREAM_AT, pieces, render, size_bound
 from flatgate.edge_translator.embeddings.translate import estimate, write
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed
 from flatgate.edge_translator.flow import Caller, Flow
@@ -171,11 +174,21 @@ class EmbeddingsFlow:
                 entry.tokens = 0
             else:
                 self._metrics.usage_unknown.inc()
-            out = render(answer, model=model, base64=base64)
-            del answer, data
+            del data  # ``answer`` views it
             entry.first_byte()
-            entry.bytes_out = len(out)
-            await ex.respond(200, [*_JSON, *reply], out)
+            if size_bound(answer, base64=base64) <= STREAM_AT:
+                out = render(answer, model=model, base64=base64)
+                entry.bytes_out = len(out)
+                await ex.respond(200, [*_JSON, *reply], out)
+                return 200
+            # A piece at a time: never the whole text (nor all its floats) at once.
+            sink = await ex.stream(200, [*_JSON, *reply])
+            sent = 0
+            for piece in pieces(answer, model=model, base64=base64):
+                sent += len(piece)
+                await sink.send(piece)
+            await sink.close()
+            entry.bytes_out = sent
             return 200
         except asyncio.CancelledError:
             if not watch.caught():

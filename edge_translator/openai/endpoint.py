@@ -46,6 +46,7 @@ class ChatApi(Stateless):
 
     name = "openai-chat"
     path = "/v1/chat/completions"
+    items_param = "messages"
     beat = KEEPALIVE
 
     async def authenticate(self, ex: Exchange, identities: Identities) -> Identity:

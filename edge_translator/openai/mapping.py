@@ -9,10 +9,9 @@ message's reasoning. Pure: no I/O.
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Sequence
 
+from flatgate.edge_translator.ids import new_id
 from flatgate.edge_translator.openai.models import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -56,16 +55,12 @@ _CHOICE: dict[str, int] = {
 }
 
 
-# Completion ids: 12 random bytes per process, then a counter; unique across
-# workers and instances without a system call per request.
 _CHAT = int(ApiDialect.OPENAI_CHAT)
-_ID_PREFIX = "chatcmpl-" + os.urandom(12).hex()
-_ID_COUNT = itertools.count(1)
 
 
 def new_request_id() -> str:
-    """A fresh OpenAI-style completion id (unique, not secret)."""
-    return f"{_ID_PREFIX}{next(_ID_COUNT):x}"
+    """A fresh OpenAI-style completion id (``ids.new_id``)."""
+    return new_id("chatcmpl-")
 
 
 def text_of(content: str | list[ContentPart] | None) -> str:

@@ -12,18 +12,15 @@ defaults where not; and what the renderers need besides: the namespaced
 tools' names (to name a call as the client declared it), whether the client
 asked for ``reasoning.encrypted_content``, and whether it is stored.
 
-Ids (``new_id``): a kind's prefix (``resp``, ``msg``, ``fc``, ``rs``), 12
-random bytes per process, then a counter: unique across workers and
-instances without a system call per id; not secret. Pure: no I/O.
+Ids (``new_id``): a kind's prefix (``resp``, ``msg``, ``fc``, ``rs``) and
+128 random bits (``ids.new_id``). Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-
 import msgspec
 
+from flatgate.edge_translator.ids import new_id as random_id
 from flatgate.edge_translator.responses.models import Decoded
 
 __all__ = ["ENCRYPTED", "Echo", "echo_of", "new_id"]
@@ -31,13 +28,10 @@ __all__ = ["ENCRYPTED", "Echo", "echo_of", "new_id"]
 # The ``include`` value that asks for reasoning items' encrypted content.
 ENCRYPTED = "reasoning.encrypted_content"
 
-_ID_BODY = os.urandom(12).hex()
-_ID_COUNT = itertools.count(1)
-
 
 def new_id(kind: str) -> str:
     """A fresh id of ``kind`` (``"resp"``, ``"msg"``, ``"fc"``, ``"rs"``)."""
-    return f"{kind}_{_ID_BODY}{next(_ID_COUNT):x}"
+    return random_id(f"{kind}_")
 
 
 class Echo(msgspec.Struct, frozen=True, gc=False):
@@ -48,6 +42,9 @@ class Echo(msgspec.Struct, frozen=True, gc=False):
     names: dict[str, tuple[str, str]]
     encrypted: bool = False
     store: bool = True
+    # The input to store, as ``store.list_pieces``, until the request is
+    # admitted (``ResponsesApi.admitted`` takes it out): at most one.
+    kept: list[tuple[bytes, ...]] = msgspec.field(default_factory=list)
 
 
 class _Echoed(msgspec.Struct, gc=False):

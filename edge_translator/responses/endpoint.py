@@ -13,9 +13,12 @@ the drain, the access log, ``answer``'s streaming):
   (``store.StoredResponses``): that response's input items, then its output
   items, then the new input (``items.CARRIED`` types only); an unknown,
   expired or another tenant's id is a 404 (``previous_response_not_found``,
-  ``param: "previous_response_id"``). With ``store`` (true unless the client
-  says false) the whole input, ids given, is saved before the request is
-  forwarded, and ``finish`` saves the ``response`` object once the answer has
+  ``param: "previous_response_id"``), the chain charged to the request's
+  budget as if the client had sent it. With ``store`` (true unless the
+  client says false) the whole input, ids given, is saved once the request
+  has passed every check and before it is forwarded (``admitted``; a chain's
+  runs shared with the response it continues, ``store.list_pieces``), and
+  ``finish`` saves the ``response`` object once the answer has
   ended (whole, streamed, or failed after its first byte), its reasoning
   items' ``encrypted_content`` kept whether or not the client asked to see
   it (a chain needs it; ``GET`` serves the response as stored);
@@ -39,7 +42,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from flatgate.edge_translator.client_api import Asked, Folding, Rendering
+from flatgate.edge_translator.client_api import Asked, Budget, Folding, Rendering
 from flatgate.edge_translator.errors import EdgeError, shown
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Identity
@@ -53,9 +56,10 @@ from flatgate.edge_translator.responses.models import (
     decode_stored_output,
 )
 from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure, StreamRenderer
-from flatgate.edge_translator.responses.store import StoredResponses
+from flatgate.edge_translator.responses.store import StoredResponses, list_pieces
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.limits.blobs import Pieces
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire import codes
 
@@ -87,6 +91,7 @@ class ResponsesApi:
 
     name = "openai-responses"
     path = "/v1/responses"
+    items_param = "input"
     beat = KEEPALIVE
 
     def __init__(self, store: StoredResponses | None = None) -> None:
@@ -102,11 +107,19 @@ class ResponsesApi:
     def new_id(self) -> str:
         return new_id("resp")
 
-    async def prepare(self, req: Decoded, *, tenant: str, response_id: str) -> Decoded:
-        """``req`` with ``previous_response_id``'s chain before its input, and
-        that input saved when ``store`` is on."""
+    async def prepare(
+        self, req: Decoded, *, tenant: str, response_id: str, budget: Budget
+    ) -> Decoded:
+        """``req`` with ``previous_response_id``'s chain before its input,
+        ``budget`` charged for the chain and for the copies of a namespace's
+        description (``Decoded.expansion``), and, when it is to be stored, its
+        input's runs made (``admitted`` stores them): the chain's runs as
+        stored, shared, then the previous output's items and the new input."""
+        budget.charge(req.expansion, "tools")
         store = self.store
         previous = req.req.previous_response_id
+        runs: Pieces = ()
+        new = req.items
         if previous is not None:
             turn = await store.turn(tenant, previous) if store is not None else None
             if turn is None:
@@ -115,17 +128,33 @@ class ResponsesApi:
                     param="previous_response_id",
                     code=codes.PREVIOUS_RESPONSE_NOT_FOUND,
                 )
+            budget.charge(turn.size, "previous_response_id")
             try:
-                chain = [*decode_items(turn[0]), *decode_stored_output(turn[1])]
+                before = [i for i in decode_items(turn.items) if i.type in CARRIED]
+                output = [i for i in decode_stored_output(turn.response) if i.type in CARRIED]
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise EdgeError(
                     f"The stored response '{shown(previous)}' could not be read.",
                     param="previous_response_id",
                 ) from exc
-            req = req.with_items([i for i in chain if i.type in CARRIED] + req.items)
+            req = req.with_items([*before, *output, *new])
+            runs = (*turn.runs, encode_items(output)[1:-1])
         if store is not None and req.req.store is not False:
-            await store.save_input(tenant, response_id, encode_items(req.items))
+            req.kept = list_pieces((*runs, encode_items(new)[1:-1]))
         return req
+
+    async def admitted(self, asked: Asked, *, tenant: str) -> None:
+        """The input ``prepare`` made, stored (a failure to store is the
+        store's to log and count; the request goes on)."""
+        echo: Echo = asked.extra
+        store = self.store
+        if store is None or not echo.kept:
+            return
+        kept = echo.kept.pop()
+        try:
+            await store.save_input(tenant, asked.completion_id, kept)
+        except Exception:  # never raises: the request goes on
+            log.exception("saving the input of response %s failed", asked.completion_id)
 
     carried_headers = ()
 
@@ -147,6 +176,9 @@ class ResponsesApi:
         )
 
     def asked(self, req: Decoded, completion_id: str, request_id: str, model: str) -> Asked:
+        echo = echo_of(req)
+        if req.kept:  # until ``admitted`` stores it, and no longer
+            echo.kept.append(req.kept)
         return Asked(
             self,
             completion_id,
@@ -154,7 +186,7 @@ class ResponsesApi:
             model,
             bool(req.req.stream),
             include_usage=True,
-            extra=echo_of(req),
+            extra=echo,
         )
 
     def renderer(self, asked: Asked, created: int) -> Rendering:

@@ -35,6 +35,7 @@ from flatgate.edge_translator.responses.models import (
     ReasoningText,
     Refusal,
 )
+from flatgate.proxy.wire.digits import read_decimal
 
 __all__ = ["CARRIED", "encode_items", "list_answer"]
 
@@ -112,14 +113,14 @@ _id_of = msgspec.json.Decoder(_Id)
 def _query(query: str) -> tuple[int, bool, str | None]:
     """``limit``, whether ``order`` is ``asc``, ``after``: checked."""
     args = parse_qs(query, keep_blank_values=True)
-    limit_text = args.get("limit", ["20"])[-1]
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
+    limit = read_decimal(args.get("limit", ["20"])[-1])
+    if limit is None or not 1 <= limit <= 100:
         raise InvalidRequest("Invalid value for 'limit': an integer from 1 to 100.", param="limit")
     order = args.get("order", ["desc"])[-1]
     if order not in ("asc", "desc"):
         raise InvalidRequest("Invalid value for 'order': 'asc' or 'desc'.", param="order")
     after = args.get("after", [None])[-1]
-    return int(limit_text), order == "asc", after or None
+    return limit, order == "asc", after or None
 
 
 def list_answer(stored: bytes, query: str = "") -> bytes:

@@ -277,7 +277,7 @@ class Decoded:
     namespaced names' origins (``tools.Tools``), the wire's tool choice
     (``ToolChoiceMode``, function name), and the extras' JSON object."""
 
-    __slots__ = ("choice", "extras", "fields", "items", "names", "req", "tools")
+    __slots__ = ("_tools", "choice", "extras", "fields", "items", "kept", "req")
 
     def __init__(
         self,
@@ -285,8 +285,7 @@ class Decoded:
         fields: dict[str, msgspec.Raw],
         items: list[Item],
         *,
-        tools: list[ToolSpec],
-        names: dict[str, tuple[str, str]],
+        tools: Tools,
         choice: tuple[int, str],
         extras: bytes,
     ) -> None:
@@ -294,25 +293,37 @@ class Decoded:
         # The top-level fields' JSON as sent (extras, and echoed in the answer).
         self.fields = fields
         self.items = items
-        self.tools = tools
-        self.names = names
+        self._tools = tools
         self.choice = choice
         self.extras = extras
+        # Its input as the store keeps it (``store.list_pieces``), once
+        # ``prepare`` has made it; empty: not to be stored.
+        self.kept: tuple[bytes, ...] = ()
 
     @property
     def model(self) -> str:
         return self.req.model
 
+    @property
+    def tools(self) -> list[ToolSpec]:
+        """The tools as the wire writes them (made at each call: after the
+        request is charged for ``expansion``)."""
+        return self._tools.written()
+
+    @property
+    def names(self) -> dict[str, tuple[str, str]]:
+        """A namespaced function's wire name -> (namespace, name)."""
+        return self._tools.names
+
+    @property
+    def expansion(self) -> int:
+        """The bytes ``tools`` writes beyond what the client sent."""
+        return self._tools.expansion
+
     def with_items(self, items: list[Item]) -> Decoded:
         """This request with ``items`` as its input (the stored chain prepended)."""
         return Decoded(
-            self.req,
-            self.fields,
-            items,
-            tools=self.tools,
-            names=self.names,
-            choice=self.choice,
-            extras=self.extras,
+            self.req, self.fields, items, tools=self._tools, choice=self.choice, extras=self.extras
         )
 
 
@@ -540,17 +551,18 @@ def decode_request(body: bytes | memoryview) -> Decoded:
     except UNDECODABLE as exc:
         raise _not_json(why_undecodable(exc)) from None
     _check(req)
-    tools = read_tools(req.tools) if req.tools else _NO_TOOLS
-    if req.tool_choice:
-        choice, choice_extra = read_tool_choice(bytes(req.tool_choice), tools)
-    else:
-        choice, choice_extra = _NO_CHOICE, b""
+    try:  # each tool is decoded again, a few frames deeper: the same bound holds
+        tools = read_tools(req.tools) if req.tools else _NO_TOOLS
+        if req.tool_choice:
+            choice, choice_extra = read_tool_choice(bytes(req.tool_choice), tools)
+        else:
+            choice, choice_extra = _NO_CHOICE, b""
+    except UNDECODABLE as exc:
+        raise _not_json(why_undecodable(exc)) from None
     inp = req.input
     items: list[Item] = [Item(role="user", content=inp)] if isinstance(inp, str) else [*(inp or ())]
     if tools.hosted or choice_extra or not _WIRED.issuperset(fields):
         extras = _extras(req, fields, tools, choice_extra)
     else:
         extras = b""  # the common request: every field has its slot
-    return Decoded(
-        req, fields, items, tools=tools.specs, names=tools.names, choice=choice, extras=extras
-    )
+    return Decoded(req, fields, items, tools=tools, choice=choice, extras=extras)

@@ -6,11 +6,21 @@ A stored response is two blobs (``limits.sections.BLOBS_PER_RESPONSE``),
 each kept ``[state] responses_ttl_seconds``: its input items and its output
 (the ``response`` object), as the JSON bytes the endpoint gives: what a
 caller sent as input and what it was answered, never a credential or a
-header. Their keys are ``responses:<tenant>:<id>:input`` and ``...:output``
-(under the store's ``<key_prefix>:blob:``), the tenant as a digest (any characters, one length,
-no tenant names in Redis), the id escaped as ``rules.key_part`` escapes
-names: another tenant's id reads as absent (its 404). An id longer than
-``MAX_ID_CHARS`` is none of ours: it reads as absent.
+header. Their keys are ``responses:{<tenant>}:<id>:input`` and ``...:output``
+(under the store's ``<key_prefix>:blob:``), the tenant as a digest (any
+characters, one length, no tenant names in Redis; in braces, so that a Redis
+Cluster keeps a tenant's in one slot), the id escaped as ``rules.key_part``
+escapes names: another tenant's id reads as absent (its 404). An id longer
+than ``MAX_ID_CHARS`` is none of ours: it reads as absent.
+
+Each tenant is a group of the store (``responses:{<tenant>}``): the
+store's per-group bounds (``[state] max_responses_per_tenant``,
+``max_response_bytes_per_tenant``) hold for it, its own oldest going first,
+so that no tenant evicts another's. A chained response's input is saved as
+``list_pieces``: the runs of the input it continues (``Turn.runs``, as the
+store gave them), then that response's output items and the new input, so
+a memory store holds (and counts) the chain's bytes once, however long it
+grows; ``input_items`` reads the same JSON list as if it were one piece.
 
 Size: input and output together take at most ``[state]
 max_stored_response_bytes``. A larger response is not stored at all (an
@@ -27,9 +37,9 @@ does not apply (it is the limits' policy: a read has no "open" answer).
 Logged once when the store stops answering and once when it answers again.
 
 With a memory store, stored responses are per worker process (bounded by
-``[state] memory_max_responses`` and ``memory_max_response_bytes_total``,
-the least recently used out first); a Redis store shares them with every
-worker of every instance. No HTTP.
+``[state] memory_max_responses`` and ``memory_max_response_bytes_total`` as
+well, ``limits.blobs``); a Redis store shares them with every worker of
+every instance. No HTTP.
 """
 
 from __future__ import annotations
@@ -38,17 +48,26 @@ import asyncio
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import Final
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, NamedTuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from flatgate.edge_translator.errors import EdgeError
 from flatgate.proxy.limits import Limiter, StateSection, Store, StoreError
+from flatgate.proxy.limits.blobs import Pieces
 from flatgate.proxy.limits.rules import key_part
 from flatgate.proxy.wire import codes
 
-__all__ = ["MAX_ID_CHARS", "MAX_PENDING", "ResponsesUnavailable", "StoredResponses"]
+__all__ = [
+    "MAX_ID_CHARS",
+    "MAX_PENDING",
+    "ResponsesUnavailable",
+    "StoredResponses",
+    "Turn",
+    "list_pieces",
+    "runs_of",
+]
 
 log = logging.getLogger("flatgate.edge")
 
@@ -74,12 +93,17 @@ class ResponsesUnavailable(EdgeError):
         )
 
 
+def _group(tenant: str) -> str:
+    """A tenant's group in the store: its digest in braces (one slot)."""
+    digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=16)
+    return f"responses:{{{digest.hexdigest()}}}"
+
+
 def _base(tenant: str, response_id: str) -> str | None:
     """The keys' common part; ``None`` for an id that cannot be ours."""
     if not response_id or len(response_id) > MAX_ID_CHARS:
         return None
-    digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=16)
-    return f"responses:{digest.hexdigest()}:{key_part(response_id)}"
+    return f"{_group(tenant)}:{key_part(response_id)}"
 
 
 def _own_base(tenant: str, response_id: str) -> str:
@@ -89,6 +113,50 @@ def _own_base(tenant: str, response_id: str) -> str:
     if base is None:
         raise ValueError(f"a response id is 1 to {MAX_ID_CHARS} characters")
     return base
+
+
+_OPEN, _COMMA, _CLOSE = b"[", b",", b"]"
+
+
+def list_pieces(runs: Sequence[bytes]) -> Pieces:
+    """The pieces of a JSON list made of ``runs``, each the inside of a list
+    (``b"1,2"``); an empty run adds nothing."""
+    out = [_OPEN]
+    for run in runs:
+        if run:
+            if len(out) > 1:
+                out.append(_COMMA)
+            out.append(run)
+    out.append(_CLOSE)
+    return tuple(out)
+
+
+def runs_of(pieces: Pieces) -> Pieces:
+    """The runs ``list_pieces`` made ``pieces`` of (a store that keeps bytes
+    gives the list whole: its inside, as one run)."""
+    if len(pieces) == 1:
+        inside = pieces[0].strip()[1:-1]
+        return (inside,) if inside.strip() else ()
+    return pieces[1:-1:2]
+
+
+class Turn(NamedTuple):
+    """A stored response, for ``previous_response_id``: its input items as
+    ``list_pieces``' runs (a chain continued from it shares them), and its
+    ``response`` object."""
+
+    runs: Pieces
+    response: bytes
+
+    @property
+    def items(self) -> bytes:
+        """The input items' JSON list."""
+        return b"".join(list_pieces(self.runs))
+
+    @property
+    def size(self) -> int:
+        """The bytes of both, as a client would send them."""
+        return sum(len(r) + 1 for r in self.runs) + 1 + len(self.response)
 
 
 class StoredResponses:
@@ -129,16 +197,15 @@ class StoredResponses:
             self.refused["too_large"] += 1
             return False
         base = _own_base(tenant, response_id)
+        group = _group(tenant)
         ttl = state.responses_ttl_seconds
         try:
             done = await asyncio.gather(
-                store.put_blob(f"{base}:input", items, ttl),
-                store.put_blob(f"{base}:output", response, ttl),
+                store.put_blob(f"{base}:input", items, ttl, group),
+                store.put_blob(f"{base}:output", response, ttl, group),
             )
             if not all(done):  # half a response is none: let go of the other half
-                await asyncio.gather(
-                    store.delete_blob(f"{base}:input"), store.delete_blob(f"{base}:output")
-                )
+                await self._drop(store, base, group)
         except StoreError as exc:
             return self._not_saved(exc)
         self._answered()
@@ -148,24 +215,26 @@ class StoredResponses:
         self.stored += 1
         return True
 
-    async def save_input(self, tenant: str, response_id: str, items: bytes) -> bool:
-        """Store a response's input ``items`` (its output follows in
-        ``save_response``); whether they were stored."""
+    async def save_input(self, tenant: str, response_id: str, items: bytes | Pieces) -> bool:
+        """Store a response's input ``items``, a JSON list or its
+        ``list_pieces`` (its output follows in ``save_response``); whether
+        they were stored."""
         store, state = self._source()
         key = _own_base(tenant, response_id) + ":input"
-        if len(items) > state.max_stored_response_bytes:
+        size = len(items) if isinstance(items, bytes) else sum(map(len, items))
+        if size > state.max_stored_response_bytes:
             self.refused["too_large"] += 1
             self._remember(key, _REFUSED)
             return False
         try:
-            done = await store.put_blob(key, items, state.responses_ttl_seconds)
+            done = await store.put_blob(key, items, state.responses_ttl_seconds, _group(tenant))
         except StoreError as exc:
             self._remember(key, _REFUSED)
             return self._not_saved(exc)
         self._answered()
         if not done:
             self.refused["store_bounds"] += 1
-        self._remember(key, len(items) if done else _REFUSED)
+        self._remember(key, size if done else _REFUSED)
         return done
 
     async def save_response(self, tenant: str, response_id: str, response: bytes) -> bool:
@@ -174,6 +243,7 @@ class StoredResponses:
         then goes too), or its input was refused; whether it was stored."""
         store, state = self._source()
         base = _own_base(tenant, response_id)
+        group = _group(tenant)
         saved = self._pending.pop(f"{base}:input", 0)
         if saved == _REFUSED:
             return False
@@ -181,12 +251,15 @@ class StoredResponses:
             self.refused["too_large"] += 1
             if saved:
                 try:
-                    await store.delete_blob(f"{base}:input")
+                    await store.delete_blob(f"{base}:input", group)
                 except StoreError as exc:
                     self._failed(exc)
             return False
+        ttl = state.responses_ttl_seconds
         try:
-            done = await store.put_blob(f"{base}:output", response, state.responses_ttl_seconds)
+            done = await store.put_blob(f"{base}:output", response, ttl, group)
+            if not done:  # half a response is none: let go of the other half
+                await store.delete_blob(f"{base}:input", group)
         except StoreError as exc:
             return self._not_saved(exc)
         self._answered()
@@ -214,16 +287,16 @@ class StoredResponses:
         """The stored response's input items (``None`` as ``response``)."""
         return await self._get(tenant, response_id, "input")
 
-    async def turn(self, tenant: str, response_id: str) -> tuple[bytes, bytes] | None:
-        """Both at once, ``(input items, response)``, for ``previous_response_id``:
-        ``None`` unless both are there."""
+    async def turn(self, tenant: str, response_id: str) -> Turn | None:
+        """Both at once, for ``previous_response_id``: ``None`` unless both
+        are there."""
         base = _base(tenant, response_id)
         if base is None:
             return None
         store = self._source()[0]
         try:
             items, response = await asyncio.gather(
-                store.get_blob(f"{base}:input"), store.get_blob(f"{base}:output")
+                store.get_pieces(f"{base}:input"), store.get_blob(f"{base}:output")
             )
         except StoreError as exc:
             self._failed(exc)
@@ -231,22 +304,27 @@ class StoredResponses:
         self._answered()
         if items is None or response is None:
             return None
-        return items, response
+        return Turn(runs_of(items), response)
 
     async def delete(self, tenant: str, response_id: str) -> bool:
         """Let go of a stored response; whether this tenant had it."""
         base = _base(tenant, response_id)
         if base is None:
             return False
-        store = self._source()[0]
         try:
-            gone = await asyncio.gather(
-                store.delete_blob(f"{base}:input"), store.delete_blob(f"{base}:output")
-            )
+            gone = await self._drop(self._source()[0], base, _group(tenant))
         except StoreError as exc:
             self._failed(exc)
             raise ResponsesUnavailable from exc
         self._answered()
+        return gone
+
+    @staticmethod
+    async def _drop(store: Store, base: str, group: str) -> bool:
+        """Both blobs let go; whether the output was there."""
+        gone = await asyncio.gather(
+            store.delete_blob(f"{base}:input", group), store.delete_blob(f"{base}:output", group)
+        )
         return gone[1]
 
     async def _get(self, tenant: str, response_id: str, part: str) -> bytes | None:
@@ -286,7 +364,8 @@ class StoredResponses:
 
     def collect(self, prefix: str) -> Iterable[Metric]:
         """``<prefix>_responses_stored_total``, ``..._not_stored_total{reason}``,
-        ``..._store_errors_total`` and ``..._store_up``."""
+        ``..._store_errors_total``, ``..._store_up``, ``..._evicted_total`` and,
+        for a memory store, ``..._store_bytes``."""
         stored = CounterMetricFamily(f"{prefix}_responses_stored", "Responses stored (store: true)")
         stored.add_metric([], self.stored)
         refused = CounterMetricFamily(
@@ -306,4 +385,20 @@ class StoredResponses:
             "1 while the store of the stored responses answers, 0 while it does not",
         )
         up.add_metric([], 1.0 if self.up else 0.0)
-        return [stored, refused, errors, up]
+        store = self._source()[0]
+        evicted = CounterMetricFamily(
+            f"{prefix}_responses_evicted",
+            "Stored responses' halves (input or output) let go before their TTL, to keep "
+            "a tenant within its share or the store within its bounds",
+        )
+        evicted.add_metric([], store.blobs_evicted)
+        out: list[Metric] = [stored, refused, errors, up, evicted]
+        usage = store.blob_usage()
+        if usage is not None:  # a memory store: what this worker holds
+            held = GaugeMetricFamily(
+                f"{prefix}_responses_store_bytes",
+                "Bytes of stored responses this worker's memory store holds",
+            )
+            held.add_metric([], usage[1])
+            out.append(held)
+        return out

@@ -12,7 +12,8 @@ Owns the mapping of the tools a client declares:
   names the function and its namespace as the client declared them; the
   group's other members (``custom`` tools) travel in a group of their own in
   the extras; the group's description opens each function member's (a
-  blank line between), and heads the extras' group too;
+  blank line between: ``Tools.written``, once the request is charged for
+  the copies, ``Tools.expansion``), and heads the extras' group too;
 - a function tool's, a namespace's and a function ``tool_choice``'s fields
   of no name are refused naming them, unless null or empty (they ask for
   nothing), and so is ``defer_loading: true`` (tool search: the wire sends
@@ -57,6 +58,8 @@ __all__ = [
 # A namespaced function's wire name: namespace, this, name.
 NAMESPACE_SEP = "__"
 _NULL = b"null"
+# Between a namespace's description and its function's own.
+_GROUP_SEP = b"\n\n"
 
 
 class _ToolDef(msgspec.Struct, gc=False):
@@ -99,16 +102,43 @@ _EMPTY = frozenset({b"null", b"[]", b"{}", b'""'})
 
 
 class Tools:
-    """The tools as the wire writes them (``specs``), the namespaced names'
-    origins (wire name -> (namespace, name)), and the client's JSON of the
-    tools the wire cannot carry (``hosted``)."""
+    """The tools as the wire writes them (``specs``, each function's own
+    description; ``written`` opens a namespaced one's with its group's), the
+    namespaced names' origins (wire name -> (namespace, name)), and the
+    client's JSON of the tools the wire cannot carry (``hosted``).
 
-    __slots__ = ("hosted", "names", "specs")
+    A namespace's description is written once per function in it: a 1 MB
+    description over 300 functions is 300 MB. ``expansion`` counts those
+    bytes without writing them, so that the request is charged for them
+    (``Budget.charge``) before ``written`` makes them."""
+
+    __slots__ = ("expansion", "hosted", "names", "prefixes", "specs")
 
     def __init__(self) -> None:
         self.specs: list[ToolSpec] = []
+        # Each spec's group description (b"": none), by the spec's index.
+        self.prefixes: list[bytes] = []
+        self.expansion = 0
         self.names: dict[str, tuple[str, str]] = {}
         self.hosted: list[bytes] = []
+
+    def add(self, spec: ToolSpec, prefix: bytes = b"") -> None:
+        self.specs.append(spec)
+        self.prefixes.append(prefix)
+        if prefix:
+            self.expansion += len(prefix) + len(_GROUP_SEP)
+
+    def written(self) -> list[ToolSpec]:
+        """The specs as the wire writes them: a namespace's description opens
+        each of its functions' (a blank line between)."""
+        if not self.expansion:
+            return self.specs
+        return [
+            (name, prefix + _GROUP_SEP + own if own else prefix, params, strict)
+            if prefix
+            else (name, own, params, strict)
+            for (name, own, params, strict), prefix in zip(self.specs, self.prefixes, strict=True)
+        ]
 
 
 def invalid(param: str, why: str) -> InvalidRequest:
@@ -175,9 +205,7 @@ def _tool(raw: msgspec.Raw, where: str) -> _ToolDef:
     return _judged(_known_tool_decoder, _tool_decoder, bytes(raw), where)
 
 
-def _function(
-    tool: _ToolDef, where: str, seen: set[str], wire_name: str, group: str = ""
-) -> ToolSpec:
+def _function(tool: _ToolDef, where: str, seen: set[str], wire_name: str) -> ToolSpec:
     if tool.name is None:
         raise missing(f"{where}.name")
     params = bytes(tool.parameters)
@@ -193,10 +221,7 @@ def _function(
             f"{where}.defer_loading",
             "flatgate sends every function tool to the model: deferred loading is not carried.",
         )
-    text = tool.description or ""
-    if group:  # a namespace's description, carried in each member's
-        text = f"{group}\n\n{text}" if text else group
-    description = text.encode()
+    description = (tool.description or "").encode()
     # The Responses API's strict defaults to true (Chat Completions' to false).
     strict = tool.strict is not False
     return wire_name.encode(), description, utf8(params, f"{where}.parameters"), strict
@@ -210,11 +235,12 @@ def read_tools(raws: list[msgspec.Raw]) -> Tools:
         where = f"tools.[{i}]"
         tool = _tool(raw, where)
         if tool.type == "function":
-            out.specs.append(_function(tool, where, seen, tool.name or ""))
+            out.add(_function(tool, where, seen, tool.name or ""))
         elif tool.type == "namespace":
             if not tool.name:
                 raise missing(f"{where}.name")
             others: list[bytes] = []
+            prefix = (tool.description or "").encode()
             for j, member_raw in enumerate(tool.tools or ()):
                 member_at = f"{where}.tools.[{j}]"
                 member = _tool(member_raw, member_at)
@@ -222,9 +248,7 @@ def read_tools(raws: list[msgspec.Raw]) -> Tools:
                     others.append(utf8(bytes(member_raw), member_at))
                     continue
                 wire_name = f"{tool.name}{NAMESPACE_SEP}{member.name}"
-                out.specs.append(
-                    _function(member, member_at, seen, wire_name, tool.description or "")
-                )
+                out.add(_function(member, member_at, seen, wire_name), prefix)
                 out.names[wire_name] = (tool.name, member.name or "")
             if others:
                 group = {"type": "namespace", "name": tool.name, "description": tool.description}

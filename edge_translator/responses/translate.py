@@ -45,6 +45,7 @@ import binascii
 
 import msgspec
 
+from flatgate.edge_translator.errors import InvalidRequest, shown
 from flatgate.edge_translator.responses.models import (
     Decoded,
     InputText,
@@ -58,6 +59,7 @@ from flatgate.edge_translator.responses.models import (
     ResponsesRequest,
 )
 from flatgate.edge_translator.responses.tools import NAMESPACE_SEP
+from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.writer import Call, RequestWriter, WireMessage
 from flatgate.proxy.wire.schema import ApiDialect, Role
@@ -111,14 +113,27 @@ def encrypted_of(part: ReasoningPart) -> str:
     return f"{_FOREIGN}{part.dialect}{'.r' if part.redacted else ''}.{body}"
 
 
+# The dialects ``encrypted_of`` wraps: every one but none and the Responses API's own.
+_WRAPPED = frozenset(int(d) for d in ApiDialect) - {int(ApiDialect.UNSET), _RESPONSES}
+
+
 def _foreign(text: str) -> tuple[bytes, int, bool] | None:
-    """The payload, dialect and redacted flag ``encrypted_of`` wrapped, if it did."""
+    """The payload, dialect and redacted flag ``encrypted_of`` wrapped, if it
+    did; a dialect ``encrypted_of`` never writes is refused (the wire's
+    dialect is a byte: a number past it would not fit)."""
     head, _, body = text[len(_FOREIGN) :].rpartition(".")
     dialect, _, flag = head.partition(".")
     if not dialect.isdigit() or flag not in ("", "r"):
         return None
+    number = read_decimal(dialect, 3)
+    if number not in _WRAPPED:
+        raise InvalidRequest(
+            "Invalid value for 'input': a reasoning item's encrypted_content names "
+            f"dialect '{shown(dialect)}', which flatgate never wrote.",
+            param="input",
+        )
     try:
-        return base64.urlsafe_b64decode(body), int(dialect), flag == "r"
+        return base64.urlsafe_b64decode(body), number, flag == "r"
     except (binascii.Error, ValueError):
         return None
 
@@ -247,8 +262,9 @@ def write_request(
         extras=d.extras,
     )
     w.messages(_messages(req.instructions, d.items))
-    if d.tools:
-        w.tools(d.tools)
+    tools = d.tools  # made here, once: each read of ``tools`` writes the copies
+    if tools:
+        w.tools(tools)
     if req.metadata:
         w.metadata(req.metadata)
     stream = bool(req.stream)

@@ -47,7 +47,6 @@ from flatgate.proxy.limits.rules import (
     key_part,
 )
 from flatgate.proxy.limits.sections import (
-    BLOBS_PER_RESPONSE,
     LimitsConfig,
     StateSection,
     sentinel_password,
@@ -80,10 +79,7 @@ def open_store(
 ) -> Store:
     """The store ``[state]`` names (connections are made on first use)."""
     if state.is_memory:
-        return MemoryStore(
-            max_blobs=BLOBS_PER_RESPONSE * state.memory_max_responses,
-            max_blob_bytes=state.memory_max_response_bytes_total,
-        )
+        return MemoryStore(blob_bounds=state.blob_bounds())
     return RedisStore(
         state.store,
         password=store_password(state, environ),
@@ -94,6 +90,7 @@ def open_store(
         server_time=server_time,
         blob_timeout_ms=state.blob_timeout_ms,
         blob_pool_size=state.blob_pool_size,
+        blob_bounds=state.blob_bounds(),
     )
 
 
@@ -159,12 +156,8 @@ class Limiter:
                 pass
             else:
                 self._spawn(old.aclose())
-        elif self._local is not None:
-            state = config.state
-            self._local.bound_blobs(
-                BLOBS_PER_RESPONSE * state.memory_max_responses,
-                state.memory_max_response_bytes_total,
-            )
+        else:
+            self.store.bound_blobs(config.state.blob_bounds())
         self.health.policy = config.state.on_store_error
         self._unavailable = _CLOSED if config.state.on_store_error == "closed" else _OPEN
         self.rules = RuleSet(config.limits, config.state.key_prefix, cache_size=self._cache_size)

@@ -9,11 +9,11 @@ no live lease, a day counter two days old), so the dicts hold only what
 limits requests now. The limiter keeps its store across config reloads, and
 keys are named by rule, so counts survive a reload.
 
-Blobs (stored responses) are bounded in count and in bytes (``max_blobs``,
-``max_blob_bytes``: ``[state] memory_max_responses`` and
-``memory_max_response_bytes_total``); past either bound the least recently
-used (put or read) go first. A blob's TTL is honoured on read; expired ones
-go as later puts pass them. Per process, like the counts: another worker
+Blobs (stored responses) are ``blobs.Blobs``: bounded in count and in bytes
+in all (``[state] memory_max_responses`` and
+``memory_max_response_bytes_total``) and per group, a tenant
+(``max_responses_per_tenant``, ``max_response_bytes_per_tenant``), so that
+no tenant evicts another's. Per process, like the counts: another worker
 does not see them.
 
 Synchronous under its ``async`` face (``acquire_now``); one event loop thread.
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -36,16 +35,14 @@ from flatgate.proxy.limits.algorithms import (
     TOKENS,
     TOLERANCE,
 )
+from flatgate.proxy.limits.blobs import BlobBounds, Blobs, Pieces
 from flatgate.proxy.limits.decision import Lease
 from flatgate.proxy.limits.rules import Plan
-from flatgate.proxy.limits.store import Raw, Store
+from flatgate.proxy.limits.store import DEFAULT_BLOB_BOUNDS, Raw, Store
 
-__all__ = ["DEFAULT_MAX_BLOBS", "DEFAULT_MAX_BLOB_BYTES", "SWEEP_SECONDS", "MemoryStore"]
+__all__ = ["SWEEP_SECONDS", "MemoryStore"]
 
 SWEEP_SECONDS: Final = 10.0
-# The blob bounds of a store made without any ([state]'s defaults).
-DEFAULT_MAX_BLOBS: Final = 2000
-DEFAULT_MAX_BLOB_BYTES: Final = 64 * 1024 * 1024
 _WINDOW: Final = PERIOD + TOLERANCE
 
 
@@ -78,70 +75,6 @@ class _Leases:
             heapq.heapify(self.heap)
 
 
-class _Blobs:
-    """Blobs in the order of their last use (the least recent first), their
-    bytes counted, and a heap of ``(expiry, key)`` to find the expired ones
-    without a scan (stale entries, replaced or gone, are skipped, and the heap
-    is rebuilt when they outnumber the live ones)."""
-
-    __slots__ = ("evicted", "heap", "items", "max_bytes", "max_count", "size")
-
-    def __init__(self, max_count: int, max_bytes: int) -> None:
-        self.items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
-        self.heap: list[tuple[float, str]] = []
-        self.size = 0
-        self.max_count = max_count
-        self.max_bytes = max_bytes
-        # Blobs let go before their TTL, to keep within the bounds.
-        self.evicted = 0
-
-    def put(self, key: str, data: bytes, expiry: float, now: float) -> bool:
-        if len(data) > self.max_bytes or self.max_count < 1:
-            return False
-        self.purge(now)
-        self.pop(key)
-        self.items[key] = (expiry, data)
-        self.size += len(data)
-        heapq.heappush(self.heap, (expiry, key))
-        if len(self.heap) > 2 * len(self.items) + 16:
-            self.heap = [(e, k) for k, (e, _) in self.items.items()]
-            heapq.heapify(self.heap)
-        self.shrink()
-        return True
-
-    def get(self, key: str, now: float) -> bytes | None:
-        found = self.items.get(key)
-        if found is None:
-            return None
-        if found[0] <= now:
-            self.pop(key)
-            return None
-        self.items.move_to_end(key)
-        return found[1]
-
-    def pop(self, key: str) -> bool:
-        found = self.items.pop(key, None)
-        if found is None:
-            return False
-        self.size -= len(found[1])
-        return True
-
-    def purge(self, now: float) -> None:
-        heap, items = self.heap, self.items
-        while heap and heap[0][0] <= now:
-            expiry, key = heapq.heappop(heap)
-            found = items.get(key)
-            if found is not None and found[0] == expiry:
-                self.pop(key)
-
-    def shrink(self) -> None:
-        items = self.items
-        while items and (len(items) > self.max_count or self.size > self.max_bytes):
-            _, (_, data) = items.popitem(last=False)
-            self.size -= len(data)
-            self.evicted += 1
-
-
 class MemoryStore(Store):
     """See the module docstring. ``clock``: the blobs' (monotonic) seconds."""
 
@@ -151,8 +84,7 @@ class MemoryStore(Store):
     def __init__(
         self,
         *,
-        max_blobs: int = DEFAULT_MAX_BLOBS,
-        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        blob_bounds: BlobBounds = DEFAULT_BLOB_BOUNDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # GCRA: key -> theoretical arrival time.
@@ -167,11 +99,12 @@ class MemoryStore(Store):
         self.usage_date = ""
         self.usage_fields: dict[str, int] = {}
         self._next_sweep = 0.0
-        self.blobs = _Blobs(max_blobs, max_blob_bytes)
+        self.blob_bounds = blob_bounds
+        self.blobs = Blobs(blob_bounds)
         self._clock = clock
 
     def __len__(self) -> int:
-        """Limits' keys held (every kind; the blobs are ``blobs.items``)."""
+        """Limits' keys held (every kind; the blobs are ``blobs.Blobs.items``)."""
         return len(self.rates) + len(self.leases) + len(self.days) + len(self.backends)
 
     def acquire_now(
@@ -368,23 +301,36 @@ class MemoryStore(Store):
     async def usage(self, date: str) -> dict[str, int]:
         return dict(self.usage_fields) if date == self.usage_date else {}
 
-    async def put_blob(self, key: str, data: bytes, ttl: float) -> bool:
+    async def put_blob(self, key: str, data: bytes | Pieces, ttl: float, group: str = "") -> bool:
         now = self._clock()
-        return self.blobs.put(key, data, now + ttl, now)
+        pieces = (data,) if isinstance(data, bytes) else data
+        return self.blobs.put(key, pieces, now + ttl, now, group)
 
     async def get_blob(self, key: str) -> bytes | None:
+        pieces = self.blobs.get(key, self._clock())
+        if pieces is None:
+            return None
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    async def get_pieces(self, key: str) -> Pieces | None:
         return self.blobs.get(key, self._clock())
 
-    async def delete_blob(self, key: str) -> bool:
+    async def delete_blob(self, key: str, group: str = "") -> bool:
         blobs = self.blobs
         found = blobs.get(key, self._clock()) is not None
         blobs.pop(key)
         return found
 
-    def bound_blobs(self, max_blobs: int, max_blob_bytes: int) -> None:
+    @property
+    def blobs_evicted(self) -> int:
+        return self.blobs.evicted
+
+    def blob_usage(self) -> tuple[int, int] | None:
+        return len(self.blobs.items), self.blobs.size
+
+    def bound_blobs(self, bounds: BlobBounds) -> None:
         """New blob bounds (a reload), evicting what is past them now."""
-        self.blobs.max_count = max_blobs
-        self.blobs.max_bytes = max_blob_bytes
+        self.blob_bounds = self.blobs.bounds = bounds
         self.blobs.shrink()
 
     def sweep(self, now: float) -> None:

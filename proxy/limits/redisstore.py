@@ -19,8 +19,12 @@ Blobs (stored responses: ``SET`` with ``PX``, ``GET``, ``DEL`` under
 ``<key_prefix>:blob:<key>``) go on connections of their own
 (``blob_pool_size``), bounded by ``blob_timeout_ms``: a blob may be MiBs, and
 a limit check, with its 50 ms, must never wait for a connection busy with
-one, nor a blob fail for a bound sized for a few hundred bytes. Redis' own
-``maxmemory`` bounds them in all; a refusal (``OOM``) is a ``StoreError``.
+one, nor a blob fail for a bound sized for a few hundred bytes. A blob put
+in a group (a tenant's stored responses) goes through ``BLOB_PUT``: the
+group's index and sizes beside it, in its slot, keep it within
+``blob_bounds``' group bounds, the group's oldest going first (``DEL``
+through ``BLOB_DELETE`` likewise). Redis' own ``maxmemory`` bounds them in
+all; a refusal (``OOM``) is a ``StoreError``.
 
 Clock: with ``server_time`` (production) the scripts read Redis' ``TIME``,
 one clock for every instance (GCRA compares times written by different
@@ -49,6 +53,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from redis.exceptions import NoScriptError, RedisError
 
+from flatgate.proxy.limits.blobs import BlobBounds, Pieces
 from flatgate.proxy.limits.decision import Lease
 from flatgate.proxy.limits.rediscluster import ClusterConnections
 from flatgate.proxy.limits.redisconn import Connections, Target, encode
@@ -59,6 +64,8 @@ from flatgate.proxy.limits.scripts import (
     ACQUIRE,
     BACKEND_ACQUIRE,
     BACKEND_COUNTS,
+    BLOB_DELETE,
+    BLOB_PUT,
     COOLDOWN,
     RENEW,
     SETTLE,
@@ -66,6 +73,7 @@ from flatgate.proxy.limits.scripts import (
     Script,
 )
 from flatgate.proxy.limits.store import (
+    DEFAULT_BLOB_BOUNDS,
     USAGE_DAYS,
     Raw,
     Store,
@@ -153,8 +161,10 @@ class RedisStore(Store):
         server_time: bool = True,
         blob_timeout_ms: float = 2000.0,
         blob_pool_size: int = 4,
+        blob_bounds: BlobBounds = DEFAULT_BLOB_BOUNDS,
     ) -> None:
         self.name = public_url(url)
+        self.blob_bounds = blob_bounds
         self.address: StoreAddress = parse_store_url(url)
         self.server_time = server_time
         self._timeout = timeout_ms / 1000
@@ -203,16 +213,22 @@ class RedisStore(Store):
         self,
         script: Script,
         keys: Sequence[str],
-        args: Sequence[str],
+        args: Sequence[str | bytes],
         *,
         background: bool = False,
+        blob: bool = False,
     ) -> Any:
         """Run ``script``; ``background``: batched with the others of this
-        turn of the event loop (settles, usage: off the request's path)."""
-        send = self._conns.batch if background else self._conns.call
+        turn of the event loop (settles, usage: off the request's path);
+        ``blob``: on the blobs' connections, within their timeout."""
+        if blob:
+            send, timeout = self._blob_conns.call, self._blob_timeout
+        else:
+            send = self._conns.batch if background else self._conns.call
+            timeout = self._background if background else self._timeout
         key = keys[0] if keys else ""
         try:
-            async with asyncio.timeout(self._background if background else self._timeout):
+            async with asyncio.timeout(timeout):
                 command = encode("EVALSHA", script.sha, str(len(keys)), *keys, *args)
                 reply = await send(command, key)
                 if isinstance(reply, NoScriptError):
@@ -308,11 +324,23 @@ class RedisStore(Store):
     def _blob(self, key: str) -> str:
         return f"{self._prefix}:blob:{key}"
 
-    async def put_blob(self, key: str, data: bytes, ttl: float) -> bool:
+    def _group_keys(self, key: str, group: str) -> list[str]:
+        """A grouped blob's keys for ``BLOB_PUT`` and ``BLOB_DELETE``."""
+        at = f"{self._prefix}:blobs:{group}"
+        return [self._blob(key), f"{at}:index", f"{at}:sizes"]
+
+    async def put_blob(self, key: str, data: bytes | Pieces, ttl: float, group: str = "") -> bool:
         px = str(max(1, math.ceil(ttl * 1000)))
-        command = encode("SET", self._blob(key), data, "PX", px)
-        await _send(self._blob_conns, self._blob_timeout, command, self._blob(key))
-        return True
+        value = data if isinstance(data, bytes) else b"".join(data)
+        if not group:
+            command = encode("SET", self._blob(key), value, "PX", px)
+            await _send(self._blob_conns, self._blob_timeout, command, self._blob(key))
+            return True
+        b = self.blob_bounds
+        args = (value, px, str(b.group_count), str(b.group_bytes))
+        evicted = int(await self._run(BLOB_PUT, self._group_keys(key, group), args, blob=True))
+        self._evicted += max(0, evicted)
+        return evicted >= 0
 
     async def get_blob(self, key: str) -> bytes | None:
         name = self._blob(key)
@@ -321,7 +349,9 @@ class RedisStore(Store):
             return reply
         raise StoreError(f"unexpected reply to GET: {type(reply).__name__}")
 
-    async def delete_blob(self, key: str) -> bool:
+    async def delete_blob(self, key: str, group: str = "") -> bool:
+        if group:
+            return bool(await self._run(BLOB_DELETE, self._group_keys(key, group), (), blob=True))
         name = self._blob(key)
         reply = await _send(self._blob_conns, self._blob_timeout, encode("DEL", name), name)
         return bool(reply)

@@ -30,6 +30,8 @@ __all__ = [
     "ACQUIRE",
     "BACKEND_ACQUIRE",
     "BACKEND_COUNTS",
+    "BLOB_DELETE",
+    "BLOB_PUT",
     "COOLDOWN",
     "RENEW",
     "SETTLE",
@@ -271,3 +273,59 @@ redis.call('EXPIRE', key, ARGV[1])
 return 1
 """
 )
+
+
+# A group's blobs (a tenant's stored responses), bounded per group: KEYS[1]
+# the blob, KEYS[2] the group's index (a sorted set: each blob's key by the
+# server's milliseconds when it was put), KEYS[3] its sizes (a hash: each
+# blob's key to its bytes, and '' to their sum); all in one slot (the
+# group's name in braces). ``_BLOB_DROP``: a blob let go, and its counts.
+_BLOB_DROP: Final = """
+local function drop(index, sizes, key)
+  local size = redis.call('HGET', sizes, key)
+  if size then
+    redis.call('HDEL', sizes, key)
+    redis.call('HINCRBY', sizes, '', -tonumber(size))
+  end
+  redis.call('ZREM', index, key)
+  return redis.call('DEL', key)
+end
+"""
+
+# ARGV: the bytes, their TTL in ms, the group's bounds (blobs, bytes). The
+# expired go first, then the group's oldest while it is past a bound (never
+# the blob just put: a blob larger than the group may hold is refused).
+# Returns -1 when refused, else how many went to make room.
+BLOB_PUT: Final = Script(
+    _BLOB_DROP
+    + """
+local blob, index, sizes = KEYS[1], KEYS[2], KEYS[3]
+local px, max_count, max_bytes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local size = string.len(ARGV[1])
+if size > max_bytes or max_count < 1 then return -1 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now - px)) do
+  drop(index, sizes, key)
+end
+drop(index, sizes, blob)
+redis.call('SET', blob, ARGV[1], 'PX', px)
+redis.call('ZADD', index, now, blob)
+redis.call('HSET', sizes, blob, size)
+local total = redis.call('HINCRBY', sizes, '', size)
+local evicted = 0
+while redis.call('ZCARD', index) > max_count or total > max_bytes do
+  local oldest = redis.call('ZRANGE', index, 0, 0)[1]
+  if oldest == blob then break end
+  drop(index, sizes, oldest)
+  total = tonumber(redis.call('HGET', sizes, ''))
+  evicted = evicted + 1
+end
+redis.call('PEXPIRE', index, px)
+redis.call('PEXPIRE', sizes, px)
+return evicted
+"""
+)
+
+# KEYS as BLOB_PUT's; returns whether the blob was there.
+BLOB_DELETE: Final = Script(_BLOB_DROP + "\nreturn drop(KEYS[2], KEYS[3], KEYS[1])\n")

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from flatgate.proxy.limits.blobs import BlobBounds
 from flatgate.proxy.limits.redisurl import Kind, parse_store_url
 from flatgate.proxy.plumbing.config import (
     ConfigError,
@@ -93,10 +94,26 @@ class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # and their bytes in all; past either, the least recently used go first.
     memory_max_responses: int = 1000
     memory_max_response_bytes_total: int = 64 * _MIB
+    # Each tenant's share of the stored responses, in any store (a memory
+    # store's per worker process, a Redis store's in all): past either, that
+    # tenant's own oldest go first (a memory store's least recently used).
+    # A memory store's whole, full, lets go of the fullest tenant's.
+    max_responses_per_tenant: int = 100
+    max_response_bytes_per_tenant: int = 16 * _MIB
 
     @property
     def is_memory(self) -> bool:
         return self.store == "memory"
+
+    def blob_bounds(self) -> BlobBounds:
+        """The store's bounds on its blobs (a stored response is
+        ``BLOBS_PER_RESPONSE`` of them; a tenant is a group)."""
+        return BlobBounds(
+            BLOBS_PER_RESPONSE * self.memory_max_responses,
+            self.memory_max_response_bytes_total,
+            BLOBS_PER_RESPONSE * self.max_responses_per_tenant,
+            self.max_response_bytes_per_tenant,
+        )
 
     def same_store(self, other: StateSection) -> bool:
         """Whether ``other`` names the same store, the same way (a reload
@@ -209,11 +226,19 @@ def _state_problems(s: StateSection, environ: Mapping[str, str], problems: Probl
     problems.at_least("state.max_stored_response_bytes", s.max_stored_response_bytes, 1)
     problems.at_least("state.memory_max_responses", s.memory_max_responses, 1)
     problems.at_least("state.memory_max_response_bytes_total", s.memory_max_response_bytes_total, 1)
+    problems.at_least("state.max_responses_per_tenant", s.max_responses_per_tenant, 1)
+    problems.at_least("state.max_response_bytes_per_tenant", s.max_response_bytes_per_tenant, 1)
     if s.is_memory and 1 <= s.memory_max_response_bytes_total < s.max_stored_response_bytes:
         problems.append(
             "state.max_stored_response_bytes: a memory store keeps at most "
             f"state.memory_max_response_bytes_total ({s.memory_max_response_bytes_total}) "
             f"in all, got {s.max_stored_response_bytes}"
+        )
+    if 1 <= s.max_response_bytes_per_tenant < s.max_stored_response_bytes:
+        problems.append(
+            "state.max_stored_response_bytes: a tenant keeps at most "
+            f"state.max_response_bytes_per_tenant ({s.max_response_bytes_per_tenant}), "
+            f"got {s.max_stored_response_bytes}"
         )
     if not s.key_prefix or any(c in s.key_prefix for c in "{}: "):
         problems.append(

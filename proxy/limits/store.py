@@ -22,10 +22,16 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
+from flatgate.proxy.limits.blobs import BlobBounds, Pieces
 from flatgate.proxy.limits.decision import Lease
 from flatgate.proxy.limits.rules import Plan
 
-__all__ = ["Raw", "Store", "StoreError", "settle_deltas"]
+__all__ = ["DEFAULT_BLOB_BOUNDS", "Raw", "Store", "StoreError", "settle_deltas"]
+
+_MIB = 1024 * 1024
+# The blob bounds of a store made without any: [state]'s defaults
+# (``StateSection.blob_bounds``; a stored response is two blobs).
+DEFAULT_BLOB_BOUNDS = BlobBounds(2000, 64 * _MIB, 200, 16 * _MIB)
 
 # What an acquire found: the index of the check that refused (-1: none, the
 # request is allowed and every check was charged), the seconds to wait, and
@@ -69,6 +75,9 @@ class Store(abc.ABC):
     local: bool = False
     # What the log calls it (no credentials).
     name: str = ""
+    # Its bounds on blobs (a Redis store applies the group's; ``bound_blobs``).
+    blob_bounds: BlobBounds = DEFAULT_BLOB_BOUNDS
+    _evicted: int = 0
 
     @abc.abstractmethod
     async def acquire(
@@ -132,19 +141,45 @@ class Store(abc.ABC):
         """Every field of the usage of UTC day ``date``."""
 
     @abc.abstractmethod
-    async def put_blob(self, key: str, data: bytes, ttl: float) -> bool:
-        """Keep ``data`` under ``key`` for ``ttl`` seconds (replacing what
-        ``key`` held); ``False`` when the store's bounds refuse it (a blob
-        larger than a memory store holds in all)."""
+    async def put_blob(self, key: str, data: bytes | Pieces, ttl: float, group: str = "") -> bool:
+        """Keep ``data`` (bytes, or pieces whose concatenation they are)
+        under ``key`` for ``ttl`` seconds (replacing what ``key`` held), in
+        ``group`` (a tenant: ``BlobBounds``' group bounds hold for each);
+        ``False`` when the store's bounds refuse it (a blob larger than a
+        group may hold). A memory store keeps the pieces by reference (one
+        shared with another blob is held and counted once per group); Redis
+        stores their bytes. A key of a group must hold the group's name in
+        braces (``{...}``): Redis Cluster keeps the group's keys in its slot."""
 
     @abc.abstractmethod
     async def get_blob(self, key: str) -> bytes | None:
         """The bytes under ``key`` (``None``: never put, expired, evicted or
         deleted)."""
 
+    def bound_blobs(self, bounds: BlobBounds) -> None:
+        """New blob bounds (a reload)."""
+        self.blob_bounds = bounds
+
+    @property
+    def blobs_evicted(self) -> int:
+        """Blobs this process let go before their TTL to keep within the
+        bounds (a Redis store: those its puts let go)."""
+        return self._evicted
+
+    def blob_usage(self) -> tuple[int, int] | None:
+        """(blobs, bytes) held, where this process holds them (a memory
+        store); ``None`` for a store elsewhere."""
+        return None
+
+    async def get_pieces(self, key: str) -> Pieces | None:
+        """The pieces under ``key`` as they were put (a store that keeps
+        bytes: one piece), to make another blob of them."""
+        data = await self.get_blob(key)
+        return None if data is None else (data,)
+
     @abc.abstractmethod
-    async def delete_blob(self, key: str) -> bool:
-        """Let go of the bytes under ``key``; whether it held any."""
+    async def delete_blob(self, key: str, group: str = "") -> bool:
+        """Let go of the bytes under ``key`` (put in ``group``); whether it held any."""
 
     async def aclose(self) -> None:  # noqa: B027  # optional
         """Let go of connections."""

@@ -116,25 +116,48 @@ class Admission:
         trusted caller, held to no share of its own) on ``connection``: its
         ``Hold``, or the ``Refusal`` (nothing held) when that would pass a
         bound."""
-        refusal = None
-        if self.in_flight >= self.max_in_flight:
-            refusal = Refusal.IN_FLIGHT
-        elif self.held + nbytes > self.max_bytes:
-            refusal = Refusal.BUFFERED
-        elif caller is not None and self._by_caller.get(caller, 0) + nbytes > self.caller_bytes:
-            refusal = Refusal.CALLER
-        elif self._by_connection.get(connection, 0) + nbytes > self.connection_bytes:
-            refusal = Refusal.CONNECTION
+        refusal = (
+            Refusal.IN_FLIGHT
+            if self.in_flight >= self.max_in_flight
+            else self._refusal(nbytes, caller, connection)
+        )
         if refusal is not None:
             self.refused += 1
             return refusal
         self.in_flight += 1
-        if nbytes:
-            self.held += nbytes
-            if caller is not None:
-                self._by_caller[caller] = self._by_caller.get(caller, 0) + nbytes
-            self._by_connection[connection] = self._by_connection.get(connection, 0) + nbytes
-        return Hold(nbytes, caller, connection)
+        hold = Hold(0, caller, connection)
+        self._add(hold, nbytes)
+        return hold
+
+    def grow(self, hold: Hold, nbytes: int) -> Refusal | None:
+        """Hold ``nbytes`` more for an admitted request (what it makes of its
+        body beyond the body: a stored chain it continues, copies it writes),
+        until its body is dropped; the ``Refusal`` (nothing more held) when
+        that would pass a byte bound."""
+        refusal = self._refusal(nbytes, hold.caller, hold.connection)
+        if refusal is not None:
+            self.refused += 1
+            return refusal
+        self._add(hold, nbytes)
+        return None
+
+    def _refusal(self, nbytes: int, caller: str | None, connection: str) -> Refusal | None:
+        if self.held + nbytes > self.max_bytes:
+            return Refusal.BUFFERED
+        if caller is not None and self._by_caller.get(caller, 0) + nbytes > self.caller_bytes:
+            return Refusal.CALLER
+        if self._by_connection.get(connection, 0) + nbytes > self.connection_bytes:
+            return Refusal.CONNECTION
+        return None
+
+    def _add(self, hold: Hold, nbytes: int) -> None:
+        if not nbytes:
+            return
+        hold.nbytes += nbytes
+        self.held += nbytes
+        if hold.caller is not None:
+            self._by_caller[hold.caller] = self._by_caller.get(hold.caller, 0) + nbytes
+        self._by_connection[hold.connection] = self._by_connection.get(hold.connection, 0) + nbytes
 
     def drop_body(self, hold: Hold) -> None:
         """The request's body is no longer held (the request goes on)."""

@@ -16,6 +16,7 @@ stub are written once against ``Exchange`` and run under either interface:
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import math
 import re
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
@@ -27,6 +28,7 @@ from granian._granian import RSGIProtocolClosed as ProtocolClosed
 from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.schema import BACKEND_HEADER
 
 __all__ = [
@@ -42,10 +44,22 @@ __all__ = [
     "ServerApp",
     "Sink",
     "Watchlist",
+    "is_loopback",
     "valid_request_id",
 ]
 
 Headers = list[tuple[str, str]]
+
+
+def is_loopback(peer: str) -> bool:
+    """Whether ``peer`` (an ``Exchange.peer``, ``host:port``) is on this
+    machine's loopback (127.0.0.0/8, ::1)."""
+    host = peer.rpartition(":")[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 # A caller's x-request-id is taken when it is 1..128 printable ASCII
 # characters without spaces (both services; logs and upstream headers carry it).
@@ -237,13 +251,14 @@ class RsgiExchange:
     async def body(self, policy: BodyPolicy) -> bytes:
         limit = policy.max_bytes
         clock = _BodyClock(policy)
-        length = self._scope.headers.get("content-length")
+        header = self._scope.headers.get("content-length")
+        length = read_decimal(header) if header is not None else None
         try:
             async with asyncio.timeout_at(clock.next()) as deadline:
-                if length is not None and length.isdigit():
-                    if int(length) > limit:
+                if length is not None:
+                    if length > limit:
                         raise BodyTooLarge(limit)
-                    if int(length) <= _RSGI_WHOLE:
+                    if length <= _RSGI_WHOLE:
                         data: bytes = await self._proto()
                         if len(data) > limit:  # the peer sent more than it announced
                             raise BodyTooLarge(limit)
@@ -350,6 +365,10 @@ class AsgiExchange:
 
     async def body(self, policy: BodyPolicy) -> bytes:
         limit = policy.max_bytes
+        length = self.header("content-length")
+        declared = read_decimal(length) if length is not None else None
+        if declared is not None and declared > limit:  # refused before it is read
+            raise BodyTooLarge(limit)
         receive = self._receive
         clock = _BodyClock(policy)
         try:

@@ -84,6 +84,7 @@ from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.reader import last_outcome
+from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.layout import IDENTIFIER_AT
 from flatgate.proxy.wire.request.route import read_route, read_tenant, tenant_present
 from flatgate.proxy.wire.schema import (
@@ -389,14 +390,11 @@ class ProxyServer:
         length = ex.header("content-length")
         if length is None:
             raise ProxyError(codes.LENGTH_REQUIRED, "send a Content-Length")
-        try:
-            size = int(length)
-        except ValueError:
-            raise ProxyError(codes.BAD_CONTENT_LENGTH, "Content-Length is not a number") from None
+        size = read_decimal(length)
+        if size is None:
+            raise ProxyError(codes.BAD_CONTENT_LENGTH, "Content-Length is not a number")
         if size > self.max_body:
             raise ProxyError(codes.BODY_TOO_LARGE, f"body over {self.max_body} bytes")
-        if size < 0:
-            raise ProxyError(codes.BAD_CONTENT_LENGTH, "Content-Length is negative")
         return size, FRAMES in (ex.header("accept") or "")
 
     def target_of(self, body: bytes, entry: Entry | None = None) -> RouteTarget:

@@ -67,7 +67,13 @@ from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.telemetry import Span, Tracing, attempt_attributes
 from flatgate.proxy.plumbing.telemetry import headers as trace_headers
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
-from flatgate.proxy.service.errors import BUSY_RETRY_AFTER, ProxyError, timed_out, unreachable
+from flatgate.proxy.service.errors import (
+    BUSY_RETRY_AFTER,
+    ProxyError,
+    timed_out,
+    unreachable,
+    without_addresses,
+)
 from flatgate.proxy.transport.base import (
     Response,
     Timeouts,
@@ -377,7 +383,7 @@ class Dispatcher:
             except UpstreamPoolTimeout as exc:
                 self.release(backend, lease)
                 self.metrics.upstream_failure_of(backend.name, "pool_timeout").inc()
-                failures.pool_full = f"{backend.name}: {exc}"
+                failures.pool_full = f"{backend.name}: {without_addresses(str(exc))}"
                 _failed(span, "pool_timeout")
                 continue
             except UpstreamError as exc:

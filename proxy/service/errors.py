@@ -42,6 +42,8 @@ passed through) with ``Content-Type: application/json``, and:
 
 from __future__ import annotations
 
+import re
+
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.drain import Ending
@@ -70,6 +72,7 @@ __all__ = [
     "proxy_error",
     "timed_out",
     "unreachable",
+    "without_addresses",
 ]
 
 # Seconds a caller is told to wait when flatgate itself is at a limit.
@@ -127,14 +130,36 @@ ANSWERABLE: tuple[type[Exception], ...] = (
 )
 
 
+# Where a backend listens, as a transport's message may say it: a socket
+# address tuple, an IPv6 or IPv4 address with its port, a URL's authority.
+_ADDRESS = re.compile(
+    r"\(\s*'[^']*',\s*\d+(?:,\s*\d+)*\s*\)"
+    r"|\[[0-9A-Fa-f:.%]+\](?::\d+)?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+    r"|\b[a-z][a-z0-9+.-]*://[^\s/'\")]+"
+    r"|\b(?=[A-Za-z0-9.-]*[A-Za-z])(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+:\d{1,5}\b"
+)
+
+
+def without_addresses(detail: str) -> str:
+    """A transport's message about a backend, as a caller may read it: every
+    address in it ``<address>`` (the backend is named by its configured
+    name; the log keeps the whole message)."""
+    return _ADDRESS.sub("<address>", detail)
+
+
 def timed_out(detail: str) -> ProxyError:
     """504 ``backend_timeout``: no backend answered within its timeouts."""
-    return ProxyError(codes.BACKEND_TIMEOUT, f"no backend answered in time: {detail}")
+    return ProxyError(
+        codes.BACKEND_TIMEOUT, f"no backend answered in time: {without_addresses(detail)}"
+    )
 
 
 def unreachable(detail: str) -> ProxyError:
     """502 ``backend_unavailable``: no backend could be reached."""
-    return ProxyError(codes.BACKEND_UNAVAILABLE, f"no backend reachable: {detail}")
+    return ProxyError(
+        codes.BACKEND_UNAVAILABLE, f"no backend reachable: {without_addresses(detail)}"
+    )
 
 
 def proxy_error(exc: Exception, *, begun: bool = False) -> ProxyError:
@@ -143,10 +168,12 @@ def proxy_error(exc: Exception, *, begun: bool = False) -> ProxyError:
     if isinstance(exc, ProxyError):
         return exc
     if isinstance(exc, UpstreamTimeout):
-        return ProxyError(codes.BACKEND_TIMEOUT, str(exc)) if begun else timed_out(str(exc))
+        if begun:
+            return ProxyError(codes.BACKEND_TIMEOUT, without_addresses(str(exc)))
+        return timed_out(str(exc))
     if isinstance(exc, UpstreamError):
         if begun:
-            return ProxyError(codes.BACKEND_DISCONNECTED, str(exc))
+            return ProxyError(codes.BACKEND_DISCONNECTED, without_addresses(str(exc)))
         return unreachable(str(exc))
     if isinstance(exc, TranslatorError):
         return ProxyError(codes.BACKEND_PROTOCOL_ERROR, str(exc))

@@ -41,7 +41,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from flatgate.proxy.plumbing.drain import Drain
-from flatgate.proxy.plumbing.serve import BodyPolicy, Exchange
+from flatgate.proxy.plumbing.serve import BodyError, BodyPolicy, BodyTooLarge, Exchange
 from flatgate.proxy.stub.anthropic import AnthropicWire
 from flatgate.proxy.stub.cadence import CadenceMode
 from flatgate.proxy.stub.echo import (
@@ -127,6 +127,19 @@ async def _send(ex: Exchange, reply: Reply) -> None:
     await ex.respond(reply.status, reply.headers, reply.body)
 
 
+async def _body(ex: Exchange) -> bytes | None:
+    """The request's body, at most ``STUB_MAX_BODY`` of it; ``None`` once a
+    body too large (413), or one that broke off or stopped (400), is answered."""
+    try:
+        return await ex.body(BodyPolicy(STUB_MAX_BODY))
+    except BodyTooLarge as exc:
+        code, why = codes.BODY_TOO_LARGE, str(exc)
+    except BodyError as exc:
+        code, why = codes.MALFORMED_BODY, str(exc)
+    await ex.respond(code.status, [("content-type", JSON)], error_body(code, f"stub: {why}"))
+    return None
+
+
 class StubServer:
     """The stub's request handler (see the module docstring)."""
 
@@ -186,7 +199,9 @@ class StubServer:
         if path != wire.path or ex.method != "POST":
             await _send(ex, wire.route(ex.method, path))
             return
-        body = await ex.body(BodyPolicy(STUB_MAX_BODY))
+        body = await _body(ex)
+        if body is None:
+            return
         if self._cadence is not None:
             await self._cadence(ex, body)
             return
@@ -215,7 +230,9 @@ class StubServer:
         if ex.method != "POST":
             await _send(ex, embeddings.route(ex.method))
             return
-        body = await ex.body(BodyPolicy(STUB_MAX_BODY))
+        body = await _body(ex)
+        if body is None:
+            return
         self._saw(ex, body)
         try:
             ask = embeddings.parse(body, ex.header)

@@ -36,6 +36,8 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from flatgate.proxy.wire.digits import read_decimal
+
 __all__ = [
     "MAX_RETRY_AFTER",
     "Response",
@@ -155,7 +157,8 @@ async def read_whole(resp: Response, max_bytes: int) -> bytes:
     bytes go past; ``UpstreamError`` when it breaks off. The edge reads the
     proxy's embeddings answer so, and the proxy a backend's."""
     length = resp.headers.get("content-length", "")
-    if length.isdigit() and int(length) > max_bytes:
+    declared = read_decimal(length)
+    if declared is not None and declared > max_bytes:
         raise ResponseTooLarge(f"{length} bytes")
     pieces: list[bytes] = []
     size = 0

@@ -36,7 +36,7 @@ def test_every_buffer_check_is_measured_at_every_size() -> None:
 
 def test_every_intake_step_runs_and_is_reported() -> None:
     results = asyncio.run(intake_checks(calls=20, rounds=1))
-    assert len(results) == 5 and all(us > 0 for us in results.values())
+    assert len(results) == 9 and all(us > 0 for us in results.values())
     table = intake_report(results)
     assert all(name in table for name in results)
 

@@ -42,8 +42,7 @@ from tests.edge.hardening_stack import (
     user,
     wait_for,
 )
-from tests.proxy.test_hardening import tree_rss
-from tests.servers import Server, free_port, spawn
+from tests.servers import Server, free_port, spawn, tree_rss
 from tests.stacks import start_all, stop_all
 
 pytestmark = pytest.mark.integration

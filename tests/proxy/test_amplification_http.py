@@ -15,8 +15,7 @@ import pytest
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
 from tests.proxy.shared_offsets import amplified, expanded_bytes, shared_strings
-from tests.proxy.test_hardening import tree_rss
-from tests.servers import Server, running
+from tests.servers import Server, running, tree_rss
 from tests.stacks import QUIET, write_stack
 
 pytestmark = pytest.mark.integration

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,27 +16,10 @@ import pytest
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FRAMES
 from tests.proxy.test_proxy_http import FB, metric, proxy_config, req
-from tests.servers import Server, running, write_config
+from tests.servers import Server, running, tree_rss, write_config
 from tests.stacks import QUIET, Fields
 
 pytestmark = pytest.mark.integration
-
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants (granian's workers)."""
-    total = 0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            status = Path(f"/proc/{p}/status").read_text()
-            for tid in os.listdir(f"/proc/{p}/task"):
-                todo += [int(c) for c in Path(f"/proc/{p}/task/{tid}/children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
-        total += int(m.group(1)) * 1024 if m else 0
-    return total
 
 
 @pytest.fixture(scope="module")

@@ -53,6 +53,29 @@ def test_admission_shares_per_caller_and_connection() -> None:
     assert a.held == 200 + 100 + 200 + 150
 
 
+def test_a_hold_grows_within_the_shares_and_goes_with_the_body() -> None:
+    a = Admission(100, 1000, caller_bytes=300, connection_bytes=250)
+    hold = a.admit(100, "acme", "c1")
+    assert isinstance(hold, Hold)
+    assert a.grow(hold, 150) is None  # a chain charged as if it had been sent
+    assert (hold.nbytes, a.holding("acme"), a.held) == (250, 250, 250)
+    # Past the connection's share, then the caller's: nothing more is held.
+    assert a.grow(hold, 1) is Refusal.CONNECTION
+    other = a.admit(40, "acme", "c2")
+    assert isinstance(other, Hold)
+    assert a.grow(other, 20) is Refusal.CALLER
+    assert (a.holding("acme"), a.refused) == (290, 2)
+    a.drop_body(hold)  # what it grew by goes with its body
+    assert (a.holding("acme"), a.held) == (40, 40)
+    a.done(hold)
+    a.done(other)
+    assert (a.held, a.in_flight) == (0, 0)
+    # The worker's own bound too.
+    worker = Admission(100, 1000)
+    big = worker.admit(900, None, "c3")
+    assert isinstance(big, Hold) and worker.grow(big, 101) is Refusal.BUFFERED
+
+
 def test_token_check() -> None:
     check = TokenCheck(hash_key("s3cret"))
     assert check.valid("Bearer s3cret") and check.valid("bearer  s3cret ")

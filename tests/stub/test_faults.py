@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flatgate.proxy.stub.echo import STUB_MAX_BODY
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
@@ -232,3 +234,20 @@ def test_canned_answers(protocol: str, tmp_path: Path) -> None:
         else:
             text = doc["output"][0]["content"][0]["text"]
         assert (status, text) == (200, "tok tok tok ")
+
+
+def test_a_body_over_the_stubs_bound_is_a_413_in_every_protocol(
+    served: tuple[Server, Protocol],
+) -> None:
+    """Announced past ``STUB_MAX_BODY``: refused from its ``Content-Length``,
+    none of it read (it was a 500)."""
+    server, p = served
+    with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))) as sock:
+        head = (
+            f"POST {p.path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"content-length: {STUB_MAX_BODY + 1}\r\n\r\n"
+        )
+        sock.sendall(head.encode() + b"{")
+        reply = sock.recv(65536).decode()
+    assert reply.startswith("HTTP/1.1 413"), reply[:200]
+    assert '"body_too_large"' in reply

@@ -226,3 +226,23 @@ def test_null_citations_on_system_blocks_keep_them_one_message() -> None:
         )
     )
     assert [m.content for m in req.messages] == ["ab", "hi"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"$blocks": []},
+        {"$blocks": [], "zz": 1},
+        {"thread": {"id": "t_1"}},
+        {"thread": {"id": "t_1"}, "tools": [{"name": "f", "input_schema": {}, "x": 1}]},
+    ],
+)
+def test_count_tokens_refuses_what_messages_refuses(extra: dict[str, Any]) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra}
+    for decode in (decode_count_tokens, models.decode_messages):
+        with pytest.raises(InvalidRequest) as caught:
+            decode(json.dumps({**body, "max_tokens": 5}).encode())
+        assert caught.value.param == next(iter(extra)), decode
+    if "thread" in extra:  # a null thread asks for nothing, in both
+        nulled = json.dumps({**body, "thread": None}).encode()
+        assert decode_count_tokens(nulled).messages

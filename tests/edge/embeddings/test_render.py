@@ -11,7 +11,13 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flatgate.edge_translator.embeddings.render import render
+from flatgate.edge_translator.embeddings.render import (
+    CHUNK_FLOATS,
+    STREAM_AT,
+    pieces,
+    render,
+    size_bound,
+)
 from flatgate.proxy.wire.embeddings import read_embedding_response, write_embedding_response
 
 
@@ -56,3 +62,32 @@ def test_no_vectors_is_an_empty_list() -> None:
     e = read_embedding_response(_answer([], 4))
     assert json.loads(render(e, model="m", base64=True))["data"] == []
     assert json.loads(render(e, model="m", base64=False))["data"] == []
+
+
+@settings(max_examples=30)
+@given(st.integers(0, 7), st.integers(1, 5), st.integers(1, 4), st.booleans())
+def test_pieces_make_the_whole_answer(count: int, dims: int, chunk: int, b64: bool) -> None:
+    rows = [[float(i * dims + j) / 7 for j in range(dims)] for i in range(count)]
+    e = read_embedding_response(_answer(rows, dims, tokens=3))
+    parts = list(pieces(e, model="m", base64=b64, chunk=chunk))
+    assert b"".join(parts) == render(e, model="m", base64=b64)
+    # One piece per ``chunk`` vectors, then the envelope's tail.
+    assert len(parts) == -(-count // chunk) + 1 if count else len(parts) == 1
+
+
+def test_size_bound_holds_the_text() -> None:
+    rows = [[-1.2345678e-30, 3.4028234e38, -0.0, 1e-45] for _ in range(3)]
+    e = read_embedding_response(_answer(rows, 4))
+    for b64 in (False, True):
+        assert len(render(e, model="m" * 50, base64=b64)) <= size_bound(e, base64=b64)
+
+
+def test_a_large_answer_goes_in_pieces_of_about_chunk_floats() -> None:
+    dims = 8192
+    count = 3 * CHUNK_FLOATS // dims + 1
+    e = read_embedding_response(_answer([[0.5] * dims] * count, dims))
+    assert size_bound(e, base64=False) > STREAM_AT
+    parts = list(pieces(e, model="m", base64=False))
+    assert len(parts) == 5  # four of vectors (the last one short), then the tail
+    assert max(len(p) for p in parts) < 2 * CHUNK_FLOATS * 25
+    assert len(json.loads(b"".join(parts))["data"]) == count

@@ -15,10 +15,29 @@ from flatgate.edge_translator.responses.models import Decoded, decode_request
 from flatgate.edge_translator.responses.render import Aggregator, StreamRenderer
 from flatgate.proxy.wire.chunk.frames import Chunk
 
-__all__ = ["EVENT", "Event", "aggregate", "decoded", "parse_sse", "render", "renderer"]
+__all__ = [
+    "EVENT",
+    "Budget",
+    "Event",
+    "aggregate",
+    "decoded",
+    "parse_sse",
+    "render",
+    "renderer",
+]
 
 EVENT: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(sdk.ResponseStreamEvent)
 Event = tuple[str, dict[str, Any]]
+
+
+class Budget:
+    """A ``client_api.Budget`` with no bound, that records what it is charged."""
+
+    def __init__(self) -> None:
+        self.charged: list[tuple[int, str]] = []
+
+    def charge(self, nbytes: int, param: str) -> None:
+        self.charged.append((nbytes, param))
 
 
 def decoded(**body: Any) -> Decoded:

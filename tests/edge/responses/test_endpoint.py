@@ -19,8 +19,9 @@ from flatgate.edge_translator.responses.endpoint import (
     input_items_answer,
     retrieve_answer,
 )
+from flatgate.edge_translator.responses.items import encode_items
 from flatgate.edge_translator.responses.models import Decoded
-from flatgate.edge_translator.responses.store import StoredResponses
+from flatgate.edge_translator.responses.store import StoredResponses, _group
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.proxy.limits import MemoryStore, StateSection
 from flatgate.proxy.wire import codes
@@ -28,7 +29,7 @@ from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.schema import FinishReason
-from tests.edge.responses.common import decoded
+from tests.edge.responses.common import Budget, decoded
 
 STOP = FinishReason.STOP
 
@@ -45,9 +46,10 @@ async def turn(
 ) -> tuple[str, Request]:
     """One whole answer through the API's own steps: its id, and what it wrote."""
     rid = api.new_id()
-    req = await api.prepare(req, tenant=tenant, response_id=rid)
+    req = await api.prepare(req, tenant=tenant, response_id=rid, budget=Budget())
     wire = read_request(write_request(req, provider=0, model_name="m"))
     asked = api.asked(req, rid, rid, "m")
+    await api.admitted(asked, tenant=tenant)
     folding = api.aggregator(asked, 1)
     for c in chunks:
         folding.feed(c)
@@ -112,7 +114,10 @@ async def test_a_tool_round_trip_by_previous_response_id(api: ResponsesApi) -> N
 async def test_an_unknown_previous_response_is_a_404_naming_it(api: ResponsesApi) -> None:
     with pytest.raises(EdgeError) as caught:
         await api.prepare(
-            decoded(previous_response_id="resp_nope"), tenant="t", response_id="resp_x"
+            decoded(previous_response_id="resp_nope"),
+            tenant="t",
+            response_id="resp_x",
+            budget=Budget(),
         )
     err = caught.value
     assert (err.status, err.code, err.param) == (
@@ -126,7 +131,9 @@ async def test_an_unknown_previous_response_is_a_404_naming_it(api: ResponsesApi
 async def test_another_tenants_response_is_not_found(api: ResponsesApi) -> None:
     first, _ = await turn(api, decoded(), Chunk(content="x", finish_reason=STOP), tenant="a")
     with pytest.raises(EdgeError) as caught:
-        await api.prepare(decoded(previous_response_id=first), tenant="b", response_id="resp_x")
+        await api.prepare(
+            decoded(previous_response_id=first), tenant="b", response_id="resp_x", budget=Budget()
+        )
     assert caught.value.error_code is codes.PREVIOUS_RESPONSE_NOT_FOUND
     assert await stored(api, first, tenant="b") is None
 
@@ -141,7 +148,9 @@ async def test_without_a_store_nothing_is_kept_and_no_chain_is_found() -> None:
     bare = ResponsesApi()
     rid, _ = await turn(bare, decoded(), Chunk(content="x", finish_reason=STOP))
     with pytest.raises(EdgeError) as caught:
-        await bare.prepare(decoded(previous_response_id=rid), tenant="t", response_id="resp_y")
+        await bare.prepare(
+            decoded(previous_response_id=rid), tenant="t", response_id="resp_y", budget=Budget()
+        )
     assert caught.value.status == 404
 
 
@@ -212,8 +221,9 @@ async def test_retrieve_and_delete(api: ResponsesApi) -> None:
 
 
 async def test_a_failed_stream_is_stored_as_failed(api: ResponsesApi) -> None:
-    req = await api.prepare(decoded(stream=True), tenant="t", response_id="resp_f")
+    req = await api.prepare(decoded(stream=True), tenant="t", response_id="resp_f", budget=Budget())
     asked = api.asked(req, "resp_f", "resp_f", "m")
+    await api.admitted(asked, tenant="t")
     renderer = api.renderer(asked, 1)
     renderer.feed(Chunk(content="par"))
     await api.finish(asked, renderer, tenant="t")  # ended without finishing
@@ -226,8 +236,11 @@ async def test_a_chain_keeps_the_encrypted_reasoning_the_client_did_not_see(
     api: ResponsesApi,
 ) -> None:
     part = ReasoningPart(opaque=b"gAAAA-secret", dialect=3, id="rs_b")
-    req = await api.prepare(decoded(input="Think."), tenant="t", response_id="resp_r")
+    req = await api.prepare(
+        decoded(input="Think."), tenant="t", response_id="resp_r", budget=Budget()
+    )
     asked = api.asked(req, "resp_r", "resp_r", "m")
+    await api.admitted(asked, tenant="t")
     folding = api.aggregator(asked, 1)
     for chunk in (
         Chunk(reasoning="hmm"),
@@ -246,3 +259,57 @@ async def test_a_chain_keeps_the_encrypted_reasoning_the_client_did_not_see(
     assert wire.messages[1].reasoning is not None
     (reasoning,) = wire.messages[1].reasoning
     assert reasoning.opaque == b"gAAAA-secret" and reasoning.text == "hmm"
+
+
+async def test_a_chain_stores_what_it_continues_by_reference(api: ResponsesApi) -> None:
+    """A chained response's stored input is its whole input, as one JSON list
+    of the items written (what ``input_items`` lists), and in a memory store
+    it holds the previous input's bytes themselves, not a copy."""
+    first, _ = await turn(api, decoded(input="p" * 5000), Chunk(content="one", finish_reason=STOP))
+    budget = Budget()
+    req = await api.prepare(
+        decoded(input="second", previous_response_id=first),
+        tenant="t",
+        response_id="resp_2",
+        budget=budget,
+    )
+    # The chain is charged as if sent: the stored input and output's bytes.
+    assert [param for _, param in budget.charged] == ["tools", "previous_response_id"]
+    assert budget.charged[1][0] > 5000
+    asked = api.asked(req, "resp_2", "resp_2", "m")
+    await api.admitted(asked, tenant="t")
+    assert api.store is not None
+    stored_input = await api.store.input_items("t", "resp_2")
+    assert stored_input is not None
+    got, want = json.loads(stored_input), json.loads(encode_items(req.items))
+    # The same items; the new one's id is made as it is stored (not sent).
+    assert got[:-1] == want[:-1] and len(got) == len(want) == 3
+    assert {**got[-1], "id": ""} == {**want[-1], "id": ""}
+    store = api.store._source()[0]
+    assert isinstance(store, MemoryStore)
+    previous = await store.get_pieces(f"{_group('t')}:{first}:input")
+    chained = await store.get_pieces(f"{_group('t')}:resp_2:input")
+    assert previous is not None and chained is not None
+    assert any(p is previous[1] for p in chained)  # the first input's bytes, shared
+
+
+async def test_a_refused_request_keeps_nothing(api: ResponsesApi) -> None:
+    """``prepare`` stores nothing: only ``admitted`` does."""
+    req = await api.prepare(decoded(input="x"), tenant="t", response_id="resp_n", budget=Budget())
+    api.asked(req, "resp_n", "resp_n", "m")  # and then refused: admitted never runs
+    assert api.store is not None and await api.store.input_items("t", "resp_n") is None
+
+
+async def test_a_namespace_is_charged_for_its_description_copies(api: ResponsesApi) -> None:
+    group = {
+        "type": "namespace",
+        "name": "ns",
+        "description": "d" * 100,
+        "tools": [{"type": "function", "name": f"f{i}"} for i in range(5)],
+    }
+    budget = Budget()
+    req = await api.prepare(
+        decoded(tools=[group], store=False), tenant="t", response_id="r", budget=budget
+    )
+    assert budget.charged == [(5 * 102, "tools")]
+    assert [spec[1] for spec in req.tools] == [b"d" * 100] * 5

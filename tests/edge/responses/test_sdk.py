@@ -30,6 +30,7 @@ from flatgate.proxy.limits import MemoryStore, StateSection
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.schema import FinishReason
+from tests.edge.responses.common import Budget
 
 SERVED = ModelConfig(name="served", provider="OpenAI")
 TOOLS = [
@@ -106,10 +107,11 @@ class Edge:
         api = self.api
         req = api.decode(body)
         rid = api.new_id()
-        req = await api.prepare(req, tenant="t", response_id=rid)
+        req = await api.prepare(req, tenant="t", response_id=rid, budget=Budget())
         wire = read_request(api.write(req, SERVED, tenant="t", request_id=rid))
         self.wires.append(wire)
         asked = api.asked(req, rid, rid, "served")
+        await api.admitted(asked, tenant="t")
         if not asked.stream:
             folding = api.aggregator(asked, 1700000000)
             for chunk in model(wire):

@@ -15,8 +15,12 @@ from flatgate.edge_translator.responses.store import (
     MAX_ID_CHARS,
     ResponsesUnavailable,
     StoredResponses,
+    Turn,
+    list_pieces,
+    runs_of,
 )
 from flatgate.proxy.limits import Limiter, MemoryStore, RedisStore, StateSection, parse_limits
+from flatgate.proxy.limits.blobs import BlobBounds
 from flatgate.proxy.limits.store import Store
 from tests.redisserver import RedisServer, redis_server, shared_redis, unique_prefix
 from tests.servers import free_port
@@ -37,6 +41,11 @@ class Monotonic:
 
 
 MakeStore = Callable[[], Store]
+
+
+def pair(turn: Turn | None) -> tuple[bytes, bytes] | None:
+    """A turn's input items and response, as JSON."""
+    return None if turn is None else (turn.items, turn.response)
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -74,14 +83,14 @@ async def test_saved_in_two_steps_and_read(make_store: MakeStore) -> None:
     assert await r.turn("acme", "resp_1") is None  # half a response is none
     assert await r.save_response("acme", "resp_1", OUTPUT)
     assert await r.response("acme", "resp_1") == OUTPUT
-    assert await r.turn("acme", "resp_1") == (INPUT, OUTPUT)
+    assert pair(await r.turn("acme", "resp_1")) == (INPUT, OUTPUT)
     assert (r.stored, r.refused_too_large) == (1, 0)
 
 
 async def test_saved_at_once(make_store: MakeStore) -> None:
     r = StoredResponses(make_store(), state())
     assert await r.save("acme", "resp_1", INPUT, OUTPUT)
-    assert await r.turn("acme", "resp_1") == (INPUT, OUTPUT)
+    assert pair(await r.turn("acme", "resp_1")) == (INPUT, OUTPUT)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +109,7 @@ async def test_another_tenant_reads_none(make_store: MakeStore, owner: str, othe
     assert await r.input_items(other, "resp_1") is None
     assert await r.turn(other, "resp_1") is None
     assert not await r.delete(other, "resp_1")
-    assert await r.turn(owner, "resp_1") == (INPUT, OUTPUT)  # its delete took nothing
+    assert pair(await r.turn(owner, "resp_1")) == (INPUT, OUTPUT)  # its delete took nothing
 
 
 async def test_ids_are_their_own_keys(make_store: MakeStore) -> None:
@@ -166,7 +175,7 @@ async def test_two_instances_chain_each_other_s_responses(shared_redis: RedisSer
     try:
         assert await one.save_input("acme", "resp_1", INPUT)
         assert await one.save_response("acme", "resp_1", OUTPUT)
-        assert await two.turn("acme", "resp_1") == (INPUT, OUTPUT)
+        assert pair(await two.turn("acme", "resp_1")) == (INPUT, OUTPUT)
         assert await two.turn("globex", "resp_1") is None
         assert await two.save("acme", "resp_2", INPUT + b"more", b"{}")
         assert await one.input_items("acme", "resp_2") == INPUT + b"more"
@@ -188,9 +197,13 @@ async def test_redis_keys_and_ttl(shared_redis: RedisServer) -> None:
         keys = sorted(
             k.decode() if isinstance(k, bytes) else k for k in await client.keys(f"{prefix}:*")
         )
-        assert len(keys) == 2
-        assert all(k.startswith(f"{prefix}:blob:responses:") for k in keys)
-        assert keys[0].endswith(":resp_1:input") and keys[1].endswith(":resp_1:output")
+        # The response's two halves, and its tenant's index and sizes (one
+        # slot: the tenant's digest in braces).
+        assert len(keys) == 4
+        blobs = [k for k in keys if k.startswith(f"{prefix}:blob:responses:{{")]
+        assert blobs[0].endswith(":resp_1:input") and blobs[1].endswith(":resp_1:output")
+        group = blobs[0].split(":")[3]
+        assert keys[2:] == [f"{prefix}:blobs:responses:{group}:{k}" for k in ("index", "sizes")]
         assert not any("secret" in k for k in keys)  # the tenant as a digest
         for k in keys:
             assert 3_590_000 < await client.pttl(k) <= 3_600_000
@@ -201,21 +214,23 @@ async def test_redis_keys_and_ttl(shared_redis: RedisServer) -> None:
 
 async def test_memory_ttl_and_bounds() -> None:
     clock = Monotonic()
-    # Room for two responses (four blobs).
-    r = StoredResponses(MemoryStore(max_blobs=4, clock=clock), state(responses_ttl_seconds=60))
+    bounds = BlobBounds(4, 1 << 20, 4, 1 << 20)  # room for two responses (four blobs)
+    r = StoredResponses(
+        MemoryStore(blob_bounds=bounds, clock=clock), state(responses_ttl_seconds=60)
+    )
     await r.save("acme", "a", INPUT, OUTPUT)
     clock.t += 59
-    assert await r.turn("acme", "a") == (INPUT, OUTPUT)
+    assert pair(await r.turn("acme", "a")) == (INPUT, OUTPUT)
     clock.t += 1
     assert await r.turn("acme", "a") is None
     for rid in ("b", "c", "d"):
         await r.save("acme", rid, INPUT, OUTPUT)
     assert await r.turn("acme", "b") is None  # the least recently used went
-    assert await r.turn("acme", "c") == (INPUT, OUTPUT)
+    assert pair(await r.turn("acme", "c")) == (INPUT, OUTPUT)
 
 
 async def test_memory_store_refusing_is_not_stored() -> None:
-    r = StoredResponses(MemoryStore(max_blob_bytes=10), state())
+    r = StoredResponses(MemoryStore(blob_bounds=BlobBounds(10, 10, 10, 10)), state())
     assert not await r.save("acme", "a", b"[]", b"x" * 11)
     assert await r.turn("acme", "a") is None
     assert await r.input_items("acme", "a") is None  # the half that fit went too
@@ -289,3 +304,28 @@ def test_metrics() -> None:
     assert refused == {"too_large": 2, "store_bounds": 0, "store_error": 0}
     assert families["flatgate_edge_responses_store_errors"].samples[0].value == 1
     assert families["flatgate_edge_responses_store_up"].samples[0].value == 1.0
+
+
+def test_list_pieces_and_runs_of() -> None:
+    runs = (b'{"a":1}', b"", b'{"b":2},{"c":3}')
+    pieces = list_pieces(runs)
+    assert b"".join(pieces) == b'[{"a":1},{"b":2},{"c":3}]'
+    assert runs_of(pieces) == (runs[0], runs[2])
+    assert list_pieces(()) == (b"[", b"]") and runs_of((b"[", b"]")) == ()
+    # A store that keeps bytes gives the list whole: its inside, one run.
+    assert runs_of((b'[{"a":1}, {"b":2}]',)) == (b'{"a":1}, {"b":2}',)
+    assert runs_of((b"[ ]",)) == ()
+
+
+async def test_a_tenant_past_its_share_loses_only_its_own(make_store: MakeStore) -> None:
+    limited = state(max_responses_per_tenant=2, max_response_bytes_per_tenant=CAP)
+    store = make_store()
+    store.bound_blobs(limited.blob_bounds())
+    r = StoredResponses(store, limited)
+    assert await r.save("victim", "v", INPUT, OUTPUT)
+    for i in range(5):
+        assert await r.save("flood", f"f{i}", INPUT, OUTPUT)
+    assert pair(await r.turn("victim", "v")) == (INPUT, OUTPUT)
+    assert await r.turn("flood", "f0") is None  # its own oldest went
+    assert pair(await r.turn("flood", "f4")) == (INPUT, OUTPUT)
+    assert store.blobs_evicted >= 6

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.models import Item, decode_request
 from flatgate.edge_translator.responses.render import StreamRenderer
@@ -227,6 +228,14 @@ def test_openai_encrypted_content_travels_as_is() -> None:
     assert encrypted_of(ReasoningPart()) == ""
     bogus = reasoning_part(Item(type="reasoning", encrypted_content="fg1.x.y"))
     assert (bogus.opaque, bogus.dialect) == (b"fg1.x.y", RESPONSES)
+
+
+@pytest.mark.parametrize("dialect", ["0", "3", "4", "128", "200", "9" * 5000])
+def test_a_dialect_flatgate_never_wraps_is_refused_naming_input(dialect: str) -> None:
+    # The wire's dialect is a byte: 128 did not fit (a struct.error, a 500).
+    with pytest.raises(InvalidRequest) as caught:
+        reasoning_part(Item(type="reasoning", encrypted_content=f"fg1.{dialect}.QUFB"))
+    assert caught.value.param == "input" and "dialect" in caught.value.message
 
 
 def test_a_streamed_anthropic_signature_comes_back_to_the_backend() -> None:
