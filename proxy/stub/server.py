@@ -179,13 +179,13 @@ class StubServer:
         if path == "/stats":
             cadence = self._cadence
             extra = None if cadence is None else {"cadence": cadence.clock.stats()}
-            body = self.stats.body(self.settings.protocol, extra)
-            await ex.respond(200, [("content-type", JSON)], body)
+            stats = self.stats.body(self.settings.protocol, extra)
+            await ex.respond(200, [("content-type", JSON)], stats)
             return
         if self.drain.draining:
-            body = error_body(codes.DRAINING, "the stub is shutting down")
+            refusal = error_body(codes.DRAINING, "the stub is shutting down")
             headers = [("content-type", JSON), ("connection", "close"), ("retry-after", "1")]
-            await ex.respond(codes.DRAINING.status, headers, body)
+            await ex.respond(codes.DRAINING.status, headers, refusal)
             return
         wire = self.wire
         if self.settings.api_key:
