@@ -87,7 +87,7 @@ _HANDED: collections.deque[int] = collections.deque(maxlen=4096)
 
 def _lane() -> tuple[int, int]:
     """(this process's lane, lanes): under pytest-xdist each worker takes
-    ports of its own residue, so that two workers never pick one port."""
+    ports of its own lane, so that two workers never pick one port."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1:
@@ -102,7 +102,8 @@ def free_port() -> int:
         with socket.socket() as s:
             s.bind((HOST, 0))
             port: int = s.getsockname()[1]
-        if port % lanes == lane and port not in _HANDED:
+        # By the port's halves: Linux hands bind(0) ports of one parity.
+        if (port >> 1) % lanes == lane and port not in _HANDED:
             _HANDED.append(port)
             return port
     raise RuntimeError("no free loopback port in this process's lane")
