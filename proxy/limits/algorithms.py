@@ -66,8 +66,9 @@ DAY_KEY_SECONDS: Final = 2 * 86_400
 # when it is spent, and a test's clock need not follow Redis' own.
 KEY_SLACK_MS: Final = 1_000
 
-# Limit kinds by number (the order of config.LIMIT_KINDS), and their codes in
-# the Lua scripts.
+# The limits a [[limits]] entry may set, in the order they are checked
+# (``KINDS``, the one table of them: the config's keys, the metrics' labels),
+# by number, and their codes in the Lua scripts.
 REQUESTS: Final = 0
 TOKENS: Final = 1
 CONCURRENT: Final = 2

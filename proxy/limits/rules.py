@@ -110,7 +110,7 @@ class Check:
 
 class Plan:
     """The checks of one ``(tenant, model)``, in rule order and, within a
-    rule, in ``LIMIT_KINDS`` order; with what the stores need prepared."""
+    rule, in ``algorithms.KINDS`` order; with what the stores need prepared."""
 
     __slots__ = (
         "_dated",

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from flatgate.proxy.limits.algorithms import KINDS
 from flatgate.proxy.limits.blobs import BlobBounds
 from flatgate.proxy.limits.redisurl import Kind, parse_store_url
 from flatgate.proxy.plumbing.config import (
@@ -36,7 +37,6 @@ from flatgate.proxy.plumbing.config import (
 
 __all__ = [
     "BLOBS_PER_RESPONSE",
-    "LIMIT_KINDS",
     "STATE_OVERLAY",
     "LimitRule",
     "LimitsConfig",
@@ -48,8 +48,6 @@ __all__ = [
     "store_password",
 ]
 
-# The limits a [[limits]] entry may set, in the order they are checked.
-LIMIT_KINDS = ("requests_per_minute", "tokens_per_minute", "max_concurrent", "tokens_per_day")
 # A stored response is this many blobs in the store: its input items and its
 # output (a memory store's memory_max_responses bounds twice as many blobs).
 BLOBS_PER_RESPONSE = 2
@@ -153,8 +151,8 @@ class LimitRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tokens_per_day: int | None = None
 
     def limits(self) -> list[tuple[str, int]]:
-        """``(kind, amount)`` for each limit set, in ``LIMIT_KINDS`` order."""
-        return [(k, v) for k in LIMIT_KINDS if (v := getattr(self, k)) is not None]
+        """``(kind, amount)`` for each limit set, in ``KINDS`` order."""
+        return [(k, v) for k in KINDS if (v := getattr(self, k)) is not None]
 
 
 class TenantConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -258,7 +256,7 @@ def _limit_problems(rules: list[LimitRule | None], problems: Problems) -> None:
         if not r.model:
             problems.append(f'{where}.model: must not be empty (a name, a glob, or "*")')
         if not r.limits():
-            problems.append(f"{where}: sets no limit (one or more of {', '.join(LIMIT_KINDS)})")
+            problems.append(f"{where}: sets no limit (one or more of {', '.join(KINDS)})")
         for kind, amount in r.limits():
             problems.at_least(f"{where}.{kind}", amount, 1)
         first = seen.setdefault((r.tenant, r.model), i)
