@@ -37,7 +37,6 @@ from collections.abc import Mapping
 import msgspec
 
 from flatgate.edge_translator.anthropic.errors import error_body, error_event
-from flatgate.edge_translator.anthropic.extras import BETA_HEADER
 from flatgate.edge_translator.anthropic.models import (
     CountTokensRequest,
     MessagesRequest,
@@ -56,6 +55,7 @@ from flatgate.proxy.plumbing.auth import bearer_token
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request.estimate import estimate_request
+from flatgate.proxy.wire.schema import BETA_HEADER
 
 __all__ = ["COUNT_TOKENS", "MESSAGES", "CountTokens", "MessagesApi", "new_message_id"]
 

@@ -50,10 +50,9 @@ from flatgate.edge_translator.anthropic.models import (
     MessagesRequest,
     WithUnknown,
 )
+from flatgate.proxy.wire.schema import BETA_HEADER
 
-__all__ = ["BETA_HEADER", "BlockFields", "CacheMark", "extras_of"]
-
-BETA_HEADER = "anthropic-beta"
+__all__ = ["BlockFields", "CacheMark", "extras_of"]
 
 # A block-level breakpoint: (at, index, the client's cache_control object).
 CacheMark = tuple[str, int, msgspec.Raw]

@@ -104,10 +104,9 @@ from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
-from flatgate.proxy.wire.schema import JSON, SSE, ApiDialect, ToolChoiceMode
+from flatgate.proxy.wire.schema import BETA_HEADER, JSON, SSE, ApiDialect, ToolChoiceMode
 
 __all__ = [
-    "BETA_HEADER",
     "LONGEST_WHOLE_TOKENS",
     "NO_EMBEDDINGS",
     "STOP_REASONS",
@@ -117,8 +116,6 @@ __all__ = [
     "encode_request",
 ]
 
-# The header of Anthropic's betas, the one client header this backend is sent.
-BETA_HEADER = "anthropic-beta"
 # Why an embeddings request is refused here.
 NO_EMBEDDINGS = "the anthropic protocol has no embeddings API"
 

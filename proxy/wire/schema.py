@@ -26,6 +26,7 @@ from flatgate.generated.LLMGateway.ToolChoiceMode import ToolChoiceMode as _Tool
 __all__ = [
     "ADMITTED_HEADER",
     "BACKEND_HEADER",
+    "BETA_HEADER",
     "CHUNK_IDENTIFIER",
     "COMPLETIONS_PATH",
     "EMBEDDINGS_PATH",
@@ -71,6 +72,9 @@ BACKEND_HEADER = "x-flatgate-backend"
 # The answer names what its backend was not sent (fields and tools a backend
 # of another dialect has no place for), comma-separated; the edge passes it on.
 OMITTED_HEADER = "x-flatgate-dropped-fields"
+# Anthropic's beta flags: a Messages client's, carried to an anthropic
+# backend in the extras (``$headers``) and sent there as a header.
+BETA_HEADER = "anthropic-beta"
 # Sent by the edge to the proxy with a request whose tenant it has held to
 # its limits already (the proxy does not count it again).
 ADMITTED_HEADER = "x-flatgate-admitted"
