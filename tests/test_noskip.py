@@ -14,6 +14,9 @@ _CONFTEST = Path(__file__).with_name("conftest.py")
 
 
 def _run(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``body``, a test module's text, run by a pytest of its own under this
+    suite's conftest. The modules these tests write skip on purpose (and
+    hold a test that passes beside): the skip is what is checked."""
     (tmp_path / "conftest.py").write_text(_CONFTEST.read_text())
     (tmp_path / "test_it.py").write_text("import pytest\n\n" + body)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")

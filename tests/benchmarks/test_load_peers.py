@@ -106,7 +106,6 @@ def _portkey_tree(root: Path, **versions: str) -> Path:
     return modules
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 def test_find_portkey_checks_the_installed_versions(tmp_path: Path) -> None:
     assert "not installed" in str(peers.find_portkey(tmp_path))
     modules = _portkey_tree(tmp_path)

@@ -408,7 +408,6 @@ def test_plot_has_a_gap_where_the_stub_was_down(
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
 def test_quick_soak_accounts_for_every_request(tmp_path: Path) -> None:
     args = ["--requests", "600", "--sample-seconds", "1", "--concurrency", "16"]
     done = run_bench(tmp_path, "benchmarks.soak", "--out", str(tmp_path / "out"), *args)
@@ -446,7 +445,6 @@ def test_refuses_bad_arguments(args: list[str], capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
 def test_sigterm_stops_every_server(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "benchmarks.soak", "--out", str(tmp_path / "out")]
     argv += ["--requests", "5000", "--concurrency", "1"]

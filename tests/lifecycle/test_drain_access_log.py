@@ -241,7 +241,6 @@ def workers_of(pid: int) -> list[int]:
     return [int(p) for p in children.read_text().split()]
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("iface", ["asgi", "rsgi"])
 def test_a_worker_stopped_by_granian_writes_what_it_kept(
     tmp_path: Path, slow_stub: Server, iface: str

@@ -9,7 +9,6 @@ the test can read each worker's own snapshot, and see the directory go at exit.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,10 +24,7 @@ from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
 from tests.servers import Server, running
 from tests.stacks import write_stack
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.name != "posix", reason="shared metrics are POSIX only"),
-]
+pytestmark = pytest.mark.integration
 
 BATCH = 16
 MAX_REQUESTS = 640

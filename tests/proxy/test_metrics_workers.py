@@ -35,8 +35,6 @@ from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.wire.builders import BuilderPool
 from tests.edge import fakes
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="worker liveness is POSIX only")
-
 ALIVE = os.getppid()  # another process that is alive: pytest's parent
 
 

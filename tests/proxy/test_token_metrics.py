@@ -11,7 +11,6 @@ the stub's pacing and above generously: nothing here is timed.
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from pathlib import Path
 
@@ -26,10 +25,7 @@ from tests.lifecycle.test_workers_scrape import send_until_both_serve, sum_of, w
 from tests.servers import running
 from tests.stacks import QUIET, write_stack, write_stub
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.name != "posix", reason="shared metrics are POSIX only"),
-]
+pytestmark = pytest.mark.integration
 
 TTFT_MS = 30
 ITL_MS = 10
