@@ -63,8 +63,8 @@ from flatgate.edge_translator.openai.render import StreamRenderer
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.models import decode_request as decode_responses
 from flatgate.edge_translator.responses.render import StreamRenderer as ResponsesRenderer
-from flatgate.proxy.backends.openai_stream import OpenAIStream
-from flatgate.proxy.backends.openai_whole import OpenAIWhole
+from flatgate.proxy.backends.openai.stream import OpenAIStream
+from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.reader import read_chunk
 

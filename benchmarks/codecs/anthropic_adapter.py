@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.codecs.adapters import OPS, ops
-from flatgate.proxy.backends.anthropic import AnthropicStream, encode_request
+from flatgate.proxy.backends.anthropic.adapter import AnthropicStream, encode_request
 
 __all__ = ["OPS", "adapt_chunk", "adapt_request", "inputs"]
 

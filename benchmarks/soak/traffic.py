@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 # The edge's models: one per backend, and one per fault the stub injects when
-# the model name carries it (``stub.echo.split_model``).
+# the model name carries it (``backends.dialect.split_model``).
 ECHO_MODEL = "soak-echo"
 OPENAI_MODEL = "soak-echo-openai"
 FAIL, RATE_LIMIT = f"{ECHO_MODEL}@fail", f"{ECHO_MODEL}@rate_limit"

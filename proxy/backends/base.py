@@ -125,6 +125,10 @@ class Adapter(Protocol):
     protocol: str
     # Whether the protocol serves embeddings (a class attribute).
     embeddings: bool
+    # Whether the caller's request is translated into the backend's API (the
+    # JSON APIs: their first byte may take a reasoning model's minutes, and the
+    # request's model name is read) or sent untouched (fbs).
+    translated: bool
 
     def prepare(
         self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str

@@ -273,6 +273,7 @@ class JsonAdapter:
     """The common part of the JSON backends' adapters (see the module docstring)."""
 
     protocol = ""
+    translated = True
     # Appended to the backend's url.
     path = ""
 

@@ -1,19 +1,22 @@
-"""One ``[[backends]]`` entry: where a backend is, what it speaks, its limits,
+"""The keys every ``[[backends]]`` entry has: where a backend is, its limits,
 and the credential flatgate presents to it.
 
-Owns the backend keys of the config file and their validation (every problem
-names its key); the proxy's settings (``service.settings``) hold a list of
-these. URL conventions: an ``fbs`` backend's ``url`` is the server root (the
-proxy appends ``/v1/completions``); an ``openai`` or ``anthropic`` backend's
-``url`` is the API base including its version (``https://api.openai.com/v1``,
-``http://127.0.0.1:8000/v1``), to which the adapter appends
-``/chat/completions`` or ``/messages``; an ``openai-responses`` backend's is
-the same base as an ``openai`` one's, to which it appends ``/responses``.
-Embeddings go to ``/v1/embeddings`` on an ``fbs`` server's root and to
-``/embeddings`` on the JSON API base (``openai``, ``openai-responses``).
+``BackendConfig`` holds them and ``common_problems`` checks them (every
+problem names its key). A protocol's own keys are a subclass of it in the
+protocol's folder (``backends.openai.config``: ``max_tokens_field``), and
+``backends.registry`` converts an entry to its protocol's class and checks
+the rest. URL conventions: an ``fbs`` backend's ``url`` is the server root
+(the proxy appends ``/v1/completions``); an ``openai`` or ``anthropic``
+backend's ``url`` is the API base including its version
+(``https://api.openai.com/v1``, ``http://127.0.0.1:8000/v1``), to which the
+adapter appends ``/chat/completions`` or ``/messages``; an
+``openai-responses`` backend's is the same base as an ``openai`` one's, to
+which it appends ``/responses``. Embeddings go to ``/v1/embeddings`` on an
+``fbs`` server's root and to ``/embeddings`` on the JSON API base
+(``openai``, ``openai-responses``).
 
 ``serves`` says which kinds of request (``REQUEST_KINDS``) a backend is sent:
-absent, its protocol's (``BackendConfig.kinds``: an ``anthropic`` backend
+absent, its protocol's (``registry.kinds``: an ``anthropic`` backend
 completions only, Anthropic's API having no embeddings; every other both).
 A route may so name a model only one kind can use: a request of the other
 kind skips that backend, and is refused with a 400 when no backend of its
@@ -32,27 +35,22 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from flatgate.proxy.backends.extras import HOSTED_TOOLS
 from flatgate.proxy.plumbing.config import Problems
 
 __all__ = [
     "COMPLETIONS",
     "EMBEDDINGS",
     "FIRST_BYTE_TIMEOUT",
-    "PROTOCOLS",
     "REQUEST_KINDS",
     "BackendConfig",
     "RequestKind",
-    "backend_problems",
+    "common_problems",
 ]
 
-PROTOCOLS = ("fbs", "openai", "openai-responses", "anthropic")
 # The kinds of request a backend may serve (``serves``).
 RequestKind = Literal["completions", "embeddings"]
 REQUEST_KINDS: tuple[RequestKind, ...] = get_args(RequestKind)
 COMPLETIONS, EMBEDDINGS = REQUEST_KINDS
-# The protocols whose API has no embeddings.
-_NO_EMBEDDINGS = ("anthropic",)
 # A reasoning model may think for minutes before its first token.
 FIRST_BYTE_TIMEOUT = 600.0
 
@@ -60,7 +58,8 @@ FIRST_BYTE_TIMEOUT = 600.0
 class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     url: str
-    protocol: Literal["fbs", "openai", "openai-responses", "anthropic"] = "fbs"
+    # One of backends.registry.PROTOCOLS; an entry is its protocol's subclass.
+    protocol: str = "fbs"
     weight: int = 1
     # Concurrent requests this backend takes (0: no limit).
     max_outstanding: int = 0
@@ -82,24 +81,15 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str = ""
     # Extra static headers sent with every request.
     headers: dict[str, str] = {}
-    # openai: "max_completion_tokens" for OpenAI's o-series and gpt-5.
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    # openai-responses: the tools only the provider runs (backends.extras
-    # HOSTED_TOOLS: "web_search", "file_search", ...) that this backend runs
-    # too; a client's hosted tool not listed is left out and reported.
-    hosted_tools: tuple[str, ...] = ()
-    # openai, openai-responses, anthropic: a client field this backend can
+    # A translated protocol's (not fbs): a client field this backend can
     # neither carry nor map is left out (named in x-flatgate-dropped-fields and
     # counted) instead of refused with a 400 naming it (backends.extras).
     drop_unsupported: bool = False
-    # openai, openai-responses, anthropic: a request the client did not ask to
+    # A translated protocol's: a request the client did not ask to
     # stream is asked for whole (stream: false) and its answer translated in
     # one step (json_api.WholeAnswer); false: every answer is streamed from
     # the backend, as the client's frames are.
     whole_answers: bool = True
-    # anthropic: sent when a request gives no max_tokens (Anthropic requires one).
-    default_max_tokens: int = 4096
-    anthropic_version: str = "2023-06-01"
     # Readiness probe: a path on the backend's server, from its root (vLLM and
     # llama.cpp serve /health there); "": fbs GET {url}/healthz, openai and
     # openai-responses GET {url}/models, anthropic a TLS or TCP connect.
@@ -109,19 +99,6 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # The kinds of request it is sent, of REQUEST_KINDS (absent: its
     # protocol's, ``kinds``); a request of another kind skips it.
     serves: tuple[RequestKind, ...] | None = None
-
-    def kinds(self) -> tuple[RequestKind, ...]:
-        """The kinds of request it serves: ``serves``, or its protocol's
-        (an ``anthropic`` backend completions only, every other both)."""
-        if self.serves is not None:
-            return self.serves
-        return (COMPLETIONS,) if self.protocol in _NO_EMBEDDINGS else REQUEST_KINDS
-
-    def first_byte(self) -> float:
-        """The first-byte timeout in force."""
-        if self.first_byte_timeout:
-            return self.first_byte_timeout
-        return self.read_timeout if self.protocol == "fbs" else FIRST_BYTE_TIMEOUT
 
     def health_url(self) -> str:
         """The URL ``health_path`` names ("" when there is none)."""
@@ -137,14 +114,6 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return self.api_key
 
 
-# Keys that mean something for one protocol only: set on another, they are a
-# mistake worth naming.
-_ONLY_FOR = {
-    "max_tokens_field": ("openai", "max_tokens"),
-    "hosted_tools": ("openai-responses", ()),
-    "default_max_tokens": ("anthropic", 4096),
-    "anthropic_version": ("anthropic", "2023-06-01"),
-}
 _HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -159,19 +128,14 @@ _HOP_BY_HOP = {
 }
 
 
-def backend_problems(
-    b: BackendConfig, where: str, environ: Mapping[str, str] | None = None
-) -> list[str]:
-    """Every reason this backend cannot work, each naming ``where.<key>``."""
-    problems = Problems()
+def common_problems(
+    b: BackendConfig, where: str, environ: Mapping[str, str], problems: Problems
+) -> None:
+    """Every reason this backend cannot work that its common keys show, each
+    naming ``where.<key>`` (its protocol's own: ``registry.backend_problems``)."""
     url = urlsplit(b.url)
     if url.scheme not in ("http", "https") or not url.hostname:
         problems.append(f"{where}.url: expected http(s)://host[:port][/path], got {b.url!r}")
-    if b.protocol == "fbs" and url.path.rstrip("/"):
-        problems.append(
-            f"{where}.url: an fbs backend's url is its server root (the proxy appends "
-            f"/v1/completions), got path {url.path!r}"
-        )
     problems.at_least(f"{where}.weight", b.weight, 1)
     problems.at_least(f"{where}.max_outstanding", b.max_outstanding, 0)
     problems.above(f"{where}.connect_timeout", b.connect_timeout)
@@ -185,29 +149,8 @@ def backend_problems(
             f"{where}.forward_credentials: the backend has its own api_key; say which "
             "credential goes upstream, once"
         )
-    if b.api_key_env and not (os.environ if environ is None else environ).get(b.api_key_env):
+    if b.api_key_env and not environ.get(b.api_key_env):
         problems.append(f"{where}.api_key_env: environment variable {b.api_key_env} is not set")
-    for key, (protocol, default) in _ONLY_FOR.items():
-        if b.protocol != protocol and getattr(b, key) != default:
-            problems.append(f"{where}.{key}: applies to {protocol} backends only")
-    if b.protocol == "fbs" and b.drop_unsupported:
-        problems.append(
-            f"{where}.drop_unsupported: an fbs backend is sent every field (in the request's "
-            "extras); applies to openai, openai-responses and anthropic backends only"
-        )
-    for i, tool in enumerate(b.hosted_tools):
-        if tool not in HOSTED_TOOLS:
-            problems.append(
-                f"{where}.hosted_tools[{i}]: unknown hosted tool {tool!r}: expected one of "
-                + ", ".join(HOSTED_TOOLS)
-            )
-    if b.protocol == "fbs" and (b.api_key or b.api_key_env or b.model):
-        key = "model" if b.model else "api_key" if b.api_key else "api_key_env"
-        problems.append(
-            f"{where}.{key}: an fbs backend is sent the caller's bytes untouched; "
-            "use an openai, openai-responses or anthropic backend to rename or authenticate"
-        )
-    problems.at_least(f"{where}.default_max_tokens", b.default_max_tokens, 1)
     for name, value in b.headers.items():
         if name.lower() in _HOP_BY_HOP or not name or "\n" in name + value or "\r" in name + value:
             problems.append(f"{where}.headers.{name}: not a header flatgate can send")
@@ -216,11 +159,6 @@ def backend_problems(
             problems.append(f"{where}.serves: at least one of {', '.join(REQUEST_KINDS)}")
         elif len(set(b.serves)) != len(b.serves):
             problems.append(f"{where}.serves: each kind once")
-        if EMBEDDINGS in b.serves and b.protocol in _NO_EMBEDDINGS:
-            problems.append(
-                f"{where}.serves: an {b.protocol} backend serves no embeddings "
-                f"({b.protocol}'s API has none)"
-            )
     if b.health_path and not b.health_path.startswith("/"):
         problems.append(f"{where}.health_path: must start with '/'")
     if b.ca_file:
@@ -231,4 +169,3 @@ def backend_problems(
                 ssl.create_default_context(cafile=b.ca_file)
             except (OSError, ssl.SSLError) as exc:
                 problems.append(f"{where}.ca_file: cannot load {b.ca_file!r}: {exc}")
-    return problems

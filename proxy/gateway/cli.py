@@ -37,13 +37,14 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from flatgate.proxy.backends.dialect import FAULTS
+from flatgate.proxy.backends.registry import PROTOCOLS
 from flatgate.proxy.gateway.check import checked, file_problems
 from flatgate.proxy.gateway.document import SERVICE_SCOPES, Scope
 from flatgate.proxy.gateway.effective import effective_config
 from flatgate.proxy.plumbing.config import ENV_CONFIG, env_name
 from flatgate.proxy.plumbing.metrics import ENV_METRICS_DIR
 from flatgate.proxy.plumbing.server_section import ServerSection, ServiceSection
-from flatgate.proxy.stub.settings import FAULTS, STUB_PROTOCOLS
 
 __all__ = ["main"]
 
@@ -95,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     _common(stub, "asgi")
     stub.add_argument(
         "--protocol",
-        choices=STUB_PROTOCOLS,
+        choices=tuple(PROTOCOLS),
         help="the API it serves: fbs (CompletionRequest, default), openai (Chat Completions), "
         "openai-responses (the Responses API) or anthropic (Messages)",
     )

@@ -37,6 +37,7 @@ from flatgate.edge_translator.settings import (
     ModelConfig,
     edge_problems,
 )
+from flatgate.proxy.backends.registry import backends_of
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.limits import (
     LimitRule,
@@ -198,7 +199,12 @@ def as_document(
     reads = _READS[scope]
     overlays = {k: v for k, v in _OVERLAYS.items() if k in reads}
     overlaid = overlay_env(data, environ, overlays)
-    return msgspec.convert({k: v for k, v in overlaid.items() if k in reads}, GatewayDocument)
+    ours = {k: v for k, v in overlaid.items() if k in reads and k != "backends"}
+    document = msgspec.convert(ours, GatewayDocument)
+    if "backends" not in reads:
+        return document
+    # Each backend its protocol's config class (checked already).
+    return msgspec.structs.replace(document, backends=backends_of(overlaid))
 
 
 def parse_document(

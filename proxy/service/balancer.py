@@ -19,27 +19,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from flatgate.proxy.backends.anthropic import AnthropicAdapter
 from flatgate.proxy.backends.base import Adapter
-from flatgate.proxy.backends.fbs import FbsAdapter
-from flatgate.proxy.backends.openai import OpenAIAdapter
-from flatgate.proxy.backends.openai_responses import ResponsesAdapter
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.registry import adapter_for
+from flatgate.proxy.backends.section import FIRST_BYTE_TIMEOUT, BackendConfig
 from flatgate.proxy.limits import SharedBackends
 from flatgate.proxy.transport.base import Timeouts
 
-__all__ = ["Backend", "Balancer", "RouteTarget", "adapter_for"]
-
-
-def adapter_for(cfg: BackendConfig) -> Adapter:
-    """The adapter of a backend's protocol."""
-    if cfg.protocol == "openai":
-        return OpenAIAdapter(cfg)
-    if cfg.protocol == "openai-responses":
-        return ResponsesAdapter(cfg)
-    if cfg.protocol == "anthropic":
-        return AnthropicAdapter(cfg)
-    return FbsAdapter(cfg)
+__all__ = ["Backend", "Balancer", "RouteTarget"]
 
 
 @dataclass(eq=False, slots=True)
@@ -62,17 +48,22 @@ class Backend:
 
     @classmethod
     def from_config(cls, cfg: BackendConfig) -> Backend:
+        adapter = adapter_for(cfg)
+        # A translated protocol's first byte may take a reasoning model's minutes.
+        first_byte = cfg.first_byte_timeout or (
+            FIRST_BYTE_TIMEOUT if adapter.translated else cfg.read_timeout
+        )
         return cls(
             name=cfg.name,
             url=cfg.url.rstrip("/"),
-            adapter=adapter_for(cfg),
+            adapter=adapter,
             weight=cfg.weight,
             max_outstanding=cfg.max_outstanding,
             timeouts=Timeouts(
                 connect=cfg.connect_timeout,
                 read=cfg.read_timeout,
                 total=cfg.total_timeout or None,
-                first_byte=cfg.first_byte(),
+                first_byte=first_byte,
             ),
             tls=ssl.create_default_context(cafile=cfg.ca_file) if cfg.ca_file else None,
         )

@@ -294,7 +294,7 @@ class Dispatcher:
         async def take(answer: Attempt) -> Opened:
             backend, out = answer.backend, answer.out
             adapter = backend.adapter
-            model = decoded().model_name if adapter.protocol != "fbs" else ""
+            model = decoded().model_name if adapter.translated else ""
             translator = adapter.translator(request_id, model, out.whole)
             for name in out.omitted:
                 self._omitted.labels(backend.name, omitted_label(name)).inc()
@@ -439,7 +439,7 @@ class Dispatcher:
         if kind is RefusalKind.REJECTED:
             self.balancer.succeeded(backend)
             passthrough = b""
-            if backend.protocol == "fbs" and detail.startswith(b"{"):
+            if not backend.adapter.translated and detail.startswith(b"{"):
                 passthrough = detail[:65536]
             raise ProxyError(
                 codes.BACKEND_REJECTED,

@@ -149,7 +149,7 @@ class Embedder:
             finally:
                 await answer.response.aclose()
             adapter = backend.adapter
-            model = decoded().model_name if adapter.protocol != "fbs" else ""
+            model = decoded().model_name if adapter.translated else ""
             try:
                 made = adapter.embeddings_answer(whole, request_id, model, self.max_response_bytes)
             except ValueError as exc:  # MalformedBuffer and TranslatorError too

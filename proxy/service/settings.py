@@ -23,7 +23,8 @@ from typing import Any
 
 import msgspec
 
-from flatgate.proxy.backends.section import BackendConfig, backend_problems
+from flatgate.proxy.backends.registry import backend_config, backend_problems
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.limits import (
     LimitRule,
     LimitsConfig,
@@ -171,11 +172,14 @@ def _section(data: Mapping[str, Any], problems: Problems) -> None:
     telemetry_problems(data, problems)
 
 
-def _routing(data: Mapping[str, Any], environ: Mapping[str, str], problems: Problems) -> None:
+def _routing(
+    data: Mapping[str, Any], environ: Mapping[str, str], problems: Problems
+) -> list[BackendConfig]:
     """``[[backends]]`` and ``[[routes]]``: each entry converted on its own, so
-    that a problem in one does not hide those in the others."""
+    that a problem in one does not hide those in the others; the backends,
+    each its protocol's config (``backends.registry``)."""
     backends = [
-        convert_entry(entry, BackendConfig, f"backends[{i}]", problems)
+        backend_config(entry, f"backends[{i}]", problems)
         for i, entry in enumerate(entries(data, "backends", problems))
     ]
     routes = [
@@ -195,6 +199,7 @@ def _routing(data: Mapping[str, Any], environ: Mapping[str, str], problems: Prob
         names.add(b.name)
         problems += backend_problems(b, where, environ)
     _route_problems(routes, names, problems)
+    return [b for b in backends if b is not None]
 
 
 def unrouted_models(data: Mapping[str, Any], models: Sequence[tuple[str, str]]) -> list[str]:
@@ -272,12 +277,16 @@ def _parse(
         return None, problems
     _section(overlaid, problems)
     problems += limits_problems(overlaid, env)
-    _routing(overlaid, env, problems)
+    backends = _routing(overlaid, env, problems)
     if problems:
         return None, problems
-    # [state]'s variables too (limits_problems checked them).
-    ours = {k: v for k, v in overlay_env(overlaid, env, STATE_OVERLAY).items() if k in _OURS}
-    return msgspec.convert(ours, ProxySettings), problems
+    # [state]'s variables too (limits_problems checked them); the backends as
+    # converted, each its protocol's class.
+    overlaid = overlay_env(overlaid, env, STATE_OVERLAY)
+    ours = {k: v for k, v in overlaid.items() if k in _OURS and k != "backends"}
+    return msgspec.structs.replace(
+        msgspec.convert(ours, ProxySettings), backends=backends
+    ), problems
 
 
 def config_problems(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> list[str]:

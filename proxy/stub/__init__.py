@@ -17,12 +17,12 @@ validate their requests), ``embeddings`` (``POST /v1/embeddings`` in the
 
 from __future__ import annotations
 
+from flatgate.proxy.backends.dialect import FAULTS, StubRequest, deltas_of
+from flatgate.proxy.backends.fbs.stub import parse_request
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import ServerApp
-from flatgate.proxy.stub.echo import StubRequest, deltas_of
-from flatgate.proxy.stub.fbs import parse_request
 from flatgate.proxy.stub.server import StubServer
-from flatgate.proxy.stub.settings import FAULTS, load_stub_section
+from flatgate.proxy.stub.settings import load_stub_section
 
 __all__ = ["FAULTS", "StubRequest", "StubServer", "create_app", "deltas_of", "parse_request"]
 

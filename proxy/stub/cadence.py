@@ -38,8 +38,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from flatgate.proxy.backends.dialect import Answer, HeaderFn, Reply, StubRequest, Wire, is_streamed
 from flatgate.proxy.plumbing.serve import Exchange, Sink
-from flatgate.proxy.stub.echo import Answer, HeaderFn, Reply, StubRequest, Wire, is_streamed
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FRAMES, FinishReason
 

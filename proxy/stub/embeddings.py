@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from flatgate.proxy.stub.echo import (
+from flatgate.proxy.backends.dialect import (
     STUB_MAX_BODY,
     HeaderFn,
     Rejected,
@@ -44,9 +44,9 @@ from flatgate.proxy.stub.echo import (
     id_header,
     split_model,
 )
-from flatgate.proxy.stub.fbs import FbsWire
-from flatgate.proxy.stub.openai import OpenAIWire, error_reply
-from flatgate.proxy.stub.openai_request import Invalid, at_least, decode_openai, missing
+from flatgate.proxy.backends.fbs.stub import FbsWire
+from flatgate.proxy.backends.openai.stub import OpenAIWire, error_reply
+from flatgate.proxy.backends.openai.stub_request import Invalid, at_least, decode_openai, missing
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.codes import error_body
@@ -364,9 +364,6 @@ class OpenAIEmbeddings:
         return Reply(200, headers, _enc(doc))
 
 
-# The protocols that serve embeddings (anthropic: none, as Anthropic's API).
-EMBEDDINGS: dict[str, type[Embeddings]] = {
-    "fbs": FbsEmbeddings,
-    "openai": OpenAIEmbeddings,
-    "openai-responses": OpenAIEmbeddings,
-}
+# The embeddings wires, by the name a protocol gives its own
+# (``BackendProtocol.embeddings``).
+EMBEDDINGS: dict[str, type[Embeddings]] = {"fbs": FbsEmbeddings, "openai": OpenAIEmbeddings}

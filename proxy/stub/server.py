@@ -40,12 +40,9 @@ import json
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
-from flatgate.proxy.plumbing.drain import Drain
-from flatgate.proxy.plumbing.serve import BodyError, BodyPolicy, BodyTooLarge, Exchange
-from flatgate.proxy.stub.anthropic import AnthropicWire
-from flatgate.proxy.stub.cadence import CadenceMode
-from flatgate.proxy.stub.echo import (
+from flatgate.proxy.backends.dialect import (
     BEFORE_HEAD,
+    FAULTS,
     MID_STREAM,
     STUB_MAX_BODY,
     Canned,
@@ -56,23 +53,18 @@ from flatgate.proxy.stub.echo import (
     answer,
     id_header,
 )
+from flatgate.proxy.backends.registry import PROTOCOLS
+from flatgate.proxy.plumbing.drain import Drain
+from flatgate.proxy.plumbing.serve import BodyError, BodyPolicy, BodyTooLarge, Exchange
+from flatgate.proxy.stub.cadence import CadenceMode
 from flatgate.proxy.stub.embeddings import EMBEDDINGS, Embeddings, EmbeddingsAsk
-from flatgate.proxy.stub.fbs import FbsWire
-from flatgate.proxy.stub.openai import OpenAIWire
-from flatgate.proxy.stub.openai_responses import ResponsesWire
-from flatgate.proxy.stub.settings import FAULTS, StubSection
+from flatgate.proxy.stub.settings import StubSection
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.codes import error_body
 from flatgate.proxy.wire.schema import EMBEDDINGS_PATH, JSON
 
-__all__ = ["WIRES", "StubServer"]
+__all__ = ["StubServer"]
 
-WIRES: dict[str, type[Wire]] = {
-    "fbs": FbsWire,
-    "openai": OpenAIWire,
-    "openai-responses": ResponsesWire,
-    "anthropic": AnthropicWire,
-}
 # Longest a stalled or hanging stub waits before giving up on its own.
 _STALL_SECONDS = 3600.0
 _SEEN_HEADERS = (
@@ -150,9 +142,10 @@ class StubServer:
             raise ValueError(f"unknown fault {fault!r}: expected one of {', '.join(FAULTS)}")
         self.settings = settings
         self.fault = fault or ""
-        self.wire: Wire = WIRES[settings.protocol]()
-        made = EMBEDDINGS.get(settings.protocol)
-        self.embeddings: Embeddings | None = None if made is None else made()
+        protocol = PROTOCOLS[settings.protocol]
+        self.wire: Wire = protocol.stub()
+        wire = protocol.embeddings
+        self.embeddings: Embeddings | None = None if wire is None else EMBEDDINGS[wire]()
         self.stats = _Stats()
         # Draining: new requests get 503 (the stream in flight runs on until
         # the process is stopped).
@@ -168,7 +161,7 @@ class StubServer:
                 ttft_ms=settings.ttft_ms,
                 itl_ms=settings.itl_ms,
                 tokens=settings.cadence_tokens,
-                always_stream=settings.protocol == "fbs",
+                always_stream=self.wire.always_streams,
             )
 
     async def __call__(self, ex: Exchange) -> None:

@@ -2,8 +2,9 @@
 
 Owns ``[stub]`` (its fields beyond ``plumbing.server_section.ServerSection``'s,
 and their checks, naming the key), its ``FLATGATE_STUB_*`` overlay, and the
-closed sets it takes: the faults it injects (``FAULTS``) and the protocols it
-speaks (``STUB_PROTOCOLS``). The stub reads nothing else of the file; the
+closed sets it takes: the faults it injects (``backends.dialect.FAULTS``) and
+the protocols it speaks (``backends.registry.PROTOCOLS``: a protocol's folder
+holds the stub's server of it). The stub reads nothing else of the file; the
 gateway checks the whole document (``gateway.document``).
 
 No I/O beyond reading the file it is given (``plumbing.config``).
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
+from flatgate.proxy.backends.dialect import Fault
+from flatgate.proxy.backends.registry import DEFAULT_PROTOCOL, PROTOCOLS
 from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
@@ -25,25 +28,12 @@ from flatgate.proxy.plumbing.config import (
 from flatgate.proxy.plumbing.server_section import ServerSection, server_problems
 
 __all__ = [
-    "FAULTS",
     "STUB_OVERLAY",
-    "STUB_PROTOCOLS",
-    "Fault",
-    "StubProtocol",
     "StubSection",
     "load_stub_section",
     "parse_stub_section",
     "stub_problems",
 ]
-
-# Faults the stub injects on request (tests); see stub.echo.
-Fault = Literal[
-    "fail", "stall", "die", "hang", "error", "rate_limit", "overloaded", "auth", "reject"
-]
-FAULTS: tuple[str, ...] = get_args(Fault)
-# The wire protocols the stub speaks, one per process.
-StubProtocol = Literal["fbs", "openai", "openai-responses", "anthropic"]
-STUB_PROTOCOLS: tuple[str, ...] = get_args(StubProtocol)
 
 
 class StubSection(ServerSection, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -59,18 +49,18 @@ class StubSection(ServerSection, frozen=True, kw_only=True, forbid_unknown_field
     # (first delta after ttft_ms, then one every itl_ms). See stub.cadence.
     cadence: bool = False
     cadence_tokens: int = 128
-    # A fault injected in every request (tests): one of FAULTS (see stub.echo).
+    # A fault injected in every request (tests): one of FAULTS (see backends.dialect).
     fault: Fault | Literal[""] = ""
     # The API it serves: fbs (CompletionRequest), openai (Chat Completions),
     # openai-responses (the Responses API) or anthropic (Messages).
-    protocol: StubProtocol = "fbs"
+    protocol: str = DEFAULT_PROTOCOL
     # Non-empty: openai and openai-responses requests must carry
     # `Authorization: Bearer <key>`, anthropic requests `x-api-key: <key>`
     # (fbs requests are not checked).
     api_key: str = ""
     # What `flatgate up` starts: one stub per protocol, on port, port + 1, ...
     # (`flatgate stub` alone serves `protocol`).
-    up: tuple[StubProtocol, ...] = ("fbs",)
+    up: tuple[str, ...] = (DEFAULT_PROTOCOL,)
 
 
 # FLATGATE_STUB_<KEY> overlays, for plumbing.config.overlay_env.
@@ -89,6 +79,9 @@ def _check(s: StubSection, problems: Problems) -> None:
         problems.append("stub.cadence: not with stub.canned (choose one)")
     if not s.up or len(set(s.up)) != len(s.up):
         problems.append("stub.up: one or more protocols, each once")
+    for where, name in (("stub.protocol", s.protocol), *(("stub.up", p) for p in s.up)):
+        if name not in PROTOCOLS:
+            problems.append(f"{where}: expected one of {', '.join(PROTOCOLS)}, got {name!r}")
     problems.drain("stub", s.drain_grace_seconds, s.drain_seconds)
 
 

@@ -24,10 +24,10 @@ import openai
 
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
-from flatgate.proxy.backends.anthropic import AnthropicStream
+from flatgate.proxy.backends.anthropic.adapter import AnthropicStream
 from flatgate.proxy.backends.base import Translator
-from flatgate.proxy.backends.openai import OpenAIStream
-from flatgate.proxy.backends.openai_responses_stream import ResponsesStream
+from flatgate.proxy.backends.openai.adapter import OpenAIStream
+from flatgate.proxy.backends.responses.stream import ResponsesStream
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk

@@ -1,5 +1,5 @@
 """Responses API events written by hand, for the tests of
-``backends.openai_responses_stream`` (and ``streams``, which runs the
+``backends.responses.stream`` (and ``streams``, which runs the
 stream-end tests over it): each builder gives one event's JSON, ``events``
 frames them as the API does (``event:`` + ``data:``, sequence numbers in
 order).

@@ -17,10 +17,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from flatgate.proxy.backends.anthropic import STOP_REASONS
+from flatgate.proxy.backends.anthropic.adapter import STOP_REASONS
 from flatgate.proxy.backends.base import Translator
-from flatgate.proxy.backends.openai import FINISH_REASONS
-from flatgate.proxy.backends.openai_responses_stream import INCOMPLETE_REASONS
+from flatgate.proxy.backends.openai.adapter import FINISH_REASONS
+from flatgate.proxy.backends.responses.stream import INCOMPLETE_REASONS
 from flatgate.proxy.wire.chunk.frames import Chunk
 from tests.backends import responses_events as rev
 from tests.backends.helpers import (

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from flatgate.proxy.stub.anthropic_request import signature
+from flatgate.proxy.backends.anthropic.stub_request import signature
 from flatgate.proxy.wire.chunk.frames import Chunk, FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.parts import ReasoningPart

@@ -14,10 +14,10 @@ import pytest
 
 from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.proxy.backends.anthropic import AnthropicAdapter, encode_request
+from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter, encode_request
+from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.extras import UnsupportedField
-from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request, read_request
@@ -71,7 +71,7 @@ def text(t: str, **kw: Any) -> dict[str, Any]:
 
 def adapter(**kw: Any) -> AnthropicAdapter:
     return AnthropicAdapter(
-        BackendConfig(name="a", url="https://api.anthropic.com/v1", protocol="anthropic", **kw)
+        AnthropicConfig(name="a", url="https://api.anthropic.com/v1", protocol="anthropic", **kw)
     )
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from flatgate.proxy.backends.anthropic import LONGEST_WHOLE_TOKENS, encode_request
+from flatgate.proxy.backends.anthropic.adapter import LONGEST_WHOLE_TOKENS, encode_request
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.wire.schema import JSON, SSE
 from tests.backends.helpers import request, user

@@ -14,9 +14,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from flatgate.proxy.backends.anthropic import AnthropicAdapter, encode_request
+from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter, encode_request
+from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.backends.base import Untranslatable
-from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.request.decode import (
     Function,
     FunctionCall,
@@ -85,7 +85,7 @@ def normalized(doc: dict[str, Any]) -> dict[str, Any]:
 
 def adapter(**kw: Any) -> AnthropicAdapter:
     kw.setdefault("url", "https://api.anthropic.com/v1")
-    return AnthropicAdapter(BackendConfig(name="an", protocol="anthropic", **kw))
+    return AnthropicAdapter(AnthropicConfig(name="an", protocol="anthropic", **kw))
 
 
 # -- against the docs ----------------------------------------------------------

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.backends.anthropic import STOP_REASONS, AnthropicAdapter
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.anthropic.adapter import STOP_REASONS, AnthropicAdapter
+from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (
@@ -424,7 +424,7 @@ def test_the_configured_model_names_chunks_until_message_start_names_one() -> No
 
 def test_the_adapter_names_its_configured_model() -> None:
     adapter = AnthropicAdapter(
-        BackendConfig(
+        AnthropicConfig(
             name="a", url="https://api.anthropic.com/v1", protocol="anthropic", model="m1"
         )
     )

@@ -1,4 +1,4 @@
-"""``backends.anthropic_whole.AnthropicWhole``: a whole Messages ``message``
+"""``backends.anthropic.whole.AnthropicWhole``: a whole Messages ``message``
 into chunk frames, and parity with the stream translator.
 
 Parity: each answer (Anthropic's documented ``message`` examples, and
@@ -22,10 +22,10 @@ from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.render import Aggregator as ResponsesAggregator
-from flatgate.proxy.backends.anthropic import STOP_REASONS, AnthropicAdapter
-from flatgate.proxy.backends.anthropic_stream import AnthropicStream
-from flatgate.proxy.backends.anthropic_whole import AnthropicWhole
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.anthropic.adapter import STOP_REASONS, AnthropicAdapter
+from flatgate.proxy.backends.anthropic.config import AnthropicConfig
+from flatgate.proxy.backends.anthropic.stream import AnthropicStream
+from flatgate.proxy.backends.anthropic.whole import AnthropicWhole
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
@@ -480,7 +480,7 @@ def test_a_server_that_streams_anyway_is_translated_as_a_stream(name: str) -> No
 
 def test_the_adapter_gives_the_whole_translator_for_a_whole_answer() -> None:
     a = AnthropicAdapter(
-        BackendConfig(name="an", protocol="anthropic", url="http://127.0.0.1:9/v1", model="pin")
+        AnthropicConfig(name="an", protocol="anthropic", url="http://127.0.0.1:9/v1", model="pin")
     )
     assert isinstance(a.translator("r", "routed", whole=True), AnthropicWhole)
     assert isinstance(a.translator("r", "routed"), AnthropicStream)

@@ -31,7 +31,11 @@ import anthropic
 import openai
 import pytest
 
-from flatgate.proxy.stub.anthropic_request import REDACTED_DATA, REDACTED_TRIGGER, signature
+from flatgate.proxy.backends.anthropic.stub_request import (
+    REDACTED_DATA,
+    REDACTED_TRIGGER,
+    signature,
+)
 from tests.backends.helpers import fixture
 from tests.backends.test_anthropic_whole import streamed
 from tests.mocks.llmock import LLMock, running_llmock

@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import msgspec
 import pytest
 
-from flatgate.proxy.backends import openai
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.extras import NOTHING, UnsupportedField, unsupported
-from flatgate.proxy.backends.openai import OpenAIAdapter
-from flatgate.proxy.backends.section import BackendConfig, backend_problems
+from flatgate.proxy.backends.openai import adapter as openai
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.config import OpenAIConfig
+from flatgate.proxy.backends.registry import backend_problems, config_of
+from flatgate.proxy.plumbing.config import ConfigError
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import parse_config
@@ -174,24 +175,25 @@ def test_unsupported_refuses_or_records() -> None:
 
 
 def test_drop_unsupported_reaches_the_adapter() -> None:
-    config = BackendConfig(
+    config = OpenAIConfig(
         name="b", url="http://127.0.0.1:9/v1", protocol="openai", drop_unsupported=True
     )
     omitted: list[str] = []
     req = wire(HI, extras={"made_up": 1}, dialect=RESPONSES)
     OpenAIAdapter(config).encode(req, "m", omitted, False)
     assert omitted == ["made_up"]
-    strict = BackendConfig(name="b", url="http://127.0.0.1:9/v1", protocol="openai")
+    strict = OpenAIConfig(name="b", url="http://127.0.0.1:9/v1", protocol="openai")
     with pytest.raises(UnsupportedField):
         OpenAIAdapter(strict).encode(req, "m", [], False)
 
 
 def test_drop_unsupported_is_not_for_an_fbs_backend() -> None:
-    fbs = BackendConfig(name="b", url="http://127.0.0.1:9", drop_unsupported=True)
-    assert any(p.startswith("b.drop_unsupported:") for p in backend_problems(fbs, "b"))
+    fbs = {"name": "b", "url": "http://127.0.0.1:9", "drop_unsupported": True}
+    with pytest.raises(ConfigError, match=r"b\.drop_unsupported: an fbs backend"):
+        config_of(fbs, "b")
     for protocol in ("openai", "openai-responses", "anthropic"):
-        ok = msgspec.structs.replace(fbs, url="http://127.0.0.1:9/v1", protocol=protocol)
-        assert backend_problems(ok, "b") == []
+        ok = config_of({**fbs, "url": "http://127.0.0.1:9/v1", "protocol": protocol}, "b")
+        assert ok.drop_unsupported and backend_problems(ok, "b") == []
 
 
 # -- through the proxy --------------------------------------------------------------

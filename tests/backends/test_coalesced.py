@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from flatgate.proxy.backends.base import Translator
-from flatgate.proxy.backends.openai_stream import CHAT
+from flatgate.proxy.backends.openai.stream import CHAT
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (

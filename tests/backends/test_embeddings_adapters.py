@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flatgate.proxy.backends.anthropic import AnthropicAdapter
+from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter
 from flatgate.proxy.backends.base import Adapter, Untranslatable
 from flatgate.proxy.backends.embeddings import encode_embeddings, read_embeddings
 from flatgate.proxy.backends.extras import UnsupportedField
-from flatgate.proxy.backends.fbs import FbsAdapter
-from flatgate.proxy.backends.openai import OpenAIAdapter, OpenAIConventions
-from flatgate.proxy.backends.openai_responses import ResponsesAdapter
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.fbs.adapter import FbsAdapter
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter, OpenAIConventions
+from flatgate.proxy.backends.registry import PROTOCOLS
+from flatgate.proxy.backends.responses.adapter import ResponsesAdapter
 from flatgate.proxy.wire.embeddings import (
     MAX_DIMENSIONS,
     MAX_INPUTS,
@@ -36,9 +36,9 @@ CHAT = int(ApiDialect.OPENAI_CHAT)
 RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
 
 
-def config(protocol: str, **kw: Any) -> BackendConfig:
+def config(protocol: str, **kw: Any) -> Any:  # its protocol's config class
     kw.setdefault("url", "http://127.0.0.1:9/v1")
-    return BackendConfig(name="b", protocol=protocol, **kw)  # type: ignore[arg-type]
+    return PROTOCOLS[protocol].config(name="b", **kw)
 
 
 def openai(**kw: Any) -> OpenAIAdapter:

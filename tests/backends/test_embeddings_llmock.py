@@ -11,8 +11,8 @@ import httpx
 import numpy as np
 import pytest
 
-from flatgate.proxy.backends.openai import OpenAIAdapter
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.wire.embeddings import (
     read_embedding_request,
     read_embedding_response,
@@ -31,7 +31,7 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LLMock]:
 
 def test_the_adapter_reads_llmocks_float_answer_exactly(mock: LLMock) -> None:
     adapter = OpenAIAdapter(
-        BackendConfig(name="o", url=mock.openai_url, protocol="openai", api_key="sk-up")
+        OpenAIConfig(name="o", url=mock.openai_url, protocol="openai", api_key="sk-up")
     )
     texts = ["the first text", "another one", "x"]
     body = write_embedding_request("text-embedding-3-small", texts=texts, request_id="r-1")

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.backends import anthropic, openai
+from flatgate.proxy.backends.anthropic import adapter as anthropic
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.extras import (
     MAX_OMITTED_NAMES,
     omitted_header,
     omitted_label,
 )
+from flatgate.proxy.backends.openai import adapter as openai
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import Role

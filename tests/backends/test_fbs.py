@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from flatgate.proxy.backends.base import TranslatorError
-from flatgate.proxy.backends.fbs import FbsAdapter, FrameRelay
+from flatgate.proxy.backends.fbs.adapter import FbsAdapter, FrameRelay
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import MAX_FRAME_BYTES, ChunkError, Usage

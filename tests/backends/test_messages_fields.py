@@ -11,10 +11,10 @@ import msgspec
 
 from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.proxy.backends.anthropic import AnthropicStream
-from flatgate.proxy.backends.anthropic import encode_request as anthropic_request
-from flatgate.proxy.backends.openai import OpenAIStream
-from flatgate.proxy.backends.openai import encode_request as openai_request
+from flatgate.proxy.backends.anthropic.adapter import AnthropicStream
+from flatgate.proxy.backends.anthropic.adapter import encode_request as anthropic_request
+from flatgate.proxy.backends.openai.adapter import OpenAIStream
+from flatgate.proxy.backends.openai.adapter import encode_request as openai_request
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import FinishReason

@@ -14,13 +14,13 @@ import pytest
 
 from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.proxy.backends.anthropic import AnthropicAdapter
-from flatgate.proxy.backends.anthropic import encode_request as anthropic_request
+from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter
+from flatgate.proxy.backends.anthropic.adapter import encode_request as anthropic_request
+from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.extras import UnsupportedField
-from flatgate.proxy.backends.openai import encode_request as openai_request
-from flatgate.proxy.backends.openai_responses import encode_request as responses_request
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.openai.adapter import encode_request as openai_request
+from flatgate.proxy.backends.responses.adapter import encode_request as responses_request
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.schema import Role
 from tests.backends.wire_requests import ANTHROPIC, msg, wire
@@ -45,7 +45,7 @@ def tool(name: str, **fields: Any) -> dict[str, Any]:
 
 def sent(req: Request) -> dict[str, Any]:
     """What the anthropic adapter sends (``prepare``: the body it posts)."""
-    config = BackendConfig(name="a", url="https://api.anthropic.com/v1", protocol="anthropic")
+    config = AnthropicConfig(name="a", url="https://api.anthropic.com/v1", protocol="anthropic")
     out = AnthropicAdapter(config).prepare(b"", lambda: req, "rid", "")
     assert out.omitted == ()
     body: dict[str, Any] = json.loads(out.body)

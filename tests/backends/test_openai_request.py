@@ -14,9 +14,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from flatgate.proxy.backends.openai import OpenAIAdapter, OpenAIStream, encode_request
-from flatgate.proxy.backends.openai_whole import OpenAIWhole
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter, OpenAIStream, encode_request
+from flatgate.proxy.backends.openai.config import OpenAIConfig
+from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.wire.request.decode import Function, Message, Request, Tool
 from flatgate.proxy.wire.schema import JSON, SSE, ApiDialect, ToolChoiceMode
 from tests.backends.helpers import request, request_raw, user
@@ -47,7 +47,7 @@ def minimal(**extra: Any) -> dict[str, Any]:
 
 def adapter(**kw: Any) -> OpenAIAdapter:
     kw.setdefault("url", "https://api.example.com/v1")
-    return OpenAIAdapter(BackendConfig(name="oa", protocol="openai", **kw))
+    return OpenAIAdapter(OpenAIConfig(name="oa", protocol="openai", **kw))
 
 
 # -- a stream, or a whole answer ----------------------------------------------

@@ -1,4 +1,4 @@
-"""``backends.openai_stream.OpenAIStream``: Chat Completions SSE into chunk frames,
+"""``backends.openai.stream.OpenAIStream``: Chat Completions SSE into chunk frames,
 what a stream says: its text, usage, reasoning, tool calls and finish reasons.
 
 The fixtures are the providers' documented streams and real captures (see
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.backends.openai import FINISH_REASONS, OpenAIAdapter
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.openai.adapter import FINISH_REASONS, OpenAIAdapter
+from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason
 from tests.backends.helpers import (
@@ -95,7 +95,7 @@ def test_the_configured_model_names_chunks_when_the_backend_sends_none() -> None
 
 def test_the_adapter_names_its_configured_model_over_the_routed_one() -> None:
     adapter = OpenAIAdapter(
-        BackendConfig(name="b", url="http://h/v1", protocol="openai", model="served-name")
+        OpenAIConfig(name="b", url="http://h/v1", protocol="openai", model="served-name")
     )
     body = data_events({"choices": [{"delta": {"content": "x"}, "finish_reason": "stop"}]})
     assert {c.model for c in run(adapter.translator(RID, "routed"), [body])} == {"served-name"}

@@ -1,4 +1,4 @@
-"""``backends.openai_whole.OpenAIWhole``: a whole ``chat.completion`` (what a
+"""``backends.openai.whole.OpenAIWhole``: a whole ``chat.completion`` (what a
 Chat Completions server answers ``stream: false``) into chunk frames: what
 each choice's chunk carries, the finish chunks, usage, model, errors, and
 any body at all ending in one terminal chunk. That every client API reads
@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flatgate.proxy.backends.json_api import INT32_MAX
-from flatgate.proxy.backends.openai import FINISH_REASONS, OpenAIStream
-from flatgate.proxy.backends.openai_whole import OpenAIWhole
+from flatgate.proxy.backends.openai.adapter import FINISH_REASONS, OpenAIStream
+from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 from tests.backends.helpers import (

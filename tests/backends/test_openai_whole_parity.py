@@ -1,4 +1,4 @@
-"""``backends.openai_whole.OpenAIWhole`` against ``OpenAIStream``: a whole
+"""``backends.openai.whole.OpenAIWhole`` against ``OpenAIStream``: a whole
 ``chat.completion`` and the same answer streamed read alike.
 
 The parity tests hand the same answer to both translators, as a whole body
@@ -25,8 +25,8 @@ from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.models import decode_request as decode_responses
 from flatgate.edge_translator.responses.render import Aggregator as ResponsesAggregator
-from flatgate.proxy.backends.openai import OpenAIStream
-from flatgate.proxy.backends.openai_whole import OpenAIWhole
+from flatgate.proxy.backends.openai.adapter import OpenAIStream
+from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk
 from tests.backends.helpers import (

@@ -15,18 +15,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from flatgate.proxy.backends.anthropic import AnthropicAdapter
+from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter
+from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.backends.base import Adapter, Refusal, RefusalKind, classify
-from flatgate.proxy.backends.fbs import FbsAdapter
-from flatgate.proxy.backends.openai import OpenAIAdapter
+from flatgate.proxy.backends.fbs.adapter import FbsAdapter
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.transport.base import MAX_RETRY_AFTER, retry_after
 from flatgate.proxy.wire import codes
 from tests.backends.helpers import fixture
 
-OPENAI = OpenAIAdapter(BackendConfig(name="o", url="https://api.openai.com/v1", protocol="openai"))
+OPENAI = OpenAIAdapter(OpenAIConfig(name="o", url="https://api.openai.com/v1", protocol="openai"))
 ANTHROPIC = AnthropicAdapter(
-    BackendConfig(name="a", url="https://api.anthropic.com/v1", protocol="anthropic")
+    AnthropicConfig(name="a", url="https://api.anthropic.com/v1", protocol="anthropic")
 )
 FBS = FbsAdapter(BackendConfig(name="f", url="http://127.0.0.1:8082"))
 ADAPTERS: list[Adapter] = [OPENAI, ANTHROPIC, FBS]

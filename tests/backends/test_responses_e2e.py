@@ -16,9 +16,9 @@ import httpx
 import openai
 import pytest
 
-from flatgate.proxy.backends.openai_responses import ResponsesAdapter
-from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.stub.openai_responses_request import encrypted
+from flatgate.proxy.backends.responses.adapter import ResponsesAdapter
+from flatgate.proxy.backends.responses.config import ResponsesConfig
+from flatgate.proxy.backends.responses.stub_request import encrypted
 from flatgate.proxy.wire.chunk.frames import Chunk, FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.parts import ReasoningPart
@@ -194,7 +194,7 @@ def test_a_backend_that_runs_the_hosted_tool_is_sent_it(stack: Stack) -> None:
     assert text_of(chunks) == "search this"
     # What the stub received is the adapter's body, web_search in its tools.
     hosted = ResponsesAdapter(
-        BackendConfig(
+        ResponsesConfig(
             name="h", url="http://x/v1", protocol="openai-responses", hosted_tools=("web_search",)
         )
     )

@@ -1,4 +1,4 @@
-"""``backends.openai_responses``: the Responses API body a decoded request
+"""``backends.responses.adapter``: the Responses API body a decoded request
 becomes (input items, reasoning items, tools, the client's extras, what is
 left out and named), and what the adapter sends it with (the ``openai``
 adapter's conventions).
@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 
 from flatgate.proxy.backends.base import RefusalKind, Untranslatable
-from flatgate.proxy.backends.openai import OpenAIAdapter
-from flatgate.proxy.backends.openai_responses import ResponsesAdapter, encode_request
-from flatgate.proxy.backends.section import BackendConfig, backend_problems
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.config import OpenAIConfig
+from flatgate.proxy.backends.registry import backend_config, backend_problems
+from flatgate.proxy.backends.responses.adapter import ResponsesAdapter, encode_request
+from flatgate.proxy.backends.responses.config import ResponsesConfig
+from flatgate.proxy.plumbing.config import Problems
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import JSON, SSE, Role, ToolChoiceMode
@@ -54,7 +57,7 @@ def omitted_by(req: Request, **kw: Any) -> list[str]:
 
 def adapter(**kw: Any) -> ResponsesAdapter:
     kw.setdefault("url", "https://api.example.com/v1")
-    return ResponsesAdapter(BackendConfig(name="r", protocol="openai-responses", **kw))
+    return ResponsesAdapter(ResponsesConfig(name="r", protocol="openai-responses", **kw))
 
 
 def chat(**extra: Any) -> Request:
@@ -478,7 +481,7 @@ def test_prepare_names_each_omitted_field_once() -> None:
 def test_the_probe_and_refusals_are_the_openai_adapters() -> None:
     mine = adapter(api_key="k")
     theirs = OpenAIAdapter(
-        BackendConfig(name="o", url="https://api.example.com/v1", protocol="openai", api_key="k")
+        OpenAIConfig(name="o", url="https://api.example.com/v1", protocol="openai", api_key="k")
     )
     assert mine.probe() == theirs.probe()
     assert mine.probe().url == "https://api.example.com/v1/models"
@@ -498,15 +501,19 @@ def test_the_translator_names_the_configured_model() -> None:
 # -- configuration --------------------------------------------------------------------
 
 
-def config(**kw: Any) -> BackendConfig:
-    kw.setdefault("url", "https://api.openai.com/v1")
-    kw.setdefault("protocol", "openai-responses")
-    return BackendConfig(name="b", **kw)
+def problems_of(**kw: Any) -> list[str]:
+    """The problems of a [[backends]] entry, as the config finds them."""
+    entry = {"name": "b", "url": "https://api.openai.com/v1", "protocol": "openai-responses", **kw}
+    problems = Problems()
+    config = backend_config(entry, "backends[0]", problems)
+    if config is not None:
+        problems += backend_problems(config, "backends[0]", {})
+    return problems
 
 
 def test_hosted_tools_are_checked_by_name() -> None:
-    assert backend_problems(config(hosted_tools=("web_search", "mcp")), "backends[0]", {}) == []
-    assert backend_problems(config(hosted_tools=("web_serach",)), "backends[0]", {}) == [
+    assert problems_of(hosted_tools=("web_search", "mcp")) == []
+    assert problems_of(hosted_tools=("web_serach",)) == [
         "backends[0].hosted_tools[0]: unknown hosted tool 'web_serach': expected one of "
         "web_search, web_search_preview, file_search, code_interpreter, computer, "
         "computer_use_preview, image_generation, mcp, local_shell, shell, apply_patch, "
@@ -515,10 +522,10 @@ def test_hosted_tools_are_checked_by_name() -> None:
 
 
 def test_hosted_tools_apply_to_responses_backends_only() -> None:
-    problems = backend_problems(config(protocol="openai", hosted_tools=("web_search",)), "b", {})
-    assert problems == ["b.hosted_tools: applies to openai-responses backends only"]
+    problems = problems_of(protocol="openai", hosted_tools=("web_search",))
+    assert problems == ["backends[0].hosted_tools: applies to openai-responses backends only"]
 
 
 def test_max_tokens_field_does_not_apply_to_responses_backends() -> None:
-    problems = backend_problems(config(max_tokens_field="max_completion_tokens"), "b", {})
-    assert problems == ["b.max_tokens_field: applies to openai backends only"]
+    problems = problems_of(max_tokens_field="max_completion_tokens")
+    assert problems == ["backends[0].max_tokens_field: applies to openai backends only"]

@@ -1,4 +1,4 @@
-"""``backends.openai_responses_stream.ResponsesStream``: Responses API events
+"""``backends.responses.stream.ResponsesStream``: Responses API events
 into chunk frames, what a stream says: text, reasoning and its reasoning
 parts, function calls, hosted tools' items, usage and how it finished.
 

@@ -1,4 +1,4 @@
-"""``backends.openai_responses_whole.ResponsesWhole``: a whole Responses API
+"""``backends.responses.whole.ResponsesWhole``: a whole Responses API
 answer (the ``response`` object) into chunk frames, and its parity with the
 stream translator.
 
@@ -29,10 +29,10 @@ from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.render import Aggregator as ResponsesAggregator
-from flatgate.proxy.backends.openai_responses import ResponsesAdapter, encode_request
-from flatgate.proxy.backends.openai_responses_stream import ResponsesStream
-from flatgate.proxy.backends.openai_responses_whole import ResponsesWhole
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.responses.adapter import ResponsesAdapter, encode_request
+from flatgate.proxy.backends.responses.config import ResponsesConfig
+from flatgate.proxy.backends.responses.stream import ResponsesStream
+from flatgate.proxy.backends.responses.whole import ResponsesWhole
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -478,7 +478,9 @@ def test_a_whole_answer_is_asked_for_with_stream_false_and_still_stores_nothing(
 
 def adapter(**kw: Any) -> ResponsesAdapter:
     return ResponsesAdapter(
-        BackendConfig(name="r", url="https://api.example.com/v1", protocol="openai-responses", **kw)
+        ResponsesConfig(
+            name="r", url="https://api.example.com/v1", protocol="openai-responses", **kw
+        )
     )
 
 

@@ -29,9 +29,9 @@ from benchmarks.load.report import write_results
 from benchmarks.load.report_openai import render_openai, summary_table, targets_table
 from benchmarks.load.results import Cell, add_comparisons, summarise
 from benchmarks.load.run import _settings
+from flatgate.proxy.backends.anthropic.stub import AnthropicWire
+from flatgate.proxy.backends.openai.stub import OpenAIWire
 from flatgate.proxy.gateway.check import file_problems
-from flatgate.proxy.stub.anthropic import AnthropicWire
-from flatgate.proxy.stub.openai import OpenAIWire
 
 ROW = {r.name: r for r in ow.OPENAI_ROWS}
 URLS = {name: f"http://127.0.0.1:{18001 + i}" for i, name in enumerate(ow.STUBS)}

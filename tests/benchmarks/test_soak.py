@@ -48,8 +48,8 @@ from benchmarks.soak.traffic import (
     prompt,
 )
 from flatgate.edge_translator.settings import edge_problems
+from flatgate.proxy.backends.dialect import split_model
 from flatgate.proxy.service.settings import config_problems, unrouted_models
-from flatgate.proxy.stub.echo import split_model
 from flatgate.proxy.stub.settings import stub_problems
 from flatgate.proxy.transport.fast import PoolTransport
 from tests.benchmarks.runs import ROOT, bench_env, leftover_pids, leftovers, run_bench

@@ -20,9 +20,9 @@ from benchmarks.streams.client import _Check, _classify_event, _Memo
 from benchmarks.streams.results import add_comparisons, server_cpu_per_token
 from benchmarks.streams.rows import ROWS, Timing, call_for, config_text
 from benchmarks.streams.run import FULL
+from flatgate.proxy.backends.openai.stub import OpenAIWire
 from flatgate.proxy.service.settings import config_problems
 from flatgate.proxy.stub.cadence import TOKEN, prebuilt
-from flatgate.proxy.stub.openai import OpenAIWire
 from flatgate.proxy.stub.settings import stub_problems
 
 ROW = {r.name: r for r in ROWS}

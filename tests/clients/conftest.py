@@ -32,7 +32,7 @@ import httpx
 import openai
 import pytest
 
-from flatgate.proxy.stub.settings import STUB_PROTOCOLS
+from flatgate.proxy.backends.registry import PROTOCOLS as STUB_PROTOCOLS
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
 

@@ -16,7 +16,7 @@ from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.edge_translator.openai.models import EXTRA_FIELDS, decode, decode_request
 from flatgate.edge_translator.openai.render import Aggregator, StreamRenderer
 from flatgate.edge_translator.openai.translate import write_request
-from flatgate.proxy.backends.openai import OpenAIStream
+from flatgate.proxy.backends.openai.adapter import OpenAIStream
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.schema import ApiDialect
 from tests.backends.helpers import data_events, run

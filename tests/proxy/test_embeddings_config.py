@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from flatgate.edge_translator.settings import parse_edge_settings
-from flatgate.proxy.backends.section import REQUEST_KINDS, BackendConfig
+from flatgate.proxy.backends import registry
+from flatgate.proxy.backends.registry import config_of
+from flatgate.proxy.backends.section import REQUEST_KINDS
 from flatgate.proxy.plumbing.config import ConfigError
 from flatgate.proxy.plumbing.server_section import DEFAULT_MAX_RESPONSE_BYTES
 from flatgate.proxy.service.app import ProxyServer
@@ -38,10 +40,11 @@ def test_a_backend_serves_its_protocols_kinds_by_default(
     protocol: str, kinds: tuple[str, ...]
 ) -> None:
     url = "http://127.0.0.1:9" if protocol == "fbs" else "http://127.0.0.1:9/v1"
-    cfg = BackendConfig(name="b", url=url, protocol=protocol)  # type: ignore[arg-type]
+    cfg = config_of({"name": "b", "url": url, "protocol": protocol})
     assert cfg.serves is None
-    assert cfg.kinds() == kinds
-    assert BackendConfig(name="b", url=url, serves=("embeddings",)).kinds() == ("embeddings",)
+    assert registry.kinds(cfg) == kinds
+    served = config_of({"name": "b", "url": "http://127.0.0.1:9", "serves": ["embeddings"]})
+    assert registry.kinds(served) == ("embeddings",)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import base64
 from collections.abc import AsyncIterator, Sequence
 
 from benchmarks.inmemory import FakeAnswer, make_server
-from flatgate.proxy.backends.fbs import FbsAdapter
+from flatgate.proxy.backends.fbs.adapter import FbsAdapter
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.service.balancer import Backend

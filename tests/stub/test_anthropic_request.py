@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.stub.anthropic import AnthropicWire
-from flatgate.proxy.stub.echo import Rejected, StubRequest
+from flatgate.proxy.backends.anthropic.stub import AnthropicWire
+from flatgate.proxy.backends.dialect import Rejected, StubRequest
 from flatgate.proxy.wire.schema import Role
 
 WIRE = AnthropicWire()

@@ -15,13 +15,13 @@ import anthropic
 import httpx
 import pytest
 
-from flatgate.proxy.stub.anthropic import AnthropicWire
-from flatgate.proxy.stub.anthropic_request import (
+from flatgate.proxy.backends.anthropic.stub import AnthropicWire
+from flatgate.proxy.backends.anthropic.stub_request import (
     REDACTED_DATA,
     REDACTED_TRIGGER,
     signature,
 )
-from flatgate.proxy.stub.echo import Rejected, answer
+from flatgate.proxy.backends.dialect import Rejected, answer
 from flatgate.proxy.wire.schema import Role
 from tests.servers import Server
 from tests.stub.helpers import sse_events, stub

@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flatgate.proxy.backends.registry import PROTOCOLS
 from flatgate.proxy.gateway.document import side_problems
 from flatgate.proxy.stub.cadence import TOKEN, Clock, Prebuilt, prebuilt
-from flatgate.proxy.stub.server import WIRES
 from flatgate.proxy.wire.chunk.frames import Chunk
 from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason
 from tests.servers import Server, running
@@ -66,20 +66,22 @@ def _joined(p: Prebuilt, tokens: int) -> bytes:
 @pytest.mark.parametrize("binary", [True, False])
 def test_prebuilt_fbs_frames(binary: bool) -> None:
     headers = {"accept": FRAMES} if binary else {}
-    p = prebuilt(WIRES["fbs"](), TOKENS, headers.get)
+    p = prebuilt(PROTOCOLS["fbs"].stub(), TOKENS, headers.get)
     assert p.content_type == (FRAMES if binary else SSE)
     _fbs_ok(fbs_chunks(_joined(p, TOKENS), binary), TOKENS)
 
 
 def test_prebuilt_openai_and_anthropic_frames() -> None:
-    _openai_ok(_joined(prebuilt(WIRES["openai"](), TOKENS, NO_HEADERS.get), TOKENS), TOKENS)
-    anthropic = prebuilt(WIRES["anthropic"](), TOKENS, NO_HEADERS.get)
+    _openai_ok(
+        _joined(prebuilt(PROTOCOLS["openai"].stub(), TOKENS, NO_HEADERS.get), TOKENS), TOKENS
+    )
+    anthropic = prebuilt(PROTOCOLS["anthropic"].stub(), TOKENS, NO_HEADERS.get)
     events = sse_events(_joined(anthropic, TOKENS).decode())
     texts = [d["delta"]["text"] for n, d in events if n == "content_block_delta"]
     assert texts == [TOKEN] * TOKENS
     assert [n for n, _ in events][-2:] == ["message_delta", "message_stop"]
     with pytest.raises(ValueError):
-        prebuilt(WIRES["openai"](), 0, NO_HEADERS.get)
+        prebuilt(PROTOCOLS["openai"].stub(), 0, NO_HEADERS.get)
 
 
 def test_config_checks_cadence() -> None:

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flatgate.proxy.stub import StubRequest, deltas_of
-from flatgate.proxy.stub.echo import (
+from flatgate.proxy.backends.dialect import (
     BEFORE_HEAD,
+    FAULTS,
     MID_STREAM,
     answer,
     is_streamed,
     split_model,
 )
-from flatgate.proxy.stub.settings import FAULTS
+from flatgate.proxy.stub import StubRequest, deltas_of
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason, Role
 

@@ -15,8 +15,9 @@ import numpy as np
 import openai
 import pytest
 
-from flatgate.proxy.backends.fbs import FbsAdapter
-from flatgate.proxy.backends.openai import OpenAIAdapter
+from flatgate.proxy.backends.fbs.adapter import FbsAdapter
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import (
@@ -289,7 +290,7 @@ def test_the_openai_adapter_gets_the_fbs_stubs_vectors_bit_for_bit(
     via_openai = read_embedding_response(
         _exchange(
             oai,
-            OpenAIAdapter(BackendConfig(name="o", url=f"{oai.url}/v1", protocol="openai")),
+            OpenAIAdapter(OpenAIConfig(name="o", url=f"{oai.url}/v1", protocol="openai")),
             body,
         )
     )
@@ -301,7 +302,7 @@ def test_the_openai_adapter_gets_the_fbs_stubs_vectors_bit_for_bit(
 
 
 def test_an_openai_adapter_refuses_a_json_answer_over_its_bound(oai: Server) -> None:
-    adapter = OpenAIAdapter(BackendConfig(name="o", url=f"{oai.url}/v1", protocol="openai"))
+    adapter = OpenAIAdapter(OpenAIConfig(name="o", url=f"{oai.url}/v1", protocol="openai"))
     body = write_embedding_request("m", texts=["x"] * 4)
     out = adapter.prepare_embeddings(body, lambda: read_embedding_request(body), "r", "")
     r = httpx.post(out.url, content=out.body, headers=out.headers)

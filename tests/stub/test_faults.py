@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flatgate.proxy.stub.echo import STUB_MAX_BODY
+from flatgate.proxy.backends.dialect import STUB_MAX_BODY
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.stub.echo import Rejected
-from flatgate.proxy.stub.openai import OpenAIWire
+from flatgate.proxy.backends.dialect import Rejected
+from flatgate.proxy.backends.openai.stub import OpenAIWire
 from flatgate.proxy.wire.schema import Role
 
 WIRE = OpenAIWire()

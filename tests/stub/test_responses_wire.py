@@ -1,4 +1,4 @@
-"""The stub's Responses wire (``stub.openai_responses``) without a server: the
+"""The stub's Responses wire (``backends.responses.stub``) without a server: the
 request's checks, the documented event sequence, the response object, the
 reasoning item and its fake encrypted content, and the frames cadence mode
 builds once."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from flatgate.proxy.backends.dialect import Rejected, StubRequest, answer
+from flatgate.proxy.backends.responses.stub import ResponsesWire
+from flatgate.proxy.backends.responses.stub_request import encrypted
 from flatgate.proxy.stub.cadence import prebuilt
-from flatgate.proxy.stub.echo import Rejected, StubRequest, answer
-from flatgate.proxy.stub.openai_responses import ResponsesWire
-from flatgate.proxy.stub.openai_responses_request import encrypted
 from tests.stub.helpers import sse_events
 
 WIRE = ResponsesWire()

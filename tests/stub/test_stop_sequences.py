@@ -12,10 +12,10 @@ import pytest
 
 from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.proxy.stub.anthropic import AnthropicWire
-from flatgate.proxy.stub.echo import StubRequest, answer
-from flatgate.proxy.stub.fbs import FbsWire, parse_request
-from flatgate.proxy.stub.openai import OpenAIWire
+from flatgate.proxy.backends.anthropic.stub import AnthropicWire
+from flatgate.proxy.backends.dialect import StubRequest, answer
+from flatgate.proxy.backends.fbs.stub import FbsWire, parse_request
+from flatgate.proxy.backends.openai.stub import OpenAIWire
 from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.schema import FRAMES, FinishReason, Role

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.stub.anthropic import AnthropicWire
-from flatgate.proxy.stub.echo import Answer, StubRequest, Wire, answer
-from flatgate.proxy.stub.fbs import FbsWire
-from flatgate.proxy.stub.openai import OpenAIWire
+from flatgate.proxy.backends.anthropic.stub import AnthropicWire
+from flatgate.proxy.backends.dialect import Answer, StubRequest, Wire, answer
+from flatgate.proxy.backends.fbs.stub import FbsWire
+from flatgate.proxy.backends.openai.stub import OpenAIWire
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, FrameSplitter, SSESplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk

@@ -44,7 +44,7 @@ from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
-from flatgate.proxy.backends.anthropic import AnthropicStream
+from flatgate.proxy.backends.anthropic.adapter import AnthropicStream
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.request.decode import read_request

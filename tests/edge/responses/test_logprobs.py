@@ -15,12 +15,12 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
-from flatgate.proxy.backends import openai
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.extras import LOGPROBS_INCLUDE
-from flatgate.proxy.backends.openai import OpenAIStream
-from flatgate.proxy.backends.openai_responses import encode_request
-from flatgate.proxy.backends.openai_responses_stream import ResponsesStream
+from flatgate.proxy.backends.openai import adapter as openai
+from flatgate.proxy.backends.openai.adapter import OpenAIStream
+from flatgate.proxy.backends.responses.adapter import encode_request
+from flatgate.proxy.backends.responses.stream import ResponsesStream
 from flatgate.proxy.wire.schema import Role
 from tests.backends import responses_events as rev
 from tests.backends.helpers import data_events, run

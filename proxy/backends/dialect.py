@@ -30,22 +30,23 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import msgspec
 
 from flatgate.proxy.plumbing.serve import valid_request_id
-from flatgate.proxy.stub.settings import FAULTS
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import FinishReason, Role
 
 __all__ = [
     "BEFORE_HEAD",
+    "FAULTS",
     "LISTED_MODEL",
     "MID_STREAM",
     "STUB_MAX_BODY",
     "Answer",
     "Canned",
+    "Fault",
     "HeaderFn",
     "Headers",
     "Rejected",
@@ -60,6 +61,13 @@ __all__ = [
     "is_streamed",
     "split_model",
 ]
+
+# Faults the stub injects on request (tests): ``[stub] fault``, a model's
+# ``@fault`` suffix, or an fbs request's ``stub.fault`` metadata.
+Fault = Literal[
+    "fail", "stall", "die", "hang", "error", "rate_limit", "overloaded", "auth", "reject"
+]
+FAULTS: tuple[str, ...] = get_args(Fault)
 
 Headers = list[tuple[str, str]]
 HeaderFn = Callable[[str], str | None]
@@ -274,6 +282,8 @@ class Wire(Protocol):
     path: str
     request_id_header: str
     tool_id_prefix: str
+    # Every answer is a stream (fbs: chunk frames), whatever the request says.
+    always_streams: bool
 
     def route(self, method: str, path: str) -> Reply:
         """Any request other than ``POST path``: other endpoints, 404, 405."""

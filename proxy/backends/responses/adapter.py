@@ -44,8 +44,8 @@ Embeddings: ``POST {url}/embeddings``, as the ``openai`` adapter sends them
 (``OpenAIConventions``): a server of the Responses API is an
 OpenAI-compatible one.
 
-The stream: ``backends.openai_responses_stream``; the whole answer:
-``backends.openai_responses_whole``. No I/O.
+The stream: ``backends.responses.stream``; the whole answer:
+``backends.responses.whole``. No I/O.
 """
 
 from __future__ import annotations
@@ -69,10 +69,10 @@ from flatgate.proxy.backends.extras import (
     tools_name,
 )
 from flatgate.proxy.backends.json_api import failed_result
-from flatgate.proxy.backends.openai import OpenAIConventions
-from flatgate.proxy.backends.openai_responses_stream import ResponsesStream
-from flatgate.proxy.backends.openai_responses_whole import ResponsesWhole
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.backends.openai.adapter import OpenAIConventions
+from flatgate.proxy.backends.responses.config import ResponsesConfig
+from flatgate.proxy.backends.responses.stream import ResponsesStream
+from flatgate.proxy.backends.responses.whole import ResponsesWhole
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Message, Request
 from flatgate.proxy.wire.schema import ApiDialect, ToolChoiceMode
@@ -346,7 +346,7 @@ class ResponsesAdapter(OpenAIConventions):
     protocol = "openai-responses"
     path = "/responses"
 
-    def __init__(self, config: BackendConfig) -> None:
+    def __init__(self, config: ResponsesConfig) -> None:
         super().__init__(config)
         self._hosted = config.hosted_tools
 

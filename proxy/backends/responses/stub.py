@@ -49,9 +49,9 @@ from typing import Any
 
 import msgspec
 
-from flatgate.proxy.stub.echo import Answer, Rendering, StubRequest, deltas_of
-from flatgate.proxy.stub.openai import SSE, OpenAIWire
-from flatgate.proxy.stub.openai_responses_request import (
+from flatgate.proxy.backends.dialect import Answer, Rendering, StubRequest, deltas_of
+from flatgate.proxy.backends.openai.stub import SSE, OpenAIWire
+from flatgate.proxy.backends.responses.stub_request import (
     ENCRYPTED_INCLUDE,
     decode_responses_request,
     encrypted,

@@ -39,7 +39,7 @@ from functools import partial
 import msgspec
 
 from flatgate.proxy.backends.json_api import INT32_MAX, WholeAnswer, error_frame
-from flatgate.proxy.backends.openai_stream import (
+from flatgate.proxy.backends.openai.stream import (
     CHAT,
     ChatError,
     ChatFunction,

@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from flatgate.proxy.stub.anthropic_request import (
+from flatgate.proxy.backends.anthropic.stub_request import (
     REDACTED_DATA,
     REDACTED_TRIGGER,
     Invalid,
@@ -42,7 +42,7 @@ from flatgate.proxy.stub.anthropic_request import (
     signature,
     to_stub_request,
 )
-from flatgate.proxy.stub.echo import (
+from flatgate.proxy.backends.dialect import (
     LISTED_MODEL,
     Answer,
     Canned,
@@ -234,6 +234,7 @@ class AnthropicWire:
     path = "/v1/messages"
     request_id_header = "request-id"
     tool_id_prefix = "toolu_"
+    always_streams = False
 
     def route(self, method: str, path: str) -> Reply:
         if path == "/v1/models" and method == "GET":

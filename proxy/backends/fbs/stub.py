@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
-from flatgate.proxy.stub.echo import (
+from flatgate.proxy.backends.dialect import (
+    FAULTS,
     STUB_MAX_BODY,
     Answer,
     Canned,
@@ -33,7 +34,6 @@ from flatgate.proxy.stub.echo import (
     id_header,
     split_model,
 )
-from flatgate.proxy.stub.settings import FAULTS
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage, sse_event
@@ -166,6 +166,7 @@ class FbsWire:
     path = COMPLETIONS_PATH
     request_id_header = "x-request-id"
     tool_id_prefix = "call_"
+    always_streams = True
 
     def route(self, method: str, path: str) -> Reply:
         if path == self.path:

@@ -14,8 +14,8 @@ from typing import TypeVar
 
 import msgspec
 
+from flatgate.proxy.backends.dialect import StubRequest, split_model
 from flatgate.proxy.plumbing.validation import read_validation
-from flatgate.proxy.stub.echo import StubRequest, split_model
 from flatgate.proxy.wire.schema import Role
 
 __all__ = [

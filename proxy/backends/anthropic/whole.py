@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.proxy.backends.anthropic_stream import (
+from flatgate.proxy.backends.anthropic.stream import (
     AnthropicStream,
     ErrorBody,
     MessageUsage,

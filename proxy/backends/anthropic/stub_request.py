@@ -36,8 +36,8 @@ import hashlib
 
 import msgspec
 
+from flatgate.proxy.backends.dialect import StubRequest, split_model
 from flatgate.proxy.plumbing.validation import read_validation
-from flatgate.proxy.stub.echo import StubRequest, split_model
 from flatgate.proxy.wire.schema import Role
 
 __all__ = [

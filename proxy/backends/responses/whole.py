@@ -37,7 +37,7 @@ from __future__ import annotations
 import msgspec
 
 from flatgate.proxy.backends.json_api import WholeAnswer, error_frame
-from flatgate.proxy.backends.openai_responses_stream import (
+from flatgate.proxy.backends.responses.stream import (
     ERRED,
     FAILED,
     INCOMPLETE_REASONS,

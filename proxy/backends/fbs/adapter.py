@@ -109,6 +109,7 @@ class FrameRelay:
 class FbsAdapter:
     protocol = "fbs"
     embeddings = True
+    translated = False
 
     def __init__(self, config: BackendConfig) -> None:
         self._url = completions_url(config.url)

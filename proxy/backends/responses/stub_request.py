@@ -35,8 +35,8 @@ from typing import Any
 
 import msgspec
 
-from flatgate.proxy.stub.echo import StubRequest, split_model
-from flatgate.proxy.stub.openai_request import (
+from flatgate.proxy.backends.dialect import StubRequest, split_model
+from flatgate.proxy.backends.openai.stub_request import (
     Invalid,
     at_least,
     decode_openai,

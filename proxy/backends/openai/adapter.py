@@ -58,8 +58,9 @@ from flatgate.proxy.backends.extras import (
     splice,
 )
 from flatgate.proxy.backends.json_api import JsonAdapter, failed_result
-from flatgate.proxy.backends.openai_stream import FINISH_REASONS, OpenAIStream
-from flatgate.proxy.backends.openai_whole import OpenAIWhole
+from flatgate.proxy.backends.openai.config import OpenAIConfig
+from flatgate.proxy.backends.openai.stream import FINISH_REASONS, OpenAIStream
+from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.request.decode import Message, Request, Tool
@@ -261,7 +262,7 @@ class OpenAIAdapter(OpenAIConventions):
     protocol = "openai"
     path = "/chat/completions"
 
-    def __init__(self, config: BackendConfig) -> None:
+    def __init__(self, config: OpenAIConfig) -> None:
         super().__init__(config)
         self._field = config.max_tokens_field
 

@@ -76,7 +76,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from flatgate.proxy.backends.anthropic_body import (
+from flatgate.proxy.backends.anthropic.body import (
     Block,
     BlockFields,
     Made,
@@ -95,12 +95,12 @@ from flatgate.proxy.backends.anthropic_body import (
     mark,
     place,
 )
-from flatgate.proxy.backends.anthropic_stream import STOP_REASONS, AnthropicStream
-from flatgate.proxy.backends.anthropic_whole import AnthropicWhole
+from flatgate.proxy.backends.anthropic.config import AnthropicConfig
+from flatgate.proxy.backends.anthropic.stream import STOP_REASONS, AnthropicStream
+from flatgate.proxy.backends.anthropic.whole import AnthropicWhole
 from flatgate.proxy.backends.base import Outbound, Probe, Translator, Untranslatable
 from flatgate.proxy.backends.extras import Fields, read_extras, report_all, splice
 from flatgate.proxy.backends.json_api import JsonAdapter
-from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
@@ -409,7 +409,7 @@ class AnthropicAdapter(JsonAdapter):
     # Anthropic's API has no embeddings endpoint.
     embeddings = False
 
-    def __init__(self, config: BackendConfig) -> None:
+    def __init__(self, config: AnthropicConfig) -> None:
         super().__init__(config)
         parts = urlsplit(config.url)
         self._origin = f"{parts.scheme}://{parts.netloc}"

@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from flatgate.proxy.stub.echo import (
+from flatgate.proxy.backends.dialect import (
     LISTED_MODEL,
     Answer,
     Canned,
@@ -46,7 +46,7 @@ from flatgate.proxy.stub.echo import (
     id_header,
     is_streamed,
 )
-from flatgate.proxy.stub.openai_request import (
+from flatgate.proxy.backends.openai.stub_request import (
     ChatRequest,
     Invalid,
     decode_chat_request,
@@ -213,6 +213,7 @@ class OpenAIWire:
     path = "/v1/chat/completions"
     request_id_header = "x-request-id"
     tool_id_prefix = "call_"
+    always_streams = False
     # The field a request too long is blamed on (the ``reject`` fault).
     prompt_param = "messages"
 

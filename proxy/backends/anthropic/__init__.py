@@ -1,0 +1,18 @@
+"""The ``anthropic`` protocol: Anthropic's Messages API, the request written
+(``adapter``, ``body``) and the answer read (``stream``, ``whole``) at the
+last hop, its keys (``config``) and the stub's server of it (``stub``). Its
+API has no embeddings."""
+
+from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter
+from flatgate.proxy.backends.anthropic.config import AnthropicConfig, anthropic_problems
+from flatgate.proxy.backends.anthropic.stub import AnthropicWire
+from flatgate.proxy.backends.protocol import BackendProtocol
+
+PROTOCOL = BackendProtocol(
+    AnthropicAdapter.protocol,
+    AnthropicConfig,
+    AnthropicAdapter,
+    AnthropicWire,
+    embeddings=None,
+    check=anthropic_problems,
+)

@@ -1,0 +1,12 @@
+"""The ``openai`` protocol: OpenAI's Chat Completions API, the request written
+(``adapter``) and the answer read (``stream``, ``whole``) at the last hop, its
+keys (``config``) and the stub's server of it (``stub``)."""
+
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.config import OpenAIConfig
+from flatgate.proxy.backends.openai.stub import OpenAIWire
+from flatgate.proxy.backends.protocol import BackendProtocol
+
+PROTOCOL = BackendProtocol(
+    OpenAIAdapter.protocol, OpenAIConfig, OpenAIAdapter, OpenAIWire, embeddings="openai"
+)

@@ -1,0 +1,34 @@
+"""The ``openai-responses`` protocol's ``[[backends]]`` entry: the common keys
+and ``hosted_tools``.
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+from flatgate.proxy.backends.extras import HOSTED_TOOLS
+from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.plumbing.config import Problems
+
+__all__ = ["ResponsesConfig", "responses_problems"]
+
+
+class ResponsesConfig(BackendConfig, frozen=True, forbid_unknown_fields=True):
+    """An ``openai-responses`` backend: a Responses API server."""
+
+    protocol: str = "openai-responses"
+
+    # The tools only the provider runs (backends.extras HOSTED_TOOLS:
+    # "web_search", "file_search", ...) that this backend runs too; a
+    # client's hosted tool not listed is left out and reported.
+    hosted_tools: tuple[str, ...] = ()
+
+
+def responses_problems(b: ResponsesConfig, where: str, problems: Problems) -> None:
+    """Each hosted tool named must be one flatgate knows."""
+    for i, tool in enumerate(b.hosted_tools):
+        if tool not in HOSTED_TOOLS:
+            problems.append(
+                f"{where}.hosted_tools[{i}]: unknown hosted tool {tool!r}: expected one of "
+                + ", ".join(HOSTED_TOOLS)
+            )
