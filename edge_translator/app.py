@@ -1,12 +1,15 @@
-"""The edge's HTTP surface, over ``plumbing.serve``'s ``Exchange``: its routes,
-the one place errors become responses, and the worker's lifecycle.
+"""The edge's HTTP surface, over ``plumbing.serve``'s ``Exchange``: its route
+table, the one place errors become responses, and the worker's lifecycle.
 
-``POST`` on a client API's path (``_ROUTES``: OpenAI Chat Completions,
-``openai.endpoint.CHAT``; Anthropic Messages, ``anthropic.endpoint.MESSAGES``
-and its ``COUNT_TOKENS``; and the app's own ``ResponsesApi``, the OpenAI
-Responses API over this worker's stored responses) runs the shared flow
+Its routes are one table of path patterns (``routes.Table``, built in
+``EdgeApp._table``): each pattern with the methods it serves, whose error
+shape its answers take, its metrics label, and what handles it. ``POST`` on a
+client API's path (OpenAI Chat Completions, ``openai.endpoint.CHAT``;
+Anthropic Messages, ``anthropic.endpoint.MESSAGES`` and its
+``COUNT_TOKENS``; and the app's own ``ResponsesApi``, the OpenAI Responses
+API over this worker's stored responses) runs the shared flow
 (``flow.Flow``: admission, translation, the proxy round trip, the render
-loop); a new client API adds its routes there. ``POST /v1/embeddings``
+loop); a new client API adds its routes to the table. ``POST /v1/embeddings``
 (``embeddings.flow``) takes the shared flow's steps it needs, in OpenAI's
 authentication and error shape. The stored responses are
 served on ``GET`` and ``DELETE /v1/responses/{id}`` and ``GET
@@ -17,6 +20,15 @@ for a request with ``anthropic-version``, in OpenAI's otherwise; the models
 the caller may use, ``Tenancy.listed``), ``/healthz``, ``/readyz`` and
 ``/metrics`` (``flatgate_edge_*``).
 
+A method a route does not serve is a 405 with its ``Allow``; a path no route
+serves is a 404 ``Unknown request URL: {METHOD} {path}.`` in the shape of the
+API whose path it lies under, else the caller's (``routes``, which says why a
+``POST`` to ``/v1/models/{id}`` is such a 404, not a 405). The client APIs'
+paths, the stored responses' and unknown paths are access-logged (method,
+path and status; never the query string, which a Gemini client fills with
+its key); the model endpoints, ``/healthz``, ``/readyz`` and ``/metrics`` are
+not.
+
 It runs under granian's ASGI interface by default (``[edge] interface``),
 whose ``send`` waits on a bounded channel: a client that stops reading stops
 the edge reading from the proxy, which stops the proxy reading from the
@@ -24,10 +36,9 @@ backend, so memory per stream stays bounded. RSGI is leaner and unbounded.
 
 Errors are ``EdgeError``s and become responses in one place
 (``_send_error``): in the shape of the path's client API
-(``ClientApi.error_answer``; OpenAI's off them), with the headers of
-``errors.error_headers``. A client that disconnects cancels the request to
-the proxy. The granian protocol objects are behind ``Exchange``; this module
-never sees them.
+(``ClientApi.error_answer``), with the headers of ``errors.error_headers``.
+A client that disconnects cancels the request to the proxy. The granian
+protocol objects are behind ``Exchange``; this module never sees them.
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
@@ -52,6 +63,7 @@ from flatgate.edge_translator.errors import (
 )
 from flatgate.edge_translator.flow import Flow, note_request_id
 from flatgate.edge_translator.identity import Identities
+from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.model_endpoints import (
     anthropic_list,
     anthropic_model,
@@ -68,6 +80,7 @@ from flatgate.edge_translator.responses.endpoint import (
     retrieve_answer,
 )
 from flatgate.edge_translator.responses.store import StoredResponses
+from flatgate.edge_translator.routes import Endpoint, Shape, Table
 from flatgate.edge_translator.settings import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
 from flatgate.proxy.limits import Limiter
@@ -90,21 +103,12 @@ __all__ = ["EdgeApp", "create_app"]
 log = logging.getLogger("flatgate.edge")
 
 _JSON = [("content-type", JSON)]
-# Each client API's POST paths. A new API adds its routes here.
-_ROUTES: dict[str, Route] = {
-    CHAT.path: Route(CHAT),
-    MESSAGES.path: Route(MESSAGES),
-    COUNT_TOKENS.path: Route(MESSAGES, COUNT_TOKENS),
-}
-# OpenAI's authentication, ids and error shape; its own steps (EmbeddingsFlow).
-_EMBEDDINGS = Route(CHAT)
-_MODELS = "/v1/models"
-_GETS = (_MODELS, "/healthz", "/readyz", "/metrics")
-# GET /v1/models/{id} (an id may hold slashes: all the rest of the path).
-_MODEL = "/v1/models/"
-_MODEL_ROUTE = "/v1/models/{id}"
-# GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
-_STORED = "/v1/responses/"
+# A route's handler: the exchange, its log entry, the parameters its path gave.
+_Handler: TypeAlias = Callable[[Exchange, Entry, Mapping[str, str]], Awaitable[int]]
+# What a route runs: a client API's completions route (the shared flow), or a handler.
+_Target: TypeAlias = Route | _Handler
+# The metrics label of a path no route serves.
+_UNKNOWN = "other"
 _INPUT_ITEMS = "/input_items"
 
 
@@ -138,11 +142,14 @@ class EdgeApp:
         self.tenancy = Tenancy(settings, limiter)
         # The Responses API, over the stored responses in the [state] store.
         self.responses = ResponsesApi(StoredResponses.following(self.tenancy.limiter))
-        self._routes = {
-            **_ROUTES,
-            self.responses.path: Route(self.responses),
-            EMBEDDINGS: _EMBEDDINGS,
+        # The error shapes' APIs (the caller's is chosen per request), and
+        # each one's name in the access log.
+        self._apis: dict[Shape, ClientApi[Any]] = {
+            Shape.OPENAI: CHAT,
+            Shape.ANTHROPIC: MESSAGES,
+            Shape.RESPONSES: self.responses,
         }
+        self.routes = self._table()
         if tracing == "settings":
             tracing = open_tracing(settings.telemetry, "flatgate-edge")
         self.tracing = tracing
@@ -202,109 +209,153 @@ class EdgeApp:
         await self._link.aclose()
         await self.tenancy.aclose()
 
+    def _table(self) -> Table[_Target]:
+        """The edge's routes. A new client API adds its paths here."""
+        stored = self.responses.path
+        return Table(
+            (
+                # Each client API's POST paths: the shared flow.
+                Endpoint(CHAT.path, ("POST",), Route(CHAT), shape=Shape.OPENAI),
+                Endpoint(MESSAGES.path, ("POST",), Route(MESSAGES), shape=Shape.ANTHROPIC),
+                Endpoint(
+                    COUNT_TOKENS.path,
+                    ("POST",),
+                    Route(MESSAGES, COUNT_TOKENS),
+                    shape=Shape.ANTHROPIC,
+                ),
+                Endpoint(stored, ("POST",), Route(self.responses), shape=Shape.RESPONSES),
+                # OpenAI's authentication, ids and error shape; its own steps.
+                Endpoint(EMBEDDINGS, ("POST",), self._embed, shape=Shape.OPENAI),
+                # The stored responses, the tenant's own.
+                Endpoint(
+                    stored + "/{id}",
+                    ("GET", "DELETE"),
+                    self._stored,
+                    shape=Shape.RESPONSES,
+                    label="stored",
+                ),
+                Endpoint(
+                    stored + "/{id}" + _INPUT_ITEMS,
+                    ("GET",),
+                    self._input_items,
+                    shape=Shape.RESPONSES,
+                    label="stored",
+                ),
+                Endpoint("/v1/models", ("GET",), self._models, shape=Shape.CALLER, logged=False),
+                # An id may hold slashes. DELETE is OpenAI's method there (a
+                # fine-tuned model's deletion): a 405; any other is a 404.
+                Endpoint(
+                    "/v1/models/{id...}",
+                    ("GET",),
+                    self._model,
+                    shape=Shape.CALLER,
+                    label="/v1/models/{id}",
+                    logged=False,
+                    refuses=("DELETE",),
+                ),
+                Endpoint("/healthz", ("GET",), self._healthz, shape=Shape.OPENAI, logged=False),
+                Endpoint("/readyz", ("GET",), self._readyz, shape=Shape.OPENAI, logged=False),
+                Endpoint("/metrics", ("GET",), self._metrics, shape=Shape.OPENAI, logged=False),
+            ),
+            # An unknown path under an API's own is answered in its shape.
+            families={MESSAGES.path: Shape.ANTHROPIC, stored: Shape.RESPONSES},
+        )
+
     async def __call__(self, ex: Exchange) -> None:
         path = ex.path
         method = ex.method
-        post = self._routes.get(path)
-        stored = post is None and path.startswith(_STORED)
-        model = post is None and path.startswith(_MODEL)
-        if post is not None or path in _GETS:
-            route = path
-        else:
-            route = "stored" if stored else _MODEL_ROUTE if model else "other"
+        found = self.routes.find(method, path)
+        endpoint = None if found is None else found.endpoint
         # Every answer on a client API's path is logged, named from the start
-        # (a refusal before the flow begins, a drain's, says where it was).
-        entry = Entry() if post is not None or stored else None
-        if entry is not None:
-            entry.path = path
-            entry.api = post.api.name if post is not None else self.responses.name
+        # (a refusal before the flow begins, a drain's, says where it was),
+        # and every unknown path's (no API's: api is "-").
+        logged = endpoint is None or endpoint.logged
+        entry = Entry()
+        entry.method = method
+        entry.path = path
         span = None
-        if self.tracing is not None and entry is not None:
-            span = self.tracing.server(ex.header, "chat")
-            entry.trace_id = span.trace_id
+        if endpoint is not None and logged:
+            entry.api = self._api(endpoint.shape, ex).name
+            if self.tracing is not None:
+                span = self.tracing.server(ex.header, "chat")
+                entry.trace_id = span.trace_id
         status = 500
         try:
-            if self._drain.draining and path != "/healthz":
-                if entry is not None:
+            draining = self._drain.draining and path != "/healthz"
+            if draining or found is None or not found.allowed:
+                # The edge's own refusals keep the client's request id, as the flow's do.
+                if logged:
                     note_request_id(ex, entry)
-                raise shutting_down()
-            if post is not None and entry is not None:
-                if method != "POST":
-                    raise MethodNotAllowed(f"Method {method} not allowed on {path}; use POST.")
-                if post is _EMBEDDINGS:
-                    status = await self._embeddings.run(ex, entry)
-                else:
-                    status = await self._flow.run(ex, entry, post)
-            elif stored and entry is not None:
-                status = await self._stored(ex, entry)
-            elif path in _GETS or model:
-                if method not in ("GET", "HEAD"):
-                    raise MethodNotAllowed(f"Method {method} not allowed on {path}; use GET.")
-                status = await self._get(ex)
+                if draining:
+                    raise shutting_down()
+                if found is None:
+                    raise NotFound(f"Unknown request URL: {method} {path}.")
+                methods = " or ".join(found.endpoint.methods)
+                raise MethodNotAllowed(f"Method {method} not allowed on {path}; use {methods}.")
+            target = found.endpoint.target
+            if isinstance(target, Route):
+                status = await self._flow.run(ex, entry, target)
             else:
-                raise NotFound(f"Unknown request URL: {method} {path}.")
+                status = await target(ex, entry, found.params)
         except EdgeError as err:
-            status = await self._send_error(ex, err, entry)
+            status = await self._send_error(ex, err, entry, endpoint)
         except ConnectionError:  # the client left while sending its body
             status = 499
         except Exception:
             log.exception("edge: unexpected error on %s %s", method, path)
             internal = EdgeError("The server had an error while processing your request.")
-            status = await self._send_error(ex, internal, entry)
-        self.metrics.count(route, status)
-        if entry is not None:
+            status = await self._send_error(ex, internal, entry, endpoint)
+        self.metrics.count(_UNKNOWN if endpoint is None else endpoint.label, status)
+        if logged:
             entry.status = status
             self.access.write(entry)
             if span is not None:
                 span.note(entry)
                 span.end()
 
-    async def _send_error(self, ex: Exchange, err: EdgeError, entry: Entry | None) -> int:
-        """Answer ``err`` in the shape of the path's client API (OpenAI's off
-        them), with every error answer's headers; the status sent."""
-        request_id = None
-        if entry is not None:
-            entry.error = err.code
-            request_id = entry.request_id
-        post = self._routes.get(ex.path)
-        api: ClientApi[Any] = CHAT if post is None else post.api
-        if post is None and ex.path.startswith(_STORED):
-            api = self.responses
-        if (
-            post is None
-            and _models_path(ex.path)
-            and wants_anthropic(ex.header("anthropic-version"))
-        ):
-            api = MESSAGES
+    def _api(self, shape: Shape, ex: Exchange) -> ClientApi[Any]:
+        """The client API whose shape ``shape`` is, for this request."""
+        if shape is Shape.CALLER:
+            return MESSAGES if wants_anthropic(ex.header("anthropic-version")) else CHAT
+        return self._apis[shape]
+
+    async def _send_error(
+        self, ex: Exchange, err: EdgeError, entry: Entry, endpoint: Endpoint[_Target] | None
+    ) -> int:
+        """Answer ``err`` in the shape of the path's client API (``endpoint``'s;
+        for a path no route serves, ``Table.shape_of``), with every error
+        answer's headers; the status sent."""
+        entry.error = err.code
+        shape = self.routes.shape_of(ex.path) if endpoint is None else endpoint.shape
+        api = self._api(shape, ex)
+        request_id = entry.request_id
         if request_id is None:
             # Every error answer has a request id: an early one too (before
             # the body was read, or the model resolved), and the log keeps it.
-            request_id = api.new_id()
-            if entry is not None:
-                entry.request_id = request_id
+            request_id = entry.request_id = api.new_id()
         status, body = api.error_answer(err, request_id)
-        allow = "POST" if post is not None else "GET"
-        if post is None and ex.path.startswith(_STORED):
-            allow = "GET" if ex.path.endswith(_INPUT_ITEMS) else "GET, DELETE"
-        headers = error_headers(err, request_id, allow=allow)
-        await ex.respond(status, headers, body)
+        allow = "POST" if endpoint is None else endpoint.allow
+        await ex.respond(status, error_headers(err, request_id, allow=allow), body)
         return status
 
-    async def _stored(self, ex: Exchange, entry: Entry) -> int:
+    async def _embed(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
+        return await self._embeddings.run(ex, entry)
+
+    async def _stored(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
+        """A stored response (``GET``) or its deletion (``DELETE``)."""
+        return await self._stored_answer(ex, entry, params["id"], items=False)
+
+    async def _input_items(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
+        """A stored response's input items."""
+        return await self._stored_answer(ex, entry, params["id"], items=True)
+
+    async def _stored_answer(
+        self, ex: Exchange, entry: Entry, response_id: str, *, items: bool
+    ) -> int:
         """A stored response, its deletion, or its input items, for the
         caller's tenant (another tenant's is a 404, as one never stored)."""
         api = self.responses
-        entry.api, entry.path = api.name, ex.path
         note_request_id(ex, entry)
-        rest = ex.path[len(_STORED) :]
-        items = rest.endswith(_INPUT_ITEMS)
-        response_id = rest[: -len(_INPUT_ITEMS)] if items else rest
-        method = ex.method
-        allowed = ("GET", "HEAD") if items else ("GET", "HEAD", "DELETE")
-        if method not in allowed:
-            raise MethodNotAllowed(f"Method {method} not allowed on {ex.path}.")
-        if not response_id or "/" in response_id:
-            raise NotFound(f"Unknown request URL: {method} {ex.path}.")
         identity = await api.authenticate(ex, self.identities)
         tenant = identity.tenant
         entry.tenant = tenant or None
@@ -314,7 +365,7 @@ class EdgeApp:
         elif items:
             found = await store.input_items(tenant, response_id)
             status, body = input_items_answer(found, response_id, ex.query)
-        elif method == "DELETE":
+        elif ex.method == "DELETE":
             status, body = delete_answer(await store.delete(tenant, response_id), response_id)
         else:
             status, body = retrieve_answer(await store.response(tenant, response_id), response_id)
@@ -330,27 +381,56 @@ class EdgeApp:
         await ex.respond(status, headers, body)
         return status
 
-    async def _get(self, ex: Exchange) -> int:
-        path = ex.path
-        if path == "/healthz":
-            await ex.respond(200, _JSON, b'{"status":"ok"}')
-        elif path == "/readyz":
-            status, body = (200, b'{"ready": true}') if self._ready is None else await self._ready()
-            if not self._operator(ex):  # the status alone: no route or backend names
-                body = b'{"ready": true}' if status == 200 else b'{"ready": false}'
-            await ex.respond(status, _JSON, body)
-            return status
-        elif path == "/metrics":
-            if not self._operator(ex):
-                raise AuthenticationFailed(
-                    "/metrics needs the metrics bearer token ([edge] metrics_token_sha256)"
-                    + ("." if self._metrics_token is not None else ", or a loopback caller."),
-                    code=codes.UNAUTHORIZED,
-                )
-            await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
-        else:
-            await ex.respond(200, _JSON, await self._models(ex))
+    async def _healthz(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
+        await ex.respond(200, _JSON, b'{"status":"ok"}')
         return 200
+
+    async def _readyz(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
+        status, body = (200, b'{"ready": true}') if self._ready is None else await self._ready()
+        if not self._operator(ex):  # the status alone: no route or backend names
+            body = b'{"ready": true}' if status == 200 else b'{"ready": false}'
+        await ex.respond(status, _JSON, body)
+        return status
+
+    async def _metrics(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
+        if not self._operator(ex):
+            raise AuthenticationFailed(
+                "/metrics needs the metrics bearer token ([edge] metrics_token_sha256)"
+                + ("." if self._metrics_token is not None else ", or a loopback caller."),
+                code=codes.UNAUTHORIZED,
+            )
+        await ex.respond(200, [("content-type", METRICS_CONTENT_TYPE)], self.metrics.render())
+        return 200
+
+    async def _models(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
+        """``GET /v1/models``: the models the caller may use."""
+        anthropic, identity = await self._model_caller(ex)
+        if anthropic:
+            body = anthropic_list(self.tenancy.listed(identity), ex.query)
+        else:
+            body = self.tenancy.listing(identity)  # cached per caller
+        await ex.respond(200, _JSON, body)
+        return 200
+
+    async def _model(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
+        """``GET /v1/models/{id}`` (a model the caller may not use is a 404,
+        as one that does not exist)."""
+        anthropic, identity = await self._model_caller(ex)
+        model_id = params["id"]
+        item = self.tenancy.visible(identity, model_id)
+        if item is None:
+            raise unknown_model(model_id)
+        body = anthropic_model(item, ex.query) if anthropic else openai_model(item)
+        await ex.respond(200, _JSON, body)
+        return 200
+
+    async def _model_caller(self, ex: Exchange) -> tuple[bool, Identity]:
+        """Whether a model endpoint answers in Anthropic's shape (a request
+        with ``anthropic-version``) or OpenAI's, and the caller, by that API's
+        authentication."""
+        anthropic = wants_anthropic(ex.header("anthropic-version"))
+        api: ClientApi[Any] = MESSAGES if anthropic else CHAT
+        return anthropic, await api.authenticate(ex, self.identities)
 
     def _operator(self, ex: Exchange) -> bool:
         """Whether the caller may read what only operators see (``/metrics``:
@@ -361,28 +441,6 @@ class EdgeApp:
         if token is not None:
             return token.valid(ex.header("authorization"))
         return is_loopback(ex.peer)
-
-    async def _models(self, ex: Exchange) -> bytes:
-        """``GET /v1/models`` or ``/v1/models/{id}``'s body, in the caller's
-        API's shape, for the models the caller may use (another model is a
-        404, as one that does not exist)."""
-        anthropic = wants_anthropic(ex.header("anthropic-version"))
-        api: ClientApi[Any] = MESSAGES if anthropic else CHAT
-        identity = await api.authenticate(ex, self.identities)
-        path = ex.path
-        if path == _MODELS:
-            if anthropic:
-                return anthropic_list(self.tenancy.listed(identity), ex.query)
-            return self.tenancy.listing(identity)  # cached per caller
-        model_id = path[len(_MODEL) :]
-        item = self.tenancy.visible(identity, model_id)
-        if item is None:
-            raise unknown_model(model_id)
-        return anthropic_model(item, ex.query) if anthropic else openai_model(item)
-
-
-def _models_path(path: str) -> bool:
-    return path == _MODELS or path.startswith(_MODEL)
 
 
 def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:

@@ -1,7 +1,7 @@
 """Access logs: one structured line per request, on both services.
 
-``Entry`` is what a request leaves behind (the client API and the path it
-came on, request id, tenant, model,
+``Entry`` is what a request leaves behind (the client API, the method and
+the path it came on (never its query string), request id, tenant, model,
 provider, backend, status, bytes in and out, time to first byte, duration,
 completion tokens, error code); ``AccessLog.write`` renders it as logfmt text
 or one JSON object per line. Never a prompt, a completion or a credential:
@@ -61,6 +61,7 @@ class Entry:
         "duration",
         "ended",
         "error",
+        "method",
         "model",
         "path",
         "prompt_tokens",
@@ -77,8 +78,10 @@ class Entry:
     def __init__(self) -> None:
         self.started = time.perf_counter()
         # The client API ("openai-chat", "anthropic-messages",
-        # "openai-responses"; the proxy's "fbs") and the request's path.
+        # "openai-responses"; the proxy's "fbs"; None on a path no route
+        # serves), the request's method, and its path without the query.
         self.api: str | None = None
+        self.method: str | None = None
         self.path: str | None = None
         self.request_id: str | None = None
         self.tenant: str | None = None
@@ -124,7 +127,8 @@ _OURS: dict[str, str] = {}
 
 def _ours(value: str | None) -> str:
     """A value from the configuration or the code registry (backend, provider,
-    error code): few, so rendered once each (quoted if need be)."""
+    error code), or a request's method: few, so rendered once each (quoted if
+    need be; past 4096 of them, rendered each time)."""
     if not value:
         return "-"
     text = _OURS.get(value)
@@ -145,6 +149,7 @@ class _JsonLine(msgspec.Struct, omit_defaults=True):
     ts: str
     service: str
     api: str | None
+    method: str | None
     path: str | None
     request_id: str | None
     tenant: str | None
@@ -245,7 +250,7 @@ class AccessLog:
         tokens = e.tokens
         return (
             f"ts={self._clock(e.ended)} service={self.service} api={_ours(e.api)} "
-            f"path={_caller(e.path)} rid={_caller(e.request_id)} "
+            f"method={_ours(e.method)} path={_caller(e.path)} rid={_caller(e.request_id)} "
             f"tenant={_caller(e.tenant)} model={_caller(e.model)} provider={_ours(e.provider)} "
             f"backend={_ours(e.backend)} status={e.status} in={e.bytes_in} out={e.bytes_out} "
             f"ttfb_ms={'-' if ttfb is None else f'{ttfb * 1000:.3f}'} "
@@ -261,6 +266,7 @@ class AccessLog:
                     self._clock(e.ended),
                     self.service,
                     e.api,
+                    _cut(e.method),
                     _cut(e.path),
                     _cut(e.request_id),
                     _cut(e.tenant),

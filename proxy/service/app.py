@@ -280,6 +280,7 @@ class ProxyServer:
         else:
             await ex.respond(*DRAINING_ANSWER)
             return
+        entry.method = ex.method
         entry.request_id = self.request_id(ex)
         entry.status, entry.error = codes.DRAINING.status, codes.DRAINING.code
         try:
@@ -299,6 +300,7 @@ class ProxyServer:
         """One request, step by step (see the module docstring); however it
         ends, it is logged and counted once and what it held is given back."""
         entry = _entry()
+        entry.method = ex.method
         rid = entry.request_id = self.request_id(ex)
         span = None
         if self.tracing is not None:

@@ -98,6 +98,7 @@ class EmbeddingsRoute:
         what it held is given back."""
         host = self._host
         entry = self.entry()
+        entry.method = ex.method
         rid = entry.request_id = host.request_id(ex)
         label = "-"
         hold: Hold | None = None

@@ -56,6 +56,7 @@ LOG_FIELDS = {
     "ts",
     "service",
     "api",
+    "method",
     "path",
     "request_id",
     "tenant",
@@ -463,7 +464,7 @@ def test_edge_access_log_has_one_json_line_per_completion(logged: Logged) -> Non
     assert len(logged.lines) == 4, logged.lines
     for line in logged.lines:
         assert set(line) == LOG_FIELDS, line
-        assert line["service"] == "edge"
+        assert line["service"] == "edge" and line["method"] == "POST"
         assert isinstance(line["duration_ms"], float | int) and line["duration_ms"] >= 0
     ok, ok_stream, bad_key, no_model = logged.lines
 

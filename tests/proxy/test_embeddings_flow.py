@@ -305,8 +305,9 @@ def test_each_answer_is_counted_and_logged_with_its_prompt_tokens() -> None:
     server.access.flush()
     logged = [json.loads(line) for chunk in lines for line in chunk.splitlines()]
     first, second = logged
-    assert (first["api"], first["path"], first["request_id"]) == (
+    assert (first["api"], first["method"], first["path"], first["request_id"]) == (
         "embeddings",
+        "POST",
         "/v1/embeddings",
         "e-1",
     )
@@ -343,6 +344,7 @@ async def test_while_draining_an_embeddings_request_is_refused_and_logged() -> N
     server.access.flush()
     (line,) = [json.loads(x) for chunk in lines for x in chunk.splitlines()]
     assert (line["api"], line["status"], line["error"]) == ("embeddings", 503, "draining")
+    assert line["method"] == "POST"
 
 
 def test_an_embeddings_request_is_not_a_completion_request() -> None:

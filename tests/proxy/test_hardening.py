@@ -260,6 +260,7 @@ def test_access_log_lines_carry_the_fields_and_no_secrets(stub: Server, tmp_path
         text = p.log.read_text()
     ok, missing = lines[0], lines[1]
     assert ok["request_id"] == "log-1" and ok["status"] == 200
+    assert (ok["api"], ok["method"], ok["path"]) == ("fbs", "POST", "/v1/completions")
     assert ok["tenant"] == "acme" and ok["model"] == "echo-1"
     assert ok["provider"] == "SelfHosted" and ok["backend"] == "stub"
     assert ok["bytes_in"] == len(body) and isinstance(ok["bytes_out"], int) and ok["bytes_out"] > 0
