@@ -40,6 +40,7 @@ from typing import Literal
 import msgspec
 
 from flatgate.proxy.backends.extras import omitted_header
+from flatgate.proxy.backends.registry import kinds
 from flatgate.proxy.backends.section import COMPLETIONS, EMBEDDINGS, BackendConfig
 from flatgate.proxy.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
@@ -217,14 +218,14 @@ class ProxyServer:
         self.targets = targets
         self.backends = backends
         self._backend_configs = configs
-        # Which kind of request each backend is sent (BackendConfig.kinds).
+        # Which kind of request each backend is sent (backends.registry.kinds).
         self.dispatcher.refusing = frozenset(
-            name for name, cfg in configs.items() if COMPLETIONS not in cfg.kinds()
+            name for name, cfg in configs.items() if COMPLETIONS not in kinds(cfg)
         )
         self.embedder.serving = frozenset(
             name
             for name, cfg in configs.items()
-            if EMBEDDINGS in cfg.kinds() and backends[name].adapter.embeddings
+            if EMBEDDINGS in kinds(cfg) and backends[name].adapter.embeddings
         )
 
     def reload(self, config: ProxySettings) -> None:
