@@ -24,7 +24,10 @@ time leaves it 0.24 µs.
 - ``tokens_per_day``: a counter per UTC day (its key carries the date and
   expires two days on), checked against the reservation (capped at the
   budget, as above); a day whose counter has reached the budget refuses
-  every request.
+  every request. Its state does not say when it frees up (its key names the
+  day), so a refusal waits what the caller gives with the check (``GIVEN_WAIT``:
+  ``Store.acquire``'s ``waits``; the limiter gives the seconds left in the UTC
+  day): the stores know nothing of days.
 
 No I/O.
 """
@@ -39,6 +42,7 @@ __all__ = [
     "CONCURRENT_RETRY",
     "DAY_KEY_SECONDS",
     "EPOCH",
+    "GIVEN_WAIT",
     "KEY_SLACK_MS",
     "KINDS",
     "KIND_CODES",
@@ -75,6 +79,8 @@ CONCURRENT: Final = 2
 DAY: Final = 3
 KINDS: Final = ("requests_per_minute", "tokens_per_minute", "max_concurrent", "tokens_per_day")
 KIND_CODES: Final = ("r", "t", "c", "d")
+# The kinds whose refusal waits what the caller gives per check (see above).
+GIVEN_WAIT: Final = frozenset({DAY})
 
 
 class Quota(NamedTuple):

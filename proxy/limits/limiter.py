@@ -108,7 +108,8 @@ def check_slots(store: Store, rules: RuleSet) -> None:
 class Limiter:
     """See the module docstring. ``clock`` is Unix time (tests inject one;
     a Redis store in production reads Redis' clock instead, except for the
-    UTC date of the day counters, this process's)."""
+    UTC day of the day counters, their date and a refusal's wait: this
+    process's)."""
 
     def __init__(
         self,
@@ -196,12 +197,13 @@ class Limiter:
             self._date, left = utc_day(unix)
             self._day_end = unix + left
         keys = plan.keys_on(self._date) if plan.day_at else plan.keys
+        # A day refusal waits until the end of the UTC day.
+        waits = plan.waits_on(self._day_end - unix) if plan.waits_at else plan.no_waits
         lease_id = self.lease_id() if plan.conc_at else ""
         now = unix - EPOCH
-        day_left = self._day_end - unix
         if self._local is not None:
             refused, retry, levels = self._local.acquire_now(
-                plan, keys, now, estimate=estimate, lease_id=lease_id, ttl=ttl, day_left=day_left
+                plan, keys, now, estimate=estimate, lease_id=lease_id, ttl=ttl, waits=waits
             )
         else:
             try:
@@ -212,7 +214,7 @@ class Limiter:
                     estimate=estimate,
                     lease_id=lease_id,
                     ttl=ttl,
-                    day_left=day_left,
+                    waits=waits,
                 )
             except asyncio.CancelledError:
                 self._forget(plan, keys, lease_id)

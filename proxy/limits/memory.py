@@ -116,7 +116,7 @@ class MemoryStore(Store):
         estimate: int,
         lease_id: str,
         ttl: float,
-        day_left: float,
+        waits: Sequence[float],
     ) -> Raw:
         """``acquire``, synchronously."""
         if now >= self._next_sweep:
@@ -157,12 +157,13 @@ class MemoryStore(Store):
                 else:
                     levels.append(float(held + 1))
                     charge.append((kind, key, now + ttl))
-            else:
+            else:  # a counter whose window its key names: its wait is given
                 cost = min(estimate, limit)
                 used = self.days.get(key, 0)
                 if used >= limit or used + cost > limit:
-                    if refused < 0 or day_left > retry:
-                        refused, retry = i, day_left
+                    wait = waits[i]
+                    if refused < 0 or wait > retry:
+                        refused, retry = i, wait
                     levels.append(float(used))
                 else:
                     levels.append(float(used + cost))
@@ -204,10 +205,10 @@ class MemoryStore(Store):
         estimate: int,
         lease_id: str,
         ttl: float,
-        day_left: float,
+        waits: Sequence[float],
     ) -> Raw:
         return self.acquire_now(
-            plan, keys, now, estimate=estimate, lease_id=lease_id, ttl=ttl, day_left=day_left
+            plan, keys, now, estimate=estimate, lease_id=lease_id, ttl=ttl, waits=waits
         )
 
     def settle_now(self, lease: Lease, actual: int, now: float) -> None:

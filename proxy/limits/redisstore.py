@@ -252,9 +252,14 @@ class RedisStore(Store):
         estimate: int,
         lease_id: str,
         ttl: float,
-        day_left: float,
+        waits: Sequence[float],
     ) -> Raw:
-        args = (self._now(now), lease_id, repr(ttl), str(estimate), repr(day_left), *plan.args)
+        # ACQUIRE's ARGV: four, then per check code, amount and wait
+        # (``plan.args``, the waits placeholders); check i's wait (from 0) is
+        # the script's ARGV[4 + 3 * (i + 1)], args[6 + 3 * i] here.
+        args = [self._now(now), lease_id, repr(ttl), str(estimate), *plan.args]
+        for i in plan.waits_at:
+            args[6 + 3 * i] = repr(waits[i])
         reply = await self._run(ACQUIRE, keys, args)
         try:
             parts = reply.split()

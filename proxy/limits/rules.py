@@ -34,6 +34,7 @@ from typing import Final
 from flatgate.proxy.limits.algorithms import (
     CONCURRENT,
     DAY,
+    GIVEN_WAIT,
     KIND_CODES,
     KINDS,
     PERIOD,
@@ -120,9 +121,11 @@ class Plan:
         "day_at",
         "keys",
         "leased",
+        "no_waits",
         "specs",
         "tenant",
         "tokens_at",
+        "waits_at",
     )
 
     def __init__(self, tenant: str, checks: Sequence[Check]) -> None:
@@ -133,8 +136,14 @@ class Plan:
         self.specs = tuple((c.kind, c.amount, PERIOD / c.amount) for c in self.checks)
         # Positions of the day keys (their date is added per request).
         self.day_at = tuple(i for i, c in enumerate(self.checks) if c.kind == DAY)
-        # The Redis script's per-check arguments: code, amount.
-        self.args = tuple(x for c in self.checks for x in (c.code, str(c.amount)))
+        # Positions of the checks whose refusal waits what the caller gives
+        # (``algorithms.GIVEN_WAIT``): ``waits_on``.
+        self.waits_at = tuple(i for i, c in enumerate(self.checks) if c.kind in GIVEN_WAIT)
+        # The waits of a plan with none given (never read).
+        self.no_waits: Sequence[float] = (0.0,) * len(self.checks)
+        # The Redis script's per-check arguments: code, amount, wait (a
+        # placeholder, never read: the store puts in those at ``waits_at``).
+        self.args = tuple(x for c in self.checks for x in (c.code, str(c.amount), "0"))
         # What a lease settles: token reservations, concurrency slots.
         self.tokens_at = tuple(i for i, c in enumerate(self.checks) if c.kind in (TOKENS, DAY))
         self.conc_at = tuple(i for i, c in enumerate(self.checks) if c.kind == CONCURRENT)
@@ -158,6 +167,17 @@ class Plan:
             keys[i] = f"{keys[i]}:{date}"
         self._dated = (date, tuple(keys))
         return self._dated[1]
+
+    def waits_on(self, day_left: float) -> Sequence[float]:
+        """The per-check waits ``Store.acquire`` takes for a request
+        ``day_left`` seconds before the end of its UTC day (the window its
+        dated keys name): that at ``waits_at``, 0 (never read) elsewhere."""
+        if not self.waits_at:
+            return self.no_waits
+        waits = list(self.no_waits)
+        for i in self.waits_at:
+            waits[i] = day_left
+        return waits
 
 
 class RuleSet:

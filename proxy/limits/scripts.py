@@ -70,7 +70,11 @@ end
 """
 
 # KEYS[i]: check i's key (a day key with its date).
-# ARGV: now, lease id, lease ttl, estimate, day_left, then per check: code, amount.
+# ARGV: now, lease id, lease ttl, estimate, then per check i three:
+#   ARGV[2 + 3 * i] code ('r', 't', 'c', 'd': ``algorithms.KIND_CODES``),
+#   ARGV[3 + 3 * i] amount (the limit),
+#   ARGV[4 + 3 * i] wait: the seconds a refusal by check i waits, read only
+#     for a code whose state does not say ('d': ``algorithms.GIVEN_WAIT``).
 # Returns one string: "<refused check (1-based, 0: none)> <retry> <level of each check>...".
 ACQUIRE: Final = Script(
     _PRELUDE
@@ -78,14 +82,13 @@ ACQUIRE: Final = Script(
 local lease = ARGV[2]
 local ttl = tonumber(ARGV[3])
 local estimate = tonumber(ARGV[4])
-local day_left = tonumber(ARGV[5])
 local refused = 0
 local retry = 0
 local levels = {{}}
 local charge = {{}}
 for i = 1, #KEYS do
-  local code = ARGV[4 + 2 * i]
-  local limit = tonumber(ARGV[5 + 2 * i])
+  local code = ARGV[2 + 3 * i]
+  local limit = tonumber(ARGV[3 + 3 * i])
   local key = KEYS[i]
   if code == 'r' or code == 't' then
     local cost = 1
@@ -115,7 +118,8 @@ for i = 1, #KEYS do
     local cost = math.min(estimate, limit)
     local used = tonumber(redis.call('GET', key)) or 0
     if used >= limit or used + cost > limit then
-      if refused == 0 or day_left > retry then refused = i; retry = day_left end
+      local wait = tonumber(ARGV[4 + 3 * i])
+      if refused == 0 or wait > retry then refused = i; retry = wait end
       levels[i] = num(used)
     else
       levels[i] = num(used + cost)
@@ -125,7 +129,7 @@ for i = 1, #KEYS do
 end
 if refused == 0 then
   for i = 1, #KEYS do
-    local code = ARGV[4 + 2 * i]
+    local code = ARGV[2 + 3 * i]
     local key = KEYS[i]
     local value = charge[i]
     if code == 'r' or code == 't' then
@@ -142,7 +146,7 @@ end
 local out = {{refused, num(retry)}}
 if refused ~= 0 then  -- a refusal charges nothing: the levels as they stand
   for i = 1, #KEYS do
-    local code = ARGV[4 + 2 * i]
+    local code = ARGV[2 + 3 * i]
     local key = KEYS[i]
     if code == 'r' or code == 't' then
       local tat = tonumber(redis.call('GET', key)) or now

@@ -89,12 +89,14 @@ class Store(abc.ABC):
         estimate: int,
         lease_id: str,
         ttl: float,
-        day_left: float,
+        waits: Sequence[float],
     ) -> Raw:
         """Check every check of ``plan`` (under ``keys``) and, when all pass,
         charge them all (all or nothing): one request, one concurrency lease
-        ``lease_id`` for ``ttl`` seconds, ``estimate`` tokens. ``day_left``:
-        the seconds to the end of the UTC day (a day refusal's wait)."""
+        ``lease_id`` for ``ttl`` seconds, ``estimate`` tokens. ``waits``: per
+        check, the seconds a refusal by it waits, read for the checks whose
+        state does not say (``plan.waits_at``, ``algorithms.GIVEN_WAIT``)
+        and for no other (``plan.waits_on`` makes them)."""
 
     @abc.abstractmethod
     async def settle(self, lease: Lease, actual: int, now: float) -> None:

@@ -43,7 +43,7 @@ async def acquire(
     store: RedisStore, plan: Plan, lease: str = "l"
 ) -> tuple[int, float, list[float]]:
     return await store.acquire(
-        plan, plan.keys, 0.0, estimate=1, lease_id=lease, ttl=30.0, day_left=100.0
+        plan, plan.keys, 0.0, estimate=1, lease_id=lease, ttl=30.0, waits=plan.no_waits
     )
 
 

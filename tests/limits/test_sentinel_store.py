@@ -38,7 +38,7 @@ def primary_of(store: RedisStore) -> tuple[str, int] | None:
 
 async def acquire(store: RedisStore, plan: Plan, lease: str) -> Raw:
     return await store.acquire(
-        plan, plan.keys, 0.0, estimate=1, lease_id=lease, ttl=30.0, day_left=100.0
+        plan, plan.keys, 0.0, estimate=1, lease_id=lease, ttl=30.0, waits=plan.no_waits
     )
 
 
