@@ -47,6 +47,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from flatgate.proxy.backends.registry import PROTOCOLS, backends_of
 from flatgate.proxy.gateway.document import GatewayDocument
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -290,7 +291,11 @@ def structs_in(info: msgspec.inspect.Type) -> Iterator[type]:
 
 @cache
 def all_config_keys() -> frozenset[str]:
-    return frozenset(config_keys(GatewayDocument))
+    """The document's keys, a [[backends]] entry's those of every protocol."""
+    keys = set(config_keys(GatewayDocument))
+    for protocol in PROTOCOLS.values():
+        keys.update(config_keys(protocol.config, "backends."))
+    return frozenset(keys)
 
 
 @cache
@@ -484,7 +489,9 @@ def toml_blocks() -> Iterator[tuple[str, str]]:
 def test_every_toml_example_is_a_config(page: str, block: str) -> None:
     """Each TOML block of the pages parses, and its sections, keys and types are
     a config file's (the values may be placeholders)."""
-    msgspec.convert(tomllib.loads(block), GatewayDocument)
+    data = tomllib.loads(block)
+    msgspec.convert({k: v for k, v in data.items() if k != "backends"}, GatewayDocument)
+    backends_of(data)  # each entry its protocol's
 
 
 def tree_rows() -> dict[str, str]:

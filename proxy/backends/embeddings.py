@@ -1,7 +1,7 @@
 """OpenAI's embeddings API at a backend: the request's JSON out, the answer's JSON in.
 
 What the ``openai`` and ``openai-responses`` adapters share
-(``openai.OpenAIConventions``): both kinds of server take embeddings at
+(``openai.adapter.OpenAIConventions``): both kinds of server take embeddings at
 ``POST {url}/embeddings``.
 
 - ``encode_embeddings``: an ``EmbeddingInput`` (``wire.embeddings``) as the

@@ -159,7 +159,7 @@ class Embeddings(Protocol):
         ...
 
     def fault(self, fault: str, ask: EmbeddingsAsk) -> Reply:
-        """The answer of a fault before the head (``echo.BEFORE_HEAD``)."""
+        """The answer of a fault before the head (``dialect.BEFORE_HEAD``)."""
         ...
 
     def failed(self, ask: EmbeddingsAsk) -> Reply:

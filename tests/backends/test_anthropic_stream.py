@@ -1,4 +1,4 @@
-"""``backends.anthropic.AnthropicStream``: Messages API SSE into chunk frames,
+"""``backends.anthropic.stream.AnthropicStream``: Messages API SSE into chunk frames,
 what a stream says: its text, thinking, tool calls, usage, stop reason and model.
 
 The documented text, tool-use, thinking and error streams are fixtures
