@@ -12,6 +12,10 @@ into responses in exactly one place. A message quotes what the caller sent
 (a model or tool name) through ``shown``, at most ``ECHO_CHARS`` of it: a
 megabyte of model name is not a megabyte of 404. No I/O.
 
+The root and the 400 (``EdgeError``, ``InvalidRequest``) and ``shown`` are
+defined below the edge, in ``proxy.apis.errors``, so that the vendor APIs'
+models (``proxy.apis``) raise them; this module names them with the rest.
+
 The edge's upstream is the proxy: the transport's exceptions become
 ``ProxyFailed`` and ``ProxyTimedOut`` in ``proxy_link``, and nowhere else.
 
@@ -31,11 +35,9 @@ The edge's upstream is the proxy: the transport's exceptions become
 
 from __future__ import annotations
 
-import msgspec
-
+from flatgate.proxy.apis.errors import ECHO_CHARS, EdgeError, InvalidRequest, shown
 from flatgate.proxy.transport.base import retry_after_value
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import ErrorCode
 from flatgate.proxy.wire.schema import JSON
 
 __all__ = [
@@ -57,80 +59,8 @@ __all__ = [
 ]
 
 
-class _Detail(msgspec.Struct, omit_defaults=False):
-    message: str
-    type: str
-    param: str | None
-    code: str | None
-
-
-class _Body(msgspec.Struct):
-    error: _Detail
-
-
-_encode = msgspec.json.Encoder().encode
-
-# The most of a caller's text an error message quotes.
-ECHO_CHARS = 256
 # Seconds a client is told to wait when the edge itself is at a limit.
 BUSY_RETRY_AFTER = 1.0
-
-
-def shown(text: str) -> str:
-    """``text`` as an error message quotes it: its first ``ECHO_CHARS``
-    characters, and an ellipsis when there were more."""
-    return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "\u2026"
-
-
-class EdgeError(Exception):
-    """Root of the edge's errors; each subclass has its default code."""
-
-    default: ErrorCode = codes.INTERNAL_ERROR
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        param: str | None = None,
-        code: ErrorCode | None = None,
-        status: int | None = None,
-        retry_after: float | None = None,
-        headers: list[tuple[str, str]] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.error_code = code or self.default
-        self.status = status or self.error_code.status
-        # Seconds the client should wait before trying again (Retry-After).
-        self.retry_after = retry_after
-        # More headers for the answer (a tenant's x-ratelimit-*).
-        self.headers = headers or []
-
-    @property
-    def code(self) -> str:
-        return self.error_code.code
-
-    @property
-    def type(self) -> str:
-        return self.error_code.type
-
-    @property
-    def should_retry(self) -> bool:
-        """False for a code a retry cannot fix (``x-should-retry: false``)."""
-        return self.error_code.code not in codes.NOT_RETRYABLE
-
-    def detail(self) -> dict[str, str | None]:
-        """The inner ``error`` object (also what a mid-stream error event carries)."""
-        return {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
-
-    def body(self) -> bytes:
-        """The JSON response body ``{"error": {...}}``."""
-        return _encode(_Body(_Detail(self.message, self.type, self.param, self.code)))
-
-
-class InvalidRequest(EdgeError):
-    default = codes.INVALID_REQUEST
 
 
 class AuthenticationFailed(EdgeError):

@@ -32,7 +32,7 @@ import msgspec
 from jwt import PyJWK
 from jwt.exceptions import PyJWTError
 
-from flatgate.edge_translator.decoding import UNDECODABLE, why_undecodable
+from flatgate.proxy.apis.decoding import UNDECODABLE, why_undecodable
 from flatgate.proxy.transport.base import Timeouts, UpstreamError
 from flatgate.proxy.transport.factory import make_transport
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from flatgate.edge_translator.anthropic import models as messages_models
-from flatgate.edge_translator.openai import models as chat_models
-from flatgate.edge_translator.responses import models as responses_models
+from flatgate.proxy.apis.anthropic_messages import request as messages_models
+from flatgate.proxy.apis.openai_chat import request as chat_models
+from flatgate.proxy.apis.openai_responses import request as responses_models
 from flatgate.proxy.backends.extras import FLATGATE_OWN, HOSTED_TOOLS, NOTHING
 from flatgate.proxy.wire.schema import ApiDialect
 

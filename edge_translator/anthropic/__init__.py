@@ -2,7 +2,8 @@
 ``POST /v1/messages/count_tokens``, over the same ``CompletionRequest`` as the
 OpenAI API.
 
-Modules: ``models`` (the request, msgspec Structs, and its checks),
+Modules: the request, msgspec Structs, and its checks are
+``proxy.apis.anthropic_messages.request``;
 ``translate`` (request -> ``CompletionRequest``, through the wire layer's
 ``wire.request.writer``), ``render`` (chunk frames -> Messages SSE events, or one
 ``message``), ``errors`` (flatgate's error codes in Anthropic's shape and

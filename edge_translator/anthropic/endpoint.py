@@ -11,7 +11,7 @@ drain, the access log, ``answer``'s streaming):
   Bearer``, against the same credentials (``identity.Identities``: the
   ``[[keys]]``, and JWTs where configured); the ``anthropic-version``
   header is accepted and not needed;
-- ``MESSAGES``: ``models``' decode and checks, ``translate``'s writer,
+- ``MESSAGES``: ``apis.anthropic_messages.request``'s decode and checks, ``translate``'s writer,
   message ids; the answer is ``render``'s events and message, with ``ping``
   keep-alives; errors in Anthropic's shape (``errors``). ``message_start``'s
   ``input_tokens`` is the backend's count when its first chunk carries usage
@@ -37,12 +37,6 @@ from collections.abc import Mapping
 import msgspec
 
 from flatgate.edge_translator.anthropic.errors import error_body, error_event
-from flatgate.edge_translator.anthropic.models import (
-    CountTokensRequest,
-    MessagesRequest,
-    decode_count_tokens,
-    decode_messages,
-)
 from flatgate.edge_translator.anthropic.render import PING, EventRenderer, MessageAggregator
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.client_api import Asked, Folding, Rendering, Stateless
@@ -51,6 +45,12 @@ from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.ids import new_id
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.anthropic_messages.request import (
+    CountTokensRequest,
+    MessagesRequest,
+    decode_count_tokens,
+    decode_messages,
+)
 from flatgate.proxy.plumbing.auth import bearer_token
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire import codes

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.edge_translator.errors import EdgeError, InvalidRequest
+from flatgate.proxy.apis.errors import DetailedRequestError, EdgeError
 from flatgate.proxy.wire import codes
 
 __all__ = [
@@ -49,15 +49,6 @@ TYPES: dict[int, str] = {
 OVERLOADED = frozenset(
     {codes.BACKENDS_BUSY.code, codes.SERVER_BUSY.code, codes.POOL_EXHAUSTED.code}
 )
-
-
-class DetailedRequestError(InvalidRequest):
-    """A 400 whose Anthropic error carries ``details`` (its ``error_code``
-    and what else Anthropic documents for it)."""
-
-    def __init__(self, message: str, *, param: str | None, details: dict[str, object]) -> None:
-        super().__init__(message, param=param)
-        self.details = details
 
 
 class _Detail(msgspec.Struct, omit_defaults=True):

@@ -44,7 +44,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from flatgate.edge_translator.anthropic.models import (
+from flatgate.proxy.apis.anthropic_messages.request import (
     EXTRA_FIELDS,
     Fields,
     MessagesRequest,

@@ -31,7 +31,7 @@ false``; written only when tools exist), ``stop_sequences`` -> ``stop``,
 ``metadata.user_id`` -> ``user``, ``max_tokens``, ``temperature``, ``top_p``,
 ``top_k``, ``stream`` (with ``include_usage``: the Messages API always reports
 usage). Blocks the wire cannot carry are refused as they are met (see
-``models``). The fields with no slot, the block-level ``cache_control``
+``apis.anthropic_messages.request``). The fields with no slot, the block-level ``cache_control``
 breakpoints (by the wire message each went into), a tool's and a content
 block's own fields (``$tools`` by the tool's index, ``$blocks`` by the wire
 message and the block an Anthropic backend builds from it: see ``extras``)
@@ -57,7 +57,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flatgate.edge_translator.anthropic.extras import BlockFields, CacheMark, extras_of
-from flatgate.edge_translator.anthropic.models import (
+from flatgate.edge_translator.bounds import within_wire
+from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.proxy.apis.anthropic_messages.request import (
     AnyChoice,
     AutoChoice,
     CountTokensRequest,
@@ -76,9 +78,7 @@ from flatgate.edge_translator.anthropic.models import (
     not_utf8,
     unsupported,
 )
-from flatgate.edge_translator.bounds import within_wire
-from flatgate.edge_translator.decoding import is_utf8
-from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.proxy.apis.decoding import is_utf8
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.writer import Call, RequestWriter, ToolSpec, WireMessage
 from flatgate.proxy.wire.schema import ApiDialect, Role, ToolChoiceMode

@@ -1,3 +1,3 @@
 """OpenAI's embeddings API at the edge, ``POST /v1/embeddings``: its request
-(``models``), its ``EmbeddingRequest`` writer (``translate``), its answer
+(``proxy.apis.openai_embeddings``), its ``EmbeddingRequest`` writer (``translate``), its answer
 (``render``) and its steps through the shared flow (``flow``)."""

@@ -37,7 +37,6 @@ import asyncio
 import time
 from functools import partial
 
-from flatgate.edge_translator.embeddings.models import decode
 from flatgate.edge_translator.embeddings.render import STREAM_AT, pieces, render, size_bound
 from flatgate.edge_translator.embeddings.translate import estimate, write
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed
@@ -45,6 +44,7 @@ from flatgate.edge_translator.flow import Caller, Flow
 from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.proxy_link import ProxyLink, refusal, whole
 from flatgate.edge_translator.tenancy import FREE, Admitted, with_headers
+from flatgate.proxy.apis.openai_embeddings.request import decode
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import Exchange

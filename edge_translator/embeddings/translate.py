@@ -18,7 +18,7 @@ template). The answer's ``prompt_tokens`` settles it. Pure: no I/O.
 
 from __future__ import annotations
 
-from flatgate.edge_translator.embeddings.models import Decoded
+from flatgate.proxy.apis.openai_embeddings.request import Decoded
 from flatgate.proxy.wire.embeddings import write_embedding_request
 from flatgate.proxy.wire.request.estimate import estimate_tokens
 from flatgate.proxy.wire.schema import ApiDialect

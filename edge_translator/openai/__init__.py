@@ -1,4 +1,4 @@
-"""The OpenAI Chat Completions API at the edge: its request models
-(``models``, ``mapping``), their translation to a ``CompletionRequest``
+"""The OpenAI Chat Completions API at the edge: its request (decoded
+with ``proxy.apis.openai_chat``; ``mapping``), its translation to a ``CompletionRequest``
 (``translate``), its rendering (``render``), and ``endpoint``, what the app's
 shared flow calls (``CHAT``, this API's ``client_api.ClientApi``)."""

@@ -7,7 +7,7 @@ drain, the access log, ``answer``'s streaming):
 
 - authentication: ``Authorization: Bearer`` against the edge's credentials
   (``identity.Identities``: the ``[[keys]]``, and JWTs where configured);
-- the request: ``models``' decode and checks, ``translate``'s writer,
+- the request: its ``proxy.apis`` package's decode and checks, ``translate``'s writer,
   ``mapping``'s completion ids; the answer's shape (``stream``, ``n``,
   ``stream_options.include_usage``);
 - the answer: ``render``'s ``chat.completion.chunk`` events and
@@ -27,10 +27,10 @@ from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.openai.mapping import new_request_id
-from flatgate.edge_translator.openai.models import Decoded, decode
 from flatgate.edge_translator.openai.render import Aggregator, StreamRenderer, error_event
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.openai_chat.request import Decoded, decode
 from flatgate.proxy.plumbing.serve import Exchange
 
 __all__ = ["CHAT", "KEEPALIVE", "ChatApi"]

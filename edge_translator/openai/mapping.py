@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from flatgate.edge_translator.ids import new_id
-from flatgate.edge_translator.openai.models import (
+from flatgate.proxy.apis.openai_chat.request import (
     AssistantMessage,
     ChatCompletionRequest,
     ContentPart,

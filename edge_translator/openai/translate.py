@@ -27,7 +27,7 @@ from flatgate.edge_translator.openai.mapping import (
     text_of,
     tool_choice_of,
 )
-from flatgate.edge_translator.openai.models import (
+from flatgate.proxy.apis.openai_chat.request import (
     AssistantMessage,
     ChatCompletionRequest,
     ToolCall,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import msgspec
 
 from flatgate.edge_translator.ids import new_id as random_id
-from flatgate.edge_translator.responses.models import Decoded
+from flatgate.proxy.apis.openai_responses.request import Decoded
 
 __all__ = ["ENCRYPTED", "Echo", "echo_of", "new_id"]
 

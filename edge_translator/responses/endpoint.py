@@ -7,7 +7,7 @@ the app's shared flow (admission, the proxy round trip, the caller watch,
 the drain, the access log, ``answer``'s streaming):
 
 - authentication: ``Authorization: Bearer``, as Chat Completions';
-- the request: ``models``' decode and checks, ``translate``'s writer,
+- the request: its ``proxy.apis`` package's decode and checks, ``translate``'s writer,
   ``resp_...`` ids (``echo.new_id``); ``prepare`` resolves
   ``previous_response_id`` through the stored responses
   (``store.StoredResponses``): that response's input items, then its output
@@ -49,16 +49,16 @@ from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.openai.endpoint import KEEPALIVE
 from flatgate.edge_translator.responses.echo import Echo, echo_of, new_id
 from flatgate.edge_translator.responses.items import CARRIED, encode_items, list_answer
-from flatgate.edge_translator.responses.models import (
+from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure, StreamRenderer
+from flatgate.edge_translator.responses.store import StoredResponses, list_pieces
+from flatgate.edge_translator.responses.translate import write_request
+from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.openai_responses.request import (
     Decoded,
     decode_items,
     decode_request,
     decode_stored_output,
 )
-from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure, StreamRenderer
-from flatgate.edge_translator.responses.store import StoredResponses, list_pieces
-from flatgate.edge_translator.responses.translate import write_request
-from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.limits.blobs import Pieces
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire import codes

@@ -33,7 +33,7 @@ the backend that made it. OpenAI's own ``encrypted_content`` travels as is.
 Scalars: ``max_output_tokens`` is ``max_tokens``; a stream always asks for
 usage (every Responses answer reports it). ``text.format`` is written as
 Chat Completions' ``response_format`` (``response_format_of``); the extras
-(``models``) with dialect ``OpenAIResponses``. Items of other types can only
+(``apis.openai_responses.request``) with dialect ``OpenAIResponses``. Items of other types can only
 come from a stored chain (the decoder refuses them from a client) and are
 not carried. Pure: no I/O.
 """
@@ -46,7 +46,7 @@ import binascii
 import msgspec
 
 from flatgate.edge_translator.errors import InvalidRequest, shown
-from flatgate.edge_translator.responses.models import (
+from flatgate.proxy.apis.openai_responses.request import (
     Decoded,
     InputText,
     Item,
@@ -58,7 +58,7 @@ from flatgate.edge_translator.responses.models import (
     Refusal,
     ResponsesRequest,
 )
-from flatgate.edge_translator.responses.tools import NAMESPACE_SEP
+from flatgate.proxy.apis.openai_responses.tools import NAMESPACE_SEP
 from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.writer import Call, RequestWriter, WireMessage

@@ -22,8 +22,8 @@ from typing import Any
 import msgspec
 import openai
 
-from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
+from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.backends.anthropic.adapter import AnthropicStream
 from flatgate.proxy.backends.base import Translator
 from flatgate.proxy.backends.openai.adapter import OpenAIStream

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
+from flatgate.proxy.apis.anthropic_messages.request import decode_messages
 from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter, encode_request
 from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.backends.base import Untranslatable

@@ -23,8 +23,8 @@ from flatgate.edge_translator.anthropic.render import MessageAggregator
 from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
 from flatgate.edge_translator.responses.echo import echo_of
-from flatgate.edge_translator.responses.models import decode_request as decode_responses
 from flatgate.edge_translator.responses.render import Aggregator as ResponsesAggregator
+from flatgate.proxy.apis.openai_responses.request import decode_request as decode_responses
 from flatgate.proxy.backends.openai.adapter import OpenAIStream
 from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.wire import codes

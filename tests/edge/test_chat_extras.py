@@ -13,9 +13,9 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.edge_translator.openai.models import EXTRA_FIELDS, decode, decode_request
 from flatgate.edge_translator.openai.render import Aggregator, StreamRenderer
 from flatgate.edge_translator.openai.translate import write_request
+from flatgate.proxy.apis.openai_chat.request import EXTRA_FIELDS, decode, decode_request
 from flatgate.proxy.backends.openai.adapter import OpenAIStream
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.schema import ApiDialect

@@ -14,9 +14,9 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.edge_translator.openai import models
-from flatgate.edge_translator.openai.models import decode
 from flatgate.edge_translator.openai.translate import write_request
+from flatgate.proxy.apis.openai_chat import request as models
+from flatgate.proxy.apis.openai_chat.request import decode
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.schema import ApiDialect
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from flatgate.edge_translator import app
 from flatgate.edge_translator.anthropic.endpoint import COUNT_TOKENS, MESSAGES
-from flatgate.edge_translator.client_api import Asked, ClientApi
+from flatgate.edge_translator.client_api import Asked, ClientApi, Route
 from flatgate.edge_translator.errors import EdgeError, InvalidRequest
 from flatgate.edge_translator.openai.endpoint import CHAT
-from flatgate.edge_translator.settings import ModelConfig
+from flatgate.edge_translator.settings import ModelConfig, load_edge_settings
 from flatgate.proxy.wire import codes
 from tests.edge.helpers import decode_request_fb
 
@@ -63,9 +63,14 @@ def test_each_api_answers_errors_in_its_own_shape() -> None:
 
 
 def test_the_apps_routes() -> None:
+    edge = app.EdgeApp(load_edge_settings(None, environ={}), tracing=None)
     apis: list[ClientApi[Any]] = [CHAT, MESSAGES]
     for api in apis:
-        route = app._ROUTES[api.path]
-        assert route.api is api and route.local is None
-    counting = app._ROUTES[COUNT_TOKENS.path]
+        found = edge.routes.find("POST", api.path)
+        assert found is not None and found.allowed
+        route = found.endpoint.target
+        assert isinstance(route, Route) and route.api is api and route.local is None
+    found = edge.routes.find("POST", COUNT_TOKENS.path)
+    assert found is not None and isinstance(found.endpoint.target, Route)
+    counting = found.endpoint.target
     assert (counting.api, counting.local) == (MESSAGES, COUNT_TOKENS)

@@ -18,11 +18,11 @@ import httpx
 import msgspec
 import pytest
 
-from flatgate.edge_translator.anthropic.models import decode_count_tokens, decode_messages
 from flatgate.edge_translator.anthropic.render import MessageAggregator
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.errors import ECHO_CHARS, InvalidRequest, ProxyFailed
-from flatgate.edge_translator.openai.models import decode_request
+from flatgate.proxy.apis.anthropic_messages.request import decode_count_tokens, decode_messages
+from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta
 from flatgate.proxy.wire.request.verify import MAX_OBJECTS
 from flatgate.proxy.wire.schema import FinishReason

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.edge_translator.openai.models import (
+from flatgate.proxy.apis.openai_chat.request import (
     AssistantMessage,
     DeveloperMessage,
     SystemMessage,

@@ -17,10 +17,10 @@ import pytest
 from flatgate.edge_translator.errors import EdgeError, ModelNotFound
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import OPEN, Credential, Identity, hash_key
-from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import EdgeSettings, parse_edge_settings
 from flatgate.edge_translator.tenancy import Admitted, Tenancy
+from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.limits import Limiter
 from flatgate.proxy.limits.algorithms import utc_day
 from flatgate.proxy.wire.chunk.frames import Usage

@@ -22,9 +22,9 @@ from benchmarks.codecs.stock_writer import write_request_stock
 from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.errors import InvalidRequest, ModelNotFound
 from flatgate.edge_translator.openai.mapping import new_request_id
-from flatgate.edge_translator.openai.models import decode_request, extras_json
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.openai_chat.request import decode_request, extras_json
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.request.route import read_route
 from flatgate.proxy.wire.request.verify import verify_request

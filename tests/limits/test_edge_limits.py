@@ -23,8 +23,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
+from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.limits.algorithms import utc_day
 from flatgate.proxy.wire.request.estimate import reservation
 from flatgate.proxy.wire.schema import Provider

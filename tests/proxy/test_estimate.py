@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
+from flatgate.proxy.apis.anthropic_messages.request import decode_messages
+from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.request.estimate import (
     BYTES_PER_TOKEN,

@@ -24,12 +24,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
-from flatgate.edge_translator.responses.models import decode_request as decode_responses
 from flatgate.edge_translator.responses.translate import write_request as write_responses
+from flatgate.proxy.apis.anthropic_messages.request import decode_messages
+from flatgate.proxy.apis.openai_chat.request import decode_request
+from flatgate.proxy.apis.openai_responses.request import decode_request as decode_responses
 from flatgate.proxy.wire import layout
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import write_chunk

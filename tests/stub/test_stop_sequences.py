@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
+from flatgate.proxy.apis.anthropic_messages.request import decode_messages
 from flatgate.proxy.backends.anthropic.stub import AnthropicWire
 from flatgate.proxy.backends.dialect import StubRequest, answer
 from flatgate.proxy.backends.fbs.stub import FbsWire, parse_request

@@ -14,9 +14,9 @@ import pytest
 from anthropic.types.thread_unsupported_request_error import ThreadUnsupportedRequestError
 
 from flatgate.edge_translator.anthropic.endpoint import MESSAGES
-from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.anthropic_messages.request import decode_messages
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.estimate import estimate_request

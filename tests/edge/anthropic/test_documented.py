@@ -38,12 +38,12 @@ import pydantic
 import pytest
 
 from flatgate.edge_translator.anthropic.errors import TYPES, error_body, error_event
-from flatgate.edge_translator.anthropic.models import decode_messages
 from flatgate.edge_translator.anthropic.render import EventRenderer, MessageAggregator
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.errors import EdgeError
-from flatgate.edge_translator.openai.models import decode_request
 from flatgate.edge_translator.openai.translate import write_request
+from flatgate.proxy.apis.anthropic_messages.request import decode_messages
+from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.backends.anthropic.adapter import AnthropicStream
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage

@@ -13,9 +13,9 @@ import msgspec
 import pytest
 
 from flatgate.edge_translator.anthropic.errors import error_body
-from flatgate.edge_translator.anthropic.models import MessagesRequest, decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.proxy.apis.anthropic_messages.request import MessagesRequest, decode_messages
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.request.verify import verify_request

@@ -13,14 +13,14 @@ import httpx
 import msgspec
 import pytest
 
-from flatgate.edge_translator.anthropic import models
-from flatgate.edge_translator.anthropic.models import (
+from flatgate.edge_translator.anthropic.translate import write_messages
+from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.proxy.apis.anthropic_messages import request as models
+from flatgate.proxy.apis.anthropic_messages.request import (
     WithUnknown,
     decode_count_tokens,
     decode_messages,
 )
-from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.schema import OMITTED_HEADER
 from tests.edge.anthropic.stack import BACKENDS, KEY, MessagesStack

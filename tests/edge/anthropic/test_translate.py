@@ -1,4 +1,4 @@
-"""The Messages request: what it accepts and refuses (``anthropic.models``), and
+"""The Messages request: what it accepts and refuses (``anthropic_messages.request``), and
 the ``CompletionRequest`` it becomes (``anthropic.translate``), read back with
 the generated accessors."""
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flatgate.edge_translator.anthropic.models import decode_count_tokens, decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.proxy.apis.anthropic_messages.request import decode_count_tokens, decode_messages
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.route import read_route
 from flatgate.proxy.wire.request.verify import verify_request

@@ -1,4 +1,4 @@
-"""``embeddings.models`` and ``embeddings.translate``: the request decoded
+"""``openai_embeddings.request`` and ``embeddings.translate``: the request decoded
 once, its inputs told apart, refused naming the field, and written as an
 ``EmbeddingRequest`` the wire reads back."""
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flatgate.edge_translator.embeddings.models import decode
 from flatgate.edge_translator.embeddings.translate import estimate, write
 from flatgate.edge_translator.errors import InvalidRequest
+from flatgate.proxy.apis.openai_embeddings.request import decode
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import MAX_INPUTS, read_embedding_request
 from flatgate.proxy.wire.schema import ApiDialect

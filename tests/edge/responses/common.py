@@ -11,8 +11,8 @@ import openai.types.responses as sdk
 import pydantic
 
 from flatgate.edge_translator.responses.echo import echo_of
-from flatgate.edge_translator.responses.models import Decoded, decode_request
 from flatgate.edge_translator.responses.render import Aggregator, StreamRenderer
+from flatgate.proxy.apis.openai_responses.request import Decoded, decode_request
 from flatgate.proxy.wire.chunk.frames import Chunk
 
 __all__ = [

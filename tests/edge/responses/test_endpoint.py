@@ -20,9 +20,9 @@ from flatgate.edge_translator.responses.endpoint import (
     retrieve_answer,
 )
 from flatgate.edge_translator.responses.items import encode_items
-from flatgate.edge_translator.responses.models import Decoded
 from flatgate.edge_translator.responses.store import StoredResponses, _group
 from flatgate.edge_translator.responses.translate import write_request
+from flatgate.proxy.apis.openai_responses.request import Decoded
 from flatgate.proxy.limits import MemoryStore, StateSection
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage

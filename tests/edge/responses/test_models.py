@@ -1,4 +1,4 @@
-"""Decoding a Responses request (``responses.models``, ``responses.tools``):
+"""Decoding a Responses request (``openai_responses.request``, ``openai_responses.tools``):
 what is refused, with which ``param``; what travels in the extras, as the
 client wrote it; how tools and the tool choice map."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.edge_translator.responses.models import decode_request
+from flatgate.proxy.apis.openai_responses.request import decode_request
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.schema import ToolChoiceMode
 from tests.edge.responses.common import decoded

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.edge_translator.responses import models
 from flatgate.edge_translator.responses.translate import write_request
+from flatgate.proxy.apis.openai_responses import request as models
 from flatgate.proxy.wire.request.decode import Request, read_request
 from tests.edge.responses.common import decoded
 

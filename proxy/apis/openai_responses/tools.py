@@ -37,9 +37,9 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from flatgate.edge_translator.decoding import is_utf8, validation_text
-from flatgate.edge_translator.errors import InvalidRequest, shown
-from flatgate.edge_translator.openai.models import param_from_error, unrecognized
+from flatgate.proxy.apis.decoding import is_utf8, validation_text
+from flatgate.proxy.apis.errors import InvalidRequest, shown
+from flatgate.proxy.apis.openai_chat.request import param_from_error, unrecognized
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request.writer import ToolSpec
 from flatgate.proxy.wire.schema import ToolChoiceMode

@@ -28,14 +28,14 @@ from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-from flatgate.edge_translator.decoding import (
+from flatgate.proxy.apis.decoding import (
     UNDECODABLE,
     is_utf8,
     validation_text,
     why_undecodable,
 )
-from flatgate.edge_translator.errors import InvalidRequest, shown
-from flatgate.edge_translator.openai.models import param_from_error
+from flatgate.proxy.apis.errors import InvalidRequest, shown
+from flatgate.proxy.apis.openai_chat.request import param_from_error
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import MAX_DIMENSIONS, MAX_INPUTS
 

@@ -43,13 +43,13 @@ from typing import Annotated, Literal, TypeAlias, TypeVar
 import msgspec
 import msgspec.inspect
 
-from flatgate.edge_translator.decoding import (
+from flatgate.proxy.apis.decoding import (
     UNDECODABLE,
     is_utf8,
     validation_text,
     why_undecodable,
 )
-from flatgate.edge_translator.errors import InvalidRequest, shown
+from flatgate.proxy.apis.errors import InvalidRequest, shown
 from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.wire import codes
 

@@ -40,7 +40,7 @@ travel where (``translate`` writes them):
   (``input.[0].content.[0].cache_control``) unless it is null or empty (it
   asks for nothing): the structs forbid unknown fields, so a body with one
   fails the one pass, and ``decode_scrubbed`` judges it
-  (``openai.models.scrub_members``). A top-level key starting with ``$`` is
+  (``openai_chat.request.scrub_members``). A top-level key starting with ``$`` is
   flatgate's own, refused as in the other edges.
 
 Wrong types and out-of-range values are ``InvalidRequest`` naming OpenAI's
@@ -57,14 +57,14 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 
-from flatgate.edge_translator.decoding import UNDECODABLE, validation_text, why_undecodable
-from flatgate.edge_translator.errors import InvalidRequest, shown
-from flatgate.edge_translator.openai.models import (
+from flatgate.proxy.apis.decoding import UNDECODABLE, validation_text, why_undecodable
+from flatgate.proxy.apis.errors import InvalidRequest, shown
+from flatgate.proxy.apis.openai_chat.request import (
     decode_scrubbed,
     param_from_error,
     struct_info,
 )
-from flatgate.edge_translator.responses.tools import (
+from flatgate.proxy.apis.openai_responses.tools import (
     Tools,
     invalid,
     missing,

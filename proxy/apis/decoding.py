@@ -1,5 +1,6 @@
 """How a caller's JSON body fails to decode, beyond msgspec's own errors: said
-once for both APIs' decoders (``models``, ``anthropic.models``).
+once for every vendor API's decoder (``openai_chat.request``,
+``anthropic_messages.request``, ...).
 
 Owns the failures a hostile body provokes that msgspec does not raise as a
 ``msgspec.DecodeError``, so that each decoder turns them into its 400 instead
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.edge_translator.errors import ECHO_CHARS, shown
+from flatgate.proxy.apis.errors import ECHO_CHARS, shown
 from flatgate.proxy.plumbing.validation import quoted_span
 
 __all__ = ["UNDECODABLE", "is_utf8", "validation_text", "why_undecodable"]

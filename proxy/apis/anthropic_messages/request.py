@@ -42,7 +42,7 @@ dropping an image would change what the model is asked (``translate`` raises
 those, and the other per-block refusals, as it walks the blocks: one pass).
 Failures are ``InvalidRequest``s whose message names the field the way
 Anthropic does (``messages.0.content.1.type: ...``); a body nested too
-deeply, or with text that is not UTF-8 (``edge_translator.decoding``), is
+deeply, or with text that is not UTF-8 (``apis.decoding``), is
 ``invalid_json``. Pure: no I/O; the decoders are built once at import.
 """
 
@@ -53,14 +53,13 @@ from typing import Annotated, Literal, TypeAlias, TypeVar
 
 import msgspec
 
-from flatgate.edge_translator.anthropic.errors import DetailedRequestError
-from flatgate.edge_translator.decoding import (
+from flatgate.proxy.apis.decoding import (
     UNDECODABLE,
     is_utf8,
     validation_text,
     why_undecodable,
 )
-from flatgate.edge_translator.errors import InvalidRequest, shown
+from flatgate.proxy.apis.errors import DetailedRequestError, InvalidRequest, shown
 from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.wire import codes
 

@@ -1,0 +1,1 @@
+"""OpenAI embeddings: the request (``request``)."""

@@ -1,0 +1,1 @@
+"""OpenAI Responses: the request (``request``) and its tools (``tools``)."""
