@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from flatgate.edge_translator.openai.models import ChatCompletionRequest, decode_request
+from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest, decode_request
 from flatgate.edge_translator.settings import ModelConfig
 
 __all__ = [

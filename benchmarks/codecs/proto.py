@@ -28,7 +28,7 @@ from benchmarks.codecs.common import (
     json_body,
 )
 from flatgate.edge_translator.catalog import resolve_model
-from flatgate.edge_translator.openai.models import (
+from flatgate.proxy.apis.openai_chat.request import (
     AssistantMessage,
     ChatCompletionRequest,
     ContentPart,

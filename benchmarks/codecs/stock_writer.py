@@ -21,7 +21,7 @@ from flatgate.edge_translator.openai.mapping import (
     text_of,
     tool_choice_of,
 )
-from flatgate.edge_translator.openai.models import ChatCompletionRequest
+from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
 from flatgate.generated.LLMGateway import KeyValue as _fb_kv
 from flatgate.generated.LLMGateway import Message as _fb_msg
