@@ -58,11 +58,11 @@ from benchmarks.codecs.stock_chunk import build_chunk
 from benchmarks.codecs.stock_writer import write_request_stock
 from benchmarks.payloads import make_request, to_messages, to_responses
 from flatgate.edge_translator.anthropic.render import EventRenderer
-from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.edge_translator.openai.render import StreamRenderer
 from flatgate.edge_translator.responses.echo import echo_of
-from flatgate.proxy.apis.openai_responses.request import decode_request as decode_responses
 from flatgate.edge_translator.responses.render import StreamRenderer as ResponsesRenderer
+from flatgate.proxy.apis.openai_chat.request import decode_request
+from flatgate.proxy.apis.openai_responses.request import decode_request as decode_responses
 from flatgate.proxy.backends.openai.stream import OpenAIStream
 from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.wire.builders import BuilderPool

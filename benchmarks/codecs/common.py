@@ -18,8 +18,8 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest, decode_request
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest, decode_request
 
 __all__ = [
     "DELTA",

@@ -33,8 +33,8 @@ from benchmarks.codecs.stock_chunk import build_chunk
 from benchmarks.codecs.stock_writer import write_request_stock
 from benchmarks.payloads import to_flatbuffer
 from flatgate.edge_translator.catalog import resolve_model
-from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest, decode_request
 from flatgate.generated.LLMGateway.CompletionRequest import CompletionRequest
+from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest, decode_request
 from flatgate.proxy.wire.builders import BuilderPool
 
 __all__ = ["OPS", "chunk", "decode", "encode", "inputs", "read", "route", "translate"]

@@ -30,16 +30,16 @@ from benchmarks.codecs.common import MODELS, REQUEST_ID, Decoded, Delta
 from benchmarks.codecs.fbs_generated import inputs, read
 from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.edge_translator.anthropic.endpoint import new_message_id
-from flatgate.proxy.apis.anthropic_messages.request import decode_messages
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.openai.mapping import new_request_id
-from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest, decode_request
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.responses.echo import new_id
-from flatgate.proxy.apis.openai_responses.request import decode_request as decode_responses
 from flatgate.edge_translator.responses.translate import write_request as write_responses
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.anthropic_messages.request import decode_messages
+from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest, decode_request
+from flatgate.proxy.apis.openai_responses.request import decode_request as decode_responses
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.request.route import read_route
 from flatgate.proxy.wire.request.verify import verify_request

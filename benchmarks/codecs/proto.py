@@ -28,6 +28,7 @@ from benchmarks.codecs.common import (
     json_body,
 )
 from flatgate.edge_translator.catalog import resolve_model
+from flatgate.generated import gateway_pb2 as pb
 from flatgate.proxy.apis.openai_chat.request import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -40,7 +41,6 @@ from flatgate.proxy.apis.openai_chat.request import (
     UserMessage,
     decode_request,
 )
-from flatgate.generated import gateway_pb2 as pb
 
 __all__ = [
     "OPS",

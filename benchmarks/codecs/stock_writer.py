@@ -21,12 +21,12 @@ from flatgate.edge_translator.openai.mapping import (
     text_of,
     tool_choice_of,
 )
-from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
 from flatgate.generated.LLMGateway import KeyValue as _fb_kv
 from flatgate.generated.LLMGateway import Message as _fb_msg
 from flatgate.generated.LLMGateway import Tool as _fb_tool
 from flatgate.generated.LLMGateway import ToolCall as _fb_call
+from flatgate.proxy.apis.openai_chat.request import ChatCompletionRequest
 from flatgate.proxy.wire.builders import BuilderPool, finish_bytes
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 
