@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import msgspec
@@ -75,12 +75,22 @@ from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER
 
-__all__ = ["Caller", "Flow", "note_request_id"]
+__all__ = ["Caller", "Flow", "carrying", "note_request_id"]
 
 _JSON = [("content-type", JSON)]
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
 # A request's client is watched for leaving from 50-100 ms in (Watchlist).
 _WATCH_TICK = 0.05
+
+
+async def carrying(forwarding: Awaitable[int], admitted: Admitted) -> int:
+    """The status ``forwarding`` answered with; an ``EdgeError`` it raises
+    carries the tenant's rate headers (``admitted``'s) to the caller."""
+    try:
+        return await forwarding
+    except EdgeError as err:
+        err.headers += admitted.headers
+        raise
 
 
 def note_request_id(ex: Exchange, entry: Entry) -> None:
@@ -316,11 +326,7 @@ class Flow:
             raise
         forwarding = self._forward(ex, entry, asked, caller=caller, admitted=admitted, frame=frame)
         del frame  # held by the step that sends it, and there only until the proxy has it
-        try:
-            return await forwarding
-        except EdgeError as err:
-            err.headers += admitted.headers
-            raise
+        return await carrying(forwarding, admitted)
 
     async def _forward(
         self,

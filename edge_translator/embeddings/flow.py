@@ -39,8 +39,8 @@ from functools import partial
 
 from flatgate.edge_translator.embeddings.render import STREAM_AT, pieces, render, size_bound
 from flatgate.edge_translator.embeddings.translate import estimate, write
-from flatgate.edge_translator.errors import EdgeError, ProxyFailed
-from flatgate.edge_translator.flow import Caller, Flow
+from flatgate.edge_translator.errors import ProxyFailed
+from flatgate.edge_translator.flow import Caller, Flow, carrying
 from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.proxy_link import ProxyLink, refusal, whole
 from flatgate.edge_translator.tenancy import FREE, Admitted, with_headers
@@ -122,11 +122,7 @@ class EmbeddingsFlow:
             frame=frame,
         )
         del frame  # held by the step that sends it, and there only until the proxy has it
-        try:
-            return await forwarding
-        except EdgeError as err:
-            err.headers += admitted.headers
-            raise
+        return await carrying(forwarding, admitted)
 
     async def _forward(
         self,

@@ -37,8 +37,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Coroutine, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol, TypeVar
 
 from flatgate.proxy.backends.dialect import (
     BEFORE_HEAD,
@@ -46,6 +46,7 @@ from flatgate.proxy.backends.dialect import (
     MID_STREAM,
     STUB_MAX_BODY,
     Canned,
+    HeaderFn,
     Rejected,
     Reply,
     StubRequest,
@@ -67,6 +68,16 @@ __all__ = ["StubServer"]
 
 # Longest a stalled or hanging stub waits before giving up on its own.
 _STALL_SECONDS = 3600.0
+
+
+class _Faulting(Protocol):
+    """A parsed request: the fault it asks for ("": none)."""
+
+    @property
+    def fault(self) -> str: ...
+
+
+_Asked = TypeVar("_Asked", bound=_Faulting)
 _SEEN_HEADERS = (
     "x-request-id",
     "authorization",
@@ -203,21 +214,31 @@ class StubServer:
             self.stats.completed += 1
             await _send(ex, self._canned(body, ex.header))
             return
-        self._saw(ex, body)
-        try:
-            req = wire.parse(body, ex.header)
-        except Rejected as rejected:
-            await _send(ex, rejected.reply)
-            return
-        fault = req.fault or self.fault
-        if fault in BEFORE_HEAD:
-            await _send(ex, wire.fault(fault, req))
-            return
-        await self._run(ex, self._answer(ex, req, fault))
+        parsed = await self._parsed(ex, body, wire.parse, wire.fault)
+        if parsed is not None:
+            await self._run(ex, self._answer(ex, *parsed))
 
-    def _saw(self, ex: Exchange, body: bytes) -> None:
+    async def _parsed(
+        self,
+        ex: Exchange,
+        body: bytes,
+        parse: Callable[[bytes, HeaderFn], _Asked],
+        fault_reply: Callable[[str, _Asked], Reply],
+    ) -> tuple[_Asked, str] | None:
+        """The request ``parse`` reads and the fault it asks for (or the
+        stub's); ``None`` once a refusal or a fault before the head is sent."""
         self.stats.last_body_sha256 = hashlib.sha256(body).hexdigest()
         self.stats.last_headers = {name: _seen(name, ex.header(name)) for name in _SEEN_HEADERS}
+        try:
+            asked = parse(body, ex.header)
+        except Rejected as rejected:
+            await _send(ex, rejected.reply)
+            return None
+        fault = asked.fault or self.fault
+        if fault in BEFORE_HEAD:
+            await _send(ex, fault_reply(fault, asked))
+            return None
+        return asked, fault
 
     async def _embeddings(self, ex: Exchange, embeddings: Embeddings) -> None:
         if ex.method != "POST":
@@ -226,17 +247,9 @@ class StubServer:
         body = await _body(ex)
         if body is None:
             return
-        self._saw(ex, body)
-        try:
-            ask = embeddings.parse(body, ex.header)
-        except Rejected as rejected:
-            await _send(ex, rejected.reply)
-            return
-        fault = ask.fault or self.fault
-        if fault in BEFORE_HEAD:
-            await _send(ex, embeddings.fault(fault, ask))
-            return
-        await self._run(ex, self._embed(ex, embeddings, ask, fault))
+        parsed = await self._parsed(ex, body, embeddings.parse, embeddings.fault)
+        if parsed is not None:
+            await self._run(ex, self._embed(ex, embeddings, *parsed))
 
     async def _embed(
         self, ex: Exchange, embeddings: Embeddings, ask: EmbeddingsAsk, fault: str
