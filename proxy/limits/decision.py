@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from flatgate.proxy.limits.algorithms import (
     REQUESTS,
@@ -33,23 +34,19 @@ class Outcome(enum.Enum):
     STORE_UNAVAILABLE = "store_unavailable"
 
 
+@dataclass(slots=True, eq=False)  # one per request: compared by identity
 class Lease:
     """What an allowed request holds until it is settled: its concurrency
     slots and its token reservation. Settle or release it once."""
 
-    __slots__ = ("day", "done", "estimate", "id", "keys", "plan")
-
-    def __init__(
-        self, plan: Plan, keys: Sequence[str], lease_id: str, estimate: int, day: str
-    ) -> None:
-        self.plan = plan
-        self.keys = keys
-        self.id = lease_id
-        self.estimate = estimate
-        # The UTC date the day counters were charged on (they are settled there).
-        self.day = day
-        # Settled or released (a second time does nothing).
-        self.done = False
+    plan: Plan
+    keys: Sequence[str]
+    id: str
+    estimate: int
+    # The UTC date the day counters were charged on (they are settled there).
+    day: str
+    # Settled or released (a second time does nothing).
+    done: bool = field(default=False, init=False)
 
     def __repr__(self) -> str:
         return f"Lease({self.id!r}, tenant={self.plan.tenant!r}, estimate={self.estimate})"

@@ -41,7 +41,6 @@ from flatgate.proxy.limits.redisurl import Kind
 from flatgate.proxy.limits.rules import (
     DEFAULT_CACHE_SIZE,
     FULL,
-    Plan,
     RuleSet,
     allowed,
     key_part,
@@ -52,7 +51,7 @@ from flatgate.proxy.limits.sections import (
     sentinel_password,
     store_password,
 )
-from flatgate.proxy.limits.store import Store, StoreError
+from flatgate.proxy.limits.store import Ask, Store, StoreError
 
 __all__ = ["DEFAULT_LEASE_TTL", "Limiter", "open_store"]
 
@@ -200,27 +199,17 @@ class Limiter:
         # A day refusal waits until the end of the UTC day.
         waits = plan.waits_on(self._day_end - unix) if plan.waits_at else plan.no_waits
         lease_id = self.lease_id() if plan.conc_at else ""
-        now = unix - EPOCH
+        ask = Ask(plan, keys, unix - EPOCH, estimate, lease_id, ttl, waits)
         if self._local is not None:
-            refused, retry, levels = self._local.acquire_now(
-                plan, keys, now, estimate=estimate, lease_id=lease_id, ttl=ttl, waits=waits
-            )
+            refused, retry, levels = self._local.acquire_now(ask)
         else:
             try:
-                refused, retry, levels = await self.store.acquire(
-                    plan,
-                    keys,
-                    now,
-                    estimate=estimate,
-                    lease_id=lease_id,
-                    ttl=ttl,
-                    waits=waits,
-                )
+                refused, retry, levels = await self.store.acquire(ask)
             except asyncio.CancelledError:
-                self._forget(plan, keys, lease_id)
+                self._forget(ask)
                 raise
             except StoreError as exc:
-                self._forget(plan, keys, lease_id)
+                self._forget(ask)
                 self.health.failed(str(exc))
                 if not self._unavailable.allowed:
                     self.refused["store_unavailable"] += 1
@@ -242,13 +231,13 @@ class Limiter:
             levels=levels,
         )
 
-    def _forget(self, plan: Plan, keys: Sequence[str], lease_id: str) -> None:
+    def _forget(self, ask: Ask) -> None:
         """An acquire whose answer was lost (a timeout, a cancellation) may
         have taken concurrency slots all the same: give them back, in the
         background (removing an absent lease id changes nothing). Tokens it
         may have charged stay charged, against the tenant."""
-        if lease_id and plan.conc_at:
-            lease = Lease(plan, keys, lease_id, 0, self._date)
+        if ask.lease_id and ask.plan.conc_at:
+            lease = Lease(ask.plan, ask.keys, ask.lease_id, 0, self._date)
             lease.done = True
             self._spawn(self._settle(lease, 0, self._clock() - EPOCH))
 

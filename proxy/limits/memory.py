@@ -38,7 +38,7 @@ from flatgate.proxy.limits.algorithms import (
 from flatgate.proxy.limits.blobs import BlobBounds, Blobs, Pieces
 from flatgate.proxy.limits.decision import Lease
 from flatgate.proxy.limits.rules import Plan
-from flatgate.proxy.limits.store import DEFAULT_BLOB_BOUNDS, Raw, Store
+from flatgate.proxy.limits.store import DEFAULT_BLOB_BOUNDS, Ask, Raw, Store
 
 __all__ = ["SWEEP_SECONDS", "MemoryStore"]
 
@@ -107,18 +107,9 @@ class MemoryStore(Store):
         """Limits' keys held (every kind; the blobs are ``blobs.Blobs.items``)."""
         return len(self.rates) + len(self.leases) + len(self.days) + len(self.backends)
 
-    def acquire_now(
-        self,
-        plan: Plan,
-        keys: Sequence[str],
-        now: float,
-        *,
-        estimate: int,
-        lease_id: str,
-        ttl: float,
-        waits: Sequence[float],
-    ) -> Raw:
+    def acquire_now(self, ask: Ask) -> Raw:
         """``acquire``, synchronously."""
+        plan, keys, now, estimate = ask.plan, ask.keys, ask.now, ask.estimate
         if now >= self._next_sweep:
             self.sweep(now)
         rates = self.rates
@@ -156,12 +147,12 @@ class MemoryStore(Store):
                     levels.append(float(held))
                 else:
                     levels.append(float(held + 1))
-                    charge.append((kind, key, now + ttl))
+                    charge.append((kind, key, now + ask.ttl))
             else:  # a counter whose window its key names: its wait is given
                 cost = min(estimate, limit)
                 used = self.days.get(key, 0)
                 if used >= limit or used + cost > limit:
-                    wait = waits[i]
+                    wait = ask.waits[i]
                     if refused < 0 or wait > retry:
                         refused, retry = i, wait
                     levels.append(float(used))
@@ -174,7 +165,7 @@ class MemoryStore(Store):
             if kind <= TOKENS:
                 rates[key] = value
             elif kind == CONCURRENT:
-                self.leases[key].add(lease_id, value)
+                self.leases[key].add(ask.lease_id, value)
             else:
                 self._add_day(key, int(value), now)
         return -1, 0.0, levels
@@ -196,20 +187,8 @@ class MemoryStore(Store):
         self.days[key] = self.days.get(key, 0) + tokens
         self._day_expiry.setdefault(key, now + DAY_KEY_SECONDS)
 
-    async def acquire(
-        self,
-        plan: Plan,
-        keys: Sequence[str],
-        now: float,
-        *,
-        estimate: int,
-        lease_id: str,
-        ttl: float,
-        waits: Sequence[float],
-    ) -> Raw:
-        return self.acquire_now(
-            plan, keys, now, estimate=estimate, lease_id=lease_id, ttl=ttl, waits=waits
-        )
+    async def acquire(self, ask: Ask) -> Raw:
+        return self.acquire_now(ask)
 
     def settle_now(self, lease: Lease, actual: int, now: float) -> None:
         """``settle``, synchronously."""

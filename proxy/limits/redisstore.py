@@ -59,7 +59,7 @@ from flatgate.proxy.limits.rediscluster import ClusterConnections
 from flatgate.proxy.limits.redisconn import Connections, Target, encode
 from flatgate.proxy.limits.redissentinel import SentinelConnections
 from flatgate.proxy.limits.redisurl import Kind, StoreAddress, parse_store_url
-from flatgate.proxy.limits.rules import Plan, key_part
+from flatgate.proxy.limits.rules import key_part
 from flatgate.proxy.limits.scripts import (
     ACQUIRE,
     BACKEND_ACQUIRE,
@@ -75,6 +75,7 @@ from flatgate.proxy.limits.scripts import (
 from flatgate.proxy.limits.store import (
     DEFAULT_BLOB_BOUNDS,
     USAGE_DAYS,
+    Ask,
     Raw,
     Store,
     StoreError,
@@ -243,24 +244,15 @@ class RedisStore(Store):
     def _now(self, now: float) -> str:
         return "" if self.server_time else repr(now)
 
-    async def acquire(
-        self,
-        plan: Plan,
-        keys: Sequence[str],
-        now: float,
-        *,
-        estimate: int,
-        lease_id: str,
-        ttl: float,
-        waits: Sequence[float],
-    ) -> Raw:
+    async def acquire(self, ask: Ask) -> Raw:
         # ACQUIRE's ARGV: four, then per check code, amount and wait
         # (``plan.args``, the waits placeholders); check i's wait (from 0) is
         # the script's ARGV[4 + 3 * (i + 1)], args[6 + 3 * i] here.
-        args = [self._now(now), lease_id, repr(ttl), str(estimate), *plan.args]
+        plan = ask.plan
+        args = [self._now(ask.now), ask.lease_id, repr(ask.ttl), str(ask.estimate), *plan.args]
         for i in plan.waits_at:
-            args[6 + 3 * i] = repr(waits[i])
-        reply = await self._run(ACQUIRE, keys, args)
+            args[6 + 3 * i] = repr(ask.waits[i])
+        reply = await self._run(ACQUIRE, ask.keys, args)
         try:
             parts = reply.split()
             return int(parts[0]) - 1, float(parts[1]), [float(x) for x in parts[2:]]

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from flatgate.proxy.limits.blobs import BlobBounds, Pieces
 from flatgate.proxy.limits.decision import Lease
 from flatgate.proxy.limits.rules import Plan
 
-__all__ = ["DEFAULT_BLOB_BOUNDS", "Raw", "Store", "StoreError", "settle_deltas"]
+__all__ = ["DEFAULT_BLOB_BOUNDS", "Ask", "Raw", "Store", "StoreError", "settle_deltas"]
 
 _MIB = 1024 * 1024
 # The blob bounds of a store made without any: [state]'s defaults
@@ -39,6 +40,27 @@ DEFAULT_BLOB_BOUNDS = BlobBounds(2000, 64 * _MIB, 200, 16 * _MIB)
 # refusal charges nothing): a rate's ``tat - now``, a concurrency's leases,
 # a day's tokens used.
 Raw = tuple[int, float, list[float]]
+
+
+# Not frozen: a frozen dataclass sets each field through ``object.__setattr__``,
+# five times the cost of this one on the limiter's path; nothing changes one.
+@dataclass(slots=True)
+class Ask:
+    """One request's acquire, as the limiter puts it to a store: check every
+    check of ``plan`` (under ``keys``, at ``now``) and, when all pass, charge
+    them all (all or nothing): one request, one concurrency lease
+    ``lease_id`` for ``ttl`` seconds, ``estimate`` tokens. ``waits``: per
+    check, the seconds a refusal by it waits, read for the checks whose
+    state does not say (``plan.waits_at``, ``algorithms.GIVEN_WAIT``) and
+    for no other (``plan.waits_on`` makes them)."""
+
+    plan: Plan
+    keys: Sequence[str]
+    now: float
+    estimate: int
+    lease_id: str
+    ttl: float
+    waits: Sequence[float]
 
 
 class StoreError(Exception):
@@ -80,23 +102,8 @@ class Store(abc.ABC):
     _evicted: int = 0
 
     @abc.abstractmethod
-    async def acquire(
-        self,
-        plan: Plan,
-        keys: Sequence[str],
-        now: float,
-        *,
-        estimate: int,
-        lease_id: str,
-        ttl: float,
-        waits: Sequence[float],
-    ) -> Raw:
-        """Check every check of ``plan`` (under ``keys``) and, when all pass,
-        charge them all (all or nothing): one request, one concurrency lease
-        ``lease_id`` for ``ttl`` seconds, ``estimate`` tokens. ``waits``: per
-        check, the seconds a refusal by it waits, read for the checks whose
-        state does not say (``plan.waits_at``, ``algorithms.GIVEN_WAIT``)
-        and for no other (``plan.waits_on`` makes them)."""
+    async def acquire(self, ask: Ask) -> Raw:
+        """Answer ``ask`` (see ``Ask``): check, and charge when all pass."""
 
     @abc.abstractmethod
     async def settle(self, lease: Lease, actual: int, now: float) -> None:

@@ -18,7 +18,7 @@ from flatgate.proxy.limits.rediscluster import SLOTS, ClusterConnections, key_sl
 from flatgate.proxy.limits.redisconn import encode
 from flatgate.proxy.limits.rules import Plan, RuleSet
 from flatgate.proxy.limits.sections import LimitRule
-from flatgate.proxy.limits.store import StoreError
+from flatgate.proxy.limits.store import Ask, StoreError
 from tests.redisfixtures import running_cluster
 from tests.redisserver import unique_prefix
 from tests.redistopology import HOST, ClusterNode, ClusterTopology, command
@@ -42,9 +42,8 @@ def routed(store: RedisStore) -> ClusterConnections:
 async def acquire(
     store: RedisStore, plan: Plan, lease: str = "l"
 ) -> tuple[int, float, list[float]]:
-    return await store.acquire(
-        plan, plan.keys, 0.0, estimate=1, lease_id=lease, ttl=30.0, waits=plan.no_waits
-    )
+    ask = Ask(plan, plan.keys, 0.0, estimate=1, lease_id=lease, ttl=30.0, waits=plan.no_waits)
+    return await store.acquire(ask)
 
 
 def port_of(store: RedisStore, key: str) -> int | None:

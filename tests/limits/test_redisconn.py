@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -17,6 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from flatgate.proxy.limits import Lease, Limiter, RedisStore, StoreError, parse_limits
 from flatgate.proxy.limits.redisconn import Connections, encode
+from flatgate.proxy.limits.store import Ask, Raw
 from tests.redisserver import RedisServer, unique_prefix
 
 
@@ -85,8 +85,8 @@ class _LostAnswers(RedisStore):
         self.taken: list[str] = []
         self.given_back: list[tuple[str, int]] = []
 
-    async def acquire(self, plan: Any, keys: Any, now: float, **kw: Any) -> Any:
-        self.taken.append(kw["lease_id"])
+    async def acquire(self, ask: Ask) -> Raw:
+        self.taken.append(ask.lease_id)
         raise StoreError("TimeoutError")
 
     async def settle(self, lease: Lease, actual: int, now: float) -> None:

@@ -14,7 +14,7 @@ from flatgate.proxy.limits import RedisStore
 from flatgate.proxy.limits.redissentinel import SentinelConnections
 from flatgate.proxy.limits.rules import Plan, RuleSet
 from flatgate.proxy.limits.sections import LimitRule
-from flatgate.proxy.limits.store import Raw, StoreError
+from flatgate.proxy.limits.store import Ask, Raw, StoreError
 from tests.redisfixtures import running_sentinel
 from tests.redisserver import unique_prefix
 from tests.redistopology import SentinelTopology, command
@@ -37,9 +37,8 @@ def primary_of(store: RedisStore) -> tuple[str, int] | None:
 
 
 async def acquire(store: RedisStore, plan: Plan, lease: str) -> Raw:
-    return await store.acquire(
-        plan, plan.keys, 0.0, estimate=1, lease_id=lease, ttl=30.0, waits=plan.no_waits
-    )
+    ask = Ask(plan, plan.keys, 0.0, estimate=1, lease_id=lease, ttl=30.0, waits=plan.no_waits)
+    return await store.acquire(ask)
 
 
 async def served_again(store: RedisStore, plan: Plan, lease: str) -> Raw:

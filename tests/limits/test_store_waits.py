@@ -11,7 +11,7 @@ import pytest
 from flatgate.proxy.limits import MemoryStore, RedisStore
 from flatgate.proxy.limits.algorithms import DAY, REQUESTS
 from flatgate.proxy.limits.rules import Check, Plan
-from flatgate.proxy.limits.store import Store
+from flatgate.proxy.limits.store import Ask, Store
 from tests.redisserver import RedisServer, unique_prefix
 
 
@@ -50,9 +50,8 @@ async def test_a_refusal_waits_its_own_checks_wait(store: Store) -> None:
     keys, now = plan.keys, 100.0
 
     async def acquire(estimate: int, waits: list[float]) -> tuple[int, float, list[float]]:
-        return await store.acquire(
-            plan, keys, now, estimate=estimate, lease_id="", ttl=30.0, waits=waits
-        )
+        ask = Ask(plan, keys, now, estimate=estimate, lease_id="", ttl=30.0, waits=waits)
+        return await store.acquire(ask)
 
     assert await acquire(8, [100.0, 7.0]) == (-1, 0.0, [8.0, 8.0])
     # Check 1 alone refuses: its wait, not check 0's, is the Retry-After.
@@ -66,8 +65,9 @@ async def test_a_wait_is_read_only_where_the_state_does_not_say(store: Store) ->
     plan = plan_of(unique_prefix(), (REQUESTS, 1), (DAY, 10))
     keys, now = plan.keys, 100.0
     waits = [999.0, 7.0]  # the rate's entry is never read
-    first = await store.acquire(plan, keys, now, estimate=1, lease_id="", ttl=30.0, waits=waits)
+    ask = Ask(plan, keys, now, estimate=1, lease_id="", ttl=30.0, waits=waits)
+    first = await store.acquire(ask)
     assert first == (-1, 0.0, [60.0, 1.0])
     # The rate refuses with its own wait (its state's: a minute), not 999.
-    again = await store.acquire(plan, keys, now, estimate=1, lease_id="", ttl=30.0, waits=waits)
+    again = await store.acquire(ask)
     assert again == (0, 60.0, [60.0, 1.0])
