@@ -30,9 +30,8 @@ from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
     convert_at,
-    convert_entry,
-    entries,
-    overlay_env,
+    convert_entries,
+    overlay_checked,
 )
 
 __all__ = [
@@ -245,11 +244,9 @@ def _state_problems(s: StateSection, environ: Mapping[str, str], problems: Probl
         )
 
 
-def _limit_problems(rules: list[LimitRule | None], problems: Problems) -> None:
+def _limit_problems(rules: list[tuple[int, LimitRule]], problems: Problems) -> None:
     seen: dict[tuple[str, str], int] = {}
-    for i, r in enumerate(rules):
-        if r is None:  # did not convert: already reported
-            continue
+    for i, r in rules:
         where = f"limits[{i}]"
         if not r.tenant:
             problems.append(f'{where}.tenant: must not be empty (a tenant, or "*")')
@@ -267,11 +264,9 @@ def _limit_problems(rules: list[LimitRule | None], problems: Problems) -> None:
             )
 
 
-def _tenant_problems(tenants: list[TenantConfig | None], problems: Problems) -> None:
+def _tenant_problems(tenants: list[tuple[int, TenantConfig]], problems: Problems) -> None:
     seen: dict[str, int] = {}
-    for i, t in enumerate(tenants):
-        if t is None:
-            continue
+    for i, t in tenants:
         where = f"tenants[{i}]"
         if not t.name or t.name == "*":
             problems.append(f'{where}.name: must be a tenant\'s name (not empty, not "*")')
@@ -287,27 +282,17 @@ def _parse(
     data: Mapping[str, Any], environ: Mapping[str, str]
 ) -> tuple[LimitsConfig | None, Problems]:
     problems = Problems()
-    try:
-        data = overlay_env(data, environ, STATE_OVERLAY)
-    except ConfigError as exc:
-        problems.extend(exc.problems)
+    overlaid = overlay_checked(data, environ, STATE_OVERLAY, problems)
+    if overlaid is None:
         return None, problems
-    state = convert_at(data.get("state", {}), StateSection, "state", problems)
+    state = convert_at(overlaid.get("state", {}), StateSection, "state", problems)
     if state is not None:
         _state_problems(state, environ, problems)
-    rules = [
-        convert_entry(e, LimitRule, f"limits[{i}]", problems)
-        for i, e in enumerate(entries(data, "limits", problems))
-    ]
-    _limit_problems(rules, problems)
-    tenants = [
-        convert_entry(e, TenantConfig, f"tenants[{i}]", problems)
-        for i, e in enumerate(entries(data, "tenants", problems))
-    ]
-    _tenant_problems(tenants, problems)
+    _limit_problems(convert_entries(overlaid, "limits", LimitRule, problems), problems)
+    _tenant_problems(convert_entries(overlaid, "tenants", TenantConfig, problems), problems)
     if problems:
         return None, problems
-    ours = {k: v for k, v in data.items() if k in _SECTIONS}
+    ours = {k: v for k, v in overlaid.items() if k in _SECTIONS}
     return msgspec.convert(ours, LimitsConfig), problems
 
 

@@ -38,11 +38,13 @@ __all__ = [
     "Overlays",
     "Problems",
     "convert_at",
+    "convert_entries",
     "convert_entry",
     "entries",
     "env_name",
     "env_value",
     "key_path",
+    "overlay_checked",
     "overlay_env",
     "read_config_text",
     "read_document",
@@ -138,6 +140,18 @@ def overlay_env(
     return out
 
 
+def overlay_checked(
+    data: Mapping[str, Any], environ: Mapping[str, str], sections: Overlays, problems: list[str]
+) -> dict[str, Any] | None:
+    """``overlay_env``, its problem (a section that is not a table) added to
+    ``problems`` instead of raised: ``None`` then."""
+    try:
+        return overlay_env(data, environ, sections)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None
+
+
 def key_path(message: str, where: str = "") -> str:
     """msgspec's ``... - at `$.backends[0].url` `` as ``backends[0].url: ...``
     (a missing required key: ``routes[0].model: required key is missing``),
@@ -208,6 +222,19 @@ def convert_entry(entry: Any, kind: type[T], where: str, problems: list[str]) ->
     before = len(problems)
     value = convert_at(entry, kind, where, problems)
     return value if len(problems) == before else None
+
+
+def convert_entries(
+    data: Mapping[str, Any], key: str, kind: type[T], problems: list[str]
+) -> list[tuple[int, T]]:
+    """The ``[[key]]`` entries that convert (``convert_entry``: the others'
+    problems are added), each with its index in the array."""
+    out = []
+    for i, entry in enumerate(entries(data, key, problems)):
+        value = convert_entry(entry, kind, f"{key}[{i}]", problems)
+        if value is not None:
+            out.append((i, value))
+    return out
 
 
 def read_config_text(path: str | os.PathLike[str] | None) -> str:
