@@ -172,15 +172,6 @@ _ROOT_SCALARS: tuple[tuple[int, str, Callable[..., tuple[Any, ...]], type], ...]
 )
 
 
-def _text(buf: bytes | memoryview, view: memoryview, s: int) -> str:
-    """The string whose length word is at ``s``."""
-    n = U32(buf, s)[0]
-    try:
-        return str(view[s + 4 : s + 4 + n], "utf-8")
-    except UnicodeDecodeError as exc:
-        raise MalformedBuffer(f"string at offset {s}: not UTF-8 ({exc.reason})") from None
-
-
 def _field_text(buf: bytes | memoryview, view: memoryview, pos: int, off: int) -> str:
     """The string field at ``pos + off`` (``off`` non-zero)."""
     at = pos + off
@@ -287,7 +278,9 @@ def read_request(buf: bytes | memoryview) -> Request:
         req.tools = [_tool(buf, view, t) for t in elements(buf, root + off)]
     off = f[_R_STOP]
     if off:
-        req.stop = [_text(buf, view, s) for s in elements(buf, root + off)]
+        # A vector's uoffsets are read as fields of it: element j at 4 + 4j.
+        v = root + off + U32(buf, root + off)[0]
+        req.stop = [_field_text(buf, view, v, 4 + 4 * j) for j in range(U32(buf, v)[0])]
     off = f[_R_METADATA]
     if off:
         metadata = {}

@@ -135,6 +135,8 @@ _TABLE = int(FieldKind.TABLE)
 _STRING_VECTOR = int(FieldKind.STRING_VECTOR)
 _TABLE_VECTOR = int(FieldKind.TABLE_VECTOR)
 _SCALAR_VECTOR = int(FieldKind.SCALAR_VECTOR)
+# Vectors of uoffsets: to tables, or to strings (no nested layout).
+_UOFFSET_VECTORS = frozenset({_TABLE_VECTOR, _STRING_VECTOR})
 
 
 class _Walk:
@@ -205,29 +207,19 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
             elif kind == _STRING:
                 w.objects -= 1
                 text += string_at(buf, n, at)
-            elif kind == _TABLE_VECTOR:
+            elif kind in _UOFFSET_VECTORS:
                 first, length = vector_at(buf, n, at)
                 w.objects -= length + 1
                 if w.objects < 0:
                     raise MalformedBuffer("too many objects (max_objects)", first - 4)
                 text += 4 * length
-                assert nested is not None
                 for j in range(length):
                     e = first + 4 * j
                     try:
-                        _table_at(w, e + U32(buf, e)[0], nested, depth + 1)
-                    except MalformedBuffer as fail:
-                        fail.path.append(f"[{j}]")
-                        raise
-            elif kind == _STRING_VECTOR:
-                first, length = vector_at(buf, n, at)
-                w.objects -= length + 1
-                if w.objects < 0:
-                    raise MalformedBuffer("too many objects (max_objects)", first - 4)
-                text += 4 * length
-                for j in range(length):
-                    try:
-                        text += string_at(buf, n, first + 4 * j)
+                        if nested is None:  # a string vector
+                            text += string_at(buf, n, e)
+                        else:
+                            _table_at(w, e + U32(buf, e)[0], nested, depth + 1)
                     except MalformedBuffer as fail:
                         fail.path.append(f"[{j}]")
                         raise
