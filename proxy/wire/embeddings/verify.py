@@ -38,6 +38,7 @@ Not checked here: UTF-8 (the readers decode strictly and raise
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from flatgate.proxy.wire.buffer import (
     ENTRIES,
@@ -88,18 +89,39 @@ def _sizes(table: Table) -> tuple[tuple[bool, int], ...]:
     return tuple((f.kind == FieldKind.SCALAR, f.size) for f in table.specs)
 
 
-_REQUEST = _sizes(EMBEDDING_REQUEST)
-_RESPONSE = _sizes(EMBEDDING_RESPONSE)
-_TOKEN_IDS = _sizes(TOKEN_IDS)
-_Q_STRINGS = tuple(
-    (EMBEDDING_REQUEST.slot(f), f) for f in ("request_id", "model_name", "user", "tenant", "extras")
+class _Root(NamedTuple):
+    """A root table as a verifier opens it (``_root``): its name in the
+    messages, its file identifier, its slots (``_sizes``) and its string
+    fields by slot."""
+
+    what: str
+    identifier: bytes
+    slots: tuple[tuple[bool, int], ...]
+    strings: tuple[tuple[int, str], ...]
+
+
+def _strings(table: Table, *names: str) -> tuple[tuple[int, str], ...]:
+    return tuple((table.slot(f), f) for f in names)
+
+
+_REQUEST = _Root(
+    "EmbeddingRequest",
+    EMBEDDING_REQUEST_IDENTIFIER,
+    _sizes(EMBEDDING_REQUEST),
+    _strings(EMBEDDING_REQUEST, "request_id", "model_name", "user", "tenant", "extras"),
 )
+_RESPONSE = _Root(
+    "EmbeddingResponse",
+    EMBEDDING_RESPONSE_IDENTIFIER,
+    _sizes(EMBEDDING_RESPONSE),
+    _strings(EMBEDDING_RESPONSE, "request_id", "model"),
+)
+_TOKEN_IDS = _sizes(TOKEN_IDS)
 _Q_TEXTS = EMBEDDING_REQUEST.slot("texts")
 _Q_TOKENS = EMBEDDING_REQUEST.slot("tokens")
 _Q_DIMENSIONS = EMBEDDING_REQUEST.slot("dimensions")
 _T_IDS = TOKEN_IDS.slot("ids")
 _T_SIZE = STRUCTS[TOKEN_IDS.spec("ids").element].size
-_V_STRINGS = tuple((EMBEDDING_RESPONSE.slot(f), f) for f in ("request_id", "model"))
 _V_COUNT = EMBEDDING_RESPONSE.slot("count")
 _V_DIMENSIONS = EMBEDDING_RESPONSE.slot("dimensions")
 _V_VALUES = EMBEDDING_RESPONSE.slot("values")
@@ -153,8 +175,13 @@ def _table(
     return tuple(out)
 
 
-def _root(buf: object, identifier: bytes, max_bytes: int | None) -> tuple[bytes | memoryview, int]:
-    """The checked input and its root table's position."""
+def _root(
+    buf: object, max_bytes: int | None, kind: _Root
+) -> tuple[bytes | memoryview, int, tuple[int, ...], int, int]:
+    """The checked input; its root table's position and fields (``_table``),
+    the root's strings checked; the bytes the buffer may expand to
+    (``max_bytes``, or its own size) and what those strings leave of them."""
+    what, identifier = kind.what, kind.identifier
     data = check_input(buf)
     n = len(data)
     if max_bytes is not None and n > max_bytes:
@@ -171,25 +198,15 @@ def _root(buf: object, identifier: bytes, max_bytes: int | None) -> tuple[bytes 
     root = U32(data, 0)[0]
     if root < HEADER:
         raise MalformedBuffer("root offset points into the header", 0)
-    return data, root
-
-
-def _strings(
-    buf: bytes | memoryview,
-    n: int,
-    fields: tuple[int, ...],
-    strings: tuple[tuple[int, str], ...],
-    what: str,
-) -> int:
-    """Check the root's string fields; their bytes."""
-    total = 0
-    for slot, name in strings:
+    fields = _table(data, n, root, kind.slots, what)
+    room = limit = n if max_bytes is None else max_bytes
+    for slot, name in kind.strings:
         if fields[slot]:
             try:
-                total += string_at(buf, n, fields[slot])
+                room -= string_at(data, n, fields[slot])
             except MalformedBuffer as fail:
                 raise MalformedBuffer(f"{what}.{name}: {fail.check}", fail.offset) from None
-    return total
+    return data, root, fields, limit, room
 
 
 def _vector(buf: bytes | memoryview, n: int, at: int, what: str) -> tuple[int, int]:
@@ -211,12 +228,9 @@ def verify_embedding_request(buf: bytes | memoryview, *, max_bytes: int | None =
     """Check the whole ``EmbeddingRequest`` in ``buf`` (see the module
     docstring); what it found, for the reader. ``MalformedBuffer`` on any
     failed check."""
-    what = "EmbeddingRequest"
-    data, root = _root(buf, EMBEDDING_REQUEST_IDENTIFIER, max_bytes)
+    what = _REQUEST.what
+    data, root, fields, limit, room = _root(buf, max_bytes, _REQUEST)
     n = len(data)
-    limit = n if max_bytes is None else max_bytes
-    fields = _table(data, n, root, _REQUEST, what)
-    room = limit - _strings(data, n, fields, _Q_STRINGS, what)
     inputs = (0, 0)
     ids: list[tuple[int, int]] = []
     texts = tokens = 0
@@ -271,12 +285,9 @@ def verify_embedding_response(buf: bytes | memoryview, *, max_bytes: int | None 
     """Check the whole ``EmbeddingResponse`` in ``buf`` (see the module
     docstring); what it found, for the reader. ``MalformedBuffer`` on any
     failed check."""
-    what = "EmbeddingResponse"
-    data, root = _root(buf, EMBEDDING_RESPONSE_IDENTIFIER, max_bytes)
+    what = _RESPONSE.what
+    data, _, fields, limit, room = _root(buf, max_bytes, _RESPONSE)
     n = len(data)
-    limit = n if max_bytes is None else max_bytes
-    fields = _table(data, n, root, _RESPONSE, what)
-    room = limit - _strings(data, n, fields, _V_STRINGS, what)
     count = U32(data, fields[_V_COUNT])[0] if fields[_V_COUNT] else 0
     dimensions = U32(data, fields[_V_DIMENSIONS])[0] if fields[_V_DIMENSIONS] else 0
     if count > MAX_INPUTS:
