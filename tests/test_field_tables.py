@@ -30,6 +30,7 @@ import pytest
 
 from flatgate.proxy.apis.anthropic_messages import request as messages_models
 from flatgate.proxy.apis.openai_chat import request as chat_models
+from flatgate.proxy.apis.openai_responses import items as responses_items
 from flatgate.proxy.apis.openai_responses import request as responses_models
 from flatgate.proxy.backends.extras import FLATGATE_OWN, HOSTED_TOOLS, NOTHING
 from flatgate.proxy.wire.schema import ApiDialect
@@ -143,9 +144,9 @@ PAGES: dict[str, list[str]] = {
         *_nothing(ApiDialect.OPENAI_RESPONSES),
         *FLATGATE_OWN,
         *HOSTED_TOOLS,
-        *_tags(responses_models.Part),
-        *_nested("input", responses_models.Item),
-        *_nested("output_text", responses_models.OutputText),
+        *_tags(responses_items.Part),
+        *_nested("input", responses_items.Item),
+        *_nested("output_text", responses_items.OutputText),
         *_nested("stream_options", responses_models._StreamOptions),
     ],
     "anthropic-messages.md": [

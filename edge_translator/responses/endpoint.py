@@ -53,12 +53,8 @@ from flatgate.edge_translator.responses.render import Aggregator, RenderedFailur
 from flatgate.edge_translator.responses.store import StoredResponses, list_pieces
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
-from flatgate.proxy.apis.openai_responses.request import (
-    Decoded,
-    decode_items,
-    decode_request,
-    decode_stored_output,
-)
+from flatgate.proxy.apis.openai_responses.items import decode_items, decode_stored_output
+from flatgate.proxy.apis.openai_responses.request import Decoded, decode_request
 from flatgate.proxy.limits.blobs import Pieces
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire import codes

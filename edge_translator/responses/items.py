@@ -27,7 +27,7 @@ import msgspec
 
 from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.edge_translator.responses.echo import new_id
-from flatgate.proxy.apis.openai_responses.request import (
+from flatgate.proxy.apis.openai_responses.items import (
     InputText,
     Item,
     OutputText,

@@ -46,16 +46,18 @@ import binascii
 import msgspec
 
 from flatgate.edge_translator.errors import InvalidRequest, shown
-from flatgate.proxy.apis.openai_responses.request import (
-    Decoded,
+from flatgate.proxy.apis.openai_responses.items import (
     InputText,
     Item,
-    JsonObjectFormat,
-    JsonSchemaFormat,
     OutputText,
     Part,
     ReasoningText,
     Refusal,
+)
+from flatgate.proxy.apis.openai_responses.request import (
+    Decoded,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     ResponsesRequest,
 )
 from flatgate.proxy.apis.openai_responses.tools import NAMESPACE_SEP

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
+from flatgate.proxy.apis.openai_responses.request import ResponsesRequest
 from flatgate.proxy.backends.base import RefusalKind, Untranslatable
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
@@ -211,6 +213,43 @@ def test_encrypted_content_that_is_not_utf8_is_untranslatable() -> None:
     )
     with pytest.raises(Untranslatable, match=r"messages\[1\]\.reasoning\[0\]"):
         encode_request(req, model="m")
+
+
+def test_the_body_is_written_with_the_requests_one_model() -> None:
+    """Every top-level key is a field of the Responses request, and the
+    edge's strict Structs (items, parts) read the body whole."""
+    part = ReasoningPart("Thinking it over.", ENC.encode(), RESPONSES, "rs_1")
+    req = wire(
+        [
+            msg(Role.System, "Be brief."),
+            msg(Role.User, "weather?"),
+            assistant("Looking.", calls=[("c1", "get_weather", "{}")], reasoning=[part]),
+            tool_result("c1", "18C"),
+            msg(Role.Developer, "In French."),
+        ],
+        tools=[WEATHER],
+        tool_choice_name="get_weather",
+        response_format='{"type":"json_object"}',
+        metadata={"team": "a"},
+        user="u",
+        extras={"include": ["reasoning.encrypted_content"], "text": {"verbosity": "low"}},
+        dialect=RESPONSES,
+        tool_choice=int(ToolChoiceMode.Function),
+        max_tokens=64,
+        temperature=0.5,
+    )
+    raw = encode_request(req, model="m")
+    assert set(json.loads(raw)) <= set(ResponsesRequest.__struct_fields__)
+    got = msgspec.json.decode(raw, type=ResponsesRequest)
+    assert isinstance(got.input, list)
+    assert [i.type for i in got.input] == [
+        "message",
+        "reasoning",
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
 
 
 # -- settings ------------------------------------------------------------------------

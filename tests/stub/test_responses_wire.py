@@ -152,6 +152,27 @@ def test_input_items_become_the_echos_messages() -> None:
             None,
         ),
         ({"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]}, 404, "input", None),
+        # what the request's one model bounds or lists, in OpenAI's words
+        ({"model": "m", "input": "x", "top_p": -0.5}, 400, "top_p", "invalid_value"),
+        (
+            {"model": "m", "input": [{"role": "user", "content": [{"type": "picture"}]}]},
+            400,
+            "input[0].content[0].type",
+            "invalid_value",
+        ),
+        (
+            {"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}},
+            400,
+            "text.format.type",
+            "invalid_value",
+        ),
+        ({"model": None, "input": "x"}, 400, "model", "missing_required_parameter"),
+        (
+            {"model": "m", "input": "x", "tool_choice": 5},
+            400,
+            "tool_choice",
+            "invalid_type",
+        ),
     ],
 )
 def test_what_openai_refuses_is_refused_in_its_words(
@@ -164,6 +185,37 @@ def test_what_openai_refuses_is_refused_in_its_words(
         code,
         "invalid_request_error",
     )
+
+
+def test_a_refused_role_is_named_with_the_roles_in_openais_order() -> None:
+    _, error = refusal({"model": "m", "input": [{"role": "robot", "content": "x"}]})
+    assert error["message"] == (
+        "Invalid value: 'robot'. Supported values are: 'user', 'assistant', 'system', 'developer'."
+    )
+
+
+def test_members_of_no_name_are_ignored_as_openai_does() -> None:
+    """The stub reads with the edge's Structs, which refuse such members at
+    the edge; the stub drops them first (``lenient.without_unknown``)."""
+    req = parse(
+        {
+            "model": "m",
+            "input": [
+                {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {}},
+                {
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "last words", "cache_control": {}}],
+                    "metadata": {"a": 1},
+                },
+            ],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "reasoning": {"effort": "low", "generate_summary": "auto"},
+            "no_such_field": 1,
+        }
+    )
+    assert req.last_user == "last words"
+    assert req.params["reasoning"].effort == "low"
 
 
 def test_the_stubs_own_encrypted_content_comes_back_accepted() -> None:

@@ -1,1 +1,4 @@
-"""OpenAI Responses: the request (``request``) and its tools (``tools``)."""
+"""OpenAI Responses, one model for the edge, the ``openai-responses``
+adapter and the stub: the request (``request``), its items and parts
+(``items``) and tools (``tools``), the answer (``answer``) and its stream's
+events (``events``), and the stub's lenient read of a request (``lenient``)."""

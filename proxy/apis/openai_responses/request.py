@@ -47,13 +47,35 @@ Wrong types and out-of-range values are ``InvalidRequest`` naming OpenAI's
 ``param`` (``input.[2].call_id``); a body nested too deeply or not UTF-8
 (``decoding``) is ``invalid_json``. The body is decoded twice: once typed,
 once as its top-level keys and their raw JSON (to find the extras and keep
-their bytes), which costs about a quarter of the typed decode. Pure: no I/O;
-the decoders are built once at import.
+their bytes), which costs about a quarter of the typed decode.
+
+One model for every side. The checks and the extras above are the edge's;
+the Structs are the request's, whoever reads or writes one:
+
+- the stub reads the request it serves with ``ResponsesRequest`` too, as
+  OpenAI does: a member of no name is ignored, not refused (the switch:
+  ``lenient.without_unknown`` drops such members, where the edge's strict
+  Structs would fail on one, before the stub's decode; see ``items``), and
+  it says what it refuses in OpenAI's words;
+- the ``openai-responses`` adapter writes its items and tools with the
+  package's Structs (``items.Item``, ``tools.ToolDef``,
+  ``tools.ToolChoice``) and its top level with ``WrittenRequest``, the
+  switch for writing: ``ResponsesRequest``'s own fields, derived from it,
+  each of any type and left out unless given. The edge holds ``tools`` and
+  ``text`` as it reads them (each tool as sent, ``text`` typed); the
+  adapter writes them otherwise (function tools as Structs; ``text`` as
+  members, the client's unknown ones among them, which a typed ``text``
+  cannot hold). No field is declared twice, and nothing the adapter writes
+  widens what the edge accepts;
+- ``omit_defaults`` on the ``text`` and ``reasoning`` Structs is for the
+  stub's echo of them; it changes no decode.
+
+Pure: no I/O; the decoders are built once at import.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -63,6 +85,14 @@ from flatgate.proxy.apis.openai_chat.request import (
     decode_scrubbed,
     param_from_error,
     struct_info,
+)
+from flatgate.proxy.apis.openai_responses.items import (
+    MEDIA_PARTS,
+    TEXT_PARTS,
+    InputItem,
+    Item,
+    Part,
+    ReasoningText,
 )
 from flatgate.proxy.apis.openai_responses.tools import (
     Tools,
@@ -78,125 +108,39 @@ from flatgate.proxy.wire.schema import ToolChoiceMode
 
 __all__ = [
     "Decoded",
-    "InputText",
-    "Item",
     "JsonObjectFormat",
     "JsonSchemaFormat",
-    "OutputText",
-    "Part",
-    "ReasoningText",
-    "Refusal",
     "ResponsesRequest",
-    "SummaryText",
-    "decode_items",
+    "WrittenRequest",
     "decode_request",
-    "decode_stored_output",
 ]
 
 
-# The parts and items forbid unknown fields, so that a body with one fails
-# the one pass and is read again by ``scrub`` (a lenient struct would drop it
-# in silence); unknown keys cost the one pass nothing.
-class InputText(
-    msgspec.Struct, tag_field="type", tag="input_text", forbid_unknown_fields=True, gc=False
-):
-    text: str
-
-
-class OutputText(
-    msgspec.Struct, tag_field="type", tag="output_text", forbid_unknown_fields=True, gc=False
-):
-    text: str
-    # A previous answer's, echoed back: they ask the model for nothing.
-    annotations: msgspec.Raw = msgspec.Raw()
-    logprobs: msgspec.Raw = msgspec.Raw()
-
-
-class Refusal(
-    msgspec.Struct, tag_field="type", tag="refusal", forbid_unknown_fields=True, gc=False
-):
-    refusal: str
-
-
-class ReasoningText(
-    msgspec.Struct, tag_field="type", tag="reasoning_text", forbid_unknown_fields=True, gc=False
-):
-    text: str
-
-
-class InputImage(msgspec.Struct, tag_field="type", tag="input_image", gc=False):
+class _TextFormat(msgspec.Struct, tag_field="type", tag="text", omit_defaults=True, gc=False):
     pass
 
 
-class InputFile(msgspec.Struct, tag_field="type", tag="input_file", gc=False):
-    pass
-
-
-class InputAudio(msgspec.Struct, tag_field="type", tag="input_audio", gc=False):
-    pass
-
-
-Part: TypeAlias = (
-    InputText | OutputText | Refusal | ReasoningText | InputImage | InputFile | InputAudio
-)
-_TEXT_PARTS = (InputText, OutputText, Refusal)
-_UNSUPPORTED_PARTS = (InputImage, InputFile, InputAudio)
-
-
-class SummaryText(
-    msgspec.Struct, tag_field="type", tag="summary_text", forbid_unknown_fields=True, gc=False
+class JsonObjectFormat(
+    msgspec.Struct, tag_field="type", tag="json_object", omit_defaults=True, gc=False
 ):
-    text: str
-
-
-class Item(msgspec.Struct, gc=False):
-    """One input item, of any type: the fields of every type it can be (a
-    message with no ``type`` has no tag to dispatch on); ``_check_items``
-    holds each type to its own."""
-
-    type: str | None = None
-    role: Literal["user", "assistant", "system", "developer"] | None = None
-    content: str | list[Part] | None = None
-    id: str | None = None
-    call_id: str | None = None
-    name: str | None = None
-    namespace: str | None = None
-    arguments: str | None = None
-    output: str | list[Part] | None = None
-    summary: list[SummaryText] | None = None
-    encrypted_content: str | None = None
-    # A previous answer's, echoed back (an assistant message's ``phase``:
-    # commentary or final answer): they ask the model for nothing.
-    status: str | None = None
-    phase: str | None = None
-
-
-class _InputItem(Item, forbid_unknown_fields=True, gc=False):
-    """A request's item: its unknown fields fail the one pass (a stored
-    item, read as ``Item``, may hold a Responses-native backend's)."""
-
-
-class _TextFormat(msgspec.Struct, tag_field="type", tag="text", gc=False):
     pass
 
 
-class JsonObjectFormat(msgspec.Struct, tag_field="type", tag="json_object", gc=False):
-    pass
-
-
-class JsonSchemaFormat(msgspec.Struct, tag_field="type", tag="json_schema", gc=False):
+class JsonSchemaFormat(
+    msgspec.Struct, tag_field="type", tag="json_schema", omit_defaults=True, gc=False
+):
     name: str
     schema: msgspec.Raw
     strict: bool | None = None
     description: str | None = None
 
 
-class _TextConfig(msgspec.Struct, gc=False):
+class _TextConfig(msgspec.Struct, omit_defaults=True, gc=False):
     format: _TextFormat | JsonObjectFormat | JsonSchemaFormat | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
-class _ReasoningConfig(msgspec.Struct, gc=False):
+class _ReasoningConfig(msgspec.Struct, omit_defaults=True, gc=False):
     # New efforts and summary kinds come often: the backend judges the values.
     effort: str | None = None
     summary: str | None = None
@@ -216,7 +160,7 @@ class ResponsesRequest(msgspec.Struct, gc=False):
     says where each field goes)."""
 
     model: str
-    input: str | list[_InputItem] | None = None
+    input: str | list[InputItem] | None = None
     instructions: str | None = None
     max_output_tokens: _Int32 | None = None
     temperature: _Temp | None = None
@@ -244,6 +188,19 @@ class ResponsesRequest(msgspec.Struct, gc=False):
     conversation: msgspec.Raw = msgspec.Raw()
     prompt: msgspec.Raw = msgspec.Raw()
 
+
+# ``ResponsesRequest`` as a writer fills it (the ``openai-responses``
+# adapter): its fields, in its order, each of any type, left out unless
+# given. Derived, not declared: the request's one list of fields, whose
+# values the writer holds its own way (function tools as ``tools.ToolDef``,
+# ``text`` as members); the items and tools in it are the package's Structs.
+WrittenRequest = msgspec.defstruct(
+    "WrittenRequest",
+    [(name, Any, None) for name in ResponsesRequest.__struct_fields__],
+    module=__name__,
+    omit_defaults=True,
+    gc=False,
+)
 
 # The request's fields as JSON keys; every other top-level key is an extra.
 _KNOWN = frozenset(ResponsesRequest.__struct_fields__)
@@ -385,33 +342,13 @@ def _decode_one_pass(
     return ResponsesRequest(**values), fields  # type: ignore[arg-type]
 
 
-_items_decoder = msgspec.json.Decoder(list[Item])
-
-
-class _StoredResponse(msgspec.Struct, gc=False):
-    output: list[Item] = []
-
-
-_stored_decoder = msgspec.json.Decoder(_StoredResponse)
-
-
-def decode_items(data: bytes) -> list[Item]:
-    """Stored input items (``store.StoredResponses.input_items``), as items."""
-    return _items_decoder.decode(data)
-
-
-def decode_stored_output(data: bytes) -> list[Item]:
-    """A stored response object's ``output`` items."""
-    return _stored_decoder.decode(data).output
-
-
 def _check_parts(parts: list[Part], where: str, *, message: bool) -> None:
     for j, part in enumerate(parts):
-        if isinstance(part, _TEXT_PARTS):
+        if isinstance(part, TEXT_PARTS):
             continue
         kind = type(part).__struct_config__.tag
         param = f"{where}.[{j}].type"
-        if isinstance(part, _UNSUPPORTED_PARTS):
+        if isinstance(part, MEDIA_PARTS):
             raise InvalidRequest(
                 f"Content parts of type '{kind}' are not supported: flatgate carries text only.",
                 param=param,

@@ -28,7 +28,14 @@ Owns the mapping of the tools a client declares:
 namespace has it) map to the wire; ``allowed_tools`` maps its mode and
 travels in the extras too; a choice that names another kind of tool travels
 in the extras only. Every failure is an ``InvalidRequest`` naming the
-``param`` (``tools.[3].tools.[0].name``). Pure: no I/O.
+``param`` (``tools.[3].tools.[0].name``).
+
+``ToolDef`` and ``ToolChoice`` are the tool and the choice of the request,
+for every side: the edge reads a function or a namespace with them (strictly
+through a subclass that forbids unknown fields, ``_KnownToolDef``, used only
+by the edge's first pass), and the ``openai-responses`` adapter writes its
+function tools and a forced function with them (``omit_defaults``: an
+absent field is not written; it changes no decode). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -46,6 +53,8 @@ from flatgate.proxy.wire.schema import ToolChoiceMode
 
 __all__ = [
     "NAMESPACE_SEP",
+    "ToolChoice",
+    "ToolDef",
     "Tools",
     "invalid",
     "missing",
@@ -62,8 +71,9 @@ _NULL = b"null"
 _GROUP_SEP = b"\n\n"
 
 
-class _ToolDef(msgspec.Struct, gc=False):
-    """A tool of any type (functions and namespaces are read; the rest travel raw)."""
+class ToolDef(msgspec.Struct, omit_defaults=True, gc=False):
+    """A tool of any type (functions and namespaces are read; the rest travel
+    raw); an adapter writes its function tools with it."""
 
     type: str
     name: str | None = None
@@ -75,24 +85,26 @@ class _ToolDef(msgspec.Struct, gc=False):
     defer_loading: bool | None = None
 
 
-class _ToolChoice(msgspec.Struct, gc=False):
+class ToolChoice(msgspec.Struct, omit_defaults=True, gc=False):
+    """A ``tool_choice`` object; an adapter writes a forced function with it."""
+
     type: str
     name: str | None = None
     mode: Literal["auto", "required"] | None = None
 
 
-class _KnownToolDef(_ToolDef, forbid_unknown_fields=True, gc=False):
+class _KnownToolDef(ToolDef, forbid_unknown_fields=True, gc=False):
     """A tool with no field of no name: the one pass (a hosted tool's own
     fields fail it, and are read leniently: it travels as written)."""
 
 
-class _KnownToolChoice(_ToolChoice, forbid_unknown_fields=True, gc=False):
+class _KnownToolChoice(ToolChoice, forbid_unknown_fields=True, gc=False):
     """The same for ``tool_choice``."""
 
 
-_tool_decoder = msgspec.json.Decoder(_ToolDef)
+_tool_decoder = msgspec.json.Decoder(ToolDef)
 _known_tool_decoder = msgspec.json.Decoder(_KnownToolDef)
-_choice_decoder = msgspec.json.Decoder(_ToolChoice)
+_choice_decoder = msgspec.json.Decoder(ToolChoice)
 _known_choice_decoder = msgspec.json.Decoder(_KnownToolChoice)
 _members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _UNKNOWN = "Object contains unknown field"
@@ -201,11 +213,11 @@ def _judged(
     return value
 
 
-def _tool(raw: msgspec.Raw, where: str) -> _ToolDef:
+def _tool(raw: msgspec.Raw, where: str) -> ToolDef:
     return _judged(_known_tool_decoder, _tool_decoder, bytes(raw), where)
 
 
-def _function(tool: _ToolDef, where: str, seen: set[str], wire_name: str) -> ToolSpec:
+def _function(tool: ToolDef, where: str, seen: set[str], wire_name: str) -> ToolSpec:
     if tool.name is None:
         raise missing(f"{where}.name")
     params = bytes(tool.parameters)

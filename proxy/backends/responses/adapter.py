@@ -9,7 +9,10 @@ responses itself, at the edge, and chains ``previous_response_id`` there, so
 the backend is never asked to keep anything (a client's ``store`` and
 ``previous_response_id`` are flatgate's, never sent). The credential,
 headers, timeouts, TLS, readiness (``GET {url}/models``) and the statuses of
-a refusal are the ``openai`` adapter's. The body, from the decoded request:
+a refusal are the ``openai`` adapter's. The body, from the decoded request,
+written with the Responses API's one model (``apis.openai_responses``: its
+items, tools and tool choice; its top level ``request.WrittenRequest``, the
+request's own fields):
 
 - the first message, when it is a system message, -> ``instructions``; every
   other system, developer and user message -> a ``message`` item with
@@ -50,10 +53,19 @@ The stream: ``backends.responses.stream``; the whole answer:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
+from flatgate.proxy.apis.openai_responses.items import (
+    InputText,
+    Item,
+    ItemRole,
+    OutputText,
+    SummaryText,
+)
+from flatgate.proxy.apis.openai_responses.request import WrittenRequest
+from flatgate.proxy.apis.openai_responses.tools import ToolChoice, ToolDef
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.extras import (
     FLATGATE_OWN,
@@ -81,76 +93,8 @@ __all__ = ["ResponsesAdapter", "encode_request"]
 
 # -- the request ---------------------------------------------------------------
 
-
-class _InputText(msgspec.Struct, tag="input_text", tag_field="type", gc=False):
-    text: str
-
-
-class _OutputText(msgspec.Struct, tag="output_text", tag_field="type", gc=False):
-    text: str
-
-
-class _MessageItem(msgspec.Struct, tag="message", tag_field="type", gc=False):
-    role: str
-    content: list[_InputText] | list[_OutputText]
-
-
-class _FunctionCall(msgspec.Struct, tag="function_call", tag_field="type", gc=False):
-    call_id: str
-    name: str
-    arguments: str
-
-
-class _FunctionOutput(msgspec.Struct, tag="function_call_output", tag_field="type", gc=False):
-    call_id: str
-    output: str
-
-
-class _Summary(msgspec.Struct, tag="summary_text", tag_field="type", gc=False):
-    text: str
-
-
-class _Reasoning(msgspec.Struct, tag="reasoning", tag_field="type", omit_defaults=True):
-    summary: list[_Summary]
-    encrypted_content: str
-    id: str = ""
-
-
-_Item = _MessageItem | _FunctionCall | _FunctionOutput | _Reasoning
-
-
-class _FunctionTool(msgspec.Struct, tag="function", tag_field="type", omit_defaults=True):
-    name: str
-    parameters: msgspec.Raw
-    # Required: the API's default is true, a Chat Completions client's false.
-    strict: bool
-    description: str = ""
-
-
-class _Forced(msgspec.Struct, tag="function", tag_field="type", gc=False):
-    name: str
-
-
-class _ResponsesRequest(msgspec.Struct, omit_defaults=True, gc=False):
-    model: str
-    input: list[_Item]
-    # Required fields: omit_defaults would drop them if they had defaults.
-    stream: bool
-    store: bool
-    instructions: str | None = None
-    max_output_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    # Function tools, then the hosted tools the backend runs (as sent).
-    tools: list[Any] | None = None
-    tool_choice: str | _Forced | None = None
-    parallel_tool_calls: bool | None = None
-    text: dict[str, msgspec.Raw] | None = None
-    metadata: dict[str, str] | None = None
-    user: str | None = None
-
-
-_FIELDS = frozenset(_ResponsesRequest.__struct_fields__)
+# The body's fields (``WrittenRequest``'s, the request's own).
+_FIELDS = frozenset(WrittenRequest.__struct_fields__)
 # Never taken from Responses extras: the adapter's own (`tools` and `text`
 # are merged, not replaced).
 _OWN = frozenset({"model", "input", "stream", "tools", "text"}) | FLATGATE_OWN
@@ -168,8 +112,10 @@ _decode_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _JSON_SCHEMA = msgspec.Raw(b'"json_schema"')
 
 
-def _reasoning(parts: list[ReasoningPart], where: str, omitted: list[str]) -> list[_Item]:
-    out: list[_Item] = []
+def _reasoning(
+    parts: list[ReasoningPart], messages: list[Message], m: Message, omitted: list[str]
+) -> list[Item]:
+    out: list[Item] = []
     for j, part in enumerate(parts):
         if part.dialect != _DIALECT or not part.opaque:
             omitted.append("reasoning")
@@ -177,39 +123,65 @@ def _reasoning(parts: list[ReasoningPart], where: str, omitted: list[str]) -> li
         try:
             encrypted = part.opaque.decode()
         except UnicodeDecodeError:
+            where = f"messages[{next(i for i, n in enumerate(messages) if n is m)}]"
             raise Untranslatable(
                 f"{where}.reasoning[{j}]: encrypted content that is not UTF-8"
             ) from None
-        summary = [_Summary(part.text)] if part.text else []
-        out.append(_Reasoning(summary, encrypted, part.id))
+        summary = [SummaryText(part.text)] if part.text else []
+        out.append(
+            Item(
+                type="reasoning",
+                id=part.id or None,
+                summary=summary,
+                encrypted_content=encrypted,
+            )
+        )
     return out
 
 
-def _input(messages: list[Message], omitted: list[str]) -> tuple[str | None, list[_Item]]:
+def _input(messages: list[Message], omitted: list[str]) -> tuple[str | None, list[Item]]:
     """``instructions`` and the input items (see the module docstring)."""
     instructions = None
-    items: list[_Item] = []
-    for i, m in enumerate(messages):
+    rest = messages
+    if messages:
+        first = messages[0]
+        if first.role == "system" and first.content is not None:
+            if first.name:
+                omitted.append("name")
+            instructions = first.content
+            rest = messages[1:]
+    items: list[Item] = []
+    add = items.append
+    # The roles most messages have first: a per-message test is per item.
+    for m in rest:
         role = m.role
         if m.name:
             omitted.append("name")
-        if role == "assistant":
+        if role == "user":
+            add(Item("message", "user", [InputText(m.content or "")]))
+        elif role == "assistant":
             if m.reasoning:
-                items += _reasoning(m.reasoning, f"messages[{i}]", omitted)
+                items += _reasoning(m.reasoning, messages, m, omitted)
             if m.content:
-                items.append(_MessageItem("assistant", [_OutputText(m.content)]))
-            for call in m.tool_calls or ():
-                fn = call.function
-                items.append(_FunctionCall(call.id, fn.name, fn.arguments or "{}"))
+                add(Item("message", "assistant", [OutputText(m.content)]))
+            if m.tool_calls:
+                for call in m.tool_calls:
+                    fn = call.function
+                    add(
+                        Item(
+                            type="function_call",
+                            call_id=call.id,
+                            name=fn.name,
+                            arguments=fn.arguments or "{}",
+                        )
+                    )
         elif role == "tool":
             text = m.content or ""
-            items.append(
-                _FunctionOutput(m.tool_call_id, failed_result(text) if m.is_error else text)
-            )
-        elif i == 0 and role == "system" and m.content is not None:
-            instructions = m.content
+            output = failed_result(text) if m.is_error else text
+            add(Item(type="function_call_output", call_id=m.tool_call_id, output=output))
         else:
-            items.append(_MessageItem(role, [_InputText(m.content or "")]))
+            # The wire's other roles (system, developer) are the item's.
+            add(Item("message", cast(ItemRole, role), [InputText(m.content or "")]))
     return instructions, items
 
 
@@ -230,41 +202,47 @@ def _text_format(response_format: str) -> msgspec.Raw:
 
 
 def _tools(req: Request) -> list[Any]:
+    # Required: ``strict``, whose default is true in the API, a Chat
+    # Completions client's false.
     return [
-        _FunctionTool(
+        ToolDef(
+            "function",
             t.function.name,
+            t.function.description or None,
             t.function.parameters or _NO_SCHEMA,
             bool(t.function.strict),
-            t.function.description,
         )
         for t in req.tools
     ]
 
 
 def _left_out(req: Request, omitted: list[str]) -> None:
-    for name, given in (
-        ("stop", bool(req.stop)),
-        ("seed", req.seed is not None),
-        ("presence_penalty", req.presence_penalty is not None),
-        ("frequency_penalty", req.frequency_penalty is not None),
-        ("n", req.n > 1),
-        ("top_k", bool(req.top_k)),
-    ):
-        if given:
-            omitted.append(name)
+    # One test per field (most requests have none of them).
+    if req.stop:
+        omitted.append("stop")
+    if req.seed is not None:
+        omitted.append("seed")
+    if req.presence_penalty is not None:
+        omitted.append("presence_penalty")
+    if req.frequency_penalty is not None:
+        omitted.append("frequency_penalty")
+    if req.n > 1:
+        omitted.append("n")
+    if req.top_k:
+        omitted.append("top_k")
 
 
 def _same_dialect(
-    fields: Fields, out: _ResponsesRequest, hosted: frozenset[str], omitted: list[str]
+    fields: Fields, body: Any, hosted: frozenset[str], omitted: list[str]
 ) -> dict[str, msgspec.Raw | Fields]:
-    """Responses extras: hosted tools appended to ``out.tools`` when the
-    backend runs them; the rest, to splice into the body."""
+    """Responses extras: hosted tools appended to the body's ``tools`` when
+    the backend runs them; the rest, to put in the body."""
     extra: dict[str, msgspec.Raw | Fields] = {}
     for key, raw in fields.items():
         if key == "tools":
             for kind, tool in tool_types(raw):
                 if tool_family(kind) in hosted:
-                    out.tools = [*(out.tools or ()), tool]
+                    body.tools = [*(body.tools or ()), tool]
                 else:
                     omitted.append(tools_name(kind))
         elif key == "text":
@@ -291,52 +269,55 @@ def encode_request(
         omitted = []
     _left_out(req, omitted)
     instructions, items = _input(req.messages, omitted)
-    choice: str | _Forced | None = None
+    choice: str | ToolChoice | None = None
     if req.tool_choice == ToolChoiceMode.Function:
-        choice = _Forced(req.tool_choice_name)
+        choice = ToolChoice("function", req.tool_choice_name)
     elif req.tool_choice:
         choice = _CHOICES.get(req.tool_choice)
-    out = _ResponsesRequest(
+    # Its fields are the request's, its values any (a derived Struct: ``Any``).
+    body: Any = WrittenRequest(
         model=model,
         input=items,
+        # Written whatever they are (left out only when not given).
         stream=not whole,
         store=False,
         instructions=instructions,
         max_output_tokens=req.max_tokens or None,
         temperature=req.temperature,
         top_p=req.top_p,
-        tools=_tools(req) or None,
+        # Function tools, then the hosted tools the backend runs (as sent).
+        tools=_tools(req) if req.tools else None,
         tool_choice=choice,
         parallel_tool_calls=req.parallel_tool_calls if req.tools else None,
         text={"format": _text_format(req.response_format)} if req.response_format else None,
         metadata=req.metadata or None,
         user=req.user or None,
     )
+    if not req.extras:
+        return _encode(body)
+    fields = read_extras(req.extras)
     extra: dict[str, msgspec.Raw | Fields] = {}
-    if req.extras:
-        fields = read_extras(req.extras)
-        if req.extras_dialect == _DIALECT:
-            extra = _same_dialect(fields, out, frozenset(hosted_tools), omitted)
-        elif req.extras_dialect == _CHAT:
-            extra = chat_for_responses(fields, omitted, drop_unsupported)
-        elif req.extras_dialect == _MESSAGES:
-            # As for Chat Completions: an effort, from output_config or a
-            # thinking budget, is the Responses API's reasoning.effort.
-            for _, effort in messages_for_chat(fields, omitted, drop_unsupported):
-                extra = {"reasoning": {"effort": msgspec.Raw(effort)}}
-        else:
-            report_all(fields, req.extras_dialect, omitted, drop_unsupported)
-    if not extra:
-        return _encode(out)
+    if req.extras_dialect == _DIALECT:
+        extra = _same_dialect(fields, body, frozenset(hosted_tools), omitted)
+    elif req.extras_dialect == _CHAT:
+        extra = chat_for_responses(fields, omitted, drop_unsupported)
+    elif req.extras_dialect == _MESSAGES:
+        # As for Chat Completions: an effort, from output_config or a
+        # thinking budget, is the Responses API's reasoning.effort.
+        for _, effort in messages_for_chat(fields, omitted, drop_unsupported):
+            extra = {"reasoning": {"effort": msgspec.Raw(effort)}}
+    else:
+        report_all(fields, req.extras_dialect, omitted, drop_unsupported)
     text = extra.pop("text", None)
     if isinstance(text, dict):  # the client's members win over the mapped format
-        out.text = {**(out.text or {}), **text}
+        body.text = {**(body.text or {}), **text}
     spliced = []
     for name, value in extra.items():
-        if name in _FIELDS:  # the client's own value wins
-            setattr(out, name, None)
-        spliced.append((name, _encode(value) if isinstance(value, dict) else bytes(value)))
-    return splice(_encode(out), spliced)
+        if name in _FIELDS:  # the client's own value wins, in its field
+            setattr(body, name, value)
+        else:
+            spliced.append((name, _encode(value) if isinstance(value, dict) else bytes(value)))
+    return splice(_encode(body), spliced)
 
 
 class ResponsesAdapter(OpenAIConventions):

@@ -45,10 +45,11 @@ The server sends ``event:`` + ``data:`` pairs whose JSON names its own
   ignored; a body that ends before its terminal event is one truncation
   chunk (``json_api.EventStream``).
 
-The output items' structs and what an item, the usage and an error become
-(``decode_item``, ``message_of``, ``reasoning_text``, ``logprobs_extras``,
-``hosted_extras``, ``usage_of``, ``error_text``) are public: the whole
-answer's translator (``openai_responses_whole``) reads the same items the
+The events, the ``response`` object and its output items are the Responses
+API's one model (``apis.openai_responses.events`` and ``.answer``); what an
+item, the usage and an error become (``message_of``, ``reasoning_text``,
+``logprobs_extras``, ``hosted_extras``, ``usage_of``, ``error_text``) is
+public: the whole answer's translator (``whole``) reads the same items the
 same way. No I/O.
 """
 
@@ -56,6 +57,15 @@ from __future__ import annotations
 
 import msgspec
 
+from flatgate.proxy.apis.openai_responses.answer import (
+    OutputItem,
+    Response,
+    ResponseError,
+    ResponseUsage,
+    decode_output_item,
+    error_object,
+)
+from flatgate.proxy.apis.openai_responses.events import Event, decode_event
 from flatgate.proxy.backends.json_api import EventStream, count
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
@@ -67,13 +77,7 @@ __all__ = [
     "ERRED",
     "FAILED",
     "INCOMPLETE_REASONS",
-    "IncompleteDetails",
-    "ItemPart",
-    "OutputItem",
-    "ResponseError",
-    "ResponseUsage",
     "ResponsesStream",
-    "decode_item",
     "error_text",
     "hosted_extras",
     "logprobs_extras",
@@ -105,84 +109,6 @@ FAILED = "the response failed"
 ERRED = "the backend failed"
 
 
-class ItemPart(msgspec.Struct, gc=False):
-    """A part of an output item: a message's ``output_text`` (with its
-    ``logprobs`` as sent) or ``refusal``, a reasoning item's summary or text."""
-
-    type: str = ""
-    text: str = ""
-    refusal: str = ""
-    logprobs: msgspec.Raw = msgspec.Raw()  # empty: none
-
-
-class OutputItem(msgspec.Struct, gc=False):
-    """An output item, as far as the translators read one."""
-
-    type: str = ""
-    id: str | None = None
-    call_id: str | None = None
-    name: str | None = None
-    arguments: str | None = None
-    summary: list[ItemPart] | None = None
-    content: list[ItemPart] | None = None
-    encrypted_content: str | None = None
-
-
-class _InputDetails(msgspec.Struct, gc=False):
-    cached_tokens: int | None = None
-    cache_write_tokens: int | None = None
-
-
-class _OutputDetails(msgspec.Struct, gc=False):
-    reasoning_tokens: int | None = None
-
-
-class ResponseUsage(msgspec.Struct, gc=False):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    input_tokens_details: _InputDetails | None = None
-    output_tokens_details: _OutputDetails | None = None
-
-
-class ResponseError(msgspec.Struct, gc=False):
-    code: str | int | None = None
-    message: str | None = None
-    type: str | None = None
-
-
-class IncompleteDetails(msgspec.Struct, gc=False):
-    reason: str | None = None
-
-
-class _Response(msgspec.Struct, gc=False):
-    status: str | None = None
-    model: str | None = None
-    usage: ResponseUsage | None = None
-    error: ResponseError | None = None
-    incomplete_details: IncompleteDetails | None = None
-
-
-class _Event(msgspec.Struct, gc=False):
-    type: str = ""
-    delta: str | None = None
-    # A text delta's logprobs, as sent (empty: none; ``[]`` when not asked for).
-    logprobs: msgspec.Raw = msgspec.Raw()
-    output_index: int = 0
-    summary_index: int = 0
-    # Kept as sent: decoded as an ``OutputItem`` only on the few item events, and
-    # relayed as it is when it is a hosted tool's.
-    item: msgspec.Raw = msgspec.Raw()  # empty: none
-    arguments: str | None = None
-    response: _Response | None = None
-    # ``error`` events: the fields at the top level (the reference), or an
-    # ``error`` object (the WebSocket mode's shape, which some servers send).
-    code: str | int | None = None
-    message: str | None = None
-    error: ResponseError | None = None
-
-
-_decode_event = msgspec.json.Decoder(_Event).decode
-decode_item = msgspec.json.Decoder(OutputItem).decode
 _decode_entries = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
@@ -276,7 +202,7 @@ class ResponsesStream(EventStream):
     def _event(self, name: bytes, data: bytes) -> bytes:
         if data[:6] == _DONE:
             return b""
-        ev = _decode_event(data)
+        ev = decode_event(data)
         kind = ev.type
         if kind in _TEXT:
             if not ev.delta:
@@ -303,7 +229,8 @@ class ResponsesStream(EventStream):
         if kind in _TERMINAL:
             return self._final(ev.response)
         if kind == "response.failed":
-            err = (ev.response.error if ev.response is not None else None) or ResponseError()
+            resp = ev.response
+            err = (error_object(resp.error) if resp is not None else None) or ResponseError()
             return self._fail(codes.BACKEND_STREAM_ERROR, error_text(err, FAILED))
         if kind == "error":
             err = ev.error or ResponseError(ev.code, ev.message)
@@ -317,7 +244,7 @@ class ResponsesStream(EventStream):
             return self._out().chunk()
         return b""  # content parts, .done events, annotations, unknown events
 
-    def _reasoning_delta(self, ev: _Event) -> bytes:
+    def _reasoning_delta(self, ev: Event) -> bytes:
         if not ev.delta:
             return b""
         text = ev.delta
@@ -332,10 +259,10 @@ class ResponsesStream(EventStream):
         self._spoke = True
         return self._out().reasoning(text)
 
-    def _added(self, ev: _Event) -> bytes:
+    def _added(self, ev: Event) -> bytes:
         if not ev.item:
             return b""
-        item = decode_item(ev.item)
+        item = decode_output_item(ev.item)
         if item.type == "reasoning" and item.id:
             # The block's id before its summary: the client's item has it from the start.
             self._spoke = True
@@ -362,10 +289,10 @@ class ResponsesStream(EventStream):
         call.used = True
         return self._out().arguments(call.index, arguments)
 
-    def _item_done(self, ev: _Event) -> bytes:
+    def _item_done(self, ev: Event) -> bytes:
         if not ev.item:
             return b""
-        item = decode_item(ev.item)
+        item = decode_output_item(ev.item)
         kind = item.type
         if kind == "message":
             texting, self._texting = self._texting, False
@@ -413,7 +340,7 @@ class ResponsesStream(EventStream):
         part = ReasoningPart(text=text, opaque=opaque, dialect=_DIALECT, id=item.id or "")
         return before + w.chunk(reasoning_part=part)
 
-    def _final(self, resp: _Response | None) -> bytes:
+    def _final(self, resp: Response | None) -> bytes:
         if resp is None:
             return self._fail(codes.BACKEND_PROTOCOL_ERROR, "a terminal event without its response")
         finish = FinishReason.TOOL_CALLS if self._by_id else FinishReason.STOP
@@ -422,9 +349,8 @@ class ResponsesStream(EventStream):
             reason = (details.reason if details is not None else None) or ""
             finish = INCOMPLETE_REASONS.get(reason, FinishReason.LENGTH)
         elif resp.status == "failed":
-            return self._fail(
-                codes.BACKEND_STREAM_ERROR, error_text(resp.error or ResponseError(), FAILED)
-            )
+            err = error_object(resp.error) or ResponseError()
+            return self._fail(codes.BACKEND_STREAM_ERROR, error_text(err, FAILED))
         self.done = True
         return self._out().chunk(finish_reason=finish, usage=usage_of(resp.usage))
 

@@ -1,15 +1,17 @@
 """The stub's OpenAI Responses protocol: ``POST /v1/responses``.
 
 OpenAI's keys, faults, error shape and ``GET /v1/models`` are the ``openai``
-wire's (``OpenAIWire``, which this one extends); the request is validated by
-``openai_responses_request``. The answer is the same echo, as the Responses
-API says it:
+wire's (``OpenAIWire``, which this one extends); the request is read with
+the Responses API's one model and validated by ``stub_request``. The answer
+is the same echo, as the Responses API says it (written as plain values: the
+model's answer Structs, ``apis.openai_responses.answer``, hold only what
+flatgate reads of an answer):
 
 - output items: a ``reasoning`` item first when the request asks for
   reasoning (a ``reasoning`` setting, or ``include`` with
   ``reasoning.encrypted_content``), whose summary (with ``reasoning.summary``)
   is one deterministic sentence and whose ``encrypted_content`` (with that
-  ``include``) is the stub's fake (``openai_responses_request.encrypted``),
+  ``include``) is the stub's fake (``stub_request.encrypted``),
   which it checks when the item comes back; then the echo as a ``message``
   with one ``output_text`` part, or, when the request forces a function, a
   ``function_call`` (``call_id`` ``call_<request id>``);
@@ -93,7 +95,7 @@ class _Answer:
             self.reasoning_id = f"rs_{rid}"
             thought = _summary(req)
             self.thought = len(thought.split())
-            if (reasoning or {}).get("summary") is not None:
+            if reasoning is not None and reasoning.summary is not None:
                 self.summary = thought
             if ENCRYPTED_INCLUDE in include:
                 self.encrypted = encrypted(self.reasoning_id)
@@ -152,7 +154,7 @@ class _Answer:
         """The ``response`` object, in ``status`` (``in_progress`` has no output)."""
         p = self.req.params
         done = status != "in_progress"
-        reasoning = p.get("reasoning") or {}
+        reasoning = p.get("reasoning")
         return {
             "id": self.id,
             "object": "response",
@@ -170,8 +172,8 @@ class _Answer:
             "parallel_tool_calls": p.get("parallel_tool_calls", True) is not False,
             "previous_response_id": None,
             "reasoning": {
-                "effort": reasoning.get("effort"),
-                "summary": reasoning.get("summary"),
+                "effort": reasoning.effort if reasoning is not None else None,
+                "summary": reasoning.summary if reasoning is not None else None,
             },
             "store": p.get("store", True) is not False,
             "temperature": p.get("temperature", 1.0),

@@ -1,8 +1,14 @@
 """The OpenAI Responses request as the stub validates it.
 
-msgspec Structs decode the body once (unknown fields ignored, as OpenAI
-does); ``to_stub_request`` then checks the rules a type cannot say and reads
-out a ``StubRequest``, in OpenAI's words (``openai_request``'s helpers):
+The stub reads the request with the one model of it, the Structs the edge
+decodes with (``apis.openai_responses``), as OpenAI does: members of no
+name are ignored (the switch: when the decode fails on one, they are
+dropped, ``lenient.without_unknown``, and the body decoded again), and what
+the Structs refuse is said in OpenAI's words (the ``openai`` stub's helpers:
+``integer_below_min_value`` and ``invalid_value`` for a number out of its
+range, an unknown role, part type or format type, with the values allowed).
+``to_stub_request`` then checks the rules a type cannot say and reads out a
+``StubRequest``:
 
 - ``model`` and ``input`` (a string, or a list of items) are required;
 - items: ``message`` (the ``type`` may be left out; roles user, assistant,
@@ -18,23 +24,36 @@ out a ``StubRequest``, in OpenAI's words (``openai_request``'s helpers):
   ``store: false``;
 - ``max_output_tokens`` >= 1 (OpenAI's own minimum is 16: the stub is lenient,
   so that short echoes can be asked for), ``temperature`` in [0, 2],
-  ``top_p`` in [0, 1], ``stream_options`` only with ``stream``, known
-  ``include`` values, ``text.format`` of type text, json_object or
-  json_schema (with a ``name``);
+  ``top_p`` in [0, 1], and the other bounds of the model (at most 16
+  ``metadata`` keys, ``top_logprobs`` in [0, 20]); ``stream_options`` only
+  with ``stream``, known ``include`` values, ``text.format`` of type text,
+  json_object or json_schema (with a ``name`` and a ``schema``), each tool
+  an object with a ``type`` (a function's with a ``name``);
 - the forced tool is ``tool_choice: {"type": "function", "name": ...}``,
   which must name a function tool.
 
-``StubRequest.params`` keeps the settings the answer echoes (``tools``,
-``reasoning``, ``include``, ...). No I/O.
+``StubRequest.params`` keeps the settings the answer echoes (``tools`` and
+``tool_choice`` as JSON values, ``reasoning`` and ``text`` as the model's
+Structs, ``include``, ...). No I/O.
 """
 
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+from msgspec import inspect as mi
 
+from flatgate.proxy.apis.openai_responses.items import (
+    MEDIA_PARTS,
+    TEXT_PARTS,
+    Item,
+    Part,
+    Refusal,
+)
+from flatgate.proxy.apis.openai_responses.lenient import Tags, at_path, without_unknown
+from flatgate.proxy.apis.openai_responses.request import ResponsesRequest
 from flatgate.proxy.backends.dialect import StubRequest, split_model
 from flatgate.proxy.backends.openai.stub_request import (
     Invalid,
@@ -43,12 +62,12 @@ from flatgate.proxy.backends.openai.stub_request import (
     in_range,
     missing,
 )
+from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.schema import Role
 
 __all__ = [
     "ENCRYPTED_INCLUDE",
-    "ResponsesRequest",
     "decode_responses_request",
     "encrypted",
     "to_stub_request",
@@ -72,8 +91,12 @@ _ROLES = {
     "system": Role.System,
     "developer": Role.Developer,
 }
-_TEXT_PARTS = ("input_text", "output_text", "refusal")
-_OTHER_PARTS = ("input_image", "input_file", "input_audio")
+# The part types a message may hold, as OpenAI lists them when it refuses one.
+_PART_TYPES = tuple(str(p.__struct_config__.tag) for p in (*TEXT_PARTS, *MEDIA_PARTS))
+# What OpenAI lists when it refuses a role or a part type, in its order
+# (msgspec gives a Literal's values sorted, and the part union's tags with
+# ``reasoning_text``, which only a reasoning item holds).
+_LISTED = (tuple(_ROLES), _PART_TYPES)
 # Output items of hosted tools a history may hold: taken, not read.
 _HOSTED_ITEMS = (
     "web_search_call",
@@ -96,7 +119,6 @@ _HOSTED_ITEMS = (
     "custom_tool_call_output",
 )
 _CHOICES = ("none", "auto", "required")
-_FORMATS = ("text", "json_object", "json_schema")
 _FAKE = b"flatgate-stub:"
 
 
@@ -106,53 +128,17 @@ def encrypted(item_id: str) -> str:
     return base64.b64encode(_FAKE + item_id.encode()).decode()
 
 
-class Part(msgspec.Struct, gc=False):
-    type: str
-    text: str | None = None
-    refusal: str | None = None
-
-
-class Item(msgspec.Struct, gc=False):
-    type: str | None = None
-    role: str | None = None
-    content: str | list[Part] | None = None
-    id: str | None = None
-    call_id: str | None = None
-    name: str | None = None
-    arguments: str | None = None
-    output: str | list[Part] | None = None
-    summary: list[Part] | None = None
-    encrypted_content: str | None = None
-
-
-class ResponsesRequest(msgspec.Struct, gc=False):
-    model: str | None = None
-    input: str | list[Item] | None = None
-    instructions: str | None = None
-    max_output_tokens: int | None = None
-    stream: bool | None = None
-    stream_options: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    include: list[str] | None = None
-    reasoning: dict[str, Any] | None = None
-    text: dict[str, Any] | None = None
-    store: bool | None = None
-    metadata: dict[str, str] | None = None
-    user: str | None = None
-    previous_response_id: str | None = None
-
-
+_T = TypeVar("_T")
 _DECODER = msgspec.json.Decoder(ResponsesRequest)
+_decode = _DECODER.decode
+# ``tools`` and ``tool_choice`` are kept as sent by the model; the stub reads
+# them as OpenAI types them.
+_tool_decoder = msgspec.json.Decoder(dict[str, Any])
+_choice_decoder = msgspec.json.Decoder(str | dict[str, Any] | None)
 # Settings the answer echoes, by name.
 _ECHOED = (
     "instructions",
     "max_output_tokens",
-    "tools",
-    "tool_choice",
     "parallel_tool_calls",
     "temperature",
     "top_p",
@@ -166,8 +152,60 @@ _ECHOED = (
 
 
 def decode_responses_request(body: bytes) -> ResponsesRequest:
-    """The body as a ``ResponsesRequest``; raises ``Invalid`` naming the field."""
-    return decode_openai(_DECODER, body)
+    """The body as a ``ResponsesRequest``, members of no name ignored; raises
+    ``Invalid`` naming the field."""
+    for _ in range(2):
+        try:
+            return _decode(body)
+        except msgspec.ValidationError as exc:
+            message = str(exc)
+        except msgspec.DecodeError:
+            break  # not JSON: decode_openai says so
+        if read_validation(message).unknown:
+            body = without_unknown(body, ResponsesRequest)
+            continue
+        _refuse_value(message, body)
+        break
+    return decode_openai(_DECODER, body)  # raises, in OpenAI's words
+
+
+def _refuse_value(message: str, body: bytes) -> None:
+    """Raise ``Invalid`` in OpenAI's words when ``message`` (msgspec's) refuses
+    a value the model bounds or lists, or misses a required field at the top
+    (``model``); other refusals are ``decode_openai``'s."""
+    v = read_validation(message)
+    if v.missing and not v.path:
+        raise missing(v.missing)
+    if not v.path or v.missing:
+        return
+    value, t = at_path(body, ResponsesRequest, v.path)
+    param = v.where()
+    if value is None and v.reason.endswith("got `null`"):
+        raise missing(param)  # a null where a value is required
+    if isinstance(t, Tags | mi.LiteralType) and isinstance(value, str):
+        allowed = t if isinstance(t, Tags) else tuple(str(a) for a in t.values)
+        listed = next((a for a in _LISTED if set(a) <= set(allowed)), allowed)
+        raise _value(param, value, listed)
+    if isinstance(t, mi.IntType) and type(value) is int:
+        if t.ge is not None:
+            at_least(param, value, t.ge)
+        if t.le is not None and value > t.le:
+            raise Invalid(
+                f"Invalid '{param}': integer above maximum value. Expected a value <= "
+                f"{t.le}, but got {value} instead.",
+                param,
+                "integer_above_max_value",
+            )
+    if isinstance(t, mi.FloatType) and type(value) in (int, float) and t.ge == 0:
+        in_range(param, value, t.le if t.le is not None else float("inf"))
+    if isinstance(t, mi.DictType) and isinstance(value, dict) and t.max_length is not None:
+        raise Invalid(
+            f"Invalid '{param}': too many properties. Expected an object with at most "
+            f"{t.max_length} properties, but got an object with {len(value)} properties "
+            "instead.",
+            param,
+            "object_above_max_properties",
+        )
 
 
 def _value(param: str, value: str, allowed: tuple[str, ...]) -> Invalid:
@@ -189,19 +227,19 @@ def _text(content: str | list[Part] | None, where: str) -> str:
     out = []
     for j, part in enumerate(content):
         at = f"{where}[{j}]"
-        if part.type in _TEXT_PARTS:
-            text = part.refusal if part.type == "refusal" else part.text
-            if text is None:
-                raise missing(f"{at}.{'refusal' if part.type == 'refusal' else 'text'}")
-            out.append(text)
-        elif part.type in _OTHER_PARTS:
+        if isinstance(part, Refusal):
+            out.append(part.refusal)
+        elif isinstance(part, TEXT_PARTS):
+            out.append(part.text)
+        elif isinstance(part, MEDIA_PARTS):
             raise Invalid(
-                f"Invalid value: '{part.type}'. The stub accepts only text content parts.",
+                f"Invalid value: '{part.__struct_config__.tag}'. The stub accepts only text "
+                "content parts.",
                 f"{at}.type",
                 "invalid_value",
             )
         else:
-            raise _value(f"{at}.type", part.type, _TEXT_PARTS + _OTHER_PARTS)
+            raise _value(f"{at}.type", str(part.__struct_config__.tag), _PART_TYPES)
     return "".join(out)
 
 
@@ -213,14 +251,11 @@ def _item(i: int, item: Item) -> tuple[int, str] | None:
     if kind is None:
         raise missing(f"{where}.type")
     if kind == "message":
-        role = _ROLES.get(item.role or "")
-        if role is None:
-            if item.role is None:
-                raise missing(f"{where}.role")
-            raise _value(f"{where}.role", item.role, tuple(_ROLES))
+        if item.role is None:
+            raise missing(f"{where}.role")
         if item.content is None:
             raise missing(f"{where}.content")
-        return role, _text(item.content, f"{where}.content")
+        return _ROLES[item.role], _text(item.content, f"{where}.content")
     if kind == "function_call":
         for name in ("call_id", "name", "arguments"):
             if getattr(item, name) is None:
@@ -260,8 +295,14 @@ def _item(i: int, item: Item) -> tuple[int, str] | None:
     )
 
 
-def _forced_tool(r: ResponsesRequest) -> str:
-    choice = r.tool_choice
+def _typed(decoder: msgspec.json.Decoder[_T], raw: msgspec.Raw, param: str) -> _T:
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:  # the value's own type: no path in it
+        raise Invalid(f"Invalid type for '{param}': {exc}", param, "invalid_type") from None
+
+
+def _forced_tool(choice: str | dict[str, Any] | None, tools: list[dict[str, Any]]) -> str:
     if choice is None:
         return ""
     if isinstance(choice, str):
@@ -273,33 +314,22 @@ def _forced_tool(r: ResponsesRequest) -> str:
     name = choice.get("name")
     if not isinstance(name, str):
         raise missing("tool_choice.name")
-    functions = {t.get("name") for t in r.tools or () if t.get("type") == "function"}
+    functions = {t.get("name") for t in tools if t.get("type") == "function"}
     if name not in functions:
         raise Invalid(f"Tool choice '{name}' not found in 'tools' parameter.", "tool_choice", None)
     return name
 
 
-def _check_tools(tools: list[dict[str, Any]]) -> None:
+def _tools(raws: list[msgspec.Raw]) -> list[dict[str, Any]]:
+    """The tools as JSON objects, checked."""
+    tools = [_typed(_tool_decoder, raw, f"tools[{i}]") for i, raw in enumerate(raws)]
     for i, tool in enumerate(tools):
         kind = tool.get("type")
         if not isinstance(kind, str):
             raise missing(f"tools[{i}].type")
         if kind == "function" and not isinstance(tool.get("name"), str):
             raise missing(f"tools[{i}].name")
-
-
-def _check_text(text: dict[str, Any]) -> None:
-    fmt = text.get("format")
-    if fmt is None:
-        return
-    if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
-        raise missing("text.format.type")
-    if fmt["type"] not in _FORMATS:
-        raise _value("text.format.type", fmt["type"], _FORMATS)
-    if fmt["type"] == "json_schema":
-        for name in ("name", "schema"):
-            if name not in fmt:
-                raise missing(f"text.format.{name}")
+    return tools
 
 
 def to_stub_request(r: ResponsesRequest, request_id: str) -> StubRequest:
@@ -326,9 +356,6 @@ def to_stub_request(r: ResponsesRequest, request_id: str) -> StubRequest:
             message = _item(i, item)
             if message is not None:
                 messages.append(message)
-    at_least("max_output_tokens", r.max_output_tokens)
-    in_range("temperature", r.temperature, 2.0)
-    in_range("top_p", r.top_p, 1.0)
     if r.stream_options is not None and not r.stream:
         raise Invalid(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
@@ -338,12 +365,13 @@ def to_stub_request(r: ResponsesRequest, request_id: str) -> StubRequest:
     for i, value in enumerate(r.include or ()):
         if value not in _INCLUDES:
             raise _value(f"include[{i}]", value, _INCLUDES)
-    _check_tools(r.tools or [])
-    if r.text is not None:
-        _check_text(r.text)
-    forced = _forced_tool(r)
+    tools = _tools(r.tools) if r.tools is not None else None
+    choice = _typed(_choice_decoder, r.tool_choice, "tool_choice") if r.tool_choice else None
+    forced = _forced_tool(choice, tools or [])
     model, fault, after = split_model(r.model)
     params = {name: getattr(r, name) for name in _ECHOED}
+    params["tools"] = tools
+    params["tool_choice"] = choice
     return StubRequest(
         request_id=request_id,
         model=model,

@@ -2,10 +2,10 @@
 
 For a request the client did not stream, the adapter asks for the answer
 whole (``stream: false``) and the server answers with the ``response``
-object. Its frames are what ``openai_responses_stream`` writes for the same
-answer streamed, without the per-delta chunks (``json_api.WholeAnswer``
-keeps the body; a server that streamed anyway is read by the stream's
-translator):
+object (``apis.openai_responses.answer.Answer``). Its frames are what
+``stream`` writes for the same answer streamed, without the per-delta
+chunks (``json_api.WholeAnswer`` keeps the body; a server that streamed
+anyway is read by the stream's translator):
 
 - ``output``, item by item in order: a ``message`` -> content (its
   ``output_text`` and ``refusal`` parts' text), the ``output_text`` parts'
@@ -34,18 +34,18 @@ one extras field is free. No I/O.
 
 from __future__ import annotations
 
-import msgspec
-
+from flatgate.proxy.apis.openai_responses.answer import (
+    ResponseError,
+    decode_answer,
+    decode_output_item,
+    error_object,
+)
 from flatgate.proxy.backends.json_api import WholeAnswer, error_frame
 from flatgate.proxy.backends.responses.stream import (
     ERRED,
     FAILED,
     INCOMPLETE_REASONS,
-    IncompleteDetails,
-    ResponseError,
     ResponsesStream,
-    ResponseUsage,
-    decode_item,
     error_text,
     hosted_extras,
     logprobs_extras,
@@ -67,20 +67,6 @@ _ANSWERS = ("completed", "incomplete")
 
 # A chunk's fields in the order every edge reads them.
 _REASONING, _PART, _EXTRAS, _CONTENT, _CALLS = range(5)
-
-
-class _Answer(msgspec.Struct, gc=False):
-    status: str | None = None
-    model: str | None = None
-    # Kept as sent: a hosted tool's item is relayed as it is.
-    output: list[msgspec.Raw] | None = None
-    usage: ResponseUsage | None = None
-    # A string: the error body of a server that says no more.
-    error: ResponseError | str | None = None
-    incomplete_details: IncompleteDetails | None = None
-
-
-_decode_answer = msgspec.json.Decoder(_Answer).decode
 
 
 class _Chunks:
@@ -169,10 +155,8 @@ class ResponsesWhole(WholeAnswer):
         self._model = model
 
     def _answer(self, body: bytes) -> bytes:
-        answer = _decode_answer(body)
-        status, err = answer.status, answer.error
-        if isinstance(err, str):
-            err = ResponseError(message=err)
+        answer = decode_answer(body)
+        status, err = answer.status, error_object(answer.error)
         if status == "failed":
             return self._error(err, FAILED)
         if status is None and err is not None:
@@ -183,7 +167,7 @@ class ResponsesWhole(WholeAnswer):
         chunks = _Chunks(w)
         calls = 0
         for raw in answer.output or ():
-            item = decode_item(raw)
+            item = decode_output_item(raw)
             kind = item.type
             if kind == "message":
                 text, logprobs = message_of(item)

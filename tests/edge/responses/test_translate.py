@@ -14,7 +14,8 @@ from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.render import StreamRenderer
 from flatgate.edge_translator.responses.translate import encrypted_of, reasoning_part, write_request
-from flatgate.proxy.apis.openai_responses.request import Item, decode_request
+from flatgate.proxy.apis.openai_responses.items import Item
+from flatgate.proxy.apis.openai_responses.request import decode_request
 from flatgate.proxy.wire.chunk.frames import Chunk
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request, read_request
