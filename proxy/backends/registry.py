@@ -3,9 +3,8 @@
 A protocol is a folder below ``backends`` whose ``__init__`` makes a
 ``BackendProtocol`` (``backends.protocol``): its name, its ``[[backends]]``
 keys and their checks, its adapter and the stub's server of it. ``PROTOCOLS``
-holds them by name, in the order of ``_FOLDERS`` (the first is the default
-``protocol``); everything that depends on a backend's protocol derives from
-it:
+holds them by name (the first is the default ``protocol``); everything that
+depends on a backend's protocol derives from it:
 
 - ``backend_config``: a ``[[backends]]`` entry converted to its protocol's
   config class (a key another protocol owns is named as that protocol's);
@@ -16,7 +15,8 @@ it:
 - the stub serves ``PROTOCOLS[name].stub`` (``stub.server``) and checks
   ``[stub] protocol`` and ``up`` against it.
 
-Adding a protocol is a folder and its module in ``_FOLDERS``. No I/O beyond
+Adding a protocol is a folder, its ``PROTOCOL`` imported here and named in
+``PROTOCOLS``. No I/O beyond
 ``section.common_problems``'s.
 """
 
@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
-from flatgate.proxy.backends import anthropic, fbs, openai, responses
+from flatgate.proxy.backends.anthropic import PROTOCOL as ANTHROPIC
 from flatgate.proxy.backends.base import Adapter
+from flatgate.proxy.backends.fbs import PROTOCOL as FBS
+from flatgate.proxy.backends.openai import PROTOCOL as OPENAI
 from flatgate.proxy.backends.protocol import BackendProtocol
+from flatgate.proxy.backends.responses import PROTOCOL as RESPONSES
 from flatgate.proxy.backends.section import (
     COMPLETIONS,
     EMBEDDINGS,
@@ -51,11 +53,8 @@ __all__ = [
     "kinds",
 ]
 
-# The protocols' folders, the default protocol first.
-_FOLDERS: tuple[ModuleType, ...] = (fbs, openai, responses, anthropic)
-PROTOCOLS: Mapping[str, BackendProtocol] = {
-    p.name: p for p in (folder.PROTOCOL for folder in _FOLDERS)
-}
+# The protocols, each its folder's registration, the default first.
+PROTOCOLS: Mapping[str, BackendProtocol] = {p.name: p for p in (FBS, OPENAI, RESPONSES, ANTHROPIC)}
 DEFAULT_PROTOCOL = next(iter(PROTOCOLS))
 _COMMON = frozenset(BackendConfig.__struct_fields__)
 # Each protocol's own keys, and the protocols that own each.
