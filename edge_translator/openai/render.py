@@ -25,7 +25,10 @@ Usage a backend never sent is not made up: OpenAI's convention for unknown
 usage is none at all, so the aggregated body has no ``usage`` key and the
 stream no usage event (never zeros); ``usage`` says whether it came.
 
-A content-only delta (the hot path) is encoded as a pre-encoded prefix, the
+The deltas, the usage, the error event and the whole ``chat.completion``
+are written with the one model of the answer (``apis.openai_chat.answer``),
+the Structs the ``openai`` backend reads a server's answer with. A
+content-only delta (the hot path) is encoded as a pre-encoded prefix, the
 msgspec-encoded text and a fixed suffix, written with ``Encoder.encode_into``
 into one reused ``bytearray``. Pure: no I/O, no clock (``created`` is given).
 """
@@ -37,6 +40,22 @@ from collections.abc import Iterable
 import msgspec
 
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
+from flatgate.proxy.apis.openai_chat.answer import (
+    AnswerMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatError,
+    ChatFunction,
+    Choice,
+    ChoiceLogprobs,
+    CompletionTokensDetails,
+    Delta,
+    DeltaToolCall,
+    MessageToolCall,
+    PromptTokensDetails,
+    decode_logprobs,
+)
+from flatgate.proxy.apis.openai_chat.answer import Usage as UsageOut
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, Usage
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -65,19 +84,14 @@ _encoder = msgspec.json.Encoder()
 _encode = _encoder.encode
 _CHAT = int(ApiDialect.OPENAI_CHAT)
 _NULL = b"null"
+_NULL_RAW = msgspec.Raw(_NULL)
 
 
 class _ChunkExtras(msgspec.Struct, gc=False):
     logprobs: msgspec.Raw = msgspec.Raw()
 
 
-class _Logprobs(msgspec.Struct, gc=False):
-    content: list[msgspec.Raw] | None = None
-    refusal: list[msgspec.Raw] | None = None
-
-
 _decode_extras = msgspec.json.Decoder(_ChunkExtras).decode
-_decode_logprobs = msgspec.json.Decoder(_Logprobs).decode
 
 
 def _logprobs_of(chunk: Chunk) -> bytes:
@@ -106,66 +120,19 @@ def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> E
     return ProxyFailed(message, code=code, status=502)
 
 
-class _Err(msgspec.Struct):
-    message: str
-    type: str
-    param: str | None
-    code: str | None
-
-
-class _ErrBody(msgspec.Struct):
-    error: _Err
-
-
 def error_event(error: EdgeError) -> bytes:
     """The SSE event that ends a stream with ``error``; the SDK raises ``APIError``."""
-    body = _ErrBody(_Err(error.message, error.type, error.param, error.code))
+    body = ChatCompletionChunk(error=ChatError(error.message, error.type, error.param, error.code))
     return b"data: " + _encode(body) + b"\n\n"
 
 
-class _Function(msgspec.Struct, omit_defaults=True):
-    name: str | None = None
-    arguments: str | None = None
-
-
-class _ToolCallDelta(msgspec.Struct, omit_defaults=True):
-    index: int
-    id: str | None = None
-    type: str | None = None
-    function: _Function | None = None
-
-
-class _Delta(msgspec.Struct, omit_defaults=True):
-    role: str | None = None
-    content: str | None = None
-    # The model's reasoning, as DeepSeek and vLLM name it.
-    reasoning_content: str | None = None
-    tool_calls: list[_ToolCallDelta] | None = None
-
-
-class _PromptDetails(msgspec.Struct):
-    cached_tokens: int
-
-
-class _CompletionDetails(msgspec.Struct):
-    reasoning_tokens: int
-
-
-class _UsageOut(msgspec.Struct):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    prompt_tokens_details: _PromptDetails
-    completion_tokens_details: _CompletionDetails
-
-
-def _usage(u: Usage) -> _UsageOut:
-    return _UsageOut(
+def _usage(u: Usage) -> UsageOut:
+    return UsageOut(
         u.prompt_tokens,
         u.completion_tokens,
         u.prompt_tokens + u.completion_tokens,
-        _PromptDetails(u.cached_tokens),
-        _CompletionDetails(u.reasoning_tokens),
+        PromptTokensDetails(u.cached_tokens),
+        CompletionTokensDetails(u.reasoning_tokens),
     )
 
 
@@ -243,7 +210,7 @@ class StreamRenderer:
         return self._head + choices + self._tail
 
     def _choice(
-        self, index: int, delta: _Delta, finish: str | None, logprobs: bytes = _NULL
+        self, index: int, delta: Delta, finish: str | None, logprobs: bytes = _NULL
     ) -> bytes:
         return (
             b'[{"index":'
@@ -287,31 +254,31 @@ class StreamRenderer:
             self._roles.add(index)
             if chunk.content and not chunk.tool_calls:
                 out.append(
-                    self._event(self._choice(index, _Delta("assistant", chunk.content), None))
+                    self._event(self._choice(index, Delta("assistant", chunk.content), None))
                 )
             else:
-                out.append(self._event(self._choice(index, _Delta("assistant", ""), None)))
+                out.append(self._event(self._choice(index, Delta("assistant", ""), None)))
                 if chunk.content:
                     out.append(self._text(index, chunk.content))
         elif chunk.content:
             out.append(self._text(index, chunk.content))
         if chunk.reasoning:
-            delta = _Delta(reasoning_content=chunk.reasoning)
+            delta = Delta(reasoning_content=chunk.reasoning)
             out.append(self._event(self._choice(index, delta, None)))
         for call in chunk.tool_calls:
             if call.id or call.name:
-                first = _ToolCallDelta(call.index, call.id, "function", _Function(call.name, ""))
-                out.append(self._event(self._choice(index, _Delta(tool_calls=[first]), None)))
+                first = DeltaToolCall(call.index, call.id, "function", ChatFunction(call.name, ""))
+                out.append(self._event(self._choice(index, Delta(tool_calls=[first]), None)))
             if call.arguments:
-                more = _ToolCallDelta(call.index, function=_Function(arguments=call.arguments))
-                out.append(self._event(self._choice(index, _Delta(tool_calls=[more]), None)))
+                more = DeltaToolCall(call.index, function=ChatFunction(arguments=call.arguments))
+                out.append(self._event(self._choice(index, Delta(tool_calls=[more]), None)))
         if chunk.usage is not None:
             self._usage = chunk.usage
         finish = _FINISH.get(chunk.finish_reason)
         if finish is not None:
             self._finished.add(index)
             self._done = len(self._finished) >= self._choices
-            out.append(self._event(self._choice(index, _Delta(), finish)))
+            out.append(self._event(self._choice(index, Delta(), finish)))
         return b"".join(out) if len(out) != 1 else out[0]
 
     def _with_logprobs(self, chunk: Chunk, logprobs: bytes, out: list[bytes]) -> None:
@@ -322,7 +289,7 @@ class StreamRenderer:
             self._roles.add(index)
             role = "assistant"
         if chunk.content or role or logprobs != _NULL:
-            delta = _Delta(role, chunk.content or ("" if role else None))
+            delta = Delta(role, chunk.content or ("" if role else None))
             out.append(self._event(self._choice(index, delta, None, logprobs)))
 
     def fail(self, err: EdgeError) -> bytes:
@@ -343,54 +310,6 @@ class StreamRenderer:
         return self._usage
 
 
-class _FunctionOut(msgspec.Struct):
-    name: str
-    arguments: str
-
-
-class _ToolCallOut(msgspec.Struct):
-    id: str
-    function: _FunctionOut
-    type: str = "function"
-
-
-class _MessageOut(msgspec.Struct, omit_defaults=True):
-    role: str
-    content: str | None
-    refusal: None = None
-    tool_calls: list[_ToolCallOut] | None = None
-    reasoning_content: str | None = None
-
-
-class _MessageNoCalls(msgspec.Struct, omit_defaults=True):
-    role: str
-    content: str | None
-    refusal: None = None
-    reasoning_content: str | None = None
-
-
-class _LogprobsOut(msgspec.Struct):
-    content: list[msgspec.Raw] | None
-    refusal: list[msgspec.Raw] | None
-
-
-class _ChoiceOut(msgspec.Struct):
-    index: int
-    message: _MessageOut | _MessageNoCalls
-    finish_reason: str | None
-    logprobs: _LogprobsOut | None = None
-
-
-class _Completion(msgspec.Struct):
-    id: str
-    created: int
-    model: str
-    choices: list[_ChoiceOut]
-    usage: _UsageOut | msgspec.UnsetType = msgspec.UNSET
-    object: str = "chat.completion"
-    system_fingerprint: str = SYSTEM_FINGERPRINT
-
-
 class _Choice:
     __slots__ = ("calls", "finish", "logprobs", "reasoning", "text")
 
@@ -399,17 +318,17 @@ class _Choice:
         self.reasoning: list[str] = []
         self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
         self.finish: str | None = None
-        self.logprobs: _LogprobsOut | None = None
+        self.logprobs: ChoiceLogprobs | None = None
 
     def add_logprobs(self, raw: bytes) -> None:
         """One chunk's logprobs object, its lists joined to those before."""
         try:
-            got = _decode_logprobs(raw)
+            got = decode_logprobs(raw)
         except msgspec.DecodeError:
             return  # not a logprobs object: nothing to join
         lp = self.logprobs
         if lp is None:
-            lp = self.logprobs = _LogprobsOut(None, None)
+            lp = self.logprobs = ChoiceLogprobs()
         if got.content is not None:
             if lp.content is None:
                 lp.content = []
@@ -486,22 +405,26 @@ class Aggregator:
             c = self._choices.get(index) or _Choice()
             text = "".join(c.text)
             thought = "".join(c.reasoning) or None
-            message: _MessageOut | _MessageNoCalls
             if c.calls:
                 calls = [
-                    _ToolCallOut(p[0], _FunctionOut(p[1], "".join(p[2:])))
+                    MessageToolCall(p[0], ChatFunction(p[1], "".join(p[2:])))
                     for _, p in sorted(c.calls.items())
                 ]
-                message = _MessageOut("assistant", text or None, None, calls, thought)
+                message = AnswerMessage(
+                    "assistant", text or None, tool_calls=calls, reasoning_content=thought
+                )
             else:
-                message = _MessageNoCalls("assistant", text, None, thought)
-            choices.append(_ChoiceOut(index, message, c.finish, c.logprobs))
-        out = _Completion(
+                message = AnswerMessage("assistant", text, reasoning_content=thought)
+            logprobs = _NULL_RAW if c.logprobs is None else msgspec.Raw(_encode(c.logprobs))
+            choices.append(Choice(index, message, c.finish, logprobs))
+        out = ChatCompletion(
             self._id,
             self._created,
             self._model,
             choices,
-            msgspec.UNSET if self._usage is None else _usage(self._usage),
+            None if self._usage is None else _usage(self._usage),
+            "chat.completion",
+            SYSTEM_FINGERPRINT,
         )
         return _encode(out)
 

@@ -4,6 +4,9 @@ What the ``openai`` and ``openai-responses`` adapters share
 (``openai.adapter.OpenAIConventions``): both kinds of server take embeddings at
 ``POST {url}/embeddings``.
 
+The request and the answer are the one model of the API's
+(``apis.openai_embeddings``).
+
 - ``encode_embeddings``: an ``EmbeddingInput`` (``wire.embeddings``) as the
   API's body: ``model``, ``input`` (the texts, or the token-id lists),
   ``encoding_format: "base64"`` always (the vectors' bytes, which go into
@@ -36,6 +39,8 @@ import struct
 
 import msgspec
 
+from flatgate.proxy.apis.openai_embeddings.answer import EmbeddingsUsage, decode_answer
+from flatgate.proxy.apis.openai_embeddings.request import EmbeddingRequest, Item
 from flatgate.proxy.backends.extras import read_extras, report_all, splice
 from flatgate.proxy.backends.json_api import count
 from flatgate.proxy.wire.embeddings import (
@@ -54,20 +59,12 @@ EMBEDDINGS_PATH = "/embeddings"
 
 # -- the request ---------------------------------------------------------------
 
-
-class _EmbeddingsRequest(msgspec.Struct, omit_defaults=True, gc=False):
-    model: str
-    input: list[str] | list[list[int]]
-    # Required: omit_defaults would drop it if it had a default.
-    encoding_format: str
-    dimensions: int | None = None
-    user: str | None = None
-
-
+# The request is ``apis.openai_embeddings.request``'s model, which omits what
+# is not set when written.
 _encode = msgspec.json.Encoder().encode
 # Never taken from the client's extras: the adapter's own.
 _OWN = frozenset({"model", "input", "encoding_format"})
-_FIELDS = frozenset(_EmbeddingsRequest.__struct_fields__)
+_FIELDS = frozenset(EmbeddingRequest.__struct_fields__)
 _CHAT = int(ApiDialect.OPENAI_CHAT)
 
 
@@ -83,10 +80,8 @@ def encode_embeddings(
     extras raises ``UnsupportedField`` unless ``drop_unsupported``."""
     if omitted is None:
         omitted = []
-    inputs: list[str] | list[list[int]] = (
-        list(req.texts) if req.texts else [list(ids) for ids in req.tokens]
-    )
-    out = _EmbeddingsRequest(
+    inputs: list[Item] = list(req.texts) if req.texts else [list(ids) for ids in req.tokens]
+    out = EmbeddingRequest(
         model=model,
         input=inputs,
         encoding_format="base64",
@@ -109,26 +104,6 @@ def encode_embeddings(
 # -- the answer ----------------------------------------------------------------
 
 
-class _Item(msgspec.Struct, gc=False):
-    # base64 (what was asked for: msgspec decodes it), or numbers (the slow path).
-    embedding: bytes | list[float]
-    index: int
-
-
-class _Usage(msgspec.Struct, gc=False):
-    prompt_tokens: int | None = None
-    total_tokens: int | None = None
-
-
-class _Answer(msgspec.Struct, gc=False):
-    data: list[_Item]
-    model: str | None = None
-    usage: _Usage | None = None
-
-
-_decode = msgspec.json.Decoder(_Answer).decode
-
-
 def _packed(numbers: list[float]) -> bytes:
     """A vector given as numbers, as little-endian float32 (the slow path);
     ``struct`` refuses a number past float32's range (``array`` would make it
@@ -148,7 +123,7 @@ def read_embeddings(
     if max_bytes is not None and len(body) > max_bytes:
         raise ValueError(f"the backend's answer is over {max_bytes} bytes")
     try:
-        doc = _decode(body)
+        doc = decode_answer(body)
     except msgspec.DecodeError as exc:
         raise ValueError(f"not an embeddings answer: {exc}") from None
     items = doc.data
@@ -184,7 +159,7 @@ def read_embeddings(
                 f"the first {size // 4}: not all of one length"
             )
         values[i * size : (i + 1) * size] = vector
-    usage = doc.usage or _Usage()
+    usage = doc.usage or EmbeddingsUsage()
     prompt = count(usage.prompt_tokens)
     return write_embedding_response(
         model=doc.model or model,

@@ -17,8 +17,10 @@ Owns what the stub answers to an embeddings request, whatever the protocol:
   ``EmbeddingResponse`` out, ``application/x-flatbuffers``; errors flatgate's
   own JSON) and ``OpenAIEmbeddings`` (OpenAI's JSON: ``input`` a string, a
   list of strings, a token-id list or a list of them, ``encoding_format``
-  ``float`` (the default) or ``base64``, ``dimensions``; errors in OpenAI's
-  shape with ``param``), each with its answers to the faults
+  ``float`` (the default) or ``base64``, ``dimensions``, read with the one
+  model of the request, ``apis.openai_embeddings.request``, fields of no
+  name ignored (``decode_served``), and within its bounds; errors in
+  OpenAI's shape with ``param``), each with its answers to the faults
   (``server.StubServer`` applies them as to a non-streamed chat request).
 
 Pure: no I/O.
@@ -35,6 +37,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from flatgate.proxy.apis.openai_embeddings.request import Item, decode_served
 from flatgate.proxy.backends.dialect import (
     STUB_MAX_BODY,
     HeaderFn,
@@ -46,7 +49,15 @@ from flatgate.proxy.backends.dialect import (
 )
 from flatgate.proxy.backends.fbs.stub import FbsWire
 from flatgate.proxy.backends.openai.stub import OpenAIWire, error_reply
-from flatgate.proxy.backends.openai.stub_request import Invalid, at_least, decode_openai, missing
+from flatgate.proxy.backends.openai.stub_request import (
+    Invalid,
+    below_minimum,
+    in_openai_words,
+    missing,
+    not_json,
+    number_at,
+)
+from flatgate.proxy.plumbing.validation import quoted_span, read_validation
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.codes import error_body
@@ -220,34 +231,23 @@ class FbsEmbeddings:
         return Reply(200, headers, body)
 
 
-class _Request(msgspec.Struct, gc=False):
-    model: str | None = None
-    input: str | list[Any] | None = None
-    encoding_format: str | None = None
-    dimensions: int | None = None
-    user: str | None = None
-
-
-_DECODER = msgspec.json.Decoder(_Request)
 _enc = msgspec.json.encode
-_FORMATS = ("float", "base64")
+_FORMATS = "'float' and 'base64'"
 
 
 def _invalid_input(where: str = "input") -> Invalid:
     return Invalid(f"'$.{where}' is invalid. Please check the API reference.", where, None)
 
 
-def _token_ids(values: list[Any], where: str) -> tuple[int, ...]:
+def _token_ids(values: list[int], where: str) -> tuple[int, ...]:
     if not values:
         raise _invalid_input(where)
-    for j, v in enumerate(values):
-        if type(v) is not int or not 0 <= v < 1 << 31:
-            raise _invalid_input(f"{where}[{j}]")
     return tuple(values)
 
 
-def _inputs(value: str | list[Any]) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
-    """``(texts, tokens)`` of OpenAI's ``input`` (one of the two empty)."""
+def _inputs(value: str | list[Item]) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    """``(texts, tokens)`` of OpenAI's ``input`` (one of the two empty); its
+    token ids are the model's (``TokenId``)."""
     if isinstance(value, str):
         if not value:
             raise _invalid_input()
@@ -260,10 +260,12 @@ def _inputs(value: str | list[Any]) -> tuple[tuple[str, ...], tuple[tuple[int, .
         )
     first = value[0]
     if isinstance(first, str):
+        texts = []
         for j, v in enumerate(value):
             if not isinstance(v, str) or not v:
                 raise _invalid_input(f"input[{j}]")
-        return tuple(value), ()
+            texts.append(v)
+        return tuple(texts), ()
     if isinstance(first, list):
         tokens = []
         for j, v in enumerate(value):
@@ -271,28 +273,52 @@ def _inputs(value: str | list[Any]) -> tuple[tuple[str, ...], tuple[tuple[int, .
                 raise _invalid_input(f"input[{j}]")
             tokens.append(_token_ids(v, f"input[{j}]"))
         return (), tuple(tokens)
-    return (), (_token_ids(value, "input"),)
+    ids = []
+    for j, v in enumerate(value):
+        if not isinstance(v, int):
+            raise _invalid_input(f"input[{j}]")
+        ids.append(v)
+    return (), (tuple(ids),)
 
 
-def _read_openai(body: bytes, request_id: str) -> EmbeddingsAsk:
-    doc = decode_openai(_DECODER, body)
-    if not doc.model:
-        raise missing("model")
-    if doc.input is None:
-        raise missing("input")
-    texts, tokens = _inputs(doc.input)
-    fmt = doc.encoding_format or "float"
-    if fmt not in _FORMATS:
-        raise Invalid(
-            f"Invalid value: '{fmt}'. Supported values are: 'float' and 'base64'.",
+def _refused(message: str, body: bytes) -> Invalid:
+    """What the request's Struct refused (msgspec's ``message``), in OpenAI's words."""
+    v = read_validation(message)
+    path, reason = v.path, v.reason
+    if v.missing:
+        return missing(v.where(field=v.missing))
+    if path in (("model",), ("input",)) and reason.endswith("got `null`"):
+        return missing(str(path[0]))
+    if path[:1] == ("input",) and len(path) > 1:
+        return _invalid_input(v.where())
+    if path == ("encoding_format",) and reason.startswith("Invalid enum value '"):
+        span = quoted_span(message)
+        fmt = message[span[0] : span[1]] if span else ""
+        return Invalid(
+            f"Invalid value: '{fmt}'. Supported values are: {_FORMATS}.",
             "encoding_format",
             "invalid_value",
         )
-    at_least("dimensions", doc.dimensions)
-    if doc.dimensions is not None and doc.dimensions > MAX_DIMENSIONS:
-        raise Invalid(
+    if path == ("dimensions",) and (" >= " in reason or " <= " in reason):
+        dimensions = number_at(body, "dimensions")
+        if dimensions < 1:
+            return below_minimum("dimensions", dimensions)
+        return Invalid(
             f"Invalid 'dimensions': at most {MAX_DIMENSIONS}.", "dimensions", "invalid_value"
         )
+    return in_openai_words(message)
+
+
+def _read_openai(body: bytes, request_id: str) -> EmbeddingsAsk:
+    try:
+        doc = decode_served(body)
+    except msgspec.ValidationError as exc:
+        raise _refused(str(exc), body) from None
+    except msgspec.DecodeError:
+        raise not_json() from None
+    if not doc.model:
+        raise missing("model")
+    texts, tokens = _inputs(doc.input)
     model, fault, _ = split_model(doc.model)
     return EmbeddingsAsk(
         request_id=request_id,
@@ -301,7 +327,7 @@ def _read_openai(body: bytes, request_id: str) -> EmbeddingsAsk:
         tokens=tokens,
         dimensions=doc.dimensions or DEFAULT_DIMENSIONS,
         fault=fault,
-        base64=fmt == "base64",
+        base64=doc.encoding_format == "base64",
     )
 
 

@@ -202,3 +202,62 @@ def test_refused_like_openai(body: dict[str, Any], param: str | None, code: str 
 def test_a_body_that_is_not_json_or_not_an_object() -> None:
     assert "parse the JSON body" in refused(b"{not json")["message"]
     assert refused(b"[1, 2]")["param"] is None
+
+
+def test_keys_of_no_name_are_ignored_at_any_depth_as_openai_does() -> None:
+    req = parse(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {}}]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}", "x": 1},
+                            "y": [2],
+                        }
+                    ],
+                    "provider_fields": {"a": "b"},
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "ok", "z": None},
+            ],
+            "tools": [{**TOOLS[0], "defer_loading": True}],
+            "tool_choice": {"type": "function", "function": {"name": "f", "w": 0}},
+            "stream": True,
+            "stream_options": {"include_usage": True, "future": "x"},
+            "vendor_field": 1,
+        }
+    )
+    assert req.forced_tool == "f" and req.include_usage
+    assert [r for r, _ in req.messages] == [Role.User, Role.Assistant, Role.Tool]
+
+
+def test_more_stop_sequences_than_openais_four_are_taken_as_vllm_takes_them() -> None:
+    stops = ["a", "b", "c", "d", "e"]
+    assert parse({"model": "m", "messages": USER, "stop": stops}).stop == tuple(stops)
+    error = refused({"model": "m", "messages": USER, "stop": ["a", "b", "c", "d", 5]})
+    assert (error["param"], error["code"]) == ("stop[4]", "invalid_type")
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "code"),
+    [
+        ({"presence_penalty": 3}, "presence_penalty", "invalid_value"),
+        ({"seed": 2**63}, "seed", "invalid_value"),
+        ({"max_tokens": 2**31}, "max_tokens", "integer_above_max_value"),
+        ({"n": 200}, "n", "unsupported_value"),
+        ({"messages": [{"role": "function", "name": "f", "content": "r"}]}, "messages[0].role",
+         "invalid_value"),
+        ({"messages": [{"role": "user", "content": None}]}, "messages[0].content",
+         "missing_required_parameter"),
+    ],
+)  # fmt: skip
+def test_the_models_bounds_are_said_in_openais_words(
+    body: dict[str, Any], param: str, code: str
+) -> None:
+    error = refused({"model": "m", "messages": USER, **body})
+    assert (error["param"], error["code"]) == (param, code), error["message"]

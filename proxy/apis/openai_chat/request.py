@@ -1,4 +1,7 @@
-"""The OpenAI Chat Completions request, as msgspec Structs, and its one decoder.
+"""The OpenAI Chat Completions request, as msgspec Structs: the one model of
+it, which the edge decodes with (``decode``), the ``openai`` adapter writes
+the request it sends upstream with (``backends.openai.adapter``), and the
+stub reads the requests it serves with (``decode_served``).
 
 Owns what the edge accepts: the message roles (system, developer, user,
 assistant with tool calls, tool with its call id), text content parts, tools,
@@ -18,7 +21,7 @@ top-level fields as JSON text.
 
 Inside the request the structs forbid unknown fields too, so that a key of
 no name in a message, a part, a tool call, a tool, ``tool_choice`` or
-``stream_options`` also fails the one pass: ``scrub_members`` then takes
+``stream_options`` also fails the one pass: ``members.scrub_members`` then takes
 out those that ask for nothing (null or empty) and refuses any other,
 naming its path (``messages.[1].content.[0].cache_control``). Keys a
 previous answer holds when a client sends it back (an assistant message's
@@ -33,12 +36,33 @@ Content parts other than ``text`` (images, audio, files) are rejected with a
 an image would change what the model is asked. A body nested too deeply, or
 with text that is not UTF-8 (``decoding``), is ``invalid_json``.
 
-Pure: no I/O. The decoder is built once at import.
+Each side's strictness is a switch on the same Structs, not a second set:
+
+- the edge: its one pass decodes ``_Strict``, a subclass that forbids
+  unknown fields at the top as the nested Structs do; its second pass is
+  ``members.decode_scrubbed``, which judges every member of no name;
+- the adapter: ``ChatCompletionRequest`` and ``StreamOptions`` omit their
+  defaults when written (``omit_defaults``, which no decode reads): what the
+  adapter does not set is not sent, in the fields' order (which is the
+  edge's: msgspec reads a body fastest whose keys come in its Struct's
+  order). It writes no field the edge does not read, so none had to be added
+  here (one would widen what the edge accepts: it would need a Struct the
+  edge's decoder never holds). Its messages and tools are the wire's values
+  (``wire.request.decode``), in this API's shape by the schema's design,
+  written as they are: no Python object per message is made to send them;
+- the stub: ``decode_served`` reads with the edge's Structs and types, but
+  ignores a key of no name at any depth, as OpenAI's server does: when the
+  decode fails on one, every such key is taken out (``members.scrub_members``
+  with ``drop``) and the body decoded again, so a body with none (what the
+  adapter writes) is read in one pass. What the types refuse, the stub says
+  in OpenAI's words (``backends.openai.stub_request``).
+
+Pure: no I/O. The decoders are built once at import.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias, TypeVar
+from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 import msgspec.inspect
@@ -50,7 +74,15 @@ from flatgate.proxy.apis.decoding import (
     why_undecodable,
 )
 from flatgate.proxy.apis.errors import InvalidRequest, shown
-from flatgate.proxy.plumbing.validation import read_validation
+from flatgate.proxy.apis.openai_chat.members import (
+    Fields,
+    decode_scrubbed,
+    param_from_error,
+    scrub,
+    scrub_members,
+    struct_info,
+    unrecognized,
+)
 from flatgate.proxy.wire import codes
 
 __all__ = [
@@ -68,13 +100,16 @@ __all__ = [
     "SystemMessage",
     "TextPart",
     "ToolCall",
+    "ToolChoice",
     "ToolChoiceFunction",
+    "ToolChoiceName",
     "ToolDef",
     "ToolMessage",
     "UserMessage",
     "decode",
     "decode_request",
     "decode_scrubbed",
+    "decode_served",
     "extras_json",
     "param_from_error",
     "scrub",
@@ -193,16 +228,19 @@ class ToolDef(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     function: FunctionDef
 
 
-class _ToolChoiceName(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+class ToolChoiceName(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
 
 
 class ToolChoiceFunction(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     type: Literal["function"]
-    function: _ToolChoiceName
+    function: ToolChoiceName
 
 
-class StreamOptions(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+ToolChoice: TypeAlias = Literal["none", "auto", "required"] | ToolChoiceFunction
+
+
+class StreamOptions(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     include_usage: bool = False
     # Padding that hides the deltas' lengths: flatgate's events carry none,
     # whatever the value (OpenAI's default is true); the answer is the same.
@@ -219,7 +257,7 @@ _Positive = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 _Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
-class ChatCompletionRequest(msgspec.Struct, gc=False):
+class ChatCompletionRequest(msgspec.Struct, omit_defaults=True, gc=False):
     """``POST /v1/chat/completions`` as far as flatgate carries it."""
 
     model: str
@@ -240,7 +278,7 @@ class ChatCompletionRequest(msgspec.Struct, gc=False):
     user: str | None = None
     metadata: dict[str, str] | None = None
     tools: list[ToolDef] | None = None
-    tool_choice: Literal["none", "auto", "required"] | ToolChoiceFunction | None = None
+    tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     # Kept as JSON text; empty when absent (msgspec.Raw cannot be in a union).
     response_format: msgspec.Raw = msgspec.Raw()
@@ -291,7 +329,6 @@ _strict_decoder = msgspec.json.Decoder(_Strict)
 _fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _encode = msgspec.json.encode
 _UNKNOWN = "Object contains unknown field"
-R = TypeVar("R")
 
 
 class Decoded:
@@ -308,126 +345,6 @@ class Decoded:
     @property
     def model(self) -> str:
         return self.req.model
-
-
-Fields = dict[str, msgspec.Raw]
-_members = msgspec.json.Decoder(Fields).decode
-_items = msgspec.json.Decoder(list[msgspec.Raw]).decode
-_tag = msgspec.json.Decoder(str).decode
-# Values that ask for nothing, whatever the key.
-_EMPTY = frozenset({b"null", b"[]", b"{}", b'""'})
-_Info: TypeAlias = msgspec.inspect.Type
-
-
-def unrecognized(param: str) -> InvalidRequest:
-    """The 400 for a member flatgate has no way to carry, naming it."""
-    return InvalidRequest(
-        f"Unrecognized request argument supplied: {param} (flatgate cannot carry it; "
-        "leave it out, or send null)",
-        param=param,
-    )
-
-
-def _struct_of(raw: bytes, info: _Info) -> msgspec.inspect.StructType | None:
-    """The struct of ``info`` (a struct, or a union holding structs) that the
-    object ``raw`` decodes as: by its tag when tagged."""
-    if isinstance(info, msgspec.inspect.StructType):
-        return info
-    if not isinstance(info, msgspec.inspect.UnionType):
-        return None
-    structs = [t for t in info.types if isinstance(t, msgspec.inspect.StructType)]
-    if len(structs) == 1 or not structs or structs[0].tag_field is None:
-        return structs[0] if structs else None
-    try:
-        tag = _tag(_members(raw)[structs[0].tag_field])
-    except (KeyError, msgspec.ValidationError, msgspec.DecodeError):
-        return None
-    return next((t for t in structs if t.tag == tag), None)
-
-
-def _list_of(info: _Info) -> msgspec.inspect.ListType | None:
-    if isinstance(info, msgspec.inspect.ListType):
-        return info
-    if isinstance(info, msgspec.inspect.UnionType):
-        return next((t for t in info.types if isinstance(t, msgspec.inspect.ListType)), None)
-    return None
-
-
-def struct_info(cls: type[msgspec.Struct]) -> msgspec.inspect.StructType:
-    """``cls``'s type information, for ``scrub_members``."""
-    info = msgspec.inspect.type_info(cls)
-    if not isinstance(info, msgspec.inspect.StructType):
-        raise TypeError(f"{cls.__name__} is not a struct")
-    return info
-
-
-def scrub(raw: msgspec.Raw, info: _Info, where: str) -> msgspec.Raw | None:
-    """``raw`` (JSON of type ``info``, at ``where``) with the members that
-    ask for nothing (null, empty) taken out of its structs that forbid unknown
-    fields; ``None`` when nothing was. Any other unknown member is refused
-    naming it (``unrecognized``). JSON of another shape is left as it is:
-    the strict decode says what is wrong with it."""
-    data = bytes(raw).lstrip()
-    if data[:1] == b"[":
-        of = _list_of(info)
-        if of is None:
-            return None
-        try:
-            items = _items(data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            return None
-        changed = False
-        for i, item in enumerate(items):
-            new = scrub(item, of.item_type, f"{where}.[{i}]")
-            if new is not None:
-                items[i] = new
-                changed = True
-        return msgspec.Raw(_encode(items)) if changed else None
-    if data[:1] != b"{":
-        return None
-    struct = _struct_of(data, info)
-    if struct is None:
-        return None
-    try:
-        members = _members(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-    return msgspec.Raw(_encode(members)) if scrub_members(members, struct, where) else None
-
-
-def scrub_members(members: Fields, struct: msgspec.inspect.StructType, where: str) -> bool:
-    """``scrub`` over an object's ``members`` (changed in place), read as
-    ``struct``; whether any changed. Its own unknown members are judged only
-    if it forbids them (a lenient struct's are the caller's)."""
-    fields = {f.encode_name: f for f in struct.fields}
-    changed = False
-    for key in list(members):
-        at = f"{where}.{key}" if where else key
-        field = fields.get(key)
-        if field is None:
-            if key == struct.tag_field or not struct.forbid_unknown_fields:
-                continue
-            if bytes(members[key]).strip() not in _EMPTY:
-                raise unrecognized(at)
-            del members[key]
-            changed = True
-            continue
-        new = scrub(members[key], field.type, at)
-        if new is not None:
-            members[key] = new
-            changed = True
-    return changed
-
-
-def param_from_error(message: str) -> str | None:
-    """OpenAI's ``param`` for a msgspec validation message.
-
-    msgspec names the JSON path (``$.messages[0].role``); OpenAI writes it as
-    ``messages.[0].role``. A missing field is named by the field itself; a
-    dict value's path has no key in it (``$.metadata[...]``): the dict is named.
-    """
-    v = read_validation(message)
-    return v.where(index=".[{}]", value="", field=v.missing) or None
 
 
 def _reject_parts(content: Content | None, where: str) -> None:
@@ -514,25 +431,6 @@ def extras_json(req: ChatCompletionRequest, fields: dict[str, msgspec.Raw] | Non
     return text
 
 
-def decode_scrubbed(
-    decoder: msgspec.json.Decoder[R], struct: msgspec.inspect.StructType, body: bytes | memoryview
-) -> tuple[R, Fields]:
-    """A body with a member of no name in it, read by ``decoder`` (the
-    lenient decoder of the request ``struct`` describes): the request (its
-    nested members that ask for nothing taken out, any other refused naming
-    it: ``scrub_members``) and its top-level fields' JSON. The Chat
-    Completions and Responses edges' second pass."""
-    fields = _fields_decoder.decode(body)
-    try:
-        return decoder.decode(body), fields
-    except msgspec.ValidationError as exc:
-        if not str(exc).startswith(_UNKNOWN):
-            raise
-    members = dict(fields)
-    scrub_members(members, struct, "")
-    return decoder.decode(_encode(members)), fields
-
-
 def _decode_lenient(body: bytes | memoryview) -> tuple[ChatCompletionRequest, Fields | None]:
     """A body with a member of no name in it (``decode_scrubbed``), and its
     top-level fields' JSON when one of them is unknown."""
@@ -563,6 +461,21 @@ def decode(body: bytes | memoryview) -> Decoded:
         raise _not_json(why_undecodable(exc)) from None
     _check(req)
     return Decoded(req, unknown)
+
+
+def decode_served(body: bytes | memoryview) -> ChatCompletionRequest:
+    """The request as a server of the API reads it (the stub): with the
+    edge's Structs and their types, but a key of no name is ignored at any
+    depth, not judged (see the module docstring). msgspec's errors are
+    raised as they come, for the server to say in its own words."""
+    try:
+        return _decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        if not str(exc).startswith(_UNKNOWN):
+            raise
+    members = _fields_decoder.decode(body)
+    scrub_members(members, _INFO, "", drop=True)
+    return _decoder.decode(_encode(members))
 
 
 def decode_request(body: bytes | memoryview) -> ChatCompletionRequest:

@@ -1,1 +1,2 @@
-"""OpenAI embeddings: the request (``request``)."""
+"""OpenAI embeddings, one model for the edge, the adapters and the stub: the
+request (``request``) and the answer (``answer``)."""

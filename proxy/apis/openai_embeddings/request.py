@@ -1,4 +1,8 @@
-"""The OpenAI embeddings request, as a msgspec Struct, and its one decoder.
+"""The OpenAI embeddings request, as a msgspec Struct: the one model of it,
+which the edge decodes with (``decode``), the ``openai`` and
+``openai-responses`` adapters write the request they send upstream with
+(``backends.embeddings``), and the stub reads the requests it serves with
+(``decode_served``).
 
 Owns what ``POST /v1/embeddings`` accepts: ``model``; ``input`` as a string,
 a list of strings, a list of token ids (one input), or a list of token-id
@@ -18,6 +22,14 @@ fields is decoded in one pass (the struct forbids unknown fields); one that
 holds others is decoded again, leniently, with its top-level fields as JSON
 text. A body nested too deeply, or with text that is not UTF-8
 (``decoding``), is ``invalid_json``.
+
+Each side's strictness is a switch on the one Struct, not a second one: the
+edge's one pass decodes ``_Strict``, a subclass that forbids unknown fields;
+the stub reads with ``EmbeddingRequest`` itself, which ignores them, as
+OpenAI's server does (``decode_served``: msgspec's errors are raised as they
+come, for the stub to say in its own words); the adapters write it with its
+defaults omitted (``omit_defaults``, which no decode reads), in its fields'
+order, and write no field the edge does not read.
 
 Pure: no I/O. The decoders are built once at import.
 """
@@ -39,7 +51,7 @@ from flatgate.proxy.apis.openai_chat.request import param_from_error
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import MAX_DIMENSIONS, MAX_INPUTS
 
-__all__ = ["Decoded", "EmbeddingRequest", "decode"]
+__all__ = ["Decoded", "EmbeddingRequest", "Item", "decode", "decode_served"]
 
 # A token id is an int32 on the wire, never negative.
 TokenId: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
@@ -48,7 +60,7 @@ TokenId: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 Item: TypeAlias = str | TokenId | list[TokenId]
 
 
-class EmbeddingRequest(msgspec.Struct, gc=False):
+class EmbeddingRequest(msgspec.Struct, omit_defaults=True, gc=False):
     """``POST /v1/embeddings`` as far as flatgate carries it."""
 
     model: str
@@ -196,3 +208,10 @@ def decode(body: bytes | memoryview) -> Decoded:
         raise _not_json(why_undecodable(exc)) from None
     texts, tokens = _inputs(req.input)
     return Decoded(req, texts, tokens, _extras(fields))
+
+
+def decode_served(body: bytes | memoryview) -> EmbeddingRequest:
+    """The request as a server of the API reads it (the stub): the edge's
+    Struct and types, fields of no name ignored. msgspec's errors are
+    raised as they come."""
+    return _lenient(body)

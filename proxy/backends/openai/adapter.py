@@ -2,14 +2,15 @@
 vLLM, llama.cpp, Ollama, SGLang, TGI, DeepSeek).
 
 Request: ``POST {url}/chat/completions``, the decoded request written with
-msgspec (messages and tools have the API's shape already, see
-``wire.request.decode``). A request the client streams is sent with
-``stream: true`` and ``stream_options.include_usage``, and its answer is
-``openai_stream``'s; one it did not stream (``JsonAdapter.whole_for``: the
-backend's ``whole_answers``, on by default) with ``stream: false`` and no
-``stream_options`` (OpenAI refuses them without ``stream``), and its
-``chat.completion`` is ``openai_whole``'s. Sent: model (the backend's
-``model`` or the routed name),
+the one model of it, ``apis.openai_chat.request.ChatCompletionRequest``
+(what is not set is not written; its messages and tools are the wire's, which
+have the API's shape already, see ``wire.request.decode``). A request the
+client streams is sent with ``stream: true`` and
+``stream_options.include_usage``, and its answer is ``stream``'s; one it did
+not stream (``JsonAdapter.whole_for``: the backend's ``whole_answers``, on by
+default) with ``stream: false`` and no ``stream_options`` (OpenAI refuses
+them without ``stream``), and its ``chat.completion`` is ``whole``'s. Sent:
+model (the backend's ``model`` or the routed name),
 messages, tools, tool_choice, parallel_tool_calls, temperature, top_p, stop,
 seed, presence/frequency penalties, n, user, response_format, and max tokens
 as ``max_tokens`` or ``max_completion_tokens`` (``max_tokens_field``).
@@ -38,7 +39,7 @@ Embeddings (for ``openai-responses`` too): ``POST {url}/embeddings``, the
 body and the answer ``backends.embeddings``'s, with chat's model, key and
 headers.
 
-The stream translator and its finish reasons are ``openai_stream``'s,
+The stream translator and its finish reasons are ``stream``'s,
 named here too (``OpenAIStream``, ``FINISH_REASONS``). No I/O.
 """
 
@@ -48,6 +49,14 @@ from collections.abc import Callable
 
 import msgspec
 
+from flatgate.proxy.apis.openai_chat.request import (
+    EXTRA_FIELDS,
+    ChatCompletionRequest,
+    StreamOptions,
+    ToolChoice,
+    ToolChoiceFunction,
+    ToolChoiceName,
+)
 from flatgate.proxy.backends.base import Outbound, Probe, Translator
 from flatgate.proxy.backends.embeddings import EMBEDDINGS_PATH, encode_embeddings, read_embeddings
 from flatgate.proxy.backends.extras import (
@@ -63,53 +72,20 @@ from flatgate.proxy.backends.openai.stream import FINISH_REASONS, OpenAIStream
 from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.embeddings import EmbeddingInput
-from flatgate.proxy.wire.request.decode import Message, Request, Tool
+from flatgate.proxy.wire.request.decode import Message, Request
 from flatgate.proxy.wire.schema import JSON, ApiDialect, ToolChoiceMode
 
 __all__ = ["FINISH_REASONS", "OpenAIAdapter", "OpenAIConventions", "OpenAIStream", "encode_request"]
 
 # -- the request ---------------------------------------------------------------
 
-
-class _StreamOptions(msgspec.Struct, gc=False):
-    include_usage: bool = True
-
-
-class _Name(msgspec.Struct, gc=False):
-    name: str
-
-
-class _ForcedTool(msgspec.Struct, gc=False):
-    function: _Name
-    type: str = "function"
-
-
-class _ChatRequest(msgspec.Struct, omit_defaults=True, gc=False):
-    model: str
-    messages: list[Message]
-    # Required: omit_defaults would drop a false ``stream`` if it had a default.
-    stream: bool
-    # With ``stream: true`` only (OpenAI refuses it without).
-    stream_options: _StreamOptions | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    stop: list[str] | None = None
-    seed: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    n: int | None = None
-    user: str | None = None
-    tools: list[Tool] | None = None
-    tool_choice: str | _ForcedTool | None = None
-    parallel_tool_calls: bool | None = None
-    response_format: msgspec.Raw | None = None
-
-
-_ALWAYS_USAGE = _StreamOptions(include_usage=True)
-_CHOICES: dict[int, str] = {
+# The request is the one model of it (``apis.openai_chat.request``), which
+# omits what is not set when written. Its messages and tools are typed as the
+# edge reads them; the adapter writes the wire's (``wire.request.decode``),
+# which have the same shape, as they are: msgspec writes what it is given, and
+# no Python object is made per message.
+_ALWAYS_USAGE = StreamOptions(include_usage=True)
+_CHOICES: dict[int, ToolChoice] = {
     ToolChoiceMode.Auto: "auto",
     ToolChoiceMode.None_: "none",
     ToolChoiceMode.Required: "required",
@@ -120,7 +96,12 @@ _replace = msgspec.structs.replace
 
 # Never taken from Chat Completions extras: the adapter's own.
 _OWN = frozenset({"model", "messages", "stream", "stream_options"})
-_FIELDS = frozenset(_ChatRequest.__struct_fields__)
+# The fields the adapter sets (the model's, but its own, ``metadata``, which it
+# leaves out, and the extra fields, which are the extras'), and their
+# defaults: one that the client's Chat Completions extras carry is reset to
+# its default, so that the client's own value is the one written.
+_WRITTEN = frozenset(ChatCompletionRequest.__struct_fields__) - _OWN - {"metadata", *EXTRA_FIELDS}
+_DEFAULTS = {f.name: f.default for f in msgspec.structs.fields(ChatCompletionRequest)}
 _CHAT = int(ApiDialect.OPENAI_CHAT)
 _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
 _MESSAGES = int(ApiDialect.ANTHROPIC_MESSAGES)
@@ -173,44 +154,53 @@ def encode_request(
     ``drop_unsupported``."""
     if omitted is None:
         omitted = []
-    choice: str | _ForcedTool | None = None
-    if req.tool_choice == ToolChoiceMode.Function:
-        choice = _ForcedTool(_Name(req.tool_choice_name))
-    elif req.tool_choice:
-        choice = _CHOICES.get(req.tool_choice)
     messages = req.messages
     if any(m.is_error or m.reasoning is not None for m in messages):
         messages = _mapped(messages, omitted)
     if req.metadata:
         omitted.append("metadata")
-    out = _ChatRequest(
-        model=model,
-        messages=messages,
-        stream=not whole,
-        stream_options=None if whole else _ALWAYS_USAGE,
-        temperature=req.temperature,
-        top_p=req.top_p,
-        top_k=req.top_k or None,
-        stop=req.stop or None,
-        seed=req.seed,
-        presence_penalty=req.presence_penalty,
-        frequency_penalty=req.frequency_penalty,
-        n=req.n if req.n > 1 else None,
-        user=req.user or None,
-        tools=req.tools or None,
-        tool_choice=choice,
-        parallel_tool_calls=req.parallel_tool_calls if req.tools else None,
-        response_format=msgspec.Raw(req.response_format.encode()) if req.response_format else None,
-    )
+    # The wire's messages and tools, written as they are (see above).
+    out = ChatCompletionRequest(model, messages)  # type: ignore[arg-type]
+    # Set field by field: a constructor's keywords cost more than the writing.
+    out.stream = not whole
+    if not whole:
+        out.stream_options = _ALWAYS_USAGE
+    if req.temperature is not None:
+        out.temperature = req.temperature
+    if req.top_p is not None:
+        out.top_p = req.top_p
+    if req.top_k:
+        out.top_k = req.top_k
     if req.max_tokens:
         if max_tokens_field == "max_completion_tokens":
             out.max_completion_tokens = req.max_tokens
         else:
             out.max_tokens = req.max_tokens
+    if req.stop:
+        out.stop = req.stop
+    if req.seed is not None:
+        out.seed = req.seed
+    if req.presence_penalty is not None:
+        out.presence_penalty = req.presence_penalty
+    if req.frequency_penalty is not None:
+        out.frequency_penalty = req.frequency_penalty
+    if req.n > 1:
+        out.n = req.n
+    if req.user:
+        out.user = req.user
+    if req.tools:
+        out.tools = req.tools  # type: ignore[assignment]
+        out.parallel_tool_calls = req.parallel_tool_calls
+    if req.tool_choice == ToolChoiceMode.Function:
+        out.tool_choice = ToolChoiceFunction("function", ToolChoiceName(req.tool_choice_name))
+    elif req.tool_choice:
+        out.tool_choice = _CHOICES.get(req.tool_choice)
+    if req.response_format:
+        out.response_format = msgspec.Raw(req.response_format.encode())
     extra = _extras(req, omitted, drop_unsupported) if req.extras else []
     for name, _ in extra:
-        if name in _FIELDS:  # the client's own value wins
-            setattr(out, name, None)
+        if name in _WRITTEN:
+            setattr(out, name, _DEFAULTS[name])
     return splice(_encode(out), extra)
 
 

@@ -1,9 +1,10 @@
 """The ``openai`` backend's stream: a Chat Completions server's SSE into
 chunk frames (``OpenAIStream``), and what its whole answer's translator
-(``openai_whole``) reads the same way: the finish reasons, the finish rule,
+(``whole``) reads the same way: the finish reasons, the finish rule,
 usage, errors and logprobs.
 
-SSE ``data:`` events, each a ``chat.completion.chunk``:
+SSE ``data:`` events, each a ``chat.completion.chunk`` (read with the
+one model of it, ``apis.openai_chat.answer``):
 
 - ``delta.content`` -> content (and ``delta.refusal``, the model's refusal,
   is what it said: content too); a choice's ``logprobs`` (the object as the
@@ -38,18 +39,22 @@ from __future__ import annotations
 
 import msgspec
 
+from flatgate.proxy.apis.openai_chat.answer import (
+    ChatError,
+    DeltaToolCall,
+    Usage,
+    decode_chunk,
+)
 from flatgate.proxy.backends.json_api import INT32_MAX, EventStream, usage
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk.frames import ToolCallDelta
+from flatgate.proxy.wire.chunk.frames import Usage as WireUsage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 
 __all__ = [
     "CHAT",
     "FINISH_REASONS",
-    "ChatError",
-    "ChatFunction",
-    "ChatUsage",
     "OpenAIStream",
     "error_text",
     "finish_of",
@@ -82,33 +87,7 @@ CHAT = int(ApiDialect.OPENAI_CHAT)
 _NULL = msgspec.Raw(b"null")
 
 
-class ChatFunction(msgspec.Struct, gc=False):
-    name: str | None = None
-    arguments: str | None = None
-
-
-class _PromptDetails(msgspec.Struct, gc=False):
-    cached_tokens: int | None = None
-
-
-class _CompletionDetails(msgspec.Struct, gc=False):
-    reasoning_tokens: int | None = None
-
-
-class ChatUsage(msgspec.Struct, gc=False):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    prompt_tokens_details: _PromptDetails | None = None
-    completion_tokens_details: _CompletionDetails | None = None
-
-
-class ChatError(msgspec.Struct, gc=False):
-    message: str | None = None
-    type: str | None = None
-    code: str | int | None = None
-
-
-def usage_of(u: ChatUsage) -> Usage:
+def usage_of(u: Usage) -> WireUsage:
     """The wire's usage, cached and reasoning tokens from the details."""
     return usage(
         u.prompt_tokens,
@@ -128,7 +107,7 @@ def finished_with(reason: str) -> str:
     return f"backend finished with {reason!r}"
 
 
-def finish_of(reason: str, calls: bool, stop_reason: str | int | None) -> tuple[FinishReason, str]:
+def finish_of(reason: str, calls: bool, stop_reason: object) -> tuple[FinishReason, str]:
     """A choice's finish and the stop sequence that ended it: ``reason``
     mapped (unknown: STOP), TOOL_CALLS for a STOP after tool calls
     (``calls``), and vLLM's ``stop_reason`` when it is a string."""
@@ -149,38 +128,6 @@ def logprobs_extras(logprobs: msgspec.Raw) -> str:
     return (b'{"logprobs":' + bytes(logprobs) + b"}").decode()
 
 
-class _ToolCallDelta(msgspec.Struct, gc=False):
-    index: int = 0
-    id: str | None = None
-    function: ChatFunction | None = None
-
-
-class _Delta(msgspec.Struct, gc=False):
-    content: str | None = None
-    refusal: str | None = None
-    reasoning: str | None = None
-    reasoning_content: str | None = None
-    tool_calls: list[_ToolCallDelta] | None = None
-
-
-class _Choice(msgspec.Struct, gc=False):
-    index: int = 0
-    delta: _Delta | None = None
-    finish_reason: str | None = None
-    # vLLM: the stop string that matched (or the stop token's id).
-    stop_reason: str | int | None = None
-    # {"content": [...], "refusal": [...]} as the server sent it.
-    logprobs: msgspec.Raw = msgspec.Raw()
-
-
-class _Chunk(msgspec.Struct, gc=False):
-    choices: list[_Choice] | None = None
-    usage: ChatUsage | None = None
-    model: str | None = None
-    error: ChatError | str | None = None
-
-
-_decode_chunk = msgspec.json.Decoder(_Chunk).decode
 _DONE = b"[DONE]"
 
 
@@ -208,7 +155,7 @@ class OpenAIStream(EventStream):
         self._model = model
         self._writer: ChunkWriter | None = None
         self._choices: dict[int, _Choices] = {}
-        self._usage: Usage | None = None
+        self._usage: WireUsage | None = None
 
     def _out(self, model: str | None) -> ChunkWriter:
         w = self._writer
@@ -225,7 +172,7 @@ class OpenAIStream(EventStream):
     def _event(self, name: bytes, data: bytes) -> bytes:
         if data[:6] == _DONE:
             return self._finish()
-        chunk = _decode_chunk(data)
+        chunk = decode_chunk(data)
         if chunk.error:
             return self._fail(codes.BACKEND_STREAM_ERROR, error_text(chunk.error))
         if chunk.usage is not None:
@@ -289,11 +236,11 @@ class OpenAIStream(EventStream):
                 state.finish = finish
         return out[0] if len(out) == 1 else b"".join(out)
 
-    def _calls(self, w: ChunkWriter, state: _Choices, calls: list[_ToolCallDelta]) -> list[bytes]:
+    def _calls(self, w: ChunkWriter, state: _Choices, calls: list[DeltaToolCall]) -> list[bytes]:
         out = []
         for call in calls:
             fn = call.function
-            args = (fn.arguments or "") if fn is not None else ""
+            args = (fn.arguments or "") if fn else ""
             ours = state.calls.get(call.index)
             if ours is not None and call.id and state.ids.get(ours) != call.id:
                 ours = None  # a new call on a used index
@@ -302,7 +249,7 @@ class OpenAIStream(EventStream):
                 state.calls[call.index] = ours
                 state.ids[ours] = call.id or ""
                 state.used[ours] = bool(args)
-                name = (fn.name or "") if fn is not None else ""
+                name = (fn.name or "") if fn else ""
                 delta = ToolCallDelta(ours, call.id or "", name, args)
                 out.append(w.chunk(tool_calls=(delta,), index=state.index))
             elif args:

@@ -47,7 +47,6 @@ from flatgate.proxy.backends.dialect import (
     is_streamed,
 )
 from flatgate.proxy.backends.openai.stub_request import (
-    ChatRequest,
     Invalid,
     decode_chat_request,
     to_stub_request,
@@ -260,8 +259,7 @@ class OpenAIWire:
 
     def read(self, body: bytes, request_id: str) -> StubRequest:
         """The request, validated; raises ``Invalid``."""
-        chat: ChatRequest = decode_chat_request(body)
-        return to_stub_request(chat, request_id)
+        return to_stub_request(decode_chat_request(body), request_id)
 
     def fault(self, fault: str, req: StubRequest) -> Reply:
         if fault == "rate_limit":

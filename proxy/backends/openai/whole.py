@@ -1,9 +1,10 @@
 """The ``openai`` backend's whole answer: a ``chat.completion`` object (what
 a Chat Completions server sends for ``stream: false``) into chunk frames in
-one step (``OpenAIWhole``, a ``json_api.WholeAnswer``).
+one step (``OpenAIWhole``, a ``json_api.WholeAnswer``), read with the one
+model of it (``apis.openai_chat.answer``).
 
 The frames give each client API what the same answer streamed gives through
-``openai_stream.OpenAIStream``, whose tables and rules it reads with
+``stream.OpenAIStream``, whose tables and rules it reads with
 (``finish_of``, ``usage_of``, ``logprobs_extras``, ``error_text``):
 
 - one choice (the usual answer): one chunk with all it says, its finish
@@ -36,14 +37,10 @@ from __future__ import annotations
 
 from functools import partial
 
-import msgspec
-
+from flatgate.proxy.apis.openai_chat.answer import AnswerMessage, decode_completion
 from flatgate.proxy.backends.json_api import INT32_MAX, WholeAnswer, error_frame
 from flatgate.proxy.backends.openai.stream import (
     CHAT,
-    ChatError,
-    ChatFunction,
-    ChatUsage,
     OpenAIStream,
     error_text,
     finish_of,
@@ -59,40 +56,7 @@ from flatgate.proxy.wire.schema import FinishReason
 __all__ = ["OpenAIWhole"]
 
 
-class _ToolCall(msgspec.Struct, gc=False):
-    id: str | None = None
-    function: ChatFunction | None = None
-
-
-class _Message(msgspec.Struct, gc=False):
-    content: str | None = None
-    refusal: str | None = None
-    reasoning: str | None = None
-    reasoning_content: str | None = None
-    tool_calls: list[_ToolCall] | None = None
-
-
-class _Choice(msgspec.Struct, gc=False):
-    index: int = 0
-    message: _Message | None = None
-    finish_reason: str | None = None
-    # vLLM: the stop string that matched (or the stop token's id).
-    stop_reason: str | int | None = None
-    # {"content": [...], "refusal": [...]} as the server sent it.
-    logprobs: msgspec.Raw = msgspec.Raw()
-
-
-class _Completion(msgspec.Struct, gc=False):
-    choices: list[_Choice] | None = None
-    usage: ChatUsage | None = None
-    model: str | None = None
-    error: ChatError | str | None = None
-
-
-_decode = msgspec.json.Decoder(_Completion).decode
-
-
-def _calls(message: _Message, first: int) -> tuple[ToolCallDelta, ...]:
+def _calls(message: AnswerMessage, first: int) -> tuple[ToolCallDelta, ...]:
     """The message's tool calls, whole, numbered from ``first``."""
     out = []
     for i, call in enumerate(message.tool_calls or (), first):
@@ -114,7 +78,7 @@ class OpenAIWhole(WholeAnswer):
         self._model = model
 
     def _answer(self, body: bytes) -> bytes:
-        doc = _decode(body)
+        doc = decode_completion(body)
         rid = self._request_id
         if doc.error:
             return error_frame(rid, codes.BACKEND_STREAM_ERROR, error_text(doc.error))
