@@ -33,7 +33,7 @@ from flatgate.proxy.plumbing.config import (
     Problems,
     convert_at,
     entries,
-    overlay_env,
+    overlay_checked,
     read_document,
 )
 from flatgate.proxy.plumbing.server_section import (
@@ -307,11 +307,9 @@ def _parse(
     none. ``[edge]`` and each ``[[models]]`` / ``[[keys]]`` entry are converted
     on their own, so a problem in one does not hide those in the others."""
     problems = Problems()
-    try:
-        # environ None: no FLATGATE_EDGE_* variables (the loaders pass os.environ).
-        overlaid = overlay_env(data, environ or {}, EDGE_OVERLAY)
-    except ConfigError as exc:
-        problems.extend(exc.problems)
+    # environ None: no FLATGATE_EDGE_* variables (the loaders pass os.environ).
+    overlaid = overlay_checked(data, environ or {}, EDGE_OVERLAY, problems)
+    if overlaid is None:
         return None, problems
     merged = dict(overlaid.get("edge", {}))
     for key, value in (overrides or {}).items():

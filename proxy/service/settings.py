@@ -39,6 +39,7 @@ from flatgate.proxy.plumbing.config import (
     convert_at,
     convert_entry,
     entries,
+    overlay_checked,
     overlay_env,
     read_document,
 )
@@ -240,11 +241,7 @@ def _overlaid(
     problem when it is not a table), the environment, and the problems."""
     env = os.environ if environ is None else environ
     problems = Problems()
-    try:
-        return overlay_env(data, env, PROXY_OVERLAY), env, problems
-    except ConfigError as exc:
-        problems.extend(exc.problems)
-        return None, env, problems
+    return overlay_checked(data, env, PROXY_OVERLAY, problems), env, problems
 
 
 def proxy_problems(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> list[str]:

@@ -22,7 +22,7 @@ from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
     convert_at,
-    overlay_env,
+    overlay_checked,
     read_document,
 )
 from flatgate.proxy.plumbing.server_section import ServerSection, server_problems
@@ -89,12 +89,10 @@ def _parse(
     data: Mapping[str, Any], environ: Mapping[str, str]
 ) -> tuple[StubSection | None, Problems]:
     problems = Problems()
-    try:
-        data = overlay_env(data, environ, STUB_OVERLAY)
-    except ConfigError as exc:
-        problems.extend(exc.problems)
+    overlaid = overlay_checked(data, environ, STUB_OVERLAY, problems)
+    if overlaid is None:
         return None, problems
-    section = convert_at(data.get("stub", {}), StubSection, "stub", problems)
+    section = convert_at(overlaid.get("stub", {}), StubSection, "stub", problems)
     if section is not None:
         _check(section, problems)
     return (None if problems else section), problems
