@@ -12,13 +12,15 @@ below 500 (as Anthropic does for "other 4XX status codes") and ``api_error``
 from 500 up. ``error_event`` is what a failure after the stream began
 becomes. An error with Anthropic's ``details`` object (``error.details.error_code``,
 which the SDKs map to their own exception classes: ``thread_unsupported_request``)
-is a ``DetailedRequestError``. No I/O.
+is a ``DetailedRequestError``. The body is the Messages API's own
+``events.ErrorBody`` (the one the ``anthropic`` backend reads). No I/O.
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from flatgate.proxy.apis.anthropic_messages.events import ErrorBody, ErrorDetail
 from flatgate.proxy.apis.errors import DetailedRequestError, EdgeError
 from flatgate.proxy.wire import codes
 
@@ -51,18 +53,6 @@ OVERLOADED = frozenset(
 )
 
 
-class _Detail(msgspec.Struct, omit_defaults=True):
-    type: str
-    message: str
-    details: dict[str, object] | None = None
-
-
-class _Body(msgspec.Struct, omit_defaults=True):
-    type: str
-    error: _Detail
-    request_id: str | None = None
-
-
 _encode = msgspec.json.Encoder().encode
 
 
@@ -79,10 +69,10 @@ def error_body(err: EdgeError, request_id: str | None = None) -> tuple[int, byte
     """The status and JSON body of an error before the first byte."""
     status, kind = anthropic_error(err)
     details = err.details if isinstance(err, DetailedRequestError) else None
-    return status, _encode(_Body("error", _Detail(kind, err.message, details), request_id))
+    return status, _encode(ErrorBody(ErrorDetail(kind, err.message, details), request_id))
 
 
 def error_event(err: EdgeError) -> bytes:
     """The SSE event that ends a stream with ``err`` (the SDKs raise it)."""
     _, kind = anthropic_error(err)
-    return b"event: error\ndata: " + _encode(_Body("error", _Detail(kind, err.message))) + b"\n\n"
+    return b"event: error\ndata: " + _encode(ErrorBody(ErrorDetail(kind, err.message))) + b"\n\n"

@@ -34,8 +34,12 @@ include the cached ones and those written to the cache, Anthropic's
 requires the counts: a backend that reported none gives 0 (and the app counts
 it in ``flatgate_edge_usage_unknown_total``).
 
-A text delta inside an open text block (the per-token path) is a
-pre-encoded head, the msgspec-encoded text and a fixed tail, written with
+The ``message``, its content blocks and every ``usage`` are the Messages
+API's own Structs (``events.Answer``, ``events.ContentBlock``,
+``events.Usage``: the ones the ``anthropic`` backend decodes its server's
+answer with); the events around them are byte templates of the same JSON. A
+text delta inside an open text block (the per-token path) is a pre-encoded
+head, the msgspec-encoded text and a fixed tail, written with
 ``Encoder.encode_into`` into one reused ``bytearray``. Pure: no I/O.
 """
 
@@ -46,6 +50,8 @@ import msgspec
 from flatgate.edge_translator.anthropic.errors import error_event
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed
 from flatgate.edge_translator.openai.render import chunk_error
+from flatgate.proxy.apis.anthropic_messages.events import STOP_REASON_OF, Answer, ContentBlock
+from flatgate.proxy.apis.anthropic_messages.events import Usage as AnswerUsage
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
@@ -55,12 +61,6 @@ __all__ = ["PING", "EventRenderer", "MessageAggregator", "stop_reason_name"]
 
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 
-_STOP: dict[int, str] = {
-    FinishReason.STOP: "end_turn",
-    FinishReason.LENGTH: "max_tokens",
-    FinishReason.TOOL_CALLS: "tool_use",
-    FinishReason.CONTENT_FILTER: "refusal",
-}
 _ERROR = FinishReason.ERROR
 _ANTHROPIC = int(ApiDialect.ANTHROPIC_MESSAGES)
 
@@ -82,6 +82,9 @@ _TEXT_BLOCK = b',"content_block":{"type":"text","text":""}}\n\n'
 _THINKING_BLOCK = b',"content_block":{"type":"thinking","thinking":"","signature":""}}\n\n'
 _SIGNATURE = b',"delta":{"type":"signature_delta","signature":'
 _STOP_HEAD = b'event: content_block_stop\ndata: {"type":"content_block_stop","index":'
+_MESSAGE_DELTA = b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+_STOP_SEQUENCE = b',"stop_sequence":'
+_DELTA_USAGE = b'},"usage":'
 _MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
 
@@ -89,21 +92,7 @@ def stop_reason_name(chunk: Chunk) -> str | None:
     """Anthropic's ``stop_reason`` for a final chunk (``None`` while it goes on)."""
     if chunk.finish_reason == FinishReason.STOP and chunk.stop_sequence:
         return "stop_sequence"
-    return _STOP.get(chunk.finish_reason)
-
-
-class _InUsage(msgspec.Struct, omit_defaults=True):
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
-
-
-class _OutUsage(msgspec.Struct, omit_defaults=True):
-    output_tokens: int
-    input_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
+    return STOP_REASON_OF.get(chunk.finish_reason)
 
 
 def _uncached(u: Usage) -> int:
@@ -112,12 +101,13 @@ def _uncached(u: Usage) -> int:
     return u.prompt_tokens - u.cached_tokens - u.cache_write_tokens
 
 
-def _usage_out(u: Usage | None) -> _OutUsage:
+def _usage_out(u: Usage | None) -> AnswerUsage:
+    """``message_delta``'s usage: cumulative, the input's too when known."""
     if u is None:
-        return _OutUsage(0)
-    return _OutUsage(
-        u.completion_tokens,
+        return AnswerUsage(output_tokens=0)
+    return AnswerUsage(
         _uncached(u),
+        u.completion_tokens,
         u.cache_write_tokens or None,
         u.cached_tokens or None,
     )
@@ -128,17 +118,6 @@ def signature_of(part: ReasoningPart) -> str:
     ``part``: its payload when Anthropic wrote it, else none (another
     provider's payload means nothing to an Anthropic backend)."""
     return part.opaque.decode() if part.dialect == _ANTHROPIC else ""
-
-
-class _Delta(msgspec.Struct):
-    stop_reason: str | None
-    stop_sequence: str | None
-
-
-class _MessageDelta(msgspec.Struct):
-    type: str
-    delta: _Delta
-    usage: _OutUsage
 
 
 class EventRenderer:
@@ -259,13 +238,15 @@ class EventRenderer:
         if finish:
             self._close(out)
             self._done = True
-            matched = chunk.stop_sequence or None
-            delta = _MessageDelta(
-                "message_delta",
-                _Delta(stop_reason_name(chunk), matched),
-                _usage_out(self._usage),
+            out.append(
+                _MESSAGE_DELTA
+                + _encode(stop_reason_name(chunk))
+                + _STOP_SEQUENCE
+                + _encode(chunk.stop_sequence or None)
+                + _DELTA_USAGE
+                + _encode(_usage_out(self._usage))
+                + b"}\n\n"
             )
-            out.append(b"event: message_delta\ndata: " + _encode(delta) + b"\n\n")
             out.append(_MESSAGE_STOP)
         return b"".join(out)
 
@@ -274,9 +255,9 @@ class EventRenderer:
             self._model = chunk.model
         u = self._usage
         usage = (
-            _InUsage(self._input, 0)
+            AnswerUsage(self._input, 0)
             if u is None
-            else _InUsage(_uncached(u), 0, u.cache_write_tokens or None, u.cached_tokens or None)
+            else AnswerUsage(_uncached(u), 0, u.cache_write_tokens or None, u.cached_tokens or None)
         )
         return (
             b'event: message_start\ndata: {"type":"message_start","message":{"id":'
@@ -331,43 +312,6 @@ class EventRenderer:
         out.append(_START_HEAD + str(self._index).encode() + block)
 
 
-class _Text(msgspec.Struct, tag="text", tag_field="type"):
-    text: str
-
-
-class _Thinking(msgspec.Struct, tag="thinking", tag_field="type"):
-    thinking: str
-    signature: str = ""
-
-
-class _RedactedThinking(msgspec.Struct, tag="redacted_thinking", tag_field="type"):
-    data: str
-
-
-class _ToolUse(msgspec.Struct, tag="tool_use", tag_field="type"):
-    id: str
-    name: str
-    input: msgspec.Raw
-
-
-class _UsageOut(msgspec.Struct, omit_defaults=True):
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
-
-
-class _Message(msgspec.Struct):
-    id: str
-    type: str
-    role: str
-    model: str
-    content: list[_Text | _Thinking | _RedactedThinking | _ToolUse]
-    stop_reason: str | None
-    stop_sequence: str | None
-    usage: _UsageOut
-
-
 _decode_any = msgspec.json.decode
 
 
@@ -403,14 +347,14 @@ class _Block:
         self.signature = ""
         self.closed = False
 
-    def out(self) -> _Text | _Thinking | _RedactedThinking | _ToolUse:
+    def out(self) -> ContentBlock:
         if self.kind == _TEXT:
-            return _Text("".join(self.parts))
+            return ContentBlock("text", text="".join(self.parts))
         if self.kind == _THINKING:
-            return _Thinking("".join(self.parts), self.signature)
+            return ContentBlock("thinking", thinking="".join(self.parts), signature=self.signature)
         if self.kind == _REDACTED:
-            return _RedactedThinking(self.signature)
-        return _ToolUse(self.id, self.name, _tool_input(self.parts))
+            return ContentBlock("redacted_thinking", data=self.signature)
+        return ContentBlock("tool_use", id=self.id, name=self.name, input=_tool_input(self.parts))
 
 
 class MessageAggregator:
@@ -493,16 +437,16 @@ class MessageAggregator:
         stop = self._stop
         u = self._usage
         usage = (
-            _UsageOut(0, 0)
+            AnswerUsage(0, 0)
             if u is None
-            else _UsageOut(
+            else AnswerUsage(
                 _uncached(u),
                 u.completion_tokens,
                 u.cache_write_tokens or None,
                 u.cached_tokens or None,
             )
         )
-        message = _Message(
+        message = Answer(
             self._id,
             "message",
             "assistant",

@@ -34,9 +34,9 @@ usage). Blocks the wire cannot carry are refused as they are met (see
 ``apis.anthropic_messages.request``). The fields with no slot, the block-level ``cache_control``
 breakpoints (by the wire message each went into), a tool's and a content
 block's own fields (``$tools`` by the tool's index, ``$blocks`` by the wire
-message and the block an Anthropic backend builds from it: see ``extras``)
-and the ``anthropic-beta`` header are the extras (``extras``, written before
-the messages, which are therefore walked first). A message's text blocks
+message and the block an Anthropic backend builds from it) and the
+``anthropic-beta`` header are the extras (``extras.write_extras``, which
+spells them; written before the messages, which are therefore walked first). A message's text blocks
 are joined, so a block field (a ``citations``) can go only on a message's
 only text block: on one of several, or on an empty one, it is refused
 naming it (``messages.2.content.0.citations``), never put on the wrong text.
@@ -56,15 +56,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from flatgate.edge_translator.anthropic.extras import BlockFields, CacheMark, extras_of
 from flatgate.edge_translator.bounds import within_wire
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.proxy.apis.anthropic_messages.request import (
+from flatgate.proxy.apis.anthropic_messages.blocks import (
     AnyChoice,
     AutoChoice,
-    CountTokensRequest,
-    Fields,
-    MessagesRequest,
     NoneChoice,
     RedactedThinkingBlock,
     TextBlock,
@@ -72,6 +68,12 @@ from flatgate.proxy.apis.anthropic_messages.request import (
     ToolChoice,
     ToolResultBlock,
     ToolUseBlock,
+)
+from flatgate.proxy.apis.anthropic_messages.extras import CacheMark, Placed, write_extras
+from flatgate.proxy.apis.anthropic_messages.request import (
+    CountTokensRequest,
+    Fields,
+    MessagesRequest,
     WithUnknown,
     misplaced,
     not_an_object,
@@ -170,7 +172,7 @@ def _user(
     i: int,
     marks: list[CacheMark],
     *,
-    placed: list[BlockFields],
+    placed: list[Placed],
     extra: Extra,
 ) -> None:
     texts = []
@@ -225,7 +227,7 @@ def _assistant(
     i: int,
     marks: list[CacheMark],
     *,
-    placed: list[BlockFields],
+    placed: list[Placed],
     extra: Extra,
 ) -> None:
     texts = []
@@ -287,7 +289,7 @@ def _system(
     i: int,
     marks: list[CacheMark],
     *,
-    placed: list[BlockFields],
+    placed: list[Placed],
     extra: Extra,
 ) -> None:
     """A system message mid-conversation: its text at its position."""
@@ -317,7 +319,7 @@ def _top_system(
     out: list[WireMessage],
     blocks: list[TextBlock],
     marks: list[CacheMark],
-    placed: list[BlockFields],
+    placed: list[Placed],
     extra: Extra,
 ) -> None:
     """Top-level system blocks: joined into one System message, or, when one
@@ -362,7 +364,7 @@ def write_messages(
     unknown = full if type(full) is WithUnknown else None
     extra = unknown.block_fields if unknown is not None else None
     marks: list[CacheMark] = []
-    placed: list[BlockFields] = []
+    placed: list[Placed] = []
     wire: list[WireMessage] = []
     add = wire.append
     system = req.system
@@ -407,7 +409,7 @@ def write_messages(
     choice, choice_name, parallel = tool_choice_of(req)
     meta = full.metadata if full is not None else None
     extras = (
-        extras_of(full, marks, headers, placed)
+        write_extras(full, marks, headers, placed)
         if full is not None
         and (
             marks

@@ -1,4 +1,9 @@
-"""The Anthropic Messages request, as msgspec Structs, and its one decoder.
+"""The Anthropic Messages request, as msgspec Structs, and its decoders.
+
+The one model of the request (its parts are ``blocks``): the edge decodes
+with ``decode_messages``, the ``anthropic`` adapter encodes the body it
+sends with ``MessagesRequest`` (``omit_defaults``: see ``blocks``), and the
+stub reads a body with ``decode_served``.
 
 Owns what ``POST /v1/messages`` (and ``/v1/messages/count_tokens``) accept:
 ``model``, ``max_tokens`` (required, as Anthropic requires), ``system`` (a
@@ -13,10 +18,10 @@ and ``is_error``, and an assistant's ``thinking`` with its ``signature`` and
 ``temperature``, ``top_p``, ``top_k``, ``metadata.user_id`` and ``stream``.
 
 Every other top-level field is kept as the client's JSON (``msgspec.Raw``)
-for the request's extras (``extras``): the documented ones with no wire slot
-(``EXTRA_FIELDS``) as fields, in the one pass a body of known fields costs
-(``_Known`` forbids unknown fields; a body that has some is decoded again,
-leniently, with its fields as ``Raw``: a ``WithUnknown``). A top-level key
+for the request's extras (``extras.write_extras``): the documented ones
+with no wire slot (``EXTRA_FIELDS``) as fields, in the one pass a body of
+known fields costs (``_Known`` forbids unknown fields; a body that has some
+is decoded again, leniently, with its fields as ``Raw``: a ``WithUnknown``). A top-level key
 starting with ``$`` is refused (flatgate's own keys in the extras), and so
 is ``thread`` (the Message Threads beta: flatgate keeps no threads), with
 Anthropic's documented ``thread_unsupported_request`` details, which the
@@ -30,11 +35,15 @@ Inside a tool or a content block, the structs forbid unknown fields too, so
 that a body with one (Claude Code's ``defer_loading`` on a tool) also fails
 the one pass: ``_with_unknown`` then reads its members as written, takes a
 tool's and a block's unknown fields out (``WithUnknown.tool_fields``,
-``block_fields``: ``translate`` places them, ``extras`` carries them as
-``$tools`` and ``$blocks``), and decodes the rest strictly. A message's own
-unknown field, and one on a text block inside a ``tool_result`` (sent as its
-text), are refused naming it (``messages.0.name: Extra inputs are not
-permitted``). ``count_tokens`` reads past a tool's and a block's.
+``block_fields``: ``translate`` places them, ``extras.write_extras``
+carries them as ``$tools`` and ``$blocks``), and decodes the rest strictly.
+A message's own unknown field, and one on a text block inside a
+``tool_result`` (sent as its text), are refused naming it (``messages.0.name:
+Extra inputs are not permitted``). ``count_tokens`` reads past a tool's and
+a block's. The stub (``decode_served``) reads past all four: one switch
+(``_strip``'s ``read_past``) between the edge's strictness and the stub's;
+it takes or refuses the unknown top-level fields itself, and words
+msgspec's errors its own way.
 
 Image and document blocks, server tools and other block types are refused
 with a 400 that names them: the wire schema carries text, and silently
@@ -49,10 +58,23 @@ deeply, or with text that is not UTF-8 (``apis.decoding``), is
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal, TypeAlias, TypeVar
+from typing import Annotated, TypeVar
 
 import msgspec
 
+from flatgate.proxy.apis.anthropic_messages.blocks import (
+    AnyChoice,
+    Choice,
+    Message,
+    Metadata,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoice,
+    ToolDef,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from flatgate.proxy.apis.decoding import (
     UNDECODABLE,
     is_utf8,
@@ -64,139 +86,21 @@ from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.wire import codes
 
 __all__ = [
-    "AnyChoice",
-    "AutoChoice",
-    "Block",
+    "EXTRA_FIELDS",
     "CountTokensRequest",
-    "DocumentBlock",
-    "ImageBlock",
-    "Message",
+    "Fields",
     "MessagesRequest",
-    "Metadata",
-    "NoneChoice",
-    "RedactedThinkingBlock",
-    "TextBlock",
-    "ThinkingBlock",
-    "ToolChoice",
-    "ToolDef",
-    "ToolResultBlock",
-    "ToolUseBlock",
+    "WithUnknown",
     "decode_count_tokens",
     "decode_messages",
+    "decode_served",
     "misplaced",
     "not_an_object",
     "not_utf8",
+    "thread_unsupported",
+    "unexpected_role",
     "unsupported",
 ]
-
-
-# The blocks and tools forbid unknown fields, so that a body with one fails
-# the one pass and is read again by ``_nested`` (a lenient struct would drop
-# it in silence); their known fields are the one pass's cost.
-class TextBlock(msgspec.Struct, tag_field="type", tag="text", forbid_unknown_fields=True, gc=False):
-    text: str
-    # A prompt-cache breakpoint, as the client wrote it (empty: none).
-    cache_control: msgspec.Raw = msgspec.Raw()
-    # Where the text came from (a previous answer's citations), as written
-    # (empty or null: none).
-    citations: msgspec.Raw = msgspec.Raw()
-
-
-class ImageBlock(msgspec.Struct, tag_field="type", tag="image", gc=False):
-    source: msgspec.Raw = msgspec.Raw()
-    cache_control: msgspec.Raw = msgspec.Raw()
-
-
-class DocumentBlock(msgspec.Struct, tag_field="type", tag="document", gc=False):
-    source: msgspec.Raw = msgspec.Raw()
-    cache_control: msgspec.Raw = msgspec.Raw()
-
-
-class ToolUseBlock(
-    msgspec.Struct, tag_field="type", tag="tool_use", forbid_unknown_fields=True, gc=False
-):
-    id: str
-    name: str
-    # Kept as the caller's JSON text: it travels as the call's arguments.
-    input: msgspec.Raw
-    cache_control: msgspec.Raw = msgspec.Raw()
-
-
-class ToolResultBlock(
-    msgspec.Struct, tag_field="type", tag="tool_result", forbid_unknown_fields=True, gc=False
-):
-    tool_use_id: str
-    content: str | list[TextBlock | ImageBlock | DocumentBlock] | None = None
-    is_error: bool | None = None
-    cache_control: msgspec.Raw = msgspec.Raw()
-
-
-class ThinkingBlock(
-    msgspec.Struct, tag_field="type", tag="thinking", forbid_unknown_fields=True, gc=False
-):
-    thinking: str = ""
-    # Anthropic's signature over the thinking, sent back as it came.
-    signature: str = ""
-
-
-class RedactedThinkingBlock(
-    msgspec.Struct,
-    tag_field="type",
-    tag="redacted_thinking",
-    forbid_unknown_fields=True,
-    gc=False,
-):
-    data: str = ""
-
-
-Block: TypeAlias = (
-    TextBlock
-    | ImageBlock
-    | DocumentBlock
-    | ToolUseBlock
-    | ToolResultBlock
-    | ThinkingBlock
-    | RedactedThinkingBlock
-)
-
-
-class Message(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    # "system": a system message mid-conversation (the
-    # ``mid-conversation-system-2026-04-07`` beta), kept at its position.
-    role: Literal["user", "assistant", "system"]
-    content: str | list[Block]
-
-
-class ToolDef(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    name: str
-    description: str | None = None
-    # Kept as the caller's JSON text (empty: absent, a server tool's).
-    input_schema: msgspec.Raw = msgspec.Raw()
-    # Absent or "custom" for a client tool; a server tool names its version.
-    type: str | None = None
-    strict: bool | None = None
-    cache_control: msgspec.Raw = msgspec.Raw()
-
-
-class AutoChoice(msgspec.Struct, tag_field="type", tag="auto", gc=False):
-    disable_parallel_tool_use: bool | None = None
-
-
-class AnyChoice(msgspec.Struct, tag_field="type", tag="any", gc=False):
-    disable_parallel_tool_use: bool | None = None
-
-
-class ToolChoice(msgspec.Struct, tag_field="type", tag="tool", gc=False):
-    name: str
-    disable_parallel_tool_use: bool | None = None
-
-
-class NoneChoice(msgspec.Struct, tag_field="type", tag="none", gc=False):
-    pass
-
-
-class Metadata(msgspec.Struct, gc=False):
-    user_id: str | None = None
 
 
 _Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
@@ -210,13 +114,15 @@ class CountTokensRequest(msgspec.Struct, gc=False):
     messages: Annotated[list[Message], msgspec.Meta(min_length=1)]
     system: str | list[TextBlock] | None = None
     tools: list[ToolDef] | None = None
-    tool_choice: AutoChoice | AnyChoice | ToolChoice | NoneChoice | None = None
+    tool_choice: Choice | None = None
 
 
-class MessagesRequest(CountTokensRequest, kw_only=True, gc=True, dict=True):
+class MessagesRequest(CountTokensRequest, kw_only=True, omit_defaults=True, gc=True, dict=True):
     """``POST /v1/messages`` as far as flatgate carries it. ``dict``: the
     endpoint keeps what it computed of the request on it between its steps
-    (the prompt's estimate, for ``message_start``)."""
+    (the prompt's estimate, for ``message_start``). ``omit_defaults``: the
+    ``anthropic`` adapter writes the body it sends with it (no field it
+    leaves at its default is written; see ``blocks``)."""
 
     max_tokens: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
     stop_sequences: list[str] | None = None
@@ -226,7 +132,8 @@ class MessagesRequest(CountTokensRequest, kw_only=True, gc=True, dict=True):
     metadata: Metadata | None = None
     stream: bool | None = None
     # Fields with no wire slot, kept as the client's JSON for the extras
-    # (``extras``); empty: absent.
+    # (``extras.write_extras``); empty: absent. The adapter never sets them:
+    # it merges the extras' fields into its body as written.
     thinking: msgspec.Raw = msgspec.Raw()
     output_config: msgspec.Raw = msgspec.Raw()
     context_management: msgspec.Raw = msgspec.Raw()
@@ -437,11 +344,17 @@ def _block_names(block: Fields) -> frozenset[str] | None:
 
 
 def _strip_blocks(
-    blocks: list[Fields], where: str, i: int, found: dict[tuple[int, int], Fields]
-) -> None:
+    blocks: list[Fields],
+    where: str,
+    i: int,
+    found: dict[tuple[int, int], Fields],
+    read_past: bool,
+) -> bool:
     """Take the unknown fields out of ``blocks`` (the content of message
     ``i``, or -1: the top-level system) into ``found``; refuse those of a
-    tool result's inner blocks (it is sent as its text)."""
+    tool result's inner blocks (it is sent as its text), or with
+    ``read_past`` drop them. Whether ``blocks`` changed."""
+    changed = False
     for j, block in enumerate(blocks):
         names = _block_names(block)
         if names is None:
@@ -449,24 +362,37 @@ def _strip_blocks(
         extra = _pop_unknown(block, names)
         if extra:
             found[(i, j)] = extra
+            changed = True
         inner = block.get("content") if names is _RESULT_NAMES else None
         parts = _objects(inner, _decode_content) if inner is not None else None
+        dropped = False
         for k, part in enumerate(parts or ()):
             if _block_names(part) is not _TEXT_NAMES:
                 continue
             for name in _pop_unknown(part, _TEXT_NAMES):
-                raise _extra_input(
-                    f"{where}.{j}.content.{k}.{name}",
-                    "flatgate carries a tool result's content as its text",
-                )
+                if not read_past:
+                    raise _extra_input(
+                        f"{where}.{j}.content.{k}.{name}",
+                        "flatgate carries a tool result's content as its text",
+                    )
+                dropped = True
+        if dropped:
+            block["content"] = msgspec.Raw(_encode(parts))
+            changed = True
+    return changed
 
 
 def _strip(
-    top: Fields, tool_fields: dict[int, Fields], block_fields: dict[tuple[int, int], Fields]
+    top: Fields,
+    tool_fields: dict[int, Fields],
+    block_fields: dict[tuple[int, int], Fields],
+    *,
+    read_past: bool = False,
 ) -> None:
     """Take the unknown fields of ``top``'s tools and content blocks out of
     it, into ``tool_fields`` and ``block_fields``; refuse a message's own
-    (a message is its role and content)."""
+    (a message is its role and content) and a tool result's inner blocks'.
+    ``read_past`` (the stub's switch): drop those two instead."""
     tools = top.get("tools")
     objs = _objects(tools, _decode_objects) if tools is not None else None
     if objs:
@@ -478,24 +404,22 @@ def _strip(
             top["tools"] = msgspec.Raw(_encode(objs))
     system = top.get("system")
     blocks = _objects(system, _decode_content) if system is not None else None
-    if blocks:
-        _strip_blocks(blocks, "system", -1, block_fields)
-        if block_fields:
-            top["system"] = msgspec.Raw(_encode(blocks))
+    if blocks and _strip_blocks(blocks, "system", -1, block_fields, read_past):
+        top["system"] = msgspec.Raw(_encode(blocks))
     messages = top.get("messages")
     objs = _objects(messages, _decode_objects) if messages is not None else None
     changed = False
     for i, m in enumerate(objs or ()):
         extra = _pop_unknown(m, _MESSAGE_NAMES)
         if extra:
-            raise _extra_input(
-                f"messages.{i}.{next(iter(extra))}", "a message is its role and content"
-            )
+            if not read_past:
+                raise _extra_input(
+                    f"messages.{i}.{next(iter(extra))}", "a message is its role and content"
+                )
+            changed = True
         content = m.get("content")
         blocks = _objects(content, _decode_content) if content is not None else None
-        before = len(block_fields)
-        _strip_blocks(blocks or [], f"messages.{i}.content", i, block_fields)
-        if len(block_fields) != before:
+        if _strip_blocks(blocks or [], f"messages.{i}.content", i, block_fields, read_past):
             m["content"] = msgspec.Raw(_encode(blocks))
             changed = True
     if changed:
@@ -586,3 +510,23 @@ def decode_messages(body: bytes | memoryview) -> MessagesRequest:
 def decode_count_tokens(body: bytes | memoryview) -> CountTokensRequest:
     """Decode and check a ``/v1/messages/count_tokens`` body (no ``max_tokens``)."""
     return _decoded(_count, body)
+
+
+def decode_served(body: bytes | memoryview) -> tuple[MessagesRequest, Fields]:
+    """A body as the stub serves it (``backends.anthropic.stub_request``):
+    the request, and its top-level fields ``MessagesRequest`` does not know,
+    as written, in the client's order (the caller takes or refuses them). A
+    tool's, a block's and a message's unknown fields are read past
+    (``_strip``'s ``read_past``: Anthropic's own API takes the fields it
+    documents there, and the stub need not know them). One pass for a body
+    of known fields, as the edge's; no check beyond the Structs', and
+    msgspec's errors are raised as they are: the caller words them."""
+    try:
+        return _decode_known(body), {}
+    except msgspec.ValidationError as exc:
+        if not _unknown_field(exc):
+            raise
+    top = _decode_fields(body)
+    unknown = _pop_unknown(top, _KNOWN_NAMES)
+    _strip(top, {}, {}, read_past=True)
+    return _decode_known(_encode(top)), unknown

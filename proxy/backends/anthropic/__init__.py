@@ -1,7 +1,8 @@
 """The ``anthropic`` protocol: Anthropic's Messages API, the request written
-(``adapter``, ``body``) and the answer read (``stream``, ``whole``) at the
-last hop, its keys (``config``) and the stub's server of it (``stub``). Its
-API has no embeddings."""
+(``adapter``, ``placing``) and the answer read (``stream``, ``whole``) at the
+last hop, with the one model of that API (``apis.anthropic_messages``), its
+keys (``config``) and the stub's server of it (``stub``, ``stub_request``).
+Its API has no embeddings."""
 
 from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter
 from flatgate.proxy.backends.anthropic.config import AnthropicConfig, anthropic_problems

@@ -38,8 +38,15 @@ conversation is mapped:
   ``temperature``, ``top_p``, ``top_k``; ``user`` -> ``metadata.user_id``.
 - Left out: seed, presence/frequency penalties, n, response_format, metadata.
 
+The body is written with the one model of the Messages API
+(``apis.anthropic_messages``: the Structs the edge decodes a client's
+request with, ``omit_defaults`` on the ones it writes). Its key order is the
+model's (``model``, ``messages``, ``system``, ``tools``, ``tool_choice``,
+``max_tokens``, ...), then the merged fields below.
+
 The client's extras (``backends.extras``), when they are of the Messages
-dialect: flatgate's own keys (``$``) are applied, never sent as fields:
+dialect (read by ``extras.read_extras``, the module that spells them):
+flatgate's own keys (``$``) are applied, never sent as fields:
 
 - ``$headers``: the client's ``anthropic-beta`` goes out as that header,
   after the backend's configured one (comma-joined, each beta once); no other
@@ -51,7 +58,7 @@ dialect: flatgate's own keys (``$``) are applied, never sent as fields:
   ``index`` (``at`` ``tools``);
 - ``$tools`` and ``$blocks``: a tool's and a content block's own fields
   (``defer_loading``, a text's ``citations``, ...) spliced into that tool or
-  block as the client wrote them (``anthropic_body.place``);
+  block as the client wrote them (``placing.place``);
 
 every other key is merged at the top level (``thinking``, ``output_config``,
 ``context_management``, ``service_tier``, ``container``, ``mcp_servers``:
@@ -70,32 +77,33 @@ false, and ``prepare_embeddings`` raises ``Untranslatable`` saying so. No I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import msgspec
 
-from flatgate.proxy.backends.anthropic.body import (
+from flatgate.proxy.apis.anthropic_messages.blocks import (
+    AnyChoice,
+    AutoChoice,
     Block,
-    BlockFields,
-    Made,
-    Mark,
+    Choice,
     Message,
-    MessagesRequest,
+    MessageRole,
     Metadata,
-    RedactedThinking,
-    Text,
-    Thinking,
-    Tool,
+    NoneChoice,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
     ToolChoice,
-    ToolFields,
-    ToolResult,
-    ToolUse,
-    mark,
-    place,
+    ToolDef,
+    ToolResultBlock,
+    ToolUseBlock,
 )
+from flatgate.proxy.apis.anthropic_messages.extras import Extras, ExtrasError, split_betas
+from flatgate.proxy.apis.anthropic_messages.extras import read_extras as read_messages_extras
+from flatgate.proxy.apis.anthropic_messages.request import MessagesRequest
 from flatgate.proxy.backends.anthropic.config import AnthropicConfig
+from flatgate.proxy.backends.anthropic.placing import Made, mark, place
 from flatgate.proxy.backends.anthropic.stream import STOP_REASONS, AnthropicStream
 from flatgate.proxy.backends.anthropic.whole import AnthropicWhole
 from flatgate.proxy.backends.base import Outbound, Probe, Translator, Untranslatable
@@ -120,91 +128,46 @@ __all__ = [
 NO_EMBEDDINGS = "the anthropic protocol has no embeddings API"
 
 
-_FIELDS = frozenset(MessagesRequest.__struct_fields__)
+# The body's fields the adapter writes (a client's own value of one, in the
+# extras, wins: the adapter's is then left out).
+_WRITES = frozenset(
+    {
+        "model",
+        "max_tokens",
+        "messages",
+        "stream",
+        "system",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "tools",
+        "tool_choice",
+        "metadata",
+    }
+)
 _EMPTY_OBJECT = msgspec.Raw(b"{}")
 _ANY_OBJECT = msgspec.Raw(b'{"type":"object"}')
-_CHOICE_TYPES: dict[int, str] = {
-    ToolChoiceMode.Auto: "auto",
-    ToolChoiceMode.None_: "none",
-    ToolChoiceMode.Required: "any",
-    ToolChoiceMode.Function: "tool",
-}
 _encode = msgspec.json.Encoder().encode
 _decode_any = msgspec.json.decode
-_decode_marks = msgspec.json.Decoder(list[Mark]).decode
-_decode_tool_fields = msgspec.json.Decoder(list[ToolFields]).decode
-_decode_block_fields = msgspec.json.Decoder(list[BlockFields]).decode
-_decode_headers = msgspec.json.Decoder(dict[str, str]).decode
-_decode_tools = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _DIALECT = int(ApiDialect.ANTHROPIC_MESSAGES)
 # Never taken from Messages extras: the adapter's own (and max_tokens, which
 # the body must have, a slot of the schema).
 _OWN = frozenset({"model", "messages", "stream", "max_tokens"})
-_MID_SYSTEM = "mid-conversation-system-"
-# What a header value may hold (visible ASCII and spaces, as the edge got it).
-_HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
 
 
-class _Extras:
-    """Messages extras, read: what is merged, and flatgate's own keys."""
-
-    __slots__ = ("betas", "blocks", "fields", "marks", "tool_fields", "tools")
-
-    def __init__(self) -> None:
-        self.fields: list[tuple[str, bytes]] = []
-        self.betas: list[str] = []
-        self.marks: list[Mark] = []
-        self.tools: list[msgspec.Raw] = []
-        self.tool_fields: list[ToolFields] = []
-        self.blocks: list[BlockFields] = []
-
-    @property
-    def mid_system(self) -> bool:
-        return any(b.startswith(_MID_SYSTEM) for b in self.betas)
-
-
-def _betas(value: str) -> list[str]:
-    return [b for b in (part.strip() for part in value.split(",")) if b]
-
-
-def _own(key: str, raw: msgspec.Raw, out: _Extras, omitted: list[str]) -> None:
-    """One of flatgate's own (``$``) keys of Messages extras."""
-    try:
-        if key == "$headers":
-            for name, value in _decode_headers(raw).items():
-                if name.lower() != BETA_HEADER:
-                    raise Untranslatable(f"extras.$headers: {name!r} is not a header it sends")
-                if not _HEADER_VALUE.fullmatch(value):
-                    raise Untranslatable(f"extras.$headers.{BETA_HEADER}: not a header value")
-                out.betas += _betas(value)
-        elif key == "$cache_control":
-            out.marks = _decode_marks(raw)
-        elif key == "$tools":
-            out.tool_fields = _decode_tool_fields(raw)
-        elif key == "$blocks":
-            out.blocks = _decode_block_fields(raw)
-        else:
-            omitted.append(key)  # a newer edge's: named, not guessed at
-    except msgspec.ValidationError as exc:
-        raise Untranslatable(f"extras.{key}: {exc}") from None
-
-
-def _read(req: Request, omitted: list[str], drop: bool) -> _Extras:
-    out = _Extras()
+def _read(req: Request, omitted: list[str], drop: bool) -> Extras | None:
+    """The request's Messages extras (``None``: of another dialect, each of
+    its fields named or refused: ``report_all``)."""
     fields: Fields = read_extras(req.extras)
     if req.extras_dialect != _DIALECT:
         report_all(fields, req.extras_dialect, omitted, drop)
-        return out
-    for key, raw in fields.items():
-        if key.startswith("$"):
-            _own(key, raw, out, omitted)
-        elif key == "tools":
-            try:
-                out.tools = _decode_tools(raw)
-            except msgspec.ValidationError:
-                raise Untranslatable("extras.tools: not a list of tool objects") from None
-        elif key not in _OWN:
-            out.fields.append((key, bytes(raw)))
+        return None
+    try:
+        out = read_messages_extras(fields, _OWN)
+    except ExtrasError as exc:
+        raise Untranslatable(str(exc)) from None
+    omitted += out.unknown  # a newer edge's keys: named, not guessed at
     return out
 
 
@@ -237,30 +200,31 @@ def _thinking(parts: list[ReasoningPart], where: str, omitted: list[str]) -> lis
             omitted.append("reasoning")
             blocks.append(None)
         elif part.redacted:
-            blocks.append(RedactedThinking(_opaque(part, f"{where}.reasoning[{j}]")))
+            blocks.append(RedactedThinkingBlock(_opaque(part, f"{where}.reasoning[{j}]")))
         else:
-            blocks.append(Thinking(part.text, _opaque(part, f"{where}.reasoning[{j}]")))
+            blocks.append(ThinkingBlock(part.text, _opaque(part, f"{where}.reasoning[{j}]")))
     return blocks
 
 
 def _messages(
     req: Request, omitted: list[str], in_place: bool, made: list[Made] | None
-) -> tuple[list[Text | msgspec.Raw], list[Message]]:
+) -> tuple[list[TextBlock], list[Message]]:
     """The top-level system blocks and the messages; with ``made``, the
     blocks built from each wire message (``Made``)."""
-    system: list[Text | msgspec.Raw] = []
+    system: list[TextBlock] = []
     out: list[Message] = []
     begun = False  # whether a message other than a system one has come
 
-    def add(role: str, blocks: list[Block]) -> None:
+    def add(role: MessageRole, blocks: list[Block]) -> None:
         if not blocks:
             return
         if out and out[-1].role == role:
             content = out[-1].content
+            assert not isinstance(content, str)  # the adapter's are lists
             content.extend(blocks)
-            if role == "user" and isinstance(blocks[0], ToolResult):
+            if role == "user" and isinstance(blocks[0], ToolResultBlock):
                 # The API wants a turn's tool results before any text in it.
-                content.sort(key=lambda block: not isinstance(block, ToolResult))
+                content.sort(key=lambda block: not isinstance(block, ToolResultBlock))
         else:
             out.append(Message(role, [*blocks]))  # a copy: not ``made``'s list
 
@@ -272,7 +236,7 @@ def _messages(
             omitted.append("name")  # the Messages API has no participant names
         if role in ("system", "developer"):
             if m.content:
-                text = Text(m.content)
+                text = TextBlock(m.content)
                 blocks.append(text)
                 if in_place and begun:
                     add("system", blocks)
@@ -280,7 +244,10 @@ def _messages(
                     system.append(text)
         elif role == "tool":
             begun = True
-            blocks.append(ToolResult(m.tool_call_id, m.content or "", m.is_error))
+            # Left out when empty or false (as the API's defaults).
+            blocks.append(
+                ToolResultBlock(m.tool_call_id, m.content or None, True if m.is_error else None)
+            )
             add("user", blocks)
         elif role == "assistant":
             begun = True
@@ -289,15 +256,15 @@ def _messages(
                 thinking = _thinking(m.reasoning, where, omitted)
                 blocks = [b for b in thinking if b is not None]
             if m.content:
-                blocks.append(Text(m.content))
+                blocks.append(TextBlock(m.content))
             for call in m.tool_calls or ():
                 fn = call.function
-                blocks.append(ToolUse(call.id, fn.name, _arguments(fn.arguments, where)))
+                blocks.append(ToolUseBlock(call.id, fn.name, _arguments(fn.arguments, where)))
             add("assistant", blocks)
         else:
             begun = True
             if m.content:
-                blocks.append(Text(m.content))
+                blocks.append(TextBlock(m.content))
                 add("user", blocks)
         if made is not None:
             made.append((blocks, thinking))
@@ -305,16 +272,37 @@ def _messages(
 
 
 def _left_out(req: Request, omitted: list[str]) -> None:
-    for name, given in (
-        ("seed", req.seed is not None),
-        ("presence_penalty", req.presence_penalty is not None),
-        ("frequency_penalty", req.frequency_penalty is not None),
-        ("n", req.n > 1),
-        ("response_format", bool(req.response_format)),
-        ("metadata", bool(req.metadata)),
-    ):
-        if given:
-            omitted.append(name)
+    """The schema's fields the Messages API has no place for, named (one
+    test each, no table built per request: this runs on every one)."""
+    if req.seed is not None:
+        omitted.append("seed")
+    if req.presence_penalty is not None:
+        omitted.append("presence_penalty")
+    if req.frequency_penalty is not None:
+        omitted.append("frequency_penalty")
+    if req.n > 1:
+        omitted.append("n")
+    if req.response_format:
+        omitted.append("response_format")
+    if req.metadata:
+        omitted.append("metadata")
+
+
+def _tool_choice(req: Request) -> Choice | None:
+    """The tool choice (with tools only): auto, none, required -> any, a
+    named function -> tool; ``parallel_tool_calls = false`` ->
+    ``disable_parallel_tool_use`` (on auto when no choice is given)."""
+    single = True if req.parallel_tool_calls is False else None
+    mode = req.tool_choice
+    if mode == ToolChoiceMode.Auto:
+        return AutoChoice(single)
+    if mode == ToolChoiceMode.None_:
+        return NoneChoice()
+    if mode == ToolChoiceMode.Required:
+        return AnyChoice(single)
+    if mode == ToolChoiceMode.Function:
+        return ToolChoice(req.tool_choice_name, single)
+    return AutoChoice(True) if single else None
 
 
 def encode_request(
@@ -340,29 +328,25 @@ def encode_request(
     made: list[Made] | None = [] if placing else None
     in_place = extras is not None and extras.mid_system
     system, messages = _messages(req, omitted, in_place, made)
-    tools: list[Tool | msgspec.Raw] | None = None
+    tools: list[ToolDef] | None = None
     choice = None
     if req.tools:
         tools = [
-            Tool(
+            ToolDef(
                 t.function.name,
+                t.function.description or None,
                 t.function.parameters or _ANY_OBJECT,
-                t.function.description,
+                None,
                 True if t.function.strict else None,
             )
             for t in req.tools
         ]
-        kind = _CHOICE_TYPES.get(req.tool_choice)
-        single = True if req.parallel_tool_calls is False else None
-        if kind is not None:
-            name = req.tool_choice_name if kind == "tool" else None
-            choice = ToolChoice(kind, name, single if kind != "none" else None)
-        elif single:
-            choice = ToolChoice("auto", None, True)
+        choice = _tool_choice(req)
     merged: list[tuple[str, bytes]] = []
     if extras is not None:
         if extras.tools:
-            tools = [*(tools or ()), *extras.tools]
+            # The client's own (server tools, as sent), written as they are.
+            tools = [*(tools or ()), *extras.tools]  # type: ignore[list-item]
         if made is not None:
             mark(extras.marks, made, tools)
         if made is not None or extras.tool_fields:
@@ -370,8 +354,7 @@ def encode_request(
                 extras.tool_fields,
                 extras.blocks,
                 made=made or [],
-                system=system,
-                messages=messages,
+                contents=[system, *(m.content for m in messages if isinstance(m.content, list))],
                 tools=tools,
                 omitted=omitted,
             )
@@ -380,20 +363,20 @@ def encode_request(
         merged = extras.fields
     out = MessagesRequest(
         model=model,
-        max_tokens=req.max_tokens or default_max_tokens,
         messages=messages,
-        stream=not whole,
         system=system or None,
+        tools=tools,
+        tool_choice=choice,
+        max_tokens=req.max_tokens or default_max_tokens,
+        stop_sequences=req.stop or None,
         temperature=req.temperature,
         top_p=req.top_p,
         top_k=req.top_k or None,
-        stop_sequences=req.stop or None,
-        tools=tools,
-        tool_choice=choice,
         metadata=Metadata(req.user) if req.user else None,
+        stream=not whole,
     )
     for name, _ in merged:
-        if name in _FIELDS:  # the client's own value wins
+        if name in _WRITES:  # the client's own value wins
             setattr(out, name, None)
     return splice(_encode(out), merged)
 
@@ -420,7 +403,7 @@ class AnthropicAdapter(JsonAdapter):
         self._betas: list[str] = []
         for name, value in config.headers.items():
             if name.lower() == BETA_HEADER:
-                self._betas += _betas(value)
+                self._betas += split_betas(value)
         self._static = [(k, v) for k, v in self.extra if k.lower() != BETA_HEADER]
 
     def credential(self, key: str) -> list[tuple[str, str]]:

@@ -2,9 +2,10 @@
 
 The adapter asks for a stream (``stream: true``) when the client streams, or
 when the backend's ``whole_answers`` is off (a whole answer is then
-assembled by the edge from the same frames; otherwise ``anthropic_whole``
+assembled by the edge from the same frames; otherwise ``whole``
 translates the backend's whole ``message``, with the mappings below, which
-it imports). Events (``event:`` + ``data:``):
+it imports). Events (``event:`` + ``data:``, each decoded once as an
+``events.Event``):
 
 - ``message_start``: the model and input usage;
 - ``content_block_start``/``delta``/``stop``: ``text_delta`` -> content;
@@ -32,10 +33,9 @@ Usage: Anthropic counts the prompt in three parts that do not overlap
 other APIs call the prompt), ``cached_tokens`` the reads and
 ``cache_write_tokens`` the writes.
 
-Stop reasons: end_turn, stop_sequence, pause_turn -> STOP (a paused turn has
-ended; the caller continues it by sending the conversation back);
-max_tokens, model_context_window_exceeded -> LENGTH; tool_use -> TOOL_CALLS;
-refusal -> CONTENT_FILTER; anything else -> STOP.
+Stop reasons: as ``events.STOP_REASONS`` maps them (end_turn, stop_sequence,
+pause_turn -> STOP; max_tokens, model_context_window_exceeded -> LENGTH;
+tool_use -> TOOL_CALLS; refusal -> CONTENT_FILTER); anything else -> STOP.
 
 No I/O.
 """
@@ -44,9 +44,11 @@ from __future__ import annotations
 
 import msgspec
 
+from flatgate.proxy.apis.anthropic_messages.events import STOP_REASONS, ErrorDetail, Event, Usage
 from flatgate.proxy.backends.json_api import EventStream, count
 from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
+from flatgate.proxy.wire.chunk import frames
+from flatgate.proxy.wire.chunk.frames import ToolCallDelta
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -54,73 +56,18 @@ from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 __all__ = [
     "STOP_REASONS",
     "AnthropicStream",
-    "ErrorBody",
-    "MessageUsage",
     "error_text",
     "finish_of",
     "thought_part",
     "usage_of",
 ]
 
-STOP_REASONS: dict[str, FinishReason] = {
-    "end_turn": FinishReason.STOP,
-    "stop_sequence": FinishReason.STOP,
-    "pause_turn": FinishReason.STOP,
-    "max_tokens": FinishReason.LENGTH,
-    "model_context_window_exceeded": FinishReason.LENGTH,
-    "tool_use": FinishReason.TOOL_CALLS,
-    "refusal": FinishReason.CONTENT_FILTER,
-}
-
 _DIALECT = int(ApiDialect.ANTHROPIC_MESSAGES)
 
 
-class MessageUsage(msgspec.Struct, gc=False):
-    """A message's ``usage`` (``message_start``'s, ``message_delta``'s, a
-    whole message's)."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
-
-
-class _MessageHead(msgspec.Struct, gc=False):
-    model: str | None = None
-    usage: MessageUsage | None = None
-
-
-class _BlockHead(msgspec.Struct, gc=False):
-    type: str = ""
-    id: str | None = None
-    name: str | None = None
-    text: str | None = None
-    thinking: str | None = None
-    signature: str | None = None
-    # redacted_thinking
-    data: str | None = None
-
-
-class _Delta(msgspec.Struct, gc=False):
-    type: str = ""
-    text: str | None = None
-    partial_json: str | None = None
-    thinking: str | None = None
-    signature: str | None = None
-    stop_reason: str | None = None
-    stop_sequence: str | None = None
-
-
-class ErrorBody(msgspec.Struct, gc=False):
-    """The ``error`` of an ``error`` event (or of a 200 whose body is one)."""
-
-    type: str | None = None
-    message: str | None = None
-
-
-def error_text(err: ErrorBody | None) -> str:
+def error_text(err: ErrorDetail | None) -> str:
     """The error chunk's message for a backend's ``error``."""
-    err = err or ErrorBody()
+    err = err or ErrorDetail()
     return f"{err.type or 'error'}: {err.message or 'the backend failed'}"
 
 
@@ -133,12 +80,12 @@ def finish_of(stop_reason: str, stop_sequence: str | None) -> tuple[FinishReason
 
 def usage_of(
     uncached: int | None, read: int | None, written: int | None, output: int | None
-) -> Usage | None:
+) -> frames.Usage | None:
     """The final chunk's usage from Anthropic's counts (``None``: none came)."""
     if uncached is None and read is None and written is None and output is None:
         return None
     r, w = count(read), count(written)
-    return Usage(count(count(uncached) + r + w), count(output), r, 0, w)
+    return frames.Usage(count(count(uncached) + r + w), count(output), r, 0, w)
 
 
 def thought_part(text: str, opaque: str, redacted: bool) -> ReasoningPart:
@@ -147,17 +94,7 @@ def thought_part(text: str, opaque: str, redacted: bool) -> ReasoningPart:
     return ReasoningPart(text=text, opaque=opaque.encode(), dialect=_DIALECT, redacted=redacted)
 
 
-class _Event(msgspec.Struct, gc=False):
-    type: str = ""
-    index: int = 0
-    message: _MessageHead | None = None
-    content_block: _BlockHead | None = None
-    delta: _Delta | None = None
-    usage: MessageUsage | None = None
-    error: ErrorBody | None = None
-
-
-_decode_event = msgspec.json.Decoder(_Event).decode
+_decode_event = msgspec.json.Decoder(Event).decode
 _TEXT, _THINKING, _TOOL, _SKIP, _REDACTED = 0, 1, 2, 3, 4
 
 
@@ -220,7 +157,7 @@ class AnthropicStream(EventStream):
             return self._final()  # the stop reason came; only message_stop is missing
         return super()._ended()
 
-    def _usage(self, u: MessageUsage) -> None:
+    def _usage(self, u: Usage) -> None:
         if u.input_tokens is not None:
             self._input = u.input_tokens
         if u.cache_read_input_tokens is not None:
@@ -275,7 +212,7 @@ class AnthropicStream(EventStream):
             return self._out().chunk()
         return b""  # events this flatgate does not know
 
-    def _start(self, ev: _Event) -> bytes:
+    def _start(self, ev: Event) -> bytes:
         block = ev.content_block
         if block is None:
             return b""
@@ -301,7 +238,7 @@ class AnthropicStream(EventStream):
         self._blocks[ev.index] = [_SKIP, 0, 0]
         return b""
 
-    def _delta(self, ev: _Event) -> bytes:
+    def _delta(self, ev: Event) -> bytes:
         d = ev.delta
         if d is None:
             return b""

@@ -2,7 +2,7 @@
 
 ``POST /v1/messages`` (and ``GET /v1/models``). A request needs the
 ``anthropic-version`` header and ``max_tokens``; it is validated by
-``anthropic_request``; a failure is a 400 in Anthropic's shape,
+``stub_request``; a failure is a 400 in Anthropic's shape,
 ``{"type": "error", "error": {"type": "invalid_request_error", "message"}}``.
 The forced tool is ``tool_choice: {"type": "tool", "name": ...}``.
 
@@ -19,11 +19,15 @@ The forced tool is ``tool_choice: {"type": "tool", "name": ...}``.
 - With ``thinking`` enabled (or adaptive), the answer thinks first: block 0
   is a ``thinking`` block (one deterministic sentence, ``thinking_delta`` then
   a ``signature_delta`` with the stub's signature of it,
-  ``anthropic_request.signature``), or, when the last user message holds
+  ``stub_request.signature``), or, when the last user message holds
   Anthropic's test string ``REDACTED_TRIGGER``, a ``redacted_thinking`` block
   with ``REDACTED_DATA``; the text or tool block is then block 1.
 
-Per token only the delta's text is JSON-encoded. No I/O.
+The ``message``, its blocks, usage and errors are the Messages API's own
+Structs (``events.Answer``, ``events.ContentBlock``, ``events.Usage``,
+``events.ErrorBody``: the ones the ``anthropic`` backend reads); each
+event's envelope is a dict or a byte template. Per token only the delta's
+text is JSON-encoded. No I/O.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from flatgate.proxy.apis.anthropic_messages import events
 from flatgate.proxy.backends.anthropic.stub_request import (
     REDACTED_DATA,
     REDACTED_TRIGGER,
@@ -54,17 +59,12 @@ from flatgate.proxy.backends.dialect import (
     id_header,
     is_streamed,
 )
-from flatgate.proxy.wire.chunk.frames import Usage
+from flatgate.proxy.wire.chunk import frames
 from flatgate.proxy.wire.schema import JSON, SSE, FinishReason
 
 __all__ = ["AnthropicWire", "error_reply"]
 
 _enc = msgspec.json.encode
-_STOP = {
-    FinishReason.STOP: "end_turn",
-    FinishReason.LENGTH: "max_tokens",
-    FinishReason.TOOL_CALLS: "tool_use",
-}
 _RETRY = [("retry-after", "1"), ("retry-after-ms", "1000")]
 _PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 # By the index of the answer's main block: 0, or 1 after a thinking block.
@@ -84,40 +84,42 @@ _BLOCK_STOP = tuple(
     for i in (0, 1)
 )
 _MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
-_OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+# A tool_use block's input before its deltas.
+_NO_INPUT = msgspec.Raw(b"{}")
+_OVERLOADED = events.ErrorBody(events.ErrorDetail("overloaded_error", "Overloaded"))
 
 
 def error_reply(status: int, type_: str, message: str) -> Reply:
     """An error in Anthropic's shape."""
-    body = _enc({"type": "error", "error": {"type": type_, "message": message}})
+    body = _enc(events.ErrorBody(events.ErrorDetail(type_, message)))
     return Reply(status, [("content-type", JSON)], body)
 
 
-def _event(name: str, data: dict[str, Any]) -> bytes:
+def _event(name: str, data: dict[str, Any] | events.ErrorBody) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + _enc(data) + b"\n\n"
 
 
-def _thought(req: StubRequest) -> dict[str, Any] | None:
+def _thought(req: StubRequest) -> events.ContentBlock | None:
     """The answer's thinking block, whole, when the request asks it to think."""
     if "thinking" not in req.params:
         return None
     if REDACTED_TRIGGER in req.last_user:
-        return {"type": "redacted_thinking", "data": REDACTED_DATA}
+        return events.ContentBlock("redacted_thinking", data=REDACTED_DATA)
     words = len(req.last_user.split())
     text = f"The user wrote {words} words; I repeat them back."
-    return {"type": "thinking", "thinking": text, "signature": signature(text)}
+    return events.ContentBlock("thinking", thinking=text, signature=signature(text))
 
 
-def _thinking_events(block: dict[str, Any]) -> bytes:
+def _thinking_events(block: events.ContentBlock) -> bytes:
     """Block 0 of a streamed answer that thinks."""
-    if block["type"] == "redacted_thinking":
+    if block.type == "redacted_thinking":
         start = block
         deltas: list[dict[str, Any]] = []
     else:
-        start = {"type": "thinking", "thinking": "", "signature": ""}
+        start = events.ContentBlock("thinking", thinking="", signature="")
         deltas = [
-            {"type": "thinking_delta", "thinking": block["thinking"]},
-            {"type": "signature_delta", "signature": block["signature"]},
+            {"type": "thinking_delta", "thinking": block.thinking},
+            {"type": "signature_delta", "signature": block.signature},
         ]
     out = [
         _event(
@@ -134,26 +136,26 @@ def _thinking_events(block: dict[str, Any]) -> bytes:
 
 
 def _stop_reason(ans: Answer) -> str:
-    return "stop_sequence" if ans.stop_sequence else _STOP[ans.finish]
+    return "stop_sequence" if ans.stop_sequence else events.STOP_REASON_OF[ans.finish]
 
 
 def _message(
     req: StubRequest,
-    content: list[dict[str, Any]],
+    content: list[events.ContentBlock],
     stop: str | None,
-    usage: Usage,
+    usage: frames.Usage,
     stop_sequence: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "id": f"msg_{req.request_id or 'stub'}",
-        "type": "message",
-        "role": "assistant",
-        "model": req.model,
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": stop_sequence,
-        "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens},
-    }
+) -> events.Answer:
+    return events.Answer(
+        id=f"msg_{req.request_id or 'stub'}",
+        type="message",
+        role="assistant",
+        model=req.model,
+        content=content,
+        stop_reason=stop,
+        stop_sequence=stop_sequence,
+        usage=events.Usage(usage.prompt_tokens, usage.completion_tokens),
+    )
 
 
 class _Rendering:
@@ -168,11 +170,11 @@ class _Rendering:
 
     def opening(self) -> bytes:
         req, ans = self._req, self._answer
-        start = _message(req, [], None, Usage(ans.usage.prompt_tokens, 1))
+        start = _message(req, [], None, frames.Usage(ans.usage.prompt_tokens, 1))
         call = ans.tool_call
-        block: dict[str, Any] = {"type": "text", "text": ""}
+        block = events.ContentBlock("text", text="")
         if call is not None:
-            block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+            block = events.ContentBlock("tool_use", id=call.id, name=call.name, input=_NO_INPUT)
         thinking = b"" if self._thought is None else _thinking_events(self._thought)
         return b"".join(
             (
@@ -202,7 +204,7 @@ class _Rendering:
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": _stop_reason(ans), "stop_sequence": ans.stop_sequence or None},
-            "usage": {"output_tokens": ans.usage.completion_tokens},
+            "usage": events.Usage(output_tokens=ans.usage.completion_tokens),
         }
         return _BLOCK_STOP[self._at] + _event("message_delta", delta) + _MESSAGE_STOP
 
@@ -210,21 +212,16 @@ class _Rendering:
         return _event("error", _OVERLOADED)
 
 
-def _complete(req: StubRequest, ans: Answer) -> dict[str, Any]:
+def _complete(req: StubRequest, ans: Answer) -> events.Answer:
     call = ans.tool_call
     thought = _thought(req)
-    content: list[dict[str, Any]] = [] if thought is None else [thought]
+    content: list[events.ContentBlock] = [] if thought is None else [thought]
     if call is not None:
-        content.append(
-            {
-                "type": "tool_use",
-                "id": call.id,
-                "name": call.name,
-                "input": msgspec.json.decode(call.arguments),
-            }
-        )
+        # The arguments as compact JSON, however the echo spelled them.
+        arguments = msgspec.Raw(_enc(msgspec.json.decode(call.arguments)))
+        content.append(events.ContentBlock("tool_use", id=call.id, name=call.name, input=arguments))
     elif ans.text:
-        content.append({"type": "text", "text": ans.text})
+        content.append(events.ContentBlock("text", text=ans.text))
     return _message(req, content, _stop_reason(ans), ans.usage, ans.stop_sequence or None)
 
 
@@ -316,7 +313,7 @@ class AnthropicWire:
 
     def canned(self, count: int) -> Canned:
         req = StubRequest("canned", "stub-canned", (), 0, "", True)
-        ans = Answer(tuple(deltas_of("tok " * count)), FinishReason.STOP, Usage(0, count))
+        ans = Answer(tuple(deltas_of("tok " * count)), FinishReason.STOP, frames.Usage(0, count))
         r = _Rendering(req, ans)
         streamed = Reply(
             200, [("content-type", SSE)], r.opening() + b"".join(r.steps()) + r.closing()

@@ -1,12 +1,20 @@
 """The Anthropic Messages request as the stub validates it.
 
-msgspec Structs decode the body once; unlike OpenAI, Anthropic refuses unknown
-top-level fields ("Extra inputs are not permitted"), and so does the stub.
-``to_stub_request`` then checks the rules a type cannot say (roles are
-``user`` and ``assistant``, and ``system`` only as below, non-empty text, ``tool_use`` only from the
-assistant, ``tool_result`` only from the user, a forced tool that exists) and
-reads out a ``StubRequest``. Every failure is an ``Invalid`` whose message
-names the field the way Anthropic does (``messages.0.role: ...``).
+The body is decoded with the one model of the request (``request.decode_served``:
+the edge's Structs, which the ``anthropic`` adapter writes the body with),
+in the stub's own lenient way: a tool's, a block's and a message's fields it
+does not know are read past, as Anthropic takes the fields it documents
+there. Anthropic refuses unknown top-level fields ("Extra inputs are not
+permitted"), and so does the stub: it takes those the model knows but
+``cache_control`` and ``thread`` (``NOT_TAKEN``), and two the model does not
+(``ALSO_TAKEN``, which the edge carries as unknown fields). msgspec's errors
+are worded as Anthropic words them (``_invalid``). ``to_stub_request`` then
+checks the rules a type cannot say (roles are ``user`` and ``assistant``,
+and ``system`` only as below, non-empty text, ``tool_use`` only from the
+assistant, ``tool_result`` only from the user, objects where Anthropic wants
+one, a forced tool that exists) and reads out a ``StubRequest``. Every
+failure is an ``Invalid`` whose message names the field the way Anthropic
+does (``messages.0.role: ...``).
 
 Roles and texts: ``system`` (top-level, a string or text blocks) is a system
 message; a message's text blocks are joined; each ``tool_result`` is a tool
@@ -14,17 +22,17 @@ message (its string or text blocks), so the echo's "last user message" is the
 last user message that has text.
 
 - A ``{"role": "system"}`` message inside ``messages`` is taken only when the
-  request's ``anthropic-beta`` names a ``mid-conversation-system-...`` beta,
-  where Anthropic's placement rules allow it (not first, right after a user
-  message, not next to another system message); otherwise it is refused in
-  Anthropic's words (``Unexpected role "system"...``), which clients such as
-  Claude Code read to retry without it.
+  request's ``anthropic-beta`` names a ``mid-conversation-system-...`` beta
+  (``extras.MID_SYSTEM_BETA``), where Anthropic's placement rules allow it
+  (not first, right after a user message, not next to another system
+  message); otherwise it is refused in Anthropic's words (``Unexpected role
+  "system"...``), which clients such as Claude Code read to retry without it.
 - An assistant's ``thinking`` block must carry a signature the stub made
   (``signature``: bound to the block's text), a ``redacted_thinking`` block
   the stub's data (``REDACTED_DATA``); anything else is refused as Anthropic
   refuses a forged one (``Invalid `signature` in `thinking` block``).
 - ``thinking`` (``enabled`` or ``adaptive``) is kept in ``StubRequest.params``
-  for the answer (``anthropic``), which then thinks first.
+  for the answer (``stub``), which then thinks first.
 
 No I/O.
 """
@@ -33,27 +41,43 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import msgspec
 
+from flatgate.proxy.apis.anthropic_messages.blocks import (
+    AnyChoice,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoice,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from flatgate.proxy.apis.anthropic_messages.extras import mid_system, split_betas
+from flatgate.proxy.apis.anthropic_messages.request import MessagesRequest, decode_served
 from flatgate.proxy.backends.dialect import StubRequest, split_model
-from flatgate.proxy.plumbing.validation import read_validation
+from flatgate.proxy.plumbing.validation import Validation, read_validation
 from flatgate.proxy.wire.schema import Role
 
 __all__ = [
-    "MID_SYSTEM_BETA",
+    "ALSO_TAKEN",
+    "NOT_TAKEN",
     "REDACTED_DATA",
     "REDACTED_TRIGGER",
     "Invalid",
-    "MessagesRequest",
     "decode_messages_request",
     "signature",
     "to_stub_request",
 ]
 
-_CHOICES = ("auto", "any", "none", "tool")
-# The beta (a prefix: the betas are dated) that lets system messages into `messages`.
-MID_SYSTEM_BETA = "mid-conversation-system-"
+# Top-level fields the stub takes that the model does not know (the edge
+# carries them as unknown fields), and those it knows that the stub refuses.
+ALSO_TAKEN = frozenset({"output_format", "inference_geo"})
+NOT_TAKEN = ("cache_control", "thread")
 # Anthropic's documented test prompt that makes the model's thinking redacted.
 REDACTED_TRIGGER = "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING"
 _FAKE = b"flatgate-stub:"
@@ -63,6 +87,14 @@ _UNEXPECTED_SYSTEM = (
     'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
     'parameter, not "system" as an input message role.'
 )
+_BLOCKS = "'text', 'tool_use', 'tool_result', 'thinking' and 'redacted_thinking'"
+# msgspec's words for a bound ("Expected `int` >= 1"), and a quoted value.
+_BOUND = re.compile(r"Expected `(?:int|float)` (>=|<=) (\S+)$")
+_QUOTED = re.compile(r"'(.*)'$")
+# Values kept as written that Anthropic reads as one type (the stub's checks).
+_decode_object = msgspec.json.Decoder(dict[str, object] | None).decode
+_decode_text = msgspec.json.Decoder(str | None).decode
+_T = TypeVar("_T")
 
 
 def signature(thinking: str) -> str:
@@ -76,108 +108,97 @@ class Invalid(ValueError):
     """A request Anthropic would refuse with a 400 ``invalid_request_error``."""
 
 
-class ResultBlock(msgspec.Struct, gc=False):
-    type: str
-    text: str | None = None
+def _bound(op: str, number: str) -> str:
+    n = float(number)
+    shown = str(int(n)) if n.is_integer() else f"{n:g}"
+    return f"Input should be {'greater' if op == '>=' else 'less'} than or equal to {shown}"
 
 
-class Block(msgspec.Struct, gc=False):
-    type: str
-    text: str | None = None
-    # tool_use
-    id: str | None = None
-    name: str | None = None
-    input: dict[str, object] | None = None
-    # tool_result
-    tool_use_id: str | None = None
-    content: str | list[ResultBlock] | None = None
-    is_error: bool | None = None
-    # thinking, redacted_thinking
-    thinking: str | None = None
-    signature: str | None = None
-    data: str | None = None
+def _worded(v: Validation, where: str) -> str:
+    """msgspec's reason for ``where`` in Anthropic's words (or the stub's,
+    for a block type it does not take)."""
+    reason = v.reason
+    bound = _BOUND.match(reason)
+    if bound:
+        return _bound(*bound.groups())
+    quoted = _QUOTED.search(reason)
+    value = quoted.group(1) if quoted else ""
+    if reason.startswith("Invalid enum value") and v.path[-1:] == ("role",):
+        return "Input should be 'user' or 'assistant'"
+    if not reason.startswith("Invalid value") or v.path[-1:] != ("type",):
+        return reason
+    if where == "tool_choice.type":
+        return (
+            f"Input tag {value!r} does not match any of the expected tags: "
+            "'auto', 'any', 'tool', 'none'"
+        )
+    if v.path[0] == "messages" and len(v.path) == 5:  # messages.i.content.j.type
+        return f"the stub accepts {_BLOCKS} blocks, not {value!r}"
+    return f"the stub accepts only 'text' blocks here, not {value!r}"
 
 
-class Message(msgspec.Struct, gc=False):
-    role: str
-    content: str | list[Block]
+def _invalid(exc: msgspec.ValidationError) -> Invalid:
+    # msgspec's $.messages[0].role is Anthropic's messages.0.role.
+    v = read_validation(str(exc))
+    if v.missing:
+        return Invalid(f"{v.where(index='.{}', field=v.missing)}: Field required")
+    if v.unknown:
+        return Invalid(f"{v.where(index='.{}', field=v.unknown)}: Extra inputs are not permitted")
+    where = v.where(index=".{}")
+    if where == "messages" and v.reason.startswith("Expected `array` of length >= 1"):
+        return Invalid("messages: at least one message is required")
+    reason = _worded(v, where)
+    return Invalid(f"{where}: {reason}" if where else f"Invalid request body: {reason}")
 
 
-class Tool(msgspec.Struct, gc=False):
-    name: str
-    description: str | None = None
-    input_schema: dict[str, object] | None = None
-    # Absent (or "custom") for a client tool; server tools name a version.
-    type: str | None = None
-
-
-class ToolChoice(msgspec.Struct, gc=False):
-    type: str
-    name: str | None = None
-    disable_parallel_tool_use: bool | None = None
-
-
-class MessagesRequest(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    model: str | None = None
-    messages: list[Message] | None = None
-    max_tokens: int | None = None
-    system: str | list[ResultBlock] | None = None
-    stop_sequences: list[str] | None = None
-    stream: bool | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    tools: list[Tool] | None = None
-    tool_choice: ToolChoice | None = None
-    metadata: dict[str, object] | None = None
-    # Accepted and not used by the echo.
-    thinking: dict[str, object] | None = None
-    service_tier: str | None = None
-    container: object = None
-    context_management: object = None
-    mcp_servers: object = None
-    output_config: object = None
-    output_format: object = None
-    inference_geo: object = None
-
-
-_DECODER = msgspec.json.Decoder(MessagesRequest)
+def _extra(name: str) -> Invalid:
+    return Invalid(f"{name}: Extra inputs are not permitted")
 
 
 def decode_messages_request(body: bytes) -> MessagesRequest:
     """The body as a ``MessagesRequest``; raises ``Invalid`` naming the field."""
     try:
-        return _DECODER.decode(body)
+        req, unknown = decode_served(body)
     except msgspec.ValidationError as exc:
-        # msgspec's $.messages[0].role is Anthropic's messages.0.role.
-        v = read_validation(str(exc))
-        if v.missing:
-            raise Invalid(f"{v.where(index='.{}', field=v.missing)}: Field required") from None
-        if v.unknown:
-            field = v.where(index=".{}", field=v.unknown)
-            raise Invalid(f"{field}: Extra inputs are not permitted") from None
-        where = v.where(index=".{}")
-        raise Invalid(
-            f"{where}: {v.reason}" if where else f"Invalid request body: {v.reason}"
-        ) from None
+        raise _invalid(exc) from None
     except msgspec.DecodeError:
         raise Invalid("There was an issue with the request body: it is not valid JSON.") from None
+    for name in unknown:
+        if name not in ALSO_TAKEN:
+            raise _extra(name)
+    for name in NOT_TAKEN:
+        if getattr(req, name):
+            raise _extra(name)
+    return req
 
 
-def _text_of(blocks: list[ResultBlock], where: str) -> str:
+def _as(raw: msgspec.Raw, where: str, decode: Callable[[msgspec.Raw], _T]) -> _T | None:
+    """A value kept as written, read as the type Anthropic wants there
+    (``None``: absent or null)."""
+    if not raw:
+        return None
+    try:
+        return decode(raw)
+    except msgspec.ValidationError as exc:
+        raise Invalid(f"{where}: {exc}") from None
+
+
+def _tag(block: msgspec.Struct) -> str:
+    return str(block.__struct_config__.tag)
+
+
+def _text_of(blocks: Sequence[msgspec.Struct], where: str) -> str:
     out = []
     for j, b in enumerate(blocks):
-        if b.type != "text":
+        if not isinstance(b, TextBlock):
             raise Invalid(
-                f"{where}.{j}.type: the stub accepts only 'text' blocks here, not {b.type!r}"
+                f"{where}.{j}.type: the stub accepts only 'text' blocks here, not {_tag(b)!r}"
             )
         out.append(_non_empty(b.text, f"{where}.{j}"))
     return "".join(out)
 
 
-def _non_empty(text: str | None, where: str) -> str:
-    if text is None:
-        raise Invalid(f"{where}.text: Field required")
+def _non_empty(text: str, where: str) -> str:
     top = where.split(".", 1)[0]
     if not text:
         raise Invalid(f"{top}: text content blocks must be non-empty")
@@ -204,18 +225,16 @@ def _system_message(i: int, m: Message, before: str | None, after: str | None) -
         return _non_empty(m.content, where)
     texts = []
     for j, b in enumerate(m.content):
-        if b.type != "text":
+        if not isinstance(b, TextBlock):
             raise Invalid(f"{where}.content.{j}.type: system messages take text blocks only")
         texts.append(_non_empty(b.text, f"{where}.content.{j}"))
     return "".join(texts)
 
 
-def _thought(at: str, b: Block) -> None:
-    if b.type == "thinking":
-        if b.thinking is None or b.signature is None:
-            raise Invalid(
-                f"{at}.{'thinking' if b.thinking is None else 'signature'}: Field required"
-            )
+def _thought(at: str, b: ThinkingBlock | RedactedThinkingBlock) -> None:
+    if isinstance(b, ThinkingBlock):
+        if not b.signature:
+            raise Invalid(f"{at}.signature: Field required")
         if b.signature != signature(b.thinking):
             raise Invalid(f"{at}: Invalid `signature` in `thinking` block")
     elif b.data != REDACTED_DATA:
@@ -224,8 +243,6 @@ def _thought(at: str, b: Block) -> None:
 
 def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None:
     where = f"messages.{i}"
-    if m.role not in ("user", "assistant"):
-        raise Invalid(f"{where}.role: Input should be 'user' or 'assistant'")
     role = Role.User if m.role == "user" else Role.Assistant
     if not m.content and not (last and m.role == "assistant"):
         raise Invalid(
@@ -238,15 +255,14 @@ def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None
     texts = []
     for j, b in enumerate(m.content):
         at = f"{where}.content.{j}"
-        if b.type == "text":
+        if isinstance(b, TextBlock):
             texts.append(_non_empty(b.text, at))
-        elif b.type == "tool_use":
+        elif isinstance(b, ToolUseBlock):
             if m.role != "assistant":
                 raise Invalid(f"{at}: tool_use blocks are only allowed in assistant messages")
-            for key in ("id", "name", "input"):
-                if getattr(b, key) is None:
-                    raise Invalid(f"{at}.{key}: Field required")
-        elif b.type == "tool_result":
+            if _as(b.input, f"{at}.input", _decode_object) is None:
+                raise Invalid(f"{at}.input: Field required")
+        elif isinstance(b, ToolResultBlock):
             if m.role != "user":
                 raise Invalid(f"{at}: tool_result blocks are only allowed in user messages")
             if not b.tool_use_id:
@@ -254,31 +270,21 @@ def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None
             content = b.content or ""
             text = content if isinstance(content, str) else _text_of(content, f"{at}.content")
             out.append((Role.Tool, text))
-        elif b.type in ("thinking", "redacted_thinking"):
+        elif isinstance(b, ThinkingBlock | RedactedThinkingBlock):
             if m.role != "assistant":
-                raise Invalid(f"{at}: {b.type} blocks are only allowed in assistant messages")
+                raise Invalid(f"{at}: {_tag(b)} blocks are only allowed in assistant messages")
             _thought(at, b)
         else:
-            raise Invalid(
-                f"{at}.type: the stub accepts 'text', 'tool_use', 'tool_result', 'thinking' "
-                f"and 'redacted_thinking' blocks, not {b.type!r}"
-            )
+            raise Invalid(f"{at}.type: the stub accepts {_BLOCKS} blocks, not {_tag(b)!r}")
     if texts:
         out.append((role, "".join(texts)))
 
 
 def _forced_tool(r: MessagesRequest) -> str:
     choice = r.tool_choice
-    if choice is None:
-        return ""
-    if choice.type not in _CHOICES:
-        raise Invalid(
-            f"tool_choice.type: Input tag {choice.type!r} does not match any of the expected "
-            "tags: 'auto', 'any', 'tool', 'none'"
-        )
-    if choice.type in ("any", "tool") and not r.tools:
+    if isinstance(choice, AnyChoice | ToolChoice) and not r.tools:
         raise Invalid("tool_choice: may only be specified while providing tools")
-    if choice.type != "tool":
+    if not isinstance(choice, ToolChoice):
         return ""
     if not choice.name:
         raise Invalid("tool_choice.name: Field required")
@@ -287,33 +293,17 @@ def _forced_tool(r: MessagesRequest) -> str:
     return choice.name
 
 
-def _bounded(name: str, value: float | None, high: float | None) -> None:
-    if value is None:
-        return
-    if value < 0:
-        raise Invalid(f"{name}: Input should be greater than or equal to 0")
-    if high is not None and value > high:
-        raise Invalid(f"{name}: Input should be less than or equal to {high:g}")
-
-
 def to_stub_request(r: MessagesRequest, request_id: str, betas: str = "") -> StubRequest:
     """Check what the types cannot say, and read out the ``StubRequest``
     (``betas``: the request's ``anthropic-beta`` header)."""
-    if r.model is None:
-        raise Invalid("model: Field required")
+    thinking = _as(r.thinking, "thinking", _decode_object)
+    _as(r.service_tier, "service_tier", _decode_text)
+    for i, tool in enumerate(r.tools or ()):
+        schema = _as(tool.input_schema, f"tools.{i}.input_schema", _decode_object)
+        if tool.type in (None, "custom") and schema is None:
+            raise Invalid(f"tools.{i}.custom.input_schema: Field required")
     if not r.model:
         raise Invalid("model: String should have at least 1 character")
-    if r.messages is None:
-        raise Invalid("messages: Field required")
-    if r.max_tokens is None:
-        raise Invalid("max_tokens: Field required")
-    if r.max_tokens < 1:
-        raise Invalid("max_tokens: Input should be greater than or equal to 1")
-    if not r.messages:
-        raise Invalid("messages: at least one message is required")
-    _bounded("temperature", r.temperature, 1.0)
-    _bounded("top_p", r.top_p, 1.0)
-    _bounded("top_k", r.top_k, None)
     messages: list[tuple[int, str]] = []
     if isinstance(r.system, str):
         if r.system:
@@ -321,20 +311,17 @@ def to_stub_request(r: MessagesRequest, request_id: str, betas: str = "") -> Stu
     elif r.system:
         messages.append((Role.System, _text_of(r.system, "system")))
     n = len(r.messages)
-    mid_system = any(b.strip().startswith(MID_SYSTEM_BETA) for b in betas.split(","))
+    in_place = mid_system(split_betas(betas))
     roles = [m.role for m in r.messages]
     for i, m in enumerate(r.messages):
         if m.role == "system":
-            if not mid_system:
+            if not in_place:
                 raise Invalid(_UNEXPECTED_SYSTEM)
             prev = roles[i - 1] if i else None
             nxt = roles[i + 1] if i + 1 < n else None
             messages.append((Role.System, _system_message(i, m, prev, nxt)))
             continue
         _message(i, m, i == n - 1, messages)
-    for i, tool in enumerate(r.tools or ()):
-        if tool.type in (None, "custom") and tool.input_schema is None:
-            raise Invalid(f"tools.{i}.custom.input_schema: Field required")
     forced = _forced_tool(r)
     model, fault, after = split_model(r.model)
     return StubRequest(
@@ -347,7 +334,7 @@ def to_stub_request(r: MessagesRequest, request_id: str, betas: str = "") -> Stu
         fault=fault,
         fault_after=after,
         stop=tuple(r.stop_sequences or ()),
-        params={"thinking": r.thinking} if _thinks(r.thinking) else {},
+        params={"thinking": thinking} if _thinks(thinking) else {},
     )
 
 

@@ -3,8 +3,9 @@ chunk frames in one step.
 
 For a request its client did not stream (``JsonAdapter.whole_for``) the
 adapter asks for the whole answer (``stream: false``); ``AnthropicWhole``
-keeps the body (``json_api.WholeAnswer``) and at its end writes the frames
-``anthropic_stream.AnthropicStream`` writes for the same answer streamed,
+keeps the body (``json_api.WholeAnswer``), decodes it as an
+``events.Answer``, and at its end writes the frames
+``stream.AnthropicStream`` writes for the same answer streamed,
 with its mappings (imported, not copied), in as few chunks as the order of
 the ``content`` blocks allows:
 
@@ -23,7 +24,7 @@ the ``content`` blocks allows:
   block fields (citations) are skipped, as the stream translator skips them;
 - the last chunk ends the answer too (a text answer is one frame): the
   finish reason of ``stop_reason`` with the matched ``stop_sequence``, and
-  the usage (``anthropic_stream.usage_of``);
+  the usage (``stream.usage_of``);
   the chunks carry the message's ``model`` (the configured one if it has
   none).
 
@@ -38,10 +39,9 @@ from __future__ import annotations
 
 import msgspec
 
+from flatgate.proxy.apis.anthropic_messages.events import Answer, ErrorDetail
 from flatgate.proxy.backends.anthropic.stream import (
     AnthropicStream,
-    ErrorBody,
-    MessageUsage,
     error_text,
     finish_of,
     thought_part,
@@ -56,37 +56,8 @@ from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = ["AnthropicWhole"]
 
-_NO_INPUT = msgspec.Raw(b"{}")
 _EMPTY = frozenset({b"", b"null", b"{}"})
-
-
-class _Block(msgspec.Struct, gc=False):
-    type: str = ""
-    # text
-    text: str | None = None
-    # thinking
-    thinking: str | None = None
-    signature: str | None = None
-    # redacted_thinking
-    data: str | None = None
-    # tool_use
-    id: str | None = None
-    name: str | None = None
-    input: msgspec.Raw = _NO_INPUT
-
-
-class _Message(msgspec.Struct, gc=False):
-    type: str = ""
-    model: str | None = None
-    content: list[_Block] = []
-    stop_reason: str | None = None
-    stop_sequence: str | None = None
-    usage: MessageUsage | None = None
-    # {"type": "error", "error": {...}}
-    error: ErrorBody | None = None
-
-
-_decode_message = msgspec.json.Decoder(_Message).decode
+_decode_message = msgspec.json.Decoder(Answer).decode
 
 
 class _Chunk:
@@ -134,8 +105,11 @@ class AnthropicWhole(WholeAnswer):
     def _answer(self, body: bytes) -> bytes:
         message = _decode_message(body)
         if message.type == "error":
+            err = message.error
             return error_frame(
-                self._request_id, codes.BACKEND_STREAM_ERROR, error_text(message.error)
+                self._request_id,
+                codes.BACKEND_STREAM_ERROR,
+                error_text(err if isinstance(err, ErrorDetail) else None),
             )
         if message.type not in ("message", ""):
             raise ValueError(f"a body of type {message.type!r}, not a message")
