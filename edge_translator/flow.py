@@ -357,11 +357,7 @@ class Flow:
                     frame, asked.request_id, ending, admitted=self.tenancy.active
                 )
                 del frame  # the proxy has it: not held while the answer streams
-                entry.backend = resp.headers.get(BACKEND_HEADER)
-                omitted = resp.headers.get(OMITTED_HEADER)
-                if omitted:
-                    reply.append((OMITTED_HEADER, omitted))
-                self.admission.drop_body(caller.hold)
+                self.opened(resp, entry, reply, caller)
                 return await self._answer(
                     ex,
                     entry,
@@ -396,6 +392,19 @@ class Flow:
             self.tenancy.settle(
                 caller.identity.tenant, asked.model, admitted, outcome.usage, outcome.answered
             )
+
+    def opened(
+        self, resp: Response, entry: Entry, reply: list[tuple[str, str]], caller: Caller
+    ) -> None:
+        """The proxy's answer has begun: its backend noted for the access log,
+        the fields that backend left out named in ``reply`` (the client's
+        headers), and the caller's body given back to admission (the proxy
+        has it)."""
+        entry.backend = resp.headers.get(BACKEND_HEADER)
+        omitted = resp.headers.get(OMITTED_HEADER)
+        if omitted:
+            reply.append((OMITTED_HEADER, omitted))
+        self.admission.drop_body(caller.hold)
 
     def watch(self, ex: Exchange) -> tuple[CallerWatch, Ending, Callable[[], None]]:
         """A request's watches: its caller's (started a tick or two on), and

@@ -52,7 +52,7 @@ from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.embeddings import Embeddings, read_embedding_response
-from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER
+from flatgate.proxy.wire.schema import JSON
 
 __all__ = ["EMBEDDINGS", "EmbeddingsFlow"]
 
@@ -152,11 +152,7 @@ class EmbeddingsFlow:
             resp = await self._link.embed(frame, request_id, ending, admitted=tenancy.active)
             del frame  # the proxy has it
             try:
-                entry.backend = resp.headers.get(BACKEND_HEADER)
-                omitted = resp.headers.get(OMITTED_HEADER)
-                if omitted:
-                    reply.append((OMITTED_HEADER, omitted))
-                flow.admission.drop_body(caller.hold)
+                flow.opened(resp, entry, reply, caller)
                 if resp.status != 200:
                     raise await refusal(resp)
                 answered = True

@@ -33,13 +33,27 @@ from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.apis.openai_chat.request import Decoded, decode
 from flatgate.proxy.plumbing.serve import Exchange
 
-__all__ = ["CHAT", "KEEPALIVE", "ChatApi"]
+__all__ = ["CHAT", "KEEPALIVE", "BearerApi", "ChatApi"]
 
 # What a keep-alive tick sends: an SSE comment, which clients skip.
 KEEPALIVE = b": keep-alive\n\n"
 
 
-class ChatApi(Stateless):
+class BearerApi:
+    """What the OpenAI APIs (Chat Completions, Responses) share of a
+    ``ClientApi``: the caller's ``Authorization: Bearer`` credential, and
+    SSE comments as keep-alives."""
+
+    __slots__ = ()
+
+    beat = KEEPALIVE
+
+    async def authenticate(self, ex: Exchange, identities: Identities) -> Identity:
+        auth = ex.header("authorization")
+        return identities.cached(auth) or await identities.verify(auth)
+
+
+class ChatApi(BearerApi, Stateless):
     """OpenAI Chat Completions' parts of the shared flow (``ClientApi``)."""
 
     __slots__ = ()
@@ -47,11 +61,6 @@ class ChatApi(Stateless):
     name = "openai-chat"
     path = "/v1/chat/completions"
     items_param = "messages"
-    beat = KEEPALIVE
-
-    async def authenticate(self, ex: Exchange, identities: Identities) -> Identity:
-        auth = ex.header("authorization")
-        return identities.cached(auth) or await identities.verify(auth)
 
     def decode(self, body: bytes) -> Decoded:
         return decode(body)

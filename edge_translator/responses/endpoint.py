@@ -44,9 +44,7 @@ import msgspec
 
 from flatgate.edge_translator.client_api import Asked, Budget, Folding, Rendering
 from flatgate.edge_translator.errors import EdgeError, shown
-from flatgate.edge_translator.identity import Identities
-from flatgate.edge_translator.keys import Identity
-from flatgate.edge_translator.openai.endpoint import KEEPALIVE
+from flatgate.edge_translator.openai.endpoint import BearerApi
 from flatgate.edge_translator.responses.echo import Echo, echo_of, new_id
 from flatgate.edge_translator.responses.items import CARRIED, encode_items, list_answer
 from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure, StreamRenderer
@@ -56,7 +54,6 @@ from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.apis.openai_responses.items import decode_items, decode_stored_output
 from flatgate.proxy.apis.openai_responses.request import Decoded, decode_request
 from flatgate.proxy.limits.blobs import Pieces
-from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire import codes
 
 __all__ = [
@@ -78,7 +75,7 @@ def _not_found(response_id: str) -> EdgeError:
     )
 
 
-class ResponsesApi:
+class ResponsesApi(BearerApi):
     """The Responses API's parts of the shared flow (``ClientApi``), over
     ``store`` (``None``: nothing is stored, and ``previous_response_id`` finds
     nothing); the app sets ``store`` once it has one."""
@@ -88,14 +85,9 @@ class ResponsesApi:
     name = "openai-responses"
     path = "/v1/responses"
     items_param = "input"
-    beat = KEEPALIVE
 
     def __init__(self, store: StoredResponses | None = None) -> None:
         self.store = store
-
-    async def authenticate(self, ex: Exchange, identities: Identities) -> Identity:
-        auth = ex.header("authorization")
-        return identities.cached(auth) or await identities.verify(auth)
 
     def decode(self, body: bytes) -> Decoded:
         return decode_request(body)
