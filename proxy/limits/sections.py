@@ -29,8 +29,8 @@ from flatgate.proxy.limits.redisurl import Kind, parse_store_url
 from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
-    convert_at,
     convert_entries,
+    convert_section,
     overlay_checked,
 )
 
@@ -285,9 +285,9 @@ def _parse(
     overlaid = overlay_checked(data, environ, STATE_OVERLAY, problems)
     if overlaid is None:
         return None, problems
-    state = convert_at(overlaid.get("state", {}), StateSection, "state", problems)
-    if state is not None:
-        _state_problems(state, environ, problems)
+    convert_section(
+        overlaid, "state", StateSection, problems, lambda s, p: _state_problems(s, environ, p)
+    )
     _limit_problems(convert_entries(overlaid, "limits", LimitRule, problems), problems)
     _tenant_problems(convert_entries(overlaid, "tenants", TenantConfig, problems), problems)
     if problems:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -40,6 +40,7 @@ __all__ = [
     "convert_at",
     "convert_entries",
     "convert_entry",
+    "convert_section",
     "entries",
     "env_name",
     "env_value",
@@ -53,6 +54,7 @@ __all__ = [
 ENV_CONFIG = "FLATGATE_CONFIG"
 DEFAULT_CONFIG = "default.toml"
 T = TypeVar("T")
+P = TypeVar("P", bound=list[str])
 # The sections ``overlay_env`` lays variables over, each with its keys.
 Overlays = Mapping[str, Iterable[str]]
 # A SHA-256 written as a config value (of an API key, of a bearer token).
@@ -204,6 +206,22 @@ def convert_at(data: Any, kind: type[T], where: str, problems: list[str]) -> T |
         return msgspec.convert(good, kind)
     except msgspec.ValidationError:
         return None
+
+
+def convert_section(
+    data: Mapping[str, Any],
+    name: str,
+    kind: type[T],
+    problems: P,
+    check: Callable[[T, P], None],
+) -> T | None:
+    """The ``[name]`` table of a document (absent: its defaults) converted
+    (``convert_at``) and, when it converts, checked by ``check``, which adds
+    its problems to ``problems``."""
+    section = convert_at(data.get(name, {}), kind, name, problems)
+    if section is not None:
+        check(section, problems)
+    return section
 
 
 def entries(data: Mapping[str, Any], key: str, problems: list[str]) -> list[Any]:

@@ -38,6 +38,7 @@ from flatgate.proxy.plumbing.config import (
     Problems,
     convert_at,
     convert_entry,
+    convert_section,
     entries,
     overlay_checked,
     overlay_env,
@@ -167,9 +168,7 @@ def _route_problems(routes: list[RouteConfig | None], names: set[str], problems:
 
 def _section(data: Mapping[str, Any], problems: Problems) -> None:
     """``[proxy]`` (and ``[telemetry]``) of a document its variables are laid over."""
-    proxy = convert_at(data.get("proxy", {}), ProxySection, "proxy", problems)
-    if proxy is not None:
-        _check(proxy, problems)
+    convert_section(data, "proxy", ProxySection, problems, _check)
     telemetry_problems(data, problems)
 
 

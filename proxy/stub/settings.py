@@ -21,7 +21,7 @@ from flatgate.proxy.backends.registry import DEFAULT_PROTOCOL, PROTOCOLS
 from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
-    convert_at,
+    convert_section,
     overlay_checked,
     read_document,
 )
@@ -92,9 +92,7 @@ def _parse(
     overlaid = overlay_checked(data, environ, STUB_OVERLAY, problems)
     if overlaid is None:
         return None, problems
-    section = convert_at(overlaid.get("stub", {}), StubSection, "stub", problems)
-    if section is not None:
-        _check(section, problems)
+    section = convert_section(overlaid, "stub", StubSection, problems, _check)
     return (None if problems else section), problems
 
 
