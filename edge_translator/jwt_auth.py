@@ -57,6 +57,18 @@ MAX_CLAIM_CHARS = 256
 MAX_MODELS = 256
 _INVALID = "Invalid JWT bearer token: "
 _NOT_DECODED = "it does not decode (expected header.payload.signature)."
+# PyJWT's refusals, each as the caller is told it (none is a subclass of
+# another, so the order does not matter).
+_REASONS: dict[type[jwt_errors.PyJWTError], str] = {
+    jwt_errors.ExpiredSignatureError: "it has expired (exp).",
+    jwt_errors.ImmatureSignatureError: "it is not valid yet (nbf or iat is in the future).",
+    jwt_errors.InvalidIssuerError: "its issuer (iss) is not accepted.",
+    jwt_errors.InvalidAudienceError: "its audience (aud) is not accepted.",
+    jwt_errors.InvalidSignatureError: "its signature does not verify.",
+    jwt_errors.InvalidSubjectError: "its 'sub' claim is not a string.",
+    jwt_errors.InvalidAlgorithmError: "its algorithm does not match its key.",
+}
+_REFUSED = tuple(_REASONS)
 # NumericDate claims: a JSON number of seconds since the epoch (RFC 7519).
 _TIMES = ("exp", "nbf", "iat")
 # How PyJWT names a time claim it could not take int() of.
@@ -272,22 +284,10 @@ class JwtVerifier:
                 leeway=self._leeway,
                 options=self._options,
             )
-        except jwt_errors.ExpiredSignatureError:
-            raise _invalid("it has expired (exp).") from None
-        except jwt_errors.ImmatureSignatureError:
-            raise _invalid("it is not valid yet (nbf or iat is in the future).") from None
-        except jwt_errors.InvalidIssuerError:
-            raise _invalid("its issuer (iss) is not accepted.") from None
-        except jwt_errors.InvalidAudienceError:
-            raise _invalid("its audience (aud) is not accepted.") from None
-        except jwt_errors.InvalidSignatureError:
-            raise _invalid("its signature does not verify.") from None
-        except jwt_errors.InvalidSubjectError:
-            raise _invalid("its 'sub' claim is not a string.") from None
         except jwt_errors.MissingRequiredClaimError as exc:
             raise _invalid(f"it has no '{exc.claim}' claim.") from None
-        except jwt_errors.InvalidAlgorithmError:
-            raise _invalid("its algorithm does not match its key.") from None
+        except _REFUSED as exc:
+            raise _invalid(next(r for k, r in _REASONS.items() if isinstance(exc, k))) from None
         except jwt_errors.PyJWTError as exc:  # DecodeError among them
             named = _PYJWT_TIME.search(str(exc))
             if named is not None:
