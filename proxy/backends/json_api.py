@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 
-from flatgate.proxy.backends.base import Outbound, Probe, Refusal, Translator, classify
+from flatgate.proxy.backends.base import Inbound, Outbound, Probe, Refusal, Translator, classify
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.backends.sse import MAX_EVENT_BYTES, SSEError, SSEParser
 from flatgate.proxy.transport.base import retry_after
@@ -308,14 +308,12 @@ class JsonAdapter:
         stream it, and the backend's ``whole_answers`` is on."""
         return self.whole and not req.stream
 
-    def prepare(
-        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
-    ) -> Outbound:
-        req = request()
+    def prepare(self, call: Inbound[Request]) -> Outbound:
+        req = call.request()
         omitted: list[str] = []
         whole = self.whole_for(req)
         payload = self.encode(req, self.model or req.model_name, omitted, whole)
-        headers = self.headers(request_id, authorization, JSON if whole else SSE)
+        headers = self.headers(call.request_id, call.authorization, JSON if whole else SSE)
         return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
 
     def headers(self, request_id: str, authorization: str, accept: str) -> list[tuple[str, str]]:

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from flatgate.proxy.backends.base import (
+    Inbound,
     Outbound,
     Probe,
     RefusalKind,
@@ -276,6 +277,7 @@ class Dispatcher:
         ``MalformedBuffer`` when the request cannot be read for one.
         ``trusted``: ``body`` was written in this process (``_Decoded``)."""
         decoded = _Decoded(body, self.max_bytes, trusted)
+        call = Inbound(body, decoded, request_id, authorization)
         refusing = self.refusing
         if refusing and all(b.name in refusing for b in (*target.backends, *target.fallbacks)):
             raise ProxyError(
@@ -289,7 +291,7 @@ class Dispatcher:
                 return None
             # A buffer the adapter cannot read raises MalformedBuffer: the
             # caller's fault, answered at once (``service.errors``).
-            return backend.adapter.prepare(body, decoded, request_id, authorization)
+            return backend.adapter.prepare(call)
 
         async def take(answer: Attempt) -> Opened:
             backend, out = answer.backend, answer.out

@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from flatgate.proxy.backends.base import Outbound
+from flatgate.proxy.backends.base import Inbound, Outbound
 from flatgate.proxy.plumbing.instruments import CountFamily
 from flatgate.proxy.service.balancer import Backend, RouteTarget
 from flatgate.proxy.service.dispatch import Attempt, Dispatcher
@@ -136,11 +136,12 @@ class Embedder:
                 f"no backend of route {target.label!r} serves embeddings",
             )
         decoded = request or self.request(body)
+        call = Inbound(body, decoded, request_id, authorization)
 
         def prepare(backend: Backend) -> Outbound | None:
             if backend.name not in serving:
                 return None
-            return backend.adapter.prepare_embeddings(body, decoded, request_id, authorization)
+            return backend.adapter.prepare_embeddings(call)
 
         async def take(answer: Attempt) -> Embedded:
             backend = answer.backend

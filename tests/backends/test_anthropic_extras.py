@@ -16,7 +16,7 @@ from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.proxy.apis.anthropic_messages.request import decode_messages
 from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter, encode_request
 from flatgate.proxy.backends.anthropic.config import AnthropicConfig
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import Inbound, Untranslatable
 from flatgate.proxy.backends.extras import UnsupportedField
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.parts import ReasoningPart
@@ -77,7 +77,7 @@ def adapter(**kw: Any) -> AnthropicAdapter:
 
 def headers(a: AnthropicAdapter, req: Request) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for name, value in a.prepare(b"", lambda: req, "rid", "").headers:
+    for name, value in a.prepare(Inbound(b"", lambda: req, "rid", "")).headers:
         out.setdefault(name, []).append(value)
     return out
 
@@ -149,7 +149,7 @@ def test_the_clients_beta_is_a_header_after_the_configured_one_each_once() -> No
     assert got["anthropic-beta"] == [f"context-1m-2025-08-07,shared-beta,{MID}"]
     assert got["x-team"] == ["a"]
     assert got["anthropic-version"] == ["2023-06-01"]
-    sent = json.loads(a.prepare(b"", lambda: req, "rid", "").body)
+    sent = json.loads(a.prepare(Inbound(b"", lambda: req, "rid", "")).body)
     assert "$headers" not in sent and "anthropic-beta" not in sent
 
 
@@ -298,7 +298,7 @@ def test_another_dialects_field_is_refused_unless_dropped(
     out = body(req, omitted=omitted, drop_unsupported=True)
     assert field not in out and omitted == [field]
     a = adapter(drop_unsupported=True)
-    assert a.prepare(b"", lambda: req, "rid", "").omitted == (field,)
+    assert a.prepare(Inbound(b"", lambda: req, "rid", "")).omitted == (field,)
 
 
 # -- the stream: thinking as reasoning parts -----------------------------------------
@@ -384,7 +384,7 @@ def test_claude_codes_captured_request_reaches_the_backend_as_it_sent_it() -> No
         )
     )
     a = adapter()
-    out = a.prepare(b"", lambda: req, "rid", "")
+    out = a.prepare(Inbound(b"", lambda: req, "rid", ""))
     sent = json.loads(out.body)
     assert dict(out.headers)["anthropic-beta"] == beta
     assert out.omitted == ()

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from flatgate.proxy.backends.anthropic.adapter import LONGEST_WHOLE_TOKENS, encode_request
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import Inbound, Untranslatable
 from flatgate.proxy.wire.schema import JSON, SSE
 from tests.backends.helpers import request, user
 from tests.backends.test_anthropic_request import adapter, assistant_calls, minimal
@@ -18,7 +18,9 @@ from tests.backends.test_anthropic_request import adapter, assistant_calls, mini
 
 def test_prepare_posts_to_messages_with_version_and_key() -> None:
     req = request(minimal())
-    out = adapter(api_key="sk-ant-x").prepare(b"ignored", lambda: req, "rid-3", "Bearer caller")
+    out = adapter(api_key="sk-ant-x").prepare(
+        Inbound(b"ignored", lambda: req, "rid-3", "Bearer caller")
+    )
     assert out.url == "https://api.anthropic.com/v1/messages"
     headers = dict(out.headers)
     assert headers["content-type"] == JSON
@@ -38,7 +40,7 @@ def test_prepare_asks_for_a_whole_answer_when_the_client_did_not_stream(
 ) -> None:
     req = request(minimal(stream=client_streams))
     a = adapter(whole_answers=whole_answers)
-    out = a.prepare(b"", lambda: req, "r", "")
+    out = a.prepare(Inbound(b"", lambda: req, "r", ""))
     assert out.whole is whole
     assert json.loads(out.body)["stream"] is not whole
     assert dict(out.headers)["accept"] == (JSON if whole else SSE)
@@ -63,7 +65,7 @@ def test_an_answer_that_may_run_past_ten_minutes_is_streamed(
     else:
         body.pop("max_tokens", None)
     req = request(body)
-    out = adapter(default_max_tokens=default).prepare(b"", lambda: req, "r", "")
+    out = adapter(default_max_tokens=default).prepare(Inbound(b"", lambda: req, "r", ""))
     assert out.whole is whole
     assert json.loads(out.body)["stream"] is not whole
 
@@ -71,29 +73,32 @@ def test_an_answer_that_may_run_past_ten_minutes_is_streamed(
 def test_prepare_sends_the_configured_version_and_headers() -> None:
     req = request(minimal())
     a = adapter(anthropic_version="2099-01-01", headers={"anthropic-beta": "x-2025"})
-    headers = a.prepare(b"", lambda: req, "r", "").headers
+    headers = a.prepare(Inbound(b"", lambda: req, "r", "")).headers
     assert ("anthropic-version", "2099-01-01") in headers
     assert ("anthropic-beta", "x-2025") in headers
 
 
 def test_prepare_forwards_the_callers_credential_when_configured() -> None:
     req = request(minimal())
-    out = adapter(forward_credentials=True).prepare(b"", lambda: req, "r", "Bearer caller")
+    out = adapter(forward_credentials=True).prepare(Inbound(b"", lambda: req, "r", "Bearer caller"))
     assert ("authorization", "Bearer caller") in out.headers
     assert "x-api-key" not in dict(out.headers)
 
 
 def test_prepare_sends_the_configured_model_over_the_routed_one() -> None:
     req = request(minimal(), model_name="claude-routed")
-    assert json.loads(adapter().prepare(b"", lambda: req, "r", "").body)["model"] == "claude-routed"
-    body = adapter(model="claude-sonnet-4-5").prepare(b"", lambda: req, "r", "").body
+    assert (
+        json.loads(adapter().prepare(Inbound(b"", lambda: req, "r", "")).body)["model"]
+        == "claude-routed"
+    )
+    body = adapter(model="claude-sonnet-4-5").prepare(Inbound(b"", lambda: req, "r", "")).body
     assert json.loads(body)["model"] == "claude-sonnet-4-5"
 
 
 def test_prepare_raises_untranslatable_for_arguments_that_are_not_an_object() -> None:
     req = request(minimal(messages=[user("q"), assistant_calls(("c", "f", "[]"))]))
     with pytest.raises(Untranslatable):
-        adapter().prepare(b"", lambda: req, "r", "")
+        adapter().prepare(Inbound(b"", lambda: req, "r", ""))
 
 
 def test_probe_is_a_connection_to_the_origin_without_a_health_path() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter, encode_request
 from flatgate.proxy.backends.anthropic.config import AnthropicConfig
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import Inbound, Untranslatable
 from flatgate.proxy.wire.request.decode import (
     Function,
     FunctionCall,
@@ -476,7 +476,9 @@ def test_max_tokens_defaults_when_the_request_has_none() -> None:
 
 def test_the_adapters_default_max_tokens_is_used() -> None:
     req = request(minimal())
-    out = json.loads(adapter(default_max_tokens=777).prepare(b"", lambda: req, "r", "").body)
+    out = json.loads(
+        adapter(default_max_tokens=777).prepare(Inbound(b"", lambda: req, "r", "")).body
+    )
     assert out["max_tokens"] == 777
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter
-from flatgate.proxy.backends.base import Adapter, Untranslatable
+from flatgate.proxy.backends.base import Adapter, Inbound, Untranslatable
 from flatgate.proxy.backends.embeddings import encode_embeddings, read_embeddings
 from flatgate.proxy.backends.extras import UnsupportedField
 from flatgate.proxy.backends.fbs.adapter import FbsAdapter
@@ -54,7 +54,7 @@ def never() -> EmbeddingInput:
 
 
 def sent(adapter: OpenAIConventions, body: bytes, authorization: str = "") -> dict[str, Any]:
-    out = adapter.prepare_embeddings(body, decoded(body), "rid-1", authorization)
+    out = adapter.prepare_embeddings(Inbound(body, decoded(body), "rid-1", authorization))
     doc: dict[str, Any] = json.loads(out.body)
     return doc
 
@@ -65,7 +65,7 @@ def sent(adapter: OpenAIConventions, body: bytes, authorization: str = "") -> di
 def test_texts_go_as_a_string_list_asking_for_base64() -> None:
     body = write_embedding_request("text-embedding-3-small", texts=["hello world", "b"])
     adapter = openai(api_key="sk-1", headers={"x-static": "s"})
-    out = adapter.prepare_embeddings(body, decoded(body), "rid-1", "Bearer caller")
+    out = adapter.prepare_embeddings(Inbound(body, decoded(body), "rid-1", "Bearer caller"))
     assert out.url == "http://127.0.0.1:9/v1/embeddings"
     assert json.loads(out.body) == {
         "model": "text-embedding-3-small",
@@ -97,18 +97,20 @@ def test_token_ids_dimensions_and_user_and_the_configured_model() -> None:
 
 def test_the_callers_credential_only_when_forwarded() -> None:
     body = write_embedding_request("m", texts=["x"])
-    out = openai(forward_credentials=True).prepare_embeddings(body, decoded(body), "r", "Bearer c")
+    out = openai(forward_credentials=True).prepare_embeddings(
+        Inbound(body, decoded(body), "r", "Bearer c")
+    )
     assert ("authorization", "Bearer c") in out.headers
-    out = openai().prepare_embeddings(body, decoded(body), "r", "Bearer c")
+    out = openai().prepare_embeddings(Inbound(body, decoded(body), "r", "Bearer c"))
     assert all(name != "authorization" for name, _ in out.headers)
 
 
 def test_the_responses_adapter_sends_embeddings_as_openai_does() -> None:
     body = write_embedding_request("m", texts=["x"], dimensions=8)
     adapter = ResponsesAdapter(config("openai-responses", url="http://h/v1/", api_key="k"))
-    out = adapter.prepare_embeddings(body, decoded(body), "r", "")
+    out = adapter.prepare_embeddings(Inbound(body, decoded(body), "r", ""))
     reference = openai(url="http://h/v1/", api_key="k").prepare_embeddings(
-        body, decoded(body), "r", ""
+        Inbound(body, decoded(body), "r", "")
     )
     assert adapter.embeddings and out == reference
     assert out.url == "http://h/v1/embeddings"
@@ -128,7 +130,7 @@ def test_chat_extras_are_merged_never_over_the_adapters_own() -> None:
     body = write_embedding_request(
         "m", texts=["x"], dimensions=8, extras=extras, extras_dialect=CHAT
     )
-    out = openai().prepare_embeddings(body, decoded(body), "r", "")
+    out = openai().prepare_embeddings(Inbound(body, decoded(body), "r", ""))
     doc = json.loads(out.body)
     assert doc == {
         "model": "m",
@@ -146,9 +148,9 @@ def test_another_dialects_extras_are_refused_or_dropped_and_named() -> None:
         "m", texts=["x"], extras='{"vendor_knob": 1}', extras_dialect=RESPONSES
     )
     with pytest.raises(UnsupportedField) as caught:
-        openai().prepare_embeddings(body, decoded(body), "r", "")
+        openai().prepare_embeddings(Inbound(body, decoded(body), "r", ""))
     assert caught.value.param == "vendor_knob"
-    out = openai(drop_unsupported=True).prepare_embeddings(body, decoded(body), "r", "")
+    out = openai(drop_unsupported=True).prepare_embeddings(Inbound(body, decoded(body), "r", ""))
     assert out.omitted == ("vendor_knob",)
     assert "vendor_knob" not in json.loads(out.body)
 
@@ -156,7 +158,7 @@ def test_another_dialects_extras_are_refused_or_dropped_and_named() -> None:
 def test_extras_that_are_not_an_object_are_untranslatable() -> None:
     body = write_embedding_request("m", texts=["x"], extras="[1]", extras_dialect=CHAT)
     with pytest.raises(Untranslatable):
-        openai().prepare_embeddings(body, decoded(body), "r", "")
+        openai().prepare_embeddings(Inbound(body, decoded(body), "r", ""))
 
 
 def test_encode_embeddings_directly() -> None:
@@ -324,7 +326,7 @@ def test_fbs_sends_the_untouched_bytes_to_its_embeddings_endpoint() -> None:
     adapter = FbsAdapter(
         config("fbs", url="http://h:1/", forward_credentials=True, headers={"x-s": "1"})
     )
-    out = adapter.prepare_embeddings(body, never, "rid", "Bearer c")
+    out = adapter.prepare_embeddings(Inbound(body, never, "rid", "Bearer c"))
     assert out.body is body
     assert out.url == "http://h:1/v1/embeddings"
     assert out.headers == [
@@ -335,7 +337,7 @@ def test_fbs_sends_the_untouched_bytes_to_its_embeddings_endpoint() -> None:
         ("x-s", "1"),
     ]
     plain = FbsAdapter(config("fbs", url="http://h:1")).prepare_embeddings(
-        body, never, "rid", "Bearer c"
+        Inbound(body, never, "rid", "Bearer c")
     )
     assert all(name != "authorization" for name, _ in plain.headers)
 
@@ -373,7 +375,7 @@ def test_anthropic_has_no_embeddings() -> None:
     body = write_embedding_request("m", texts=["x"])
     assert adapter.embeddings is False
     with pytest.raises(Untranslatable, match="the anthropic protocol has no embeddings API"):
-        adapter.prepare_embeddings(body, decoded(body), "r", "")
+        adapter.prepare_embeddings(Inbound(body, decoded(body), "r", ""))
     with pytest.raises(ValueError):
         adapter.embeddings_answer(answer_of(vectors_of(1, 4)), "r", "m")
 

@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
+from flatgate.proxy.backends.base import Inbound
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.wire.embeddings import (
@@ -35,7 +36,7 @@ def test_the_adapter_reads_llmocks_float_answer_exactly(mock: LLMock) -> None:
     )
     texts = ["the first text", "another one", "x"]
     body = write_embedding_request("text-embedding-3-small", texts=texts, request_id="r-1")
-    out = adapter.prepare_embeddings(body, lambda: read_embedding_request(body), "r-1", "")
+    out = adapter.prepare_embeddings(Inbound(body, lambda: read_embedding_request(body), "r-1", ""))
     r = httpx.post(out.url, content=out.body, headers=out.headers)
     assert r.status_code == 200, r.text
     sent: dict[str, Any] = mock.requests()[-1]["body"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from flatgate.proxy.backends.base import TranslatorError
+from flatgate.proxy.backends.base import Inbound, TranslatorError
 from flatgate.proxy.backends.fbs.adapter import FbsAdapter, FrameRelay
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire import codes
@@ -116,7 +116,7 @@ def never() -> Request:
 
 def test_prepare_sends_the_callers_bytes_untouched_without_decoding_them() -> None:
     body = b"FGRQ-any-bytes"
-    out = adapter().prepare(body, never, "rid-1", "Bearer caller")
+    out = adapter().prepare(Inbound(body, never, "rid-1", "Bearer caller"))
     assert out.body is body
     assert out.url == "http://127.0.0.1:8082/v1/completions"
     assert out.headers == [
@@ -127,12 +127,12 @@ def test_prepare_sends_the_callers_bytes_untouched_without_decoding_them() -> No
 
 
 def test_prepare_forwards_the_callers_credential_only_when_configured() -> None:
-    out = adapter(forward_credentials=True).prepare(b"x", never, "r", "Bearer c")
+    out = adapter(forward_credentials=True).prepare(Inbound(b"x", never, "r", "Bearer c"))
     assert ("authorization", "Bearer c") in out.headers
 
 
 def test_prepare_adds_the_configured_headers() -> None:
-    out = adapter(headers={"x-team": "a"}).prepare(b"x", never, "r", "")
+    out = adapter(headers={"x-team": "a"}).prepare(Inbound(b"x", never, "r", ""))
     assert ("x-team", "a") in out.headers
 
 

@@ -17,7 +17,7 @@ from flatgate.proxy.apis.anthropic_messages.request import decode_messages
 from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter
 from flatgate.proxy.backends.anthropic.adapter import encode_request as anthropic_request
 from flatgate.proxy.backends.anthropic.config import AnthropicConfig
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import Inbound, Untranslatable
 from flatgate.proxy.backends.extras import UnsupportedField
 from flatgate.proxy.backends.openai.adapter import encode_request as openai_request
 from flatgate.proxy.backends.responses.adapter import encode_request as responses_request
@@ -46,7 +46,7 @@ def tool(name: str, **fields: Any) -> dict[str, Any]:
 def sent(req: Request) -> dict[str, Any]:
     """What the anthropic adapter sends (``prepare``: the body it posts)."""
     config = AnthropicConfig(name="a", url="https://api.anthropic.com/v1", protocol="anthropic")
-    out = AnthropicAdapter(config).prepare(b"", lambda: req, "rid", "")
+    out = AnthropicAdapter(config).prepare(Inbound(b"", lambda: req, "rid", ""))
     assert out.omitted == ()
     body: dict[str, Any] = json.loads(out.body)
     return body

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from flatgate.proxy.backends.base import Inbound
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter, OpenAIStream, encode_request
 from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.backends.openai.whole import OpenAIWhole
@@ -145,7 +146,7 @@ def test_no_max_tokens_sends_neither_field(field: str) -> None:
 def test_the_adapters_max_tokens_field_is_used() -> None:
     a = adapter(max_tokens_field="max_completion_tokens")
     req = request(minimal(max_tokens=5))
-    out = json.loads(a.prepare(b"", lambda: req, "rid", "").body)
+    out = json.loads(a.prepare(Inbound(b"", lambda: req, "rid", "")).body)
     assert out["max_completion_tokens"] == 5
     assert "max_tokens" not in out
 
@@ -159,14 +160,16 @@ def test_the_model_is_the_one_given_not_the_clients() -> None:
 
 def test_the_adapter_sends_the_routed_model_name_without_an_override() -> None:
     req = request(minimal(), model_name="llama-3.1-8b")
-    out = json.loads(adapter().prepare(b"", lambda: req, "rid", "").body)
+    out = json.loads(adapter().prepare(Inbound(b"", lambda: req, "rid", "")).body)
     assert out["model"] == "llama-3.1-8b"
 
 
 def test_the_adapter_sends_its_configured_model_over_the_routed_one() -> None:
     req = request(minimal(), model_name="llama-3.1-8b")
     out = json.loads(
-        adapter(model="meta-llama/Llama-3.1-8B-Instruct").prepare(b"", lambda: req, "rid", "").body
+        adapter(model="meta-llama/Llama-3.1-8B-Instruct")
+        .prepare(Inbound(b"", lambda: req, "rid", ""))
+        .body
     )
     assert out["model"] == "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -397,13 +400,13 @@ def test_a_function_tool_choice_built_as_structs() -> None:
 def test_prepare_posts_to_chat_completions_under_the_base_url() -> None:
     req = request(minimal())
     for url in ("https://api.example.com/v1", "https://api.example.com/v1/"):
-        out = adapter(url=url).prepare(b"ignored", lambda: req, "rid", "")
+        out = adapter(url=url).prepare(Inbound(b"ignored", lambda: req, "rid", ""))
         assert out.url == "https://api.example.com/v1/chat/completions"
 
 
 def test_prepare_sends_json_asks_for_sse_and_passes_the_request_id() -> None:
     req = request(minimal(stream=True))
-    out = adapter().prepare(b"", lambda: req, "rid-9", "")
+    out = adapter().prepare(Inbound(b"", lambda: req, "rid-9", ""))
     headers = dict(out.headers)
     assert headers["content-type"] == JSON
     assert headers["accept"] == SSE
@@ -416,7 +419,7 @@ def test_prepare_sends_json_asks_for_sse_and_passes_the_request_id() -> None:
 
 def test_prepare_asks_for_json_for_a_request_the_client_did_not_stream() -> None:
     req = request(minimal())
-    out = adapter().prepare(b"", lambda: req, "rid-9", "")
+    out = adapter().prepare(Inbound(b"", lambda: req, "rid-9", ""))
     headers = dict(out.headers)
     assert headers["content-type"] == JSON
     assert headers["accept"] == JSON
@@ -429,7 +432,7 @@ def test_prepare_asks_for_json_for_a_request_the_client_did_not_stream() -> None
 
 def test_prepare_streams_every_answer_when_whole_answers_is_off() -> None:
     req = request(minimal())
-    out = adapter(whole_answers=False).prepare(b"", lambda: req, "rid-9", "")
+    out = adapter(whole_answers=False).prepare(Inbound(b"", lambda: req, "rid-9", ""))
     assert dict(out.headers)["accept"] == SSE
     assert out.whole is False
     assert json.loads(out.body)["stream"] is True
@@ -444,7 +447,7 @@ def test_the_translator_of_a_whole_answer_reads_json_and_of_a_stream_sse() -> No
 
 def test_prepare_presents_the_configured_key_never_the_callers() -> None:
     req = request(minimal())
-    out = adapter(api_key="sk-gateway").prepare(b"", lambda: req, "r", "Bearer caller-key")
+    out = adapter(api_key="sk-gateway").prepare(Inbound(b"", lambda: req, "r", "Bearer caller-key"))
     auth = [v for k, v in out.headers if k == "authorization"]
     assert auth == ["Bearer sk-gateway"]
 
@@ -452,22 +455,26 @@ def test_prepare_presents_the_configured_key_never_the_callers() -> None:
 def test_prepare_reads_the_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLATGATE_TEST_OPENAI_KEY", "sk-env")
     req = request(minimal())
-    out = adapter(api_key_env="FLATGATE_TEST_OPENAI_KEY").prepare(b"", lambda: req, "r", "")
+    out = adapter(api_key_env="FLATGATE_TEST_OPENAI_KEY").prepare(
+        Inbound(b"", lambda: req, "r", "")
+    )
     assert ("authorization", "Bearer sk-env") in out.headers
 
 
 def test_prepare_forwards_the_callers_credential_when_configured() -> None:
     req = request(minimal())
     a = adapter(forward_credentials=True)
-    out = a.prepare(b"", lambda: req, "r", "Bearer caller-key")
+    out = a.prepare(Inbound(b"", lambda: req, "r", "Bearer caller-key"))
     assert [v for k, v in out.headers if k == "authorization"] == ["Bearer caller-key"]
-    out = a.prepare(b"", lambda: req, "r", "")
+    out = a.prepare(Inbound(b"", lambda: req, "r", ""))
     assert "authorization" not in dict(out.headers)
 
 
 def test_prepare_adds_the_configured_headers() -> None:
     req = request(minimal())
-    out = adapter(headers={"OpenAI-Organization": "org-1"}).prepare(b"", lambda: req, "r", "")
+    out = adapter(headers={"OpenAI-Organization": "org-1"}).prepare(
+        Inbound(b"", lambda: req, "r", "")
+    )
     assert ("OpenAI-Organization", "org-1") in out.headers
 
 
@@ -479,7 +486,7 @@ def test_prepare_decodes_the_request_once() -> None:
         seen.append(1)
         return req
 
-    adapter().prepare(b"", decode, "r", "")
+    adapter().prepare(Inbound(b"", decode, "r", ""))
     assert seen == [1]
 
 

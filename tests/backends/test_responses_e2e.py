@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from flatgate.proxy.backends.base import Inbound
 from flatgate.proxy.backends.responses.adapter import ResponsesAdapter
 from flatgate.proxy.backends.responses.config import ResponsesConfig
 from flatgate.proxy.backends.responses.stub_request import encrypted
@@ -198,7 +199,7 @@ def test_a_backend_that_runs_the_hosted_tool_is_sent_it(stack: Stack) -> None:
             name="h", url="http://x/v1", protocol="openai-responses", hosted_tools=("web_search",)
         )
     )
-    sent = hosted.prepare(body, lambda: read_request(body), "rid-1", "").body
+    sent = hosted.prepare(Inbound(body, lambda: read_request(body), "rid-1", "")).body
     assert json.loads(sent)["tools"] == [{"type": "web_search"}]
     stats = httpx.get(f"{stack.stub.url}/stats").json()
     assert stats["last_body_sha256"] == hashlib.sha256(sent).hexdigest()

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from flatgate.proxy.apis.openai_responses.request import ResponsesRequest
-from flatgate.proxy.backends.base import RefusalKind, Untranslatable
+from flatgate.proxy.backends.base import Inbound, RefusalKind, Untranslatable
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.backends.registry import backend_config, backend_problems
@@ -491,7 +491,7 @@ def test_prepare_posts_to_responses_under_the_base_url_with_openais_headers(stre
         stream=stream,
     )
     out = adapter(api_key="sk-up", headers={"x-team": "a"}, model="gpt-5").prepare(
-        b"ignored", lambda: req, "rid-1", "Bearer caller"
+        Inbound(b"ignored", lambda: req, "rid-1", "Bearer caller")
     )
     assert out.url == "https://api.example.com/v1/responses"
     # A request the client did not stream asks for the answer whole.
@@ -514,7 +514,7 @@ def test_prepare_posts_to_responses_under_the_base_url_with_openais_headers(stre
 
 def test_prepare_names_each_omitted_field_once() -> None:
     req = wire([msg(Role.User, "a", name="x"), msg(Role.User, "b", name="y")])
-    assert adapter().prepare(b"", lambda: req, "r", "").omitted == ("name",)
+    assert adapter().prepare(Inbound(b"", lambda: req, "r", "")).omitted == ("name",)
 
 
 def test_the_probe_and_refusals_are_the_openai_adapters() -> None:

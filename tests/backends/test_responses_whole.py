@@ -29,6 +29,7 @@ from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.render import Aggregator as ResponsesAggregator
+from flatgate.proxy.backends.base import Inbound
 from flatgate.proxy.backends.responses.adapter import ResponsesAdapter, encode_request
 from flatgate.proxy.backends.responses.config import ResponsesConfig
 from flatgate.proxy.backends.responses.stream import ResponsesStream
@@ -492,7 +493,7 @@ def test_the_adapter_asks_for_a_whole_answer_only_when_the_client_did_not_stream
     stream: bool, whole_answers: bool, asked: bool
 ) -> None:
     req = request({"model": "c", "messages": [user("hi")], "stream": stream})
-    out = adapter(whole_answers=whole_answers).prepare(b"", lambda: req, "rid", "")
+    out = adapter(whole_answers=whole_answers).prepare(Inbound(b"", lambda: req, "rid", ""))
     assert (out.whole, json.loads(out.body)["stream"]) == (asked, not asked)
     assert dict(out.headers)["accept"] == ("application/json" if asked else "text/event-stream")
 

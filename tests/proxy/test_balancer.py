@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from flatgate.proxy.backends.base import Inbound
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.service.balancer import Backend, Balancer, RouteTarget
 
@@ -24,7 +25,7 @@ class Clock:
 
 def test_urls_and_timeouts_from_config() -> None:
     b = backend("a")
-    out = b.adapter.prepare(b"body", lambda: None, "rid", "")  # type: ignore[arg-type,return-value]
+    out = b.adapter.prepare(Inbound(b"body", lambda: None, "rid", ""))  # type: ignore[arg-type,return-value]
     assert out.url == "http://a:1/v1/completions"
     assert out.body == b"body"
     assert b.timeouts.total is None

@@ -15,6 +15,7 @@ import numpy as np
 import openai
 import pytest
 
+from flatgate.proxy.backends.base import Inbound
 from flatgate.proxy.backends.fbs.adapter import FbsAdapter
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
@@ -277,7 +278,9 @@ def test_sdk_sees_the_faults(oai: Server) -> None:
 
 
 def _exchange(server: Server, adapter: OpenAIAdapter | FbsAdapter, body: bytes) -> bytes:
-    out = adapter.prepare_embeddings(body, lambda: read_embedding_request(body), "rid-a", "")
+    out = adapter.prepare_embeddings(
+        Inbound(body, lambda: read_embedding_request(body), "rid-a", "")
+    )
     r = httpx.post(out.url, content=out.body, headers=out.headers)
     assert r.status_code == 200, r.text
     return adapter.embeddings_answer(r.content, "rid-a", "m", max_bytes=1 << 20)
@@ -304,7 +307,7 @@ def test_the_openai_adapter_gets_the_fbs_stubs_vectors_bit_for_bit(
 def test_an_openai_adapter_refuses_a_json_answer_over_its_bound(oai: Server) -> None:
     adapter = OpenAIAdapter(OpenAIConfig(name="o", url=f"{oai.url}/v1", protocol="openai"))
     body = write_embedding_request("m", texts=["x"] * 4)
-    out = adapter.prepare_embeddings(body, lambda: read_embedding_request(body), "r", "")
+    out = adapter.prepare_embeddings(Inbound(body, lambda: read_embedding_request(body), "r", ""))
     r = httpx.post(out.url, content=out.body, headers=out.headers)
     assert json.loads(r.content)["data"][0]["embedding"]  # base64 text, as asked
     with pytest.raises(ValueError, match="over 1000 bytes"):

@@ -77,7 +77,6 @@ false, and ``prepare_embeddings`` raises ``Untranslatable`` saying so. No I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import msgspec
@@ -106,7 +105,7 @@ from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.backends.anthropic.placing import Made, mark, place
 from flatgate.proxy.backends.anthropic.stream import STOP_REASONS, AnthropicStream
 from flatgate.proxy.backends.anthropic.whole import AnthropicWhole
-from flatgate.proxy.backends.base import Outbound, Probe, Translator, Untranslatable
+from flatgate.proxy.backends.base import Inbound, Outbound, Probe, Translator, Untranslatable
 from flatgate.proxy.backends.extras import Fields, read_extras, report_all, splice
 from flatgate.proxy.backends.json_api import JsonAdapter
 from flatgate.proxy.wire.embeddings import EmbeddingInput
@@ -422,10 +421,8 @@ class AnthropicAdapter(JsonAdapter):
             whole=whole,
         )
 
-    def prepare(
-        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
-    ) -> Outbound:
-        req = request()
+    def prepare(self, call: Inbound[Request]) -> Outbound:
+        req = call.request()
         omitted: list[str] = []
         betas = list(self._betas)
         whole = self.whole_for(req)
@@ -439,23 +436,17 @@ class AnthropicAdapter(JsonAdapter):
             whole=whole,
         )
         accept = JSON if whole else SSE
-        headers = [("content-type", JSON), ("accept", accept), ("x-request-id", request_id)]
+        headers = [("content-type", JSON), ("accept", accept), ("x-request-id", call.request_id)]
         headers += self._version
         headers += self.auth
-        if self.forward and authorization:
-            headers.append(("authorization", authorization))
+        if self.forward and call.authorization:
+            headers.append(("authorization", call.authorization))
         headers += self._static
         if betas:
             headers.append((BETA_HEADER, ",".join(dict.fromkeys(betas))))
         return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
 
-    def prepare_embeddings(
-        self,
-        body: bytes,
-        request: Callable[[], EmbeddingInput],
-        request_id: str,
-        authorization: str,
-    ) -> Outbound:
+    def prepare_embeddings(self, call: Inbound[EmbeddingInput]) -> Outbound:
         raise Untranslatable(NO_EMBEDDINGS)
 
     def embeddings_answer(

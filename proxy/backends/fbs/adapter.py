@@ -16,9 +16,10 @@ No I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from flatgate.proxy.backends.base import (
+    Inbound,
     Outbound,
     Probe,
     Refusal,
@@ -118,25 +119,18 @@ class FbsAdapter:
         self._forward = config.forward_credentials
         self._extra = list(config.headers.items())
 
-    def prepare(
-        self, body: bytes, request: Callable[[], Request], request_id: str, authorization: str
-    ) -> Outbound:
-        headers = request_headers(request_id, authorization if self._forward else "")
+    def prepare(self, call: Inbound[Request]) -> Outbound:
+        headers = request_headers(call.request_id, call.authorization if self._forward else "")
         if self._extra:
             headers += self._extra
-        return Outbound(self._url, headers, body)
+        return Outbound(self._url, headers, call.body)
 
-    def prepare_embeddings(
-        self,
-        body: bytes,
-        request: Callable[[], EmbeddingInput],
-        request_id: str,
-        authorization: str,
-    ) -> Outbound:
-        headers = request_headers(request_id, authorization if self._forward else "", FLATBUFFERS)
+    def prepare_embeddings(self, call: Inbound[EmbeddingInput]) -> Outbound:
+        credential = call.authorization if self._forward else ""
+        headers = request_headers(call.request_id, credential, FLATBUFFERS)
         if self._extra:
             headers += self._extra
-        return Outbound(self._embeddings, headers, body)
+        return Outbound(self._embeddings, headers, call.body)
 
     def embeddings_answer(
         self, body: bytes, request_id: str, model: str, max_bytes: int | None = None

@@ -45,8 +45,6 @@ named here too (``OpenAIStream``, ``FINISH_REASONS``). No I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import msgspec
 
 from flatgate.proxy.apis.openai_chat.request import (
@@ -57,7 +55,7 @@ from flatgate.proxy.apis.openai_chat.request import (
     ToolChoiceFunction,
     ToolChoiceName,
 )
-from flatgate.proxy.backends.base import Outbound, Probe, Translator
+from flatgate.proxy.backends.base import Inbound, Outbound, Probe, Translator
 from flatgate.proxy.backends.embeddings import EMBEDDINGS_PATH, encode_embeddings, read_embeddings
 from flatgate.proxy.backends.extras import (
     messages_for_chat,
@@ -217,19 +215,13 @@ class OpenAIConventions(JsonAdapter):
         self._embeddings = self.base + EMBEDDINGS_PATH
         self._drop = config.drop_unsupported
 
-    def prepare_embeddings(
-        self,
-        body: bytes,
-        request: Callable[[], EmbeddingInput],
-        request_id: str,
-        authorization: str,
-    ) -> Outbound:
+    def prepare_embeddings(self, call: Inbound[EmbeddingInput]) -> Outbound:
         omitted: list[str] = []
-        req = request()
+        req = call.request()
         payload = encode_embeddings(
             req, model=self.model or req.model_name, omitted=omitted, drop_unsupported=self._drop
         )
-        headers = self.headers(request_id, authorization, JSON)
+        headers = self.headers(call.request_id, call.authorization, JSON)
         return Outbound(self._embeddings, headers, payload, tuple(dict.fromkeys(omitted)))
 
     def embeddings_answer(
