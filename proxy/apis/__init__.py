@@ -4,4 +4,5 @@ backends and the stub, named as the access log names the client APIs:
 ``anthropic_messages`` (Messages), ``openai_embeddings`` (embeddings). Each
 holds its request's Structs, decoder and field tables; the edge decodes with
 them, the backend adapters encode with them, and the stub serves with them.
-``errors`` and ``decoding`` are what they share. Pure: no I/O."""
+``errors``, ``decoding`` and ``lenient`` (the stub's read past members of
+no name) are what they share. Pure: no I/O."""

@@ -8,9 +8,9 @@ second pass: it reads the body's members beside the Structs' type
 information (``struct_info``, ``msgspec.inspect``), takes out those that
 ask for nothing (null, empty) and refuses any other, naming its path
 (``unrecognized``: ``messages.[1].content.[0].cache_control``), and decodes
-what is left. With ``drop`` (``scrub``, ``scrub_members``) every such member
-is taken out instead: how a server of the API, the stub, reads the same
-Structs leniently (``request.decode_served``). ``param_from_error`` names a
+what is left; it keeps every other member's bytes as the client wrote them.
+(A server of the API, the stub, drops every such member instead:
+``apis.lenient``.) ``param_from_error`` names a
 field as OpenAI's ``param`` does, from msgspec's validation message.
 
 Pure: no I/O. The decoders are built once at import.
@@ -91,11 +91,11 @@ def struct_info(cls: type[msgspec.Struct]) -> msgspec.inspect.StructType:
     return info
 
 
-def scrub(raw: msgspec.Raw, info: _Info, where: str, *, drop: bool = False) -> msgspec.Raw | None:
+def scrub(raw: msgspec.Raw, info: _Info, where: str) -> msgspec.Raw | None:
     """``raw`` (JSON of type ``info``, at ``where``) with the members that
     ask for nothing (null, empty) taken out of its structs that forbid unknown
     fields; ``None`` when nothing was. Any other unknown member is refused
-    naming it (``unrecognized``), or, with ``drop``, taken out too. JSON of
+    naming it (``unrecognized``). JSON of
     another shape is left as it is: the strict decode says what is wrong
     with it."""
     data = bytes(raw).lstrip()
@@ -109,7 +109,7 @@ def scrub(raw: msgspec.Raw, info: _Info, where: str, *, drop: bool = False) -> m
             return None
         changed = False
         for i, item in enumerate(items):
-            new = scrub(item, of.item_type, f"{where}.[{i}]", drop=drop)
+            new = scrub(item, of.item_type, f"{where}.[{i}]")
             if new is not None:
                 items[i] = new
                 changed = True
@@ -123,13 +123,11 @@ def scrub(raw: msgspec.Raw, info: _Info, where: str, *, drop: bool = False) -> m
         members = _members(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
-    changed = scrub_members(members, struct, where, drop=drop)
+    changed = scrub_members(members, struct, where)
     return msgspec.Raw(_encode(members)) if changed else None
 
 
-def scrub_members(
-    members: Fields, struct: msgspec.inspect.StructType, where: str, *, drop: bool = False
-) -> bool:
+def scrub_members(members: Fields, struct: msgspec.inspect.StructType, where: str) -> bool:
     """``scrub`` over an object's ``members`` (changed in place), read as
     ``struct``; whether any changed. Its own unknown members are judged only
     if it forbids them (a lenient struct's are the caller's)."""
@@ -141,12 +139,12 @@ def scrub_members(
         if field is None:
             if key == struct.tag_field or not struct.forbid_unknown_fields:
                 continue
-            if not drop and bytes(members[key]).strip() not in _EMPTY:
+            if bytes(members[key]).strip() not in _EMPTY:
                 raise unrecognized(at)
             del members[key]
             changed = True
             continue
-        new = scrub(members[key], field.type, at, drop=drop)
+        new = scrub(members[key], field.type, at)
         if new is not None:
             members[key] = new
             changed = True

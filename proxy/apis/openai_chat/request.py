@@ -52,10 +52,11 @@ Each side's strictness is a switch on the same Structs, not a second set:
   written as they are: no Python object per message is made to send them;
 - the stub: ``decode_served`` reads with the edge's Structs and types, but
   ignores a key of no name at any depth, as OpenAI's server does: when the
-  decode fails on one, every such key is taken out (``members.scrub_members``
-  with ``drop``) and the body decoded again, so a body with none (what the
-  adapter writes) is read in one pass. What the types refuse, the stub says
-  in OpenAI's words (``backends.openai.stub_request``).
+  decode fails on one, every such key is taken out (``apis.lenient``'s
+  ``without_unknown``, the Responses stub's too) and the body decoded
+  again, so a body with none (what the adapter writes) is read in one pass.
+  What the types refuse, the stub says in OpenAI's words
+  (``backends.openai.stub_request``).
 
 Pure: no I/O. The decoders are built once at import.
 """
@@ -74,6 +75,7 @@ from flatgate.proxy.apis.decoding import (
     why_undecodable,
 )
 from flatgate.proxy.apis.errors import InvalidRequest, shown
+from flatgate.proxy.apis.lenient import without_unknown
 from flatgate.proxy.apis.openai_chat.members import (
     Fields,
     decode_scrubbed,
@@ -326,7 +328,6 @@ _astuple = msgspec.structs.astuple
 _KEY_OF = {k: msgspec.json.encode(k) + b":" for k in EXTRA_FIELDS}
 _decoder = msgspec.json.Decoder(ChatCompletionRequest)
 _strict_decoder = msgspec.json.Decoder(_Strict)
-_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _encode = msgspec.json.encode
 _UNKNOWN = "Object contains unknown field"
 
@@ -473,9 +474,7 @@ def decode_served(body: bytes | memoryview) -> ChatCompletionRequest:
     except msgspec.ValidationError as exc:
         if not str(exc).startswith(_UNKNOWN):
             raise
-    members = _fields_decoder.decode(body)
-    scrub_members(members, _INFO, "", drop=True)
-    return _decoder.decode(_encode(members))
+    return _decoder.decode(without_unknown(body, ChatCompletionRequest))
 
 
 def decode_request(body: bytes | memoryview) -> ChatCompletionRequest:

@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import inspect as mi
 
+from flatgate.proxy.apis.lenient import Tags, at_path, without_unknown
 from flatgate.proxy.apis.openai_responses.items import (
     MEDIA_PARTS,
     TEXT_PARTS,
@@ -52,7 +53,6 @@ from flatgate.proxy.apis.openai_responses.items import (
     Part,
     Refusal,
 )
-from flatgate.proxy.apis.openai_responses.lenient import Tags, at_path, without_unknown
 from flatgate.proxy.apis.openai_responses.request import ResponsesRequest
 from flatgate.proxy.backends.dialect import StubRequest, split_model
 from flatgate.proxy.backends.openai.stub_request import (

@@ -1,9 +1,10 @@
 """A request read with the edge's Structs as a lenient server reads it: the
-stub's switch.
+stub's switch, for every OpenAI API (Chat Completions' and the Responses
+API's ``decode_served``).
 
-The request's Structs (``request``, ``items``, ``tools``) forbid unknown
-fields where the edge must judge them; OpenAI's server, which the stub
-plays, ignores them. Rather than a second, lenient set of Structs, the
+A request's Structs forbid unknown fields where the edge must judge them
+(``openai_chat.members`` judges them, naming each); OpenAI's server, which
+the stub plays, ignores them. Rather than a second, lenient set of Structs, the
 stub decodes with the same ones and, when the decode fails on a member of
 no name, drops every such member (``without_unknown``) and decodes again:
 a body with none (what the adapter writes, what the SDKs send) is read in
@@ -93,7 +94,7 @@ def _drop(value: Any, t: mi.Type) -> None:
             _drop(item, got.value_type)
 
 
-def without_unknown(body: bytes, cls: type[msgspec.Struct]) -> bytes:
+def without_unknown(body: bytes | memoryview, cls: type[msgspec.Struct]) -> bytes:
     """``body`` (JSON) without the members ``cls`` (and every Struct it holds)
     has no field for; raises ``msgspec.DecodeError`` if it is not JSON."""
     value = msgspec.json.decode(body)
