@@ -113,6 +113,7 @@ __all__ = [
     "decode_scrubbed",
     "decode_served",
     "extras_json",
+    "not_json",
     "param_from_error",
     "scrub",
     "scrub_members",
@@ -399,7 +400,9 @@ def _not_utf8(param: str) -> InvalidRequest:
     )
 
 
-def _not_json(why: str) -> InvalidRequest:
+def not_json(why: str) -> InvalidRequest:
+    """The 400 for a body that is not JSON, in OpenAI's words (every OpenAI
+    API's edge)."""
     return InvalidRequest(
         f"We could not parse the JSON body of your request ({why}). "
         "The API expects a JSON payload.",
@@ -457,9 +460,9 @@ def decode(body: bytes | memoryview) -> Decoded:
         text = validation_text(exc)
         raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
     except msgspec.DecodeError as exc:
-        raise _not_json(str(exc)) from exc
+        raise not_json(str(exc)) from exc
     except UNDECODABLE as exc:
-        raise _not_json(why_undecodable(exc)) from None
+        raise not_json(why_undecodable(exc)) from None
     _check(req)
     return Decoded(req, unknown)
 

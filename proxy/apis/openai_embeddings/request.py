@@ -47,7 +47,7 @@ from flatgate.proxy.apis.decoding import (
     why_undecodable,
 )
 from flatgate.proxy.apis.errors import InvalidRequest, shown
-from flatgate.proxy.apis.openai_chat.request import param_from_error
+from flatgate.proxy.apis.openai_chat.request import not_json, param_from_error
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import MAX_DIMENSIONS, MAX_INPUTS
 
@@ -179,14 +179,6 @@ def _extras(fields: dict[str, msgspec.Raw] | None) -> bytes:
     return text
 
 
-def _not_json(why: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"We could not parse the JSON body of your request ({why}). "
-        "The API expects a JSON payload.",
-        code=codes.INVALID_JSON,
-    )
-
-
 def decode(body: bytes | memoryview) -> Decoded:
     """Decode and validate a request body, with its extras; every failure is
     an ``InvalidRequest``."""
@@ -203,9 +195,9 @@ def decode(body: bytes | memoryview) -> Decoded:
         text = validation_text(exc)
         raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
     except msgspec.DecodeError as exc:
-        raise _not_json(str(exc)) from exc
+        raise not_json(str(exc)) from exc
     except UNDECODABLE as exc:
-        raise _not_json(why_undecodable(exc)) from None
+        raise not_json(why_undecodable(exc)) from None
     texts, tokens = _inputs(req.input)
     return Decoded(req, texts, tokens, _extras(fields))
 

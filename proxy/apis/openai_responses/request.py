@@ -83,6 +83,7 @@ from flatgate.proxy.apis.decoding import UNDECODABLE, validation_text, why_undec
 from flatgate.proxy.apis.errors import InvalidRequest, shown
 from flatgate.proxy.apis.openai_chat.request import (
     decode_scrubbed,
+    not_json,
     param_from_error,
     struct_info,
 )
@@ -464,14 +465,6 @@ def _extras(
     return b"{" + b",".join(parts) + b"}" if parts else b""
 
 
-def _not_json(why: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"We could not parse the JSON body of your request ({why}). "
-        "The API expects a JSON payload.",
-        code=codes.INVALID_JSON,
-    )
-
-
 def decode_request(body: bytes | memoryview) -> Decoded:
     """Decode and check a request body; every failure is an ``InvalidRequest``."""
     try:
@@ -484,9 +477,9 @@ def decode_request(body: bytes | memoryview) -> Decoded:
         text = validation_text(exc)
         raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
     except msgspec.DecodeError as exc:
-        raise _not_json(str(exc)) from exc
+        raise not_json(str(exc)) from exc
     except UNDECODABLE as exc:
-        raise _not_json(why_undecodable(exc)) from None
+        raise not_json(why_undecodable(exc)) from None
     _check(req)
     try:  # each tool is decoded again, a few frames deeper: the same bound holds
         tools = read_tools(req.tools) if req.tools else _NO_TOOLS
@@ -495,7 +488,7 @@ def decode_request(body: bytes | memoryview) -> Decoded:
         else:
             choice, choice_extra = _NO_CHOICE, b""
     except UNDECODABLE as exc:
-        raise _not_json(why_undecodable(exc)) from None
+        raise not_json(why_undecodable(exc)) from None
     inp = req.input
     items: list[Item] = [Item(role="user", content=inp)] if isinstance(inp, str) else [*(inp or ())]
     if tools.hosted or choice_extra or not _WIRED.issuperset(fields):
