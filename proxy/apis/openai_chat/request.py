@@ -63,7 +63,7 @@ Pure: no I/O. The decoders are built once at import.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, NoReturn, TypeAlias
 
 import msgspec
 import msgspec.inspect
@@ -88,6 +88,7 @@ from flatgate.proxy.apis.openai_chat.members import (
 from flatgate.proxy.wire import codes
 
 __all__ = [
+    "BODY_ERRORS",
     "EXTRA_FIELDS",
     "AssistantMessage",
     "ChatCompletionRequest",
@@ -113,8 +114,10 @@ __all__ = [
     "decode_scrubbed",
     "decode_served",
     "extras_json",
+    "extras_object",
     "not_json",
     "param_from_error",
+    "raise_invalid_body",
     "scrub",
     "scrub_members",
     "struct_info",
@@ -410,6 +413,22 @@ def not_json(why: str) -> InvalidRequest:
     )
 
 
+# What decoding a body may raise (msgspec's ``ValidationError`` is a
+# ``DecodeError``): each is the client's 400 (``raise_invalid_body``).
+BODY_ERRORS = (msgspec.DecodeError, *UNDECODABLE)
+
+
+def raise_invalid_body(exc: msgspec.DecodeError | RecursionError | UnicodeDecodeError) -> NoReturn:
+    """Raise the 400 for a body that did not decode (``exc``, one of
+    ``BODY_ERRORS``), in OpenAI's words (every OpenAI API's edge)."""
+    if isinstance(exc, msgspec.ValidationError):
+        text = validation_text(exc)
+        raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
+    if isinstance(exc, msgspec.DecodeError):
+        raise not_json(str(exc)) from exc
+    raise not_json(why_undecodable(exc)) from None
+
+
 def extras_json(req: ChatCompletionRequest, fields: dict[str, msgspec.Raw] | None = None) -> bytes:
     """The extras' JSON object (``b""`` for none): the known extra fields
     given, then those of ``fields`` (``Decoded.fields``) the request does
@@ -419,9 +438,17 @@ def extras_json(req: ChatCompletionRequest, fields: dict[str, msgspec.Raw] | Non
     if not fields and values == _NONE_GIVEN:
         return b""  # the common request: every field has its slot
     members = [_KEY_OF[k] + v for k, v in zip(EXTRA_FIELDS, values, strict=True) if v]
+    return extras_object(members, fields, _KNOWN)
+
+
+def extras_object(members: list[bytes], fields: Fields | None, known: frozenset[str]) -> bytes:
+    """The JSON object of ``members`` (each ``"key":value``), then of the
+    fields of ``fields`` that ``known`` does not hold, each as sent (every
+    OpenAI API's extras). ``InvalidRequest`` for a key of flatgate's own
+    (``$``), or when a string in it is not UTF-8."""
     if fields:
         for k, v in fields.items():
-            if k in _KNOWN:
+            if k in known:
                 continue
             if k[:1] == "$":  # flatgate's own extras keys, never a client's
                 raise InvalidRequest(f"Unrecognized request argument supplied: {shown(k)}", param=k)
@@ -456,13 +483,8 @@ def decode(body: bytes | memoryview) -> Decoded:
             if not str(exc).startswith(_UNKNOWN):
                 raise
             req, unknown = _decode_lenient(body)
-    except msgspec.ValidationError as exc:
-        text = validation_text(exc)
-        raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
-    except msgspec.DecodeError as exc:
-        raise not_json(str(exc)) from exc
-    except UNDECODABLE as exc:
-        raise not_json(why_undecodable(exc)) from None
+    except BODY_ERRORS as exc:
+        raise_invalid_body(exc)
     _check(req)
     return Decoded(req, unknown)
 

@@ -40,15 +40,12 @@ from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-from flatgate.proxy.apis.decoding import (
-    UNDECODABLE,
-    is_utf8,
-    validation_text,
-    why_undecodable,
+from flatgate.proxy.apis.errors import InvalidRequest
+from flatgate.proxy.apis.openai_chat.request import (
+    BODY_ERRORS,
+    extras_object,
+    raise_invalid_body,
 )
-from flatgate.proxy.apis.errors import InvalidRequest, shown
-from flatgate.proxy.apis.openai_chat.request import not_json, param_from_error
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import MAX_DIMENSIONS, MAX_INPUTS
 
 __all__ = ["Decoded", "EmbeddingRequest", "Item", "decode", "decode_served"]
@@ -78,7 +75,6 @@ _KNOWN = frozenset(EmbeddingRequest.__struct_fields__)
 _strict = msgspec.json.Decoder(_Strict).decode
 _lenient = msgspec.json.Decoder(EmbeddingRequest).decode
 _fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-_encode = msgspec.json.encode
 _UNKNOWN = "Object contains unknown field"
 
 
@@ -159,24 +155,9 @@ def _mixed() -> InvalidRequest:
 def _extras(fields: dict[str, msgspec.Raw] | None) -> bytes:
     """The fields the request does not know, as one JSON object in the
     client's order (``b""`` for none)."""
-    if not fields:
+    if not fields or _KNOWN.issuperset(fields):
         return b""
-    members = []
-    for k, v in fields.items():
-        if k in _KNOWN:
-            continue
-        if k[:1] == "$":  # flatgate's own extras keys, never a client's
-            raise InvalidRequest(f"Unrecognized request argument supplied: {shown(k)}", param=k)
-        members.append(_encode(k) + b":" + v)
-    if not members:
-        return b""
-    text = b"{" + b",".join(members) + b"}"
-    if not is_utf8(text):
-        raise InvalidRequest(
-            "Invalid request: a string in a field flatgate passes on is not valid UTF-8.",
-            code=codes.INVALID_JSON,
-        )
-    return text
+    return extras_object([], fields, _KNOWN)
 
 
 def decode(body: bytes | memoryview) -> Decoded:
@@ -191,13 +172,8 @@ def decode(body: bytes | memoryview) -> Decoded:
                 raise
             fields = _fields(body)
             req = _lenient(body)
-    except msgspec.ValidationError as exc:
-        text = validation_text(exc)
-        raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
-    except msgspec.DecodeError as exc:
-        raise not_json(str(exc)) from exc
-    except UNDECODABLE as exc:
-        raise not_json(why_undecodable(exc)) from None
+    except BODY_ERRORS as exc:
+        raise_invalid_body(exc)
     texts, tokens = _inputs(req.input)
     return Decoded(req, texts, tokens, _extras(fields))
 

@@ -79,12 +79,13 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from flatgate.proxy.apis.decoding import UNDECODABLE, validation_text, why_undecodable
+from flatgate.proxy.apis.decoding import UNDECODABLE, why_undecodable
 from flatgate.proxy.apis.errors import InvalidRequest, shown
 from flatgate.proxy.apis.openai_chat.request import (
+    BODY_ERRORS,
     decode_scrubbed,
     not_json,
-    param_from_error,
+    raise_invalid_body,
     struct_info,
 )
 from flatgate.proxy.apis.openai_responses.items import (
@@ -473,13 +474,8 @@ def decode_request(body: bytes | memoryview) -> Decoded:
             req, fields = decode_scrubbed(_decoder, _INFO, body)
         else:
             req, fields = got
-    except msgspec.ValidationError as exc:
-        text = validation_text(exc)
-        raise InvalidRequest(f"Invalid request: {text}", param=param_from_error(text)) from exc
-    except msgspec.DecodeError as exc:
-        raise not_json(str(exc)) from exc
-    except UNDECODABLE as exc:
-        raise not_json(why_undecodable(exc)) from None
+    except BODY_ERRORS as exc:
+        raise_invalid_body(exc)
     _check(req)
     try:  # each tool is decoded again, a few frames deeper: the same bound holds
         tools = read_tools(req.tools) if req.tools else _NO_TOOLS
