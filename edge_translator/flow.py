@@ -75,7 +75,7 @@ from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER
 
-__all__ = ["Caller", "Flow", "carrying", "note_request_id"]
+__all__ = ["Caller", "Flow", "Watched", "carrying", "note_request_id"]
 
 _JSON = [("content-type", JSON)]
 _TRANSLATE_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
@@ -155,6 +155,34 @@ class _Budget:
                 retry_after=BUSY_RETRY_AFTER,
             )
         self._used += nbytes
+
+
+class Watched:
+    """A request's watches, as ``Flow.watch`` makes them: its caller's
+    (``CallerWatch``) and the drain's ``ending``, tracked. The handler's
+    ``except asyncio.CancelledError`` returns ``gone``; its ``finally`` calls
+    ``stop``."""
+
+    __slots__ = ("_untrack", "_watch", "ending")
+
+    def __init__(self, watch: CallerWatch, ending: Ending, untrack: Callable[[], None]) -> None:
+        self._watch = watch
+        self.ending = ending
+        self._untrack = untrack
+
+    def gone(self, entry: Entry, exc: asyncio.CancelledError) -> int:
+        """499 (nginx's "client closed request", for the metrics only) when the
+        caller's leaving cancelled the request, noted in ``entry``; any other
+        cancellation (``exc``) raised again."""
+        if not self._watch.caught():
+            raise exc
+        entry.error = "client_closed"
+        return 499
+
+    def stop(self) -> None:
+        """The drain's tracking and the caller's watch ended."""
+        self._untrack()
+        self._watch.stop()
 
 
 class Flow:
@@ -342,7 +370,8 @@ class Flow:
         caller (gone: 499, for the metrics only) and the drain (its deadline:
         ``draining``), with keep-alives while a stream's first token is
         awaited; then settle the tenant's reservation to the usage reported."""
-        watch, ending, untrack = self.watch(ex)
+        watched = self.watch(ex)
+        ending = watched.ending
         outcome = _Outcome()
         reply = with_headers(
             [("x-request-id", asked.request_id), *admitted.headers], caller.early.headers
@@ -381,14 +410,10 @@ class Flow:
             finally:
                 if keepalive is not None:
                     keepalive.close()
-        except asyncio.CancelledError:
-            if not watch.caught():
-                raise
-            entry.error = "client_closed"
-            return 499  # nginx's "client closed request", for the metrics only
+        except asyncio.CancelledError as exc:
+            return watched.gone(entry, exc)
         finally:
-            untrack()
-            watch.stop()
+            watched.stop()
             self.tenancy.settle(
                 caller.identity.tenant, asked.model, admitted, outcome.usage, outcome.answered
             )
@@ -406,15 +431,13 @@ class Flow:
             reply.append((OMITTED_HEADER, omitted))
         self.admission.drop_body(caller.hold)
 
-    def watch(self, ex: Exchange) -> tuple[CallerWatch, Ending, Callable[[], None]]:
+    def watch(self, ex: Exchange) -> Watched:
         """A request's watches: its caller's (started a tick or two on), and
-        the drain's ``Ending``, tracked. The handler's ``except
-        asyncio.CancelledError`` asks ``watch.caught()`` (499) and ``ending``
-        (``draining``); its ``finally`` calls the untrack and ``watch.stop()``."""
+        the drain's ``Ending``, tracked (``Watched``)."""
         watch = CallerWatch(ex.disconnected)
         self._watchlist.add(watch)
         ending = Ending()
-        return watch, ending, self._drain.track(ending)
+        return Watched(watch, ending, self._drain.track(ending))
 
     async def _answer(
         self,

@@ -142,7 +142,8 @@ class EmbeddingsFlow:
         the tenant's reservation settled."""
         flow = self._flow
         tenancy = flow.tenancy
-        watch, ending, untrack = flow.watch(ex)
+        watched = flow.watch(ex)
+        ending = watched.ending
         usage: Usage | None = None
         answered = False
         reply = with_headers(
@@ -182,14 +183,10 @@ class EmbeddingsFlow:
             await sink.close()
             entry.bytes_out = sent
             return 200
-        except asyncio.CancelledError:
-            if not watch.caught():
-                raise
-            entry.error = "client_closed"
-            return 499  # nginx's "client closed request", for the metrics only
+        except asyncio.CancelledError as exc:
+            return watched.gone(entry, exc)
         finally:
-            untrack()
-            watch.stop()
+            watched.stop()
             tenancy.settle(caller.identity.tenant, model, admitted, usage, answered)
 
 
