@@ -288,6 +288,8 @@ class JsonAdapter:
         self.forward = config.forward_credentials
         self.extra = list(config.headers.items())
         self.whole = config.whole_answers
+        # Leave out (true) or refuse the fields the encoder has no mapping for.
+        self._drop = config.drop_unsupported
 
     def credential(self, key: str) -> list[tuple[str, str]]:
         """The headers that present flatgate's key."""

@@ -44,7 +44,7 @@ def test_prepare_asks_for_a_whole_answer_when_the_client_did_not_stream(
     assert out.whole is whole
     assert json.loads(out.body)["stream"] is not whole
     assert dict(out.headers)["accept"] == (JSON if whole else SSE)
-    assert a.encode(req, "m", [], whole) == encode_request(req, model="m", whole=whole)
+    assert out.body == encode_request(req, model=req.model_name, whole=whole)
 
 
 @pytest.mark.parametrize(

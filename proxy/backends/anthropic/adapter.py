@@ -396,7 +396,6 @@ class AnthropicAdapter(JsonAdapter):
         parts = urlsplit(config.url)
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self._default_max = config.default_max_tokens
-        self._drop = config.drop_unsupported
         self._version = [("anthropic-version", config.anthropic_version)]
         # The configured anthropic-beta (the client's are added after it).
         self._betas: list[str] = []
@@ -411,16 +410,8 @@ class AnthropicAdapter(JsonAdapter):
     def fixed(self) -> list[tuple[str, str]]:
         return self._version
 
-    def encode(self, req: Request, model: str, omitted: list[str], whole: bool) -> bytes:
-        return encode_request(
-            req,
-            model=model,
-            default_max_tokens=self._default_max,
-            omitted=omitted,
-            drop_unsupported=self._drop,
-            whole=whole,
-        )
-
+    # JsonAdapter's prepare with no ``encode``: the encoder also gathers the
+    # anthropic-beta values that go in the headers.
     def prepare(self, call: Inbound[Request]) -> Outbound:
         req = call.request()
         omitted: list[str] = []

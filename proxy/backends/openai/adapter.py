@@ -213,7 +213,6 @@ class OpenAIConventions(JsonAdapter):
         super().__init__(config)
         self._models = self.base + "/models"
         self._embeddings = self.base + EMBEDDINGS_PATH
-        self._drop = config.drop_unsupported
 
     def prepare_embeddings(self, call: Inbound[EmbeddingInput]) -> Outbound:
         omitted: list[str] = []
