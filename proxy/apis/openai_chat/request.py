@@ -443,9 +443,9 @@ def extras_json(req: ChatCompletionRequest, fields: dict[str, msgspec.Raw] | Non
 
 def extras_object(members: list[bytes], fields: Fields | None, known: frozenset[str]) -> bytes:
     """The JSON object of ``members`` (each ``"key":value``), then of the
-    fields of ``fields`` that ``known`` does not hold, each as sent (every
-    OpenAI API's extras). ``InvalidRequest`` for a key of flatgate's own
-    (``$``), or when a string in it is not UTF-8."""
+    fields of ``fields`` that ``known`` does not hold, each as sent and
+    appended to ``members`` (every OpenAI API's extras). ``InvalidRequest``
+    for a key of flatgate's own (``$``), or when a string in it is not UTF-8."""
     if fields:
         for k, v in fields.items():
             if k in known:
