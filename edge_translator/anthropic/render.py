@@ -49,7 +49,7 @@ import msgspec
 
 from flatgate.edge_translator.anthropic.errors import error_event
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed
-from flatgate.edge_translator.openai.render import chunk_error
+from flatgate.edge_translator.openai.render import Streamed, chunk_error
 from flatgate.proxy.apis.anthropic_messages.events import STOP_REASON_OF, Answer, ContentBlock
 from flatgate.proxy.apis.anthropic_messages.events import Usage as AnswerUsage
 from flatgate.proxy.wire import codes
@@ -120,12 +120,11 @@ def signature_of(part: ReasoningPart) -> str:
     return part.opaque.decode() if part.dialect == _ANTHROPIC else ""
 
 
-class EventRenderer:
-    """The Messages SSE events of one streamed answer, chunk by chunk."""
+class EventRenderer(Streamed):
+    """The Messages SSE events of one streamed answer, chunk by chunk
+    (finished once the final chunk is rendered through ``message_stop``)."""
 
     __slots__ = (
-        "_buf",
-        "_done",
         "_id",
         "_index",
         "_input",
@@ -134,10 +133,10 @@ class EventRenderer:
         "_started",
         "_text_head",
         "_tools",
-        "_usage",
     )
 
     def __init__(self, *, message_id: str, model: str, input_tokens: int = 0) -> None:
+        Streamed.__init__(self)
         self._id = message_id
         self._model = model
         # ``message_start``'s input tokens when the first chunk has no usage:
@@ -150,23 +149,10 @@ class EventRenderer:
         self._text_head = b""
         # The wire's tool-call index -> the block index of that call.
         self._tools: dict[int, int] = {}
-        self._usage: Usage | None = None
-        self._done = False
-        self._buf = bytearray()
-
-    @property
-    def finished(self) -> bool:
-        """True once the final chunk has been rendered (through ``message_stop``)."""
-        return self._done
 
     @property
     def complete(self) -> bool:
         return self._done
-
-    @property
-    def usage(self) -> Usage | None:
-        """The usage the backend sent, if any."""
-        return self._usage
 
     def end(self) -> bytes:
         """Nothing: ``feed`` renders the final chunk through ``message_stop``."""

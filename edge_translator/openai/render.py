@@ -65,6 +65,7 @@ __all__ = [
     "SYSTEM_FINGERPRINT",
     "Aggregator",
     "StreamRenderer",
+    "Streamed",
     "chunk_error",
     "error_event",
     "finish_reason_name",
@@ -136,14 +137,37 @@ def _usage(u: Usage) -> UsageOut:
     )
 
 
-class StreamRenderer:
-    """SSE events of one streamed completion, chunk by chunk."""
+class Streamed:
+    """What a streamed answer's renderer keeps between chunks, in every chat
+    API: the usage the backend reported, whether the final chunk has been
+    rendered (the subclass says when), and one buffer reused for each
+    token's event."""
+
+    __slots__ = ("_buf", "_done", "_usage")
+
+    def __init__(self) -> None:
+        self._usage: Usage | None = None
+        self._done = False
+        self._buf = bytearray()
+
+    @property
+    def finished(self) -> bool:
+        """True once the final chunk has been rendered."""
+        return self._done
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage the backend sent, if any."""
+        return self._usage
+
+
+class StreamRenderer(Streamed):
+    """SSE events of one streamed completion, chunk by chunk (finished once
+    every expected choice has had its finish reason rendered)."""
 
     __slots__ = (
-        "_buf",
         "_choices",
         "_created",
-        "_done",
         "_finished",
         "_head",
         "_id",
@@ -152,7 +176,6 @@ class StreamRenderer:
         "_roles",
         "_tail",
         "_text_heads",
-        "_usage",
     )
 
     def __init__(
@@ -164,6 +187,7 @@ class StreamRenderer:
         include_usage: bool = False,
         choices: int = 1,
     ) -> None:
+        Streamed.__init__(self)
         self._id = completion_id
         self._choices = max(choices, 1)
         self._finished: set[int] = set()
@@ -174,14 +198,6 @@ class StreamRenderer:
         self._tail = b""
         self._text_heads: dict[int, bytes] = {}
         self._roles: set[int] = set()
-        self._usage: Usage | None = None
-        self._done = False
-        self._buf = bytearray()
-
-    @property
-    def finished(self) -> bool:
-        """True once every expected choice has had its finish reason rendered."""
-        return self._done
 
     @property
     def complete(self) -> bool:
@@ -303,11 +319,6 @@ class StreamRenderer:
             usage = _encode(_usage(self._usage))
             return self._head + b'[],"usage":' + usage + b"}\n\n" + DONE
         return DONE
-
-    @property
-    def usage(self) -> Usage | None:
-        """The usage the backend sent, if any."""
-        return self._usage
 
 
 class _Choice:
