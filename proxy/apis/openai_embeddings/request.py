@@ -154,10 +154,10 @@ def _mixed() -> InvalidRequest:
 
 def _extras(fields: dict[str, msgspec.Raw] | None) -> bytes:
     """The fields the request does not know, as one JSON object in the
-    client's order (``b""`` for none)."""
-    if not fields or _KNOWN.issuperset(fields):
-        return b""
-    return extras_object([], fields, _KNOWN)
+    client's order (``b""`` for none). ``fields`` is read only for a body
+    with a field of no name, which is a top-level one: the request holds no
+    object below it."""
+    return extras_object([], fields, _KNOWN) if fields else b""
 
 
 def decode(body: bytes | memoryview) -> Decoded:
