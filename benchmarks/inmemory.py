@@ -13,7 +13,6 @@ allocations per request), and the proxy's unit tests use it.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -21,7 +20,7 @@ from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.proxy.plumbing.serve import BodyPolicy
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.transport.base import Response, Timeouts
+from flatgate.proxy.transport.base import Response, Upstream
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.schema import FinishReason
 
@@ -120,18 +119,9 @@ class FakeTransport:
         self.last_headers: Sequence[tuple[str, str]] = ()
         self.last_answer: FakeAnswer | None = None
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        body: bytes,
-        headers: Sequence[tuple[str, str]],
-        timeouts: Timeouts,
-        tls: ssl.SSLContext | None = None,
-    ) -> Response:
-        self.last_body = body
-        self.last_headers = headers
+    async def request(self, req: Upstream) -> Response:
+        self.last_body = req.body
+        self.last_headers = req.headers
         self.last_answer = FakeAnswer(self.data)
         return self.last_answer
 

@@ -33,7 +33,7 @@ from jwt import PyJWK
 from jwt.exceptions import PyJWTError
 
 from flatgate.proxy.apis.decoding import UNDECODABLE, why_undecodable
-from flatgate.proxy.transport.base import Timeouts, UpstreamError
+from flatgate.proxy.transport.base import Timeouts, Upstream, UpstreamError
 from flatgate.proxy.transport.factory import make_transport
 
 __all__ = [
@@ -205,11 +205,13 @@ async def fetch_key_set(url: str, algorithms: Iterable[str], timeout: float) -> 
     body = bytearray()
     try:
         resp = await transport.request(
-            "GET",
-            url,
-            body=b"",
-            headers=[("accept", "application/json"), ("accept-encoding", "identity")],
-            timeouts=Timeouts(connect=timeout, read=timeout, total=timeout),
+            Upstream(
+                "GET",
+                url,
+                body=b"",
+                headers=[("accept", "application/json"), ("accept-encoding", "identity")],
+                timeouts=Timeouts(connect=timeout, read=timeout, total=timeout),
+            )
         )
         try:
             if resp.status != 200:

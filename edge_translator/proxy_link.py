@@ -48,6 +48,7 @@ from flatgate.proxy.transport.base import (
     ResponseTooLarge,
     Timeouts,
     Transport,
+    Upstream,
     UpstreamError,
     UpstreamPoolTimeout,
     UpstreamTimeout,
@@ -185,18 +186,20 @@ class ProxyLink:
         sent = time.perf_counter()
         try:
             resp = await self.transport.request(
-                "POST",
-                url,
-                body=frame,
-                headers=[
-                    ("content-type", FLATBUFFERS),
-                    ("accept", accept),
-                    ("x-request-id", request_id),
-                    *self._auth,
-                    *(_ADMITTED if admitted else ()),
-                    *(trace_headers() if self.traced else ()),
-                ],
-                timeouts=self._timeouts,
+                Upstream(
+                    "POST",
+                    url,
+                    body=frame,
+                    headers=[
+                        ("content-type", FLATBUFFERS),
+                        ("accept", accept),
+                        ("x-request-id", request_id),
+                        *self._auth,
+                        *(_ADMITTED if admitted else ()),
+                        *(trace_headers() if self.traced else ()),
+                    ],
+                    timeouts=self._timeouts,
+                )
             )
         except asyncio.CancelledError:
             if not ending.absorb():

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flatgate.proxy.transport.base import Timeouts, UpstreamError
+from flatgate.proxy.transport.base import Timeouts, Upstream, UpstreamError
 from flatgate.proxy.transport.fast import PoolTransport
 from flatgate.proxy.wire.chunk.frames import FrameSplitter
 from flatgate.proxy.wire.chunk.stock import decode_chunk
@@ -135,7 +135,9 @@ class LatencyRun:
 
 
 async def _exchange(transport: PoolTransport, url: str, body: bytes, headers: Headers) -> bool:
-    resp = await transport.request("POST", url, body=body, headers=headers, timeouts=_TIMEOUTS)
+    resp = await transport.request(
+        Upstream("POST", url, body=body, headers=headers, timeouts=_TIMEOUTS)
+    )
     try:
         await resp.read()
     finally:
@@ -214,7 +216,9 @@ async def _timed_first(
     start = time.perf_counter()
     first = 0.0
     try:
-        resp = await transport.request("POST", url, body=body, headers=headers, timeouts=_TIMEOUTS)
+        resp = await transport.request(
+            Upstream("POST", url, body=body, headers=headers, timeouts=_TIMEOUTS)
+        )
         try:
             async for piece in resp.iter_bytes():
                 if piece and not first:
@@ -335,7 +339,7 @@ async def _one_stream(run: StreamRun, transport: PoolTransport, call: _StreamCal
     parser = _OpenAISse()
     try:
         resp = await transport.request(
-            "POST", call.url, body=call.body, headers=call.headers, timeouts=_TIMEOUTS
+            Upstream("POST", call.url, body=call.body, headers=call.headers, timeouts=_TIMEOUTS)
         )
         try:
             if resp.status != 200:

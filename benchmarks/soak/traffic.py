@@ -32,7 +32,13 @@ from enum import StrEnum
 
 import msgspec
 
-from flatgate.proxy.transport.base import Response, Timeouts, UpstreamError, UpstreamTimeout
+from flatgate.proxy.transport.base import (
+    Response,
+    Timeouts,
+    Upstream,
+    UpstreamError,
+    UpstreamTimeout,
+)
 from flatgate.proxy.transport.fast import PoolTransport
 
 __all__ = [
@@ -267,7 +273,7 @@ async def exchange(transport: PoolTransport, url: str, kind: Kind, index: int) -
     expect = prompt(index)
     try:
         resp = await transport.request(
-            "POST", url, body=_body(kind, index), headers=_HEADERS, timeouts=_TIMEOUTS
+            Upstream("POST", url, body=_body(kind, index), headers=_HEADERS, timeouts=_TIMEOUTS)
         )
     except UpstreamTimeout as exc:
         return Outcome.TIMEOUT, str(exc)

@@ -79,6 +79,7 @@ from flatgate.proxy.transport.base import (
     Response,
     Timeouts,
     Transport,
+    Upstream,
     UpstreamError,
     UpstreamPoolTimeout,
     UpstreamTimeout,
@@ -366,12 +367,14 @@ class Dispatcher:
             span, sent = self._traced(backend, out)
             try:
                 resp = await transport.request(
-                    "POST",
-                    out.url,
-                    body=out.body,
-                    headers=sent,
-                    timeouts=backend.timeouts,
-                    tls=backend.tls,
+                    Upstream(
+                        "POST",
+                        out.url,
+                        body=out.body,
+                        headers=sent,
+                        timeouts=backend.timeouts,
+                        tls=backend.tls,
+                    )
                 )
                 if resp.status == 200:
                     self.balancer.succeeded(backend)
@@ -478,7 +481,14 @@ class Dispatcher:
         probe: Probe = backend.adapter.probe()
         try:
             resp = await self._transport().request(
-                "GET", probe.url, body=b"", headers=probe.headers, timeouts=_PROBE, tls=backend.tls
+                Upstream(
+                    "GET",
+                    probe.url,
+                    body=b"",
+                    headers=probe.headers,
+                    timeouts=_PROBE,
+                    tls=backend.tls,
+                )
             )
             await resp.read()
         except UpstreamError:

@@ -31,15 +31,14 @@ it, from a body the edge bounded; ``dispatch._Decoded``).
 
 from __future__ import annotations
 
-import ssl
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 
 from flatgate.proxy.backends.extras import omitted_header
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
 from flatgate.proxy.service.relay import Relay
-from flatgate.proxy.transport.base import Response, Timeouts
+from flatgate.proxy.transport.base import Response, Upstream
 from flatgate.proxy.wire.chunk.reader import last_outcome
 from flatgate.proxy.wire.embeddings import is_embedding_request
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS, OMITTED_HEADER
@@ -143,27 +142,20 @@ class _Relayed:
 class InProcessTransport:
     """``transport.base.Transport`` over a ``ProxyServer``'s router, in process.
 
-    ``url`` is ignored (there is one router); ``timeouts`` are the backends'
-    own, from the proxy's configuration.
+    Of the ``Upstream``, only ``body`` and the ``x-request-id`` header are
+    read: ``url`` is ignored (there is one router), and ``timeouts`` are the
+    backends' own, from the proxy's configuration.
     """
 
     def __init__(self, proxy: ProxyServer) -> None:
         self._proxy = proxy
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        body: bytes,
-        headers: Sequence[tuple[str, str]],
-        timeouts: Timeouts,
-        tls: ssl.SSLContext | None = None,
-    ) -> Response:
+    async def request(self, req: Upstream) -> Response:
+        body = req.body
         started = time.perf_counter()
         proxy = self._proxy
         rid = ""
-        for name, value in headers:
+        for name, value in req.headers:
             if name == "x-request-id":
                 rid = value
         if is_embedding_request(body):

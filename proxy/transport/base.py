@@ -1,8 +1,11 @@
 """Calling backends: the transport interface and its one error tree.
 
 Every upstream HTTP exchange the proxy (and the edge) makes goes through a
-``Transport``. Each transport maps its client's exceptions to these, in its own
-module and nowhere else::
+``Transport``: ``await transport.request(Upstream(method, url, body=...,
+headers=..., timeouts=..., tls=...))`` returns a ``Response`` once its head
+arrived. The caller builds the ``Upstream`` once per attempt (the dispatcher
+per backend tried, the edge per request to the proxy). Each transport maps
+its client's exceptions to these, in its own module and nowhere else::
 
     UpstreamError
     ├── UpstreamConnectError    nothing answered (refused, reset, DNS, connect timeout)
@@ -45,6 +48,7 @@ __all__ = [
     "Timeouts",
     "Transport",
     "TransportKind",
+    "Upstream",
     "UpstreamConnectError",
     "UpstreamError",
     "UpstreamPoolTimeout",
@@ -91,6 +95,23 @@ class Timeouts(msgspec.Struct, frozen=True):
     first_byte: float | None = None
 
 
+class Upstream(msgspec.Struct, frozen=True):
+    """One request to send upstream, what ``Transport.request`` takes: an
+    ``https`` ``url`` is verified against ``tls`` (``None``: the system's CA
+    store); ``body`` is sent as is, as a fixed-length body.
+
+    One is built per upstream attempt, so it is a Struct (slotted, built in
+    C: about 55 ns, frozen or not) rather than a dataclass (a frozen one costs
+    several times a slotted class's 130 ns)."""
+
+    method: str
+    url: str
+    body: bytes
+    headers: Sequence[tuple[str, str]]
+    timeouts: Timeouts
+    tls: ssl.SSLContext | None = None
+
+
 class Response(Protocol):
     status: int
 
@@ -119,18 +140,8 @@ class Response(Protocol):
 
 
 class Transport(Protocol):
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        body: bytes,
-        headers: Sequence[tuple[str, str]],
-        timeouts: Timeouts,
-        tls: ssl.SSLContext | None = None,
-    ) -> Response:
-        """Send a request; return once the response head arrived. An ``https``
-        URL is verified against ``tls`` (``None``: the system's CA store)."""
+    async def request(self, req: Upstream) -> Response:
+        """Send ``req``; return once the response head arrived."""
         ...
 
     def stats(self) -> dict[str, int]:

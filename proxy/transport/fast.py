@@ -35,7 +35,7 @@ import asyncio
 import collections
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -43,7 +43,7 @@ import httptools
 
 from flatgate.proxy.transport.base import (
     Response,
-    Timeouts,
+    Upstream,
     UpstreamConnectError,
     UpstreamError,
     UpstreamPoolTimeout,
@@ -458,17 +458,9 @@ class PoolTransport:
             "pool_timeouts": sum(p.timeouts for p in pools),
         }
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        body: bytes,
-        headers: Sequence[tuple[str, str]],
-        timeouts: Timeouts,
-        tls: ssl.SSLContext | None = None,
-    ) -> Response:
-        key, line = self._target(url, tls)
+    async def request(self, req: Upstream) -> Response:
+        url, body, timeouts = req.url, req.body, req.timeouts
+        key, line = self._target(url, req.tls)
         pool = self._pools.get(key)
         if pool is None:
             pool = self._pools[key] = _HostPool(key[0], key[1], self._limit, key[2])
@@ -476,9 +468,9 @@ class PoolTransport:
         deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
         head = b"".join(
             (
-                method.encode("ascii"),
+                req.method.encode("ascii"),
                 line,
-                "".join(f"{k}: {v}\r\n" for k, v in headers).encode("latin-1"),
+                "".join(f"{k}: {v}\r\n" for k, v in req.headers).encode("latin-1"),
                 b"content-length: %d\r\n\r\n" % len(body),
             )
         )

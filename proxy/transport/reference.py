@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 
 import httpx
 
 from flatgate.proxy.transport.base import (
     Response,
-    Timeouts,
+    Upstream,
     UpstreamConnectError,
     UpstreamPoolTimeout,
     UpstreamProtocolError,
@@ -90,16 +90,8 @@ class HttpxTransport:
             )
         return client
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        body: bytes,
-        headers: Sequence[tuple[str, str]],
-        timeouts: Timeouts,
-        tls: ssl.SSLContext | None = None,
-    ) -> Response:
+    async def request(self, req: Upstream) -> Response:
+        url, timeouts = req.url, req.timeouts
         deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
         first = timeouts.first_byte or timeouts.read
         if timeouts.total is not None:
@@ -107,12 +99,12 @@ class HttpxTransport:
         timeout = httpx.Timeout(
             connect=timeouts.connect, read=first, write=first, pool=self._pool_timeout
         )
-        client = self._client(tls)
-        req = client.build_request(
-            method, url, content=body, headers=list(headers), timeout=timeout
+        client = self._client(req.tls)
+        built = client.build_request(
+            req.method, url, content=req.body, headers=list(req.headers), timeout=timeout
         )
         try:
-            resp = await client.send(req, stream=True)
+            resp = await client.send(built, stream=True)
         except httpx.ConnectError as exc:
             raise UpstreamConnectError(f"cannot connect to {url}: {exc!r}") from exc
         except httpx.PoolTimeout as exc:

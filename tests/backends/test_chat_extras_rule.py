@@ -23,7 +23,7 @@ from flatgate.proxy.plumbing.config import ConfigError
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.transport.base import Timeouts
+from flatgate.proxy.transport.base import Timeouts, Upstream
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.request.writer import RequestWriter
 from flatgate.proxy.wire.schema import OMITTED_HEADER, ApiDialect, Provider, Role
@@ -202,7 +202,7 @@ def test_drop_unsupported_is_not_for_an_fbs_backend() -> None:
 class _Never:
     """A transport the refusal must never reach."""
 
-    async def request(self, *args: Any, **kwargs: Any) -> Any:
+    async def request(self, req: Upstream) -> Any:
         raise AssertionError("a refused request reached the backend")
 
 
@@ -231,7 +231,7 @@ async def test_the_proxy_answers_a_refused_field_with_a_400_naming_it() -> None:
     proxy._transport = _Never()  # type: ignore[assignment]
     t = InProcessTransport(proxy)
     body = _buffer({"context_management": {"edits": []}}, int(ApiDialect.ANTHROPIC_MESSAGES))
-    resp = await t.request("POST", "unused", body=body, headers=[], timeouts=Timeouts())
+    resp = await t.request(Upstream("POST", "unused", body=body, headers=[], timeouts=Timeouts()))
     got = json.loads(await resp.read())
     assert resp.status == 400
     assert got["error"]["code"] == "untranslatable_request"

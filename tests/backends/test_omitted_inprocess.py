@@ -11,7 +11,7 @@ from benchmarks.inmemory import FakeTransport
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.transport.base import Timeouts
+from flatgate.proxy.transport.base import Timeouts, Upstream
 from flatgate.proxy.wire.request.writer import RequestWriter
 from flatgate.proxy.wire.schema import (
     BACKEND_HEADER,
@@ -57,7 +57,7 @@ def body(model: str, extras: dict[str, Any]) -> bytes:
 async def answer(proxy: ProxyServer, model: str, extras: dict[str, Any]) -> Any:
     t = InProcessTransport(proxy)
     resp = await t.request(
-        "POST", "unused", body=body(model, extras), headers=[], timeouts=Timeouts()
+        Upstream("POST", "unused", body=body(model, extras), headers=[], timeouts=Timeouts())
     )
     await resp.read()
     return resp

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from flatgate.proxy.transport.base import Timeouts
+from flatgate.proxy.transport.base import Timeouts, Upstream
 
 
 class Scope:
@@ -151,17 +150,8 @@ class Transport:
         self.responses: list[Response] = []
         self.closed = False
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        body: bytes,
-        headers: Sequence[tuple[str, str]],
-        timeouts: Timeouts,
-        tls: ssl.SSLContext | None = None,
-    ) -> Response:
-        sent = Sent(method, url, body, headers, timeouts)
+    async def request(self, req: Upstream) -> Response:
+        sent = Sent(req.method, req.url, req.body, req.headers, req.timeouts)
         self.sent.append(sent)
         resp = self.handler(sent)
         self.responses.append(resp)

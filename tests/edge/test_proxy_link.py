@@ -13,6 +13,7 @@ from flatgate.edge_translator.settings import EdgeSection
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.transport.base import (
+    Upstream,
     UpstreamConnectError,
     UpstreamError,
     UpstreamPoolTimeout,
@@ -63,8 +64,8 @@ class _Failing:
         self.exc = exc
         self.sent: list[bytes] = []
 
-    async def request(self, method: str, url: str, *, body: bytes, **kw: object) -> object:
-        self.sent.append(body)
+    async def request(self, req: Upstream) -> object:
+        self.sent.append(req.body)
         raise self.exc
 
     def stats(self) -> dict[str, int]:

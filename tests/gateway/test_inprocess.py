@@ -16,6 +16,7 @@ from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import (
     Timeouts,
+    Upstream,
     UpstreamConnectError,
     UpstreamPoolTimeout,
     UpstreamProtocolError,
@@ -51,10 +52,10 @@ class Scripted(FakeTransport):
         self.error = error
         self.broken = broken
 
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
+    async def request(self, req: Upstream) -> Any:
         if self.error is not None:
             raise self.error
-        self.last_body = kw["body"]
+        self.last_body = req.body
         self.last_answer = (BrokenAnswer if self.broken else FakeAnswer)(self.data)
         return self.last_answer
 
@@ -68,7 +69,7 @@ def router(upstream: FakeTransport) -> tuple[ProxyServer, InProcessTransport]:
 async def ask(t: InProcessTransport, model: str = "echo-1") -> tuple[Any, bytes]:
     body = build_request(model, [("user", "hi")], request_id="r1")
     resp = await t.request(
-        "POST", "unused", body=body, headers=[("x-request-id", "r1")], timeouts=Timeouts()
+        Upstream("POST", "unused", body=body, headers=[("x-request-id", "r1")], timeouts=Timeouts())
     )
     return resp, await resp.read()
 
@@ -81,7 +82,7 @@ async def test_the_backend_gets_the_very_bytes_and_the_frames_come_back() -> Non
     upstream = Scripted()
     proxy, t = router(upstream)
     body = build_request("echo-1", [("user", "hi")])
-    resp = await t.request("POST", "x", body=body, headers=[], timeouts=Timeouts())
+    resp = await t.request(Upstream("POST", "x", body=body, headers=[], timeouts=Timeouts()))
     assert resp.status == 200 and resp.headers[BACKEND_HEADER] == "stub"
     assert await resp.read() == FRAMES
     assert upstream.last_body is body  # the untouched object, no copy
@@ -152,7 +153,7 @@ async def test_the_edges_own_buffer_is_read_without_the_verifiers_walk(
     body = build_request("gpt-x", [("user", "hello there")], request_id="r1", stream=False)
     # In process: the edge wrote the buffer, so the adapter reads it unverified.
     resp = await InProcessTransport(proxy).request(
-        "POST", "x", body=body, headers=[("x-request-id", "r1")], timeouts=Timeouts()
+        Upstream("POST", "x", body=body, headers=[("x-request-id", "r1")], timeouts=Timeouts())
     )
     [chunk] = chunks(await resp.read())
     await resp.aclose()

@@ -19,7 +19,7 @@ from benchmarks.inmemory import (
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.transport.base import UpstreamConnectError, UpstreamPoolTimeout
+from flatgate.proxy.transport.base import Upstream, UpstreamConnectError, UpstreamPoolTimeout
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import FinishReason
@@ -63,12 +63,12 @@ class ScriptedTransport(FakeTransport):
         self.errors = errors
         self.calls: list[str] = []
 
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
-        self.calls.append(url)
+    async def request(self, req: Upstream) -> Any:
+        self.calls.append(req.url)
         for host, error in self.errors.items():
-            if host in url:
+            if host in req.url:
                 raise error
-        return await super().request(method, url, **kw)
+        return await super().request(req)
 
 
 def scripted(config: dict[str, Any], errors: dict[str, Exception]) -> tuple[ProxyServer, Any]:
@@ -180,7 +180,7 @@ def test_without_authentication_a_callers_credential_is_forwarded_when_asked() -
 class HangingTransport(FakeTransport):
     """Never answers: the request waits for its response head until cancelled."""
 
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
+    async def request(self, req: Upstream) -> Any:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 

@@ -17,7 +17,7 @@ from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.quota import embedding_estimate
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.transport.base import UpstreamProtocolError
+from flatgate.proxy.transport.base import Upstream, UpstreamProtocolError
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.embeddings import (
     is_embedding_request,
@@ -88,12 +88,12 @@ class Backends(FakeTransport):
         self.answers = answers
         self.sent: list[str] = []
 
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
-        port = url.split(":")[2].split("/", maxsplit=1)[0]
+    async def request(self, req: Upstream) -> Any:
+        port = req.url.split(":")[2].split("/", maxsplit=1)[0]
         name = {"9": "a", "10": "b", "11": "chat", "12": "vec", "13": "claude"}[port]
         self.sent.append(name)
-        self.last_body = kw["body"]
-        default = Answer(ANSWER) if is_embedding_request(kw["body"]) else FakeAnswer(CHUNK)
+        self.last_body = req.body
+        default = Answer(ANSWER) if is_embedding_request(req.body) else FakeAnswer(CHUNK)
         self.last_answer = self.answers.get(name) or default
         return self.last_answer
 

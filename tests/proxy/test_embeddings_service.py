@@ -17,7 +17,7 @@ from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.stub.embeddings import DEFAULT_DIMENSIONS, vector
-from flatgate.proxy.transport.base import Timeouts
+from flatgate.proxy.transport.base import Timeouts, Upstream
 from flatgate.proxy.wire.embeddings import read_embedding_response, write_embedding_request
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS
@@ -267,7 +267,13 @@ async def test_the_in_process_router_answers_the_same(
         async def ask(model: str, **kw: Any) -> tuple[int, Any, bytes]:
             body = write_embedding_request(model, texts=TEXTS, **kw)
             resp = await transport.request(
-                "POST", "unused", body=body, headers=[("x-request-id", "ip-1")], timeouts=Timeouts()
+                Upstream(
+                    "POST",
+                    "unused",
+                    body=body,
+                    headers=[("x-request-id", "ip-1")],
+                    timeouts=Timeouts(),
+                )
             )
             return resp.status, resp.headers, await resp.read()
 

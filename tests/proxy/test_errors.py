@@ -20,6 +20,7 @@ from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import (
     Timeouts,
+    Upstream,
     UpstreamConnectError,
     UpstreamPoolTimeout,
     UpstreamProtocolError,
@@ -161,10 +162,10 @@ class Answers(FakeTransport):
         self.error = error
         self.headers = headers or {}
 
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
+    async def request(self, req: Upstream) -> Any:
         if self.error is not None:
             raise self.error
-        answer = await super().request(method, url, **kw)
+        answer = await super().request(req)
         answer.status = self.status
         answer.headers = self.headers  # type: ignore[misc]
         return answer
@@ -177,7 +178,7 @@ class TimesOut(FakeAnswer):
 
 
 class FirstByteTimeout(FakeTransport):
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
+    async def request(self, req: Upstream) -> Any:
         return TimesOut(b"")
 
 
@@ -274,5 +275,5 @@ async def test_the_in_process_routers_refusals_carry_them_too(
 ) -> None:
     router = InProcessTransport(server(transport))
     body = build_request(model, [("user", "hi")])
-    resp = await router.request("POST", "-", body=body, headers=[], timeouts=Timeouts())
+    resp = await router.request(Upstream("POST", "-", body=body, headers=[], timeouts=Timeouts()))
     assert assert_common_headers(resp.status, resp.headers, await resp.read()) == code

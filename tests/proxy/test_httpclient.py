@@ -13,6 +13,7 @@ from flatgate.proxy.transport.base import (
     Response,
     Timeouts,
     Transport,
+    Upstream,
     UpstreamConnectError,
     UpstreamPoolTimeout,
     UpstreamProtocolError,
@@ -110,7 +111,7 @@ def held_until(gate: asyncio.Event) -> Handler:
 
 async def post(t: Transport, url: str, timeouts: Timeouts = FAST) -> Response:
     """An empty POST to ``url``."""
-    return await t.request("POST", url, body=b"", headers=[], timeouts=timeouts)
+    return await t.request(Upstream("POST", url, body=b"", headers=[], timeouts=timeouts))
 
 
 @pytest.fixture(params=["fast", "httpx"])
@@ -125,7 +126,9 @@ async def test_body_round_trip_and_keepalive_reuse(transport: Transport) -> None
     async with server as url:
         for i in range(5):
             body = b"x" * (i * 1000)
-            resp = await transport.request("POST", url, body=body, headers=[], timeouts=FAST)
+            resp = await transport.request(
+                Upstream("POST", url, body=body, headers=[], timeouts=FAST)
+            )
             assert resp.status == 200
             assert await resp.read() == body
     assert server.connections == 1
@@ -143,7 +146,7 @@ async def test_sends_headers_and_the_body_object() -> None:
     t = PoolTransport()
     async with RawServer(handler) as url:
         resp = await t.request(
-            "POST", url, body=b"abc", headers=[("x-request-id", "r-1")], timeouts=FAST
+            Upstream("POST", url, body=b"abc", headers=[("x-request-id", "r-1")], timeouts=FAST)
         )
         assert resp.status == 204
         assert await resp.read() == b""

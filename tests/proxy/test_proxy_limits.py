@@ -13,6 +13,7 @@ from benchmarks.inmemory import FakeExchange, FakeTransport, drive
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
+from flatgate.proxy.transport.base import Upstream
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.request import build_request
@@ -37,9 +38,9 @@ class CountingTransport(FakeTransport):
         super().__init__()
         self.calls = 0
 
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
+    async def request(self, req: Upstream) -> Any:
         self.calls += 1
-        return await super().request(method, url, **kw)
+        return await super().request(req)
 
 
 def server_for(

@@ -13,7 +13,7 @@ from benchmarks.inmemory import FakeTransport
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.errors import ProxyError
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.transport.base import UpstreamConnectError
+from flatgate.proxy.transport.base import Upstream, UpstreamConnectError
 from flatgate.proxy.wire.request import build_request
 from tests.redisserver import RedisServer, shared_redis, unique_prefix
 
@@ -30,12 +30,12 @@ class FailingFirst(FakeTransport):
         self.down = down
         self.hosts: list[str] = []
 
-    async def request(self, method: str, url: str, **kw: Any) -> Any:
-        host = url.split("//")[1].split("/", maxsplit=1)[0]
+    async def request(self, req: Upstream) -> Any:
+        host = req.url.split("//")[1].split("/", maxsplit=1)[0]
         self.hosts.append(host)
         if host in self.down:
             raise UpstreamConnectError(f"refused: {host}")
-        return await super().request(method, url, **kw)
+        return await super().request(req)
 
 
 def config(redis: RedisServer, prefix: str, **backend: Any) -> dict[str, Any]:

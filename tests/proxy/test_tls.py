@@ -14,7 +14,7 @@ import httpx
 import pytest
 import trustme
 
-from flatgate.proxy.transport.base import Timeouts, Transport, UpstreamConnectError
+from flatgate.proxy.transport.base import Timeouts, Transport, Upstream, UpstreamConnectError
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire.chunk.frames import FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk
@@ -113,12 +113,14 @@ async def test_verified_with_the_backends_ca_pooled_and_with_sni(
     context = trusting(ca)  # one context: the pool keeps its connection
     for _ in range(3):
         resp = await transport.request(
-            "POST",
-            f"https://localhost:{port}/v1/chat/completions",
-            body=b"{}",
-            headers=[("content-type", "application/json")],
-            timeouts=FAST,
-            tls=context,
+            Upstream(
+                "POST",
+                f"https://localhost:{port}/v1/chat/completions",
+                body=b"{}",
+                headers=[("content-type", "application/json")],
+                timeouts=FAST,
+                tls=context,
+            )
         )
         assert resp.status == 200
         assert await resp.read() == SSE_BODY
@@ -134,7 +136,7 @@ async def test_an_unknown_ca_is_refused(
     _, port = server
     with pytest.raises(UpstreamConnectError, match=r"(?i)certificate"):
         await transport.request(
-            "GET", f"https://localhost:{port}/", body=b"", headers=[], timeouts=FAST
+            Upstream("GET", f"https://localhost:{port}/", body=b"", headers=[], timeouts=FAST)
         )
 
 
@@ -143,10 +145,10 @@ async def test_a_name_the_certificate_does_not_cover_is_refused(
 ) -> None:
     _, port = server
     with pytest.raises(UpstreamConnectError):
+        url = f"https://127.0.0.1:{port}/"
         await transport.request(
-            "GET", f"https://127.0.0.1:{port}/", body=b"", headers=[], timeouts=FAST,
-            tls=trusting(ca),
-        )  # fmt: skip
+            Upstream("GET", url, body=b"", headers=[], timeouts=FAST, tls=trusting(ca))
+        )
 
 
 @pytest.fixture(scope="module")
