@@ -109,6 +109,12 @@ def worker_connections(server: Server) -> list[int]:
     return out
 
 
+# A client's idle connection is kept for the whole test: httpx drops one idle
+# for 5 s by default, and the next request may then land on another worker of
+# the instance (seen once on a busy machine: a worker left with none).
+_KEPT = httpx.Limits(keepalive_expiry=120.0)
+
+
 async def clients_on_every_worker(servers: list[Server], at_least: int) -> list[httpx.AsyncClient]:
     """At least ``at_least`` clients, of which some hold a kept-alive
     connection to each worker of each of ``servers`` (new clients until
@@ -121,10 +127,10 @@ async def clients_on_every_worker(servers: list[Server], at_least: int) -> list[
                 for c in clients:
                     await c.aclose()
                 raise AssertionError(f"a worker took no connection: {worker_connections(server)}")
-            client = httpx.AsyncClient(timeout=60)
+            client = httpx.AsyncClient(timeout=60, limits=_KEPT)
             clients.append(client)
             assert (await client.get(f"{server.url}/healthz")).status_code == 200
-    clients += [httpx.AsyncClient(timeout=60) for _ in range(at_least - len(clients))]
+    clients += [httpx.AsyncClient(timeout=60, limits=_KEPT) for _ in range(at_least - len(clients))]
     return clients
 
 
