@@ -32,6 +32,8 @@ def _run(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess[s
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "xdist"])
 def test_a_skipped_test_fails_the_run(tmp_path: Path, workers: tuple[str, ...]) -> None:
+    # The module written is the input under test: a trivial test that passes
+    # and one skipped on purpose; what is asserted is the run's outcome.
     done = _run(
         tmp_path,
         "def test_ok():\n    assert 1 + 1 == 2\n\n"
@@ -46,6 +48,7 @@ def test_a_skipped_test_fails_the_run(tmp_path: Path, workers: tuple[str, ...]) 
 
 
 def test_a_skip_in_a_fixture_fails_the_run(tmp_path: Path) -> None:
+    # The module written skips in its fixture on purpose: the input under test.
     done = _run(
         tmp_path,
         "@pytest.fixture\ndef tool():\n    pytest.skip('nginx is not installed')\n\n"

@@ -49,7 +49,6 @@ __all__ = [
     "backend_config",
     "backend_problems",
     "backends_of",
-    "config_of",
     "kinds",
 ]
 
@@ -115,18 +114,6 @@ def backend_problems(
         )
     spec.check(b, where, problems)
     return problems
-
-
-def config_of(entry: Mapping[str, Any], where: str = "backend") -> BackendConfig:
-    """A ``[[backends]]`` entry as its protocol's config; raises
-    ``ConfigError`` naming every problem of it."""
-    problems = Problems()
-    config = backend_config(entry, where, problems)
-    if config is not None:
-        problems += backend_problems(config, where)
-    if config is None or problems:
-        raise ConfigError(*problems)
-    return config
 
 
 def kinds(b: BackendConfig) -> tuple[RequestKind, ...]:

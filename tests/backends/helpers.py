@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,10 @@ from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.backends.anthropic.adapter import AnthropicStream
 from flatgate.proxy.backends.base import Translator
 from flatgate.proxy.backends.openai.adapter import OpenAIStream
+from flatgate.proxy.backends.registry import backend_config, backend_problems
 from flatgate.proxy.backends.responses.stream import ResponsesStream
+from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.plumbing.config import ConfigError, Problems
 from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk
@@ -399,3 +402,16 @@ class SdkStack:
 
     def close(self) -> None:
         self._client.close()
+
+
+def config_of(entry: Mapping[str, Any], where: str = "backend") -> BackendConfig:
+    """A ``[[backends]]`` entry as its protocol's config, converted and
+    checked as the config file's are; raises ``ConfigError`` naming every
+    problem of it."""
+    problems = Problems()
+    config = backend_config(entry, where, problems)
+    if config is not None:
+        problems += backend_problems(config, where)
+    if config is None or problems:
+        raise ConfigError(*problems)
+    return config

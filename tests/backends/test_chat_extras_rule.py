@@ -18,7 +18,7 @@ from flatgate.proxy.backends.extras import NOTHING, UnsupportedField, unsupporte
 from flatgate.proxy.backends.openai import adapter as openai
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
-from flatgate.proxy.backends.registry import backend_problems, config_of
+from flatgate.proxy.backends.registry import backend_problems
 from flatgate.proxy.plumbing.config import ConfigError
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.inprocess import InProcessTransport
@@ -27,7 +27,7 @@ from flatgate.proxy.transport.base import Timeouts, Upstream
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.request.writer import RequestWriter
 from flatgate.proxy.wire.schema import OMITTED_HEADER, ApiDialect, Provider, Role
-from tests.backends.helpers import data_events, translate_openai
+from tests.backends.helpers import config_of, data_events, translate_openai
 from tests.backends.wire_requests import ANTHROPIC, CHAT, RESPONSES, msg, wire
 
 HI = [msg(Role.User, "hi")]

@@ -10,12 +10,12 @@ import pytest
 
 from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.proxy.backends import registry
-from flatgate.proxy.backends.registry import config_of
 from flatgate.proxy.backends.section import REQUEST_KINDS
 from flatgate.proxy.plumbing.config import ConfigError
 from flatgate.proxy.plumbing.server_section import DEFAULT_MAX_RESPONSE_BYTES
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import config_problems, parse_config
+from tests.backends.helpers import config_of
 
 
 def doc(**backend: Any) -> dict[str, Any]:
