@@ -113,8 +113,33 @@ class Message(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
         return o == 0
 
+    # Message
+    def Parts(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from flatgate.generated.LLMGateway.ContentPart import ContentPart
+            obj = ContentPart()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Message
+    def PartsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Message
+    def PartsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
 def MessageStart(builder):
-    builder.StartObject(7)
+    builder.StartObject(8)
 
 def Start(builder):
     MessageStart(builder)
@@ -173,12 +198,25 @@ def MessageStartReasoningVector(builder, numElems):
 def StartReasoningVector(builder, numElems):
     return MessageStartReasoningVector(builder, numElems)
 
+def MessageAddParts(builder, parts):
+    builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(parts), 0)
+
+def AddParts(builder, parts):
+    MessageAddParts(builder, parts)
+
+def MessageStartPartsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartPartsVector(builder, numElems):
+    return MessageStartPartsVector(builder, numElems)
+
 def MessageEnd(builder):
     return builder.EndObject()
 
 def End(builder):
     return MessageEnd(builder)
 
+import flatgate.generated.LLMGateway.ContentPart
 import flatgate.generated.LLMGateway.ReasoningPart
 import flatgate.generated.LLMGateway.ToolCall
 try:
@@ -198,6 +236,7 @@ class MessageT(object):
         toolCallId = None,
         isError = False,
         reasoning = None,
+        parts = None,
     ):
         self.role = role  # type: int
         self.content = content  # type: Optional[str]
@@ -206,6 +245,7 @@ class MessageT(object):
         self.toolCallId = toolCallId  # type: Optional[str]
         self.isError = isError  # type: bool
         self.reasoning = reasoning  # type: Optional[List[flatgate.generated.LLMGateway.ReasoningPart.ReasoningPartT]]
+        self.parts = parts  # type: Optional[List[flatgate.generated.LLMGateway.ContentPart.ContentPartT]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -249,6 +289,14 @@ class MessageT(object):
                 else:
                     reasoningPart_ = flatgate.generated.LLMGateway.ReasoningPart.ReasoningPartT.InitFromObj(message.Reasoning(i))
                     self.reasoning.append(reasoningPart_)
+        if not message.PartsIsNone():
+            self.parts = []
+            for i in range(message.PartsLength()):
+                if message.Parts(i) is None:
+                    self.parts.append(None)
+                else:
+                    contentPart_ = flatgate.generated.LLMGateway.ContentPart.ContentPartT.InitFromObj(message.Parts(i))
+                    self.parts.append(contentPart_)
 
     # MessageT
     def Pack(self, builder):
@@ -274,6 +322,14 @@ class MessageT(object):
             for i in reversed(range(len(self.reasoning))):
                 builder.PrependUOffsetTRelative(reasoninglist[i])
             reasoning = builder.EndVector()
+        if self.parts is not None:
+            partslist = []
+            for i in range(len(self.parts)):
+                partslist.append(self.parts[i].Pack(builder))
+            MessageStartPartsVector(builder, len(self.parts))
+            for i in reversed(range(len(self.parts))):
+                builder.PrependUOffsetTRelative(partslist[i])
+            parts = builder.EndVector()
         MessageStart(builder)
         MessageAddRole(builder, self.role)
         if self.content is not None:
@@ -287,5 +343,7 @@ class MessageT(object):
         MessageAddIsError(builder, self.isError)
         if self.reasoning is not None:
             MessageAddReasoning(builder, reasoning)
+        if self.parts is not None:
+            MessageAddParts(builder, parts)
         message = MessageEnd(builder)
         return message

@@ -36,6 +36,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_API_KEY",
     "INVALID_JSON",
+    "INVALID_MEDIA",
     "INVALID_REQUEST",
     "INVALID_TOKEN",
     "JWKS_UNAVAILABLE",
@@ -117,7 +118,12 @@ EMBEDDINGS_UNSUPPORTED = _c(
 )  # fmt: skip
 UNSUPPORTED_CONTENT_TYPE = _c(
     "unsupported_content_type", 400, INVALID,
-    "a content part flatgate does not carry (images, audio, files)",
+    "a content part or block type flatgate does not carry (the message names it)",
+)  # fmt: skip
+INVALID_MEDIA = _c(
+    "invalid_media", 400, INVALID,
+    "a content part's bytes do not decode (bad base64, a malformed data URL) or are not "
+    "the media type the part declares (a PNG declared as JPEG); the message names the part",
 )  # fmt: skip
 MISSING_API_KEY = _c("missing_api_key", 401, INVALID, "no `Authorization: Bearer` key")
 INVALID_API_KEY = _c("invalid_api_key", 401, INVALID, "the key is not one of `[[keys]]`")

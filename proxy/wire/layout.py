@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "COMPLETION_CHUNK",
     "COMPLETION_REQUEST",
+    "CONTENT_PART",
     "EMBEDDING_REQUEST",
     "EMBEDDING_RESPONSE",
     "ERROR",
@@ -187,6 +188,25 @@ REASONING_PART = Table(
         _scalar("redacted", "?"),
     ),
 )
+CONTENT_PART = Table(
+    "ContentPart",
+    (
+        _scalar("kind", "b"),
+        _string("text"),
+        _scalars("data", "B"),
+        _string("media_type"),
+        _string("url"),
+        _string("file_id"),
+        _scalar("dialect", "b"),
+        _string("detail"),
+        _string("filename"),
+        _string("title"),
+        _string("context"),
+        _scalar("citations", "?"),
+        _scalar("span", "i"),
+        _string("extras"),
+    ),
+)
 TOOL_CALL = Table("ToolCall", (_string("id"), _string("name"), _string("arguments")))
 MESSAGE = Table(
     "Message",
@@ -198,6 +218,7 @@ MESSAGE = Table(
         _string("tool_call_id"),
         _scalar("is_error", "?"),
         _tables("reasoning", "ReasoningPart"),
+        _tables("parts", "ContentPart"),
     ),
 )
 TOOL = Table(
@@ -303,6 +324,7 @@ TABLES: Mapping[str, Table] = {
     t.name: t
     for t in (
         REASONING_PART,
+        CONTENT_PART,
         TOOL_CALL,
         MESSAGE,
         TOOL,

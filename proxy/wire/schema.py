@@ -20,6 +20,7 @@ import enum
 from flatgate.generated.LLMGateway.ApiDialect import ApiDialect as _ApiDialect
 from flatgate.generated.LLMGateway.FinishReason import FinishReason as _FinishReason
 from flatgate.generated.LLMGateway.ModelProvider import ModelProvider as _ModelProvider
+from flatgate.generated.LLMGateway.PartKind import PartKind as _PartKind
 from flatgate.generated.LLMGateway.Role import Role as _Role
 from flatgate.generated.LLMGateway.ToolChoiceMode import ToolChoiceMode as _ToolChoiceMode
 
@@ -41,6 +42,7 @@ __all__ = [
     "SSE",
     "ApiDialect",
     "FinishReason",
+    "PartKind",
     "Provider",
     "Role",
     "ToolChoiceMode",
@@ -119,6 +121,16 @@ class ApiDialect(enum.IntEnum):
     OPENAI_CHAT = _ApiDialect.OpenAIChat
     ANTHROPIC_MESSAGES = _ApiDialect.AnthropicMessages
     OPENAI_RESPONSES = _ApiDialect.OpenAIResponses
+
+
+class PartKind(enum.IntEnum):
+    """``LLMGateway.PartKind``: what a content part is."""
+
+    TEXT = _PartKind.Text
+    IMAGE = _PartKind.Image
+    DOCUMENT = _PartKind.Document
+    AUDIO = _PartKind.Audio
+    FILE = _PartKind.File
 
 
 class FinishReason(enum.IntEnum):

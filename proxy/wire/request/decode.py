@@ -28,6 +28,7 @@ import msgspec
 from flatgate.proxy.wire.buffer import U32, UNPACK, MalformedBuffer, elements, entries
 from flatgate.proxy.wire.layout import (
     COMPLETION_REQUEST,
+    CONTENT_PART,
     KEY_VALUE,
     MESSAGE,
     REASONING_PART,
@@ -36,10 +37,11 @@ from flatgate.proxy.wire.layout import (
     FieldKind,
     Table,
 )
-from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.parts import ContentPart, ReasoningPart
 from flatgate.proxy.wire.schema import Role
 
 __all__ = [
+    "ContentPart",
     "Function",
     "FunctionCall",
     "Message",
@@ -80,6 +82,9 @@ class Message(msgspec.Struct, gc=False, omit_defaults=True):
     # Role assistant only: the reasoning to send back (not an OpenAI chat
     # field: an adapter that embeds messages as they are must map it first).
     reasoning: list[ReasoningPart] | None = None
+    # The content's parts when it holds more than text (then ``content`` is
+    # "" or None): not OpenAI's shape, so an adapter maps them.
+    parts: list[ContentPart] | None = None
 
 
 class Function(msgspec.Struct, gc=False, omit_defaults=True):
@@ -133,11 +138,32 @@ def _slots(t: Table, *names: str) -> tuple[int, ...]:
     return tuple(t.slot(n) for n in names)
 
 
+_TYPES_OF: dict[str, type] = {"f": float, "d": float, "?": bool}
 _R_MODEL, _R_MESSAGES, _R_TOOLS, _R_STOP, _R_METADATA = _slots(
     COMPLETION_REQUEST, "model_name", "messages", "tools", "stop", "metadata"
 )
-_M_ROLE, _M_CONTENT, _M_NAME, _M_CALLS, _M_CALL_ID, _M_IS_ERROR, _M_REASONING = _slots(
-    MESSAGE, "role", "content", "name", "tool_calls", "tool_call_id", "is_error", "reasoning"
+_M_ROLE, _M_CONTENT, _M_NAME, _M_CALLS, _M_CALL_ID, _M_IS_ERROR, _M_REASONING, _M_PARTS = _slots(
+    MESSAGE,
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "is_error",
+    "reasoning",
+    "parts",
+)
+# A content part: its strings (every field but the scalars and data), read
+# by name; its scalars with their readers.
+_CP_FIELDS = len(CONTENT_PART.fields)
+_CP_DATA = CONTENT_PART.slot("data")
+_CP_STRINGS = tuple(
+    (i, f.name) for i, f in enumerate(CONTENT_PART.specs) if f.kind == FieldKind.STRING
+)
+_CP_SCALARS = tuple(
+    (i, f.name, UNPACK[f.fmt], _TYPES_OF.get(f.fmt, int))
+    for i, f in enumerate(CONTENT_PART.specs)
+    if f.kind == FieldKind.SCALAR
 )
 _P_TEXT, _P_OPAQUE, _P_DIALECT, _P_ID, _P_REDACTED = _slots(
     REASONING_PART, "text", "opaque", "dialect", "id", "redacted"
@@ -164,7 +190,7 @@ _ROOT_STRINGS = tuple(
     for i, f in enumerate(COMPLETION_REQUEST.specs)
     if f.kind == FieldKind.STRING and f.name != "model_name"
 )
-_TYPES: dict[str, type] = {"f": float, "d": float, "?": bool}
+_TYPES = _TYPES_OF
 _ROOT_SCALARS: tuple[tuple[int, str, Callable[..., tuple[Any, ...]], type], ...] = tuple(
     (i, f.name, UNPACK[f.fmt], _TYPES.get(f.fmt, int))
     for i, f in enumerate(COMPLETION_REQUEST.specs)
@@ -209,6 +235,25 @@ def _reasoning(buf: bytes | memoryview, view: memoryview, pos: int) -> Reasoning
     )
 
 
+def _content_part(buf: bytes | memoryview, view: memoryview, pos: int) -> ContentPart:
+    f = entries(buf, pos, _CP_FIELDS)
+    values: dict[str, Any] = {}
+    for slot, name in _CP_STRINGS:
+        off = f[slot]
+        if off:
+            values[name] = _field_text(buf, view, pos, off)
+    for slot, name, reader, kind in _CP_SCALARS:
+        off = f[slot]
+        if off:
+            values[name] = kind(reader(buf, pos + off)[0])
+    off = f[_CP_DATA]
+    if off:
+        at = pos + off
+        v = at + U32(buf, at)[0]
+        values["data"] = bytes(view[v + 4 : v + 4 + U32(buf, v)[0]])
+    return ContentPart(**values)
+
+
 def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
     f = entries(buf, pos, _M_FIELDS)
     off = f[_M_ROLE]
@@ -240,7 +285,11 @@ def _message(buf: bytes | memoryview, view: memoryview, pos: int) -> Message:
     failed = bool(_IS_ERROR(buf, pos + off)[0]) if off else False
     off = f[_M_REASONING]
     reasoning = [_reasoning(buf, view, p) for p in elements(buf, pos + off)] if off else None
-    return Message(_ROLE_NAMES.get(role, "user"), content, name, calls, call_id, failed, reasoning)
+    off = f[_M_PARTS]
+    parts = [_content_part(buf, view, p) for p in elements(buf, pos + off)] if off else None
+    return Message(
+        _ROLE_NAMES.get(role, "user"), content, name, calls, call_id, failed, reasoning, parts
+    )
 
 
 def _tool(buf: bytes | memoryview, view: memoryview, pos: int) -> Tool:

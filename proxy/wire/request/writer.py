@@ -39,20 +39,47 @@ from flatgate.proxy.wire.layout import (
     TOOL,
     TOOL_CALL,
 )
-from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.parts import ContentPart, ReasoningPart
+from flatgate.proxy.wire.request.content import write_parts
+from flatgate.proxy.wire.request.tables import (
+    offset_vector as _offset_vector,
+)
+from flatgate.proxy.wire.request.tables import (
+    shared_vtable as _vtable,
+)
+from flatgate.proxy.wire.request.tables import (
+    string_offsets as _string_offsets,
+)
+from flatgate.proxy.wire.request.tables import (
+    strings_after as _strings_after,
+)
+from flatgate.proxy.wire.request.tables import (
+    vtables as _vtables,
+)
 from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
 
-__all__ = ["Call", "RequestWriter", "ToolSpec", "WireMessage"]
+__all__ = ["Call", "ContentPart", "RequestWriter", "ToolSpec", "WireMessage"]
 
 # A tool call in the history: (id, name, arguments JSON), UTF-8.
 Call = tuple[bytes, bytes, bytes]
 # A message: (role, text) when it has non-empty text and nothing else, or
-# (role, content, name, tool call id, tool calls, is_error[, reasoning parts]);
-# strings UTF-8.
+# (role, content, name, tool call id, tool calls, is_error[, reasoning parts[,
+# content parts]]); strings UTF-8. A message with content parts has no
+# content (its text parts stand among them).
 WireMessage = (
     tuple[int, bytes]
     | tuple[int, bytes, bytes, bytes, Sequence[Call], bool]
     | tuple[int, bytes, bytes, bytes, Sequence[Call], bool, Sequence[ReasoningPart]]
+    | tuple[
+        int,
+        bytes,
+        bytes,
+        bytes,
+        Sequence[Call],
+        bool,
+        Sequence[ReasoningPart],
+        Sequence[ContentPart],
+    ]
 )
 # A tool definition: (name, description, parameters JSON Schema, strict), UTF-8.
 ToolSpec = tuple[bytes, bytes, bytes, bool]
@@ -120,27 +147,9 @@ if _ROOT_POS % 8 != 4 or _AT["seed"] != 4:
     raise ImportError("RequestWriter's root layout no longer fits the schema")
 
 
-def _vtables(
-    table_size: int, offsets: Sequence[int], always: frozenset[int] = frozenset()
-) -> tuple[bytes, ...]:
-    """Every vtable of a table whose fields come and go, padded to 4 bytes.
-
-    ``offsets[i]`` is slot i's offset in the table; slots in ``always`` are
-    always present; bit j of the index says whether the j-th other slot is.
-    """
-    optional = [i for i in range(len(offsets)) if i not in always]
-    out = []
-    for mask in range(1 << len(optional)):
-        present = always | {slot for j, slot in enumerate(optional) if mask >> j & 1}
-        entries = [off if i in present else 0 for i, off in enumerate(offsets)]
-        raw = struct.pack(f"<{2 + len(offsets)}H", 4 + 2 * len(offsets), table_size, *entries)
-        out.append(raw + bytes(-len(raw) % 4))
-    return tuple(out)
-
-
 # Message (role, slot 0, always written). Bits of a message's vtable mask, in
-# slot order: content, name, tool_calls, tool_call_id, is_error, reasoning.
-_MSG = MESSAGE.packer("content name tool_calls tool_call_id reasoning role is_error")
+# slot order: content, name, tool_calls, tool_call_id, is_error, reasoning, parts.
+_MSG = MESSAGE.packer("content name tool_calls tool_call_id reasoning parts role is_error")
 _MSG_AT = MESSAGE.inline
 _MSG_SIZE = _MSG.size
 _MSG_VTS = _vtables(
@@ -154,7 +163,7 @@ _MSG_CONTENT = struct.Struct(MESSAGE.inline_format + "I")
 _MSG_TEXT = _MSG_SIZE - _MSG_AT["content"]
 _MSG_CONTENT_AT, _MSG_NAME_AT = _MSG_AT["content"], _MSG_AT["name"]
 _MSG_CALLS_AT, _MSG_CALL_ID_AT = _MSG_AT["tool_calls"], _MSG_AT["tool_call_id"]
-_MSG_REASONING_AT = _MSG_AT["reasoning"]
+_MSG_REASONING_AT, _MSG_PARTS_AT = _MSG_AT["reasoning"], _MSG_AT["parts"]
 # A reasoning part (rare: written field by field, its vtable shared by shape).
 _PART = REASONING_PART.packer("text opaque id dialect redacted")
 _PART_AT = REASONING_PART.inline
@@ -174,7 +183,7 @@ _KV_VTS = _vtables(_KV.size, tuple(_KV_AT[f] for f in KEY_VALUE.fields))
 _KV_KEY, _KV_VALUE = _KV.size - _KV_AT["key"], _KV.size - _KV_AT["value"]
 if (
     MESSAGE.fields
-    != ("role", "content", "name", "tool_calls", "tool_call_id", "is_error", "reasoning")
+    != ("role", "content", "name", "tool_calls", "tool_call_id", "is_error", "reasoning", "parts")
     or REASONING_PART.fields != ("text", "opaque", "dialect", "id", "redacted")
     or TOOL.fields != ("name", "description", "parameters", "strict")
     or TOOL_CALL.fields != ("id", "name", "arguments")
@@ -194,32 +203,6 @@ _KINDS: dict[int, tuple[tuple[bytes, ...], struct.Struct, int]] = {
     _KIND_TOOL: (_TOOL_VTS, _TOOL, _TOOL_AT["name"]),
     _KIND_KV: (_KV_VTS, _KV, _KV_AT["key"]),
 }
-
-
-def _strings_after(buf: bytearray, strings: Sequence[bytes]) -> None:
-    """Append ``strings`` (the empty ones skipped) one after the other."""
-    for data in strings:
-        if data:
-            n = len(data)
-            buf += PACK_U32(n)
-            buf += data
-            buf += PAD[n & 3]
-
-
-def _string_offsets(first: int, field0: int, strings: Sequence[bytes]) -> list[int]:
-    """uoffsets for string fields at ``field0``, ``field0 + 4``, ... whose strings
-    are laid out from ``first`` on, in order (0 for an empty, omitted one)."""
-    out = []
-    at = first
-    field = field0
-    for data in strings:
-        if data:
-            out.append(at - field)
-            at += len(data) + 8 - (len(data) & 3)
-        else:
-            out.append(0)
-        field += 4
-    return out
 
 
 def _strings_table(
@@ -248,23 +231,6 @@ def _strings_table(
     buf += packer.pack(tpos - vpos, *_string_offsets(first, tpos + field0, strings), *tail)
     _strings_after(buf, strings)
     return tpos
-
-
-def _vtable(buf: bytearray, vt_pos: dict[int, int], key: int, vtable: bytes) -> int:
-    """Where the shared vtable ``key`` is: appended now if not written yet."""
-    vpos = vt_pos.get(key)
-    if vpos is None:
-        vpos = vt_pos[key] = len(buf)
-        buf += vtable
-    return vpos
-
-
-def _offset_vector(buf: bytearray, count: int) -> int:
-    """Append a vector of ``count`` offsets (zeros, patched later); returns its position."""
-    pos = len(buf)
-    buf += PACK_U32(count)
-    buf += bytes(4 * count)
-    return pos
 
 
 def _reasoning_part(buf: bytearray, vt_pos: dict[int, int], part: ReasoningPart) -> int:
@@ -308,9 +274,10 @@ def _message(  # noqa: PLR0917 - one call per message of the rare shape, positio
     calls: Sequence[Call],
     is_error: bool,
     reasoning: Sequence[ReasoningPart] = (),
+    parts: Sequence[ContentPart] = (),
 ) -> int:
-    """A message of any shape: the table, its strings, then its tool calls
-    and reasoning parts; returns the table position."""
+    """A message of any shape: the table, its strings, then its tool calls,
+    reasoning parts and content parts; returns the table position."""
     mask = (
         (1 if content else 0)
         | (2 if name else 0)
@@ -318,6 +285,7 @@ def _message(  # noqa: PLR0917 - one call per message of the rare shape, positio
         | (8 if call_id else 0)
         | (16 if is_error else 0)
         | (32 if reasoning else 0)
+        | (64 if parts else 0)
     )
     vpos = _vtable(buf, vt_pos, mask, _MSG_VTS[mask])
     tpos = len(buf)
@@ -335,7 +303,7 @@ def _message(  # noqa: PLR0917 - one call per message of the rare shape, positio
         at += len(call_id) + 8 - (len(call_id) & 3)
     if calls:
         calls_off = at - (tpos + _MSG_CALLS_AT)
-    buf += _MSG.pack(tpos - vpos, c_off, n_off, calls_off, id_off, 0, role, is_error)
+    buf += _MSG.pack(tpos - vpos, c_off, n_off, calls_off, id_off, 0, 0, role, is_error)
     _strings_after(buf, (content, name, call_id))
     if calls:
         vec = _offset_vector(buf, len(calls))
@@ -348,6 +316,9 @@ def _message(  # noqa: PLR0917 - one call per message of the rare shape, positio
         for i, part in enumerate(reasoning):
             ppos = _reasoning_part(buf, vt_pos, part)
             PACK_U32_INTO(buf, vec + 4 + 4 * i, ppos - (vec + 4 + 4 * i))
+    if parts:
+        vec = write_parts(buf, vt_pos, parts)
+        PACK_U32_INTO(buf, tpos + _MSG_PARTS_AT, vec - (tpos + _MSG_PARTS_AT))
     return tpos
 
 
@@ -433,7 +404,7 @@ class RequestWriter:
                         buf += _MSG_VTS[1]
                         tpos += len(_MSG_VTS[1])
                 n = len(data)
-                buf += pack_text(tpos - text_vt, _MSG_TEXT, 0, 0, 0, 0, role, 0, n)
+                buf += pack_text(tpos - text_vt, _MSG_TEXT, 0, 0, 0, 0, 0, role, 0, n)
                 buf += data
                 buf += PAD[n & 3]
             else:
