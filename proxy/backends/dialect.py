@@ -13,6 +13,10 @@ Owns what the stub answers, whatever protocol it speaks:
   ``length``, else ``stop``), or one tool call when the request forces a
   tool;
 - ``split_model``: a model name's fault suffix (``echo@die:2``);
+- ``described``: a message's content parts as the echo shows them, so that
+  a test can prove the bytes arrived intact: each text part's text, each
+  other part one ``[kind media/type N bytes sha256:<12 hex> WxH]``
+  description (``describe_part``);
 - ``Wire`` and ``Rendering``: what each wire module provides to the server,
   and ``Reply`` / ``Rejected``, an answer before the first byte;
 - ``id_header``: the response header echoing the request's id, only when the
@@ -25,6 +29,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -36,7 +41,9 @@ import msgspec
 
 from flatgate.proxy.plumbing.serve import valid_request_id
 from flatgate.proxy.wire.chunk.frames import Usage
-from flatgate.proxy.wire.schema import FinishReason, Role
+from flatgate.proxy.wire.media import image_size
+from flatgate.proxy.wire.parts import ContentPart
+from flatgate.proxy.wire.schema import FinishReason, PartKind, Role
 
 __all__ = [
     "BEFORE_HEAD",
@@ -57,6 +64,8 @@ __all__ = [
     "Wire",
     "answer",
     "deltas_of",
+    "describe_part",
+    "described",
     "id_header",
     "is_streamed",
     "split_model",
@@ -123,6 +132,35 @@ class StubRequest:
     @property
     def prompt_tokens(self) -> int:
         return sum(len(content.split()) for _, content in self.messages)
+
+
+_KIND_NAMES = {int(k): k.name.lower() for k in PartKind}
+
+
+def describe_part(part: ContentPart) -> str:
+    """One non-text part as the echo shows it: ``[image image/png 1234 bytes
+    sha256:0123456789ab 64x32]`` for bytes (the size for an image whose
+    header says it), ``[image url https://...]``, ``[file file_id file-1]``,
+    ``[document text 12 bytes sha256:...]`` for a plain-text document."""
+    kind = _KIND_NAMES.get(part.kind, str(part.kind))
+    if part.data or (part.text and part.kind != PartKind.TEXT):
+        data = part.data or part.text.encode()
+        media = part.media_type or ("text/plain" if part.text else "-")
+        digest = hashlib.sha256(data).hexdigest()[:12]
+        out = f"[{kind} {media} {len(data)} bytes sha256:{digest}"
+        size = image_size(data, part.media_type) if part.kind == PartKind.IMAGE else None
+        return out + (f" {size[0]}x{size[1]}]" if size else "]")
+    if part.url:
+        return f"[{kind} url {part.url}]"
+    if part.file_id:
+        return f"[{kind} file_id {part.file_id}]"
+    return f"[{kind} span {part.span}]" if part.span else f"[{kind}]"
+
+
+def described(parts: list[ContentPart] | tuple[ContentPart, ...]) -> str:
+    """A message's parts as the echo's text: text parts as they are, the
+    others described (``describe_part``), joined by single spaces."""
+    return " ".join(p.text if p.kind == PartKind.TEXT else describe_part(p) for p in parts)
 
 
 def split_model(model: str) -> tuple[str, str, int]:
