@@ -1,16 +1,18 @@
 """What a content part's bytes are, read from their first bytes in place:
-the media type their magic numbers say (``sniff``) and an image's size in
+the media type their magic numbers say (``sniff``), an image's size in
 pixels (``image_size``), for PNG, JPEG, GIF and WebP, without decoding the
-image. Both read a bounded prefix (a JPEG's frame header is found by
-walking its segment markers, at most ``JPEG_SCAN`` bytes in), so their cost
-does not grow with the image. Pure: no I/O.
+image, and how many bytes a second of audio takes (``audio_byte_rate``:
+a WAV's format chunk, an MP3's first frame header). All read a bounded
+prefix (a JPEG's frame header is found by walking at most ``JPEG_SEGMENTS``
+of its segment markers, at most ``JPEG_SCAN`` bytes in), so their cost does
+not grow with the data, whatever a hostile caller puts in it. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import struct
 
-__all__ = ["IMAGE_TYPES", "JPEG_SCAN", "image_size", "sniff"]
+__all__ = ["IMAGE_TYPES", "JPEG_SCAN", "JPEG_SEGMENTS", "audio_byte_rate", "image_size", "sniff"]
 
 # The image media types every client API documents (Anthropic's four,
 # OpenAI's four).
@@ -18,6 +20,11 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 # How far into a JPEG the frame header is looked for (EXIF thumbnails and
 # ICC profiles come first; 64 KiB each at most).
 JPEG_SCAN = 1 << 20
+# How many markers (fill bytes included) are walked before the frame header
+# is given up on: a camera's JPEG has about ten segments before it, and a
+# buffer of fill bytes or empty segments would otherwise cost a step per
+# byte of JPEG_SCAN.
+JPEG_SEGMENTS = 256
 
 _BE16 = struct.Struct(">H").unpack_from
 _BE32 = struct.Struct(">I").unpack_from
@@ -93,7 +100,9 @@ def _jpeg(data: bytes | memoryview) -> tuple[int, int] | None:
     # counts itself; a SOF segment holds precision, height, width.
     n = min(len(data), JPEG_SCAN)
     at = 2
-    while at + 9 <= n:
+    for _ in range(JPEG_SEGMENTS):
+        if at + 9 > n:
+            return None
         if data[at] != 0xFF:
             return None
         kind = data[at + 1]
@@ -123,3 +132,57 @@ def image_size(data: bytes | memoryview, media_type: str = "") -> tuple[int, int
         return read(data)
     except (struct.error, IndexError):
         return None
+
+
+# MPEG audio layer III bitrates in kbit/s by the frame header's 4-bit index:
+# MPEG-1, then MPEG-2 and 2.5 (ISO 11172-3, ISO 13818-3).
+_MP3_KBPS = (
+    (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 0),
+    (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 0),
+)
+
+
+def _wav_rate(data: bytes | memoryview) -> int | None:
+    # RIFF, size, WAVE, then chunks; "fmt " holds the byte rate at 8 in its body.
+    at = 12
+    for _ in range(8):  # LIST and other chunks may come before "fmt "
+        if len(data) < at + 8:
+            return None
+        size = _LE32(data, at + 4)[0]
+        if bytes(data[at : at + 4]) == b"fmt ":
+            return int(_LE32(data, at + 16)[0]) if len(data) >= at + 20 else None
+        at += 8 + size + (size & 1)
+    return None
+
+
+def _mp3_rate(data: bytes | memoryview) -> int | None:
+    at = 0
+    if bytes(data[:3]) == b"ID3" and len(data) >= 10:  # skip the tag: a syncsafe size
+        size = data[6] << 21 | data[7] << 14 | data[8] << 7 | data[9]
+        at = 10 + size
+    if len(data) < at + 4:
+        return None
+    head = _BE32(data, at)[0]
+    if head >> 21 != 0x7FF or head >> 17 & 3 != 1:  # frame sync, layer III
+        return None
+    mpeg1 = head >> 19 & 3 == 3
+    kbps = _MP3_KBPS[0 if mpeg1 else 1][head >> 12 & 15]
+    return kbps * 125 if kbps else None
+
+
+_RATE_OF = {"audio/wav": _wav_rate, "audio/mpeg": _mp3_rate}
+
+
+def audio_byte_rate(data: bytes | memoryview, media_type: str = "") -> int | None:
+    """Bytes per second of the audio in ``data`` (of ``media_type``, or what
+    ``sniff`` says), from its header: a WAV's format chunk, an MP3's first
+    frame (its bitrate: a variable-bitrate file's first frame speaks for the
+    whole); ``None`` when its header does not say."""
+    read = _RATE_OF.get(media_type or sniff(data))
+    if read is None:
+        return None
+    try:
+        rate = read(data)
+    except (struct.error, IndexError):
+        return None
+    return rate if rate and rate > 0 else None
