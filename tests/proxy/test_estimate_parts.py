@@ -5,19 +5,12 @@ shared offsets and hostile headers."""
 from __future__ import annotations
 
 import io
-import struct
 import wave
-from collections.abc import Sequence
 
-import flatbuffers
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
-from flatgate.generated.LLMGateway import CompletionRequest as fb_request
-from flatgate.generated.LLMGateway import ContentPart as fb_part
-from flatgate.generated.LLMGateway import Message as fb_message
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.media import JPEG_SEGMENTS, audio_byte_rate, image_size
 from flatgate.proxy.wire.parts import ContentPart
@@ -37,19 +30,12 @@ from flatgate.proxy.wire.request.estimate import (
     pdf_tokens,
 )
 from flatgate.proxy.wire.request.route import read_route
-from flatgate.proxy.wire.request.verify import verify_request
-from flatgate.proxy.wire.request.writer import RequestWriter
-from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER, ApiDialect, PartKind, Role
+from flatgate.proxy.wire.schema import ApiDialect, PartKind
+from tests.proxy.part_requests import HUGE_HEADER, picture, request, shared_parts
 
 ANTHROPIC = int(ApiDialect.ANTHROPIC_MESSAGES)
 CHAT = int(ApiDialect.OPENAI_CHAT)
 RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
-
-
-def picture(fmt: str, width: int, height: int, **options: bool) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (width, height), (200, 30, 30)).save(out, fmt, **options)
-    return out.getvalue()
 
 
 @pytest.mark.parametrize(
@@ -67,23 +53,6 @@ def test_image_size_reads_the_header(fmt: str, options: dict[str, bool]) -> None
     data = picture(fmt, 1000, 600, **options)
     assert image_size(data) == (1000, 600)
     assert image_size(memoryview(data)[:4096]) == (1000, 600)  # the header is enough
-
-
-def request(*messages: Sequence[ContentPart]) -> bytes:
-    """A request of one user message per list of parts."""
-    w = RequestWriter()
-    w.strings(
-        request_id="",
-        model_name="m",
-        tenant="",
-        user="",
-        tool_choice_name="",
-        response_format=b"",
-    )
-    w.messages([(int(Role.User), b"", b"", b"", (), False, (), parts) for parts in messages])
-    body = w.finish(provider=0)
-    verify_request(body)
-    return body
 
 
 def image(
@@ -255,44 +224,12 @@ def test_an_mp3_rate_is_its_first_frame_s() -> None:
 # --- Bounds. ---
 
 
-def _shared_parts(refs: int, data: bytes) -> bytes:
-    """One user message whose ``refs`` parts are all one image part."""
-    b = flatbuffers.Builder(len(data) + 4 * refs + 256)
-    vec = b.CreateByteVector(data)
-    fb_part.Start(b)
-    fb_part.AddKind(b, int(PartKind.IMAGE))
-    fb_part.AddData(b, vec)
-    fb_part.AddDialect(b, ANTHROPIC)
-    part = fb_part.End(b)
-    b.StartVector(4, refs, 4)
-    for _ in range(refs):
-        b.PrependUOffsetTRelative(part)
-    parts = b.EndVector()
-    fb_message.Start(b)
-    fb_message.AddRole(b, int(Role.User))
-    fb_message.AddParts(b, parts)
-    message = fb_message.End(b)
-    b.StartVector(4, 1, 4)
-    b.PrependUOffsetTRelative(message)
-    messages = b.EndVector()
-    model = b.CreateString("m")
-    fb_request.Start(b)
-    fb_request.AddModelName(b, model)
-    fb_request.AddMessages(b, messages)
-    b.Finish(fb_request.End(b), REQUEST_IDENTIFIER)
-    return bytes(memoryview(b.Bytes)[b.Head() :])
-
-
-# A PNG's signature and IHDR chunk that say 10,000 px square: 24 bytes.
-HUGE_HEADER = b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sII", 13, b"IHDR", 10_000, 10_000)
-
-
 def test_shared_image_parts_count_no_more_than_an_honest_request_of_max_bytes() -> None:
     """60,000 references to one 24-byte header of a 10,000 px square image:
     counted while their charge (data and PART_BYTES each) fits max_bytes, as
     many as distinct parts of that size would fit in an honest request."""
     max_bytes = 256 << 10
-    buf = _shared_parts(60_000, HUGE_HEADER)
+    buf = shared_parts(60_000, HUGE_HEADER)
     assert len(buf) < max_bytes  # the buffer is small: its expansion is not
     read_route(buf)
     counted = max_bytes // (PART_BYTES + len(HUGE_HEADER))

@@ -25,7 +25,11 @@ without an exception. Checked, like the C++ verifier does:
   ``ReasoningPart.opaque``: ``length * size``, its elements aligned to their
   size);
 - nested tables (``Tool``, ``Message``, ``ToolCall``, ``KeyValue``,
-  ``ReasoningPart``) the same way.
+  ``ReasoningPart``, ``ContentPart``) the same way;
+- a message's content parts: what a ``span`` says holds, so that no reader
+  has to clamp one: only a ``Document`` has one, it is not negative, it
+  counts no more parts than follow it in the list, and no part it spans has
+  a span of its own (a document's content holds no documents).
 
 Not checked, on purpose: UTF-8. The generated accessors and the object API
 (generated without ``--python-decode-obj-api-strings``) return strings as
@@ -54,6 +58,11 @@ nothing expands to less than its own size; one that shares strings (flatc's
 ``CreateSharedString``) is held to what it would weigh unshared, a body the
 service accepts. The cost is linear in the objects visited and independent of
 string bytes (the sum reads no byte beyond each string's length word).
+Content parts are bounded by the same limits: their number by
+``max_objects`` (each is a table, its data a vector), their bytes by
+``max_bytes`` (a part's ``data``, an image of megabytes, is a vector of
+``ubyte`` counted once per reference, so a part shared by many messages is
+held to what its copies would weigh), and the walk reads no byte of the data.
 
 Pure: no I/O, no state. Only ``MalformedBuffer`` leaves ``verify_request``.
 """
@@ -65,9 +74,11 @@ from dataclasses import dataclass
 
 from flatgate.proxy.wire.buffer import (
     ENTRIES,
+    I8,
     I32,
     MAX_BUFFER_BYTES,
     STRUCTS,
+    U16,
     U32,
     VT_HEAD,
     MalformedBuffer,
@@ -78,8 +89,15 @@ from flatgate.proxy.wire.buffer import (
     string_at,
     vector_at,
 )
-from flatgate.proxy.wire.layout import HEADER, IDENTIFIER_AT, TABLES, FieldKind, Table
-from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER
+from flatgate.proxy.wire.layout import (
+    CONTENT_PART,
+    HEADER,
+    IDENTIFIER_AT,
+    TABLES,
+    FieldKind,
+    Table,
+)
+from flatgate.proxy.wire.schema import REQUEST_IDENTIFIER, PartKind
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_OBJECTS", "verify_request"]
 
@@ -137,6 +155,47 @@ _TABLE_VECTOR = int(FieldKind.TABLE_VECTOR)
 _SCALAR_VECTOR = int(FieldKind.SCALAR_VECTOR)
 # Vectors of uoffsets: to tables, or to strings (no nested layout).
 _UOFFSET_VECTORS = frozenset({_TABLE_VECTOR, _STRING_VECTOR})
+
+
+# A content part's kind and span, by their vtable entries (and readers).
+_PART_NAME = CONTENT_PART.name
+_PART_KIND = CONTENT_PART.voffset("kind")
+_PART_SPAN = CONTENT_PART.voffset("span")
+_KIND_AT = I8
+_SPAN_AT = I32
+_DOCUMENT = int(PartKind.DOCUMENT)
+
+
+def _spans(buf: bytes | memoryview, first: int, length: int) -> None:
+    """Check the spans of the ``length`` content parts whose uoffsets start
+    at ``first`` (each part's table already checked)."""
+    inside = 0
+    for j in range(length):
+        e = first + 4 * j
+        pos = e + U32(buf, e)[0]
+        vt = pos - I32(buf, pos)[0]
+        vsize = U16(buf, vt)[0]
+        within = inside > 0
+        if within:
+            inside -= 1
+        off = U16(buf, vt + _PART_SPAN)[0] if vsize >= _PART_SPAN + 2 else 0
+        span = _SPAN_AT(buf, pos + off)[0] if off else 0
+        if not span:
+            continue
+        off = U16(buf, vt + _PART_KIND)[0] if vsize >= _PART_KIND + 2 else 0
+        kind = _KIND_AT(buf, pos + off)[0] if off else 0
+        if kind != _DOCUMENT:
+            check = f"span {span} on a part of kind {kind}: only a Document spans parts"
+        elif within:
+            check = f"span {span} on a document inside another document's span"
+        elif span < 0 or span > length - 1 - j:
+            check = f"span {span} past the {length - 1 - j} parts after it"
+        else:
+            inside = span
+            continue
+        fail = MalformedBuffer(check, pos + off)
+        fail.path += [".span", f"[{j}]"]
+        raise fail
 
 
 class _Walk:
@@ -223,6 +282,8 @@ def _table_at(w: _Walk, pos: int, layout: _Layout, depth: int) -> None:
                     except MalformedBuffer as fail:
                         fail.path.append(f"[{j}]")
                         raise
+                if nested is not None and nested.name == _PART_NAME:
+                    _spans(buf, first, length)
             elif kind == _SCALAR_VECTOR:
                 # ``size`` is the element's; the field itself is a uoffset.
                 _, length = scalars_at(buf, n, at, size)
