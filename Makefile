@@ -19,9 +19,12 @@ CODEX := $(VENV)/clients/codex
 CODEX_STAMP := $(CODEX)/.installed-stamp
 CLAUDE := $(VENV)/clients/claude
 CLAUDE_STAMP := $(CLAUDE)/.installed-stamp
+# Vercel's AI SDK (`ai` with its OpenAI and Anthropic providers), from npm too.
+AISDK := $(VENV)/clients/aisdk
+AISDK_STAMP := $(AISDK)/.installed-stamp
 AGENTS := $(VENV)/agents
 AGENTS_STAMP := $(AGENTS)/.installed-stamp
-# LangChain's OpenAIEmbeddings (langchain-openai), in a venv of its own too.
+# LangChain (langchain-openai, langchain-anthropic), in a venv of its own too.
 LANGCHAIN := $(VENV)/langchain
 LANGCHAIN_STAMP := $(LANGCHAIN)/.installed-stamp
 # Elastic's mock OTLP server (npm, pinned by its package-lock.json): the
@@ -64,6 +67,13 @@ $(CLAUDE_STAMP): tests/clients/claude/package.json tests/clients/claude/package-
 	$(CLAUDE)/node_modules/.bin/claude --version
 	@touch $@
 
+$(AISDK_STAMP): tests/clients/aisdk/package.json tests/clients/aisdk/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 18+ and npm" >&2; exit 1; }
+	@mkdir -p $(AISDK)
+	cp $^ $(AISDK)/
+	cd $(AISDK) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 $(OTLP_STAMP): tests/telemetry/mockotlpserver/package.json tests/telemetry/mockotlpserver/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 18+ and npm" >&2; exit 1; }
 	@mkdir -p $(OTLP)
@@ -81,7 +91,7 @@ $(LANGCHAIN_STAMP): tests/clients/requirements-langchain.txt
 	$(LANGCHAIN)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	@touch $@
 
-clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) $(OTLP_STAMP)
+clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AISDK_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) $(OTLP_STAMP)
 
 # A real vLLM server behind the openai adapter (tests/vllm/), not part of
 # `make test`: vLLM's CPU build, pinned in a scratch venv of its own (about
@@ -121,7 +131,7 @@ typecheck: $(STAMP)
 # the time of one (docs/design.md, "Running it").
 PYTEST_WORKERS ?= 2
 test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) \
-		$(OTLP_STAMP)
+		$(AISDK_STAMP) $(OTLP_STAMP)
 	sh tests/setup_tools.sh
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
