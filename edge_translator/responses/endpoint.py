@@ -13,7 +13,8 @@ the drain, the access log, ``answer``'s streaming):
   (``store.StoredResponses``): that response's input items, then its output
   items, then the new input (``items.CARRIED`` types only); an unknown,
   expired or another tenant's id is a 404 (``previous_response_not_found``,
-  ``param: "previous_response_id"``), the chain charged to the request's
+  ``param: "previous_response_id"``), one answered but not stored for its
+  size a 400 saying so (``store.StoredResponses.too_large``), the chain charged to the request's
   budget as if the client had sent it. With ``store`` (true unless the
   client says false) the whole input, ids given, is saved once the request
   has passed every check and before it is forwarded (``admitted``; a chain's
@@ -43,7 +44,7 @@ from collections.abc import Mapping
 import msgspec
 
 from flatgate.edge_translator.client_api import Asked, Budget, Folding, Rendering
-from flatgate.edge_translator.errors import EdgeError, shown
+from flatgate.edge_translator.errors import EdgeError, InvalidRequest, shown
 from flatgate.edge_translator.openai.endpoint import BearerApi
 from flatgate.edge_translator.responses.echo import Echo, echo_of, new_id
 from flatgate.edge_translator.responses.items import CARRIED, encode_items, list_answer
@@ -111,6 +112,15 @@ class ResponsesApi(BearerApi):
         if previous is not None:
             turn = await store.turn(tenant, previous) if store is not None else None
             if turn is None:
+                size = await store.too_large(tenant, previous) if store is not None else None
+                if size is not None:
+                    raise InvalidRequest(
+                        f"Previous response with id '{shown(previous)}' was answered but not "
+                        f"stored: its input and output took {size} bytes, over the gateway's "
+                        "[state] max_stored_response_bytes. Send the conversation as input "
+                        "instead of previous_response_id.",
+                        param="previous_response_id",
+                    )
                 raise EdgeError(
                     f"Previous response with id '{shown(previous)}' not found.",
                     param="previous_response_id",

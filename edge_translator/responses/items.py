@@ -6,7 +6,10 @@ an id (the client's, or a fresh one: ``msg_``, ``fc_``, ``fco_``, ``rs_``)
 and a ``status`` of ``completed``: a message's string content becomes one
 ``input_text`` part (``output_text`` for the assistant's), a function call
 keeps its ``namespace``, a reasoning item its summary, ``reasoning_text``
-content and ``encrypted_content``. ``CARRIED`` is the item types the wire
+content and ``encrypted_content``; an ``input_image`` or ``input_file`` part
+is kept as the client sent it, its fields as given: a ``data:`` URL's
+base64 is stored as that text (about 4/3 of the bytes), and decoded again
+when a later request continues the chain. ``CARRIED`` is the item types the wire
 carries: a stored chain's other items (a hosted tool's output item, which
 only a Responses-native backend sends) are not carried into the next
 request's input (the message after them holds what came of them).
@@ -54,7 +57,9 @@ def _part(part: Part, *, assistant: bool) -> dict[str, Any]:
         return {"type": "refusal", "refusal": part.refusal}
     if isinstance(part, ReasoningText):
         return {"type": "reasoning_text", "text": part.text}
-    return {"type": type(part).__struct_config__.tag}
+    # An image or a file as the client sent it (a data URL's base64 too).
+    out: dict[str, Any] = msgspec.to_builtins(part)
+    return out
 
 
 def _content(content: str | list[Part] | None, *, assistant: bool) -> list[dict[str, Any]]:

@@ -23,9 +23,16 @@ a memory store holds (and counts) the chain's bytes once, however long it
 grows; ``input_items`` reads the same JSON list as if it were one piece.
 
 Size: input and output together take at most ``[state]
-max_stored_response_bytes``. A larger response is not stored at all (an
-input already saved is let go): the save answers ``False`` and
-``refused["too_large"]`` counts it. Between ``save_input`` and
+max_stored_response_bytes`` (by default larger than any request the edge
+admits, whatever images it holds, plus its answer: see
+docs/configuration.md). A larger response is not stored at all (an input
+already saved is let go): the save answers ``False``,
+``refused["too_large"]`` counts it, and a small marker is kept in its
+place for the TTL (``responses:{<tenant>}:<id>:too_large``, the size as
+decimal digits), so that ``too_large`` can tell a continuation of it
+(``previous_response_id``) why it cannot be continued, rather than a bare
+404. A chain's input is the whole chain (``list_pieces``), so it is the
+chain that is held to the cap. Between ``save_input`` and
 ``save_response`` this worker remembers the input's size (one request is
 one worker's), in a bounded table; ``save`` takes both at once.
 
@@ -58,6 +65,7 @@ from flatgate.proxy.limits import Limiter, StateSection, Store, StoreError
 from flatgate.proxy.limits.blobs import Pieces
 from flatgate.proxy.limits.rules import key_part
 from flatgate.proxy.wire import codes
+from flatgate.proxy.wire.digits import read_decimal
 
 __all__ = [
     "MAX_ID_CHARS",
@@ -78,6 +86,8 @@ MAX_PENDING: Final = 4096
 # An input refused: its output is refused too (and not counted twice).
 _REFUSED: Final = -1
 _REASONS: Final = ("too_large", "store_bounds", "store_error")
+# The key suffix of a response not stored for its size (its marker).
+_TOO_LARGE: Final = ":too_large"
 
 
 class ResponsesUnavailable(EdgeError):
@@ -193,12 +203,13 @@ class StoredResponses:
         """Store a response, its input ``items`` and its ``response`` object,
         unless together they are over the cap; whether it was stored."""
         store, state = self._source()
-        if len(items) + len(response) > state.max_stored_response_bytes:
-            self.refused["too_large"] += 1
-            return False
         base = _own_base(tenant, response_id)
         group = _group(tenant)
         ttl = state.responses_ttl_seconds
+        size = len(items) + len(response)
+        if size > state.max_stored_response_bytes:
+            await self._too_large(store, base, group, size, ttl)
+            return False
         try:
             done = await asyncio.gather(
                 store.put_blob(f"{base}:input", items, ttl, group),
@@ -220,11 +231,12 @@ class StoredResponses:
         ``list_pieces`` (its output follows in ``save_response``); whether
         they were stored."""
         store, state = self._source()
-        key = _own_base(tenant, response_id) + ":input"
+        base = _own_base(tenant, response_id)
+        key = base + ":input"
         size = len(items) if isinstance(items, bytes) else sum(map(len, items))
         if size > state.max_stored_response_bytes:
-            self.refused["too_large"] += 1
             self._remember(key, _REFUSED)
+            await self._too_large(store, base, _group(tenant), size, state.responses_ttl_seconds)
             return False
         try:
             done = await store.put_blob(key, items, state.responses_ttl_seconds, _group(tenant))
@@ -247,15 +259,15 @@ class StoredResponses:
         saved = self._pending.pop(f"{base}:input", 0)
         if saved == _REFUSED:
             return False
+        ttl = state.responses_ttl_seconds
         if saved + len(response) > state.max_stored_response_bytes:
-            self.refused["too_large"] += 1
             if saved:
                 try:
                     await store.delete_blob(f"{base}:input", group)
                 except StoreError as exc:
                     self._failed(exc)
+            await self._too_large(store, base, group, saved + len(response), ttl)
             return False
-        ttl = state.responses_ttl_seconds
         try:
             done = await store.put_blob(f"{base}:output", response, ttl, group)
             if not done:  # half a response is none: let go of the other half
@@ -268,6 +280,15 @@ class StoredResponses:
             return False
         self.stored += 1
         return True
+
+    async def _too_large(self, store: Store, base: str, group: str, size: int, ttl: float) -> None:
+        """A response over the cap: counted, and its marker kept (a failure
+        to keep it is the store's to count; the answer goes out)."""
+        self.refused["too_large"] += 1
+        try:
+            await store.put_blob(f"{base}{_TOO_LARGE}", str(size).encode(), ttl, group)
+        except StoreError as exc:
+            self._failed(exc)
 
     def _remember(self, key: str, size: int) -> None:
         pending = self._pending
@@ -306,6 +327,13 @@ class StoredResponses:
             return None
         return Turn(runs_of(items), response)
 
+    async def too_large(self, tenant: str, response_id: str) -> int | None:
+        """The size of this tenant's response ``response_id`` when it was
+        answered but not stored for being over the cap (its marker), else
+        ``None``."""
+        found = await self._get(tenant, response_id, _TOO_LARGE[1:])
+        return read_decimal(found.decode("ascii", "replace")) if found else None
+
     async def delete(self, tenant: str, response_id: str) -> bool:
         """Let go of a stored response; whether this tenant had it."""
         base = _base(tenant, response_id)
@@ -321,9 +349,11 @@ class StoredResponses:
 
     @staticmethod
     async def _drop(store: Store, base: str, group: str) -> bool:
-        """Both blobs let go; whether the output was there."""
+        """Both blobs (and a marker) let go; whether the output was there."""
         gone = await asyncio.gather(
-            store.delete_blob(f"{base}:input", group), store.delete_blob(f"{base}:output", group)
+            store.delete_blob(f"{base}:input", group),
+            store.delete_blob(f"{base}:output", group),
+            store.delete_blob(f"{base}{_TOO_LARGE}", group),
         )
         return gone[1]
 

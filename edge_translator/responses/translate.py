@@ -10,7 +10,10 @@ as a ``CompletionRequest`` buffer, through the edges' shared writer
   developer) message"; every chat backend takes ``system``);
 - a user, system or developer ``message``: a message of that role, its text
   parts joined (a message with nothing but text takes the writer's one-pack
-  path);
+  path); one with an ``input_image`` or ``input_file`` part carries all its
+  parts, in order, as ``ContentPart``s (``apis.openai_responses.media``:
+  base64 decoded once, here; a bad part is a 400 naming it,
+  ``input.[1].content.[0].image_url``) and no text;
 - consecutive assistant-side items (``reasoning``, assistant ``message``,
   ``function_call``) fold into one assistant message: the messages' texts
   (joined by a blank line between items), the calls in order (call id,
@@ -21,7 +24,9 @@ as a ``CompletionRequest`` buffer, through the edges' shared writer
   as the opaque bytes; the item id; dialect ``OpenAIResponses``, or the
   dialect ``encrypted_of`` wrote into it). The ``function_call`` item's own
   ``id`` (``fc_...``) is not carried;
-- ``function_call_output``: a tool message with its call id and text.
+- ``function_call_output``: a tool message with its call id and text, or,
+  when its ``output`` holds an image or a file, with its parts as a
+  message's.
 
 Reasoning from another dialect (an Anthropic backend's thinking
 ``signature``, or a ``redacted_thinking`` block's data) reaches a Responses
@@ -54,6 +59,7 @@ from flatgate.proxy.apis.openai_responses.items import (
     ReasoningText,
     Refusal,
 )
+from flatgate.proxy.apis.openai_responses.media import content_parts, has_media
 from flatgate.proxy.apis.openai_responses.request import (
     Decoded,
     JsonObjectFormat,
@@ -62,7 +68,7 @@ from flatgate.proxy.apis.openai_responses.request import (
 )
 from flatgate.proxy.apis.openai_responses.tools import NAMESPACE_SEP
 from flatgate.proxy.wire.digits import read_decimal
-from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.parts import ContentPart, ReasoningPart
 from flatgate.proxy.wire.request.writer import Call, RequestWriter, WireMessage
 from flatgate.proxy.wire.schema import ApiDialect, Role
 
@@ -189,7 +195,14 @@ def _assistant(text: str | None, calls: list[Call], parts: list[ReasoningPart]) 
     return Role.Assistant, data
 
 
-def _messages(instructions: str | None, items: list[Item]) -> list[WireMessage]:
+def _parts(content: list[Part], k: int, first: int, field: str) -> list[ContentPart]:
+    """Item ``k``'s parts as the wire's; errors name the client's item
+    (a stored item, before ``first``, was checked when it was sent)."""
+    where = f"input.[{k - first}].{field}" if k >= first else "previous_response_id"
+    return content_parts(content, where)
+
+
+def _messages(instructions: str | None, items: list[Item], first: int) -> list[WireMessage]:
     wire: list[WireMessage] = []
     add = wire.append
     if instructions:
@@ -200,12 +213,13 @@ def _messages(instructions: str | None, items: list[Item]) -> list[WireMessage]:
     parts: list[ReasoningPart] = []
     folding = False
     role_of = ROLE_OF
-    for item in items:
+    for k, item in enumerate(items):
         kind = item.type
         if kind is None or kind == "message":
             content = item.content
-            said = content if type(content) is str else text_of(content)
             role = item.role
+            media = type(content) is list and role != "assistant" and has_media(content)
+            said = "" if media else content if type(content) is str else text_of(content)
             if role == "assistant":
                 if not text:
                     text = said
@@ -217,6 +231,10 @@ def _messages(instructions: str | None, items: list[Item]) -> list[WireMessage]:
                 add(_assistant(text, calls, parts))
                 # New lists: the turn written holds the old ones.
                 text, folding, calls, parts = None, False, [], []
+            if media:
+                held = _parts(content, k, first, "content")  # type: ignore[arg-type]
+                add((role_of[role], b"", b"", b"", (), False, (), held))
+                continue
             data = said.encode()
             add((role_of[role], data) if data else (role_of[role], b"", b"", b"", (), False))
         elif kind == "function_call":
@@ -235,8 +253,13 @@ def _messages(instructions: str | None, items: list[Item]) -> list[WireMessage]:
                 add(_assistant(text, calls, parts))
                 # New lists: the turn written holds the old ones.
                 text, folding, calls, parts = None, False, [], []
-            output = text_of(item.output).encode()
-            add((Role.Tool, output, b"", (item.call_id or "").encode(), (), False))
+            call_id = (item.call_id or "").encode()
+            output = item.output
+            if type(output) is list and has_media(output):
+                held = _parts(output, k, first, "output")
+                add((Role.Tool, b"", b"", call_id, (), False, (), held))
+            else:
+                add((Role.Tool, text_of(output).encode(), b"", call_id, (), False))
     if folding:
         add(_assistant(text, calls, parts))
     return wire
@@ -263,7 +286,7 @@ def write_request(
         response_format=response_format_of(req),
         extras=d.extras,
     )
-    w.messages(_messages(req.instructions, d.items))
+    w.messages(_messages(req.instructions, d.items, d.first))
     tools = d.tools  # made here, once: each read of ``tools`` writes the copies
     if tools:
         w.tools(tools)

@@ -85,8 +85,11 @@ class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # How long a stored response (store: true) is kept: 30 days, as OpenAI's.
     responses_ttl_seconds: float = 2_592_000.0
     # The most bytes one stored response may take, its input items and its
-    # output together; a larger one is not stored (the answer still goes out).
-    max_stored_response_bytes: int = 4 * _MIB
+    # output together; a larger one is not stored (the answer still goes out,
+    # and a continuation of it is a 400 saying why). Above the edge's default
+    # max_body_bytes and an answer: a request the edge admits, images and
+    # all, can be stored (its chain is charged to that request's body).
+    max_stored_response_bytes: int = 40 * _MIB
     # A memory store, per worker process: the most stored responses it keeps,
     # and their bytes in all; past either, the least recently used go first.
     memory_max_responses: int = 1000
@@ -96,7 +99,7 @@ class StateSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # tenant's own oldest go first (a memory store's least recently used).
     # A memory store's whole, full, lets go of the fullest tenant's.
     max_responses_per_tenant: int = 100
-    max_response_bytes_per_tenant: int = 16 * _MIB
+    max_response_bytes_per_tenant: int = 64 * _MIB
 
     @property
     def is_memory(self) -> bool:

@@ -17,7 +17,7 @@ MIB = 1024 * 1024
 def test_defaults() -> None:
     s = parse_limits({}, environ={}).state
     assert s.responses_ttl_seconds == 30 * 86400  # OpenAI's
-    assert s.max_stored_response_bytes == 4 * MIB
+    assert s.max_stored_response_bytes == 40 * MIB
     assert (s.memory_max_responses, s.memory_max_response_bytes_total) == (1000, 64 * MIB)
     assert (s.blob_timeout_ms, s.blob_pool_size) == (2000.0, 4)
 

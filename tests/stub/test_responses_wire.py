@@ -85,9 +85,15 @@ def test_input_items_become_the_echos_messages() -> None:
             "invalid_value",
         ),
         (
-            {"model": "m", "input": [{"role": "user", "content": [{"type": "input_image"}]}]},
+            {"model": "m", "input": [{"role": "user", "content": [{"type": "input_audio"}]}]},
             400,
             "input[0].content[0].type",
+            "invalid_value",
+        ),
+        (  # an image with no source
+            {"model": "m", "input": [{"role": "user", "content": [{"type": "input_image"}]}]},
+            400,
+            "input[0].content[0].image_url",
             "invalid_value",
         ),
         (

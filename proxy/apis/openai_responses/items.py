@@ -12,9 +12,10 @@ a tagged Struct of its own (``Part``).
 
 One model, two strictnesses; the switches, each used by one side only:
 
-- **Unknown fields.** The parts (but the media parts, which carry nothing)
-  and ``InputItem``, the request's item (a subclass of ``Item`` and nothing
-  more), forbid unknown fields: the edge's one pass fails on a key of no
+- **Unknown fields.** The parts (but ``InputAudio``, which the API does
+  not have and the edge refuses by its type) and ``InputItem``, the
+  request's item (a subclass of ``Item`` and nothing more), forbid unknown
+  fields: the edge's one pass fails on a key of no
   name, and ``decode_scrubbed`` judges it (refused, or dropped when null or
   empty). ``Item`` itself is lenient: a stored item may hold a
   Responses-native backend's fields. The stub reads as OpenAI does, ignoring
@@ -105,22 +106,45 @@ class ReasoningText(
     text: str
 
 
-class InputImage(msgspec.Struct, tag_field="type", tag="input_image", gc=False):
-    pass
+class InputImage(
+    msgspec.Struct,
+    tag_field="type",
+    tag="input_image",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
+    # One source: a URL (``https://...`` or a ``data:`` URL) or a file id.
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["auto", "low", "high", "original"] | None = None
 
 
-class InputFile(msgspec.Struct, tag_field="type", tag="input_file", gc=False):
-    pass
+class InputFile(
+    msgspec.Struct,
+    tag_field="type",
+    tag="input_file",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
+    # One source: ``file_data`` (a ``data:`` URL), ``file_url`` or ``file_id``.
+    file_data: str | None = None
+    file_url: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
 
 
 class InputAudio(msgspec.Struct, tag_field="type", tag="input_audio", gc=False):
-    pass
+    """Not a Responses input part (the API takes text, images and files;
+    audio is Chat Completions'): known only to be refused by name."""
 
 
 Part: TypeAlias = (
     InputText | OutputText | Refusal | ReasoningText | InputImage | InputFile | InputAudio
 )
-# A message's parts that are text, and those that are not (flatgate carries text).
+# A message's parts that are text, and those that are not.
 TEXT_PARTS = (InputText, OutputText, Refusal)
 MEDIA_PARTS = (InputImage, InputFile, InputAudio)
 

@@ -7,8 +7,12 @@ travel where (``translate`` writes them):
 - Carried in the wire's slots: ``input``, a string or a list of items
   (``message`` items, whose ``type`` may be left out when ``role`` is given,
   roles ``user``, ``assistant``, ``system``, ``developer``, content a string
-  or ``input_text`` / ``output_text`` / ``refusal`` parts;
-  ``function_call``; ``function_call_output``, a string or text parts;
+  or ``input_text`` / ``output_text`` / ``refusal`` / ``input_image`` /
+  ``input_file`` parts (``media.content_parts`` says what an image or a
+  file part becomes: its base64 decoded once, its bytes held to their
+  declared type; ``translate`` calls it);
+  ``function_call``; ``function_call_output``, a string or a list of
+  ``input_text`` / ``input_image`` / ``input_file`` parts;
   ``reasoning``, its summary and ``encrypted_content``), ``instructions``,
   ``model``, ``max_output_tokens``, ``temperature``, ``top_p``,
   ``parallel_tool_calls``, ``tools`` and ``tool_choice`` (``tools``:
@@ -25,11 +29,12 @@ travel where (``translate`` writes them):
   that names one (``tools``), and every top-level field this module does not
   know: OpenAI adds fields often, a Responses-native backend can use them,
   and other backends report what they leave out.
-- Refused with a 400 naming the ``param``: image, file and audio parts (the
-  wire carries text), ``item_reference`` items and item types other than the
-  four above (the wire has no slot for a hosted tool's call in the history),
-  ``background: true``, ``conversation`` and ``prompt`` (flatgate keeps no
-  conversations or prompt templates).
+- Refused with a 400 naming the ``param``: ``input_audio`` parts (not a
+  Responses part: ``unsupported_content_type``), ``item_reference`` items
+  and item types other than the four above (the wire has no slot for a
+  hosted tool's call in the history), ``background: true``,
+  ``conversation`` and ``prompt`` (flatgate keeps no conversations or
+  prompt templates).
 - Mapped to nothing: ``stream_options.include_obfuscation`` (flatgate's
   events carry no obfuscation padding), and what a previous answer's items
   hold when sent back: an item's ``status``, an assistant message's
@@ -89,13 +94,18 @@ from flatgate.proxy.apis.openai_chat.request import (
     struct_info,
 )
 from flatgate.proxy.apis.openai_responses.items import (
-    MEDIA_PARTS,
-    TEXT_PARTS,
+    InputAudio,
+    InputFile,
+    InputImage,
     InputItem,
+    InputText,
     Item,
+    OutputText,
     Part,
     ReasoningText,
+    Refusal,
 )
+from flatgate.proxy.apis.openai_responses.media import audio_refused
 from flatgate.proxy.apis.openai_responses.tools import (
     Tools,
     invalid,
@@ -104,7 +114,6 @@ from flatgate.proxy.apis.openai_responses.tools import (
     read_tools,
     utf8,
 )
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request.writer import ToolSpec
 from flatgate.proxy.wire.schema import ToolChoiceMode
 
@@ -236,7 +245,7 @@ class Decoded:
     namespaced names' origins (``tools.Tools``), the wire's tool choice
     (``ToolChoiceMode``, function name), and the extras' JSON object."""
 
-    __slots__ = ("_tools", "choice", "extras", "fields", "items", "kept", "req")
+    __slots__ = ("_tools", "choice", "extras", "fields", "first", "items", "kept", "req")
 
     def __init__(
         self,
@@ -252,6 +261,9 @@ class Decoded:
         # The top-level fields' JSON as sent (extras, and echoed in the answer).
         self.fields = fields
         self.items = items
+        # The index in ``items`` of the client's first input item (the stored
+        # chain's come before it): ``input.[i]`` is ``items[first + i]``.
+        self.first = 0
         self._tools = tools
         self.choice = choice
         self.extras = extras
@@ -280,10 +292,13 @@ class Decoded:
         return self._tools.expansion
 
     def with_items(self, items: list[Item]) -> Decoded:
-        """This request with ``items`` as its input (the stored chain prepended)."""
-        return Decoded(
+        """This request with ``items`` as its input (the stored chain
+        prepended: the client's items last)."""
+        made = Decoded(
             self.req, self.fields, items, tools=self._tools, choice=self.choice, extras=self.extras
         )
+        made.first = self.first + len(items) - len(self.items)
+        return made
 
 
 _decoder = msgspec.json.Decoder(ResponsesRequest)
@@ -344,18 +359,18 @@ def _decode_one_pass(
     return ResponsesRequest(**values), fields  # type: ignore[arg-type]
 
 
+# The parts a message, or a function call's output, may hold.
+_PARTS = (InputText, OutputText, Refusal, InputImage, InputFile)
+
+
 def _check_parts(parts: list[Part], where: str, *, message: bool) -> None:
     for j, part in enumerate(parts):
-        if isinstance(part, TEXT_PARTS):
+        if isinstance(part, _PARTS):
             continue
-        kind = type(part).__struct_config__.tag
         param = f"{where}.[{j}].type"
-        if isinstance(part, MEDIA_PARTS):
-            raise InvalidRequest(
-                f"Content parts of type '{kind}' are not supported: flatgate carries text only.",
-                param=param,
-                code=codes.UNSUPPORTED_CONTENT_TYPE,
-            )
+        if isinstance(part, InputAudio):
+            raise audio_refused(param)
+        kind = type(part).__struct_config__.tag
         raise invalid(param, f"'{kind}' is not a {'message' if message else 'output'} part.")
 
 
@@ -373,6 +388,13 @@ def _check_item(item: Item, where: str) -> None:
             raise missing(f"{where}.content")
         if not isinstance(content, str):
             _check_parts(content, f"{where}.content", message=True)
+            if item.role == "assistant":
+                for j, held in enumerate(content):
+                    if isinstance(held, InputImage | InputFile):
+                        raise invalid(
+                            f"{where}.content.[{j}].type",
+                            "an assistant message holds output_text and refusal parts.",
+                        )
     elif kind == "function_call":
         for name in ("call_id", "name", "arguments"):
             if getattr(item, name) is None:

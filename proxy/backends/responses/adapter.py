@@ -20,6 +20,13 @@ request's own fields):
   ``message`` item with ``output_text``, then a ``function_call`` item per
   tool call; a tool result -> ``function_call_output`` (a failed call's text
   marked as the ``openai`` adapter marks it);
+- a message with content parts (an image, a document, a file) -> a
+  ``message`` item of its role whose content is the parts as the Responses
+  API writes them (``parts.written_parts``: ``input_text``,
+  ``input_image``, ``input_file``; what it refuses or leaves out), a tool
+  result with parts -> ``function_call_output`` with that content list (a
+  failed call's first text part marked); an assistant turn's parts must
+  be text (joined into its ``output_text``);
 - an assistant turn's reasoning parts of the Responses dialect that carry
   ``encrypted_content`` -> ``reasoning`` items (id, summary, encrypted
   content): with ``store: false`` an item without its encrypted content
@@ -83,6 +90,7 @@ from flatgate.proxy.backends.extras import (
 from flatgate.proxy.backends.json_api import failed_result
 from flatgate.proxy.backends.openai.adapter import OpenAIConventions
 from flatgate.proxy.backends.responses.config import ResponsesConfig
+from flatgate.proxy.backends.responses.parts import written_parts
 from flatgate.proxy.backends.responses.stream import ResponsesStream
 from flatgate.proxy.backends.responses.whole import ResponsesWhole
 from flatgate.proxy.wire.parts import ReasoningPart
@@ -139,13 +147,57 @@ def _reasoning(
     return out
 
 
-def _input(messages: list[Message], omitted: list[str]) -> tuple[str | None, list[Item]]:
+def _calls(m: Message) -> list[Item]:
+    """An assistant turn's tool calls as ``function_call`` items."""
+    return [
+        Item(
+            type="function_call",
+            call_id=call.id,
+            name=call.function.name,
+            arguments=call.function.arguments or "{}",
+        )
+        for call in m.tool_calls or ()
+    ]
+
+
+def _index(messages: list[Message], m: Message) -> str:
+    """``m``'s place in the request, as refusals name it (``messages[1]``)."""
+    return f"messages[{next(i for i, n in enumerate(messages) if n is m)}]"
+
+
+def _with_parts(m: Message, messages: list[Message], omitted: list[str], drop: bool) -> Item:
+    """A message that holds more than text (``parts.written_parts``): a
+    message item of its role, or a tool result's ``function_call_output``
+    with a content list."""
+    where = _index(messages, m)
+    parts = written_parts(m.parts or [], where, omitted, drop)
+    role = m.role
+    if role == "tool":
+        if m.is_error:
+            head = parts[0] if parts else None
+            if isinstance(head, InputText):
+                parts[0] = InputText(failed_result(head.text))
+            else:
+                parts.insert(0, InputText(failed_result("")))
+        return Item(type="function_call_output", call_id=m.tool_call_id, output=parts)
+    if role == "assistant":
+        # A model's own turn is text: an image in it has no output part.
+        texts = [p.text for p in parts if isinstance(p, InputText)]
+        if len(texts) < len(parts):
+            raise Untranslatable(f"{where}: an assistant message holds text parts only")
+        return Item("message", "assistant", [OutputText("".join(texts))])
+    return Item("message", cast(ItemRole, role), parts)
+
+
+def _input(
+    messages: list[Message], omitted: list[str], drop: bool = False
+) -> tuple[str | None, list[Item]]:
     """``instructions`` and the input items (see the module docstring)."""
     instructions = None
     rest = messages
     if messages:
         first = messages[0]
-        if first.role == "system" and first.content is not None:
+        if first.role == "system" and first.content is not None and not first.parts:
             if first.name:
                 omitted.append("name")
             instructions = first.content
@@ -157,6 +209,13 @@ def _input(messages: list[Message], omitted: list[str]) -> tuple[str | None, lis
         role = m.role
         if m.name:
             omitted.append("name")
+        if m.parts:
+            if role == "assistant" and m.reasoning:
+                items += _reasoning(m.reasoning, messages, m, omitted)
+            add(_with_parts(m, messages, omitted, drop))
+            if role == "assistant" and m.tool_calls:
+                items += _calls(m)
+            continue
         if role == "user":
             add(Item("message", "user", [InputText(m.content or "")]))
         elif role == "assistant":
@@ -165,16 +224,7 @@ def _input(messages: list[Message], omitted: list[str]) -> tuple[str | None, lis
             if m.content:
                 add(Item("message", "assistant", [OutputText(m.content)]))
             if m.tool_calls:
-                for call in m.tool_calls:
-                    fn = call.function
-                    add(
-                        Item(
-                            type="function_call",
-                            call_id=call.id,
-                            name=fn.name,
-                            arguments=fn.arguments or "{}",
-                        )
-                    )
+                items += _calls(m)
         elif role == "tool":
             text = m.content or ""
             output = failed_result(text) if m.is_error else text
@@ -268,7 +318,7 @@ def encode_request(
     if omitted is None:
         omitted = []
     _left_out(req, omitted)
-    instructions, items = _input(req.messages, omitted)
+    instructions, items = _input(req.messages, omitted, drop_unsupported)
     choice: str | ToolChoice | None = None
     if req.tool_choice == ToolChoiceMode.Function:
         choice = ToolChoice("function", req.tool_choice_name)

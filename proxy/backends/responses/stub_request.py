@@ -13,9 +13,15 @@ range, an unknown role, part type or format type, with the values allowed).
 - ``model`` and ``input`` (a string, or a list of items) are required;
 - items: ``message`` (the ``type`` may be left out; roles user, assistant,
   system, developer; content a string or ``input_text`` / ``output_text`` /
-  ``refusal`` parts: the stub takes no images, files or audio),
+  ``refusal`` / ``input_image`` / ``input_file`` parts: a message with an
+  image or a file is read into the wire's parts as the edge reads it
+  (``apis.openai_responses.media``: its data URLs decoded, checked against
+  their declared types) and echoed as ``dialect.described`` shows them, so
+  that a test sees each part's kind, type, size and digest; no audio, as
+  OpenAI),
   ``function_call`` (``call_id``, ``name``, ``arguments``),
-  ``function_call_output`` (``call_id``, ``output``), ``reasoning``
+  ``function_call_output`` (``call_id``, ``output``: a string or parts, as
+  a message's), ``reasoning``
   (``summary``; its ``encrypted_content`` must be one the stub made, see
   ``encrypted``), and the items of hosted tools (taken, not read);
 - the stub stores nothing, whatever ``store`` says: a ``previous_response_id``,
@@ -45,16 +51,19 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import inspect as mi
 
+from flatgate.proxy.apis.errors import InvalidRequest
 from flatgate.proxy.apis.lenient import Tags, at_path, without_unknown
 from flatgate.proxy.apis.openai_responses.items import (
     MEDIA_PARTS,
     TEXT_PARTS,
+    InputAudio,
     Item,
     Part,
     Refusal,
 )
+from flatgate.proxy.apis.openai_responses.media import content_parts, has_media
 from flatgate.proxy.apis.openai_responses.request import ResponsesRequest
-from flatgate.proxy.backends.dialect import StubRequest, split_model
+from flatgate.proxy.backends.dialect import StubRequest, described, split_model
 from flatgate.proxy.backends.openai.stub_request import (
     Invalid,
     at_least,
@@ -92,7 +101,9 @@ _ROLES = {
     "developer": Role.Developer,
 }
 # The part types a message may hold, as OpenAI lists them when it refuses one.
-_PART_TYPES = tuple(str(p.__struct_config__.tag) for p in (*TEXT_PARTS, *MEDIA_PARTS))
+_PART_TYPES = tuple(
+    str(p.__struct_config__.tag) for p in (*TEXT_PARTS, *MEDIA_PARTS) if p is not InputAudio
+)
 # What OpenAI lists when it refuses a role or a part type, in its order
 # (msgspec gives a Literal's values sorted, and the part union's tags with
 # ``reasoning_text``, which only a reasoning item holds).
@@ -224,6 +235,13 @@ def _text(content: str | list[Part] | None, where: str) -> str:
         return ""
     if isinstance(content, str):
         return content
+    if has_media(content):
+        # Images and files read back as the wire's parts, their data URLs
+        # decoded: the echo describes them (kind, type, size, digest).
+        try:
+            return described(content_parts(content, where, "[{}]"))
+        except InvalidRequest as exc:
+            raise Invalid(exc.message, exc.param, "invalid_value") from None
     out = []
     for j, part in enumerate(content):
         at = f"{where}[{j}]"
@@ -231,13 +249,8 @@ def _text(content: str | list[Part] | None, where: str) -> str:
             out.append(part.refusal)
         elif isinstance(part, TEXT_PARTS):
             out.append(part.text)
-        elif isinstance(part, MEDIA_PARTS):
-            raise Invalid(
-                f"Invalid value: '{part.__struct_config__.tag}'. The stub accepts only text "
-                "content parts.",
-                f"{at}.type",
-                "invalid_value",
-            )
+        elif isinstance(part, MEDIA_PARTS):  # input_audio: not a Responses part
+            raise _value(f"{at}.type", str(part.__struct_config__.tag), _PART_TYPES)
         else:
             raise _value(f"{at}.type", str(part.__struct_config__.tag), _PART_TYPES)
     return "".join(out)
