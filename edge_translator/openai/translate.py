@@ -8,8 +8,12 @@ Owns ``write_request``: a decoded ``ChatCompletionRequest`` (docs/design.md,
 Conventions (besides the writer's): metadata is sorted by key
 (``KeyValue.key`` is the table's key), ``max_completion_tokens`` wins over
 ``max_tokens``, text content parts are joined, and a message with nothing but
-a role and text takes the writer's one-pack path; the fields with no slot
-travel as the extras (``models.extras_json``). Pure: no I/O.
+a role and text takes the writer's one-pack path; a message with an image,
+audio or a file part carries all its content as the wire's content parts
+(``apis.openai_chat.parts``: data URLs and base64 decoded there, once; a
+part that does not decode is ``InvalidRequest`` naming it), and no text;
+the fields with no slot travel as the extras (``models.extras_json``).
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from flatgate.edge_translator.openai.mapping import (
     text_of,
     tool_choice_of,
 )
+from flatgate.proxy.apis.openai_chat.parts import has_media, parts_of
 from flatgate.proxy.apis.openai_chat.request import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -75,9 +80,16 @@ def write_request(
     wire: list[WireMessage] = []
     add = wire.append
     role_of = ROLE_OF
-    for msg in req.messages:
+    for i, msg in enumerate(req.messages):
         kind = type(msg)
         content = msg.content
+        if type(content) is list and has_media(content):
+            # A user or tool message with an image, audio or a file: all of
+            # its content as parts, in the client's order.
+            name, call_id, _ = extras_of(msg)
+            parts = parts_of(content, f"messages.[{i}].content")
+            add((role_of[kind], b"", name, call_id, (), False, (), parts))
+            continue
         data = (content if type(content) is str else text_of(content)).encode()
         if kind is AssistantMessage and (
             msg.refusal or msg.reasoning_content or msg.reasoning  # type: ignore[union-attr]

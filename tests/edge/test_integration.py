@@ -336,11 +336,11 @@ def test_models_list(stack: Stack):
                 "messages": [
                     {
                         "role": "user",
-                        "content": [{"type": "image_url", "image_url": {"url": "http://x/a.png"}}],
+                        "content": [{"type": "image_url", "image_url": {"url": "ftp://x/a.png"}}],
                     }
                 ]
             },
-            "messages.[0].content.[0].type",
+            "messages.[0].content.[0].image_url.url",
         ),
     ],
 )

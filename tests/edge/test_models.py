@@ -155,14 +155,14 @@ def test_bad_json_is_a_400_without_param():
     assert error_of(b"[1, 2]").param is None
 
 
-def test_image_parts_are_rejected_with_a_clear_message():
+def test_image_parts_outside_user_and_tool_messages_are_refused_naming_them():
     raw = json.dumps(
         {
             "model": "m",
             "messages": [
                 USER,
                 {
-                    "role": "user",
+                    "role": "assistant",
                     "content": [
                         {"type": "text", "text": "look"},
                         {"type": "image_url", "image_url": {"url": "http://x/y.png"}},
@@ -174,7 +174,7 @@ def test_image_parts_are_rejected_with_a_clear_message():
     err = error_of(raw)
     assert err.param == "messages.[1].content.[1].type"
     assert err.code == "unsupported_content_type"
-    assert "image_url" in err.message
+    assert "image_url" in err.message and "assistant" in err.message
 
 
 def test_tool_choice_needs_tools_and_a_known_function():

@@ -315,6 +315,23 @@ FULL_REQUEST = {
             ],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        # Content parts: text, an image's bytes with its detail, an image by
+        # URL, a file by id with its name.
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "t"},
+                {
+                    "type": "image_url",
+                    "image_url": {
+                        "url": "data:image/gif;base64,R0lGODlhAQABAAAAACw=",
+                        "detail": "low",
+                    },
+                },
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                {"type": "file", "file": {"file_id": "file-1", "filename": "a.pdf"}},
+            ],
+        },
     ],
     "tools": [
         {
@@ -410,6 +427,9 @@ def _written(buf: bytes) -> dict[str, set[str]]:
         if mf.get(layout.MESSAGE.slot("reasoning")):
             for _, rf in _tables_of(buf, pos, mf[layout.MESSAGE.slot("reasoning")]):
                 seen["ReasoningPart"] |= _present(layout.REASONING_PART, rf)
+        if mf.get(layout.MESSAGE.slot("parts")):
+            for _, pf in _tables_of(buf, pos, mf[layout.MESSAGE.slot("parts")]):
+                seen["ContentPart"] |= _present(layout.CONTENT_PART, pf)
     for name, table in (("tools", layout.TOOL), ("metadata", layout.KEY_VALUE)):
         if fields.get(r.slot(name)):
             for _, tf in _tables_of(buf, root, fields[r.slot(name)]):
@@ -452,6 +472,15 @@ def test_the_edges_write_every_field_of_every_table() -> None:
         assert openai[name] | messages[name] | responses[name] == set(table.fields), name
     # Only the Responses API carries reasoning back (the next issue: Messages too).
     assert set(layout.MESSAGE.fields) - openai["Message"] == {"is_error", "reasoning"}
+    # Chat's parts have no Anthropic document fields (title, context,
+    # citations, span) and no extras: the Messages edge writes those.
+    assert set(layout.CONTENT_PART.fields) - openai["ContentPart"] == {
+        "title",
+        "context",
+        "citations",
+        "span",
+        "extras",
+    }
     assert set(layout.MESSAGE.fields) - messages["Message"] == {"name", "reasoning"}
 
 

@@ -134,7 +134,7 @@ def test_defaults() -> None:
                     {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
                 ],
             },
-            "messages[0].content[0].type",
+            "messages[0].content[0].image_url.url",
             "invalid_value",
         ),
         (

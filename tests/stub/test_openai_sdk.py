@@ -241,11 +241,11 @@ def test_silence_times_out(server: Server, fault: str) -> None:
             [
                 {
                     "role": "user",
-                    "content": [{"type": "image_url", "image_url": {"url": "http://x"}}],
+                    "content": [{"type": "image_url", "image_url": {"url": "ftp://x"}}],
                 }
             ],
             {},
-            "messages[0].content[0].type",
+            "messages[0].content[0].image_url.url",
         ),
     ],
 )

@@ -31,25 +31,35 @@ nothing; an assistant's ``refusal`` is carried as its text, its replayed
 ``reasoning_content`` (or ``reasoning``) as its reasoning part, a tool
 message's ``name`` as the wire message's.
 
-Content parts other than ``text`` (images, audio, files) are rejected with a
-400 naming the part: the wire schema carries text only, and silently dropping
-an image would change what the model is asked. A body nested too deeply, or
-with text that is not UTF-8 (``decoding``), is ``invalid_json``.
+Content parts: ``text`` and ``refusal`` (joined, the message's text), and
+in a user or tool message ``image_url`` (``{url, detail}``), ``input_audio``
+(``{data, format}``) and ``file`` (``{file_data, file_id, filename}``, one
+source given), each as strict as the rest (an unknown key in one is judged
+as above). A media part in a system, developer or assistant message is 400
+``unsupported_content_type`` naming it, as OpenAI refuses it; a tool
+message may hold one (a tool's result that is an image; OpenAI's own API
+takes text only there, and its ``openai`` backend maps it). What a media
+part means on the wire is ``parts`` (the data URLs and base64 decoded once,
+there). A body nested too deeply, or with text that is not UTF-8
+(``decoding``), is ``invalid_json``.
 
 Each side's strictness is a switch on the same Structs, not a second set:
 
 - the edge: its one pass decodes ``_Strict``, a subclass that forbids
   unknown fields at the top as the nested Structs do; its second pass is
   ``members.decode_scrubbed``, which judges every member of no name;
-- the adapter: ``ChatCompletionRequest`` and ``StreamOptions`` omit their
-  defaults when written (``omit_defaults``, which no decode reads): what the
+- the adapter: ``ChatCompletionRequest`` and ``StreamOptions`` (and the
+  user and tool messages and media parts it writes) omit their defaults
+  when written (``omit_defaults``, which no decode reads): what the
   adapter does not set is not sent, in the fields' order (which is the
   edge's: msgspec reads a body fastest whose keys come in its Struct's
   order). It writes no field the edge does not read, so none had to be added
   here (one would widen what the edge accepts: it would need a Struct the
   edge's decoder never holds). Its messages and tools are the wire's values
   (``wire.request.decode``), in this API's shape by the schema's design,
-  written as they are: no Python object per message is made to send them;
+  written as they are: no Python object per message is made to send them
+  (but for a message with content parts, written with these Structs:
+  ``backends.openai.parts``);
 - the stub: ``decode_served`` reads with the edge's Structs and types, but
   ignores a key of no name at any depth, as OpenAI's server does: when the
   decode fails on one, every such key is taken out (``apis.lenient``'s
@@ -96,9 +106,16 @@ __all__ = [
     "Decoded",
     "DeveloperMessage",
     "Fields",
+    "File",
+    "FilePart",
     "FunctionCall",
     "FunctionDef",
+    "ImageUrl",
+    "ImageUrlPart",
+    "InputAudio",
+    "InputAudioPart",
     "Message",
+    "RefusalPart",
     "StreamOptions",
     "SystemMessage",
     "TextPart",
@@ -125,24 +142,49 @@ __all__ = [
 ]
 
 
-# The structs a request's members are forbid unknown fields (the image,
-# audio and file parts are refused by type anyway), so that a body with one
-# fails the one pass and is read again by ``scrub``: a lenient struct would
-# drop it in silence. Unknown keys cost nothing on the one pass.
+# The structs a request's members are forbid unknown fields, so that a body
+# with one fails the one pass and is read again by ``scrub``: a lenient struct
+# would drop it in silence. Unknown keys cost nothing on the one pass. The
+# parts omit their defaults when written (the adapter writes them): a detail
+# or filename not set is not sent (the user and tool messages' name too).
 class TextPart(msgspec.Struct, tag_field="type", tag="text", forbid_unknown_fields=True, gc=False):
     text: str
 
 
-class ImageUrlPart(msgspec.Struct, tag_field="type", tag="image_url", gc=False):
-    image_url: msgspec.Raw = msgspec.Raw()
+class ImageUrl(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    # An https or http URL, passed on as it is (never fetched), or a
+    # ``data:<media type>;base64,...`` URL, decoded once at the edge.
+    url: str
+    detail: Literal["auto", "low", "high", "original"] | None = None
 
 
-class InputAudioPart(msgspec.Struct, tag_field="type", tag="input_audio", gc=False):
-    input_audio: msgspec.Raw = msgspec.Raw()
+class ImageUrlPart(
+    msgspec.Struct, tag_field="type", tag="image_url", forbid_unknown_fields=True, gc=False
+):
+    image_url: ImageUrl
 
 
-class FilePart(msgspec.Struct, tag_field="type", tag="file", gc=False):
-    file: msgspec.Raw = msgspec.Raw()
+class InputAudio(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    # Base64 (not a data URL), decoded once at the edge.
+    data: str
+    format: Literal["wav", "mp3"]
+
+
+class InputAudioPart(
+    msgspec.Struct, tag_field="type", tag="input_audio", forbid_unknown_fields=True, gc=False
+):
+    input_audio: InputAudio
+
+
+class File(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    # A ``data:<media type>;base64,...`` URL, or an uploaded file's id: one of them.
+    file_data: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+
+
+class FilePart(msgspec.Struct, tag_field="type", tag="file", forbid_unknown_fields=True, gc=False):
+    file: File
 
 
 class RefusalPart(
@@ -183,7 +225,12 @@ class DeveloperMessage(
 
 
 class UserMessage(
-    msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, gc=False
+    msgspec.Struct,
+    tag_field="role",
+    tag="user",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
 ):
     content: Content
     name: str | None = None
@@ -210,7 +257,12 @@ class AssistantMessage(
 
 
 class ToolMessage(
-    msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fields=True, gc=False
+    msgspec.Struct,
+    tag_field="role",
+    tag="tool",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
 ):
     content: Content
     tool_call_id: str
@@ -352,22 +404,37 @@ class Decoded:
         return self.req.model
 
 
-def _reject_parts(content: Content | None, where: str) -> None:
+def _check_parts(msg: Message, where: str) -> None:
+    """Media parts only where OpenAI takes them (a user message; a tool
+    message too, whose result may be an image: see the module docstring),
+    and a ``file`` part with one source."""
+    content = msg.content
     if content is None or isinstance(content, str):
         return
+    media = isinstance(msg, UserMessage | ToolMessage)
     for j, part in enumerate(content):
-        if not isinstance(part, TextPart | RefusalPart):
+        if isinstance(part, TextPart | RefusalPart):
+            continue
+        if not media:
             kind = type(part).__struct_config__.tag
+            role = type(msg).__struct_config__.tag
             raise InvalidRequest(
-                f"Content parts of type '{kind}' are not supported: flatgate carries text only.",
+                f"Content parts of type '{kind}' are not supported in '{role}' "
+                "messages: only in 'user' (and 'tool') messages.",
                 param=f"{where}.content.[{j}].type",
                 code=codes.UNSUPPORTED_CONTENT_TYPE,
+            )
+        if isinstance(part, FilePart) and bool(part.file.file_data) == bool(part.file.file_id):
+            raise InvalidRequest(
+                "Invalid file content part: give one of 'file_data' (a base64 data URL) "
+                "and 'file_id'.",
+                param=f"{where}.content.[{j}].file",
             )
 
 
 def _check(req: ChatCompletionRequest) -> None:
     for i, msg in enumerate(req.messages):
-        _reject_parts(msg.content, f"messages.[{i}]")
+        _check_parts(msg, f"messages.[{i}]")
     choice = req.tool_choice
     if choice is not None and choice != "none" and not req.tools:
         raise InvalidRequest(

@@ -18,7 +18,10 @@ as ``max_tokens`` or ``max_completion_tokens`` (``max_tokens_field``).
 API refuses it, and its 400 reaches the caller). A tool result marked
 ``is_error`` (Anthropic's flag; OpenAI's tool messages have none) is sent as
 its text with an ``Error:`` prefix, unless the text starts with "error"
-already. Left out (and named in ``Outbound.omitted``): ``metadata`` (OpenAI
+already. A message's content parts (images, documents, audio, files by id)
+are written as Chat Completions content parts, mapped or refused as
+``parts`` says (a tool message's images move to a user message after
+it). Left out (and named in ``Outbound.omitted``): ``metadata`` (OpenAI
 accepts it only for stored completions) and an assistant turn's reasoning
 parts (Chat Completions has no field to send them back in).
 
@@ -66,6 +69,7 @@ from flatgate.proxy.backends.extras import (
 )
 from flatgate.proxy.backends.json_api import JsonAdapter, failed_result
 from flatgate.proxy.backends.openai.config import OpenAIConfig
+from flatgate.proxy.backends.openai.parts import Written, message_with_parts, user_message
 from flatgate.proxy.backends.openai.stream import FINISH_REASONS, OpenAIStream
 from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.backends.section import BackendConfig
@@ -105,12 +109,26 @@ _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
 _MESSAGES = int(ApiDialect.ANTHROPIC_MESSAGES)
 
 
-def _mapped(messages: list[Message], omitted: list[str]) -> list[Message]:
+def _mapped(messages: list[Message], omitted: list[str], drop: bool) -> list[object]:
     """The messages as Chat Completions takes them: each failed call's result
     marked in its text (see the module docstring) and the flag, which OpenAI
-    would refuse, cleared; reasoning parts left out."""
-    out = []
-    for m in messages:
+    would refuse, cleared; reasoning parts left out; content parts written
+    as the API's (``parts``: a tool message's media moved to a user message
+    after its run of tool messages)."""
+    out: list[object] = []
+    moved: list[Written] = []
+    for i, m in enumerate(messages):
+        if moved and m.role != "tool":
+            out.append(user_message(moved))
+            moved = []
+        if m.parts:
+            mapped, more = message_with_parts(i, m, omitted, drop)
+            moved += more
+            if isinstance(mapped, Message) and mapped.reasoning:
+                omitted.append("reasoning")
+                mapped = _replace(mapped, reasoning=None)
+            out.append(mapped)
+            continue
         mapped = m
         if m.is_error:
             mapped = _replace(mapped, content=failed_result(m.content or ""), is_error=False)
@@ -119,6 +137,8 @@ def _mapped(messages: list[Message], omitted: list[str]) -> list[Message]:
                 omitted.append("reasoning")
             mapped = _replace(mapped, reasoning=None)
         out.append(mapped)
+    if moved:
+        out.append(user_message(moved))
     return out
 
 
@@ -153,8 +173,8 @@ def encode_request(
     if omitted is None:
         omitted = []
     messages = req.messages
-    if any(m.is_error or m.reasoning is not None for m in messages):
-        messages = _mapped(messages, omitted)
+    if any(m.is_error or m.reasoning is not None or m.parts for m in messages):
+        messages = _mapped(messages, omitted, drop_unsupported)  # type: ignore[assignment]
     if req.metadata:
         omitted.append("metadata")
     # The wire's messages and tools, written as they are (see above).

@@ -4,11 +4,15 @@
 
 - The request is validated by the API's rules (missing or empty ``model`` and
   ``messages``, unknown roles, a tool message without ``tool_call_id``,
-  non-positive token limits, content parts other than text, a named
-  ``tool_choice`` without that tool, ``stream_options`` without ``stream``);
+  non-positive token limits, a media part that does not decode or stands
+  outside a user or tool message, a named ``tool_choice`` without that tool,
+  ``stream_options`` without ``stream``);
   a failure is a 400 in OpenAI's shape, ``{"error": {"message", "type",
   "param", "code"}}``, with ``param`` naming the field
   (``messages[1].tool_call_id``). Unknown fields are ignored, as OpenAI does.
+- A message with ``image_url``, ``input_audio`` or ``file`` parts echoes as
+  ``dialect.described`` shows them (``stub_request``: kind, media type,
+  byte count, digest, an image's pixel size).
 - ``max_completion_tokens`` wins over ``max_tokens``; the forced tool is
   ``tool_choice: {"type": "function", "function": {"name": ...}}``.
 - Non-streamed: a ``chat.completion``. Streamed: ``data:`` events of

@@ -13,10 +13,14 @@ or ``top_p`` out of range, a ``tool_choice`` or tool ``type`` not allowed
 (``missing_required_parameter``); any other as ``invalid_type``.
 ``to_stub_request`` then checks the rules a type cannot say and reads out a
 ``StubRequest``: a non-empty ``model``, an assistant message with content or
-tool calls, a tool message with a ``tool_call_id``, text parts only (and an
-assistant's refusal parts), one choice (``n``), ``stream_options`` only with
-``stream``, tool parameters that are an object, and a named ``tool_choice``
-only with that tool.
+tool calls, a tool message with a ``tool_call_id``, text parts (and an
+assistant's refusal parts), and in a user or tool message ``image_url``,
+``input_audio`` and ``file`` parts, read back to the wire's content parts
+(``apis.openai_chat.parts``: data URLs and base64 decoded, a part that does
+not decode an ``invalid_value`` naming it) and echoed as
+``dialect.described`` says them (kind, media type, bytes, digest), one
+choice (``n``), ``stream_options`` only with ``stream``, tool parameters
+that are an object, and a named ``tool_choice`` only with that tool.
 
 Reading with the edge's Structs, the stub holds a request to the model's
 bounds and types, which are OpenAI's: ``seed`` an int64, penalties in
@@ -42,10 +46,13 @@ from typing import TypeVar
 
 import msgspec
 
+from flatgate.proxy.apis.errors import InvalidRequest
+from flatgate.proxy.apis.openai_chat.parts import has_media, parts_of
 from flatgate.proxy.apis.openai_chat.request import (
     AssistantMessage,
     ChatCompletionRequest,
     DeveloperMessage,
+    FilePart,
     Message,
     RefusalPart,
     SystemMessage,
@@ -55,7 +62,7 @@ from flatgate.proxy.apis.openai_chat.request import (
     UserMessage,
     decode_served,
 )
-from flatgate.proxy.backends.dialect import StubRequest, split_model
+from flatgate.proxy.backends.dialect import StubRequest, described, split_model
 from flatgate.proxy.plumbing.validation import quoted_span, read_validation
 from flatgate.proxy.wire.schema import Role
 
@@ -199,7 +206,8 @@ def number_at(body: bytes, name: str) -> float:
 def _part_type(kind: str, param: str) -> Invalid:
     if kind in _PART_TYPES:
         return Invalid(
-            f"Invalid value: '{kind}'. The stub accepts only 'text' content parts.",
+            f"Invalid value: '{kind}'. The stub accepts 'text' content parts here (media "
+            "parts in user and tool messages, an assistant's 'refusal' parts).",
             param,
             "invalid_value",
         )
@@ -298,12 +306,19 @@ def _with_stops(body: bytes) -> ChatCompletionRequest:
 
 
 def _text(message: Message, where: str) -> str:
-    """A message's text: the string, or its text (and, for the assistant, refusal) parts."""
+    """A message's text: the string, or its text (and, for the assistant,
+    refusal) parts; a user or tool message with media parts is its parts
+    as the echo describes them (``dialect.described``: their digests)."""
     content = message.content
     if content is None:
         return ""
     if isinstance(content, str):
         return content
+    if isinstance(message, UserMessage | ToolMessage) and has_media(content):
+        try:
+            return described(parts_of(content, f"{where}.content", "[{}]"))
+        except InvalidRequest as exc:
+            raise Invalid(exc.message, exc.param, "invalid_value") from None
     assistant = isinstance(message, AssistantMessage)
     out = []
     for j, part in enumerate(content):
@@ -327,6 +342,15 @@ def _message(i: int, m: Message) -> tuple[int, str]:
             f"{where}.content",
             "invalid_value",
         )
+    if isinstance(m.content, list):
+        for j, part in enumerate(m.content):
+            if isinstance(part, FilePart) and bool(part.file.file_data) == bool(part.file.file_id):
+                param = f"{where}.content[{j}].file"
+                raise Invalid(
+                    "Invalid file content part: give one of 'file_data' and 'file_id'.",
+                    param,
+                    "invalid_value",
+                )
     return _ROLES[type(m)], _text(m, where)
 
 
