@@ -14,6 +14,17 @@ message:
   id, the text: a string or text blocks joined, ``is_error``), then its text
   blocks, joined, are one User message (Anthropic requires the results
   first, so the order is kept);
+- a user turn with an ``image`` or a ``document`` block is written the same
+  way, but its User message is content parts (``apis.anthropic_messages.parts``:
+  each text, image and document block in order, dialect
+  ``ANTHROPIC_MESSAGES``), and a ``tool_result`` holding an image or a
+  document is a Tool message of parts; a block's ``cache_control`` and its
+  fields with no slot (a text's ``citations``, unknown ones) then travel on
+  its own part's ``extras``, so that an Anthropic backend puts each on the
+  block it came on; the ``tool_result`` block's own breakpoint and fields
+  stay ``$cache_control`` and ``$blocks`` entries. Base64 was decoded as the
+  body was parsed; the bytes are held to their declared media type here
+  (a 400 ``invalid_media`` naming the block);
 - an assistant turn is one Assistant message: its text blocks joined, its
   ``tool_use`` blocks as tool calls (the ``input`` object, as the caller wrote
   it, is the call's arguments), its ``thinking`` and ``redacted_thinking``
@@ -30,8 +41,9 @@ name, none -> None; ``disable_parallel_tool_use`` -> ``parallel_tool_calls =
 false``; written only when tools exist), ``stop_sequences`` -> ``stop``,
 ``metadata.user_id`` -> ``user``, ``max_tokens``, ``temperature``, ``top_p``,
 ``top_k``, ``stream`` (with ``include_usage``: the Messages API always reports
-usage). Blocks the wire cannot carry are refused as they are met (see
-``apis.anthropic_messages.request``). The fields with no slot, the block-level ``cache_control``
+usage). A block in a role that cannot hold it (an image from the
+assistant, a ``tool_use`` from the user) is refused as it is met
+(``request.misplaced``). The fields with no slot, the block-level ``cache_control``
 breakpoints (by the wire message each went into), a tool's and a content
 block's own fields (``$tools`` by the tool's index, ``$blocks`` by the wire
 message and the block an Anthropic backend builds from it) and the
@@ -70,6 +82,7 @@ from flatgate.proxy.apis.anthropic_messages.blocks import (
     ToolUseBlock,
 )
 from flatgate.proxy.apis.anthropic_messages.extras import CacheMark, Placed, write_extras
+from flatgate.proxy.apis.anthropic_messages.parts import MEDIA, block_parts, has_media
 from flatgate.proxy.apis.anthropic_messages.request import (
     CountTokensRequest,
     Fields,
@@ -78,10 +91,9 @@ from flatgate.proxy.apis.anthropic_messages.request import (
     misplaced,
     not_an_object,
     not_utf8,
-    unsupported,
 )
 from flatgate.proxy.apis.decoding import is_utf8
-from flatgate.proxy.wire.parts import ReasoningPart
+from flatgate.proxy.wire.parts import ContentPart, ReasoningPart
 from flatgate.proxy.wire.request.writer import Call, RequestWriter, ToolSpec, WireMessage
 from flatgate.proxy.wire.schema import ApiDialect, Role, ToolChoiceMode
 
@@ -152,18 +164,63 @@ def tool_choice_of(req: CountTokensRequest) -> tuple[int, str, bool | None]:
     return ToolChoiceMode.Function, choice.name, single  # type: ignore[union-attr]
 
 
-def _result_text(block: ToolResultBlock, i: int, j: int) -> bytes:
-    content = block.content
+def _tool_result(
+    out: list[WireMessage],
+    b: ToolResultBlock,
+    i: int,
+    j: int,
+    *,
+    marks: list[CacheMark],
+    placed: list[Placed],
+    extra: Extra,
+) -> None:
+    """A ``tool_result`` block as a Tool message: its text (a string or text
+    blocks joined), or, when it holds an image or a document, its parts."""
+    call_id = b.tool_use_id.encode()
+    failed = bool(b.is_error)
+    content = b.content
     if content is None:
-        return b""
-    if isinstance(content, str):
-        return content.encode()
-    parts = []
-    for k, part in enumerate(content):
-        if type(part) is not TextBlock:
-            raise unsupported(part, f"messages.{i}.content.{j}.content.{k}")
-        parts.append(part.text)
-    return "".join(parts).encode()
+        out.append((_TOOL, b"", b"", call_id, (), failed))
+    elif isinstance(content, str):
+        out.append((_TOOL, content.encode(), b"", call_id, (), failed))
+    elif has_media(content):  # type: ignore[arg-type]
+        parts: list[ContentPart] = []
+        for k, part in enumerate(content):
+            block_parts(part, f"messages.{i}.content.{j}.content.{k}", parts)
+        out.append((_TOOL, b"", b"", call_id, (), failed, (), parts))
+    else:
+        text = "".join(part.text for part in content)  # type: ignore[union-attr]
+        out.append((_TOOL, text.encode(), b"", call_id, (), failed))
+    if b.cache_control:
+        marks.append((_AT_MESSAGES, len(out) - 1, b.cache_control))
+    found = _fields(b, i, j, extra) if extra else None
+    if found:
+        placed.append((len(out) - 1, "tool_result", 0, found))
+
+
+def _user_parts(
+    out: list[WireMessage],
+    blocks: list[object],
+    i: int,
+    *,
+    marks: list[CacheMark],
+    placed: list[Placed],
+    extra: Extra,
+) -> None:
+    """A user turn that holds an image or a document: its tool results as
+    Tool messages, then one User message of its other blocks' parts, in
+    order (each block's breakpoint and fields on its own part's extras)."""
+    parts: list[ContentPart] = []
+    for j, b in enumerate(blocks):
+        kind = type(b)
+        if kind is ToolResultBlock:
+            _tool_result(out, b, i, j, marks=marks, placed=placed, extra=extra)  # type: ignore[arg-type]
+        elif kind is TextBlock or kind in MEDIA:
+            found = extra.get((i, j)) if extra else None
+            block_parts(b, f"messages.{i}.content.{j}", parts, found)  # type: ignore[arg-type]
+        else:
+            raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
+    out.append((_USER, b"", b"", b"", (), False, (), parts))
 
 
 def _user(
@@ -175,6 +232,9 @@ def _user(
     placed: list[Placed],
     extra: Extra,
 ) -> None:
+    if has_media(blocks):
+        _user_parts(out, blocks, i, marks=marks, placed=placed, extra=extra)
+        return
     texts = []
     results = False
     pending = None  # a text block's breakpoint: on the message the texts become
@@ -191,18 +251,9 @@ def _user(
                     text_fields = (j, found)
         elif kind is ToolResultBlock:
             results = True
-            call_id = b.tool_use_id.encode()  # type: ignore[attr-defined]
-            failed = bool(b.is_error)  # type: ignore[attr-defined]
-            out.append((_TOOL, _result_text(b, i, j), b"", call_id, (), failed))  # type: ignore[arg-type]
-            if b.cache_control:  # type: ignore[attr-defined]
-                marks.append((_AT_MESSAGES, len(out) - 1, b.cache_control))  # type: ignore[attr-defined]
-            found = _fields(b, i, j, extra) if extra else None
-            if found:
-                placed.append((len(out) - 1, "tool_result", 0, found))
-        elif kind is ToolUseBlock or kind in _THINKING:
+            _tool_result(out, b, i, j, marks=marks, placed=placed, extra=extra)  # type: ignore[arg-type]
+        else:  # a tool_use or thinking block (images and documents: _user_parts)
             raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
-        else:
-            raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
     data = "".join(texts).encode()
     fields = _text_fields(text_fields, len(texts), data, i) if text_fields else None
     if data:
@@ -258,10 +309,8 @@ def _assistant(
                 pending.append(("thinking", len(reasoning), found))  # by its part's index
             reasoning.append(_reasoning(b))
             continue
-        elif kind is ToolResultBlock:
+        else:  # a tool_result, an image or a document
             raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
-        else:
-            raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
         if b.cache_control:  # type: ignore[attr-defined]
             mark = b.cache_control  # type: ignore[attr-defined]
     data = "".join(texts).encode()
@@ -298,7 +347,7 @@ def _system(
     text_fields = None
     for j, b in enumerate(blocks):
         if type(b) is not TextBlock:
-            raise unsupported(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
+            raise misplaced(b, f"messages.{i}.content.{j}")  # type: ignore[arg-type]
         texts.append(b.text)
         if b.cache_control:
             mark = b.cache_control

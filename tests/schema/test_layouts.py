@@ -376,7 +376,32 @@ FULL_MESSAGES = {
         {
             "role": "user",
             "content": [
-                {"type": "tool_result", "tool_use_id": "c1", "content": "r", "is_error": True}
+                {"type": "tool_result", "tool_use_id": "c1", "content": "r", "is_error": True},
+                # Content parts: text, an image's bytes (its breakpoint: the
+                # part's extras), a document of blocks (title, context,
+                # citations, span) holding an image by URL.
+                {"type": "text", "text": "see"},
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": "image/png",
+                        "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB",
+                    },
+                    "cache_control": {"type": "ephemeral"},
+                },
+                {
+                    "type": "document",
+                    "source": {
+                        "type": "content",
+                        "content": [
+                            {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}}
+                        ],
+                    },
+                    "title": "t",
+                    "context": "c",
+                    "citations": {"enabled": True},
+                },
             ],
         },
     ],

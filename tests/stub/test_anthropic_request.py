@@ -135,8 +135,12 @@ def test_a_final_assistant_prefill_may_be_empty() -> None:
             "system: text content blocks must be non-empty",
         ),
         (
-            base(messages=[{"role": "user", "content": [{"type": "image", "source": {}}]}]),
+            base(messages=[{"role": "user", "content": [{"type": "search_result"}]}]),
             "messages.0.content.0.type",
+        ),
+        (
+            base(messages=[{"role": "user", "content": [{"type": "image", "source": {}}]}]),
+            "messages.0.content.0.source.type: Field required",
         ),
         (
             base(
@@ -180,7 +184,7 @@ def test_a_final_assistant_prefill_may_be_empty() -> None:
                     }
                 ]
             ),
-            "messages.0.content.0.content.0.type",
+            "messages.0.content.0.content.0.source: Field required",
         ),
         (
             base(tool_choice={"type": "tool", "name": "f"}),

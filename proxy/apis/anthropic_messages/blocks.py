@@ -1,5 +1,5 @@
-"""A Messages request's parts, as msgspec Structs: content blocks, messages,
-tools, tool choice, metadata.
+"""A Messages request's parts, as msgspec Structs: content blocks (with the
+image and document blocks' sources), messages, tools, tool choice, metadata.
 
 The one model of them: the edge decodes a client's request with them
 (``request``), the ``anthropic`` backend encodes the body it sends with them
@@ -34,21 +34,29 @@ import msgspec
 __all__ = [
     "AnyChoice",
     "AutoChoice",
+    "Base64Image",
+    "Base64Pdf",
     "Block",
     "Choice",
+    "CitationsConfig",
+    "ContentSource",
     "DocumentBlock",
+    "FileSource",
     "ImageBlock",
+    "ImageMediaType",
     "Message",
     "MessageRole",
     "Metadata",
     "NoneChoice",
     "RedactedThinkingBlock",
     "TextBlock",
+    "TextSource",
     "ThinkingBlock",
     "ToolChoice",
     "ToolDef",
     "ToolResultBlock",
     "ToolUseBlock",
+    "UrlSource",
 ]
 
 
@@ -69,13 +77,81 @@ class TextBlock(
     citations: msgspec.Raw = msgspec.Raw()
 
 
-class ImageBlock(msgspec.Struct, tag_field="type", tag="image", gc=False):
-    source: msgspec.Raw = msgspec.Raw()
+# Image and document sources (``parts`` turns them into ``ContentPart``s).
+# No ``omit_defaults``: every field of a source is written, as the API wants.
+# ``data`` typed ``bytes``: msgspec decodes the base64 as it parses (strict:
+# padded, no whitespace), so it is decoded once, at the edge, and encoded
+# again only by the ``anthropic`` adapter.
+ImageMediaType: TypeAlias = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+
+
+class Base64Image(
+    msgspec.Struct, tag_field="type", tag="base64", forbid_unknown_fields=True, gc=False
+):
+    media_type: ImageMediaType
+    data: bytes
+
+
+class Base64Pdf(
+    msgspec.Struct, tag_field="type", tag="base64", forbid_unknown_fields=True, gc=False
+):
+    media_type: Literal["application/pdf"]
+    data: bytes
+
+
+class TextSource(
+    msgspec.Struct, tag_field="type", tag="text", forbid_unknown_fields=True, gc=False
+):
+    data: str
+    media_type: Literal["text/plain"] = "text/plain"
+
+
+class UrlSource(msgspec.Struct, tag_field="type", tag="url", forbid_unknown_fields=True, gc=False):
+    url: str
+
+
+class FileSource(
+    msgspec.Struct, tag_field="type", tag="file", forbid_unknown_fields=True, gc=False
+):
+    # An id of Anthropic's Files API (the ``files-api-2025-04-14`` beta).
+    file_id: str
+
+
+class ImageBlock(
+    msgspec.Struct,
+    tag_field="type",
+    tag="image",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
+    source: Base64Image | UrlSource | FileSource
     cache_control: msgspec.Raw = msgspec.Raw()
 
 
-class DocumentBlock(msgspec.Struct, tag_field="type", tag="document", gc=False):
-    source: msgspec.Raw = msgspec.Raw()
+class ContentSource(
+    msgspec.Struct, tag_field="type", tag="content", forbid_unknown_fields=True, gc=False
+):
+    # A document made of blocks (a string: one text block).
+    content: str | list[TextBlock | ImageBlock]
+
+
+class CitationsConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    enabled: bool | None = None
+
+
+class DocumentBlock(
+    msgspec.Struct,
+    tag_field="type",
+    tag="document",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
+    source: Base64Pdf | TextSource | ContentSource | UrlSource | FileSource
+    title: str | None = None
+    context: str | None = None
+    citations: CitationsConfig | None = None
     cache_control: msgspec.Raw = msgspec.Raw()
 
 

@@ -35,6 +35,15 @@ start with ``$`` (a client's ``$`` field is refused at decode):
   index in the wire message) or ``"thinking"`` (``n``: the reasoning part's
   index; a redacted one too).
 
+A message of content parts (a user turn or a ``tool_result`` holding an
+image or a document: ``translate``) has no ``$cache_control`` or ``$blocks``
+entry for its text, image and document blocks: each block's
+``cache_control`` and fields travel on its own part's ``extras`` (one JSON
+object of the block's fields, as written), so a breakpoint lands on the
+block it was put on, never on the last block of a joined text; the
+``tool_result`` block itself still has its entries (``at`` ``"messages"``,
+``block`` ``"tool_result"``), as for one of text.
+
 A request with none of these has no extras (``b""``), and costs nothing
 here. Values are ``msgspec.Raw``: the client's bytes, never re-encoded.
 

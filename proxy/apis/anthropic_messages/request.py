@@ -10,9 +10,12 @@ Owns what ``POST /v1/messages`` (and ``/v1/messages/count_tokens``) accept:
 string or text blocks), ``messages`` whose role is ``user``, ``assistant`` or
 ``system`` (a system message mid-conversation, Claude Code's
 ``mid-conversation-system-2026-04-07`` beta) and whose content is a string or
-blocks (``text``, ``tool_use``, ``tool_result`` with a string or text blocks
-and ``is_error``, and an assistant's ``thinking`` with its ``signature`` and
-``redacted_thinking`` with its ``data``), ``tools`` (``name``,
+blocks (``text``; a user's ``image`` with a ``base64``, ``url`` or ``file``
+source and ``document`` with a ``base64`` PDF, ``text``, ``content``, ``url``
+or ``file`` source, ``title``, ``context`` and ``citations``;
+``tool_result`` with a string or text, image and document blocks and
+``is_error``; ``tool_use``; and an assistant's ``thinking`` with its
+``signature`` and ``redacted_thinking`` with its ``data``), ``tools`` (``name``,
 ``description``, ``input_schema``), ``tool_choice`` (``auto``, ``any``,
 ``tool``, ``none``, with ``disable_parallel_tool_use``), ``stop_sequences``,
 ``temperature``, ``top_p``, ``top_k``, ``metadata.user_id`` and ``stream``.
@@ -27,28 +30,36 @@ is ``thread`` (the Message Threads beta: flatgate keeps no threads), with
 Anthropic's documented ``thread_unsupported_request`` details, which the
 SDKs' tool runners answer by sending the whole conversation. Block-level
 ``cache_control`` and a text block's ``citations`` are kept as written on
-each block and tool. A role other than these three is refused in
-Anthropic's words (``Unexpected role "..."``: Claude Code falls back by
+each block and tool. A ``base64`` source's ``data`` is decoded as the body
+is parsed (a ``bytes`` field: msgspec decodes base64 in C, strictly); a
+string that is not base64 is a 400 naming it
+(``messages.0.content.0.source.data: Invalid base64 encoded string``, code
+``invalid_media``). A role other than these three is refused in Anthropic's
+words (``Unexpected role "..."``: Claude Code falls back by
 them).
 
-Inside a tool or a content block, the structs forbid unknown fields too, so
+Inside a tool, a content block or a source, the structs forbid unknown fields too, so
 that a body with one (Claude Code's ``defer_loading`` on a tool) also fails
 the one pass: ``_with_unknown`` then reads its members as written, takes a
 tool's and a block's unknown fields out (``WithUnknown.tool_fields``,
 ``block_fields``: ``translate`` places them, ``extras.write_extras``
 carries them as ``$tools`` and ``$blocks``), and decodes the rest strictly.
-A message's own unknown field, and one on a text block inside a
-``tool_result`` (sent as its text), are refused naming it (``messages.0.name:
+A message's own unknown field, and one on a block inside a
+``tool_result`` (whose blocks take their documented fields only), are
+refused naming it (``messages.0.name:
 Extra inputs are not permitted``). ``count_tokens`` reads past a tool's and
 a block's. The stub (``decode_served``) reads past all four: one switch
 (``_strip``'s ``read_past``) between the edge's strictness and the stub's;
 it takes or refuses the unknown top-level fields itself, and words
 msgspec's errors its own way.
 
-Image and document blocks, server tools and other block types are refused
-with a 400 that names them: the wire schema carries text, and silently
-dropping an image would change what the model is asked (``translate`` raises
-those, and the other per-block refusals, as it walks the blocks: one pass).
+Server tools and block types flatgate does not carry (``search_result``,
+``server_tool_use``, ``container_upload``, ...) are refused with a 400 that
+names them (``_CARRIED`` lists what is carried): silently dropping a block
+would change what the model is asked. A block in a message of a role that
+cannot hold it (``misplaced``: an image from the assistant, a ``tool_use``
+from the user) is refused by ``translate`` as it walks the blocks (one
+pass); what images and documents become on the wire is ``parts``'s.
 Failures are ``InvalidRequest``s whose message names the field the way
 Anthropic does (``messages.0.content.1.type: ...``); a body nested too
 deeply, or with text that is not UTF-8 (``apis.decoding``), is
@@ -65,6 +76,8 @@ import msgspec
 from flatgate.proxy.apis.anthropic_messages.blocks import (
     AnyChoice,
     Choice,
+    DocumentBlock,
+    ImageBlock,
     Message,
     Metadata,
     RedactedThinkingBlock,
@@ -99,7 +112,6 @@ __all__ = [
     "not_utf8",
     "thread_unsupported",
     "unexpected_role",
-    "unsupported",
 ]
 
 
@@ -189,12 +201,26 @@ _TOOL_NAMES = frozenset(ToolDef.__struct_fields__)
 _MESSAGE_NAMES = frozenset(Message.__struct_fields__)
 _BLOCK_NAMES = {
     str(cls.__struct_config__.tag): frozenset((*cls.__struct_fields__, "type"))
-    for cls in (TextBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock)
+    for cls in (
+        TextBlock,
+        ImageBlock,
+        DocumentBlock,
+        ToolUseBlock,
+        ToolResultBlock,
+        ThinkingBlock,
+        RedactedThinkingBlock,
+    )
 }
-_TEXT_NAMES = _BLOCK_NAMES["text"]
 _RESULT_NAMES = _BLOCK_NAMES["tool_result"]
+# The blocks a tool result's content may hold.
+_INNER_NAMES = frozenset(_BLOCK_NAMES[k] for k in ("text", "image", "document"))
 
-_CARRIED = "text, tool_use, tool_result, thinking and redacted_thinking"
+_CARRIED = "text, image, document, tool_use, tool_result, thinking and redacted_thinking"
+_SOURCES = (
+    "an image's source is of type base64, url or file; a document's of type base64, "
+    "text, content, url or file"
+)
+_BASE64 = "Invalid base64"
 
 
 def _where(message: str) -> tuple[str, str]:
@@ -217,29 +243,28 @@ def unexpected_role(role: str, where: str) -> InvalidRequest:
 
 def _invalid(exc: msgspec.ValidationError) -> InvalidRequest:
     path, reason = _where(validation_text(exc))
-    if path.endswith(".type") and reason.startswith("Invalid value"):
+    if path.endswith(".source.type") and reason.startswith("Invalid value"):
+        reason += f": {_SOURCES}"
+    elif path.endswith(".type") and reason.startswith("Invalid value"):
         reason += f": flatgate carries content blocks of type {_CARRIED}"
     elif path.endswith(".role") and reason.startswith("Invalid enum value"):
         return unexpected_role(reason.partition("'")[2].rpartition("'")[0], path)
+    elif reason.startswith(_BASE64):
+        return InvalidRequest(f"{path}: {reason}", param=path, code=codes.INVALID_MEDIA)
     return InvalidRequest(f"{path}: {reason}" if path else reason, param=path or None)
 
 
-def unsupported(block: msgspec.Struct, where: str) -> InvalidRequest:
-    """The 400 for a content block the wire cannot carry (an image, a document)."""
-    kind = type(block).__struct_config__.tag
-    return InvalidRequest(
-        f"{where}: content blocks of type '{kind}' are not supported: flatgate carries text, "
-        "tool_use, tool_result, thinking and redacted_thinking blocks.",
-        param=where,
-        code=codes.UNSUPPORTED_CONTENT_TYPE,
-    )
-
-
 def misplaced(block: msgspec.Struct, where: str) -> InvalidRequest:
-    """The 400 for a tool_use or thinking block from the user, or a
-    tool_result from the assistant."""
+    """The 400 for a tool_use or thinking block from the user, an image or a
+    document from the assistant or in a system message, or a tool_result
+    from the assistant."""
+    kind = type(block).__struct_config__.tag
+    if isinstance(block, ImageBlock | DocumentBlock):
+        return InvalidRequest(
+            f"{where}: {kind} blocks are only allowed in user messages and tool results",
+            param=where,
+        )
     if type(block) is not ToolResultBlock:
-        kind = type(block).__struct_config__.tag
         return InvalidRequest(
             f"{where}: {kind} blocks are only allowed in assistant messages", param=where
         )
@@ -352,8 +377,8 @@ def _strip_blocks(
 ) -> bool:
     """Take the unknown fields out of ``blocks`` (the content of message
     ``i``, or -1: the top-level system) into ``found``; refuse those of a
-    tool result's inner blocks (it is sent as its text), or with
-    ``read_past`` drop them. Whether ``blocks`` changed."""
+    tool result's inner blocks, or with ``read_past`` drop them. Whether
+    ``blocks`` changed."""
     changed = False
     for j, block in enumerate(blocks):
         names = _block_names(block)
@@ -367,13 +392,14 @@ def _strip_blocks(
         parts = _objects(inner, _decode_content) if inner is not None else None
         dropped = False
         for k, part in enumerate(parts or ()):
-            if _block_names(part) is not _TEXT_NAMES:
+            known = _block_names(part)
+            if known is None or known not in _INNER_NAMES:
                 continue
-            for name in _pop_unknown(part, _TEXT_NAMES):
+            for name in _pop_unknown(part, known):
                 if not read_past:
                     raise _extra_input(
                         f"{where}.{j}.content.{k}.{name}",
-                        "flatgate carries a tool result's content as its text",
+                        "a tool result's blocks take their documented fields only",
                     )
                 dropped = True
         if dropped:

@@ -33,6 +33,15 @@ conversation is mapped:
   opaque bytes), or ``redacted_thinking`` blocks with their ``data``;
   reasoning of another dialect (an OpenAI encrypted item) cannot be read by
   Anthropic and is left out;
+- a message's content parts (images, documents, files, text among them)
+  are content blocks in order (``parts``: ``image`` and ``document`` blocks
+  with ``base64``, ``url``, ``file``, ``text`` and ``content`` sources, a
+  part's Messages extras merged into its block), a user's as its content, a
+  tool result's as the ``tool_result``'s content; the Files API beta is
+  added to ``anthropic-beta`` when a file source is written; a system or
+  assistant message takes its text parts only; what Anthropic cannot take
+  (audio, another provider's file id) is refused naming the part unless
+  ``drop_unsupported``;
 - ``stop`` -> ``stop_sequences``; ``max_tokens`` (the backend's
   ``default_max_tokens`` when the request has none: Anthropic requires it);
   ``temperature``, ``top_p``, ``top_k``; ``user`` -> ``metadata.user_id``.
@@ -102,6 +111,7 @@ from flatgate.proxy.apis.anthropic_messages.extras import Extras, ExtrasError, s
 from flatgate.proxy.apis.anthropic_messages.extras import read_extras as read_messages_extras
 from flatgate.proxy.apis.anthropic_messages.request import MessagesRequest
 from flatgate.proxy.backends.anthropic.config import AnthropicConfig
+from flatgate.proxy.backends.anthropic.parts import part_blocks, text_of
 from flatgate.proxy.backends.anthropic.placing import Made, mark, place
 from flatgate.proxy.backends.anthropic.stream import STOP_REASONS, AnthropicStream
 from flatgate.proxy.backends.anthropic.whole import AnthropicWhole
@@ -206,10 +216,17 @@ def _thinking(parts: list[ReasoningPart], where: str, omitted: list[str]) -> lis
 
 
 def _messages(
-    req: Request, omitted: list[str], in_place: bool, made: list[Made] | None
+    req: Request,
+    omitted: list[str],
+    in_place: bool,
+    made: list[Made] | None,
+    *,
+    betas: list[str],
+    drop: bool,
 ) -> tuple[list[TextBlock], list[Message]]:
     """The top-level system blocks and the messages; with ``made``, the
-    blocks built from each wire message (``Made``)."""
+    blocks built from each wire message (``Made``); a message's content
+    parts are ``parts``'s (``betas``: the betas they need)."""
     system: list[TextBlock] = []
     out: list[Message] = []
     begun = False  # whether a message other than a system one has come
@@ -231,11 +248,16 @@ def _messages(
         role = m.role
         blocks: list[Block] = []
         thinking: list[Block | None] = []
+        content = m.content
+        parts = m.parts
         if m.name:
             omitted.append("name")  # the Messages API has no participant names
+        if parts and role not in ("tool", "user"):
+            content = text_of(parts, f"messages[{i}]", omitted, drop)
+            parts = None
         if role in ("system", "developer"):
-            if m.content:
-                text = TextBlock(m.content)
+            if content:
+                text = TextBlock(content)
                 blocks.append(text)
                 if in_place and begun:
                     add("system", blocks)
@@ -244,8 +266,12 @@ def _messages(
         elif role == "tool":
             begun = True
             # Left out when empty or false (as the API's defaults).
+            inner: str | list[Block] | None = m.content or None
+            if parts:
+                at = f"messages[{i}]"
+                inner = part_blocks(parts, at, omitted=omitted, betas=betas, drop=drop) or None
             blocks.append(
-                ToolResultBlock(m.tool_call_id, m.content or None, True if m.is_error else None)
+                ToolResultBlock(m.tool_call_id, inner, True if m.is_error else None)  # type: ignore[arg-type]
             )
             add("user", blocks)
         elif role == "assistant":
@@ -254,16 +280,20 @@ def _messages(
             if m.reasoning:
                 thinking = _thinking(m.reasoning, where, omitted)
                 blocks = [b for b in thinking if b is not None]
-            if m.content:
-                blocks.append(TextBlock(m.content))
+            if content:
+                blocks.append(TextBlock(content))
             for call in m.tool_calls or ():
                 fn = call.function
                 blocks.append(ToolUseBlock(call.id, fn.name, _arguments(fn.arguments, where)))
             add("assistant", blocks)
         else:
             begun = True
-            if m.content:
-                blocks.append(TextBlock(m.content))
+            if parts:
+                at = f"messages[{i}]"
+                blocks = part_blocks(parts, at, omitted=omitted, betas=betas, drop=drop)
+                add("user", blocks)
+            elif content:
+                blocks.append(TextBlock(content))
                 add("user", blocks)
         if made is not None:
             made.append((blocks, thinking))
@@ -326,7 +356,8 @@ def encode_request(
     placing = extras is not None and bool(extras.marks or extras.blocks)
     made: list[Made] | None = [] if placing else None
     in_place = extras is not None and extras.mid_system
-    system, messages = _messages(req, omitted, in_place, made)
+    found: list[str] = []  # the betas the content parts need
+    system, messages = _messages(req, omitted, in_place, made, betas=found, drop=drop_unsupported)
     tools: list[ToolDef] | None = None
     choice = None
     if req.tools:
@@ -360,6 +391,8 @@ def encode_request(
         if betas is not None:
             betas += extras.betas
         merged = extras.fields
+    if betas is not None:
+        betas += found
     out = MessagesRequest(
         model=model,
         messages=messages,

@@ -6,7 +6,7 @@ in the stub's own lenient way: a tool's, a block's and a message's fields it
 does not know are read past, as Anthropic takes the fields it documents
 there. Anthropic refuses unknown top-level fields ("Extra inputs are not
 permitted"), and so does the stub: it takes those the model knows but
-``cache_control`` and ``thread`` (``NOT_TAKEN``), and two the model does not
+``thread`` (``NOT_TAKEN``), and two the model does not
 (``ALSO_TAKEN``, which the edge carries as unknown fields). msgspec's errors
 are worded as Anthropic words them (``_invalid``). ``to_stub_request`` then
 checks the rules a type cannot say (roles are ``user`` and ``assistant``,
@@ -19,7 +19,17 @@ does (``messages.0.role: ...``).
 Roles and texts: ``system`` (top-level, a string or text blocks) is a system
 message; a message's text blocks are joined; each ``tool_result`` is a tool
 message (its string or text blocks), so the echo's "last user message" is the
-last user message that has text.
+last user message that has text. A user message (or a ``tool_result``) with
+an ``image`` or a ``document`` block is read into content parts
+(``apis.anthropic_messages.parts``, as the edge reads them: bytes held to
+their declared type) and its text is ``dialect.described(parts)``: each text
+as it is, each other part described with its byte count and digest, so the
+echo shows that the bytes arrived intact; a user turn of tool results only,
+one of which holds an image or a document, is also that turn's user text
+(the results described, joined), so that the echo, which answers the last
+user text, shows them too. A ``file`` source is taken only
+when the request's ``anthropic-beta`` names the Files API beta
+(``parts.FILES_BETA``), as Anthropic requires.
 
 - A ``{"role": "system"}`` message inside ``messages`` is taken only when the
   request's ``anthropic-beta`` names a ``mid-conversation-system-...`` beta
@@ -49,6 +59,9 @@ import msgspec
 
 from flatgate.proxy.apis.anthropic_messages.blocks import (
     AnyChoice,
+    DocumentBlock,
+    FileSource,
+    ImageBlock,
     Message,
     RedactedThinkingBlock,
     TextBlock,
@@ -58,9 +71,13 @@ from flatgate.proxy.apis.anthropic_messages.blocks import (
     ToolUseBlock,
 )
 from flatgate.proxy.apis.anthropic_messages.extras import mid_system, split_betas
+from flatgate.proxy.apis.anthropic_messages.parts import MEDIA, block_parts
 from flatgate.proxy.apis.anthropic_messages.request import MessagesRequest, decode_served
-from flatgate.proxy.backends.dialect import StubRequest, split_model
+from flatgate.proxy.apis.errors import InvalidRequest
+from flatgate.proxy.backends.anthropic.parts import FILES_BETA
+from flatgate.proxy.backends.dialect import StubRequest, described, split_model
 from flatgate.proxy.plumbing.validation import Validation, read_validation
+from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import Role
 
 __all__ = [
@@ -77,7 +94,7 @@ __all__ = [
 # Top-level fields the stub takes that the model does not know (the edge
 # carries them as unknown fields), and those it knows that the stub refuses.
 ALSO_TAKEN = frozenset({"output_format", "inference_geo"})
-NOT_TAKEN = ("cache_control", "thread")
+NOT_TAKEN = ("thread",)
 # Anthropic's documented test prompt that makes the model's thinking redacted.
 REDACTED_TRIGGER = "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING"
 _FAKE = b"flatgate-stub:"
@@ -87,7 +104,9 @@ _UNEXPECTED_SYSTEM = (
     'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
     'parameter, not "system" as an input message role.'
 )
-_BLOCKS = "'text', 'tool_use', 'tool_result', 'thinking' and 'redacted_thinking'"
+_BLOCKS = (
+    "'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking' and 'redacted_thinking'"
+)
 # msgspec's words for a bound ("Expected `int` >= 1"), and a quoted value.
 _BOUND = re.compile(r"Expected `(?:int|float)` (>=|<=) (\S+)$")
 _QUOTED = re.compile(r"'(.*)'$")
@@ -134,6 +153,8 @@ def _worded(v: Validation, where: str) -> str:
         )
     if v.path[0] == "messages" and len(v.path) == 5:  # messages.i.content.j.type
         return f"the stub accepts {_BLOCKS} blocks, not {value!r}"
+    if v.path[0] == "messages" and len(v.path) == 7:  # in a tool_result's content
+        return f"the stub accepts 'text', 'image' and 'document' blocks here, not {value!r}"
     return f"the stub accepts only 'text' blocks here, not {value!r}"
 
 
@@ -185,6 +206,28 @@ def _as(raw: msgspec.Raw, where: str, decode: Callable[[msgspec.Raw], _T]) -> _T
 
 def _tag(block: msgspec.Struct) -> str:
     return str(block.__struct_config__.tag)
+
+
+def _described(blocks: Sequence[msgspec.Struct], where: str, files: bool) -> str:
+    """Text, image and document blocks as the echo's text (``described``)."""
+    parts: list[ContentPart] = []
+    for j, b in enumerate(blocks):
+        at = f"{where}.{j}"
+        if isinstance(b, TextBlock):
+            _non_empty(b.text, at)
+        elif (
+            isinstance(b, ImageBlock | DocumentBlock)
+            and isinstance(b.source, FileSource)
+            and not files
+        ):
+            raise Invalid(
+                f"{at}.source: file sources need the anthropic-beta header {FILES_BETA!r}"
+            )
+        try:
+            block_parts(b, at, parts)  # type: ignore[arg-type]
+        except InvalidRequest as exc:
+            raise Invalid(exc.message) from None
+    return described(parts)
 
 
 def _text_of(blocks: Sequence[msgspec.Struct], where: str) -> str:
@@ -241,7 +284,7 @@ def _thought(at: str, b: ThinkingBlock | RedactedThinkingBlock) -> None:
         raise Invalid(f"{at}: Invalid `data` in `redacted_thinking` block")
 
 
-def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None:
+def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]], files: bool) -> None:
     where = f"messages.{i}"
     role = Role.User if m.role == "user" else Role.Assistant
     if not m.content and not (last and m.role == "assistant"):
@@ -253,10 +296,17 @@ def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None
         out.append((role, m.content))
         return
     texts = []
+    media: list[msgspec.Struct] = []  # the text, image and document blocks, with media
+    shown: list[str] = []  # the tool results holding media, described
     for j, b in enumerate(m.content):
         at = f"{where}.content.{j}"
         if isinstance(b, TextBlock):
             texts.append(_non_empty(b.text, at))
+            media.append(b)
+        elif isinstance(b, MEDIA):
+            if m.role != "user":
+                raise Invalid(f"{at}: {_tag(b)} blocks are only allowed in user messages")
+            media.append(b)
         elif isinstance(b, ToolUseBlock):
             if m.role != "assistant":
                 raise Invalid(f"{at}: tool_use blocks are only allowed in assistant messages")
@@ -268,7 +318,13 @@ def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None
             if not b.tool_use_id:
                 raise Invalid(f"{at}.tool_use_id: Field required")
             content = b.content or ""
-            text = content if isinstance(content, str) else _text_of(content, f"{at}.content")
+            if isinstance(content, str):
+                text = content
+            elif any(isinstance(c, MEDIA) for c in content):
+                text = _described(content, f"{at}.content", files)
+                shown.append(text)
+            else:
+                text = _text_of(content, f"{at}.content")
             out.append((Role.Tool, text))
         elif isinstance(b, ThinkingBlock | RedactedThinkingBlock):
             if m.role != "assistant":
@@ -276,7 +332,11 @@ def _message(i: int, m: Message, last: bool, out: list[tuple[int, str]]) -> None
             _thought(at, b)
         else:
             raise Invalid(f"{at}.type: the stub accepts {_BLOCKS} blocks, not {_tag(b)!r}")
-    if texts:
+    if len(media) > len(texts):
+        out.append((role, _described(media, f"{where}.content", files)))
+    elif shown and not texts:  # what a vision model answers about: the results' media
+        out.append((role, " ".join(shown)))
+    elif texts:
         out.append((role, "".join(texts)))
 
 
@@ -311,7 +371,9 @@ def to_stub_request(r: MessagesRequest, request_id: str, betas: str = "") -> Stu
     elif r.system:
         messages.append((Role.System, _text_of(r.system, "system")))
     n = len(r.messages)
-    in_place = mid_system(split_betas(betas))
+    listed = split_betas(betas)
+    in_place = mid_system(listed)
+    files = FILES_BETA in listed
     roles = [m.role for m in r.messages]
     for i, m in enumerate(r.messages):
         if m.role == "system":
@@ -321,7 +383,7 @@ def to_stub_request(r: MessagesRequest, request_id: str, betas: str = "") -> Stu
             nxt = roles[i + 1] if i + 1 < n else None
             messages.append((Role.System, _system_message(i, m, prev, nxt)))
             continue
-        _message(i, m, i == n - 1, messages)
+        _message(i, m, i == n - 1, messages, files)
     forced = _forced_tool(r)
     model, fault, after = split_model(r.model)
     return StubRequest(

@@ -253,7 +253,14 @@ def _create(c: anthropic.Anthropic, model: str, **kw: Any) -> Any:
                     {
                         "role": "user",
                         "content": [
-                            {"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}
+                            {
+                                "type": "image",
+                                "source": {
+                                    "type": "base64",
+                                    "media_type": "image/png",
+                                    "data": "A",
+                                },
+                            }
                         ],
                     }
                 ]

@@ -272,34 +272,39 @@ def test_not_json() -> None:
 
 
 @pytest.mark.parametrize(
-    ("block", "where"),
+    ("block", "where", "code"),
     [
         (
             {
                 "type": "image",
                 "source": {"type": "base64", "media_type": "image/png", "data": "AA"},
             },
-            "messages.0.content.1",
+            "messages.0.content.1.source.data: Invalid base64",
+            "invalid_media",
         ),
-        ({"type": "document", "source": {"type": "text", "data": "x"}}, "messages.0.content.1"),
+        (
+            {"type": "document", "source": {"type": "pdf", "data": "x"}},
+            "messages.0.content.1.source.type: Invalid value 'pdf'",
+            "invalid_request",
+        ),
         (
             {
                 "type": "tool_result",
                 "tool_use_id": "t",
                 "content": [{"type": "image", "source": {}}],
             },
-            "messages.0.content.1.content.0",
+            "messages.0.content.1.content.0.source",
+            "invalid_request",
         ),
     ],
 )
-def test_images_and_documents_are_a_clear_400(block: dict[str, Any], where: str) -> None:
+def test_a_malformed_image_or_document_is_a_400_naming_it(
+    block: dict[str, Any], where: str, code: str
+) -> None:
+    """Images and documents are carried (tests/edge/anthropic/test_messages_media.py);
+    one that does not read is a 400 naming where, never a 500."""
     msgs = [{"role": "user", "content": [{"type": "text", "text": "see"}, block]}]
-    kind = "image" if "image" in json.dumps(block) else "document"
-    refused(
-        {"model": "m", "max_tokens": 5, "messages": msgs},
-        f"{where}: content blocks of type '{kind}'",
-        "unsupported_content_type",
-    )
+    refused({"model": "m", "max_tokens": 5, "messages": msgs}, where, code)
 
 
 def test_tool_blocks_from_the_wrong_side() -> None:
