@@ -128,7 +128,7 @@ def image_block(data: bytes, media: str) -> dict[str, Any]:
 
 
 # The backends each case reaches; a cross-protocol case is here once it passes.
-ALL = ("anthropic", "fbs")
+ALL = tuple(MODELS)
 
 
 @pytest.mark.parametrize("protocol", ALL)
@@ -198,9 +198,9 @@ def test_a_pdf_document_arrives_intact(client: anthropic.Anthropic, protocol: st
     assert f"application/pdf {len(PDF)} bytes sha256:{digest(PDF)}]" in text, text
 
 
-# The fbs stub echoes the last user message, which a tool result is not:
-# there, the digest cannot be seen in the echo.
-@pytest.mark.parametrize("protocol", ["anthropic"])
+# The fbs and openai-responses stubs echo the last user message, which a
+# tool result is not: there, the digest cannot be seen in the echo.
+@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
 def test_an_image_inside_a_tool_result_arrives_intact(
     client: anthropic.Anthropic, protocol: str
 ) -> None:
