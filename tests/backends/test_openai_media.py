@@ -359,3 +359,22 @@ def test_the_stub_refuses_a_part_that_does_not_decode_naming_it() -> None:
     with pytest.raises(Invalid) as info:
         to_stub_request(decode_chat_request(json.dumps(body).encode()), "r")
     assert info.value.param == "messages[0].content[0].image_url.url"
+
+
+def test_a_files_detail_has_no_chat_field_and_is_named() -> None:
+    doc = ContentPart(
+        kind=DOCUMENT, data=PDF, media_type="application/pdf", detail="high", dialect=RESPONSES
+    )
+    default = ContentPart(
+        kind=DOCUMENT, data=PDF, media_type="application/pdf", detail="auto", dialect=RESPONSES
+    )
+    omitted: list[str] = []
+    got = content_of(doc, default, omitted=omitted)
+    assert [p["type"] for p in got] == ["file", "file"]
+    assert "detail" not in json.dumps(got)
+    assert omitted == ["detail"]
+
+
+def test_a_user_message_whose_every_part_is_dropped_has_empty_text() -> None:
+    ogg = ContentPart(kind=AUDIO, data=OGG, media_type="audio/ogg", dialect=RESPONSES)
+    assert content_of(ogg, drop=True) == ""

@@ -31,7 +31,9 @@ is mapped to nothing and named ``messages.content.citations``; its extras'
 caches prompts by itself; a text block's is named ``$cache_control``); any
 other extras field refused naming ``messages.content.<field>`` (as a text
 block's own fields are) unless the backend drops it; a null one asks for
-nothing. ``title`` and ``context`` are mapped (below).
+nothing. ``title`` and ``context`` are mapped (below). A document's or a
+file's ``detail`` (the Responses API's ``input_file`` has one) has no field
+here: left out, named ``detail`` (``auto``, the default, is not named).
 
 Where the parts go: a user message's as its content list. A tool message
 takes text only in Chat Completions: its text parts are its content, joined
@@ -199,6 +201,8 @@ def _part(part: ContentPart, at: str, omitted: list[str], drop: bool) -> list[Wr
         return _cannot(
             at, "an image by file id cannot be sent to a Chat Completions backend", omitted, drop
         )
+    if part.detail not in ("", "auto"):  # a file's (Responses): Chat has no field
+        omitted.append("detail")
     if kind == _AUDIO:
         return _audio(part, at, omitted, drop)
     if part.file_id and not part.data:
@@ -225,7 +229,8 @@ def message_with_parts(
     run of tool messages (a tool message's media)."""
     parts = m.parts or []
     if m.role == "user":
-        return UserMessage(_written(i, parts, omitted, drop), m.name or None), []
+        # Every part dropped: no content list (OpenAI refuses an empty one).
+        return UserMessage(_written(i, parts, omitted, drop) or "", m.name or None), []
     if m.role == "tool":
         items = _written(i, parts, omitted, drop)
         text = _text(items)
