@@ -35,7 +35,14 @@ __all__ = [
     "server_problems",
 ]
 
-DEFAULT_MAX_BODY_BYTES: Final = 8 << 20
+# 32 MiB, one default for every client API's shape and for the proxy: what
+# Anthropic's Messages API takes (32 MB requests, images of up to 5 MB of
+# base64 each, PDFs of up to 32 MB), and OpenAI's file inputs (32 MB); of
+# OpenAI's images (up to 50 MB of image bytes a request, 20 MB each) it admits
+# 24 MiB, the most base64 a 32 MiB body carries: a deployment that wants more
+# raises it (the shares below follow). The proxy's buffer of such a request is
+# about 3/4 of it (raw bytes, not base64), so one default fits both.
+DEFAULT_MAX_BODY_BYTES: Final = 32 << 20
 # 32 MiB: 1,024 vectors of 8,192 float32 dimensions (the verifier's largest
 # embeddings answer, 2,048 x 16,384, is 128 MiB: a deployment that wants it
 # raises the cap).
@@ -95,6 +102,9 @@ class ServiceSection(ServerSection, frozen=True, kw_only=True):
     # Admission control, per worker: requests in flight and request-body bytes
     # held (from Content-Length before the body is read; a chunked body counts
     # as max_body_bytes); above either, 503 `server_busy` with Retry-After.
+    # 256 MiB: eight bodies of the largest default size (what translating them
+    # holds besides, their decoded bytes and their FlatBuffer, is each no more
+    # than the body; docs/security.md, "Bounds").
     max_in_flight: int = 10000
     max_buffered_bytes: int = 256 << 20
     # Of those bytes, what one caller (a tenant at the edge; at the proxy, an
@@ -102,7 +112,8 @@ class ServiceSection(ServerSection, frozen=True, kw_only=True):
     # (HTTP/2 carries many requests on one) may hold at once: 429
     # `caller_busy` with Retry-After above either. 0: derived, a quarter of
     # max_buffered_bytes per caller and two bodies per connection (never less
-    # than max_body_bytes).
+    # than max_body_bytes): by default 64 MiB each, two requests of the
+    # largest size at once.
     max_buffered_bytes_per_caller: int = 0
     max_buffered_bytes_per_connection: int = 0
     # A request body that sends no byte for body_idle_timeout seconds, or is

@@ -75,7 +75,7 @@ def test_full_config():
 def test_defaults_when_sections_are_absent():
     s = parse("")
     assert s.edge == EdgeSection()
-    assert s.edge.max_body_bytes == 8 << 20
+    assert s.edge.max_body_bytes == 32 << 20
     assert s.models == () and s.keys == ()
 
 

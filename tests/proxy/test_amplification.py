@@ -47,7 +47,7 @@ def test_the_hostile_buffer_is_refused_naming_the_check() -> None:
     assert len(HOSTILE) < 300_000  # a 270 KB body...
     with pytest.raises(
         MalformedBuffer,
-        match=r"^CompletionRequest\.messages\[\d+\]: expands to more than 8388608 bytes "
+        match=rf"^CompletionRequest\.messages\[\d+\]: expands to more than {MAX_BYTES} bytes "
         r"of strings and vectors \(max_bytes\) at offset \d+$",
     ):
         verify_request(HOSTILE)
@@ -65,11 +65,11 @@ def test_the_bound_counts_every_reference(refs: int, content: int) -> None:
 
 
 def test_a_shared_stop_string_counts_once_per_reference() -> None:
-    buf = shared_stop(1000, b"y" * 10_000)  # 14 KB that reads as 10 MB
-    assert len(buf) < 20_000
+    buf = shared_stop(1000, b"y" * 40_000)  # 44 KB that reads as 40 MB
+    assert len(buf) < 50_000
     with pytest.raises(MalformedBuffer, match=r"^CompletionRequest: expands to more than"):
         verify_request(buf)
-    verify_request(buf, max_bytes=1000 * (10_000 + 4) + 4 + len("hello") + len("echo-1"))
+    verify_request(buf, max_bytes=1000 * (40_000 + 4) + 4 + len("hello") + len("echo-1"))
 
 
 def test_an_honest_buffer_sharing_small_strings_passes_just_under_the_limit() -> None:

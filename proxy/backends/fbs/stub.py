@@ -6,7 +6,10 @@ anything else SSE (``data: <base64>``). Frames are written with
 ``wire.chunk.writer.ChunkWriter``, one per stream: a token delta is its cached head
 plus the delta's string.
 
-A tool call is one chunk carrying the call, the finish reason and the usage.
+A message with content parts (images, documents, audio, files) echoes as
+``dialect.described`` shows its parts (kind, media type, byte count, digest,
+pixel size), read with ``wire.request.decode``, so a test sees what bytes
+arrived. A tool call is one chunk carrying the call, the finish reason and the usage.
 A non-streamed answer is one chunk. Errors before the first byte are flatgate's
 own ``{"error": {"code", "message"}}`` (codes from ``wire.codes``); the
 ``error`` fault mid-stream is an error chunk with code ``backend_stream_error``
@@ -31,6 +34,7 @@ from flatgate.proxy.backends.dialect import (
     Rejected,
     Reply,
     StubRequest,
+    described,
     id_header,
     split_model,
 )
@@ -39,6 +43,7 @@ from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage, sse_event
 from flatgate.proxy.wire.chunk.writer import ChunkWriter, write_chunk
 from flatgate.proxy.wire.codes import ErrorCode, error_body
+from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import (
     COMPLETIONS_PATH,
@@ -76,9 +81,15 @@ def parse_request(body: bytes) -> StubRequest:
     verify_request(body, max_bytes=STUB_MAX_BODY)
     req = _fb_req.CompletionRequest.GetRootAs(body, 0)
     messages = []
+    decoded = None  # the whole request, read once if a message has parts
     for i in range(req.MessagesLength()):
         m = req.Messages(i)
-        messages.append((m.Role(), _s(m.Content())))
+        if m.PartsLength():
+            decoded = decoded or read_request(body)
+            parts = decoded.messages[i].parts or []
+            messages.append((m.Role(), described(parts)))
+        else:
+            messages.append((m.Role(), _s(m.Content())))
     metadata = {}
     for i in range(req.MetadataLength()):
         kv = req.Metadata(i)

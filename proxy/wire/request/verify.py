@@ -106,8 +106,10 @@ MAX_DEPTH = 8
 # Tables + vectors + strings visited. A 20-message request visits ~100.
 MAX_OBJECTS = 65_536
 # String and vector bytes a buffer may expand to, shared ones counted per
-# reference; callers in service pass their max_body_bytes instead.
-MAX_BYTES = 8 << 20
+# reference; callers in service pass their max_body_bytes instead. 32 MiB, the
+# services' default max_body_bytes: a request of images and documents at the
+# largest body they take.
+MAX_BYTES = 32 << 20
 
 # Compiled form of a layout: per table, its name, per slot (name, kind, size,
 # nested layout or None), and the readers of its vtable entries (indexed by
