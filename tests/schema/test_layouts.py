@@ -432,6 +432,21 @@ FULL_RESPONSES: dict[str, Any] = {
         # Anthropic's redacted_thinking, as flatgate hands it to a Responses client.
         {"type": "reasoning", "summary": [], "encrypted_content": "fg1.2.r.ZGF0YQ=="},
         {"type": "message", "role": "assistant", "content": "hello"},
+        # Content parts: text, an image's bytes with its detail, a file by id
+        # with its name, a document by URL.
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "t"},
+                {
+                    "type": "input_image",
+                    "image_url": "data:image/gif;base64,R0lGODlhAQABAAAAACw=",
+                    "detail": "low",
+                },
+                {"type": "input_file", "file_id": "file-1", "filename": "a.pdf"},
+                {"type": "input_file", "file_url": "https://example.com/a.pdf"},
+            ],
+        },
     ],
     "include": ["reasoning.encrypted_content"],
     "prompt_cache_key": "k",
