@@ -93,9 +93,18 @@ def test_an_image_s_bytes_are_a_base64_source_from_any_dialect(dialect: int) -> 
     ]
 
 
-def test_an_image_with_no_media_type_is_sent_as_its_bytes_say() -> None:
-    req = wire([user(ContentPart(IMAGE, data=PNG, dialect=CHAT))])
-    assert content(req)[0]["source"]["media_type"] == "image/png"
+def test_an_image_with_no_media_type_or_another_spelling_is_sent_as_its_bytes_say() -> None:
+    jpeg = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(jpeg, "JPEG")
+    req = wire(
+        [
+            user(
+                ContentPart(IMAGE, data=PNG, dialect=CHAT),
+                ContentPart(IMAGE, data=jpeg.getvalue(), media_type="image/jpg", dialect=CHAT),
+            )
+        ]
+    )
+    assert [b["source"]["media_type"] for b in content(req)] == ["image/png", "image/jpeg"]
 
 
 def test_an_image_url_is_passed_on_and_openai_s_detail_named() -> None:

@@ -6,12 +6,13 @@ backend is sent (``adapter``'s messages, for a message with parts).
 - a text part: a ``text`` block (an empty one is left out, as the adapter
   leaves out every empty text);
 - an image: an ``image`` block whose source is ``base64`` (the bytes,
-  encoded here, with the part's media type, or the one its magic numbers
-  say), ``url`` (the URL as it came: never fetched), or ``file`` (a file id
-  of the Messages dialect: Anthropic's, which needs the
-  ``files-api-2025-04-14`` beta, added to the request's betas); OpenAI's
-  ``detail`` has no field in the Messages API and is left out, named
-  ``detail`` (``auto`` means nothing and is not named);
+  encoded here, with the part's media type when it is one of the four
+  Anthropic takes, else the one its magic numbers say: OpenAI clients'
+  ``image/jpg`` is ``image/jpeg``), ``url`` (the URL as it came: never
+  fetched), or ``file`` (a file id of the Messages dialect: Anthropic's,
+  which needs the ``files-api-2025-04-14`` beta, added to the request's
+  betas); OpenAI's ``detail`` has no field in the Messages API and is left
+  out, named ``detail`` (``auto`` means nothing and is not named);
 - a document or a file: a ``document`` block whose source is ``base64`` (a
   PDF's bytes), ``text`` (a plain text, or bytes of a ``text/`` type that
   are UTF-8), ``content`` (a document part's ``span`` parts: its text and
@@ -54,7 +55,7 @@ from flatgate.proxy.apis.anthropic_messages.blocks import (
 )
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.extras import read_extras, report_all, splice
-from flatgate.proxy.wire.media import sniff
+from flatgate.proxy.wire.media import IMAGE_TYPES, sniff
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import ApiDialect, PartKind
 
@@ -117,7 +118,9 @@ def _image(part: ContentPart, where: str, out: _Out) -> ImageBlock | None:
     if part.detail and part.detail != "auto":
         out.omitted.append("detail")
     if part.data:
-        media = part.media_type or sniff(part.data)
+        media = part.media_type
+        if media not in IMAGE_TYPES:  # "image/jpg", or none: as the bytes say
+            media = sniff(part.data) or media
         return ImageBlock(Base64Image(media, part.data))  # type: ignore[arg-type]
     if part.url:
         return ImageBlock(UrlSource(part.url))
