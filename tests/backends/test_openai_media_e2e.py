@@ -1,8 +1,11 @@
 """Images, audio and a PDF end to end: the official ``openai`` SDK's Chat
 Completions parts (``image_url`` as a data URL and as an https URL,
 ``input_audio``, a PDF ``file``) through ``flatgate gateway`` to a stub
-speaking ``openai``, whose echo describes each part it received: its byte
-count and digest match the bytes sent, so they arrived intact."""
+speaking each backend protocol (``openai``, ``openai-responses``,
+``anthropic``, ``fbs``), whose echo describes each part it received: its
+byte count and digest match the bytes sent, so they arrived intact. Audio
+reaches the protocols that take it; the others answer a 400 naming the
+part."""
 
 from __future__ import annotations
 
@@ -23,10 +26,12 @@ from tests.stacks import QUIET, write_stack
 pytestmark = pytest.mark.integration
 
 # Every backend protocol has a stub and a model (echo-<protocol>) in the
-# stack. PROTOCOLS carry images and PDFs, AUDIO audio too.
+# stack. PROTOCOLS carry images and PDFs, AUDIO audio too; the others refuse
+# audio naming the part (Anthropic's and the Responses API take none).
 ALL = ("openai", "openai-responses", "anthropic", "fbs")
-PROTOCOLS = ("openai",)
-AUDIO = ("openai",)
+PROTOCOLS = ALL
+AUDIO = ("openai", "fbs")
+NO_AUDIO = ("openai-responses", "anthropic")
 
 
 def png() -> bytes:
@@ -141,6 +146,17 @@ def test_input_audio_arrives_intact(gateway: Server, protocol: str) -> None:
     assert echo == f"transcribe [audio audio/wav {carried(WAV)}]"
 
 
+@pytest.mark.parametrize("protocol", NO_AUDIO)
+def test_input_audio_to_a_backend_that_takes_none_is_a_400_naming_it(
+    gateway: Server, protocol: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        ask(gateway, protocol, AUDIO_PARTS, stream=False)
+    assert info.value.code == "untranslatable_request"
+    assert "content" in info.value.message and "[1]" in info.value.message
+    assert "audio" in info.value.message
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_pdf_file_arrives_intact(gateway: Server, protocol: str) -> None:
     echo = ask(
@@ -183,3 +199,27 @@ def test_a_part_that_does_not_decode_is_a_400_naming_it(gateway: Server) -> None
     assert info.value.status_code == 400
     assert info.value.code == "invalid_media"
     assert info.value.param == "messages.[0].content.[1].input_audio.data"
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_tool_results_image_arrives_intact(gateway: Server, protocol: str) -> None:
+    """A tool message holding an image (Chat Completions' own API takes text
+    only there): an ``openai`` backend gets it in a user message after the
+    tool message, an ``anthropic`` one in the ``tool_result`` block."""
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0)
+    call = {"id": "c1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}
+    messages: Any = [
+        {"role": "user", "content": "take a screenshot"},
+        {"role": "assistant", "tool_calls": [call]},
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": [
+                {"type": "text", "text": "here it is"},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(PNG)}"}},
+            ],
+        },
+    ]
+    with client:
+        done = client.chat.completions.create(model=f"echo-{protocol}", messages=messages)
+    assert f"[image image/png {carried(PNG)} 64x32]" in (done.choices[0].message.content or "")
