@@ -26,8 +26,6 @@ pytestmark = pytest.mark.integration
 
 # The backend protocols, each behind its own stub.
 PROTOCOLS = ("openai-responses", "openai", "anthropic", "fbs")
-# Those whose adapters and stubs carry parts in this tree.
-CARRYING = ("openai-responses",)
 KEY = "sk-upstream-media"
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 URL = "https://example.com/cat.png"
@@ -105,7 +103,7 @@ def picture_and_pdf() -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize("protocol", CARRYING)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_an_image_and_a_pdf_reach_every_backend_intact(
     stack: SdkStack, protocol: str, stream: bool
@@ -123,7 +121,7 @@ def test_an_image_and_a_pdf_reach_every_backend_intact(
     assert described("document", "application/pdf", PDF) in echoed
 
 
-@pytest.mark.parametrize("protocol", [p for p in CARRYING if p != "fbs"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_an_image_url_is_passed_on_as_a_url(stack: SdkStack, protocol: str) -> None:
     response = stack.client().responses.create(
         model=f"echo-{protocol}",
