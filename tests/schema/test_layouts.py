@@ -507,7 +507,8 @@ def test_the_edges_write_every_field_of_every_table() -> None:
             request_id="r",
         )
     )
-    for name in ("CompletionRequest", "Message", "ToolCall", "Tool", "KeyValue", "ReasoningPart"):
+    tables = ("CompletionRequest", "Message", "ToolCall", "Tool", "KeyValue", "ReasoningPart")
+    for name in (*tables, "ContentPart"):
         table = layout.TABLES[name]
         assert openai[name] | messages[name] | responses[name] == set(table.fields), name
     # Only the Responses API carries reasoning back (the next issue: Messages too).
