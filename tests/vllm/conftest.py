@@ -4,7 +4,12 @@ it (``recorder``), and one ``flatgate gateway`` whose ``openai`` backend is
 that recorder. The embeddings check (``test_vllm_embeddings``) has its own:
 the same model run as a pooling model by a second vLLM server, its own
 recorder and gateway (``embed_stack``), started only when one of its tests
-asks.
+asks. The images check (``test_vllm_vision``) has one too (``vision_stack``):
+a tiny random-weight LLaVA built by ``make_vision_model.py``, served by a
+third vLLM through vLLM's Transformers modeling backend (``--model-impl
+transformers``): vLLM's own ``llava`` module imports its Pixtral one, which
+imports torchvision, and torchvision's PyPI build does not load beside the
+CPU torch (it links libtorch_cuda), so it is not installed.
 
 vLLM runs in its own environment (``.venv/vllm``, about 3.4 GB, installed by
 ``make test-vllm``), whose Python ``make test-vllm`` names in
@@ -35,7 +40,7 @@ from tests.servers import Server, free_port, spawn
 from tests.stacks import QUIET, write_stack
 from tests.vllm.recorder import Recorder, recording
 
-__all__ = ["EMBED_MODEL", "MATRYOSHKA", "MAX_MODEL_LEN", "MODEL", "VllmStack"]
+__all__ = ["EMBED_MODEL", "MATRYOSHKA", "MAX_MODEL_LEN", "MODEL", "VISION_MODEL", "VllmStack"]
 
 PYTHON = os.environ.get("FLATGATE_VLLM_PYTHON", "")
 RECORD = os.environ.get("FLATGATE_VLLM_RECORD") == "1"
@@ -48,6 +53,8 @@ EMBED_MODEL = "tiny-embed"
 # The sizes the embedding model says it can be cut to (``matryoshka_dimensions``
 # in its config, by ``--hf-overrides``): vLLM takes ``dimensions`` of these only.
 MATRYOSHKA = (32, 64)
+# The vision-language model (``make_vision_model.py``).
+VISION_MODEL = "tiny-vision"
 MAX_MODEL_LEN = 1024
 _HERE = Path(__file__).parent
 # A first start compiles nothing (--enforce-eager) but loads torch and
@@ -115,6 +122,12 @@ def _embed_argv(model: Path, port: int) -> list[str]:
     ]
 
 
+def _vision_argv(model: Path, port: int) -> list[str]:
+    """The LLaVA on vLLM's Transformers modeling backend (see the module
+    docstring for why not vLLM's own ``llava``)."""
+    return [*_common_argv(model, port, VISION_MODEL), "--model-impl", "transformers"]
+
+
 _ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
@@ -129,6 +142,15 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The model ``make_model.py`` builds, once for both servers."""
     model = tmp_path_factory.mktemp("model")
     subprocess.run([PYTHON, str(_HERE / "make_model.py"), str(model)], check=True, timeout=600)
+    return model
+
+
+@pytest.fixture(scope="session")
+def vision_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The LLaVA ``make_vision_model.py`` builds."""
+    model = tmp_path_factory.mktemp("vision-model")
+    script = _HERE / "make_vision_model.py"
+    subprocess.run([PYTHON, str(script), str(model)], check=True, timeout=600)
     return model
 
 
@@ -154,6 +176,14 @@ def embed_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     d = tmp_path_factory.mktemp("vllm-embed")
     port = free_port()
     yield from _serve("vllm-embed", _embed_argv(tiny_model, port), port, d / "vllm.log")
+
+
+@pytest.fixture(scope="session")
+def vision_server(vision_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A third vLLM: the vision-language model."""
+    d = tmp_path_factory.mktemp("vllm-vision")
+    port = free_port()
+    yield from _serve("vllm-vision", _vision_argv(vision_model, port), port, d / "vllm.log")
 
 
 def _stack(upstream: Server, model: str, d: Path) -> Iterator[VllmStack]:
@@ -193,6 +223,14 @@ def embed_stack(
 ) -> Iterator[VllmStack]:
     """The embedding vLLM behind its own recorder and gateway."""
     yield from _stack(embed_server, EMBED_MODEL, tmp_path_factory.mktemp("gateway-embed"))
+
+
+@pytest.fixture(scope="session")
+def vision_stack(
+    vision_server: Server, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmStack]:
+    """The vision vLLM behind its own recorder and gateway."""
+    yield from _stack(vision_server, VISION_MODEL, tmp_path_factory.mktemp("gateway-vision"))
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,7 @@ from transformers import (  # type: ignore[import-not-found]
     PreTrainedTokenizerFast,
 )
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL", "TOOL_TOKENS", "build"]
+__all__ = ["CHAT_TEMPLATE", "SEED", "SPECIAL", "TOOL_TOKENS", "build", "tokenizer"]
 
 SEED = 1234
 VOCAB = 1024
@@ -113,7 +113,8 @@ def _corpus() -> list[str]:
     return lines
 
 
-def _tokenizer() -> PreTrainedTokenizerFast:
+def tokenizer() -> PreTrainedTokenizerFast:
+    """The byte-level BPE tokenizer, trained on ``_corpus``, with the ChatML template."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -139,10 +140,10 @@ def _tokenizer() -> PreTrainedTokenizerFast:
 
 def build(out: Path) -> None:
     """The tokenizer, the config and the weights (safetensors) into ``out``."""
-    tokenizer = _tokenizer()
-    vocab = len(tokenizer)
-    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    tok = tokenizer()
+    vocab = len(tok)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    pad = tok.convert_tokens_to_ids("<|endoftext|>")
     config = LlamaConfig(
         vocab_size=vocab,
         hidden_size=128,
@@ -166,7 +167,7 @@ def build(out: Path) -> None:
             p.normal_(0.0, 0.2)
     model.save_pretrained(out, safe_serialization=True)
     GenerationConfig(eos_token_id=eos, pad_token_id=pad).save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    tok.save_pretrained(out)
 
 
 def main(argv: list[str]) -> int:
