@@ -147,7 +147,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.jwt_auth
 	sh tests/setup_tools.sh
 	$(BIN)/python -m benchmarks.limits_bench
-	$(BIN)/pytest benchmarks/bench_translate.py --benchmark-enable -q
+	$(BIN)/pytest benchmarks/bench_translate.py benchmarks/bench_route_media.py --benchmark-enable -q
 
 # The soak: 200,000 requests into benchmarks/results/soak; with BENCH_QUICK,
 # 5,000 into a temporary directory (docs/performance.md, "Soak").

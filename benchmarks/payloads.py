@@ -10,7 +10,10 @@ it as is, a protobuf or FlatBuffers writer maps it field by field.
 validation, then the stock ``flatbuffers.Builder`` with the generated code
 (``benchmarks.codecs.stock_writer``, a fresh builder), not the edge's writer.
 ``to_messages(d)`` is the same conversation as an Anthropic Messages request,
-for the rows that compare the two client APIs.
+for the rows that compare the two client APIs. ``media_requests()`` are
+``CompletionRequest`` FlatBuffers carrying one image part each, by the
+image's size (``MEDIA_SIZES``), for the rows that show a read's cost does not
+grow with the image.
 
 Deterministic: the same arguments give the same dict and the same bytes. No
 I/O. The text is words drawn from a fixed vocabulary, so it compresses and
@@ -22,6 +25,7 @@ bytes on top.
 from __future__ import annotations
 
 import random
+import struct
 from typing import Any
 
 import msgspec
@@ -29,10 +33,24 @@ import msgspec
 from benchmarks.codecs.common import edge_request
 from benchmarks.codecs.stock_writer import write_request_stock
 from flatgate.proxy.wire.builders import BuilderPool
+from flatgate.proxy.wire.parts import ContentPart
+from flatgate.proxy.wire.request.writer import RequestWriter
+from flatgate.proxy.wire.schema import ApiDialect, PartKind, Provider, Role
 
-__all__ = ["PROMPT_SIZES", "make_request", "prompt_bytes", "to_flatbuffer", "to_messages"]
+__all__ = [
+    "MEDIA_SIZES",
+    "PROMPT_SIZES",
+    "make_request",
+    "media_requests",
+    "prompt_bytes",
+    "to_flatbuffer",
+    "to_messages",
+]
 
 PROMPT_SIZES = {"1KB": 1 << 10, "16KB": 16 << 10, "128KB": 128 << 10, "1MB": 1 << 20}
+# The image sizes of media_requests: 32 MiB is the largest body the services
+# take by default.
+MEDIA_SIZES = {"1KiB": 1 << 10, "1MiB": 1 << 20, "32MiB": 32 << 20}
 
 _VOCABULARY = (
     "the a of to and in is for that on with as it be by this are from at or an "
@@ -274,4 +292,37 @@ def to_responses(request: dict[str, Any]) -> dict[str, Any]:
             for t in request["tools"]
         ]
         out["tool_choice"] = request["tool_choice"]
+    return out
+
+
+def media_requests(sizes: dict[str, int] | None = None) -> dict[str, bytes]:
+    """By label, a ``CompletionRequest`` (flatgate's writer) of a system prompt
+    and a user turn whose parts are a line of text and one image of that many
+    bytes: a PNG's signature and header (1568 x 1000 px), then zeros."""
+    header = b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sII", 13, b"IHDR", 1568, 1000)
+    out = {}
+    for label, size in (sizes or MEDIA_SIZES).items():
+        image = ContentPart(
+            kind=int(PartKind.IMAGE),
+            data=header + bytes(max(0, size - len(header))),
+            media_type="image/png",
+            dialect=int(ApiDialect.ANTHROPIC_MESSAGES),
+        )
+        text = ContentPart(kind=int(PartKind.TEXT), text="What is in this screenshot?")
+        w = RequestWriter()
+        w.strings(
+            request_id="bench-1",
+            model_name="claude-sonnet-4-5",
+            tenant="",
+            user="",
+            tool_choice_name="",
+            response_format=b"",
+        )
+        w.messages(
+            [
+                (int(Role.System), b"You are a careful assistant."),
+                (int(Role.User), b"", b"", b"", (), False, (), (text, image)),
+            ]
+        )
+        out[label] = w.finish(provider=int(Provider.Anthropic), max_tokens=1024, stream=True)
     return out
