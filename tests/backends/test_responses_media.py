@@ -144,7 +144,7 @@ def test_what_it_cannot_take_is_refused_by_name_unless_dropped(part: ContentPart
 def test_anthropic_documents_text_and_parts_and_their_fields() -> None:
     image = png(4, 4)
     parts, omitted = content(
-        # A plain-text document: its text, as input_text.
+        # A plain-text document: its title, context and text, as input_text.
         ContentPart(
             kind=DOCUMENT,
             text="The memo.",
@@ -155,19 +155,38 @@ def test_anthropic_documents_text_and_parts_and_their_fields() -> None:
             citations=True,
             extras='{"cache_control":{"type":"ephemeral"}}',
         ),
-        # A document made of parts: its parts, inline.
+        # A document made of parts: its title, then its parts, inline.
         ContentPart(kind=DOCUMENT, span=2, dialect=ANTHROPIC, title="Deck"),
         ContentPart(kind=TEXT, text="slide one", dialect=ANTHROPIC),
         ContentPart(kind=IMAGE, data=image, media_type="image/png", dialect=ANTHROPIC),
+        # A PDF's context goes before it.
+        ContentPart(
+            kind=DOCUMENT,
+            data=PDF,
+            media_type="application/pdf",
+            dialect=ANTHROPIC,
+            title="Q3",
+            context="the board's copy",
+        ),
     )
     assert parts == [
-        {"type": "input_text", "text": "The memo."},
+        {"type": "input_text", "text": "Memo\n\ninternal\n\nThe memo."},
+        {"type": "input_text", "text": "Deck"},
         {"type": "input_text", "text": "slide one"},
         {"type": "input_image", "image_url": data_url("image/png", image), "detail": "auto"},
+        {"type": "input_text", "text": "the board's copy"},
+        {"type": "input_file", "file_data": data_url("application/pdf", PDF), "filename": "Q3"},
     ]
-    # What the Responses API has no field for: left out, named; Anthropic's
-    # cache_control as on a request (mapped to nothing, named).
-    assert sorted(omitted) == ["cache_control", "citations", "context", "title", "title"]
+    # As on a text block: citations and cache_control mapped to nothing, named.
+    assert omitted == ["messages.content.citations", "cache_control"]
+
+
+def test_another_extras_field_on_a_part_is_refused_by_name_unless_dropped() -> None:
+    part = ContentPart(kind=IMAGE, url="https://a/b.png", dialect=ANTHROPIC, extras='{"x":1}')
+    with pytest.raises(Untranslatable, match=r"messages\.content\.x"):
+        content(part)
+    _, omitted = content(part, drop_unsupported=True)
+    assert omitted == ["messages.content.x"]
 
 
 def test_a_tool_result_with_an_image_is_a_function_call_output_with_a_content_list() -> None:

@@ -14,23 +14,26 @@ the message's order:
 - a document or a file: its bytes -> ``input_file`` with ``file_data`` a
   ``data:`` URL and a ``filename`` (the part's, else its ``title``, else
   ``document`` with the media type's extension), a URL -> ``file_url``, an
-  OpenAI file id -> ``file_id``; ``detail`` when it is one
-  ``input_file`` takes;
-- a plain-text document (Anthropic's ``text`` source) -> ``input_text``
-  holding its text;
-- a document made of parts (Anthropic's ``content`` source, ``span``): its
+  OpenAI file id -> ``file_id``; ``detail`` when it is one ``input_file``
+  takes; a document's ``context``, when it has one, goes before it as an
+  ``input_text``;
+- a plain-text document (Anthropic's ``text`` source) -> one
+  ``input_text``: its title, context and text in that order, a blank line
+  between;
+- a document made of parts (Anthropic's ``content`` source, ``span``): an
+  ``input_text`` of its title and context (when it has them), then its
   parts, inline, each as above;
 - a file id of another provider (an Anthropic ``file`` source), and audio
   (the Responses API takes none) cannot be sent: refused with
   ``Untranslatable`` naming the part (``messages[1].content[0]``, the
   wire's message index), or, with the backend's ``drop_unsupported``,
   left out and named so in ``omitted``;
-- what the Responses API has no field for is left out and named: a
-  document's ``title`` (when it is not used as the filename), ``context``
-  and ``citations``; the part's ``extras`` of another dialect (Anthropic's
-  ``cache_control``) as ``backends.extras.report_all`` reports the same
-  fields on a request (``cache_control``: mapped to nothing, named). A
-  part of the Responses dialect has no extras (its edge writes none).
+- Anthropic's fields on a part, as on a text block (as the ``openai``
+  adapter treats them): ``citations`` mapped to nothing, named
+  ``messages.content.citations``; its extras' ``cache_control`` mapped to
+  nothing, named (OpenAI caches prompts by itself); any other extras field
+  refused naming ``messages.content.<field>`` unless dropped. A part of
+  the Responses dialect has no extras (its edge writes none).
 
 No I/O.
 """
@@ -43,7 +46,7 @@ from typing import Any
 from flatgate.proxy.apis.media import encode_data_url
 from flatgate.proxy.apis.openai_responses.items import InputFile, InputImage, InputText, Part
 from flatgate.proxy.backends.base import Untranslatable
-from flatgate.proxy.backends.extras import read_extras, report_all
+from flatgate.proxy.backends.extras import NOTHING, read_extras, unsupported
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import ApiDialect, PartKind
 
@@ -57,6 +60,7 @@ _TEXT, _IMAGE, _DOCUMENT, _AUDIO = (
 )
 _IMAGE_DETAIL = frozenset({"auto", "low", "high", "original"})
 _FILE_DETAIL = frozenset({"auto", "low", "high"})
+_CITATIONS = "messages.content.citations"
 
 
 def _cannot(where: str, why: str, omitted: list[str], drop: bool) -> None:
@@ -71,42 +75,66 @@ def _cannot(where: str, why: str, omitted: list[str], drop: bool) -> None:
 
 
 def _filename(part: ContentPart) -> str:
-    if part.filename:
-        return part.filename
-    if part.title:
-        return part.title
+    if part.filename or part.title:
+        return part.filename or part.title
     return "document" + (mimetypes.guess_extension(part.media_type) or "")
 
 
-def _image(part: ContentPart, where: str, omitted: list[str], drop: bool) -> Part | None:
+def _joined(*texts: str) -> str:
+    return "\n\n".join(t for t in texts if t)
+
+
+def _fields(part: ContentPart, omitted: list[str], drop: bool) -> None:
+    """A part's Anthropic fields with no Responses form, as on a text block:
+    ``citations`` mapped to nothing, named; each extras field mapped to
+    nothing where ``extras.NOTHING`` says so (``cache_control``), named,
+    else refused naming ``messages.content.<field>`` unless dropped; a null
+    one asks for nothing. A part of the Responses dialect has no extras."""
+    if part.citations:
+        omitted.append(_CITATIONS)
+    if not part.extras or part.dialect == _RESPONSES:
+        return
+    nothing = NOTHING.get(part.dialect, {})
+    for key, raw in read_extras(part.extras).items():
+        if bytes(raw) == b"null":
+            continue
+        if key in nothing:
+            omitted.append(key)
+        else:
+            unsupported(f"messages.content.{key}", omitted, drop)
+
+
+def _image(part: ContentPart, where: str, omitted: list[str], drop: bool) -> list[Part]:
     # Checked against the values the Literal allows: ``Any`` for the type.
     detail: Any = part.detail if part.detail in _IMAGE_DETAIL else "auto"
     if part.data:
-        return InputImage(image_url=encode_data_url(part.media_type, part.data), detail=detail)
+        return [InputImage(image_url=encode_data_url(part.media_type, part.data), detail=detail)]
     if part.url:
-        return InputImage(image_url=part.url, detail=detail)
+        return [InputImage(image_url=part.url, detail=detail)]
     if part.file_id and part.dialect in _OPENAI:
-        return InputImage(file_id=part.file_id, detail=detail)
+        return [InputImage(file_id=part.file_id, detail=detail)]
     _cannot(where, "an image by another provider's file id", omitted, drop)
-    return None
+    return []
 
 
-def _file(part: ContentPart, where: str, omitted: list[str], drop: bool) -> Part | None:
+def _file(part: ContentPart, where: str, omitted: list[str], drop: bool) -> list[Part]:
+    if part.span:  # its parts follow it in the list, each written as itself
+        head = _joined(part.title, part.context)
+        return [InputText(head)] if head else []
+    if part.text:
+        return [InputText(_joined(part.title, part.context, part.text))]
     detail: Any = part.detail if part.detail in _FILE_DETAIL else None
-    if part.title and (part.filename or not part.data):
-        omitted.append("title")  # used as the filename only when there is none
+    lead: list[Part] = [InputText(part.context)] if part.context else []
     if part.data:
         data = encode_data_url(part.media_type, part.data)
-        return InputFile(file_data=data, filename=_filename(part), detail=detail)
-    if part.text:
-        return InputText(part.text)
-    name = part.filename or None
+        return [*lead, InputFile(file_data=data, filename=_filename(part), detail=detail)]
+    name = part.filename or part.title or None
     if part.url:
-        return InputFile(file_url=part.url, filename=name, detail=detail)
+        return [*lead, InputFile(file_url=part.url, filename=name, detail=detail)]
     if part.file_id and part.dialect in _OPENAI:
-        return InputFile(file_id=part.file_id, filename=name, detail=detail)
+        return [*lead, InputFile(file_id=part.file_id, filename=name, detail=detail)]
     _cannot(where, "a file by another provider's file id", omitted, drop)
-    return None
+    return []
 
 
 def written_parts(
@@ -118,26 +146,13 @@ def written_parts(
     for j, part in enumerate(parts):
         at = f"{where}.content[{j}]"
         kind = part.kind
-        if part.extras and part.dialect != _RESPONSES:
-            report_all(read_extras(part.extras), part.dialect, omitted, drop)
-        if part.context:
-            omitted.append("context")
-        if part.citations:
-            omitted.append("citations")
-        written: Part | None
+        _fields(part, omitted, drop)
         if kind == _TEXT:
-            written = InputText(part.text)
+            out.append(InputText(part.text))
         elif kind == _IMAGE:
-            written = _image(part, at, omitted, drop)
+            out += _image(part, at, omitted, drop)
         elif kind == _AUDIO:
             _cannot(at, "audio (the Responses API takes no audio input)", omitted, drop)
-            written = None
-        elif kind == _DOCUMENT and part.span:
-            if part.title:
-                omitted.append("title")
-            written = None  # its parts follow, each written as itself
         else:
-            written = _file(part, at, omitted, drop)
-        if written is not None:
-            out.append(written)
+            out += _file(part, at, omitted, drop)
     return out
