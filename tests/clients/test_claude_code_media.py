@@ -4,9 +4,12 @@ image? @shot.png"`` through the gateway to the stub, then a second turn
 backend protocol and in ``openai`` (Messages to Chat Completions).
 
 Claude Code reads an ``@`` image with its Read tool and sends it in the user
-turn as an ``image`` block with a ``base64`` source, as the file's bytes
-(a small PNG is not resized or re-encoded: the digest the stub echoes is the
-file's), and sends that block again with every later turn of the session.
+turn as an ``image`` block with a ``base64`` source, and sends that block
+again with every later turn of the session. A small PNG goes as the file's
+bytes (the digest the stub echoes is the file's); one wider than 2000 px is
+resized and re-encoded first (2.1.332 sends a 2400x1600 PNG as a 2000x1333
+PNG), so for that one the test checks that what reached the backend is a
+smaller PNG of the same proportions, and that the echo describes it.
 Before flatgate carried images, the first turn was a 400 and so was every
 later one.
 
@@ -20,6 +23,7 @@ same bytes, in the backend's own shape (an ``image`` block, or an
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 from collections.abc import Iterator
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from tests.clients.media import image_echo, png
 from tests.clients.tap import TappedGateway, media_in, tapped_gateway
@@ -36,7 +41,9 @@ pytestmark = pytest.mark.integration
 
 PROTOCOLS = ("anthropic", "openai")
 PNG = png()
-FIRST = "what color is this image? @shot.png"
+# Past Claude Code's 2000 px: it sends the image resized (a PNG of its own).
+BIG = png(size=(2400, 1600))
+FIRST = "what color are these images? @shot.png @big.png"
 SECOND = "and what did I show you before?"
 # Where each protocol's backend is sent a turn.
 _PATHS = {"anthropic": "/messages", "openai": "/chat/completions"}
@@ -73,6 +80,7 @@ def test_claude_code_sends_an_image_and_keeps_it_in_its_history(
 ) -> None:
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "shot.png").write_bytes(PNG)
+    (tmp_path / "project" / "big.png").write_bytes(BIG)
     tap = gateway.taps[protocol]
     name = f"echo-{protocol}"
     before = len(tap.bodies(_PATHS[protocol]))
@@ -80,20 +88,27 @@ def test_claude_code_sends_an_image_and_keeps_it_in_its_history(
     status, result, stderr = run(tmp_path, gateway.url, name, FIRST)
     assert status == 0, f"claude exited {status}: {result.get('result')}\n{stderr[-3000:]}"
     assert (result["subtype"], result["is_error"]) == ("success", False)
-    # The stub saw the file's bytes: its digest and size are in the echo,
-    # after the image and before the prompt's text.
+    # The stub saw the small file's bytes: their digest and size are in the
+    # echo, before the prompt's text; the large one as Claude Code resized
+    # it, a smaller PNG of the same proportions, described as it arrived.
     text = result["result"]
-    assert image_echo(PNG) in text, text
-    assert text.index(image_echo(PNG)) < text.index(FIRST), text
-    first = tap.bodies(_PATHS[protocol])[before:]
-    assert [media_in(body) for body in first] == [[("image/png", PNG)]]
+    [first] = tap.bodies(_PATHS[protocol])[before:]
+    [(_, small), (kind, resized)] = media_in(first)
+    assert small == PNG
+    with Image.open(io.BytesIO(resized)) as image:
+        assert (kind, image.format) == ("image/png", "PNG")
+        width, height = image.size
+    assert width < 2400 and abs(width / height - 1.5) < 0.01, (width, height)
+    for sent in (image_echo(PNG), image_echo(resized)):
+        assert sent in text, text
+        assert text.index(sent) < text.index(FIRST), text
 
     status, result, stderr = run(tmp_path, gateway.url, name, SECOND, "--continue")
     assert status == 0, f"claude exited {status}: {result.get('result')}\n{stderr[-3000:]}"
     assert (result["subtype"], result["is_error"]) == ("success", False)
     assert result["result"].endswith(SECOND), result["result"]
-    # The second turn's request carried the first turn's image again.
+    # The second turn's request carried the first turn's images again.
     [second] = tap.bodies(_PATHS[protocol])[before + 1 :]
-    assert media_in(second) == [("image/png", PNG)]
+    assert media_in(second) == [("image/png", PNG), ("image/png", resized)]
     roles = [m["role"] for m in second["messages"]]
     assert "assistant" in roles, roles
