@@ -1,23 +1,23 @@
 """Images, documents and audio from the official SDKs, each client API to
 each backend protocol: the openai SDK's Chat Completions (``image_url`` as a
-data URL and as an https URL, ``file`` with a PDF, ``input_audio``) and
-Responses (``input_image``, ``input_file``), and the anthropic SDK's
-Messages (``image`` from base64, from a URL and by file id, with
-``cache_control``, a PDF ``document``, a plain-text one and one whose source
-is ``content``), and the file ids of both providers, through
-the gateway to the stub speaking ``fbs``, ``openai``, ``openai-responses``
-and ``anthropic``.
+data URL and as an https URL, ``file`` with a PDF and by file id,
+``input_audio``) and Responses (``input_image``, ``input_file``, both by
+file id too), and the anthropic SDK's Messages (``image`` from base64, from
+a URL and by file id, with ``cache_control``, a PDF ``document``, a
+plain-text one and one whose source is ``content``), whole and (an image
+each) streamed, through the gateway to the stub speaking ``fbs``,
+``openai``, ``openai-responses`` and ``anthropic``.
 
 The stub echoes the last user message, each part it received described with
 its byte count and digest (``tests.clients.media``), so an answer holding
 the digest of the file sent proves its bytes crossed the edge (base64
 decoded once), the wire and the backend's encoding intact; a URL part is
 echoed as the URL, passed on and never fetched (``.invalid`` hosts). Where
-a backend protocol has no place for a part (audio to ``anthropic``, a PDF by
-URL to ``openai`` Chat, audio to ``openai-responses``), the answer is a 400
-``untranslatable_request`` naming the part, and through a backend with
-``drop_unsupported`` the part is left out and named in
-``x-flatgate-dropped-fields``.
+a backend protocol has no place for a part (audio to ``anthropic`` and to
+``openai-responses``, a file id to the other provider, an image by file id
+to Chat Completions), the answer is a 400 ``untranslatable_request`` naming
+the part, and through a backend with ``drop_unsupported`` the part is left
+out and named in ``x-flatgate-dropped-fields``.
 
 Each API's own SDK tests (its edge's helper's) cover its parts to its own
 backend protocol in depth; this module is the cross-protocol matrix.
@@ -323,3 +323,41 @@ def test_a_part_a_dropping_backend_cannot_take_is_left_out_and_named(stack: Clie
         )
     assert raw.headers["x-flatgate-dropped-fields"].replace(".[", "[") == "messages[0].content[1]"
     assert raw.parse().choices[0].message.content == PROMPT
+
+
+def streamed(stack: ClientStack, case: Case, name: str) -> str:
+    """The echo of ``case`` sent to model ``name`` with ``stream: true``,
+    joined from its deltas."""
+    body = {**case.body(), "model": name, "stream": True}
+    if case.api == "chat":
+        with stack.client(KEY) as client:
+            return "".join(
+                chunk.choices[0].delta.content or ""
+                for chunk in client.chat.completions.create(**body)
+                if chunk.choices
+            )
+    if case.api == "responses":
+        with stack.client(KEY) as client:
+            return "".join(
+                event.delta
+                for event in client.responses.create(**body)
+                if event.type == "response.output_text.delta"
+            )
+    del body["stream"]
+    with (
+        anthropic.Anthropic(base_url=stack.url, api_key=KEY, max_retries=0) as messages,
+        messages.messages.stream(**body) as stream,
+    ):
+        return "".join(stream.text_stream)
+
+
+STREAMED = [c for c in CASES if c.name in ("image-data-url", "input-image", "image-base64")]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("case", STREAMED, ids=[c.id for c in STREAMED])
+def test_a_streamed_answer_echoes_the_part_too(
+    stack: ClientStack, case: Case, protocol: str
+) -> None:
+    echo = streamed(stack, case, model(protocol))
+    assert echo == f"{PROMPT} {case.echo[0]}", echo
