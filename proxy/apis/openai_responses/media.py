@@ -25,7 +25,9 @@ more than text). Each part becomes one ``ContentPart`` of dialect
 A part with no source, two sources, a URL of another scheme, a malformed
 data URL or base64, or bytes that are not what they are declared as is an
 ``InvalidRequest`` whose ``param`` is the part's field in the edge's
-notation (``input.[1].content.[0].image_url``). Pure: no I/O.
+notation (``input.[1].content.[0].image_url``). ``check_part`` says what
+can be said without decoding (the sources, the schemes), when the request
+is decoded; the data is decoded once, when it is written. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import ApiDialect, PartKind
 
-__all__ = ["audio_refused", "content_parts", "has_media"]
+__all__ = ["audio_refused", "check_part", "content_parts", "has_media"]
 
 _DIALECT = int(ApiDialect.OPENAI_RESPONSES)
 _TEXT, _IMAGE, _DOCUMENT, _FILE = (
@@ -56,6 +58,8 @@ _TEXT, _IMAGE, _DOCUMENT, _FILE = (
 )
 _WEB = ("https://", "http://")
 _DATA = "data:"
+_IMAGE_SOURCES = ("image_url", "file_id")
+_FILE_SOURCES = ("file_data", "file_url", "file_id")
 
 
 def has_media(parts: Sequence[Part]) -> bool:
@@ -73,14 +77,31 @@ def audio_refused(param: str) -> InvalidRequest:
     )
 
 
-def _one(part: InputImage | InputFile, where: str, names: tuple[str, ...]) -> str:
-    """The one source field ``part`` gives (empty strings count as absent)."""
+def _source(part: InputImage | InputFile, where: str) -> str:
+    """The one source field ``part`` gives (empty strings count as absent),
+    its URL's scheme checked: what can be said without decoding anything."""
+    names = _IMAGE_SOURCES if isinstance(part, InputImage) else _FILE_SOURCES
     given = [n for n in names if getattr(part, n)]
     if not given:
         raise missing(f"{where}.{names[0]}")
     if len(given) > 1:
         raise invalid(f"{where}.{given[1]}", f"give only one of {', '.join(names)}.")
-    return given[0]
+    source: str = given[0]
+    value: str = getattr(part, source)
+    if source == "image_url" and not value.startswith((_DATA, *_WEB)):
+        raise invalid(f"{where}.{source}", "expected an http(s) URL or a base64-encoded data URL.")
+    if source == "file_url" and not value.startswith(_WEB):
+        raise invalid(f"{where}.{source}", "expected an http(s) URL.")
+    if source == "file_data" and not value.startswith(_DATA):
+        data_url(value, f"{where}.{source}")  # raises, saying what a data URL is
+    return source
+
+
+def check_part(part: InputImage | InputFile, where: str) -> None:
+    """``part`` (at ``where``: ``input.[1].content.[0]``) checked as far as
+    it can be without decoding its data (the request's decode calls it:
+    ``content_parts`` decodes, when the request is written)."""
+    _source(part, where)
 
 
 def _decoded(url: str, param: str, *, image: bool) -> tuple[str, bytes]:
@@ -97,7 +118,7 @@ def _decoded(url: str, param: str, *, image: bool) -> tuple[str, bytes]:
 
 def _image(part: InputImage, where: str) -> ContentPart:
     detail = part.detail or ""
-    if _one(part, where, ("image_url", "file_id")) == "file_id":
+    if _source(part, where) == "file_id":
         return ContentPart(kind=_IMAGE, file_id=part.file_id or "", dialect=_DIALECT, detail=detail)
     url = part.image_url or ""
     param = f"{where}.image_url"
@@ -106,23 +127,19 @@ def _image(part: InputImage, where: str) -> ContentPart:
         return ContentPart(
             kind=_IMAGE, data=data, media_type=media, dialect=_DIALECT, detail=detail
         )
-    if url.startswith(_WEB):
-        return ContentPart(kind=_IMAGE, url=url, dialect=_DIALECT, detail=detail)
-    raise invalid(param, "expected an http(s) URL or a base64-encoded data URL.")
+    return ContentPart(kind=_IMAGE, url=url, dialect=_DIALECT, detail=detail)
 
 
 def _file(part: InputFile, where: str) -> ContentPart:
     name = part.filename or ""
     detail = part.detail or ""
-    source = _one(part, where, ("file_data", "file_url", "file_id"))
+    source = _source(part, where)
     if source == "file_id":
         return ContentPart(
             kind=_FILE, file_id=part.file_id or "", dialect=_DIALECT, filename=name, detail=detail
         )
     if source == "file_url":
         url = part.file_url or ""
-        if not url.startswith(_WEB):
-            raise invalid(f"{where}.file_url", "expected an http(s) URL.")
         return ContentPart(kind=_DOCUMENT, url=url, dialect=_DIALECT, filename=name, detail=detail)
     media, data = _decoded(part.file_data or "", f"{where}.file_data", image=False)
     return ContentPart(

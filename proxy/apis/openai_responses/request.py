@@ -10,7 +10,8 @@ travel where (``translate`` writes them):
   or ``input_text`` / ``output_text`` / ``refusal`` / ``input_image`` /
   ``input_file`` parts (``media.content_parts`` says what an image or a
   file part becomes: its base64 decoded once, its bytes held to their
-  declared type; ``translate`` calls it);
+  declared type; ``translate`` calls it; its sources and URL schemes are
+  checked here, ``media.check_part``);
   ``function_call``; ``function_call_output``, a string or a list of
   ``input_text`` / ``input_image`` / ``input_file`` parts;
   ``reasoning``, its summary and ``encrypted_content``), ``instructions``,
@@ -105,7 +106,7 @@ from flatgate.proxy.apis.openai_responses.items import (
     ReasoningText,
     Refusal,
 )
-from flatgate.proxy.apis.openai_responses.media import audio_refused
+from flatgate.proxy.apis.openai_responses.media import audio_refused, check_part
 from flatgate.proxy.apis.openai_responses.tools import (
     Tools,
     invalid,
@@ -365,6 +366,9 @@ _PARTS = (InputText, OutputText, Refusal, InputImage, InputFile)
 
 def _check_parts(parts: list[Part], where: str, *, message: bool) -> None:
     for j, part in enumerate(parts):
+        if isinstance(part, InputImage | InputFile):
+            check_part(part, f"{where}.[{j}]")
+            continue
         if isinstance(part, _PARTS):
             continue
         param = f"{where}.[{j}].type"

@@ -244,3 +244,22 @@ def test_the_error_names_the_client_s_item_after_a_stored_chain() -> None:
     with pytest.raises(InvalidRequest) as caught:
         write_request(chained, provider=0, model_name="m")
     assert caught.value.param == "input.[0].content.[0].image_url"
+
+
+@pytest.mark.parametrize(
+    ("part", "field"),
+    [
+        ({"type": "input_image"}, "image_url"),
+        ({"type": "input_image", "image_url": "ftp://a/b.png"}, "image_url"),
+        ({"type": "input_file", "file_url": "file:///etc/passwd"}, "file_url"),
+        ({"type": "input_file", "file_data": "JVBERi0=", "filename": "a.pdf"}, "file_data"),
+    ],
+)
+def test_what_needs_no_decoding_is_refused_when_the_request_is_decoded(
+    part: dict[str, Any], field: str
+) -> None:
+    # In a function call's output too; before anything is written or stored.
+    output = {"type": "function_call_output", "call_id": "c", "output": [part]}
+    with pytest.raises(InvalidRequest) as caught:
+        decoded(input=[output])
+    assert caught.value.param == f"input.[0].output.[0].{field}"
