@@ -154,6 +154,7 @@ def test_a_tenant_sending_many_image_requests_is_held_to_its_share(gateway: Serv
         # The two admitted ones complete, their bytes intact.
         held = [s for i, s in enumerate(socks) if i not in refused]
         for s in held:
+            s.settimeout(60)  # answer() left a short one
             s.sendall(BODY)
         for s in held:
             got = answer(s, 60)
