@@ -76,7 +76,7 @@ from __future__ import annotations
 import math
 import struct
 
-from flatgate.proxy.wire.buffer import I8, I32, U16, U32, elements, field_at
+from flatgate.proxy.wire.buffer import I8, I32, U16, U32, elements, entries, field_at
 from flatgate.proxy.wire.layout import (
     COMPLETION_REQUEST,
     CONTENT_PART,
@@ -149,15 +149,15 @@ _M_CALLS = MESSAGE.voffset("tool_calls")
 _M_PARTS = MESSAGE.voffset("parts")
 _C_TEXT = (TOOL_CALL.voffset("name"), TOOL_CALL.voffset("arguments"))
 _T_TEXT = (TOOL.voffset("name"), TOOL.voffset("description"), TOOL.voffset("parameters"))
-_P_KIND = CONTENT_PART.voffset("kind")
-_P_DATA = CONTENT_PART.voffset("data")
-_P_DIALECT = CONTENT_PART.voffset("dialect")
-_P_DETAIL = CONTENT_PART.voffset("detail")
+_P_FIELDS = len(CONTENT_PART.fields)
+_S_KIND, _S_DATA, _S_DIALECT, _S_DETAIL = (
+    CONTENT_PART.slot(f) for f in ("kind", "data", "dialect", "detail")
+)
 # The strings a model reads as text: a text part's, a document's and its
 # title and context.
-_P_WORDS = tuple(CONTENT_PART.voffset(f) for f in ("text", "title", "context"))
+_S_WORDS = tuple(CONTENT_PART.slot(f) for f in ("text", "title", "context"))
 # The strings charged against max_bytes but not counted as text.
-_P_REFS = tuple(CONTENT_PART.voffset(f) for f in ("url", "file_id"))
+_S_REFS = tuple(CONTENT_PART.slot(f) for f in ("url", "file_id"))
 _IMAGE = int(PartKind.IMAGE)
 _AUDIO = int(PartKind.AUDIO)
 _TEXT = int(PartKind.TEXT)
@@ -247,31 +247,32 @@ def _tables(buf: bytes | memoryview, table: int, voffset: int, most: int) -> lis
     return elements(buf, at, most)
 
 
+def _size_at(buf: bytes | memoryview, at: int) -> int:
+    """The length word of the string or vector whose uoffset is at ``at``."""
+    n: int = U32(buf, at + U32(buf, at)[0])[0]
+    return n
+
+
 def _part(buf: bytes | memoryview, view: memoryview, p: int) -> tuple[int, int, int]:
     """``(bytes charged, tokens, text bytes)`` of the ``ContentPart`` at ``p``;
     ``struct.error`` for an offset that leaves the buffer."""
-    vt = p - I32(buf, p)[0]
-    size = U16(buf, vt)[0]
-
-    def at(voffset: int) -> int:
-        off: int = U16(buf, vt + voffset)[0] if voffset + 2 <= size else 0
-        return p + off if off else 0
-
-    def length(voffset: int) -> int:
-        a = at(voffset)
-        n: int = U32(buf, a + U32(buf, a)[0])[0] if a else 0
-        return n
-
-    a = at(_P_KIND)
-    kind = I8(buf, a)[0] if a else _TEXT
-    words = sum(length(v) for v in _P_WORDS)
-    refs = sum(length(v) for v in _P_REFS)
+    f = entries(buf, p, _P_FIELDS)
+    off = f[_S_KIND]
+    kind = I8(buf, p + off)[0] if off else _TEXT
+    words = refs = 0
+    for slot in _S_WORDS:
+        if f[slot]:
+            words += _size_at(buf, p + f[slot])
+    for slot in _S_REFS:
+        if f[slot]:
+            refs += _size_at(buf, p + f[slot])
     charge = PART_BYTES + refs
     if kind == _TEXT:
         return charge, 0, words
-    a = at(_P_DATA)
+    off = f[_S_DATA]
     data = None
-    if a:
+    if off:
+        a = p + off
         v = a + U32(buf, a)[0]
         n = U32(buf, v)[0]
         if v + 4 + n > len(buf):
@@ -279,13 +280,13 @@ def _part(buf: bytes | memoryview, view: memoryview, p: int) -> tuple[int, int, 
         data = view[v + 4 : v + 4 + n]
         charge += n
     if kind == _IMAGE:
-        a = at(_P_DIALECT)
-        dialect = I8(buf, a)[0] if a else 0
-        a = at(_P_DETAIL)
+        off = f[_S_DIALECT]
+        dialect = I8(buf, p + off)[0] if off else 0
+        off = f[_S_DETAIL]
         low = False
-        if a:  # OpenAI's detail "low": its length word and bytes
-            at_s = a + U32(buf, a)[0]
-            low = bytes(view[at_s : at_s + 7]) == b"\x03\x00\x00\x00low"
+        if off:  # OpenAI's detail "low": its length word and bytes
+            at = p + off + U32(buf, p + off)[0]
+            low = bytes(view[at : at + 7]) == b"\x03\x00\x00\x00low"
         size = image_size(data) if data else None
         return charge, image_tokens(size, dialect, low=low), words
     if not data:  # a document's text or spanned parts, or what the gateway does not see
