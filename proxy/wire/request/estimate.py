@@ -45,8 +45,9 @@ place (``wire.media``: a bounded prefix of the header, nothing decoded):
   text and image);
 - audio, by its length: the bytes over the byte rate its header says
   (``wire.media.audio_byte_rate``; 16,000 bytes a second, a 128 kbit/s MP3,
-  when it says none) at ``AUDIO_TOKENS_PER_SECOND`` (OpenAI, "Realtime API",
-  "Cost": a token per 100 ms of a user's audio);
+  when it says none) at ``AUDIO_TOKENS_PER_SECOND`` (OpenAI's realtime guide,
+  "Managing costs": a token per 100 ms of a user's audio; the Chat
+  Completions API's audio input documents no rate of its own);
 - a plain-text document, or bytes of no media type the gateway knows: its
   bytes, as text;
 - a document or file the gateway does not see (a URL, a file id) counts as
