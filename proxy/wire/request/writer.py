@@ -157,10 +157,21 @@ _MSG_VTS = _vtables(
     tuple(_MSG_AT[f] for f in MESSAGE.fields),
     always=frozenset({MESSAGE.slot("role")}),
 )
-# Content-only message (the common case), table and its string's length prefix;
-# the string follows the table, so its uoffset is fixed.
-_MSG_CONTENT = struct.Struct(MESSAGE.inline_format + "I")
-_MSG_TEXT = _MSG_SIZE - _MSG_AT["content"]
+# A message of a role and text alone (the common case) has a table of its
+# own, narrower than ``Table.inline``'s (which has room for every field):
+# the soffset, content's uoffset, role, padding, then its string's length
+# prefix. Its vtable covers slots 0 and 1 only (a reader takes the slots
+# past a vtable's end as absent), so text messages cost what they did before
+# fields were appended to Message: 12 bytes and an 8-byte vtable, shared.
+_TEXT_MSG = struct.Struct("<iIbxxxI")
+_TEXT_SIZE = _TEXT_MSG.size - 4
+_TEXT_AT_CONTENT, _TEXT_AT_ROLE = 4, 8
+# Slot 0 is role, slot 1 content (checked below with the other layouts).
+_TEXT_VT = struct.pack("<4H", 8, _TEXT_SIZE, _TEXT_AT_ROLE, _TEXT_AT_CONTENT)
+# Its content's uoffset: from the field to the string right after the table.
+_TEXT_UOFFSET = _TEXT_SIZE - _TEXT_AT_CONTENT
+# The text table's shared vtable, keyed above every other (``tables``' keys).
+_TEXT_KEY = 1 << 30
 _MSG_CONTENT_AT, _MSG_NAME_AT = _MSG_AT["content"], _MSG_AT["name"]
 _MSG_CALLS_AT, _MSG_CALL_ID_AT = _MSG_AT["tool_calls"], _MSG_AT["tool_call_id"]
 _MSG_REASONING_AT, _MSG_PARTS_AT = _MSG_AT["reasoning"], _MSG_AT["parts"]
@@ -182,7 +193,8 @@ _KV_VTS = _vtables(_KV.size, tuple(_KV_AT[f] for f in KEY_VALUE.fields))
 # A key's string follows the table, and the value's the key's.
 _KV_KEY, _KV_VALUE = _KV.size - _KV_AT["key"], _KV.size - _KV_AT["value"]
 if (
-    MESSAGE.fields
+    MESSAGE.spec("role").fmt != "b"
+    or MESSAGE.fields
     != ("role", "content", "name", "tool_calls", "tool_call_id", "is_error", "reasoning", "parts")
     or REASONING_PART.fields != ("text", "opaque", "dialect", "id", "redacted")
     or TOOL.fields != ("name", "description", "parameters", "strict")
@@ -389,7 +401,7 @@ class RequestWriter:
         buf += bytes(4 * count)
         self._msgs = vec - (_ROOT_POS + _AT_MESSAGES)
         self._vt[_V_MESSAGES] = _AT_MESSAGES
-        pack_text = _MSG_CONTENT.pack
+        pack_text = _TEXT_MSG.pack
         pack_slot = PACK_U32_INTO
         text_vt = -1
         slot = vec + 4
@@ -398,13 +410,13 @@ class RequestWriter:
             if len(m) == 2:
                 role, data = m
                 if text_vt < 0:
-                    text_vt = vt_pos.get(1, -1)
+                    text_vt = vt_pos.get(_TEXT_KEY, -1)
                     if text_vt < 0:
-                        vt_pos[1] = text_vt = tpos
-                        buf += _MSG_VTS[1]
-                        tpos += len(_MSG_VTS[1])
+                        vt_pos[_TEXT_KEY] = text_vt = tpos
+                        buf += _TEXT_VT
+                        tpos += len(_TEXT_VT)
                 n = len(data)
-                buf += pack_text(tpos - text_vt, _MSG_TEXT, 0, 0, 0, 0, 0, role, 0, n)
+                buf += pack_text(tpos - text_vt, _TEXT_UOFFSET, role, n)
                 buf += data
                 buf += PAD[n & 3]
             else:
