@@ -14,8 +14,11 @@ string, table or vector), so that:
 - the writers (the request writer, the chunk writer, the embeddings writers)
   take the inline layout of each table from ``Table.inline``: the soffset
   first, then the fields by size, largest first, in slot order within a
-  size, the table padded to 4 bytes. A table with an 8-byte field must start at 4 mod 8 for it to be
-  aligned.
+  size, the table padded to 4 bytes. A table with an 8-byte field must
+  start at 4 mod 8 for it to be aligned. One exception: the request
+  writer's ``Message`` of a role and text alone has a narrower table of its
+  own (role and content only), so that fields appended to ``Message`` cost
+  the common message nothing.
 
 ``tests/schema/test_layouts.py`` checks every table against the schema and
 the generated code (slots, kinds, scalar types, nested tables), so a renamed,
