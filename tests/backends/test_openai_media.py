@@ -122,13 +122,13 @@ def test_wav_and_mp3_are_input_audio(data: bytes, media: str, fmt: str) -> None:
 def test_other_audio_is_refused_naming_it_or_dropped_and_named() -> None:
     ogg = ContentPart(kind=AUDIO, data=OGG, media_type="audio/ogg", dialect=RESPONSES)
     why = refusal(user(text("hear"), ogg))
-    assert why.startswith("messages.[0].content.[1]: audio of type 'audio/ogg'")
+    assert why.startswith("messages[0].content[1]: audio of type 'audio/ogg'")
     assert "drop_unsupported" in why
     omitted: list[str] = []
     assert content_of(text("hear"), ogg, drop=True, omitted=omitted) == [
         {"type": "text", "text": "hear"}
     ]
-    assert omitted == ["messages.[0].content.[1]"]
+    assert omitted == ["messages[0].content[1]"]
 
 
 def test_a_pdf_is_a_file_part_with_its_data_and_a_filename() -> None:
@@ -208,9 +208,9 @@ def test_another_providers_file_id_and_a_documents_url_are_refused_or_dropped() 
         {"type": "text", "text": "x"}
     ]
     assert omitted == [
-        "messages.[0].content.[0]",
-        "messages.[0].content.[1]",
-        "messages.[0].content.[2]",
+        "messages[0].content[0]",
+        "messages[0].content[1]",
+        "messages[0].content[2]",
     ]
 
 
@@ -269,11 +269,11 @@ def test_a_tool_run_at_the_end_gets_its_user_message_too() -> None:
 def test_media_in_a_system_message_is_refused_naming_it() -> None:
     shot = ContentPart(kind=IMAGE, url="https://x/s.png", dialect=ANTHROPIC)
     why = refusal(user(text("be brief"), shot, role=Role.System))
-    assert why.startswith("messages.[0].content.[1]: a system message's part")
+    assert why.startswith("messages[0].content[1]: a system message's part")
     omitted: list[str] = []
     (m,) = sent(wire([user(text("be brief"), shot, role=Role.System)]), drop=True, omitted=omitted)
     assert m == {"role": "system", "content": "be brief"}
-    assert omitted == ["messages.[0].content.[1]"]
+    assert omitted == ["messages[0].content[1]"]
 
 
 def test_a_text_only_request_has_no_parts_and_is_sent_as_before() -> None:

@@ -42,7 +42,7 @@ move to one ``user`` message written right after the run of tool messages
 it is in (OpenAI wants every result of a turn's calls right after it).
 Parts other than text in a system, developer or assistant message (no
 client API sends them) are refused. A refused part is an ``Untranslatable``
-naming it (``messages.[1].content.[0]``, the wire's indexes), unless the
+naming it (``messages[1].content[0]``, the wire's indexes), unless the
 backend sets ``drop_unsupported``: then it is left out and named so. Pure:
 no I/O.
 """
@@ -213,7 +213,7 @@ def _part(part: ContentPart, at: str, omitted: list[str], drop: bool) -> list[Wr
 def _written(i: int, parts: list[ContentPart], omitted: list[str], drop: bool) -> list[Written]:
     out: list[Written] = []
     for j, part in enumerate(parts):
-        out += _part(part, f"messages.[{i}].content.[{j}]", omitted, drop)
+        out += _part(part, f"messages[{i}].content[{j}]", omitted, drop)
     return out
 
 
@@ -243,7 +243,7 @@ def message_with_parts(
             kept.append(part)
         else:
             _cannot(
-                f"messages.[{i}].content.[{j}]",
+                f"messages[{i}].content[{j}]",
                 f"a {m.role} message's part other than text has no Chat Completions form",
                 omitted,
                 drop,

@@ -160,16 +160,10 @@ def _calls(m: Message) -> list[Item]:
     ]
 
 
-def _index(messages: list[Message], m: Message) -> str:
-    """``m``'s place in the request, as refusals name it (``messages[1]``)."""
-    return f"messages[{next(i for i, n in enumerate(messages) if n is m)}]"
-
-
-def _with_parts(m: Message, messages: list[Message], omitted: list[str], drop: bool) -> Item:
-    """A message that holds more than text (``parts.written_parts``): a
-    message item of its role, or a tool result's ``function_call_output``
-    with a content list."""
-    where = _index(messages, m)
+def _with_parts(m: Message, where: str, omitted: list[str], drop: bool) -> Item:
+    """A message that holds more than text (``parts.written_parts``), at
+    ``where`` (``messages[1]``, as refusals name it): a message item of its
+    role, or a tool result's ``function_call_output`` with a content list."""
     parts = written_parts(m.parts or [], where, omitted, drop)
     role = m.role
     if role == "tool":
@@ -205,14 +199,15 @@ def _input(
     items: list[Item] = []
     add = items.append
     # The roles most messages have first: a per-message test is per item.
-    for m in rest:
+    first_index = len(messages) - len(rest)
+    for i, m in enumerate(rest, first_index):
         role = m.role
         if m.name:
             omitted.append("name")
         if m.parts:
             if role == "assistant" and m.reasoning:
                 items += _reasoning(m.reasoning, messages, m, omitted)
-            add(_with_parts(m, messages, omitted, drop))
+            add(_with_parts(m, f"messages[{i}]", omitted, drop))
             if role == "assistant" and m.tool_calls:
                 items += _calls(m)
             continue
