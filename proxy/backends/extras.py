@@ -123,6 +123,10 @@ _NOTHING_MESSAGES = {
     # A tool loaded on demand (Anthropic's tool search): the tool is sent in
     # full, which is what loading it up front is.
     "tools.defer_loading": "the tool is sent in full: loaded up front",
+    # Arguments streamed without buffering them to check them first (the AI
+    # SDK's anthropic() provider sets it on every tool when it streams):
+    # OpenAI-compatible servers stream tool arguments as they come anyway.
+    "tools.eager_input_streaming": "tool arguments stream unchecked there anyway",
     # Where a text came from (a previous answer's citations): the text is
     # sent, and the citations only describe it.
     "messages.content.citations": "the text is sent; citations only describe it",
@@ -133,7 +137,15 @@ NOTHING: dict[int, dict[str, str]] = {
     int(ApiDialect.ANTHROPIC_MESSAGES): _NOTHING_MESSAGES,
 }
 _OFF = frozenset(
-    {"store", "logprobs", "truncation", "background", "parallel_tool_calls", "tools.defer_loading"}
+    {
+        "store",
+        "logprobs",
+        "truncation",
+        "background",
+        "parallel_tool_calls",
+        "tools.defer_loading",
+        "tools.eager_input_streaming",
+    }
 )
 _OFF_VALUES = frozenset({b"null", b"false", b'"disabled"'})
 
@@ -460,7 +472,8 @@ def messages_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[tu
     else ``thinking`` of type ``enabled`` -> ``reasoning_effort`` by its
     ``budget_tokens`` (``_budget_effort``); the fields mapped to nothing
     (``NOTHING``: cache_control, beta headers, metadata, adaptive or disabled
-    thinking, a tool's ``defer_loading``, a text block's ``citations``)
+    thinking, a tool's ``defer_loading`` and ``eager_input_streaming``, a
+    text block's ``citations``)
     named in ``omitted``; any other refused unless ``drop``. A tool's or a
     block's own fields (``$tools``, ``$blocks``) are named
     ``tools.<field>`` and ``messages.content.<field>``; a null one means

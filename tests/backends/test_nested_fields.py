@@ -1,8 +1,9 @@
 """A Messages client's tool and content-block fields with no wire slot
 (``$tools``, ``$blocks``: issue 22) at each JSON adapter: the ``anthropic``
 one splices each into its own tool or block, as the client wrote it; the
-OpenAI-compatible ones name a tool's ``defer_loading`` and a text's
-``citations`` (mapped to nothing) and refuse any other unless dropped."""
+OpenAI-compatible ones name a tool's ``defer_loading`` and
+``eager_input_streaming`` and a text's ``citations`` (mapped to nothing)
+and refuse any other unless dropped."""
 
 from __future__ import annotations
 
@@ -132,16 +133,19 @@ def test_a_field_the_adapter_writes_itself_is_never_spliced_over() -> None:
 # -- OpenAI-compatible backends: mapped to nothing, refused, or dropped ------------
 
 
+@pytest.mark.parametrize("field", ["defer_loading", "eager_input_streaming"])
 @pytest.mark.parametrize("encode", [openai_request, responses_request])
-def test_defer_loading_is_named_and_the_tool_sent_in_full(encode: Any) -> None:
+def test_a_loading_or_streaming_hint_is_named_and_the_tool_sent_in_full(
+    encode: Any, field: str
+) -> None:
+    # eager_input_streaming: the AI SDK's anthropic() provider puts it on
+    # every tool when it streams.
     omitted: list[str] = []
-    body = json.loads(
-        encode(edge(tools=[tool("a", defer_loading=True)]), model="m", omitted=omitted)
-    )
-    assert omitted == ["tools.defer_loading"]
-    assert len(body["tools"]) == 1
+    body = json.loads(encode(edge(tools=[tool("a", **{field: True})]), model="m", omitted=omitted))
+    assert omitted == [f"tools.{field}"]
+    assert len(body["tools"]) == 1 and field not in json.dumps(body)
     off: list[str] = []
-    encode(edge(tools=[tool("a", defer_loading=False)]), model="m", omitted=off)
+    encode(edge(tools=[tool("a", **{field: False})]), model="m", omitted=off)
     assert off == []
 
 
@@ -157,9 +161,7 @@ def test_citations_are_named_and_the_text_sent(encode: Any) -> None:
     assert b'"so"' in body and b"char_location" not in body
 
 
-@pytest.mark.parametrize(
-    "field", ["input_examples", "eager_input_streaming", "allowed_callers", "x_new"]
-)
+@pytest.mark.parametrize("field", ["input_examples", "allowed_callers", "x_new"])
 def test_another_tool_field_is_refused_naming_it_unless_dropped(field: str) -> None:
     req = edge(tools=[tool("a", **{field: ["direct"]})])
     with pytest.raises(UnsupportedField) as info:

@@ -10,8 +10,12 @@
 // (Chat Completions), `openai-compatible` (Chat Completions) and `anthropic`
 // (Messages). Each run is one generateText with one user message: the
 // prompt, then each file as a `file` part (bytes, its media type and
-// filename). It prints one JSON object, run id -> {text} or {error}, with
-// `sent`, the request bodies the provider posted (seen through its `fetch`).
+// filename). A run with `tool: true` is instead one streamText with the
+// prompt alone and one tool, `lookup` ({q: string}), that the model must call
+// (`toolChoice` names it): the agent loop's first step, streamed. It prints
+// one JSON object, run id -> {text, tool_calls} or {error}, with `sent`, the
+// request bodies the provider posted and the x-flatgate-dropped-fields
+// header of each answer (seen through its `fetch`).
 
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
@@ -20,15 +24,17 @@ const spec = JSON.parse(process.argv[2]);
 const require = createRequire(`${spec.modules}/package.json`);
 const load = (name) => import(pathToFileURL(require.resolve(name)).href);
 
-const { generateText } = await load("ai");
+const { generateText, streamText, jsonSchema, tool } = await load("ai");
 const { createOpenAI } = await load("@ai-sdk/openai");
 const { createOpenAICompatible } = await load("@ai-sdk/openai-compatible");
 const { createAnthropic } = await load("@ai-sdk/anthropic");
 
 function recording(sent) {
   return async (url, init) => {
-    sent.push({ url: String(url), body: JSON.parse(init.body) });
-    return fetch(url, init);
+    const response = await fetch(url, init);
+    const dropped = response.headers.get("x-flatgate-dropped-fields");
+    sent.push({ url: String(url), body: JSON.parse(init.body), dropped });
+    return response;
   };
 }
 
@@ -58,12 +64,43 @@ const content = [
   })),
 ];
 
+const lookup = tool({
+  description: "look a word up",
+  inputSchema: jsonSchema({
+    type: "object",
+    properties: { q: { type: "string" } },
+    required: ["q"],
+    additionalProperties: false,
+  }),
+});
+
+async function streamedToolCall(model) {
+  const errors = [];
+  const result = streamText({
+    model,
+    maxRetries: 0,
+    prompt: spec.prompt,
+    tools: { lookup },
+    toolChoice: { type: "tool", toolName: "lookup" },
+    onError: ({ error }) => errors.push(error),
+  });
+  const text = await result.text;
+  if (errors.length) throw errors[0];
+  const calls = await result.toolCalls;
+  return { text, tool_calls: calls.map((c) => ({ name: c.toolName, input: c.input })) };
+}
+
 const report = {};
 for (const run of spec.runs) {
   const sent = [];
   try {
+    const model = modelOf(run, sent);
+    if (run.tool) {
+      report[run.id] = { ...(await streamedToolCall(model)), sent };
+      continue;
+    }
     const result = await generateText({
-      model: modelOf(run, sent),
+      model,
       maxRetries: 0,
       messages: [{ role: "user", content }],
     });
