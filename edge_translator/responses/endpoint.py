@@ -48,7 +48,12 @@ from flatgate.edge_translator.errors import EdgeError, InvalidRequest, shown
 from flatgate.edge_translator.openai.endpoint import BearerApi
 from flatgate.edge_translator.responses.echo import Echo, echo_of, new_id
 from flatgate.edge_translator.responses.items import CARRIED, encode_items, list_answer
-from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure, StreamRenderer
+from flatgate.edge_translator.responses.render import (
+    DONE,
+    Aggregator,
+    RenderedFailure,
+    StreamRenderer,
+)
 from flatgate.edge_translator.responses.store import StoredResponses, list_pieces
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
@@ -218,7 +223,11 @@ class ResponsesApi(BearerApi):
 
     def error_event(self, err: EdgeError) -> bytes:
         """``response.failed`` when a renderer saw the failure; else an
-        ``error`` event (no response began: keep-alives only)."""
+        ``error`` event (no response began: keep-alives only): its fields at
+        the top level, as OpenAI sends them and the SDKs read them, and as
+        an ``error`` object (``type``, ``code``, ``message``, ``param``), as
+        the Open Responses specification's ``ErrorStreamingEvent`` has them;
+        then the terminal ``[DONE]``."""
         if isinstance(err, RenderedFailure):
             return err.event
         body = {
@@ -226,9 +235,10 @@ class ResponsesApi(BearerApi):
             "code": err.code,
             "message": err.message,
             "param": err.param,
+            "error": err.detail(),
             "sequence_number": 0,
         }
-        return b"event: error\ndata: " + _encode(body) + b"\n\n"
+        return b"event: error\ndata: " + _encode(body) + b"\n\n" + DONE
 
 
 RESPONSES = ResponsesApi()

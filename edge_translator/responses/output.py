@@ -1,5 +1,6 @@
 """The pieces of a Responses answer's JSON: its output items
-(``OutputItem``), its ``usage`` and a failed response's ``error``.
+(``OutputItem``), a message's tokens' logprobs (``logprobs_of``), its
+``usage`` and a failed response's ``error``.
 
 Owns how each output item reads in ``output`` and in its
 ``response.output_item.done`` event: a message (``msg_...``, one
@@ -16,14 +17,63 @@ from __future__ import annotations
 import msgspec
 
 from flatgate.edge_translator.errors import EdgeError
-from flatgate.proxy.wire.chunk.frames import Usage
+from flatgate.proxy.wire.chunk.frames import Chunk, Usage
+from flatgate.proxy.wire.schema import ApiDialect
 
-__all__ = ["FC", "MSG", "RS", "OutputItem", "failed_error", "usage_json"]
+__all__ = ["FC", "MSG", "RS", "OutputItem", "failed_error", "logprobs_of", "usage_json"]
 
 # Item kinds: a message, a reasoning item, a function call.
 MSG, RS, FC = 1, 2, 3
 
 _encode = msgspec.json.Encoder().encode
+_CHAT = int(ApiDialect.OPENAI_CHAT)
+
+
+class _Top(msgspec.Struct, gc=False, omit_defaults=False):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class _Token(msgspec.Struct, gc=False, omit_defaults=False):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[_Top] = []
+
+
+class _Tokens(msgspec.Struct, gc=False):
+    content: list[_Token] | None = None
+
+
+class _Logprobs(msgspec.Struct, gc=False):
+    logprobs: _Tokens | None = None
+
+
+_decode_logprobs = msgspec.json.Decoder(_Logprobs).decode
+
+
+def logprobs_of(chunk: Chunk) -> list[bytes]:
+    """A chunk's tokens' logprobs (its extras ``{"logprobs": {"content":
+    [...]}}``, in Chat Completions' shape from every backend), each entry's
+    JSON as the Responses API writes it: ``bytes`` is required there, so one
+    a backend left out or sent as null is the token's UTF-8 (what Chat
+    Completions sends); none when it has none."""
+    if chunk.extras_dialect != _CHAT:
+        return []
+    try:
+        tokens = _decode_logprobs(chunk.extras.encode()).logprobs
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []  # not the backend's: its adapter writes well-formed extras
+    if tokens is None or not tokens.content:
+        return []
+    for t in tokens.content:
+        if t.bytes is None:
+            t.bytes = list(t.token.encode())
+        for top in t.top_logprobs:
+            if top.bytes is None:
+                top.bytes = list(top.token.encode())
+    return [_encode(t) for t in tokens.content]
 
 
 def usage_json(u: Usage | None) -> bytes:

@@ -40,23 +40,30 @@ identity from ``output_item.added`` to ``.done``):
   ``rate_limit_exceeded`` for a 429, which Codex retries, else
   ``server_error``; flatgate's code in the message), which ``endpoint``'s
   ``error_event`` sends; ``fail(err)`` renders it for any other failure.
+  Every stream ends with ``data: [DONE]`` (``DONE``: after the terminal
+  event, as the Open Responses specification says it MUST).
 - ``Aggregator`` folds a whole answer's chunks into the ``response`` object
   (the same items, in order; no events).
 - Both give ``response_json()``: the ``response`` object as it stands (what
   ``GET /v1/responses/{id}`` serves), echoing the request (``echo.Echo``).
 
 The JSON carries no ``output_text``: the SDKs compute it from the output
-items, as OpenAI's reference has it; ``completed_at`` is ``null`` (no clock
-here). Usage (``input_tokens`` with
+items, as OpenAI's reference has it. ``completed_at`` is the time the
+answer completed (the ``clock`` read once, as the final chunk is rendered),
+``null`` before and for a response that did not complete. Usage (``input_tokens`` with
 ``input_tokens_details.cached_tokens``, ``output_tokens`` with
 ``output_tokens_details.reasoning_tokens``, ``total_tokens``) is the
 backend's counts, ``null`` when it sent none (never made up). A text delta
 inside an open message (the per-token path) is a pre-encoded head, the
 msgspec-encoded text and a fixed tail, written with ``Encoder.encode_into``
-into one reused ``bytearray``. Pure: no I/O, no clock (``created`` is given).
+into one reused ``bytearray``. Pure: no I/O; the one clock read is the
+given ``clock``'s (``created`` is given).
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import msgspec
 
@@ -69,6 +76,7 @@ from flatgate.edge_translator.responses.output import (
     RS,
     OutputItem,
     failed_error,
+    logprobs_of,
     usage_json,
 )
 from flatgate.edge_translator.responses.translate import encrypted_of
@@ -76,70 +84,26 @@ from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 
-__all__ = ["Aggregator", "RenderedFailure", "StreamRenderer"]
+__all__ = ["DONE", "Aggregator", "RenderedFailure", "StreamRenderer"]
 
 _encoder = msgspec.json.Encoder()
 _encode = _encoder.encode
 _encode_into = _encoder.encode_into
 _extras_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
-_CHAT = int(ApiDialect.OPENAI_CHAT)
 _INCOMPLETE = {
     FinishReason.LENGTH: b"max_output_tokens",
     FinishReason.CONTENT_FILTER: b"content_filter",
 }
 
 
-class _Top(msgspec.Struct, gc=False, omit_defaults=False):
-    token: str
-    logprob: float
-    bytes: list[int] | None = None
-
-
-class _Token(msgspec.Struct, gc=False, omit_defaults=False):
-    token: str
-    logprob: float
-    bytes: list[int] | None = None
-    top_logprobs: list[_Top] = []
-
-
-class _Tokens(msgspec.Struct, gc=False):
-    content: list[_Token] | None = None
-
-
-class _Logprobs(msgspec.Struct, gc=False):
-    logprobs: _Tokens | None = None
-
-
-_decode_logprobs = msgspec.json.Decoder(_Logprobs).decode
-
-
-def _logprobs_of(chunk: Chunk) -> list[bytes]:
-    """A chunk's tokens' logprobs (its extras ``{"logprobs": {"content":
-    [...]}}``, in Chat Completions' shape from every backend), each entry's
-    JSON as the Responses API writes it: ``bytes`` is required there, so one
-    a backend left out or sent as null is the token's UTF-8 (what Chat
-    Completions sends); none when it has none."""
-    if chunk.extras_dialect != _CHAT:
-        return []
-    try:
-        tokens = _decode_logprobs(chunk.extras.encode()).logprobs
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return []  # not the backend's: its adapter writes well-formed extras
-    if tokens is None or not tokens.content:
-        return []
-    for t in tokens.content:
-        if t.bytes is None:
-            t.bytes = list(t.token.encode())
-        for top in t.top_logprobs:
-            if top.bytes is None:
-                top.bytes = list(top.token.encode())
-    return [_encode(t) for t in tokens.content]
-
-
 _TEXT_DELTA = b"response.output_text.delta"
 _DELTA_TAIL = b',"logprobs":[],"sequence_number":'
 _NO_ERROR = b'"error":null,"incomplete_details":null'
+# The last bytes of every stream (the Open Responses specification, "HTTP
+# Requests and Responses": "The terminal event MUST be the literal string
+# [DONE]"); the SDKs stop reading at it, as they do for Chat Completions.
+DONE = b"data: [DONE]\n\n"
 
 
 class RenderedFailure(EdgeError):
@@ -161,9 +125,20 @@ class RenderedFailure(EdgeError):
 class _Answer:
     """One answer's items, events and outcome (see the module docstring)."""
 
-    def __init__(self, *, response_id: str, created: int, model: str, echo: Echo) -> None:
+    def __init__(
+        self,
+        *,
+        response_id: str,
+        created: int,
+        model: str,
+        echo: Echo,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._id = response_id
         self._created = created
+        self._clock = clock
+        # When the answer completed (``completed_at``; 0: not completed).
+        self._completed_at = 0
         self._model = model
         self._echo = echo
         self._seq = 0
@@ -216,8 +191,12 @@ class _Answer:
             b'{"id":'
             + _encode(self._id)
             + b',"object":"response","created_at":%d,"status":"%s","background":false,'
-            b'"completed_at":null,'
-            % (self._created, status)
+            b'"completed_at":%s,'
+            % (
+                self._created,
+                status,
+                b"%d" % self._completed_at if final and status == b"completed" else b"null",
+            )
             + details
             + b","
             + self._echo.fields
@@ -469,12 +448,12 @@ class _Answer:
         if chunk.extras and chunk.extras_dialect == _RESPONSES:
             self._hosted(out, chunk.extras)
         if chunk.content:
-            logprobs = _logprobs_of(chunk) if chunk.extras else None
+            logprobs = logprobs_of(chunk) if chunk.extras else None
             out.append(self._text(self._msg or self._message(out), chunk.content, logprobs))
         elif chunk.extras and self._msg is not None:
             # A token with no text (vLLM scores the end token on its finish
             # chunk): its logprobs join the message's, with no delta of its own.
-            self._msg.logprobs += _logprobs_of(chunk)
+            self._msg.logprobs += logprobs_of(chunk)
         for call in chunk.tool_calls:
             self._call(out, call)
         if chunk.usage is not None:
@@ -485,6 +464,7 @@ class _Answer:
             if reason is None:
                 self._close(out, b"completed")
                 self._status = b"completed"
+                self._completed_at = int(self._clock())
                 out.append(
                     self._event(
                         b"response.completed", b'"response":' + self._response(b"completed")
@@ -504,7 +484,11 @@ class _Answer:
 
     def fail(self, err: EdgeError) -> bytes:
         """The events that end this answer with ``err``: ``response.failed``
-        (after ``response.created`` if nothing went out yet)."""
+        (after ``response.created`` if nothing went out yet), then the
+        stream's terminal ``[DONE]``; a failure this answer rendered already
+        (``RenderedFailure``) is its events again, in the same sequence."""
+        if isinstance(err, RenderedFailure) and self._status == b"failed":
+            return err.event
         out: list[bytes] = []
         if not self._started:
             self._start(out)
@@ -515,6 +499,7 @@ class _Answer:
                 b"response.failed", b'"response":' + self._response(b"failed", self._details)
             )
         )
+        out.append(DONE)
         return b"".join(out)
 
     def response_json(self, *, stored: bool = False) -> bytes:
@@ -554,8 +539,10 @@ class StreamRenderer(_Answer):
         return self._feed(chunk)
 
     def end(self) -> bytes:
-        """Nothing: the terminal event went out with the final chunk."""
-        return b""
+        """The stream's terminal ``data: [DONE]`` (after the final chunk's
+        ``response.completed`` or ``.incomplete``), which the Open
+        Responses specification says a stream MUST end with."""
+        return DONE
 
 
 class Aggregator(_Answer):

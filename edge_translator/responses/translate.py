@@ -35,7 +35,8 @@ the payload>`` (``encrypted_of``), and goes back to the wire as that
 dialect's part (``reasoning_part``), so that it survives the round trip to
 the backend that made it. OpenAI's own ``encrypted_content`` travels as is.
 
-Scalars: ``max_output_tokens`` is ``max_tokens``; a stream always asks for
+Scalars: ``max_output_tokens`` is ``max_tokens``; ``temperature``,
+``top_p``, ``presence_penalty`` and ``frequency_penalty`` their slots; a stream always asks for
 usage (every Responses answer reports it). ``text.format`` is written as
 Chat Completions' ``response_format`` (``response_format_of``); the extras
 (``apis.openai_responses.request``) with dialect ``OpenAIResponses``. Items of other types can only
@@ -299,6 +300,8 @@ def write_request(
         max_tokens=req.max_output_tokens or 0,
         temperature=req.temperature,
         top_p=req.top_p,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
         stream=stream,
         include_usage=stream,
         parallel_tool_calls=req.parallel_tool_calls,

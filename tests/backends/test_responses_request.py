@@ -274,11 +274,13 @@ def test_every_mapped_setting() -> None:
 
 
 def test_fields_the_responses_api_has_no_place_for_are_left_out_and_named() -> None:
-    req = chat(stop=["END"], seed=3, presence_penalty=0.1, frequency_penalty=0.2, n=2)
+    req = chat(stop=["END"], seed=3, presence_penalty=0.5, frequency_penalty=0.25, n=2)
     out = body(req)
-    for name in ("stop", "seed", "presence_penalty", "frequency_penalty", "n"):
+    for name in ("stop", "seed", "n"):
         assert name not in out
-    assert omitted_by(req) == ["stop", "seed", "presence_penalty", "frequency_penalty", "n"]
+    assert omitted_by(req) == ["stop", "seed", "n"]
+    # The Open Responses specification's request has both penalties: carried.
+    assert (out["presence_penalty"], out["frequency_penalty"]) == (0.5, 0.25)
 
 
 def test_function_tools_send_strict_always() -> None:

@@ -16,6 +16,8 @@ travel where (``translate`` writes them):
   ``input_text`` / ``input_image`` / ``input_file`` parts;
   ``reasoning``, its summary and ``encrypted_content``), ``instructions``,
   ``model``, ``max_output_tokens``, ``temperature``, ``top_p``,
+  ``presence_penalty``, ``frequency_penalty`` (the Open Responses
+  specification's and the answer's; the Chat Completions ranges),
   ``parallel_tool_calls``, ``tools`` and ``tool_choice`` (``tools``:
   functions, and Codex's ``namespace`` groups flattened), ``text.format``
   (as Chat Completions' ``response_format``), ``metadata``, ``user`` and
@@ -164,6 +166,7 @@ class _StreamOptions(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 _Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 _Temp = Annotated[float, msgspec.Meta(ge=0.0, le=2.0)]
+_Penalty = Annotated[float, msgspec.Meta(ge=-2.0, le=2.0)]
 _Int32 = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 
 
@@ -177,6 +180,8 @@ class ResponsesRequest(msgspec.Struct, gc=False):
     max_output_tokens: _Int32 | None = None
     temperature: _Temp | None = None
     top_p: _Unit | None = None
+    presence_penalty: _Penalty | None = None
+    frequency_penalty: _Penalty | None = None
     # Each tool kept raw: a hosted tool travels as the client wrote it.
     tools: list[msgspec.Raw] | None = None
     tool_choice: msgspec.Raw = msgspec.Raw()

@@ -35,10 +35,11 @@ request's own fields):
 - tools -> function tools (``strict`` sent always, ``false`` when the request
   says nothing: the Responses API's own default would be ``true``),
   tool_choice, parallel_tool_calls, max_tokens -> ``max_output_tokens``,
-  temperature, top_p, response_format -> ``text.format`` (the Chat
-  Completions shape flattened), metadata, user;
-- left out: stop, seed, presence/frequency penalties, n, top_k, a message's
-  ``name`` (the Responses API has none of them).
+  temperature, top_p, presence_penalty, frequency_penalty (the Open
+  Responses specification's request has both), response_format ->
+  ``text.format`` (the Chat Completions shape flattened), metadata, user;
+- left out: stop, seed, n, top_k, a message's ``name`` (the Responses API
+  has none of them).
 
 The client's extras (``backends.extras``): Responses ones are merged at the
 top level (never over ``model``, ``input`` or ``stream``; ``text`` merged
@@ -267,10 +268,6 @@ def _left_out(req: Request, omitted: list[str]) -> None:
         omitted.append("stop")
     if req.seed is not None:
         omitted.append("seed")
-    if req.presence_penalty is not None:
-        omitted.append("presence_penalty")
-    if req.frequency_penalty is not None:
-        omitted.append("frequency_penalty")
     if req.n > 1:
         omitted.append("n")
     if req.top_k:
@@ -330,6 +327,8 @@ def encode_request(
         max_output_tokens=req.max_tokens or None,
         temperature=req.temperature,
         top_p=req.top_p,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
         # Function tools, then the hosted tools the backend runs (as sent).
         tools=_tools(req) if req.tools else None,
         tool_choice=choice,

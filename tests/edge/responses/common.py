@@ -50,9 +50,13 @@ def decoded(**body: Any) -> Decoded:
 def parse_sse(raw: bytes) -> list[Event]:
     """(event name, data) per event of an SSE body, checked: the ``event:``
     line names its data's ``type``, the SDK's types take it, and the
-    sequence numbers count up by one from the first."""
+    sequence numbers count up by one from the first (a trailing ``data:
+    [DONE]``, a whole stream's last bytes, is left out)."""
     out: list[Event] = []
-    for block in raw.decode().split("\n\n")[:-1]:
+    blocks = raw.decode().split("\n\n")[:-1]
+    if blocks and blocks[-1] == "data: [DONE]":
+        blocks.pop()  # the terminal event of a whole stream, and only there
+    for block in blocks:
         name_line, data_line = block.split("\n")
         name = name_line.removeprefix("event: ")
         data = json.loads(data_line.removeprefix("data: "))
@@ -75,6 +79,7 @@ def render(*chunks: Chunk, req: Decoded | None = None) -> list[Event]:
     r = renderer(req)
     raw = b"".join(r.feed(c) for c in chunks) + r.end()
     assert r.finished
+    assert raw.endswith(b"\n\ndata: [DONE]\n\n") and raw.count(b"[DONE]") == 1
     events = parse_sse(raw)
     assert events[0][1]["sequence_number"] == 0
     return events

@@ -377,11 +377,22 @@ def test_the_request_is_echoed() -> None:
         "instructions": "I",
         "max_output_tokens": 9,
         "temperature": 0.5,
-        "tools": tools,
+        # A function tool with every member the schema requires (strict:
+        # true, the default the wire carries); another tool as sent.
+        "tools": [
+            {
+                "type": "function",
+                "name": "f",
+                "description": None,
+                "parameters": {"type": "object"},
+                "strict": True,
+            },
+            {"type": "web_search"},
+        ],
         "tool_choice": "required",
         "parallel_tool_calls": False,
         "text": {"format": {"type": "json_object"}, "verbosity": "low"},
-        "reasoning": {"effort": "low"},
+        "reasoning": {"effort": "low", "summary": None},
         "metadata": {"k": "v"},
         "store": False,
         "previous_response_id": "resp_0",
