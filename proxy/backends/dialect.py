@@ -4,14 +4,19 @@ Owns what the stub answers, whatever protocol it speaks:
 
 - ``StubRequest``: what a wire module (``fbs``, ``openai``,
   ``openai_responses``, ``anthropic``) reads out of a request: roles and
-  texts, the token limit, the forced tool, ``stream``, the fault the request
-  asks for, and the settings a protocol echoes;
+  texts, the token limit, the forced tool, the function tools it offers
+  (``OfferedTool``), ``stream``, the fault the request asks for, and the
+  settings a protocol echoes;
 - ``answer``: the echo of the last ``user`` message, one delta per
   whitespace-delimited word with the whitespace after it (``deltas_of``), cut
   before the first of the request's stop sequences it contains (finish
   ``stop``, naming the sequence), then at ``max_tokens`` deltas (finish
-  ``length``, else ``stop``), or one tool call when the request forces a
-  tool;
+  ``length``, else ``stop``), or one tool call: when the request forces a
+  tool (arguments ``{"input": "<last user message>"}``), or, in the
+  ``offered`` tool mode (``ToolMode``, ``[stub] tools``), when it offers
+  exactly one function tool, may call it, and its conversation ends with
+  the user's new input (not a tool's result), with arguments its schema
+  accepts (``arguments_for``);
 - ``split_model``: a model name's fault suffix (``echo@die:2``);
 - ``described``: a message's content parts as the echo shows them, so that
   a test can prove the bytes arrived intact: each text part's text, each
@@ -51,18 +56,22 @@ __all__ = [
     "LISTED_MODEL",
     "MID_STREAM",
     "STUB_MAX_BODY",
+    "TOOL_MODES",
     "Answer",
     "Canned",
     "Fault",
     "HeaderFn",
     "Headers",
+    "OfferedTool",
     "Rejected",
     "Rendering",
     "Reply",
     "StubRequest",
     "ToolCall",
+    "ToolMode",
     "Wire",
     "answer",
+    "arguments_for",
     "deltas_of",
     "describe_part",
     "described",
@@ -77,6 +86,13 @@ Fault = Literal[
     "fail", "stall", "die", "hang", "error", "rate_limit", "overloaded", "auth", "reject"
 ]
 FAULTS: tuple[str, ...] = get_args(Fault)
+
+# When the stub calls a tool: ``named``, only the one ``tool_choice`` names;
+# ``offered``, also the one function tool a request offers, unasked (what a
+# model does when the prompt asks for what the tool does), so that suites
+# written for real models run against it.
+ToolMode = Literal["named", "offered"]
+TOOL_MODES: tuple[str, ...] = get_args(ToolMode)
 
 Headers = list[tuple[str, str]]
 HeaderFn = Callable[[str], str | None]
@@ -94,6 +110,15 @@ LISTED_MODEL = "flatgate-echo"
 
 _WORD = re.compile(r"\S+\s*")
 _SUFFIX = re.compile(rf"@({'|'.join(FAULTS)})(?::(\d{{1,9}}))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedTool:
+    """A function tool a request offers: its name and its parameters' JSON
+    Schema as JSON text (``""``: none given)."""
+
+    name: str
+    parameters: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +146,9 @@ class StubRequest:
     # A protocol's own settings that its answer echoes or acts on (the
     # Responses API's `tools`, `reasoning`, `include`, ...), as sent.
     params: dict[str, Any] = field(default_factory=dict)
+    # The function tools the model may call, in the request's order: none
+    # when its tool_choice says none (hosted and server tools are not here).
+    offered: tuple[OfferedTool, ...] = ()
 
     @property
     def last_user(self) -> str:
@@ -128,6 +156,15 @@ class StubRequest:
             if role == Role.User:
                 return content
         return ""
+
+    @property
+    def new_input(self) -> bool:
+        """Whether the conversation ends with the user's input (system
+        messages aside), not with a tool's result or the assistant."""
+        for role, _ in reversed(self.messages):
+            if role not in (Role.System, Role.Developer):
+                return bool(role == Role.User)
+        return False
 
     @property
     def prompt_tokens(self) -> int:
@@ -214,14 +251,16 @@ class Answer:
         return "".join(self.deltas)
 
 
-def answer(req: StubRequest, tool_id_prefix: str = "call_") -> Answer:
-    """The echo of ``req`` (see the module docstring)."""
+def answer(req: StubRequest, tool_id_prefix: str = "call_", tools: ToolMode = "named") -> Answer:
+    """The echo of ``req`` (see the module docstring), in tool mode ``tools``."""
+    call = None
     if req.forced_tool:
-        call = ToolCall(
-            id=f"{tool_id_prefix}{req.request_id or 'stub'}",
-            name=req.forced_tool,
-            arguments=json.dumps({"input": req.last_user}),
-        )
+        call = ToolCall("", req.forced_tool, json.dumps({"input": req.last_user}))
+    elif tools == "offered" and len(req.offered) == 1 and req.new_input:
+        [tool] = req.offered
+        call = ToolCall("", tool.name, arguments_for(tool.parameters, req.last_user))
+    if call is not None:
+        call = ToolCall(f"{tool_id_prefix}{req.request_id or 'stub'}", call.name, call.arguments)
         return Answer((), FinishReason.TOOL_CALLS, Usage(req.prompt_tokens, 1), call)
     text, matched = _until_stop(req.last_user, req.stop)
     deltas = deltas_of(text, req.max_tokens)
@@ -231,6 +270,53 @@ def answer(req: StubRequest, tool_id_prefix: str = "call_") -> Answer:
         finish = FinishReason.LENGTH
         matched = ""
     return Answer(tuple(deltas), finish, Usage(req.prompt_tokens, len(deltas)), None, matched)
+
+
+# The empty value of each JSON Schema type a tool's parameter may have but
+# a string (``_value_for``), made afresh each time.
+_EMPTY: dict[str, Callable[[], Any]] = {
+    "integer": int,
+    "number": int,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": type(None),
+}
+
+
+def _value_for(schema: object, text: str) -> Any:
+    """A value ``schema`` accepts: its first ``enum`` or its ``const``
+    value, ``text`` for a string (or a schema that names no type it knows),
+    else the type's empty value (0, false, [], {}, null)."""
+    if not isinstance(schema, dict):
+        return text
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type", "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    empty = _EMPTY.get(kind) if isinstance(kind, str) else None
+    return text if empty is None else empty()
+
+
+def arguments_for(parameters: str, text: str) -> str:
+    """A tool call's arguments (JSON text) that ``parameters``, a JSON
+    Schema's text, accepts: each ``required`` property a value of its type
+    (``_value_for``: a string is ``text``, the last user message), nothing
+    else; ``{"input": text}`` for a tool whose schema names no properties
+    (none given, or ``{"type": "object"}``: any object)."""
+    try:
+        schema = json.loads(parameters) if parameters else None
+    except ValueError:
+        schema = None
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return json.dumps({"input": text})
+    props: dict[str, Any] = schema["properties"]
+    required = schema.get("required")
+    names = [n for n in required if isinstance(n, str)] if isinstance(required, list) else []
+    return json.dumps({name: _value_for(props.get(name), text) for name in names})
 
 
 def _until_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str]:

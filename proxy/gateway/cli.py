@@ -37,7 +37,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from flatgate.proxy.backends.dialect import FAULTS
+from flatgate.proxy.backends.dialect import FAULTS, TOOL_MODES
 from flatgate.proxy.backends.registry import PROTOCOLS
 from flatgate.proxy.gateway.check import checked, file_problems
 from flatgate.proxy.gateway.document import SERVICE_SCOPES, Scope
@@ -106,6 +106,12 @@ def _parser() -> argparse.ArgumentParser:
         "--canned", type=int, help="answer N fixed deltas without reading the body (benchmarks)"
     )
     stub.add_argument("--fault", choices=FAULTS, help="inject a fault in every request")
+    stub.add_argument(
+        "--tools",
+        choices=TOOL_MODES,
+        help="when it calls a tool: named (only the one tool_choice names, default) or "
+        "offered (also the one function tool a request offers)",
+    )
     stub.add_argument(
         "--api-key", help="require this key (openai: Authorization: Bearer, anthropic: x-api-key)"
     )
@@ -210,7 +216,7 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     if service == "proxy":
         keys.append("transport")
     elif service == "stub":
-        keys += ["protocol", "ttft_ms", "itl_ms", "canned", "fault", "api_key"]
+        keys += ["protocol", "ttft_ms", "itl_ms", "canned", "fault", "tools", "api_key"]
     elif service == "edge":
         keys = ["host", "port", "workers", "interface", "proxy_url"]
     # The gateway listens where the edge would: its flags set [edge] keys.

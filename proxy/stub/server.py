@@ -17,6 +17,8 @@ protocol``): the wire parses and renders, the server decides what happens when.
   non-streamed request ``die`` cuts the body short, ``hang`` sends only the
   head, and ``error`` answers the protocol's server error.
 - ``ttft_ms`` delays the first delta (after the head), ``itl_ms`` each next.
+- ``[stub] tools`` is the tool mode ``backends.dialect.answer`` answers in
+  (``named`` or ``offered``).
 - ``POST /v1/embeddings`` (``fbs``, ``openai`` and ``openai-responses``:
   ``stub.embeddings``) is answered whole, its faults as a non-streamed chat
   request's (``stall`` and ``hang`` silent, ``die`` cut short, ``error`` the
@@ -284,7 +286,7 @@ class StubServer:
             await asyncio.sleep(_STALL_SECONDS)
             return
         wire, settings = self.wire, self.settings
-        ans = answer(req, wire.tool_id_prefix)
+        ans = answer(req, wire.tool_id_prefix, settings.tools)
         if not req.stream:
             if fault == "error":
                 reply = wire.failed(req, ex.header)

@@ -2,9 +2,10 @@
 
 Owns ``[stub]`` (its fields beyond ``plumbing.server_section.ServerSection``'s,
 and their checks, naming the key), its ``FLATGATE_STUB_*`` overlay, and the
-closed sets it takes: the faults it injects (``backends.dialect.FAULTS``) and
-the protocols it speaks (``backends.registry.PROTOCOLS``: a protocol's folder
-holds the stub's server of it). The stub reads nothing else of the file; the
+closed sets it takes: the faults it injects (``backends.dialect.FAULTS``), its
+tool modes (``backends.dialect.TOOL_MODES``) and the protocols it speaks
+(``backends.registry.PROTOCOLS``: a protocol's folder holds the stub's
+server of it). The stub reads nothing else of the file; the
 gateway checks the whole document (``gateway.document``).
 
 No I/O beyond reading the file it is given (``plumbing.config``).
@@ -16,7 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from flatgate.proxy.backends.dialect import Fault
+from flatgate.proxy.backends.dialect import Fault, ToolMode
 from flatgate.proxy.backends.registry import DEFAULT_PROTOCOL, PROTOCOLS
 from flatgate.proxy.plumbing.config import (
     ConfigError,
@@ -51,6 +52,11 @@ class StubSection(ServerSection, frozen=True, kw_only=True, forbid_unknown_field
     cadence_tokens: int = 128
     # A fault injected in every request (tests): one of FAULTS (see backends.dialect).
     fault: Fault | Literal[""] = ""
+    # When it calls a tool (backends.dialect.ToolMode): "named", only the one
+    # tool_choice names; "offered", also the one function tool a request
+    # offers (tool_choice not none) when the conversation ends with the
+    # user's input, with arguments its schema accepts.
+    tools: ToolMode = "named"
     # The API it serves: fbs (CompletionRequest), openai (Chat Completions),
     # openai-responses (the Responses API) or anthropic (Messages).
     protocol: str = DEFAULT_PROTOCOL

@@ -63,6 +63,7 @@ from flatgate.proxy.apis.anthropic_messages.blocks import (
     FileSource,
     ImageBlock,
     Message,
+    NoneChoice,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -75,7 +76,7 @@ from flatgate.proxy.apis.anthropic_messages.parts import MEDIA, block_parts
 from flatgate.proxy.apis.anthropic_messages.request import MessagesRequest, decode_served
 from flatgate.proxy.apis.errors import InvalidRequest
 from flatgate.proxy.backends.anthropic.parts import FILES_BETA
-from flatgate.proxy.backends.dialect import StubRequest, described, split_model
+from flatgate.proxy.backends.dialect import OfferedTool, StubRequest, described, split_model
 from flatgate.proxy.plumbing.validation import Validation, read_validation
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import Role
@@ -353,6 +354,18 @@ def _forced_tool(r: MessagesRequest) -> str:
     return choice.name
 
 
+def _offered(r: MessagesRequest) -> tuple[OfferedTool, ...]:
+    """The custom tools the model may call (none with ``tool_choice`` none;
+    server tools are Anthropic's to run)."""
+    if isinstance(r.tool_choice, NoneChoice):
+        return ()
+    return tuple(
+        OfferedTool(t.name, bytes(t.input_schema).decode())
+        for t in r.tools or ()
+        if t.type in (None, "custom")
+    )
+
+
 def to_stub_request(r: MessagesRequest, request_id: str, betas: str = "") -> StubRequest:
     """Check what the types cannot say, and read out the ``StubRequest``
     (``betas``: the request's ``anthropic-beta`` header)."""
@@ -397,6 +410,7 @@ def to_stub_request(r: MessagesRequest, request_id: str, betas: str = "") -> Stu
         fault_after=after,
         stop=tuple(r.stop_sequences or ()),
         params={"thinking": thinking} if _thinks(thinking) else {},
+        offered=_offered(r),
     )
 
 

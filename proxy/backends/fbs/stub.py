@@ -31,6 +31,7 @@ from flatgate.proxy.backends.dialect import (
     Answer,
     Canned,
     HeaderFn,
+    OfferedTool,
     Rejected,
     Reply,
     StubRequest,
@@ -95,6 +96,10 @@ def parse_request(body: bytes) -> StubRequest:
         kv = req.Metadata(i)
         metadata[_s(kv.Key())] = _s(kv.Value())
     forced = _s(req.ToolChoiceName()) if req.ToolChoice() == ToolChoiceMode.Function else ""
+    offered: tuple[OfferedTool, ...] = ()
+    if req.ToolChoice() != ToolChoiceMode.None_:
+        tools = (req.Tools(i) for i in range(req.ToolsLength()))
+        offered = tuple(OfferedTool(_s(t.Name()), _s(t.Parameters())) for t in tools)
     stop = tuple(_s(req.Stop(i)) for i in range(req.StopLength()))
     model, fault, after = split_model(_s(req.ModelName()))
     named = metadata.get("stub.fault", "")
@@ -111,6 +116,7 @@ def parse_request(body: bytes) -> StubRequest:
         fault=fault,
         fault_after=after,
         stop=stop,
+        offered=offered,
     )
 
 

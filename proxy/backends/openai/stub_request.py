@@ -62,7 +62,7 @@ from flatgate.proxy.apis.openai_chat.request import (
     UserMessage,
     decode_served,
 )
-from flatgate.proxy.backends.dialect import StubRequest, described, split_model
+from flatgate.proxy.backends.dialect import OfferedTool, StubRequest, described, split_model
 from flatgate.proxy.plumbing.validation import quoted_span, read_validation
 from flatgate.proxy.wire.schema import Role
 
@@ -389,6 +389,15 @@ def _check_parameters(r: ChatCompletionRequest) -> None:
             raise Invalid(f"Invalid type for '{param}': {exc}", param, "invalid_type") from None
 
 
+def _offered(r: ChatCompletionRequest) -> tuple[OfferedTool, ...]:
+    """The function tools the model may call (none with ``tool_choice: "none"``)."""
+    if r.tool_choice == "none":
+        return ()
+    return tuple(
+        OfferedTool(t.function.name, bytes(t.function.parameters).decode()) for t in r.tools or ()
+    )
+
+
 def to_stub_request(r: ChatCompletionRequest, request_id: str) -> StubRequest:
     """Check what the types cannot say, and read out the ``StubRequest``."""
     if not r.model:
@@ -417,4 +426,5 @@ def to_stub_request(r: ChatCompletionRequest, request_id: str) -> StubRequest:
         fault_after=after,
         include_usage=bool(r.stream and r.stream_options and r.stream_options.include_usage),
         stop=(r.stop,) if isinstance(r.stop, str) else tuple(r.stop or ()),
+        offered=_offered(r),
     )

@@ -46,6 +46,7 @@ Structs, ``include``, ...). No I/O.
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any, TypeVar
 
 import msgspec
@@ -63,7 +64,7 @@ from flatgate.proxy.apis.openai_responses.items import (
 )
 from flatgate.proxy.apis.openai_responses.media import content_parts, has_media
 from flatgate.proxy.apis.openai_responses.request import ResponsesRequest
-from flatgate.proxy.backends.dialect import StubRequest, described, split_model
+from flatgate.proxy.backends.dialect import OfferedTool, StubRequest, described, split_model
 from flatgate.proxy.backends.openai.stub_request import (
     Invalid,
     at_least,
@@ -345,6 +346,19 @@ def _tools(raws: list[msgspec.Raw]) -> list[dict[str, Any]]:
     return tools
 
 
+def _offered(
+    choice: str | dict[str, Any] | None, tools: list[dict[str, Any]]
+) -> tuple[OfferedTool, ...]:
+    """The function tools the model may call (none with ``tool_choice: "none"``)."""
+    if choice == "none":
+        return ()
+    return tuple(
+        OfferedTool(t["name"], json.dumps(t.get("parameters") or {}))
+        for t in tools
+        if t.get("type") == "function"
+    )
+
+
 def to_stub_request(r: ResponsesRequest, request_id: str) -> StubRequest:
     """Check what the types cannot say, and read out the ``StubRequest``."""
     if not r.model:
@@ -395,4 +409,5 @@ def to_stub_request(r: ResponsesRequest, request_id: str) -> StubRequest:
         fault=fault,
         fault_after=after,
         params=params,
+        offered=_offered(choice, tools or []),
     )
