@@ -7,7 +7,8 @@ shape its answers take, its metrics label, and what handles it. ``POST`` on a
 client API's path (OpenAI Chat Completions, ``openai.endpoint.CHAT``;
 Anthropic Messages, ``anthropic.endpoint.MESSAGES`` and its
 ``COUNT_TOKENS``; and the app's own ``ResponsesApi``, the OpenAI Responses
-API over this worker's stored responses) runs the shared flow
+API over this worker's stored responses, with its ``CompactApi`` on
+``/v1/responses/compact``) runs the shared flow
 (``flow.Flow``: admission, translation, the proxy round trip, the render
 loop); a new client API adds its routes to the table. ``POST /v1/embeddings``
 (``embeddings.flow``) takes the shared flow's steps it needs, in OpenAI's
@@ -73,6 +74,7 @@ from flatgate.edge_translator.model_endpoints import (
 )
 from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.proxy_link import ProxyLink
+from flatgate.edge_translator.responses.compact import CompactApi
 from flatgate.edge_translator.responses.endpoint import (
     ResponsesApi,
     delete_answer,
@@ -142,6 +144,7 @@ class EdgeApp:
         self.tenancy = Tenancy(settings, limiter)
         # The Responses API, over the stored responses in the [state] store.
         self.responses = ResponsesApi(StoredResponses.following(self.tenancy.limiter))
+        self.compact = CompactApi(self.responses.store)
         # The error shapes' APIs (the caller's is chosen per request), and
         # each one's name in the access log.
         self._apis: dict[Shape, ClientApi[Any]] = {
@@ -224,6 +227,7 @@ class EdgeApp:
                     shape=Shape.ANTHROPIC,
                 ),
                 Endpoint(stored, ("POST",), Route(self.responses), shape=Shape.RESPONSES),
+                Endpoint(self.compact.path, ("POST",), Route(self.compact), shape=Shape.RESPONSES),
                 # OpenAI's authentication, ids and error shape; its own steps.
                 Endpoint(EMBEDDINGS, ("POST",), self._embed, shape=Shape.OPENAI),
                 # The stored responses, the tenant's own.

@@ -19,6 +19,10 @@ its answer made in advance; only on a miss are the patterns tried, in the
 order given, each behind a ``startswith`` of its text before its first
 parameter.
 
+A path without parameters wins over a pattern that would take it too:
+``POST /v1/responses/compact`` is the compact endpoint's, and a ``GET``
+there a 405 of its own, not ``/v1/responses/{id}``'s response ``compact``.
+
 Methods. An endpoint serves its ``methods`` (``HEAD`` with ``GET``); the
 ``Allow`` header lists them. Another method is a 405 when the endpoint
 ``refuses`` it (by default every method it does not serve: the path is the
@@ -218,7 +222,8 @@ class Table(Generic[T]):
 
     def find(self, method: str, path: str) -> Match[T] | None:
         """The endpoint that serves ``method`` on ``path``; else the first that
-        refuses it (a 405); else ``None`` (no route: a 404)."""
+        refuses it (a 405: an exact path's before any pattern's); else ``None``
+        (no route: a 404)."""
         exact = self._exact.get(path)
         refused: Match[T] | None = None
         if exact is not None:
@@ -227,7 +232,7 @@ class Table(Generic[T]):
             if method in endpoint.serves:
                 return served
             if endpoint.refused(method):
-                refused = wrong
+                return wrong  # the literal path is its own, whatever a pattern takes
         for endpoint in self._patterns:
             params = endpoint.pattern.match(path)
             if params is None:

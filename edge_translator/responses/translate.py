@@ -26,7 +26,13 @@ as a ``CompletionRequest`` buffer, through the edges' shared writer
   ``id`` (``fc_...``) is not carried;
 - ``function_call_output``: a tool message with its call id and text, or,
   when its ``output`` holds an image or a file, with its parts as a
-  message's.
+  message's;
+- ``compaction`` (``apis.openai_responses.compact``): one flatgate made, a
+  user message holding its summary (``summary_text``); another server's,
+  its ``encrypted_content`` as an assistant turn's ``ReasoningPart`` of
+  the Responses dialect whose id is the item's (``cmp_...``,
+  ``compaction_part``), which only an ``openai-responses`` backend writes
+  back, as the ``compaction`` item it was.
 
 Reasoning from another dialect (an Anthropic backend's thinking
 ``signature``, or a ``redacted_thinking`` block's data) reaches a Responses
@@ -52,6 +58,11 @@ import binascii
 import msgspec
 
 from flatgate.edge_translator.errors import InvalidRequest, shown
+from flatgate.proxy.apis.openai_responses.compact import (
+    compaction_part,
+    summary_of,
+    summary_text,
+)
 from flatgate.proxy.apis.openai_responses.items import (
     InputText,
     Item,
@@ -249,6 +260,16 @@ def _messages(instructions: str | None, items: list[Item], first: int) -> list[W
         elif kind == "reasoning":
             parts.append(reasoning_part(item))
             folding = True
+        elif kind == "compaction":
+            summary = summary_of(item.encrypted_content or "")
+            if summary is None:  # another server's: for the backend that made it
+                parts.append(compaction_part(item))
+                folding = True
+                continue
+            if folding:
+                add(_assistant(text, calls, parts))
+                text, folding, calls, parts = None, False, [], []
+            add((Role.User, summary_text(summary).encode()))
         elif kind == "function_call_output":
             if folding:
                 add(_assistant(text, calls, parts))

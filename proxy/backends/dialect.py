@@ -38,8 +38,9 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, get_args
 
 import msgspec
@@ -396,6 +397,8 @@ class Rendering(Protocol):
 
 # Canned mode: the body and a request header in, the prebuilt answer out.
 Canned = Callable[[bytes, HeaderFn], Reply]
+# A wire with no POST endpoint but its ``path`` (``Wire.posts``).
+NO_POSTS: Mapping[str, Callable[[bytes, HeaderFn], Reply]] = MappingProxyType({})
 
 
 class Wire(Protocol):
@@ -408,6 +411,9 @@ class Wire(Protocol):
     tool_id_prefix: str
     # Every answer is a stream (fbs: chunk frames), whatever the request says.
     always_streams: bool
+    # Other POST endpoints, each answered whole from its body (the Responses
+    # API's /v1/responses/compact); ``NO_POSTS`` for none.
+    posts: Mapping[str, Callable[[bytes, HeaderFn], Reply]]
 
     def route(self, method: str, path: str) -> Reply:
         """Any request other than ``POST path``: other endpoints, 404, 405."""

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from flatgate.proxy.apis.openai_responses.compact import COMPACT_MARK
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.wire.schema import ApiDialect
 
@@ -70,8 +71,10 @@ Fields = dict[str, msgspec.Raw]
 
 # Responses fields that are flatgate's own business, never a backend's: the
 # edge stores responses (`store`) and prepends the chain a
-# `previous_response_id` names; no backend is sent them, and none reports them.
-FLATGATE_OWN = frozenset({"store", "previous_response_id"})
+# `previous_response_id` names, and marks a compaction (`$compact`, read by an
+# `openai-responses` backend that compacts); no backend is sent them, and
+# none reports them.
+FLATGATE_OWN = frozenset({"store", "previous_response_id", COMPACT_MARK})
 # Fields of the same name and meaning in Chat Completions and Responses.
 _SHARED = frozenset(
     {"prompt_cache_key", "prompt_cache_retention", "safety_identifier", "service_tier"}

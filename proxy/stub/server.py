@@ -19,6 +19,8 @@ protocol``): the wire parses and renders, the server decides what happens when.
 - ``ttft_ms`` delays the first delta (after the head), ``itl_ms`` each next.
 - ``[stub] tools`` is the tool mode ``backends.dialect.answer`` answers in
   (``named`` or ``offered``).
+- a wire's other ``POST`` endpoints (``Wire.posts``: the Responses API's
+  ``/v1/responses/compact``) are answered whole from the body, with no fault.
 - ``POST /v1/embeddings`` (``fbs``, ``openai`` and ``openai-responses``:
   ``stub.embeddings``) is answered whole, its faults as a non-streamed chat
   request's (``stall`` and ``hang`` silent, ``die`` cut short, ``error`` the
@@ -201,6 +203,12 @@ class StubServer:
                 return
         if path == EMBEDDINGS_PATH and self.embeddings is not None:
             await self._embeddings(ex, self.embeddings)
+            return
+        posted = wire.posts.get(path) if ex.method == "POST" else None
+        if posted is not None:  # another endpoint, answered whole
+            body = await _body(ex)
+            if body is not None:
+                await _send(ex, posted(body, ex.header))
             return
         if path != wire.path or ex.method != "POST":
             await _send(ex, wire.route(ex.method, path))

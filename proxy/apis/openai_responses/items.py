@@ -184,6 +184,9 @@ class Item(msgspec.Struct, omit_defaults=True, gc=False):
     # commentary or final answer): they ask the model for nothing.
     status: str | None = None
     phase: str | None = None
+    # A ``compaction`` item's (``compact``), as the compact endpoint's answer
+    # has it: who made it; it asks the model for nothing.
+    created_by: str | None = None
 
 
 class InputItem(Item, forbid_unknown_fields=True, gc=False):

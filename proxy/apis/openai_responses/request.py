@@ -14,7 +14,8 @@ travel where (``translate`` writes them):
   checked here, ``media.check_part``);
   ``function_call``; ``function_call_output``, a string or a list of
   ``input_text`` / ``input_image`` / ``input_file`` parts;
-  ``reasoning``, its summary and ``encrypted_content``), ``instructions``,
+  ``reasoning``, its summary and ``encrypted_content``; ``compaction``, its
+  ``encrypted_content``: ``compact`` says what it becomes), ``instructions``,
   ``model``, ``max_output_tokens``, ``temperature``, ``top_p``,
   ``presence_penalty``, ``frequency_penalty`` (the Open Responses
   specification's and the answer's; the Chat Completions ranges),
@@ -383,7 +384,7 @@ def _check_parts(parts: list[Part], where: str, *, message: bool) -> None:
         raise invalid(param, f"'{kind}' is not a {'message' if message else 'output'} part.")
 
 
-_ITEM_TYPES = "message, function_call, function_call_output, reasoning"
+_ITEM_TYPES = "message, function_call, function_call_output, reasoning, compaction"
 
 
 def _check_item(item: Item, where: str) -> None:
@@ -420,6 +421,9 @@ def _check_item(item: Item, where: str) -> None:
         for j, part in enumerate(item.content or ()):
             if not isinstance(part, ReasoningText):
                 raise invalid(f"{where}.content.[{j}].type", "expected 'reasoning_text'.")
+    elif kind == "compaction":
+        if item.encrypted_content is None:
+            raise missing(f"{where}.encrypted_content")
     elif kind == "item_reference":
         raise InvalidRequest(
             f"Items of type 'item_reference' are not supported ({where}): send the item "

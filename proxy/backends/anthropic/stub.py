@@ -49,6 +49,7 @@ from flatgate.proxy.backends.anthropic.stub_request import (
 )
 from flatgate.proxy.backends.dialect import (
     LISTED_MODEL,
+    NO_POSTS,
     Answer,
     Canned,
     HeaderFn,
@@ -232,6 +233,7 @@ class AnthropicWire:
     request_id_header = "request-id"
     tool_id_prefix = "toolu_"
     always_streams = False
+    posts = NO_POSTS
 
     def route(self, method: str, path: str) -> Reply:
         if path == "/v1/models" and method == "GET":

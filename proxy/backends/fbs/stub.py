@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from flatgate.generated.LLMGateway import CompletionRequest as _fb_req
 from flatgate.proxy.backends.dialect import (
     FAULTS,
+    NO_POSTS,
     STUB_MAX_BODY,
     Answer,
     Canned,
@@ -184,6 +185,7 @@ class FbsWire:
     request_id_header = "x-request-id"
     tool_id_prefix = "call_"
     always_streams = True
+    posts = NO_POSTS
 
     def route(self, method: str, path: str) -> Reply:
         if path == self.path:

@@ -39,6 +39,7 @@ import msgspec
 
 from flatgate.proxy.backends.dialect import (
     LISTED_MODEL,
+    NO_POSTS,
     Answer,
     Canned,
     HeaderFn,
@@ -217,6 +218,7 @@ class OpenAIWire:
     request_id_header = "x-request-id"
     tool_id_prefix = "call_"
     always_streams = False
+    posts = NO_POSTS
     # The field a request too long is blamed on (the ``reject`` fault).
     prompt_param = "messages"
 

@@ -31,7 +31,9 @@ request's own fields):
   ``encrypted_content`` -> ``reasoning`` items (id, summary, encrypted
   content): with ``store: false`` an item without its encrypted content
   cannot be resolved by the server, so such a part, and reasoning of another
-  dialect (an Anthropic signature), is left out;
+  dialect (an Anthropic signature), is left out; a part that is another
+  server's ``compaction`` item (``apis.openai_responses.compact``: its id
+  ``cmp_...``) -> that ``compaction`` item;
 - tools -> function tools (``strict`` sent always, ``false`` when the request
   says nothing: the Responses API's own default would be ``true``),
   tool_choice, parallel_tool_calls, max_tokens -> ``max_output_tokens``,
@@ -55,6 +57,10 @@ Embeddings: ``POST {url}/embeddings``, as the ``openai`` adapter sends them
 (``OpenAIConventions``): a server of the Responses API is an
 OpenAI-compatible one.
 
+A compaction (``apis.openai_responses.compact``) to a backend whose
+``compact`` is on: ``POST {url}/responses/compact``
+(``backends.responses.compact``); to any other, the request it is.
+
 The stream: ``backends.responses.stream``; the whole answer:
 ``backends.responses.whole``. No I/O.
 """
@@ -65,6 +71,7 @@ from typing import Any, cast
 
 import msgspec
 
+from flatgate.proxy.apis.openai_responses.compact import compaction_item
 from flatgate.proxy.apis.openai_responses.items import (
     InputText,
     Item,
@@ -74,7 +81,7 @@ from flatgate.proxy.apis.openai_responses.items import (
 )
 from flatgate.proxy.apis.openai_responses.request import WrittenRequest
 from flatgate.proxy.apis.openai_responses.tools import ToolChoice, ToolDef
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import Inbound, Outbound, Untranslatable
 from flatgate.proxy.backends.extras import (
     FLATGATE_OWN,
     Fields,
@@ -90,13 +97,14 @@ from flatgate.proxy.backends.extras import (
 )
 from flatgate.proxy.backends.json_api import failed_result
 from flatgate.proxy.backends.openai.adapter import OpenAIConventions
+from flatgate.proxy.backends.responses.compact import COMPACT_SUFFIX, compact_body, marked
 from flatgate.proxy.backends.responses.config import ResponsesConfig
 from flatgate.proxy.backends.responses.parts import written_parts
 from flatgate.proxy.backends.responses.stream import ResponsesStream
 from flatgate.proxy.backends.responses.whole import ResponsesWhole
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Message, Request
-from flatgate.proxy.wire.schema import ApiDialect, ToolChoiceMode
+from flatgate.proxy.wire.schema import JSON, ApiDialect, ToolChoiceMode
 
 __all__ = ["ResponsesAdapter", "encode_request"]
 
@@ -136,6 +144,10 @@ def _reasoning(
             raise Untranslatable(
                 f"{where}.reasoning[{j}]: encrypted content that is not UTF-8"
             ) from None
+        compaction = compaction_item(part)
+        if compaction is not None:
+            out.append(compaction)
+            continue
         summary = [SummaryText(part.text)] if part.text else []
         out.append(
             Item(
@@ -374,6 +386,7 @@ class ResponsesAdapter(OpenAIConventions):
     def __init__(self, config: ResponsesConfig) -> None:
         super().__init__(config)
         self._hosted = config.hosted_tools
+        self._compact = config.compact
 
     def encode(self, req: Request, model: str, omitted: list[str], whole: bool) -> bytes:
         return encode_request(
@@ -384,6 +397,19 @@ class ResponsesAdapter(OpenAIConventions):
             drop_unsupported=self._drop,
             whole=whole,
         )
+
+    def prepare(self, call: Inbound[Request]) -> Outbound:
+        """A compaction to a backend that compacts (``compact``): its own
+        endpoint's request; any other request as every JSON backend's."""
+        req = call.request()
+        if not (self._compact and marked(req)):
+            return super().prepare(call)
+        omitted: list[str] = []
+        instructions, items = _input(req.messages[:-1], omitted, self._drop)
+        body = compact_body(req, self.model or req.model_name, instructions, items)
+        headers = self.headers(call.request_id, call.authorization, JSON)
+        kept = tuple(dict.fromkeys(omitted))
+        return Outbound(self.base + COMPACT_SUFFIX, headers, body, kept, True)
 
     def translator(
         self, request_id: str, model: str, whole: bool = False

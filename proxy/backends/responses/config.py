@@ -1,5 +1,5 @@
-"""The ``openai-responses`` protocol's ``[[backends]]`` entry: the common keys
-and ``hosted_tools``.
+"""The ``openai-responses`` protocol's ``[[backends]]`` entry: the common keys,
+``hosted_tools`` and ``compact``.
 
 No I/O.
 """
@@ -22,6 +22,10 @@ class ResponsesConfig(BackendConfig, frozen=True, forbid_unknown_fields=True):
     # "web_search", "file_search", ...) that this backend runs too; a
     # client's hosted tool not listed is left out and reported.
     hosted_tools: tuple[str, ...] = ()
+    # The server has POST /responses/compact (OpenAI does; vLLM and Ollama
+    # do not): a client's compaction is forwarded there. Off: the model is
+    # asked for a summary through /responses, as on every other backend.
+    compact: bool = False
 
 
 def responses_problems(b: ResponsesConfig, where: str, problems: Problems) -> None:

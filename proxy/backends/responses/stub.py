@@ -38,6 +38,8 @@ flatgate reads of an answer):
 - the ``error`` fault mid-stream is a ``response.failed`` event (status
   ``failed``, ``error.code`` ``server_error``).
 
+``POST /v1/responses/compact`` too (``Wire.posts``): ``compact.stub_compact``.
+
 The deltas (the echo's, or a call's argument fragments) are the stream's
 steps, the unit of ``ttft_ms``/``itl_ms`` and of ``fault_after``. In cadence
 mode one delta's bytes are reused for every later token, so its
@@ -46,13 +48,23 @@ mode one delta's bytes are reused for every later token, so its
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
 
-from flatgate.proxy.backends.dialect import Answer, Rendering, StubRequest, deltas_of
+from flatgate.proxy.apis.openai_responses.compact import COMPACT_PATH
+from flatgate.proxy.backends.dialect import (
+    Answer,
+    HeaderFn,
+    Rendering,
+    Reply,
+    StubRequest,
+    deltas_of,
+)
 from flatgate.proxy.backends.openai.stub import SSE, OpenAIWire
+from flatgate.proxy.backends.responses.compact import stub_compact
 from flatgate.proxy.backends.responses.stub_request import (
     ENCRYPTED_INCLUDE,
     decode_responses_request,
@@ -298,6 +310,9 @@ class ResponsesWire(OpenAIWire):
 
     path = "/v1/responses"
     prompt_param = "input"
+    posts: Mapping[str, Callable[[bytes, HeaderFn], Reply]] = MappingProxyType(
+        {COMPACT_PATH: stub_compact}
+    )
 
     def read(self, body: bytes, request_id: str) -> StubRequest:
         return to_stub_request(decode_responses_request(body), request_id)

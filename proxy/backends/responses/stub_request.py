@@ -23,7 +23,10 @@ range, an unknown role, part type or format type, with the values allowed).
   ``function_call_output`` (``call_id``, ``output``: a string or parts, as
   a message's), ``reasoning``
   (``summary``; its ``encrypted_content`` must be one the stub made, see
-  ``encrypted``), and the items of hosted tools (taken, not read);
+  ``encrypted``), ``compaction`` (its ``encrypted_content`` must be one the
+  stub's ``/v1/responses/compact`` made, ``compaction_content``: read as a
+  user message holding its summary), and the items of hosted tools (taken,
+  not read);
 - the stub stores nothing, whatever ``store`` says: a ``previous_response_id``,
   an ``item_reference`` or a reasoning item without its encrypted content
   names something it cannot have, and is a 404 as OpenAI answers with
@@ -78,6 +81,8 @@ from flatgate.proxy.wire.schema import Role
 
 __all__ = [
     "ENCRYPTED_INCLUDE",
+    "compacted",
+    "compaction_content",
     "decode_responses_request",
     "encrypted",
     "to_stub_request",
@@ -138,6 +143,28 @@ def encrypted(item_id: str) -> str:
     """The stub's encrypted content of a reasoning item: a deterministic fake,
     which it checks when the item comes back."""
     return base64.b64encode(_FAKE + item_id.encode()).decode()
+
+
+_COMPACTED = _FAKE + b"compaction:"
+
+
+def compaction_content(summary: str) -> str:
+    """The stub's encrypted content of a compaction item (its
+    ``/v1/responses/compact``): its summary behind a fake, which it checks
+    when the item comes back (``compacted``)."""
+    return base64.b64encode(_COMPACTED + summary.encode()).decode()
+
+
+def compacted(content: str) -> str | None:
+    """The summary in a compaction item's content the stub made; ``None``
+    for any other."""
+    try:
+        data = base64.b64decode(content, validate=True)
+    except ValueError:
+        return None
+    if not data.startswith(_COMPACTED):
+        return None
+    return data[len(_COMPACTED) :].decode(errors="replace")
 
 
 _T = TypeVar("_T")
@@ -298,6 +325,15 @@ def _item(i: int, item: Item) -> tuple[int, str] | None:
                 "invalid_encrypted_content",
             )
         return None
+    if kind == "compaction":
+        summary = compacted(item.encrypted_content or "")
+        if summary is None:
+            raise Invalid(
+                f"The encrypted content for item {item.id} could not be verified.",
+                f"{where}.encrypted_content",
+                "invalid_encrypted_content",
+            )
+        return Role.User, summary
     if kind == "item_reference":
         raise _not_found(f"Item with id '{item.id}' not found.", "input")
     if kind in _HOSTED_ITEMS:
@@ -305,7 +341,14 @@ def _item(i: int, item: Item) -> tuple[int, str] | None:
     raise _value(
         f"{where}.type",
         kind,
-        ("message", "function_call", "function_call_output", "reasoning", "item_reference"),
+        (
+            "message",
+            "function_call",
+            "function_call_output",
+            "reasoning",
+            "compaction",
+            "item_reference",
+        ),
     )
 
 

@@ -24,7 +24,9 @@ anyway is read by the stream's translator):
 - ``failed`` (its ``error``), and a body that is an error object
   (``{"error": ...}``), -> the error chunk the stream writes for a
   ``response.failed`` or an ``error`` event; any other status (``queued``,
-  ``in_progress``, ``cancelled``) is not an answer (``backend_protocol_error``).
+  ``in_progress``, ``cancelled``) is not an answer (``backend_protocol_error``);
+- a ``response.compaction`` object (the answer of ``/responses/compact``):
+  ``compact.compaction_frames``.
 
 Few frames: consecutive items share a chunk while each client API's edge,
 which reads a chunk's fields in one order (reasoning, reasoning part, extras,
@@ -40,7 +42,9 @@ from flatgate.proxy.apis.openai_responses.answer import (
     decode_output_item,
     error_object,
 )
+from flatgate.proxy.apis.openai_responses.compact import is_compaction
 from flatgate.proxy.backends.json_api import WholeAnswer, error_frame
+from flatgate.proxy.backends.responses.compact import compaction_frames
 from flatgate.proxy.backends.responses.stream import (
     ERRED,
     FAILED,
@@ -155,6 +159,8 @@ class ResponsesWhole(WholeAnswer):
         self._model = model
 
     def _answer(self, body: bytes) -> bytes:
+        if is_compaction(body):
+            return compaction_frames(self._request_id, self._model, body)
         answer = decode_answer(body)
         status, err = answer.status, error_object(answer.error)
         if status == "failed":
