@@ -15,6 +15,7 @@ def table() -> Table[str]:
             Endpoint("/v1/chat/completions", ("POST",), "chat", shape=Shape.OPENAI),
             Endpoint("/v1/messages", ("POST",), "messages", shape=Shape.ANTHROPIC),
             Endpoint("/v1/responses", ("POST",), "responses", shape=Shape.RESPONSES),
+            Endpoint("/v1/responses/compact", ("POST",), "compact", shape=Shape.RESPONSES),
             Endpoint(
                 "/v1/responses/{id}",
                 ("GET", "DELETE"),
@@ -72,6 +73,22 @@ def test_an_exact_path_with_a_method_it_does_not_serve_is_refused() -> None:
     assert match is not None and not match.allowed
     assert match.endpoint.allow == "POST"
     assert found(t, "POST", "/v1/models") == ("models", {}, False)
+
+
+def test_an_exact_path_wins_over_a_pattern_that_takes_it() -> None:
+    """``/v1/responses/compact`` is the compact endpoint's, whatever the
+    method: no response has the id ``compact``."""
+    t = table()
+    assert found(t, "POST", "/v1/responses/compact") == ("compact", {}, True)
+    for method in ("GET", "DELETE"):
+        match = t.find(method, "/v1/responses/compact")
+        assert match is not None and match.endpoint.target == "compact"
+        assert not match.allowed and match.endpoint.allow == "POST"
+    assert found(t, "GET", "/v1/responses/compact/input_items") == (
+        "items",
+        {"id": "compact"},
+        True,
+    )
 
 
 def test_exact_paths_are_exact() -> None:
