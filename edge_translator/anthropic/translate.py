@@ -10,6 +10,10 @@ message:
   message each, so that an Anthropic backend rebuilds them, breakpoints
   where the client put them;
 - a system message in ``messages`` is a System message at its position;
+  its ``output_config`` (a per-message effort) is mapped onto the request's
+  own (``apis.anthropic_messages.effort``: the effort in force for the
+  answer, in the extras' ``output_config``), and a system message of an
+  effort alone (no content) is no message;
 - a user turn's ``tool_result`` blocks are Tool messages, in order (the call
   id, the text: a string or text blocks joined, ``is_error``), then its text
   blocks, joined, are one User message (Anthropic requires the results
@@ -81,6 +85,7 @@ from flatgate.proxy.apis.anthropic_messages.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from flatgate.proxy.apis.anthropic_messages.effort import output_config_in_force
 from flatgate.proxy.apis.anthropic_messages.extras import CacheMark, Placed, write_extras
 from flatgate.proxy.apis.anthropic_messages.parts import MEDIA, block_parts, has_media
 from flatgate.proxy.apis.anthropic_messages.request import (
@@ -431,13 +436,13 @@ def write_messages(
             elif role == "assistant":
                 if content:
                     add((_ASSISTANT, content.encode()))
-            else:
+            elif content or not m.output_config:
                 _system(wire, [TextBlock(content)], i, marks, placed=placed, extra=None)
         elif role == "user":
             _user(wire, content, i, marks, placed=placed, extra=extra)  # type: ignore[arg-type]
         elif role == "assistant":
             _assistant(wire, content, i, marks, placed=placed, extra=extra)  # type: ignore[arg-type]
-        else:
+        elif content or not m.output_config:
             _system(wire, content, i, marks, placed=placed, extra=extra)  # type: ignore[arg-type]
     tools = req.tools
     specs: list[ToolSpec] = []
@@ -457,11 +462,13 @@ def write_messages(
     w = RequestWriter()
     choice, choice_name, parallel = tool_choice_of(req)
     meta = full.metadata if full is not None else None
+    in_force = output_config_in_force(full) if full is not None else None
     extras = (
-        write_extras(full, marks, headers, placed)
+        write_extras(full, marks, headers, placed, in_force)
         if full is not None
         and (
-            marks
+            in_force is not None
+            or marks
             or placed
             or headers
             or full.thinking

@@ -8,7 +8,9 @@ Models: ``echo-<protocol>`` reaches the stub speaking ``<protocol>`` (one of
 ``PROTOCOLS``), and so does ``gpt-5.5-echo-<protocol>``: Codex knows a model
 by its name's prefix, and sends a ``gpt-5.5`` model other tools (a freeform
 ``custom`` tool, ``tool_search``) and settings (``reasoning.effort``,
-``text.verbosity``) than one it does not know. ``dropping(<protocol>)``
+``text.verbosity``) than one it does not know; ``claude-opus-5-5-echo-<protocol>``
+too: Claude Code knows a model by its name's prefix, and sends its default
+model, ``claude-opus-5-5``, a per-message effort. ``dropping(<protocol>)``
 reaches the stub speaking ``<protocol>`` (one of ``DROPPING``) through a
 second backend, one with ``drop_unsupported = true`` (a field it can neither
 carry nor map is dropped and named in ``x-flatgate-dropped-fields``, not
@@ -152,7 +154,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientStack]:
         )
         for p in PROTOCOLS
     }
-    names = {p: (model(p), model(p, "gpt-5.5")) for p in PROTOCOLS}
+    names = {p: (model(p), model(p, "gpt-5.5"), model(p, "claude-opus-5-5")) for p in PROTOCOLS}
     config = write_stack(
         d / "gateway.toml",
         proxy={**QUIET, "cooldown_seconds": 0},

@@ -22,6 +22,13 @@ effort; a field there is no mapping for (``mcp_servers``) is refused, naming
 it, unless the backend sets ``drop_unsupported`` (``DROPPING``): then it is
 dropped, and named.
 
+With its default model (``claude-opus-5-5``; ``DEFAULT``, reached as
+``claude-opus-5-5-echo-<protocol>``: Claude Code knows a model by its name's
+prefix) it also puts ``output_config.effort`` on that system message (a
+per-message effort, beta ``per-turn-control-2026-07-01``:
+``fixtures/claude_request_default.json``), which the gateway maps onto the
+request's effort: its first turn is answered, never refused and sent again.
+
 Claude Code runs with no network but the gateway: no update check,
 telemetry or error reports, and any other HTTP through a closed proxy.
 """
@@ -55,6 +62,10 @@ PROMPT = "flatgate carries every word of this prompt"
 # with no mapping, naming it (``STRICT``).
 TARGETS = [(p, model(p)) for p in PROTOCOLS] + [(p, dropping(p)) for p in DROPPING]
 STRICT = [model(p) for p in DROPPING]
+# Claude Code's default model, and its captures: with a name it does not
+# know, and with its default model (no ``--model``).
+DEFAULT = "claude-opus-5-5"
+CAPTURES = {"claude_request.json": "house-model", "claude_request_default.json": None}
 # Where anything but the API would go: a closed port (no request leaves the host).
 _NOWHERE = "http://127.0.0.1:9"
 
@@ -93,14 +104,22 @@ def claude_env(root: Path, base_url: str, key: str, request_id: str = "") -> dic
 
 
 def run_claude(
-    claude: Path, root: Path, base_url: str, name: str, prompt: str, *, request_id: str = ""
+    claude: Path,
+    root: Path,
+    base_url: str,
+    name: str | None,
+    prompt: str,
+    *,
+    request_id: str = "",
 ) -> tuple[int, list[dict[str, Any]], str]:
     """``claude -p prompt --model name --output-format stream-json --verbose``
-    in ``root/project``: its exit status, its JSON events and its stderr."""
+    in ``root/project`` (``name`` ``None``: its default model): its exit
+    status, its JSON events and its stderr."""
     project = root / "project"
     project.mkdir(exist_ok=True)
+    chosen = [] if name is None else ["--model", name]
     done = subprocess.run(
-        [str(claude), "-p", prompt, "--model", name, "--output-format", "stream-json", "--verbose"],
+        [str(claude), "-p", prompt, *chosen, "--output-format", "stream-json", "--verbose"],
         cwd=project,
         env=claude_env(root, base_url, KEY, request_id),
         stdin=subprocess.DEVNULL,
@@ -173,6 +192,26 @@ def test_claude_code_finishes_its_turn_with_any_model_name(
     assert (entry["path"], entry["status"]) == ("/v1/messages", 200)
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_claude_codes_default_model_finishes_its_first_turn_without_a_retry(
+    stack: ClientStack, claude: Path, tmp_path: Path, protocol: str
+) -> None:
+    name = model(protocol, DEFAULT)
+    rid = f"claude-{uuid.uuid4().hex}"
+    status, events, stderr = run_claude(claude, tmp_path, stack.url, name, PROMPT, request_id=rid)
+    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
+    assert status == 0, f"claude exited {status}: {result.get('result')}\n{stderr[-3000:]}"
+    assert (result["subtype"], result["is_error"]) == ("success", False)
+    # The turn as sent: the reminder (which names the model) and the prompt,
+    # its system message (with its effort) not folded into it after a 400.
+    text = result["result"]
+    assert text.startswith("<system-reminder>") and text.endswith("</system-reminder>\n" + PROMPT)
+    assert text.count("<system-reminder>") == 1
+    # One request: the first was answered (a retry would log a 400 first).
+    entries = stack.access(lambda e: bool(e["request_id"] == rid), 2, seconds=2)
+    assert [(e["path"], e["status"], e["model"]) for e in entries] == [("/v1/messages", 200, name)]
+
+
 def refused_field(message: str) -> str:
     """The field a refusal names."""
     m = re.search(r"the field '([^']+)' cannot be sent to this backend", message)
@@ -183,9 +222,9 @@ def refused_field(message: str) -> str:
 # -- the captured request, and what Claude Code needs back --------------------
 
 
-def captured_headers() -> dict[str, str]:
-    """The captured request's headers, as the gateway is to be sent them."""
-    captured = json.loads((FIXTURES / "claude_headers.json").read_text())["claude_request.json"]
+def captured_headers(fixture: str = "claude_request.json") -> dict[str, str]:
+    """A captured request's headers, as the gateway is to be sent them."""
+    captured = json.loads((FIXTURES / "claude_headers.json").read_text())[fixture]
     headers = {k: v for k, v in captured.items() if k not in ("host", "content-length")}
     return {**headers, "x-api-key": KEY, "accept-encoding": "identity"}
 
@@ -196,13 +235,14 @@ def sse_events(body: str) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.parametrize("fixture", CAPTURES)
 @pytest.mark.parametrize(("protocol", "name"), TARGETS, ids=[n for _, n in TARGETS])
 def test_the_captured_request_streams_the_events_claude_code_reads(
-    stack: ClientStack, protocol: str, name: str
+    stack: ClientStack, protocol: str, name: str, fixture: str
 ) -> None:
-    body = json.loads((FIXTURES / "claude_request.json").read_text())
+    body = json.loads((FIXTURES / fixture).read_text())
     body["model"] = name
-    headers = captured_headers()
+    headers = captured_headers(fixture)
     r = httpx.post(f"{stack.url}/v1/messages?beta=true", json=body, headers=headers, timeout=30)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/event-stream")
@@ -302,37 +342,42 @@ def recorder() -> Iterator[tuple[str, list[tuple[str, dict[str, str], dict[str, 
 
 def shape(body: dict[str, Any]) -> dict[str, Any]:
     """What a captured request must keep when Claude Code is upgraded: its
-    fields, tools, roles, blocks and their cache_control, its settings (not
-    the texts)."""
+    fields, tools, roles, each message's and block's fields, the blocks'
+    cache_control, a message's output_config, its settings (not the texts)."""
 
     def blocks(content: str | list[dict[str, Any]]) -> list[Any]:
         if isinstance(content, str):
             return ["str"]
-        return [(b["type"], b.get("cache_control")) for b in content]
+        return [(b["type"], sorted(b), b.get("cache_control")) for b in content]
 
     return {
         "keys": sorted(body),
         "system": blocks(body["system"]),
-        "messages": [(m["role"], blocks(m["content"])) for m in body["messages"]],
+        "messages": [
+            (m["role"], sorted(m), m.get("output_config"), blocks(m["content"]))
+            for m in body["messages"]
+        ],
         "tools": [(t["name"], sorted(t)) for t in body["tools"]],
         "metadata": sorted(json.loads(body["metadata"]["user_id"])),
         **{k: body.get(k) for k in ("stream", "thinking", "output_config", "context_management")},
     }
 
 
+@pytest.mark.parametrize("capture", CAPTURES)
 def test_the_fixture_is_what_the_pinned_claude_code_sends(
-    claude: Path, tmp_path: Path, recorder: Any
+    claude: Path, tmp_path: Path, recorder: Any, capture: str
 ) -> None:
     url, seen = recorder
-    fixture = json.loads((FIXTURES / "claude_request.json").read_text())
-    status, events, stderr = run_claude(claude, tmp_path, url, fixture["model"], "say hi")
+    fixture = json.loads((FIXTURES / capture).read_text())
+    status, events, stderr = run_claude(claude, tmp_path, url, CAPTURES[capture], "say hi")
     assert status == 0, stderr[-3000:]
     assert result_of(events)["result"] == "recorded"
     [(path, headers, body)] = seen
     assert path == "/v1/messages?beta=true"
     assert shape(body) == shape(fixture)
     assert body["messages"][0]["content"][-1] == {"type": "text", "text": "say hi"}
-    expected = json.loads((FIXTURES / "claude_headers.json").read_text())["claude_request.json"]
+    assert body["model"] == fixture["model"]
+    expected = json.loads((FIXTURES / "claude_headers.json").read_text())[capture]
     assert sorted(headers) == sorted(expected)
     for name in ("anthropic-beta", "anthropic-version", "x-app", "user-agent"):
         assert headers[name] == expected[name], name

@@ -216,9 +216,13 @@ Block: TypeAlias = (
 MessageRole: TypeAlias = Literal["user", "assistant", "system"]
 
 
-class Message(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     role: MessageRole
     content: str | list[Block]
+    # A system message's per-message effort (``{"effort": ...}``: the
+    # ``mid-conversation-output-config-2026-07-01`` beta; Claude Code's
+    # ``per-turn-control-2026-07-01``), as written; ``effort`` reads it.
+    output_config: msgspec.Raw = msgspec.Raw()
 
 
 class ToolDef(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):

@@ -145,13 +145,18 @@ def write_extras(
     marks: list[CacheMark],
     headers: Mapping[str, str] | None,
     blocks: list[Placed] | None = None,
+    output_config: msgspec.Raw | None = None,
 ) -> bytes:
     """The extras JSON object text of ``req`` (``b""``: nothing to carry);
     ``marks`` and ``blocks``: the breakpoints and the content blocks' fields,
-    placed by ``translate``; ``headers``: the client's (its ``anthropic-beta``)."""
+    placed by ``translate``; ``headers``: the client's (its ``anthropic-beta``);
+    ``output_config``: the one in force, when a message's effort changes
+    the top-level one (``effort.output_config_in_force``)."""
     out: dict[str, object] = {}
     for name in EXTRA_FIELDS:
         raw = getattr(req, name)
+        if name == "output_config" and output_config is not None:
+            raw = output_config
         if raw:
             out[name] = raw
     tools = None

@@ -9,7 +9,8 @@ Owns what ``POST /v1/messages`` (and ``/v1/messages/count_tokens``) accept:
 ``model``, ``max_tokens`` (required, as Anthropic requires), ``system`` (a
 string or text blocks), ``messages`` whose role is ``user``, ``assistant`` or
 ``system`` (a system message mid-conversation, Claude Code's
-``mid-conversation-system-2026-04-07`` beta) and whose content is a string or
+``mid-conversation-system-2026-04-07`` beta; its ``output_config``, a
+per-message effort, is ``effort``'s) and whose content is a string or
 blocks (``text``; a user's ``image`` with a ``base64``, ``url`` or ``file``
 source and ``document`` with a ``base64`` PDF, ``text``, ``content``, ``url``
 or ``file`` source, ``title``, ``context`` and ``citations``;
