@@ -12,7 +12,8 @@ are worded as Anthropic words them (``_invalid``). ``to_stub_request`` then
 checks the rules a type cannot say (roles are ``user`` and ``assistant``,
 and ``system`` only as below, non-empty text, ``tool_use`` only from the
 assistant, ``tool_result`` only from the user, objects where Anthropic wants
-one, a forced tool that exists) and reads out a ``StubRequest``. Every
+one, a forced tool that exists) and reads out a ``StubRequest`` (its custom
+tools as the tools offered, none with ``tool_choice`` ``none``). Every
 failure is an ``Invalid`` whose message names the field the way Anthropic
 does (``messages.0.role: ...``).
 

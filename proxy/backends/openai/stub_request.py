@@ -20,7 +20,9 @@ assistant's refusal parts), and in a user or tool message ``image_url``,
 not decode an ``invalid_value`` naming it) and echoed as
 ``dialect.described`` says them (kind, media type, bytes, digest), one
 choice (``n``), ``stream_options`` only with ``stream``, tool parameters
-that are an object, and a named ``tool_choice`` only with that tool.
+that are an object, and a named ``tool_choice`` only with that tool. The
+function tools are read out as the tools offered (``StubRequest.offered``,
+none with ``tool_choice: "none"``), for the stub's ``offered`` tool mode.
 
 Reading with the edge's Structs, the stub holds a request to the model's
 bounds and types, which are OpenAI's: ``seed`` an int64, penalties in
