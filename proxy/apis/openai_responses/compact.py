@@ -8,7 +8,8 @@ Owns the facts of compaction that more than one layer needs, once:
   decoder and checks (``request.decode_request``: ``model`` required, so a
   body without one is a 400 naming ``model``), held to the compact
   endpoint's fields (``COMPACT_FIELDS``: ``model``, ``input``,
-  ``previous_response_id``, ``instructions``, ``prompt_cache_key``); a
+  ``previous_response_id``, ``instructions``, ``prompt_cache_key``,
+  ``service_tier``); a
   field of ``POST /v1/responses`` that asks for something a compaction
   does not do (``stream``, ``tools``, ``temperature``, ``store`` ...) is a
   400 naming it; a field this module does not know travels in the extras, as
@@ -56,6 +57,7 @@ from flatgate.proxy.wire.schema import ApiDialect
 
 __all__ = [
     "COMPACTION_ID",
+    "COMPACT_EXTRAS",
     "COMPACT_FIELDS",
     "COMPACT_MARK",
     "COMPACT_PATH",
@@ -71,10 +73,12 @@ __all__ = [
 ]
 
 COMPACT_PATH = "/v1/responses/compact"
-# The fields OpenAI's reference gives the endpoint's body.
+# The fields of ``POST /v1/responses`` the endpoint's body takes too
+# (OpenAI's reference), and its others, which travel in the extras.
 COMPACT_FIELDS = frozenset(
-    {"model", "input", "previous_response_id", "instructions", "prompt_cache_key"}
+    {"model", "input", "previous_response_id", "instructions", "prompt_cache_key", "service_tier"}
 )
+COMPACT_EXTRAS = frozenset({"prompt_cache_retention", "prompt_cache_options", "image"})
 # The extras key (flatgate's own: a client's ``$`` key is refused) that marks
 # a CompletionRequest as a compaction whose last message is ``PROMPT``.
 COMPACT_MARK = "$compact"
@@ -120,7 +124,8 @@ def summary_of(encrypted: str) -> str | None:
     if not encrypted.startswith(SUMMARY_PREFIX):
         return None
     try:
-        return base64.urlsafe_b64decode(encrypted[len(SUMMARY_PREFIX) :]).decode()
+        body = encrypted[len(SUMMARY_PREFIX) :]
+        return base64.b64decode(body, altchars=b"-_", validate=True).decode()
     except (binascii.Error, ValueError):
         return None
 

@@ -31,7 +31,11 @@ import time
 import msgspec
 
 from flatgate.proxy.apis.openai_responses.answer import decode_answer
-from flatgate.proxy.apis.openai_responses.compact import COMPACT_FIELDS, COMPACT_MARK
+from flatgate.proxy.apis.openai_responses.compact import (
+    COMPACT_EXTRAS,
+    COMPACT_FIELDS,
+    COMPACT_MARK,
+)
 from flatgate.proxy.apis.openai_responses.items import Item
 from flatgate.proxy.apis.openai_responses.request import WrittenRequest
 from flatgate.proxy.backends.dialect import HeaderFn, Reply
@@ -113,7 +117,7 @@ def stub_compact(body: bytes, header: HeaderFn) -> Reply:
         r = decode_responses_request(body)
         fields = msgspec.json.decode(body, type=dict[str, msgspec.Raw])
         for key in fields:
-            if key not in COMPACT_FIELDS:
+            if key not in COMPACT_FIELDS and key not in COMPACT_EXTRAS:
                 raise Invalid(f"Unknown parameter: '{key}'.", key, "unknown_parameter")
         req = to_stub_request(r, request_id)
     except Invalid as exc:

@@ -104,10 +104,22 @@ def test_a_responses_field_a_compaction_does_not_take_is_a_400_naming_it(field: 
 
 def test_the_endpoint_s_fields_are_taken() -> None:
     d = decode_compact(
-        compact_body(instructions="Be brief.", prompt_cache_key="k", previous_response_id=None)
+        compact_body(
+            instructions="Be brief.",
+            prompt_cache_key="k",
+            previous_response_id=None,
+            service_tier="flex",
+            prompt_cache_retention="24h",
+            image={"context_compression": "auto"},
+        )
     )
     assert d.req.instructions == "Be brief." and len(d.items) == 3
-    assert json.loads(d.extras) == {"prompt_cache_key": "k"}
+    assert json.loads(d.extras) == {
+        "prompt_cache_key": "k",
+        "service_tier": "flex",
+        "prompt_cache_retention": "24h",
+        "image": {"context_compression": "auto"},
+    }
 
 
 def test_the_completion_request_is_the_conversation_then_the_prompt_marked() -> None:

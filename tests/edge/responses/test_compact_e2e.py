@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
+from openai.types.responses import CompactedResponse, ResponseCompactionItem
 
 from flatgate.proxy.apis.openai_responses.compact import PROMPT, summary_of, summary_text
 from flatgate.proxy.backends.responses.stub_request import compaction_content
@@ -121,6 +123,29 @@ def test_the_compacted_window_is_the_next_request_s_input(gateway: Server, proto
     assert r.status_code == 200 and answer_text(r.json()).endswith("Go on.")
 
 
+@pytest.mark.parametrize("protocol", [*PROTOCOLS, "compacting"])
+def test_the_openai_sdk_compacts_and_continues(gateway: Server, protocol: str) -> None:
+    """The SDK's compact call, its answer as the SDK types it; its window
+    back into a create call as the SDK dumps it."""
+    with openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=KEY, max_retries=0) as client:
+        compacted = client.responses.compact(
+            model=f"echo-{protocol}",
+            input=TALK,  # type: ignore[arg-type]
+            prompt_cache_key="session-1",
+            prompt_cache_retention="24h",
+        )
+        assert isinstance(compacted, CompactedResponse)
+        assert compacted.object == "response.compaction" and compacted.usage.total_tokens > 0
+        item = compacted.output[-1]
+        assert isinstance(item, ResponseCompactionItem) and item.id.startswith("cmp_")
+        # The SDK types a user message of ``output`` as an output message
+        # (OpenAI answers the same shape), and warns when it serializes one.
+        window = [i.model_dump(exclude_none=True, warnings=False) for i in compacted.output]
+        window.append({"type": "message", "role": "user", "content": "Go on."})
+        answer = client.responses.create(model=f"echo-{protocol}", input=window)  # type: ignore[arg-type]
+        assert answer.status == "completed" and answer.output_text.endswith("Go on.")
+
+
 def test_a_backend_that_compacts_is_forwarded_the_request(gateway: Server) -> None:
     doc = compact(gateway, "echo-compacting", prompt_cache_key="session-1")
     user, item = doc["output"]
@@ -172,3 +197,16 @@ def test_compact_takes_the_keys_and_allow_lists_of_responses(gateway: Server) ->
 def test_compact_is_no_stored_response(gateway: Server) -> None:
     r = httpx.get(f"{gateway.url}/v1/responses/compact", headers={"authorization": f"Bearer {KEY}"})
     assert (r.status_code, r.headers["allow"]) == (405, "POST")
+
+
+def test_compact_takes_a_stored_chain(gateway: Server) -> None:
+    first = post(gateway, "/v1/responses", {"model": "echo-openai", "input": "Remember: slate."})
+    assert first.status_code == 200
+    asked = [{"type": "message", "role": "user", "content": "Compress this."}]
+    doc = compact(gateway, "echo-openai", input=asked, previous_response_id=first.json()["id"])
+    said = [item["content"][0]["text"] for item in doc["output"][:-1]]
+    assert said == ["Remember: slate.", "Compress this."]
+    body = {"model": "echo-openai", "input": asked, "previous_response_id": "resp_none"}
+    r = post(gateway, "/v1/responses/compact", body)
+    assert r.status_code == 404
+    assert r.json()["error"]["code"] == "previous_response_not_found"
