@@ -45,6 +45,7 @@ from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.apis.openai_responses.compact import (
     COMPACT_MARK,
     COMPACT_PATH,
+    COMPACTION,
     PROMPT,
     decode_compact,
     summary_item,
@@ -126,7 +127,7 @@ class CompactAggregator:
             *self._kept,
             _encode(summary_item(new_id("cmp"), "".join(self._texts))),
         ]
-        head = _encode({"id": self._id, "object": "response.compaction"})[:-1]
+        head = _encode({"id": self._id, "object": COMPACTION})[:-1]
         return (
             head
             + b',"created_at":%d,"output":[' % self._created

@@ -18,6 +18,7 @@ import pytest
 from flatgate.edge_translator.responses.compact import CompactApi
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.openai_responses.answer import decode_answer
 from flatgate.proxy.apis.openai_responses.compact import COMPACT_MARK, PROMPT, decode_compact
 from flatgate.proxy.apis.openai_responses.request import decode_request
 from flatgate.proxy.backends.anthropic.adapter import AnthropicAdapter
@@ -158,7 +159,7 @@ ANSWER = {
 
 
 def test_a_compaction_answer_becomes_output_items_then_its_usage() -> None:
-    chunks = read_frames(compaction_frames("rid", "m", json.dumps(ANSWER).encode()))
+    chunks = read_frames(compaction_frames("rid", "m", decode_answer(json.dumps(ANSWER).encode())))
     items = [json.loads(c.extras)["output_item"] for c in chunks if c.extras]
     assert items == ANSWER["output"]
     assert all(c.extras_dialect == RESPONSES for c in chunks if c.extras)

@@ -98,6 +98,9 @@ class Response(msgspec.Struct, gc=False):
     status: str | None = None
     model: str | None = None
     usage: ResponseUsage | None = None
+    # "response", or "response.compaction" for the answer of /responses/compact
+    # (``compact``), read in the same pass.
+    object: str | None = None
     # A string: the error body of a server that says no more.
     error: ResponseError | str | None = None
     incomplete_details: IncompleteDetails | None = None

@@ -22,7 +22,7 @@ Owns the facts of compaction that more than one layer needs, once:
   ``extras.FLATGATE_OWN``, reach no backend); an ``openai-responses``
   backend that serves the endpoint (its ``compact`` key) is sent the
   conversation without the prompt at ``/responses/compact``, and its
-  answer's items come back as output items (``is_compaction``);
+  answer (``COMPACTION``) comes back as output items;
 - the item flatgate makes when it summarises (``summary_item``): type
   ``compaction``, id ``cmp_...``, ``encrypted_content`` ``fgc1.`` + the
   summary's UTF-8 in URL-safe base64 (opaque to the client, as the API
@@ -39,15 +39,13 @@ Owns the facts of compaction that more than one layer needs, once:
   item (``compaction_item``); any other backend leaves it out, as it leaves
   out reasoning of a dialect not its own, and names it (``reasoning``).
 
-Pure: no I/O; the decoders are built once at import.
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-
-import msgspec
 
 from flatgate.proxy.apis.errors import InvalidRequest, shown
 from flatgate.proxy.apis.openai_responses.items import Item
@@ -56,6 +54,7 @@ from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect
 
 __all__ = [
+    "COMPACTION",
     "COMPACTION_ID",
     "COMPACT_EXTRAS",
     "COMPACT_FIELDS",
@@ -66,13 +65,14 @@ __all__ = [
     "compaction_item",
     "compaction_part",
     "decode_compact",
-    "is_compaction",
     "summary_item",
     "summary_of",
     "summary_text",
 ]
 
 COMPACT_PATH = "/v1/responses/compact"
+# The ``object`` of its answer.
+COMPACTION = "response.compaction"
 # The fields of ``POST /v1/responses`` the endpoint's body takes too
 # (OpenAI's reference), and its others, which travel in the extras.
 COMPACT_FIELDS = frozenset(
@@ -133,21 +133,6 @@ def summary_of(encrypted: str) -> str | None:
 def summary_text(summary: str) -> str:
     """A summary as the message a later request sends the backend."""
     return _SUMMARY_HEAD + summary
-
-
-class _Object(msgspec.Struct, gc=False):
-    object: str | None = None
-
-
-_decode_object = msgspec.json.Decoder(_Object).decode
-
-
-def is_compaction(body: bytes) -> bool:
-    """Whether a whole answer is a ``response.compaction`` object."""
-    try:
-        return _decode_object(body).object == "response.compaction"
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return False
 
 
 def compaction_part(item: Item) -> ReasoningPart:

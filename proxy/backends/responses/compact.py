@@ -30,11 +30,12 @@ import time
 
 import msgspec
 
-from flatgate.proxy.apis.openai_responses.answer import decode_answer
+from flatgate.proxy.apis.openai_responses.answer import Answer
 from flatgate.proxy.apis.openai_responses.compact import (
     COMPACT_EXTRAS,
     COMPACT_FIELDS,
     COMPACT_MARK,
+    COMPACTION,
 )
 from flatgate.proxy.apis.openai_responses.items import Item
 from flatgate.proxy.apis.openai_responses.request import WrittenRequest
@@ -85,9 +86,8 @@ def compact_body(
     )
 
 
-def compaction_frames(request_id: str, model: str, body: bytes) -> bytes:
+def compaction_frames(request_id: str, model: str, answer: Answer) -> bytes:
     """A ``response.compaction`` object's chunk frames (see the module docstring)."""
-    answer = decode_answer(body)
     w = ChunkWriter(request_id, answer.model or model)
     out = [
         w.chunk(extras=hosted_extras(bytes(raw)), extras_dialect=_DIALECT)
@@ -148,7 +148,7 @@ def stub_compact(body: bytes, header: HeaderFn) -> Reply:
     }
     answer = {
         "id": f"resp_{request_id}",
-        "object": "response.compaction",
+        "object": COMPACTION,
         "created_at": int(time.time()),
         "output": [*kept, compaction],
         "usage": {

@@ -42,7 +42,7 @@ from flatgate.proxy.apis.openai_responses.answer import (
     decode_output_item,
     error_object,
 )
-from flatgate.proxy.apis.openai_responses.compact import is_compaction
+from flatgate.proxy.apis.openai_responses.compact import COMPACTION
 from flatgate.proxy.backends.json_api import WholeAnswer, error_frame
 from flatgate.proxy.backends.responses.compact import compaction_frames
 from flatgate.proxy.backends.responses.stream import (
@@ -159,9 +159,9 @@ class ResponsesWhole(WholeAnswer):
         self._model = model
 
     def _answer(self, body: bytes) -> bytes:
-        if is_compaction(body):
-            return compaction_frames(self._request_id, self._model, body)
         answer = decode_answer(body)
+        if answer.object == COMPACTION:
+            return compaction_frames(self._request_id, self._model, answer)
         status, err = answer.status, error_object(answer.error)
         if status == "failed":
             return self._error(err, FAILED)
