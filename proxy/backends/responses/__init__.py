@@ -1,6 +1,7 @@
 """The ``openai-responses`` protocol: OpenAI's Responses API, the request
 written (``adapter``) and the answer read (``stream``, ``whole``) at the last
-hop, its keys (``config``) and the stub's server of it (``stub``)."""
+hop, a compaction forwarded (``compact``), its keys (``config``) and the
+stub's server of it (``stub``)."""
 
 from flatgate.proxy.backends.protocol import BackendProtocol
 from flatgate.proxy.backends.responses.adapter import ResponsesAdapter
