@@ -9,11 +9,11 @@ Owns the facts of compaction that more than one layer needs, once:
   body without one is a 400 naming ``model``), held to the compact
   endpoint's fields (``COMPACT_FIELDS``: ``model``, ``input``,
   ``previous_response_id``, ``instructions``, ``prompt_cache_key``,
-  ``service_tier``); a
-  field of ``POST /v1/responses`` that asks for something a compaction
-  does not do (``stream``, ``tools``, ``temperature``, ``store`` ...) is a
-  400 naming it; a field this module does not know travels in the extras, as
-  on ``/v1/responses``;
+  ``service_tier``); a field of ``POST /v1/responses`` that asks for
+  something a compaction does not do (``stream``, ``tools``,
+  ``temperature``, ``store`` ...) is a 400 naming it; a field
+  ``ResponsesRequest`` does not know travels in the extras, as on
+  ``/v1/responses`` (the endpoint's own among them: ``COMPACT_EXTRAS``);
 - the wire (``COMPACT_MARK``): the edge writes a compaction as a
   ``CompletionRequest`` whose messages are the conversation followed by one
   user message, the compaction prompt (``PROMPT``), and whose extras (dialect
