@@ -120,6 +120,7 @@ _REQUIRED_MEMBERS = {
 _encode = msgspec.json.Encoder().encode
 _members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _tool = msgspec.json.Decoder(_Tool).decode
+_raws = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
 def _raw(fields: dict[str, msgspec.Raw], name: str) -> msgspec.Raw:
@@ -143,11 +144,8 @@ def _completed(fields: dict[str, msgspec.Raw], name: str) -> msgspec.Raw:
 def _tools(fields: dict[str, msgspec.Raw]) -> msgspec.Raw:
     """``tools`` as sent, each ``function`` tool with every member the schema
     requires (the decoder has checked them: a function tool has no others)."""
-    raws: list[msgspec.Raw] | None = msgspec.json.decode(
-        _raw(fields, "tools"), type=list[msgspec.Raw]
-    )
     out: list[msgspec.Raw | _Function] = []
-    for raw in raws or ():
+    for raw in _raws(_raw(fields, "tools")):
         tool = _tool(raw)
         if tool.type != "function":
             out.append(raw)
