@@ -93,9 +93,22 @@ class ClientStack:
         self.gateway = gateway
         self.url = gateway.url
         self.base_url = f"{gateway.url}/v1"
+        # One client per key for the whole module, closed with the stack (a
+        # client per call left its sockets to the garbage collector, whose
+        # ResourceWarning fails whichever test it lands in).
+        self._clients: dict[str, openai.OpenAI] = {}
 
     def client(self, key: str = "sk-flatgate-acme") -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0)
+        made = self._clients.get(key)
+        if made is None:
+            made = self._clients[key] = openai.OpenAI(
+                base_url=self.base_url, api_key=key, max_retries=0
+            )
+        return made
+
+    def close(self) -> None:
+        for made in self._clients.values():
+            made.close()
 
     def metrics(self) -> str:
         return httpx.get(f"{self.url}/metrics", timeout=10).text
@@ -179,7 +192,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientStack]:
     gateway = spawn("gateway", ["--config", config, "--workers", "1"], d)
     servers = [*stubs.values(), gateway]
     start_all(servers)
+    stack = ClientStack(gateway)
     try:
-        yield ClientStack(gateway)
+        yield stack
     finally:
+        stack.close()
         stop_all(servers)
