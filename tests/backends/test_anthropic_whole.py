@@ -248,7 +248,10 @@ def folded_chat(chunks: list[Chunk]) -> dict[str, Any]:
 
 def folded_responses(chunks: list[Chunk]) -> dict[str, Any]:
     echo = echo_of(decoded(include=["reasoning.encrypted_content"]))
-    a = ResponsesAggregator(response_id="resp_edge", created=1, model="edge-model", echo=echo)
+    # A fixed clock: the two folds compared must not straddle a second.
+    a = ResponsesAggregator(
+        response_id="resp_edge", created=1, model="edge-model", echo=echo, clock=lambda: 2.0
+    )
     for c in chunks:
         a.feed(c)
     assert a.finished

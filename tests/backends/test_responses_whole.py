@@ -177,7 +177,10 @@ def _ids_aside(body: Doc) -> Doc:
 
 def fold_responses(chunks: list[Chunk]) -> Doc:
     req = decoded(include=["reasoning.encrypted_content"])
-    a = ResponsesAggregator(response_id="resp_1", created=1, model="m", echo=echo_of(req))
+    # A fixed clock: the two folds compared must not straddle a second.
+    a = ResponsesAggregator(
+        response_id="resp_1", created=1, model="m", echo=echo_of(req), clock=lambda: 2.0
+    )
     for c in chunks:
         a.feed(c)
     assert a.finished

@@ -93,21 +93,19 @@ class ClientStack:
         self.gateway = gateway
         self.url = gateway.url
         self.base_url = f"{gateway.url}/v1"
-        # One client per key for the whole module, closed with the stack (a
-        # client per call left its sockets to the garbage collector, whose
-        # ResourceWarning fails whichever test it lands in).
-        self._clients: dict[str, openai.OpenAI] = {}
+        # Every client made, closed with the stack: one left to the garbage
+        # collector unclosed raises a ResourceWarning in whichever test the
+        # collection lands in.
+        self._clients: list[openai.OpenAI] = []
 
     def client(self, key: str = "sk-flatgate-acme") -> openai.OpenAI:
-        made = self._clients.get(key)
-        if made is None:
-            made = self._clients[key] = openai.OpenAI(
-                base_url=self.base_url, api_key=key, max_retries=0
-            )
+        """A new client (its own connections) for ``key``."""
+        made = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0)
+        self._clients.append(made)
         return made
 
     def close(self) -> None:
-        for made in self._clients.values():
+        for made in self._clients:
             made.close()
 
     def metrics(self) -> str:
