@@ -77,6 +77,9 @@ NOT_NAMES = {
     "service.name": "OpenTelemetry's resource attribute",
 }
 
+# Backticked words a package's docstring may hold that name no module of it.
+NOT_MODULES = {"flatgate": "the command, and the namespace package"}
+
 README_MAX_LINES = 300
 
 
@@ -527,3 +530,35 @@ def test_the_allow_lists_are_still_needed(word: str) -> None:
     assert word not in all_config_keys()
     assert not any(resolves(f"{c}.{rest}") for c in by_last_part().get(head, ()))
     assert not resolves(word)
+
+
+_PACKAGE_WORD = re.compile(r"``([a-z_][a-z0-9_]*)``")
+
+
+def _package_docstrings() -> Iterator[tuple[str, str]]:
+    """(installed package name, docstring) of every package of the product."""
+    for top, installed in INSTALLED.items():
+        if top == "generated":
+            continue
+        for init in sorted((ROOT / top).rglob("__init__.py")):
+            rel = init.parent.relative_to(ROOT / top).parts
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            yield ".".join((installed, *rel)), doc
+
+
+@pytest.mark.parametrize(("package", "doc"), list(_package_docstrings()))
+def test_every_module_a_package_docstring_names_exists(package: str, doc: str) -> None:
+    """A package's docstring names its modules in single backticked words
+    (``serve``, ``config``): each is a module or subpackage of it, something
+    it exports, a backend protocol, or one of ``NOT_MODULES``; a module
+    renamed or gone fails here, not in a reader's head."""
+    mod = importlib.import_module(package)
+    stale = [
+        w
+        for w in sorted(set(_PACKAGE_WORD.findall(doc)))
+        if importlib.util.find_spec(f"{package}.{w}") is None
+        and not hasattr(mod, w)
+        and w not in PROTOCOLS
+        and w not in NOT_MODULES
+    ]
+    assert not stale, f"{package}'s docstring names no module of it: {stale}"

@@ -1,4 +1,4 @@
-"""``flatgate``: the command line (``flatgate edge|proxy|stub|up|check``).
+"""``flatgate``: the command line (``flatgate proxy|stub|gateway|edge|up|check|reload``).
 
 Owns turning flags into settings and starting granian. Flags become
 ``FLATGATE_<SERVICE>_<KEY>`` environment variables, so the worker processes

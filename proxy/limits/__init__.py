@@ -1,6 +1,6 @@
 """Tenants' limits that hold across workers and instances: the limiter core.
 
-``config`` (the ``[state]``, ``[[limits]]`` and ``[[tenants]]`` sections),
+``sections`` (the ``[state]``, ``[[limits]]`` and ``[[tenants]]`` sections),
 ``rules`` (which limits apply, their keys; ``allowed``, the model
 allow-lists), ``algorithms`` (GCRA rates, leased concurrency, day budgets,
 and why), ``decision`` (``Decision``, ``Lease``), the stores (``store``'s

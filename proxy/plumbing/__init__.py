@@ -1,2 +1,4 @@
-"""What both services use: the granian server boundary (``serve``), config
-loading (``config``) and Prometheus metrics (``metrics``). No business logic."""
+"""What every server uses: the granian boundary (``serve``), config loading
+(``config``), admission and body bounds (``admission``, ``intake``),
+metrics, the access log, reloads, drains and traces. No business logic;
+docs/design.md, "The tree", lists its modules."""

@@ -1,2 +1,4 @@
-"""The proxy service: the ``/v1/completions`` app, its route table, the
-balancer, and the built-in stub backend. Never imports the edge."""
+"""The proxy service: the ``/v1/completions`` and ``/v1/embeddings`` app
+over ``CompletionRequest`` and ``EmbeddingRequest`` buffers, its route table
+and balancer, and the one-process gateway's router (``inprocess``). Never
+imports the edge."""

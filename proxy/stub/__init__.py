@@ -1,18 +1,13 @@
 """The built-in model server: deterministic tokens, for runs, tests and benchmarks.
 
 ``flatgate stub --protocol fbs|openai|openai-responses|anthropic`` serves one
-protocol per process: ``fbs`` (a ``CompletionRequest`` in, chunk frames out),
-``openai`` (Chat Completions), ``openai-responses`` (the Responses API) or
-``anthropic`` (Messages). In each API's own wire format it gives the same
-deterministic echo (``echo``) and the same faults (``server``), so backend
-adapters can be tested end to end against it.
-
-Modules: ``echo`` (the answer and the faults, no format), ``fbs``,
-``openai``, ``openai_responses`` and ``anthropic`` (the wire formats;
-``openai_request``, ``openai_responses_request`` and ``anthropic_request``
-validate their requests), ``embeddings`` (``POST /v1/embeddings`` in the
-``fbs`` and OpenAI protocols), ``server`` (HTTP handling, stats, faults),
-``settings`` (``[stub]``). ``create_app`` is the granian factory.
+protocol per process, in that API's own wire format (each protocol's folder
+under ``proxy/backends`` holds its stub's wire module beside its adapter),
+with the same deterministic echo and faults (``backends.dialect``), so that
+the adapters are tested end to end against it. Here: ``server`` (HTTP
+handling, stats, faults), ``cadence`` (the token timing), ``embeddings``
+(``POST /v1/embeddings``), ``settings`` (``[stub]``); ``create_app`` is the
+granian factory.
 """
 
 from __future__ import annotations

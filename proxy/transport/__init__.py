@@ -1,3 +1,3 @@
 """Upstream HTTP: the ``Transport`` interface and its errors (``base``), the fast
-keep-alive pool (``pool``), the httpx reference (``reference``). Knows nothing
-of routing."""
+keep-alive pool (``fast``), the httpx reference (``reference``), chosen by
+``factory``. Knows nothing of routing."""
