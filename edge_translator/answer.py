@@ -22,12 +22,12 @@ from collections.abc import Awaitable, Callable
 from flatgate.edge_translator.client_api import Folding, Rendering
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed
 from flatgate.edge_translator.proxy_link import Frames
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import Exchange, Sink
 from flatgate.proxy.transport.base import Response
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.schema import SSE
 
 __all__ = ["SSE_HEADERS", "Keepalive", "aggregate", "stream"]

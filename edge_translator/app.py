@@ -85,6 +85,7 @@ from flatgate.edge_translator.responses.store import StoredResponses
 from flatgate.edge_translator.routes import Endpoint, Shape, Table
 from flatgate.edge_translator.settings import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
+from flatgate.proxy.errors import codes
 from flatgate.proxy.limits import Limiter
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.auth import TokenCheck
@@ -97,7 +98,6 @@ from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import Exchange, ServerApp, is_loopback
 from flatgate.proxy.plumbing.telemetry import Tracing, open_tracing
 from flatgate.proxy.transport.base import Transport
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.schema import JSON
 
 __all__ = ["EdgeApp", "create_app"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Final
 
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.buffer import MAX_BUFFER_BYTES, MalformedBuffer
 from flatgate.proxy.wire.request.verify import MAX_OBJECTS, verify_request
 

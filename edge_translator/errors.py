@@ -1,7 +1,7 @@
 """The edge's one error tree, and what every error answer carries.
 
 Every failure the edge reports to a client is an ``EdgeError`` (or a subclass)
-carrying a registered ``wire.codes.ErrorCode`` (its HTTP status and OpenAI
+carrying a registered ``errors.codes.ErrorCode`` (its HTTP status and OpenAI
 ``type``), a message, the ``param`` it concerns, the seconds to wait before a
 retry (``Retry-After``) and any more headers (a tenant's rate headers).
 ``body()`` renders OpenAI's shape, ``{"error": {"message", "type", "param",
@@ -36,8 +36,8 @@ The edge's upstream is the proxy: the transport's exceptions become
 from __future__ import annotations
 
 from flatgate.proxy.apis.errors import ECHO_CHARS, EdgeError, InvalidRequest, shown
+from flatgate.proxy.errors import codes
 from flatgate.proxy.transport.base import retry_after_value
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.schema import JSON
 
 __all__ = [

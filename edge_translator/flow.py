@@ -55,6 +55,7 @@ from flatgate.edge_translator.keys import Credential, Identity
 from flatgate.edge_translator.proxy_link import ProxyLink, refusal
 from flatgate.edge_translator.settings import EdgeSection, ModelConfig
 from flatgate.edge_translator.tenancy import FREE, Admitted, Tenancy, with_headers
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.admission import Admission, Hold, Refusal
 from flatgate.proxy.plumbing.drain import Drain, Ending
@@ -70,7 +71,6 @@ from flatgate.proxy.plumbing.serve import (
     valid_request_id,
 )
 from flatgate.proxy.transport.base import Response
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER

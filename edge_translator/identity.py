@@ -24,8 +24,8 @@ from flatgate.edge_translator.errors import AuthenticationFailed
 from flatgate.edge_translator.jwt_auth import JwtVerifier, looks_like_jwt
 from flatgate.edge_translator.keys import OPEN, Identity, KeyRing
 from flatgate.edge_translator.settings import EdgeSettings, KeyConfig
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.auth import bearer_token
-from flatgate.proxy.wire import codes
 
 __all__ = ["Identities"]
 

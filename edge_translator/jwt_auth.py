@@ -48,7 +48,7 @@ from flatgate.edge_translator.jwks import (
 )
 from flatgate.edge_translator.keys import Credential, Identity
 from flatgate.edge_translator.settings import JwtConfig
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 
 __all__ = ["MAX_CLAIM_CHARS", "MAX_MODELS", "JwtVerifier", "key_source", "looks_like_jwt"]
 

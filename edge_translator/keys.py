@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from flatgate.edge_translator.errors import AuthenticationFailed
 from flatgate.edge_translator.settings import KeyConfig
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.auth import bearer_token, hash_key
-from flatgate.proxy.wire import codes
 
 __all__ = [
     "OPEN",

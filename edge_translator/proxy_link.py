@@ -40,6 +40,7 @@ from flatgate.edge_translator.errors import (
     shutting_down,
 )
 from flatgate.edge_translator.settings import EdgeSection
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.telemetry import headers as trace_headers
@@ -56,7 +57,6 @@ from flatgate.proxy.transport.base import (
     retry_after,
 )
 from flatgate.proxy.transport.factory import make_transport
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, FrameCutter, MalformedFrame
 from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.schema import (

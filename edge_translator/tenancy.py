@@ -45,11 +45,11 @@ from flatgate.edge_translator.errors import EdgeError, ModelNotFound, shown
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.model_endpoints import Listed, openai_list
 from flatgate.edge_translator.settings import EdgeSettings, ModelConfig
+from flatgate.proxy.errors import codes
 from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Decision, Lease, Limiter, allowed
 from flatgate.proxy.limits.decision import Outcome
 from flatgate.proxy.limits.rules import EARLY, FULL, LATE
 from flatgate.proxy.transport.base import retry_after_value
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.request.estimate import reservation
 

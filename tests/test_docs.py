@@ -10,7 +10,7 @@ What they may name, and how each is checked:
   the naming file's folder. A backticked word is a path when it starts with a
   top-level folder; a bare one when it also ends in a file extension; a bare
   page name (``SOURCES.md``) is a file somewhere in the tree;
-- a dotted module or attribute (``flatgate.proxy.wire.codes.CODES``, or short,
+- a dotted module or attribute (``flatgate.proxy.errors.codes.CODES``, or short,
   ``wire.request.verify``, ``plumbing.serve``): it imports and has the
   attribute. A short name starts with the last part of one of the project's
   modules; a config key (``proxy.max_body_bytes``) is a name too. Dotted words

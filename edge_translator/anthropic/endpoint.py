@@ -51,9 +51,9 @@ from flatgate.proxy.apis.anthropic_messages.request import (
     decode_count_tokens,
     decode_messages,
 )
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.auth import bearer_token
 from flatgate.proxy.plumbing.serve import Exchange
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request.estimate import estimate_request
 from flatgate.proxy.wire.schema import BETA_HEADER
 

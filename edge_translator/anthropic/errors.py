@@ -1,7 +1,7 @@
 """flatgate's errors in Anthropic's shape: ``{"type": "error", "error": {"type",
 "message"}}``, with Anthropic's status and type for each.
 
-Owns the one mapping from an ``EdgeError`` (a registered ``wire.codes`` code
+Owns the one mapping from an ``EdgeError`` (a registered ``errors.codes`` code
 and the status it is answered with) to what an Anthropic client expects: the
 documented status/type pairs (``TYPES``), keyed by status, so that every code
 the registry holds, today's and tomorrow's, has its Anthropic type; and the
@@ -22,7 +22,7 @@ import msgspec
 
 from flatgate.proxy.apis.anthropic_messages.events import ErrorBody, ErrorDetail
 from flatgate.proxy.apis.errors import DetailedRequestError, EdgeError
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 
 __all__ = [
     "OVERLOADED",

@@ -52,7 +52,7 @@ from flatgate.edge_translator.errors import EdgeError, ProxyFailed
 from flatgate.edge_translator.openai.render import Streamed, chunk_error
 from flatgate.proxy.apis.anthropic_messages.events import STOP_REASON_OF, Answer, ContentBlock
 from flatgate.proxy.apis.anthropic_messages.events import Usage as AnswerUsage
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason

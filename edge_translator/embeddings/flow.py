@@ -45,10 +45,10 @@ from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.proxy_link import ProxyLink, refusal, whole
 from flatgate.edge_translator.tenancy import FREE, Admitted, with_headers
 from flatgate.proxy.apis.openai_embeddings.request import decode
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import Exchange
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.embeddings import Embeddings, read_embedding_response

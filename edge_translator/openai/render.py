@@ -56,7 +56,7 @@ from flatgate.proxy.apis.openai_chat.answer import (
     decode_logprobs,
 )
 from flatgate.proxy.apis.openai_chat.answer import Usage as UsageOut
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, Usage
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 

@@ -59,8 +59,8 @@ from flatgate.edge_translator.responses.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.apis.openai_responses.items import decode_items, decode_stored_output
 from flatgate.proxy.apis.openai_responses.request import Decoded, decode_request
+from flatgate.proxy.errors import codes
 from flatgate.proxy.limits.blobs import Pieces
-from flatgate.proxy.wire import codes
 
 __all__ = [
     "RESPONSES",

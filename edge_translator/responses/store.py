@@ -61,10 +61,10 @@ from typing import Final, NamedTuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from flatgate.edge_translator.errors import EdgeError
+from flatgate.proxy.errors import codes
 from flatgate.proxy.limits import Limiter, StateSection, Store, StoreError
 from flatgate.proxy.limits.blobs import Pieces
 from flatgate.proxy.limits.rules import key_part
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.digits import read_decimal
 
 __all__ = [

@@ -4,7 +4,7 @@ backends: the edge's root, ``EdgeError``, and its 400, ``InvalidRequest``.
 The vendor APIs' models (``proxy.apis``) raise these, so they are defined
 here, below every layer that decodes a vendor API's request; the edge's
 tree (``edge_translator.errors``) names them with its other errors. Every
-failure carries a registered ``wire.codes.ErrorCode`` (its HTTP status and
+failure carries a registered ``errors.codes.ErrorCode`` (its HTTP status and
 OpenAI ``type``), a message, the ``param`` it concerns, the seconds to wait
 before a retry (``Retry-After``) and any more headers. ``body()`` renders
 OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``. A
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import ErrorCode
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.codes import ErrorCode
 
 __all__ = ["ECHO_CHARS", "DetailedRequestError", "EdgeError", "InvalidRequest", "shown"]
 

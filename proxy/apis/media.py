@@ -22,7 +22,7 @@ import base64
 import binascii
 
 from flatgate.proxy.apis.errors import InvalidRequest, shown
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.media import sniff
 
 __all__ = ["check_declared", "data_url", "decode_base64", "encode_data_url"]

@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 from flatgate.proxy.backends.base import Inbound, Outbound, Probe, Refusal, Translator, classify
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.backends.sse import MAX_EVENT_BYTES, SSEError, SSEParser
+from flatgate.proxy.errors import codes
 from flatgate.proxy.transport.base import retry_after
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter, write_chunk
 from flatgate.proxy.wire.request.decode import Request

@@ -12,7 +12,7 @@ caller from taking them all:
   connection carries many requests; an HTTP/1.1 one, one at a time).
 
 ``admit`` answers which bound a request would pass (``Refusal``), or ``None``
-and holds it; the services answer 503 (``wire.codes.SERVER_BUSY``) for the
+and holds it; the services answer 503 (``errors.codes.SERVER_BUSY``) for the
 worker's own bounds and 429 (``CALLER_BUSY``) for a share, both with
 ``Retry-After``. A body still arriving is bounded in time by the server
 (``serve.BodyPolicy``), so no hold outlives its timeouts. Per worker; no I/O.
@@ -23,8 +23,8 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import ErrorCode
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.codes import ErrorCode
 
 __all__ = ["Admission", "Hold", "Refusal"]
 

@@ -42,6 +42,7 @@ import msgspec
 from flatgate.proxy.backends.extras import omitted_header
 from flatgate.proxy.backends.registry import kinds
 from flatgate.proxy.backends.section import COMPLETIONS, EMBEDDINGS, BackendConfig
+from flatgate.proxy.errors import codes
 from flatgate.proxy.limits import Lease, Limiter, SharedBackends
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Hold
@@ -81,7 +82,6 @@ from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.service.settings import ProxySettings, load_config
 from flatgate.proxy.transport.base import Transport
 from flatgate.proxy.transport.factory import make_transport
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.reader import last_outcome

@@ -13,11 +13,11 @@ failure is a ``ProxyError``. No routing here, and no body: it is read within
 
 from __future__ import annotations
 
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.admission import Admission, Hold, Refusal
 from flatgate.proxy.plumbing.auth import TokenCheck
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.service.errors import BUSY_RETRY_AFTER, ProxyError
-from flatgate.proxy.wire import codes
 
 __all__ = ["caller_of", "hold_of"]
 

@@ -62,6 +62,7 @@ from flatgate.proxy.backends.base import (
     Untranslatable,
 )
 from flatgate.proxy.backends.extras import omitted_label
+from flatgate.proxy.errors import codes
 from flatgate.proxy.limits import BackendLease, SharedBackends
 from flatgate.proxy.plumbing.instruments import CountFamily
 from flatgate.proxy.plumbing.metrics import Metrics
@@ -84,7 +85,6 @@ from flatgate.proxy.transport.base import (
     UpstreamPoolTimeout,
     UpstreamTimeout,
 )
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.request.verify import MAX_BYTES, verify_request
 

@@ -39,12 +39,12 @@ import time
 from dataclasses import dataclass
 
 from flatgate.proxy.backends.base import Inbound, Outbound
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.instruments import CountFamily
 from flatgate.proxy.service.balancer import Backend, RouteTarget
 from flatgate.proxy.service.dispatch import Attempt, Dispatcher
 from flatgate.proxy.service.errors import ProxyError
 from flatgate.proxy.transport.base import Response, ResponseTooLarge, read_whole
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import (
     EmbeddingInput,
     prompt_tokens_of,

@@ -26,7 +26,7 @@ here and nowhere else::
                                   begun, backend_disconnected
 
 There are no subclasses: nothing tells one ProxyError from another by its
-type; its code says what it is (``wire.codes``, the one registry).
+type; its code says what it is (``errors.codes``, the one registry).
 
 An answer is ``{"error": {"code", "message"}}`` (or a backend's own JSON body,
 passed through) with ``Content-Type: application/json``, and:
@@ -45,6 +45,8 @@ from __future__ import annotations
 import re
 
 from flatgate.proxy.backends.base import TranslatorError
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.codes import ErrorCode, error_body
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.serve import (
@@ -55,9 +57,7 @@ from flatgate.proxy.plumbing.serve import (
     Exchange,
 )
 from flatgate.proxy.transport.base import UpstreamError, UpstreamTimeout, retry_after_value
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
-from flatgate.proxy.wire.codes import ErrorCode, error_body
 from flatgate.proxy.wire.schema import JSON
 
 __all__ = [

@@ -33,10 +33,10 @@ from collections.abc import Iterable
 
 from prometheus_client.core import Metric
 
+from flatgate.proxy.errors import codes
 from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Lease, Limiter, LimitsConfig
 from flatgate.proxy.limits.decision import Outcome
 from flatgate.proxy.service.errors import ProxyError
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.request.estimate import estimate_request, estimate_tokens, reservation
 

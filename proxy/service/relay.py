@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from flatgate.proxy.backends.base import TranslatorError
+from flatgate.proxy.errors.codes import ErrorCode
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import CallerWatch
 from flatgate.proxy.service.dispatch import Opened
@@ -35,7 +36,6 @@ from flatgate.proxy.service.errors import proxy_error
 from flatgate.proxy.transport.base import UpstreamError
 from flatgate.proxy.wire.chunk.frames import ChunkError, FrameCutter, sse_event
 from flatgate.proxy.wire.chunk.writer import write_chunk
-from flatgate.proxy.wire.codes import ErrorCode
 from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = ["Relay", "sse_frames"]

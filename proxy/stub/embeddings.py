@@ -57,10 +57,10 @@ from flatgate.proxy.backends.openai.stub_request import (
     not_json,
     number_at,
 )
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.codes import error_body
 from flatgate.proxy.plumbing.validation import quoted_span, read_validation
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
-from flatgate.proxy.wire.codes import error_body
 from flatgate.proxy.wire.embeddings import (
     MAX_DIMENSIONS,
     MAX_INPUTS,

@@ -59,13 +59,13 @@ from flatgate.proxy.backends.dialect import (
     id_header,
 )
 from flatgate.proxy.backends.registry import PROTOCOLS
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.codes import error_body
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import BodyError, BodyPolicy, BodyTooLarge, Exchange
 from flatgate.proxy.stub.cadence import CadenceMode
 from flatgate.proxy.stub.embeddings import EMBEDDINGS, Embeddings, EmbeddingsAsk
 from flatgate.proxy.stub.settings import StubSection
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import error_body
 from flatgate.proxy.wire.schema import EMBEDDINGS_PATH, JSON
 
 __all__ = ["StubServer"]

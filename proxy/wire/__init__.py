@@ -8,5 +8,6 @@ One folder per root: ``request/`` (``CompletionRequest``), ``chunk/``
 ``EmbeddingResponse``, from ``schema/embeddings.fbs``). Shared by all of
 them: ``buffer`` (the bounds-checked primitives), ``layout`` (every table's
 slots, kinds and inline layout: the one place a field's position is said),
-``schema`` (names, identifiers, media types), ``codes`` (error codes) and
-``builders`` (the builder pool)."""
+``schema`` (names, identifiers, media types) and ``builders`` (the builder
+pool). flatgate's error codes are not the wire's: they live above it, in
+``flatgate.proxy.errors``."""

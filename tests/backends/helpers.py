@@ -30,8 +30,8 @@ from flatgate.proxy.backends.openai.adapter import OpenAIStream
 from flatgate.proxy.backends.registry import backend_config, backend_problems
 from flatgate.proxy.backends.responses.stream import ResponsesStream
 from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.config import ConfigError, Problems
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, FrameSplitter
 from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.request.decode import Request, read_request

@@ -26,7 +26,7 @@ from flatgate.proxy.backends.anthropic.adapter import STOP_REASONS, AnthropicAda
 from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.backends.anthropic.stream import AnthropicStream
 from flatgate.proxy.backends.anthropic.whole import AnthropicWhole
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason

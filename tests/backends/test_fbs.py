@@ -14,7 +14,7 @@ import pytest
 from flatgate.proxy.backends.base import Inbound, TranslatorError
 from flatgate.proxy.backends.fbs.adapter import FbsAdapter, FrameRelay
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import MAX_FRAME_BYTES, ChunkError, Usage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.request.decode import Request

@@ -27,7 +27,7 @@ from flatgate.edge_translator.responses.render import Aggregator as ResponsesAgg
 from flatgate.proxy.apis.openai_responses.request import decode_request as decode_responses
 from flatgate.proxy.backends.openai.adapter import OpenAIStream
 from flatgate.proxy.backends.openai.whole import OpenAIWhole
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk
 from tests.backends.helpers import (
     STREAM_MODEL,

@@ -22,8 +22,8 @@ from flatgate.proxy.backends.fbs.adapter import FbsAdapter
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.errors import codes
 from flatgate.proxy.transport.base import MAX_RETRY_AFTER, retry_after
-from flatgate.proxy.wire import codes
 from tests.backends.helpers import fixture
 
 OPENAI = OpenAIAdapter(OpenAIConfig(name="o", url="https://api.openai.com/v1", protocol="openai"))

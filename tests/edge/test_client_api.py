@@ -12,7 +12,7 @@ from flatgate.edge_translator.client_api import Asked, ClientApi, Route
 from flatgate.edge_translator.errors import EdgeError, InvalidRequest
 from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.settings import ModelConfig, load_edge_settings
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from tests.edge.helpers import decode_request_fb
 
 MODEL = ModelConfig("m", "SelfHosted")

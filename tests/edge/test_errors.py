@@ -17,7 +17,7 @@ from flatgate.edge_translator.errors import (
     error_headers,
     shutting_down,
 )
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 
 
 @pytest.mark.parametrize(

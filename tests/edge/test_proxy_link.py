@@ -10,6 +10,7 @@ import pytest
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
 from flatgate.edge_translator.proxy_link import Frames, ProxyLink, proxy_failure
 from flatgate.edge_translator.settings import EdgeSection
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.transport.base import (
@@ -20,7 +21,6 @@ from flatgate.proxy.transport.base import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from flatgate.proxy.wire import codes
 from tests.edge import fakes
 
 

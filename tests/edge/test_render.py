@@ -17,7 +17,7 @@ from flatgate.edge_translator.openai.render import (
     error_event,
     finish_reason_name,
 )
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import FinishReason
 

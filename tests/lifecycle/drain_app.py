@@ -19,10 +19,10 @@ import asyncio
 import os
 import sys
 
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.codes import error_body
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.serve import Exchange, ServerApp
-from flatgate.proxy.wire import codes
-from flatgate.proxy.wire.codes import error_body
 
 DRAINING_HEADERS = [
     ("content-type", "application/json"),

@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.inmemory import FakeAnswer, FakeExchange, FakeTransport, drive
 from flatgate.proxy.backends.base import TranslatorError
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.plumbing.serve import BodyMalformed, BodyTimeout, BodyTooLarge
 from flatgate.proxy.service.app import ProxyServer
@@ -27,7 +28,6 @@ from flatgate.proxy.transport.base import (
     UpstreamTimeout,
     retry_after_value,
 )
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import JSON

@@ -9,11 +9,11 @@ import re
 
 import pytest
 
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.accesslog import FLUSH_BYTES, AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Admission, Hold, Refusal
 from flatgate.proxy.plumbing.auth import TokenCheck, bearer_token, hash_key
 from flatgate.proxy.plumbing.serve import CallerWatch, Watchlist
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.request.route import read_route, read_tenant, tenant_present
 

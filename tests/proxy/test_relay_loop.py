@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator, Sequence
 from benchmarks.inmemory import FakeAnswer, make_server
 from flatgate.proxy.backends.fbs.adapter import FbsAdapter
 from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.service.balancer import Backend
 from flatgate.proxy.service.dispatch import Opened
 from flatgate.proxy.service.inprocess import InProcessTransport
 from flatgate.proxy.service.relay import Relay, sse_frames
 from flatgate.proxy.transport.base import Timeouts, Upstream, UpstreamProtocolError, UpstreamTimeout
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk

@@ -16,7 +16,8 @@ from flatgate.generated.LLMGateway.FinishReason import FinishReason as GenFinish
 from flatgate.generated.LLMGateway.ModelProvider import ModelProvider as GenProvider
 from flatgate.generated.LLMGateway.Role import Role as GenRole
 from flatgate.generated.LLMGateway.ToolChoiceMode import ToolChoiceMode as GenChoice
-from flatgate.proxy.wire import codes, schema
+from flatgate.proxy.errors import codes
+from flatgate.proxy.wire import schema
 
 ROOT = Path(__file__).resolve().parents[2]
 

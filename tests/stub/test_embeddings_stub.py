@@ -20,7 +20,7 @@ from flatgate.proxy.backends.fbs.adapter import FbsAdapter
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.backends.section import BackendConfig
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.embeddings import (
     Embeddings,
     read_embedding_request,

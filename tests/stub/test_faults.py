@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from flatgate.proxy.backends.dialect import STUB_MAX_BODY
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.request import build_request

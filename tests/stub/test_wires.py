@@ -11,7 +11,7 @@ from flatgate.proxy.backends.anthropic.stub import AnthropicWire
 from flatgate.proxy.backends.dialect import Answer, StubRequest, Wire, answer
 from flatgate.proxy.backends.fbs.stub import FbsWire
 from flatgate.proxy.backends.openai.stub import OpenAIWire
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, FrameSplitter, SSESplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.schema import FRAMES, SSE, FinishReason, Role

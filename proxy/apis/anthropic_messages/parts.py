@@ -45,7 +45,7 @@ from flatgate.proxy.apis.anthropic_messages.blocks import (
 from flatgate.proxy.apis.anthropic_messages.request import Fields, not_utf8
 from flatgate.proxy.apis.errors import InvalidRequest
 from flatgate.proxy.apis.media import check_declared
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import ApiDialect, PartKind
 

@@ -96,8 +96,8 @@ from flatgate.proxy.apis.decoding import (
     why_undecodable,
 )
 from flatgate.proxy.apis.errors import DetailedRequestError, InvalidRequest, shown
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.validation import read_validation
-from flatgate.proxy.wire import codes
 
 __all__ = [
     "EXTRA_FIELDS",

@@ -34,7 +34,7 @@ from flatgate.proxy.apis.openai_chat.request import (
     RefusalPart,
     TextPart,
 )
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.parts import ContentPart as Part
 from flatgate.proxy.wire.schema import ApiDialect, PartKind
 

@@ -95,7 +95,7 @@ from flatgate.proxy.apis.openai_chat.members import (
     struct_info,
     unrecognized,
 )
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 
 __all__ = [
     "BODY_ERRORS",

@@ -46,7 +46,7 @@ from flatgate.proxy.apis.openai_responses.items import (
     Refusal,
 )
 from flatgate.proxy.apis.openai_responses.tools import invalid, missing
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import ApiDialect, PartKind
 

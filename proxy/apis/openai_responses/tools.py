@@ -47,7 +47,7 @@ import msgspec
 from flatgate.proxy.apis.decoding import is_utf8, validation_text
 from flatgate.proxy.apis.errors import InvalidRequest, shown
 from flatgate.proxy.apis.openai_chat.request import param_from_error, unrecognized
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.request.writer import ToolSpec
 from flatgate.proxy.wire.schema import ToolChoiceMode
 

@@ -46,7 +46,7 @@ import msgspec
 
 from flatgate.proxy.apis.anthropic_messages.events import STOP_REASONS, ErrorDetail, Event, Usage
 from flatgate.proxy.backends.json_api import EventStream, count
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk import frames
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta
 from flatgate.proxy.wire.chunk.writer import ChunkWriter

@@ -48,7 +48,7 @@ from flatgate.proxy.backends.anthropic.stream import (
     usage_of,
 )
 from flatgate.proxy.backends.json_api import WholeAnswer, error_frame
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.parts import ReasoningPart

@@ -27,8 +27,8 @@ from flatgate.proxy.backends.base import (
     classify,
 )
 from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.errors import codes
 from flatgate.proxy.transport.base import retry_after
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import ChunkError, FrameCutter, MalformedFrame
 from flatgate.proxy.wire.chunk.writer import write_chunk

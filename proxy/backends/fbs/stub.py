@@ -11,7 +11,7 @@ A message with content parts (images, documents, audio, files) echoes as
 pixel size), read with ``wire.request.decode``, so a test sees what bytes
 arrived. A tool call is one chunk carrying the call, the finish reason and the usage.
 A non-streamed answer is one chunk. Errors before the first byte are flatgate's
-own ``{"error": {"code", "message"}}`` (codes from ``wire.codes``); the
+own ``{"error": {"code", "message"}}`` (codes from ``errors.codes``); the
 ``error`` fault mid-stream is an error chunk with code ``backend_stream_error``
 (what the openai and anthropic adapters make of their servers' mid-stream
 errors).
@@ -40,11 +40,11 @@ from flatgate.proxy.backends.dialect import (
     id_header,
     split_model,
 )
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.codes import ErrorCode, error_body
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage, sse_event
 from flatgate.proxy.wire.chunk.writer import ChunkWriter, write_chunk
-from flatgate.proxy.wire.codes import ErrorCode, error_body
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request
 from flatgate.proxy.wire.schema import (

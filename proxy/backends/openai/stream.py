@@ -46,7 +46,7 @@ from flatgate.proxy.apis.openai_chat.answer import (
     decode_chunk,
 )
 from flatgate.proxy.backends.json_api import INT32_MAX, EventStream, usage
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta
 from flatgate.proxy.wire.chunk.frames import Usage as WireUsage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter

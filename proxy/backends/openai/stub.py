@@ -56,7 +56,7 @@ from flatgate.proxy.backends.openai.stub_request import (
     decode_chat_request,
     to_stub_request,
 )
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.schema import JSON, FinishReason
 

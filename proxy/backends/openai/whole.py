@@ -48,7 +48,7 @@ from flatgate.proxy.backends.openai.stream import (
     logprobs_extras,
     usage_of,
 )
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.schema import FinishReason

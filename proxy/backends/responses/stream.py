@@ -67,7 +67,7 @@ from flatgate.proxy.apis.openai_responses.answer import (
 )
 from flatgate.proxy.apis.openai_responses.events import Event, decode_event
 from flatgate.proxy.backends.json_api import EventStream, count
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.parts import ReasoningPart

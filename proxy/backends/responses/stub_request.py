@@ -75,8 +75,8 @@ from flatgate.proxy.backends.openai.stub_request import (
     in_range,
     missing,
 )
+from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.validation import read_validation
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.schema import Role
 
 __all__ = [

@@ -57,7 +57,7 @@ from flatgate.proxy.backends.responses.stream import (
     reasoning_text,
     usage_of,
 )
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import ToolCallDelta
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
 from flatgate.proxy.wire.parts import ReasoningPart

@@ -45,7 +45,7 @@ from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.apis.anthropic_messages.request import decode_messages
 from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.backends.anthropic.adapter import AnthropicStream
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request

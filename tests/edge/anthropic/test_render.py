@@ -21,7 +21,7 @@ from flatgate.edge_translator.anthropic.errors import (
 )
 from flatgate.edge_translator.anthropic.render import EventRenderer, MessageAggregator
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.chunk.writer import ChunkWriter

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from flatgate.edge_translator.embeddings.translate import estimate, write
 from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.proxy.apis.openai_embeddings.request import decode
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.embeddings import MAX_INPUTS, read_embedding_request
 from flatgate.proxy.wire.schema import ApiDialect
 

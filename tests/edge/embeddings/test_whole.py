@@ -7,8 +7,8 @@ import pytest
 
 from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
 from flatgate.edge_translator.proxy_link import whole
+from flatgate.proxy.errors import codes
 from flatgate.proxy.transport.base import UpstreamProtocolError, UpstreamTimeout
-from flatgate.proxy.wire import codes
 from tests.edge.fakes import Response
 
 

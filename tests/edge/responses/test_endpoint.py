@@ -23,8 +23,8 @@ from flatgate.edge_translator.responses.items import encode_items
 from flatgate.edge_translator.responses.store import StoredResponses, _group
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.proxy.apis.openai_responses.request import Decoded
+from flatgate.proxy.errors import codes
 from flatgate.proxy.limits import MemoryStore, StateSection
-from flatgate.proxy.wire import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request, read_request

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.proxy.apis.openai_responses.request import decode_request
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request
 

@@ -11,7 +11,7 @@ import pytest
 
 from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.proxy.apis.openai_responses.request import decode_request
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.schema import ToolChoiceMode
 from tests.edge.responses.common import decoded
 

@@ -17,7 +17,7 @@ from flatgate.edge_translator.openai.endpoint import KEEPALIVE
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.endpoint import RESPONSES
 from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure
-from flatgate.proxy.wire import codes
+from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
