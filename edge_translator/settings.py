@@ -1,10 +1,10 @@
-"""The edge's settings: one frozen typed object from the shared TOML file.
+"""The edge's settings: its slice of the config document, checked.
 
-Owns the ``[edge]`` section (its fields beyond
-``plumbing.server_section.ServiceSection``'s), ``[[models]]``, ``[[keys]]``
-and ``[auth]`` (and reads ``[state]``, ``[[limits]]`` and ``[[tenants]]``
-through ``proxy.limits``; the other services' sections in the same file are
-theirs and ignored here). Values come, lowest precedence first, from the
+Owns the validation of the ``[edge]`` section, ``[[models]]``, ``[[keys]]``
+and ``[auth]``, whose keys are declared in ``proxy.document`` (and reads
+``[state]``, ``[[limits]]`` and ``[[tenants]]`` through ``proxy.limits``;
+the other services' sections in the same file are theirs and ignored
+here). Values come, lowest precedence first, from the
 file, from ``FLATGATE_EDGE_<KEY>`` environment variables (TOML syntax, bare
 strings allowed; ``plumbing.config.overlay_env``) and from explicit
 overrides. A bad config fails at start-up with an ``EdgeConfigError`` listing
@@ -21,12 +21,20 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 
+from flatgate.proxy.document.callers import (
+    JWT_ALGORITHMS,
+    AuthConfig,
+    JwtConfig,
+    KeyConfig,
+    ModelConfig,
+)
+from flatgate.proxy.document.root import EdgeSettings
+from flatgate.proxy.document.servers import EdgeSection
 from flatgate.proxy.limits import LimitsConfig, parse_limits
 from flatgate.proxy.plumbing.config import (
     ConfigError,
@@ -37,7 +45,6 @@ from flatgate.proxy.plumbing.config import (
     read_document,
 )
 from flatgate.proxy.plumbing.server_section import (
-    ServiceSection,
     intake_problems,
     lifecycle_problems,
     server_problems,
@@ -65,125 +72,8 @@ class EdgeConfigError(ConfigError):
     """A config the edge cannot start with; the message names the key."""
 
 
-class EdgeSection(ServiceSection, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    port: int = 8080
-    # Where the FlatBuffers proxy listens (its POST /v1/completions).
-    proxy_url: str = "http://127.0.0.1:8081"
-    connect_timeout: float = 2.0
-    # Longest wait between the proxy's bytes once the answer has begun.
-    read_timeout: float = 30.0
-    # Longest wait for the proxy's answer to begin: a reasoning model behind it
-    # may think for minutes before its first token.
-    first_byte_timeout: float = 600.0
-    # While a stream waits for its first token, an SSE comment goes to the
-    # client this often (0: never), so that proxies in between keep the
-    # connection; it commits the response to 200, so a later error is an event.
-    keepalive_seconds: float = 15.0
-    # Longest whole exchange with the proxy (0: none).
-    total_timeout: float = 0.0
-    # The token the edge presents to a proxy that authenticates its callers
-    # (`Authorization: Bearer`); best set as FLATGATE_EDGE_PROXY_TOKEN.
-    proxy_token: str = ""
-    # Hex SHA-256 of the bearer token /metrics needs ("": /metrics is open).
-    metrics_token_sha256: str = ""
-    # Serve HTTPS with this PEM certificate (chain) and key (both, or neither).
-    tls_cert_file: str = ""
-    tls_key_file: str = ""
-
-
 # FLATGATE_EDGE_<KEY> overlays, for plumbing.config.overlay_env.
 EDGE_OVERLAY: dict[str, tuple[str, ...]] = {"edge": EdgeSection.__struct_fields__}
-
-
-class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    name: str
-    provider: str
-    aliases: tuple[str, ...] = ()
-    owned_by: str = "flatgate"
-    # What the model endpoints show: Anthropic's `display_name` (None: the
-    # listed id itself) and when the model was made (`created_at`, and
-    # OpenAI's `created`; a TOML offset date-time or an RFC 3339 string;
-    # None: the Unix epoch).
-    display_name: str | None = None
-    created_at: datetime | None = None
-
-    @property
-    def provider_id(self) -> Provider:
-        return Provider[self.provider]
-
-
-class KeyConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    tenant: str
-    # Hex SHA-256 of the API key; the key itself is never stored.
-    sha256: str
-    # Names or globs of the models this key may call (absent: every model the
-    # tenant may; a [[tenants]] entry's list applies as well).
-    models: tuple[str, ...] | None = None
-
-
-# The JWT signature algorithms [auth.jwt] may allow: asymmetric only. `none`
-# and the HMAC family (HS*) never: a key set is published, and an HMAC "key"
-# taken from it would let anyone sign.
-JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA")
-
-
-class JwtConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``[auth.jwt]``: bearer tokens that are JWTs, verified against a key set."""
-
-    # Accepted `iss`, and `aud` (a token's `aud` must hold one of these).
-    issuer: str
-    audience: str | tuple[str, ...]
-    # The key set (JWKS): an https URL, fetched in each worker and refreshed
-    # when a token names an unknown `kid`, or a local file (read at start, and
-    # read again on an unknown `kid`). Exactly one of the two.
-    jwks_url: str = ""
-    jwks_file: str = ""
-    algorithms: tuple[str, ...] = ("RS256", "ES256", "EdDSA")
-    # The claim naming the tenant (a non-empty string), by exact name.
-    tenant_claim: str = "sub"
-    # Optional claim listing the models the token may use (globs; a list of
-    # strings, or one string of them separated by spaces). "": not read.
-    models_claim: str = ""
-    # Clock skew tolerated on `exp`, `nbf` and `iat`.
-    leeway_seconds: float = 30.0
-    # Verified tokens kept, per worker, so that a token's signature is checked
-    # once: until it expires, and never longer than cache_seconds (0: no cache).
-    cache_size: int = 10000
-    cache_seconds: float = 300.0
-    # The key set is fetched at most once per refresh_seconds, and fetched
-    # again on the next new token once older than max_age_seconds (0: only
-    # on an unknown `kid`).
-    refresh_seconds: float = 30.0
-    max_age_seconds: float = 3600.0
-    fetch_timeout: float = 5.0
-    # Longest token verified (longer ones are refused unread).
-    max_token_bytes: int = 8192
-
-
-class AuthConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``[auth]``: how callers are identified besides ``[[keys]]``."""
-
-    jwt: JwtConfig | None = None
-
-
-class EdgeSettings(msgspec.Struct, frozen=True):
-    edge: EdgeSection = EdgeSection()
-    models: tuple[ModelConfig, ...] = ()
-    keys: tuple[KeyConfig, ...] = ()
-    auth: AuthConfig = AuthConfig()
-    # [state], [[limits]] and [[tenants]] (limits.sections).
-    limits: LimitsConfig = LimitsConfig()
-    # OpenTelemetry traces (plumbing.telemetry).
-    telemetry: TelemetrySection = TelemetrySection()
-
-    def model_index(self) -> dict[str, ModelConfig]:
-        """Every name and alias to its model entry."""
-        out: dict[str, ModelConfig] = {}
-        for m in self.models:
-            out[m.name] = m
-            for alias in m.aliases:
-                out[alias] = m
-        return out
 
 
 class _Document(msgspec.Struct, frozen=True):
@@ -347,7 +237,9 @@ def _parse(
         models=doc.models,
         keys=doc.keys,
         auth=doc.auth,
-        limits=limits,
+        state=limits.state,
+        limits=limits.limits,
+        tenants=limits.tenants,
         telemetry=msgspec.convert(data.get("telemetry", {}), TelemetrySection),
     )
     return settings, problems

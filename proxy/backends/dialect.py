@@ -41,10 +41,11 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Protocol, get_args
 
 import msgspec
 
+from flatgate.proxy.document.servers import Fault, ToolMode
 from flatgate.proxy.plumbing.serve import valid_request_id
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.media import image_size
@@ -81,18 +82,8 @@ __all__ = [
     "split_model",
 ]
 
-# Faults the stub injects on request (tests): ``[stub] fault``, a model's
-# ``@fault`` suffix, or an fbs request's ``stub.fault`` metadata.
-Fault = Literal[
-    "fail", "stall", "die", "hang", "error", "rate_limit", "overloaded", "auth", "reject"
-]
 FAULTS: tuple[str, ...] = get_args(Fault)
 
-# When the stub calls a tool: ``named``, only the one ``tool_choice`` names;
-# ``offered``, also the one function tool a request offers, unasked (what a
-# model does when the prompt asks for what the tool does), so that suites
-# written for real models run against it.
-ToolMode = Literal["named", "offered"]
 TOOL_MODES: tuple[str, ...] = get_args(ToolMode)
 
 Headers = list[tuple[str, str]]

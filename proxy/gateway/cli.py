@@ -41,7 +41,7 @@ from flatgate.proxy.backends.dialect import FAULTS, TOOL_MODES
 from flatgate.proxy.backends.registry import PROTOCOLS
 from flatgate.proxy.gateway.check import checked, file_problems
 from flatgate.proxy.gateway.document import SERVICE_SCOPES, Scope
-from flatgate.proxy.gateway.effective import effective_config
+from flatgate.proxy.gateway.effective import effective_document, startup_line
 from flatgate.proxy.plumbing.config import ENV_CONFIG, env_name
 from flatgate.proxy.plumbing.metrics import ENV_METRICS_DIR
 from flatgate.proxy.plumbing.server_section import ServerSection, ServiceSection
@@ -143,6 +143,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also check what clashes when flatgate up runs every service on one host",
     )
     check.add_argument("--split", action="store_true", help="with --up: for flatgate up --split")
+    check.add_argument(
+        "--effective",
+        action="store_true",
+        help="print the whole effective document (file, environment and defaults; "
+        "secrets masked) as JSON",
+    )
     reload = sub.add_parser(
         "reload",
         help="check a config file and have every running worker that reads it apply it "
@@ -167,6 +173,12 @@ def _report(command: str, problems: list[str]) -> int:
 def _check(args: argparse.Namespace) -> int:
     path = os.path.abspath(args.config) if args.config else None
     scope: Scope = ("split" if args.split else "up") if args.up else "all"
+    if args.effective:
+        doc, problems = checked(path, scope=scope)
+        if doc is None:
+            return _report("check", problems)
+        print(json.dumps(effective_document(doc), indent=2))
+        return 0
     problems = file_problems(path, scope=scope)
     if problems:
         return _report("check", problems)
@@ -224,9 +236,8 @@ def _serve(service: str, args: argparse.Namespace) -> int:
     doc, problems = checked(None, scope=SERVICE_SCOPES[service])
     if doc is None:
         return _report(service, problems)
-    # One line: what this service runs with, secrets masked.
-    config_line = json.dumps(effective_config(service, doc), separators=(",", ":"))
-    print(f"flatgate {service}: effective config: {config_line}", file=sys.stderr, flush=True)
+    # What matters of what it runs with: where it listens, what it serves.
+    print(startup_line(service, doc), file=sys.stderr, flush=True)
     section: ServerSection
     tls: dict[str, Path] = {}
     if service in ("edge", "gateway"):

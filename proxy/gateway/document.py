@@ -1,13 +1,13 @@
-"""The whole config file as one typed document, read once and handed out in parts.
+"""The whole config file, read once, checked, and handed out in parts.
 
-Owns ``GatewayDocument``: every section of the file, each typed by the
+The document is ``proxy.document``'s ``GatewayDocument`` (a field per
+section; any other section is refused). Each section is checked by the
 service that reads it (``[proxy]``, ``[[backends]]`` and ``[[routes]]`` by
 ``service.settings``; ``[stub]`` by ``stub.settings``; ``[edge]``,
 ``[[models]]``, ``[[keys]]`` and ``[auth]`` by ``edge_translator.settings``;
-``[state]``, ``[[limits]]`` and ``[[tenants]]`` by ``limits.sections``), so
-that its field names are the file's sections (any other is refused). It is
-the composition root's: the services below it never import each other, and
-each reads only its own sections when it runs alone.
+``[state]``, ``[[limits]]`` and ``[[tenants]]`` by ``limits.sections``).
+This module is the composition root's: the services below it never import
+each other, and each reads only its own sections when it runs alone.
 
 ``side_problems`` puts the services' own checks together, in one order, for
 a ``Scope``: one service's start-up reads its sections (and only the shape of
@@ -30,20 +30,11 @@ import msgspec
 
 from flatgate.edge_translator.settings import (
     EDGE_OVERLAY,
-    AuthConfig,
-    EdgeSection,
-    EdgeSettings,
-    KeyConfig,
-    ModelConfig,
     edge_problems,
 )
 from flatgate.proxy.backends.registry import backends_of
-from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.document.root import GatewayDocument
 from flatgate.proxy.limits import (
-    LimitRule,
-    LimitsConfig,
-    StateSection,
-    TenantConfig,
     limits_problems,
 )
 from flatgate.proxy.limits.sections import STATE_OVERLAY
@@ -54,16 +45,12 @@ from flatgate.proxy.plumbing.config import (
     overlay_env,
     read_document,
 )
-from flatgate.proxy.plumbing.telemetry import TelemetrySection
 from flatgate.proxy.service.settings import (
     PROXY_OVERLAY,
-    ProxySection,
-    ProxySettings,
-    RouteConfig,
     proxy_problems,
     routing_problems,
 )
-from flatgate.proxy.stub.settings import STUB_OVERLAY, StubSection, stub_problems
+from flatgate.proxy.stub.settings import STUB_OVERLAY, stub_problems
 
 __all__ = [
     "SECTIONS",
@@ -87,46 +74,6 @@ SERVICE_SCOPES: dict[str, Scope] = {
     "edge": "edge",
     "gateway": "all",
 }
-
-
-class GatewayDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The config file: each field one of its sections, in the file's order."""
-
-    proxy: ProxySection = ProxySection()
-    stub: StubSection = StubSection()
-    backends: list[BackendConfig] = []
-    routes: list[RouteConfig] = []
-    edge: EdgeSection = EdgeSection()
-    models: tuple[ModelConfig, ...] = ()
-    keys: tuple[KeyConfig, ...] = ()
-    auth: AuthConfig = AuthConfig()
-    state: StateSection = StateSection()
-    limits: tuple[LimitRule, ...] = ()
-    tenants: tuple[TenantConfig, ...] = ()
-    telemetry: TelemetrySection = TelemetrySection()
-
-    def proxy_settings(self) -> ProxySettings:
-        """The proxy's part."""
-        return ProxySettings(
-            proxy=self.proxy,
-            backends=self.backends,
-            routes=self.routes,
-            state=self.state,
-            limits=self.limits,
-            tenants=self.tenants,
-            telemetry=self.telemetry,
-        )
-
-    def edge_settings(self) -> EdgeSettings:
-        """The edge's part."""
-        return EdgeSettings(
-            edge=self.edge,
-            models=self.models,
-            keys=self.keys,
-            auth=self.auth,
-            limits=LimitsConfig(self.state, self.limits, self.tenants),
-            telemetry=self.telemetry,
-        )
 
 
 # The file's sections, in order.

@@ -60,7 +60,7 @@ def _build(document: GatewayDocument, drain: Drain | None = None) -> tuple[EdgeA
     drain = drain or Drain(grace=e.drain_grace_seconds, seconds=e.drain_seconds)
     # One limiter (and store) per worker for both layers: the edge's
     # tenants' limits, the router's shared backend counts and cooldowns.
-    limiter = Limiter(settings.limits)
+    limiter = Limiter(settings.limits_config())
     worker = str(os.getpid())
     # One tracer for both layers: the edge's request span is the parent of
     # the router's backend attempts (the task's current span).

@@ -1,6 +1,7 @@
 """Tenants' limits that hold across workers and instances: the limiter core.
 
-``sections`` (the ``[state]``, ``[[limits]]`` and ``[[tenants]]`` sections),
+``sections`` (the checks of the ``[state]``, ``[[limits]]`` and ``[[tenants]]``
+sections, declared in ``document.limits``),
 ``rules`` (which limits apply, their keys; ``allowed``, the model
 allow-lists), ``algorithms`` (GCRA rates, leased concurrency, day budgets,
 and why), ``decision`` (``Decision``, ``Lease``), the stores (``store``'s

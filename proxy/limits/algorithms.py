@@ -38,6 +38,8 @@ import math
 import time
 from typing import Final, NamedTuple
 
+from flatgate.proxy.document.limits import KINDS
+
 __all__ = [
     "CONCURRENT_RETRY",
     "DAY_KEY_SECONDS",
@@ -77,7 +79,6 @@ REQUESTS: Final = 0
 TOKENS: Final = 1
 CONCURRENT: Final = 2
 DAY: Final = 3
-KINDS: Final = ("requests_per_minute", "tokens_per_minute", "max_concurrent", "tokens_per_day")
 KIND_CODES: Final = ("r", "t", "c", "d")
 # The kinds whose refusal waits what the caller gives per check (see above).
 GIVEN_WAIT: Final = frozenset({DAY})

@@ -48,6 +48,7 @@ from flatgate.proxy.limits.rules import (
 from flatgate.proxy.limits.sections import (
     LimitsConfig,
     StateSection,
+    blob_bounds,
     sentinel_password,
     store_password,
 )
@@ -78,7 +79,7 @@ def open_store(
 ) -> Store:
     """The store ``[state]`` names (connections are made on first use)."""
     if state.is_memory:
-        return MemoryStore(blob_bounds=state.blob_bounds())
+        return MemoryStore(blob_bounds=blob_bounds(state))
     return RedisStore(
         state.store,
         password=store_password(state, environ),
@@ -89,7 +90,7 @@ def open_store(
         server_time=server_time,
         blob_timeout_ms=state.blob_timeout_ms,
         blob_pool_size=state.blob_pool_size,
-        blob_bounds=state.blob_bounds(),
+        blob_bounds=blob_bounds(state),
     )
 
 
@@ -157,7 +158,7 @@ class Limiter:
             else:
                 self._spawn(old.aclose())
         else:
-            self.store.bound_blobs(config.state.blob_bounds())
+            self.store.bound_blobs(blob_bounds(config.state))
         self.health.policy = config.state.on_store_error
         self._unavailable = _CLOSED if config.state.on_store_error == "closed" else _OPEN
         self.rules = RuleSet(config.limits, config.state.key_prefix, cache_size=self._cache_size)

@@ -7,12 +7,12 @@ Owns the file's reading (a path, ``$FLATGATE_CONFIG``, or the embedded default
 values (``overlay_env``, the one overlay every service uses), turning
 msgspec's validation errors into ``key: problem`` messages (``convert_at``,
 through ``plumbing.validation``), and the checks every section shares
-(``Problems``: ranges, ports, drain times, SHA-256 digests). The fields every
-server's section shares are ``plumbing.server_section``'s; each service owns
-the sections it reads (``service.settings``, ``stub.settings``,
-``backends.section``, ``limits.sections``, ``edge_translator.settings``) and
-the gateway the whole document (``gateway.document``); each checks a whole
-document and reports every problem it finds, not only the first.
+(``Problems``: ranges, ports, drain times, SHA-256 digests). The keys are
+declared once, in ``proxy.document``; each service checks the sections it
+reads (``service.settings``, ``stub.settings``, ``backends.registry``,
+``limits.sections``, ``edge_translator.settings``) and the gateway the whole
+document (``gateway.document``); each checks a whole document and reports
+every problem it finds, not only the first.
 
 No I/O beyond reading the file it is given.
 """

@@ -1,4 +1,5 @@
-"""OpenTelemetry traces (``[telemetry]``), for the edge and the proxy alike.
+"""OpenTelemetry traces (``[telemetry]``, declared in ``document.telemetry``;
+its checks here), for the edge and the proxy alike.
 
 Off by default, and then nothing but a ``None`` check per request. On, a
 worker has one ``Tracing``: the official SDK's ``TracerProvider`` (its
@@ -34,7 +35,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import msgspec
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -46,6 +46,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from flatgate.proxy.document.telemetry import TelemetrySection
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.config import Problems, convert_at
 
@@ -69,30 +70,6 @@ _OPERATIONS = {
     "openai-embeddings": "embeddings",
     "fbs-embeddings": "embeddings",
 }
-
-
-class TelemetrySection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``[telemetry]``: the same for every service of the file."""
-
-    # Off by default: nothing is traced or exported.
-    enabled: bool = False
-    # The collector's OTLP/HTTP base URL (traces go to <it>/v1/traces);
-    # "": the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variables, else
-    # http://localhost:4318.
-    otlp_endpoint: str = ""
-    # The resource's service.name; "": flatgate-edge, flatgate-proxy, or
-    # flatgate for the one-process gateway.
-    service_name: str = ""
-    # The share of new traces recorded (a caller's sampled traceparent is
-    # followed either way).
-    sample_ratio: float = 1.0
-    # Headers sent with every export (a collector's key, say).
-    headers: dict[str, str] = {}
-    # Prompt and completion text in spans: never recorded; kept false.
-    capture_content: bool = False
-    # The most spans waiting for export; past it new ones are dropped (and
-    # counted), so a collector that is down costs this much memory at most.
-    max_queue_size: int = 2048
 
 
 def telemetry_problems(data: Mapping[str, Any], problems: Problems) -> None:

@@ -1,12 +1,12 @@
-"""The proxy's settings: one frozen typed object from the config file.
+"""The proxy's settings: its slice of the config document, checked.
 
-Owns the ``[proxy]`` section (its fields beyond
-``plumbing.server_section.ServiceSection``'s), ``[[backends]]`` (entries:
-``backends.section``) and ``[[routes]]``, their validation with messages
+Owns the validation of ``[proxy]``, ``[[backends]]`` (each entry its
+protocol's config: ``backends.registry``) and ``[[routes]]``, with messages
 that name the key (every problem of a document, not only the first:
 ``config_problems``), and the ``FLATGATE_PROXY_*`` overlay; with ``[state]``,
 ``[[limits]]`` and ``[[tenants]]`` (``limits.sections``) they make
-``ProxySettings``, what the proxy runs with. The other services' sections in
+``ProxySettings``, what the proxy runs with. The keys are declared in
+``proxy.document``. The other services' sections in
 the same file are theirs (``stub.settings``, ``edge_translator.settings``)
 and not read here; the gateway checks the whole document
 (``gateway.document``). ``unrouted_models`` says which of the edge's models
@@ -25,11 +25,10 @@ import msgspec
 
 from flatgate.proxy.backends.registry import backend_config, backend_problems
 from flatgate.proxy.backends.section import BackendConfig
+from flatgate.proxy.document.root import ProxySettings
+from flatgate.proxy.document.routing import RouteConfig
+from flatgate.proxy.document.servers import ProxySection
 from flatgate.proxy.limits import (
-    LimitRule,
-    LimitsConfig,
-    StateSection,
-    TenantConfig,
     limits_problems,
 )
 from flatgate.proxy.limits.sections import STATE_OVERLAY
@@ -45,12 +44,11 @@ from flatgate.proxy.plumbing.config import (
     read_document,
 )
 from flatgate.proxy.plumbing.server_section import (
-    ServiceSection,
     intake_problems,
     lifecycle_problems,
     server_problems,
 )
-from flatgate.proxy.plumbing.telemetry import TelemetrySection, telemetry_problems
+from flatgate.proxy.plumbing.telemetry import telemetry_problems
 from flatgate.proxy.service.routes import Route, RouteTable
 from flatgate.proxy.wire.schema import PROVIDERS
 
@@ -66,54 +64,6 @@ __all__ = [
     "routing_problems",
     "unrouted_models",
 ]
-
-
-class ProxySection(ServiceSection, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    port: int = 8081
-    # Seconds a backend that failed before its first byte is skipped.
-    cooldown_seconds: float = 5.0
-    # Backends tried per request, failover and fallbacks included (0: all).
-    max_attempts: int = 3
-    # Longest model name routed (400 above it): bounds what the route cache keeps.
-    max_model_bytes: int = 256
-    # Callers must present `Authorization: Bearer <token>` to set a tenant or
-    # read /metrics; this is the token's hex SHA-256 ("": no authentication).
-    auth_token_sha256: str = ""
-    # With a token configured: every request must present it (401 otherwise),
-    # not only those that set a tenant.
-    require_auth: bool = False
-
-
-class RouteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    # Exact name, glob ("llama-*"), or "*" for the default route.
-    model: str
-    backends: list[str]
-    provider: str | None = None
-    fallbacks: list[str] = []
-
-
-class ProxySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What the proxy runs with: its sections of the config file."""
-
-    proxy: ProxySection = ProxySection()
-    backends: list[BackendConfig] = []
-    routes: list[RouteConfig] = []
-    # Tenants' limits and where their counts live (limits.sections).
-    state: StateSection = StateSection()
-    limits: tuple[LimitRule, ...] = ()
-    tenants: tuple[TenantConfig, ...] = ()
-    # OpenTelemetry traces (plumbing.telemetry).
-    telemetry: TelemetrySection = TelemetrySection()
-
-    def limits_config(self) -> LimitsConfig:
-        """``[state]``, ``[[limits]]`` and ``[[tenants]]`` together."""
-        return LimitsConfig(self.state, self.limits, self.tenants)
-
-    def backend(self, name: str) -> BackendConfig:
-        for b in self.backends:
-            if b.name == name:
-                return b
-        raise KeyError(name)
 
 
 # FLATGATE_PROXY_<KEY> overlays, for plumbing.config.overlay_env.

@@ -1,8 +1,7 @@
-"""The stub's settings: the ``[stub]`` section, one frozen typed object.
+"""The stub's settings: the ``[stub]`` section (declared in ``document.servers``).
 
-Owns ``[stub]`` (its fields beyond ``plumbing.server_section.ServerSection``'s,
-and their checks, naming the key), its ``FLATGATE_STUB_*`` overlay, and the
-closed sets it takes: the faults it injects (``backends.dialect.FAULTS``), its
+Owns ``[stub]``'s checks, naming the key, its ``FLATGATE_STUB_*`` overlay,
+and the closed sets it takes: the faults it injects (``backends.dialect.FAULTS``), its
 tool modes (``backends.dialect.TOOL_MODES``) and the protocols it speaks
 (``backends.registry.PROTOCOLS``: a protocol's folder holds the stub's
 server of it). The stub reads nothing else of the file; the
@@ -15,10 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from flatgate.proxy.backends.dialect import Fault, ToolMode
-from flatgate.proxy.backends.registry import DEFAULT_PROTOCOL, PROTOCOLS
+from flatgate.proxy.backends.registry import PROTOCOLS
+from flatgate.proxy.document.servers import StubSection
 from flatgate.proxy.plumbing.config import (
     ConfigError,
     Problems,
@@ -26,7 +25,7 @@ from flatgate.proxy.plumbing.config import (
     overlay_checked,
     read_document,
 )
-from flatgate.proxy.plumbing.server_section import ServerSection, server_problems
+from flatgate.proxy.plumbing.server_section import server_problems
 
 __all__ = [
     "STUB_OVERLAY",
@@ -35,38 +34,6 @@ __all__ = [
     "parse_stub_section",
     "stub_problems",
 ]
-
-
-class StubSection(ServerSection, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    port: int = 8082
-    ttft_ms: float = 0.0
-    itl_ms: float = 0.0
-    # > 0: answer every request with this many fixed deltas, built once, without
-    # reading the body (a backend of fixed, minimal cost, for load benchmarks).
-    canned: int = 0
-    # Cadence mode (load benchmarks): every request is answered as a stream of
-    # cadence_tokens fixed deltas and a final frame with the usage, from frames
-    # built once, the body not read; one timer per worker paces every stream
-    # (first delta after ttft_ms, then one every itl_ms). See stub.cadence.
-    cadence: bool = False
-    cadence_tokens: int = 128
-    # A fault injected in every request (tests): one of FAULTS (see backends.dialect).
-    fault: Fault | Literal[""] = ""
-    # When it calls a tool (backends.dialect.ToolMode): "named", only the one
-    # tool_choice names; "offered", also the one function tool a request
-    # offers (tool_choice not none) when the conversation ends with the
-    # user's input, with arguments its schema accepts.
-    tools: ToolMode = "named"
-    # The API it serves: fbs (CompletionRequest), openai (Chat Completions),
-    # openai-responses (the Responses API) or anthropic (Messages).
-    protocol: str = DEFAULT_PROTOCOL
-    # Non-empty: openai and openai-responses requests must carry
-    # `Authorization: Bearer <key>`, anthropic requests `x-api-key: <key>`
-    # (fbs requests are not checked).
-    api_key: str = ""
-    # What `flatgate up` starts: one stub per protocol, on port, port + 1, ...
-    # (`flatgate stub` alone serves `protocol`).
-    up: tuple[str, ...] = (DEFAULT_PROTOCOL,)
 
 
 # FLATGATE_STUB_<KEY> overlays, for plumbing.config.overlay_env.

@@ -26,7 +26,7 @@ from flatgate.edge_translator.settings import (
     ModelConfig,
     parse_edge_settings,
 )
-from flatgate.proxy.limits import LimitsConfig, TenantConfig
+from flatgate.proxy.limits import TenantConfig
 from flatgate.proxy.plumbing.serve import ServerApp
 from tests.edge import fakes
 
@@ -57,7 +57,7 @@ def app_with(models: tuple[ModelConfig, ...] = MODELS) -> EdgeApp:
             KeyConfig("acme", hash_key(NARROW), models=("house",)),
         ),
         # globex may use house-model (so its alias) and nothing else.
-        limits=LimitsConfig(tenants=(TenantConfig("globex", models=("house-model",)),)),
+        tenants=(TenantConfig("globex", models=("house-model",)),),
     )
     # The model endpoints never call the proxy: a transport that answers 500.
     transport = fakes.Transport(lambda sent: fakes.Response(500, [b"{}"]))
