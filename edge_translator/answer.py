@@ -20,9 +20,10 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from flatgate.edge_translator.client_api import Folding, Rendering
-from flatgate.edge_translator.errors import EdgeError, ProxyFailed
+from flatgate.edge_translator.errors import ProxyFailed
 from flatgate.edge_translator.proxy_link import Frames
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
@@ -106,7 +107,7 @@ async def stream(
     metrics: Metrics,
     entry: Entry,
     ending: Ending | None,
-    fail: Callable[[EdgeError], bytes],
+    fail: Callable[[FlatgateError], bytes],
     beat: bytes,
     finish: Callable[[], Awaitable[None]],
 ) -> int:
@@ -155,7 +156,7 @@ async def stream(
             "The proxy closed the stream before the completion ended.",
             code=codes.PROXY_PROTOCOL_ERROR,
         )
-    except EdgeError as err:
+    except FlatgateError as err:
         if out is None:
             if keepalive is not None:
                 out = await keepalive.settle()
@@ -165,7 +166,7 @@ async def stream(
                 out = await ex.stream(200, headers)
                 metrics.active_streams.inc()
                 started_here = True
-        entry.error = err.code
+        entry.error = err.code.code
         events.append(fail(err))
         data = b"".join(events)
         entry.bytes_out += len(data)

@@ -35,7 +35,7 @@ whose ``send`` waits on a bounded channel: a client that stops reading stops
 the edge reading from the proxy, which stops the proxy reading from the
 backend, so memory per stream stays bounded. RSGI is leaner and unbounded.
 
-Errors are ``EdgeError``s and become responses in one place
+Errors are ``FlatgateError``s and become responses in one place
 (``_send_error``): in the shape of the path's client API
 (``ClientApi.error_answer``), with the headers of ``errors.error_headers``.
 A client that disconnects cancels the request to the proxy. The granian
@@ -56,7 +56,6 @@ from flatgate.edge_translator.client_api import ClientApi, Route
 from flatgate.edge_translator.embeddings.flow import EMBEDDINGS, EmbeddingsFlow
 from flatgate.edge_translator.errors import (
     AuthenticationFailed,
-    EdgeError,
     MethodNotAllowed,
     NotFound,
     error_headers,
@@ -86,6 +85,7 @@ from flatgate.edge_translator.routes import Endpoint, Shape, Table
 from flatgate.edge_translator.settings import EdgeSettings, load_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits import Limiter
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.auth import TokenCheck
@@ -301,13 +301,13 @@ class EdgeApp:
                 status = await self._flow.run(ex, entry, target)
             else:
                 status = await target(ex, entry, found.params)
-        except EdgeError as err:
+        except FlatgateError as err:
             status = await self._send_error(ex, err, entry, endpoint)
         except ConnectionError:  # the client left while sending its body
             status = 499
         except Exception:
             log.exception("edge: unexpected error on %s %s", method, path)
-            internal = EdgeError("The server had an error while processing your request.")
+            internal = FlatgateError("The server had an error while processing your request.")
             status = await self._send_error(ex, internal, entry, endpoint)
         self.metrics.count(_UNKNOWN if endpoint is None else endpoint.label, status)
         if logged:
@@ -324,12 +324,12 @@ class EdgeApp:
         return self._apis[shape]
 
     async def _send_error(
-        self, ex: Exchange, err: EdgeError, entry: Entry, endpoint: Endpoint[_Target] | None
+        self, ex: Exchange, err: FlatgateError, entry: Entry, endpoint: Endpoint[_Target] | None
     ) -> int:
         """Answer ``err`` in the shape of the path's client API (``endpoint``'s;
         for a path no route serves, ``Table.shape_of``), with every error
         answer's headers; the status sent."""
-        entry.error = err.code
+        entry.error = err.code.code
         shape = self.routes.shape_of(ex.path) if endpoint is None else endpoint.shape
         api = self._api(shape, ex)
         request_id = entry.request_id

@@ -42,10 +42,10 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 
@@ -109,7 +109,7 @@ class Rendering(_Outcome, Protocol):
 
     def end(self) -> bytes: ...
 
-    def fail(self, err: EdgeError) -> bytes:
+    def fail(self, err: FlatgateError) -> bytes:
         """The event that ends this begun stream with ``err`` (in sequence,
         for an API whose events are numbered)."""
         ...
@@ -163,7 +163,7 @@ class ClientApi(Protocol[R]):
     async def prepare(self, req: R, *, tenant: str, response_id: str, budget: Budget) -> R:
         """``req`` with what it needs of stored state, before it is written
         (``response_id``: its answer's id), ``budget`` charged for every byte
-        it adds to what the client sent; ``EdgeError`` to refuse it. Stores
+        it adds to what the client sent; ``FlatgateError`` to refuse it. Stores
         nothing: the request may still be refused."""
         ...
 
@@ -206,11 +206,11 @@ class ClientApi(Protocol[R]):
         what it keeps is logged and counted, and the answer goes out."""
         ...
 
-    def error_answer(self, err: EdgeError, request_id: str | None) -> tuple[int, bytes]:
+    def error_answer(self, err: FlatgateError, request_id: str | None) -> tuple[int, bytes]:
         """The status and JSON body ``err`` is answered with before the first byte."""
         ...
 
-    def error_event(self, err: EdgeError) -> bytes:
+    def error_event(self, err: FlatgateError) -> bytes:
         """The event that ends a begun stream with ``err``."""
         ...
 

@@ -1,27 +1,27 @@
-"""The edge's one error tree, and what every error answer carries.
+"""The edge's errors, and what every error answer carries.
 
-Every failure the edge reports to a client is an ``EdgeError`` (or a subclass)
-carrying a registered ``errors.codes.ErrorCode`` (its HTTP status and OpenAI
-``type``), a message, the ``param`` it concerns, the seconds to wait before a
-retry (``Retry-After``) and any more headers (a tenant's rate headers).
-``body()`` renders OpenAI's shape, ``{"error": {"message", "type", "param",
-"code"}}``; a client API with another shape renders its own
-(``client_api.ClientApi.error_answer``). The headers every error answer
+Every failure the edge reports to a client is a ``FlatgateError``
+(``proxy.errors.root``, flatgate's one root) or one of the subclasses here,
+each with the registered code it carries by default (``errors.codes``: its
+HTTP status and OpenAI ``type``), a message, the ``param`` it concerns, the
+seconds to wait before a retry (``Retry-After``) and any more headers (a
+tenant's rate headers). Each client API renders it in its own shape
+(``client_api.ClientApi.error_answer``); the headers every error answer
 carries, whatever its shape, are ``error_headers``'s. The app turns errors
 into responses in exactly one place. A message quotes what the caller sent
 (a model or tool name) through ``shown``, at most ``ECHO_CHARS`` of it: a
 megabyte of model name is not a megabyte of 404. No I/O.
 
-The root and the 400 (``EdgeError``, ``InvalidRequest``) and ``shown`` are
-defined below the edge, in ``proxy.apis.errors``, so that the vendor APIs'
-models (``proxy.apis``) raise them; this module names them with the rest.
+The 400 (``InvalidRequest``) and ``shown`` are defined below the edge, in
+``proxy.apis.errors``, so that the vendor APIs' models (``proxy.apis``)
+raise them; this module names them with the rest.
 
 The edge's upstream is the proxy: the transport's exceptions become
 ``ProxyFailed`` and ``ProxyTimedOut`` in ``proxy_link``, and nowhere else.
 
 ::
 
-    EdgeError                internal_error (500), or the code it is given
+    FlatgateError            internal_error (500), or the code it is given
     ├── InvalidRequest       invalid_request, invalid_json, unsupported_content_type (400)
     ├── AuthenticationFailed invalid_api_key, missing_api_key (401)
     │   └── InvalidToken     invalid_token (401): a JWT that does not verify
@@ -35,8 +35,9 @@ The edge's upstream is the proxy: the transport's exceptions become
 
 from __future__ import annotations
 
-from flatgate.proxy.apis.errors import ECHO_CHARS, EdgeError, InvalidRequest, shown
+from flatgate.proxy.apis.errors import ECHO_CHARS, InvalidRequest, shown
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.transport.base import retry_after_value
 from flatgate.proxy.wire.schema import JSON
 
@@ -44,7 +45,6 @@ __all__ = [
     "BUSY_RETRY_AFTER",
     "ECHO_CHARS",
     "AuthenticationFailed",
-    "EdgeError",
     "InvalidRequest",
     "InvalidToken",
     "MethodNotAllowed",
@@ -63,7 +63,7 @@ __all__ = [
 BUSY_RETRY_AFTER = 1.0
 
 
-class AuthenticationFailed(EdgeError):
+class AuthenticationFailed(FlatgateError):
     default = codes.INVALID_API_KEY
 
 
@@ -71,39 +71,39 @@ class InvalidToken(AuthenticationFailed):
     default = codes.INVALID_TOKEN
 
 
-class ModelNotFound(EdgeError):
+class ModelNotFound(FlatgateError):
     default = codes.MODEL_NOT_FOUND
 
 
-class NotFound(EdgeError):
+class NotFound(FlatgateError):
     default = codes.NOT_FOUND
 
 
-class MethodNotAllowed(EdgeError):
+class MethodNotAllowed(FlatgateError):
     default = codes.METHOD_NOT_ALLOWED
 
 
-class PayloadTooLarge(EdgeError):
+class PayloadTooLarge(FlatgateError):
     default = codes.BODY_TOO_LARGE
 
 
-class ProxyFailed(EdgeError):
+class ProxyFailed(FlatgateError):
     """The proxy could not be reached, broke the protocol, or reported a
     failure (its own or a backend's)."""
 
     default = codes.PROXY_UNAVAILABLE
 
 
-class ProxyTimedOut(EdgeError):
+class ProxyTimedOut(FlatgateError):
     """The proxy (or a backend behind it) did not answer in time."""
 
     default = codes.PROXY_TIMEOUT
 
 
-def shutting_down() -> EdgeError:
+def shutting_down() -> FlatgateError:
     """What a request the drain ends is told (an HTTP 503 before the first
     event, an error event after it)."""
-    return EdgeError(
+    return FlatgateError(
         "The gateway is shutting down; retry the request.",
         code=codes.DRAINING,
         retry_after=1.0,
@@ -111,7 +111,7 @@ def shutting_down() -> EdgeError:
 
 
 def error_headers(
-    err: EdgeError, request_id: str | None, allow: str = "POST"
+    err: FlatgateError, request_id: str | None, allow: str = "POST"
 ) -> list[tuple[str, str]]:
     """The headers of ``err``'s answer, in every client API's shape: JSON,
     the request id when known, ``err``'s own (a tenant's rate headers),
@@ -130,6 +130,6 @@ def error_headers(
         headers.append(("allow", allow))
     if not err.should_retry:
         headers.append(("x-should-retry", "false"))
-    if err.error_code is codes.DRAINING:
+    if err.code is codes.DRAINING:
         headers.append(("connection", "close"))
     return headers

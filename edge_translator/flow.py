@@ -27,7 +27,7 @@ shape (``embeddings.flow``) takes the steps it shares as they are: ``admit``
 and ``holding`` (step 1, and giving back what it holds), ``read_body`` and
 ``resolve`` (step 2's), and ``watch`` (the caller and the drain watched).
 No prompt, and no FlatBuffer once the proxy has it, is held while an answer
-streams. Failures are raised as ``EdgeError``s with the rate headers of the
+streams. Failures are raised as ``FlatgateError``s with the rate headers of the
 limits charged; the app answers them. No HTTP server objects beyond ``Exchange``.
 """
 
@@ -44,18 +44,14 @@ from flatgate.edge_translator.answer import SSE_HEADERS, Keepalive, aggregate, s
 from flatgate.edge_translator.bounds import COUNTED_FROM, within_wire
 from flatgate.edge_translator.catalog import resolve_model
 from flatgate.edge_translator.client_api import Asked, ClientApi, Local, Route
-from flatgate.edge_translator.errors import (
-    BUSY_RETRY_AFTER,
-    EdgeError,
-    InvalidRequest,
-    PayloadTooLarge,
-)
+from flatgate.edge_translator.errors import BUSY_RETRY_AFTER, InvalidRequest, PayloadTooLarge
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Credential, Identity
 from flatgate.edge_translator.proxy_link import ProxyLink, refusal
 from flatgate.edge_translator.settings import EdgeSection, ModelConfig
 from flatgate.edge_translator.tenancy import FREE, Admitted, Tenancy, with_headers
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.admission import Admission, Hold, Refusal
 from flatgate.proxy.plumbing.drain import Drain, Ending
@@ -84,11 +80,11 @@ _WATCH_TICK = 0.05
 
 
 async def carrying(forwarding: Awaitable[int], admitted: Admitted) -> int:
-    """The status ``forwarding`` answered with; an ``EdgeError`` it raises
+    """The status ``forwarding`` answered with; an ``FlatgateError`` it raises
     carries the tenant's rate headers (``admitted``'s) to the caller."""
     try:
         return await forwarding
-    except EdgeError as err:
+    except FlatgateError as err:
         err.headers += admitted.headers
         raise
 
@@ -148,7 +144,7 @@ class _Budget:
             )
         refusal = self._admission.grow(self._hold, nbytes)
         if refusal is not None:
-            raise EdgeError(
+            raise FlatgateError(
                 f"The gateway refused the request: {refusal.message}; retry shortly.",
                 param=param,
                 code=refusal.code,
@@ -233,7 +229,7 @@ class Flow:
         (its errors carrying the rate headers of its early charge)."""
         try:
             return await work
-        except EdgeError as err:
+        except FlatgateError as err:
             err.headers = with_headers(err.headers, caller.early.headers)
             raise
         finally:
@@ -266,7 +262,7 @@ class Flow:
         hold = self.admission.admit(size, peer.rpartition(":")[0] if share is None else share, peer)
         if isinstance(hold, Refusal):
             tenancy.release_caller(charged)
-            raise EdgeError(
+            raise FlatgateError(
                 f"The gateway refused the request: {hold.message}; retry shortly.",
                 code=hold.code,
                 retry_after=BUSY_RETRY_AFTER,
@@ -398,12 +394,12 @@ class Flow:
                     ending=ending,
                     outcome=outcome,
                 )
-            except EdgeError as err:
+            except FlatgateError as err:
                 out = await keepalive.settle() if keepalive is not None else None
                 if out is None:
                     raise
                 # The stream began with keep-alives: the error can only be an event.
-                entry.error = err.code
+                entry.error = err.code.code
                 await out.send(asked.api.error_event(err))
                 await out.close()
                 return 200

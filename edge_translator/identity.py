@@ -70,7 +70,7 @@ class Identities:
 
     async def verify(self, authorization: str | None) -> Identity:
         """The caller of an ``Authorization`` header. Raises ``AuthenticationFailed``
-        (401), or ``EdgeError`` ``jwks_unavailable`` (503)."""
+        (401), or ``FlatgateError`` ``jwks_unavailable`` (503)."""
         if self._open:
             return OPEN
         return await self.verify_token(bearer_token(authorization))

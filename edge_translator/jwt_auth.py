@@ -39,7 +39,7 @@ from jwt import PyJWK
 from jwt import exceptions as jwt_errors
 from jwt.types import Options
 
-from flatgate.edge_translator.errors import EdgeError, InvalidToken
+from flatgate.edge_translator.errors import InvalidToken
 from flatgate.edge_translator.jwks import (
     KeySet,
     KeySource,
@@ -49,6 +49,7 @@ from flatgate.edge_translator.jwks import (
 from flatgate.edge_translator.keys import Credential, Identity
 from flatgate.edge_translator.settings import JwtConfig
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 
 __all__ = ["MAX_CLAIM_CHARS", "MAX_MODELS", "JwtVerifier", "key_source", "looks_like_jwt"]
 
@@ -225,7 +226,7 @@ class JwtVerifier:
 
     async def verify(self, token: str) -> Identity:
         """Verify ``token`` (a cache hit first); raises ``InvalidToken`` (401),
-        or ``EdgeError`` ``jwks_unavailable`` (503) when no key set could be
+        or ``FlatgateError`` ``jwks_unavailable`` (503) when no key set could be
         loaded at all."""
         hit = self.cached(token)
         if hit is not None:
@@ -252,7 +253,7 @@ class JwtVerifier:
             keys = source.keys.get(kid)
         if keys is None:
             if not len(source.keys):
-                raise EdgeError(
+                raise FlatgateError(
                     "The gateway cannot verify tokens yet: its JWT key set could not be "
                     "loaded; retry shortly.",
                     code=codes.JWKS_UNAVAILABLE,

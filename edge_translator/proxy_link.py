@@ -32,7 +32,6 @@ import msgspec
 
 from flatgate.edge_translator.errors import (
     BUSY_RETRY_AFTER,
-    EdgeError,
     ModelNotFound,
     PayloadTooLarge,
     ProxyFailed,
@@ -41,6 +40,7 @@ from flatgate.edge_translator.errors import (
 )
 from flatgate.edge_translator.settings import EdgeSection
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.telemetry import headers as trace_headers
@@ -74,7 +74,7 @@ log = logging.getLogger("flatgate.edge")
 _ADMITTED = ((ADMITTED_HEADER, "1"),)
 
 
-def proxy_failure(exc: UpstreamError, *, begun: bool = False) -> EdgeError:
+def proxy_failure(exc: UpstreamError, *, begun: bool = False) -> FlatgateError:
     """The edge's error for the transport's ``exc`` (``begun``: while the
     proxy's frames were being read): the one place the transport's errors
     become the edge's."""
@@ -83,7 +83,7 @@ def proxy_failure(exc: UpstreamError, *, begun: bool = False) -> EdgeError:
             return ProxyTimedOut(f"The proxy stopped answering: {exc}")
         return ProxyFailed(f"The proxy connection failed: {exc}", code=codes.PROXY_PROTOCOL_ERROR)
     if isinstance(exc, UpstreamPoolTimeout):
-        return EdgeError(
+        return FlatgateError(
             f"No connection to the proxy came free in time; retry shortly: {exc}",
             code=codes.POOL_EXHAUSTED,
             retry_after=BUSY_RETRY_AFTER,
@@ -232,7 +232,7 @@ async def whole(resp: Response, max_bytes: int, ending: Ending | None = None) ->
         raise shutting_down() from None
 
 
-def _too_large(max_bytes: int) -> EdgeError:
+def _too_large(max_bytes: int) -> FlatgateError:
     return ProxyFailed(
         f"The proxy's answer is larger than the edge takes ([edge] max_response_bytes = "
         f"{max_bytes}); ask for fewer inputs or dimensions.",
@@ -240,7 +240,7 @@ def _too_large(max_bytes: int) -> EdgeError:
     )
 
 
-async def refusal(resp: Response) -> EdgeError:
+async def refusal(resp: Response) -> FlatgateError:
     """The error a proxy's non-200 answer means (its body read, if it comes)."""
     try:
         detail = await resp.read()
@@ -267,7 +267,7 @@ _DISAGREEMENT = frozenset({405, 411, 415})
 _MISCONFIGURED = frozenset({codes.UNAUTHORIZED.code, codes.TENANT_FORBIDDEN.code})
 
 
-def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> EdgeError:
+def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> FlatgateError:
     """The error for a proxy that answered ``status`` before any frame.
 
     The proxy's code and status carry through (a backend's 400 stays a 400, a
@@ -295,7 +295,7 @@ def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> EdgeErr
         )
     if status == 504:
         return ProxyTimedOut(message, code=code)
-    return EdgeError(message, code=code, status=status, retry_after=retry_after(headers))
+    return FlatgateError(message, code=code, status=status, retry_after=retry_after(headers))
 
 
 class Frames:

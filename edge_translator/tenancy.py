@@ -41,11 +41,12 @@ from typing import Final
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from flatgate.edge_translator.errors import EdgeError, ModelNotFound, shown
+from flatgate.edge_translator.errors import ModelNotFound, shown
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.model_endpoints import Listed, openai_list
 from flatgate.edge_translator.settings import EdgeSettings, ModelConfig
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits import DEFAULT_LEASE_TTL, Decision, Lease, Limiter, allowed
 from flatgate.proxy.limits.decision import Outcome
 from flatgate.proxy.limits.rules import EARLY, FULL, LATE
@@ -88,7 +89,7 @@ def with_headers(
     return headers + [h for h in more if h[0] not in names]
 
 
-def _refusal(d: Decision) -> EdgeError:
+def _refusal(d: Decision) -> FlatgateError:
     headers = [h for h in d.headers() if h[0] != "retry-after"]
     if d.outcome is Outcome.STORE_UNAVAILABLE:
         code = codes.LIMITS_UNAVAILABLE
@@ -97,7 +98,7 @@ def _refusal(d: Decision) -> EdgeError:
         code = codes.TENANT_RATE_LIMITED
         wait = retry_after_value(d.retry_after)  # as Retry-After says it
         message = f"Rate limit reached: {d.message}. Retry after {wait} s."
-    return EdgeError(message, code=code, retry_after=d.retry_after, headers=headers)
+    return FlatgateError(message, code=code, retry_after=d.retry_after, headers=headers)
 
 
 class Tenancy:
@@ -105,7 +106,7 @@ class Tenancy:
     not given (tests share one)."""
 
     def __init__(self, settings: EdgeSettings, limiter: Limiter | None = None) -> None:
-        self.limiter = Limiter(settings.limits_config()) if limiter is None else limiter
+        self.limiter = Limiter(settings.limits) if limiter is None else limiter
         self._apply(settings)
         # (tenant label, model) -> [requests, prompt tokens, completion tokens]
         self._usage: dict[tuple[str, str], list[int]] = {}
@@ -115,7 +116,7 @@ class Tenancy:
         self._labels: set[str] = set()
 
     def _apply(self, settings: EdgeSettings) -> None:
-        limits = settings.limits_config()
+        limits = settings.limits
         self._models: tuple[ModelConfig, ...] = settings.models
         self._default_max = limits.state.default_max_tokens
         self._ttl = settings.edge.total_timeout or DEFAULT_LEASE_TTL
@@ -133,7 +134,7 @@ class Tenancy:
 
     def reload(self, settings: EdgeSettings) -> None:
         """A new config's models, allow-lists and limits (counts kept)."""
-        self.limiter.reload(settings.limits_config())
+        self.limiter.reload(settings.limits)
         self._apply(settings)
 
     # -- models ---------------------------------------------------------------
@@ -190,7 +191,7 @@ class Tenancy:
 
     async def admit_caller(self, tenant: str) -> Admitted:
         """Charge ``tenant``'s limits that no model changes, before its body is
-        read (``FREE`` when none apply); raises the refusal as an ``EdgeError``."""
+        read (``FREE`` when none apply); raises the refusal as an ``FlatgateError``."""
         if not self.active or not self.limiter.rules.plan(tenant, "", EARLY):
             return FREE
         return self._held_for(await self.limiter.acquire(tenant, "", 0, self._ttl, phase=EARLY), 0)
@@ -214,7 +215,7 @@ class Tenancy:
     ) -> Admitted:
         """Reserve a request of ``tenant`` on ``model`` (its FlatBuffer
         ``frame``) against the limits (``after_caller``: those
-        ``admit_caller`` did not charge); raises the refusal as an ``EdgeError``.
+        ``admit_caller`` did not charge); raises the refusal as an ``FlatgateError``.
         ``tokens``: what it reserves of the token limits, when its frame is no
         ``CompletionRequest`` (an embeddings request's prompt estimate)."""
         if not self.active:

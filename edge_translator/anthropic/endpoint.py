@@ -40,7 +40,7 @@ from flatgate.edge_translator.anthropic.errors import error_body, error_event
 from flatgate.edge_translator.anthropic.render import PING, EventRenderer, MessageAggregator
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.client_api import Asked, Folding, Rendering, Stateless
-from flatgate.edge_translator.errors import AuthenticationFailed, EdgeError
+from flatgate.edge_translator.errors import AuthenticationFailed
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.ids import new_id
 from flatgate.edge_translator.keys import Identity
@@ -52,6 +52,7 @@ from flatgate.proxy.apis.anthropic_messages.request import (
     decode_messages,
 )
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.auth import bearer_token
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.wire.request.estimate import estimate_request
@@ -133,10 +134,10 @@ class MessagesApi(Stateless):
     def aggregator(self, asked: Asked, created: int) -> Folding:
         return MessageAggregator(message_id=asked.completion_id, model=asked.model)
 
-    def error_answer(self, err: EdgeError, request_id: str | None) -> tuple[int, bytes]:
+    def error_answer(self, err: FlatgateError, request_id: str | None) -> tuple[int, bytes]:
         return error_body(err, request_id)
 
-    def error_event(self, err: EdgeError) -> bytes:
+    def error_event(self, err: FlatgateError) -> bytes:
         return error_event(err)
 
 

@@ -1,7 +1,7 @@
 """flatgate's errors in Anthropic's shape: ``{"type": "error", "error": {"type",
 "message"}}``, with Anthropic's status and type for each.
 
-Owns the one mapping from an ``EdgeError`` (a registered ``errors.codes`` code
+Owns the one mapping from an ``FlatgateError`` (a registered ``errors.codes`` code
 and the status it is answered with) to what an Anthropic client expects: the
 documented status/type pairs (``TYPES``), keyed by status, so that every code
 the registry holds, today's and tomorrow's, has its Anthropic type; and the
@@ -21,8 +21,9 @@ from __future__ import annotations
 import msgspec
 
 from flatgate.proxy.apis.anthropic_messages.events import ErrorBody, ErrorDetail
-from flatgate.proxy.apis.errors import DetailedRequestError, EdgeError
+from flatgate.proxy.apis.errors import DetailedRequestError
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 
 __all__ = [
     "OVERLOADED",
@@ -56,23 +57,23 @@ OVERLOADED = frozenset(
 _encode = msgspec.json.Encoder().encode
 
 
-def anthropic_error(err: EdgeError) -> tuple[int, str]:
+def anthropic_error(err: FlatgateError) -> tuple[int, str]:
     """The status and Anthropic error type ``err`` is answered with."""
-    status = 529 if err.code in OVERLOADED else err.status
+    status = 529 if err.code.code in OVERLOADED else err.status
     kind = TYPES.get(status)
     if kind is None:
         kind = "invalid_request_error" if status < 500 else "api_error"
     return status, kind
 
 
-def error_body(err: EdgeError, request_id: str | None = None) -> tuple[int, bytes]:
+def error_body(err: FlatgateError, request_id: str | None = None) -> tuple[int, bytes]:
     """The status and JSON body of an error before the first byte."""
     status, kind = anthropic_error(err)
     details = err.details if isinstance(err, DetailedRequestError) else None
     return status, _encode(ErrorBody(ErrorDetail(kind, err.message, details), request_id))
 
 
-def error_event(err: EdgeError) -> bytes:
+def error_event(err: FlatgateError) -> bytes:
     """The SSE event that ends a stream with ``err`` (the SDKs raise it)."""
     _, kind = anthropic_error(err)
     return b"event: error\ndata: " + _encode(ErrorBody(ErrorDetail(kind, err.message))) + b"\n\n"

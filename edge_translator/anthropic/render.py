@@ -23,7 +23,7 @@ Owns the response side of the Messages API as the official SDKs read it:
 - ``MessageAggregator`` folds every chunk of a non-streaming answer into one
   ``message`` (``id``, ``type``, ``role``, ``content`` blocks in the order
   they began, ``model``, ``stop_reason``, ``stop_sequence``, ``usage``).
-- An error chunk raises the ``EdgeError`` it carries (``render.chunk_error``):
+- An error chunk raises the ``FlatgateError`` it carries (``render.chunk_error``):
   the caller ends the stream with ``errors.error_event``.
 
 Stop reasons: Stop -> ``end_turn``, or ``stop_sequence`` when the final chunk
@@ -48,11 +48,12 @@ from __future__ import annotations
 import msgspec
 
 from flatgate.edge_translator.anthropic.errors import error_event
-from flatgate.edge_translator.errors import EdgeError, ProxyFailed
+from flatgate.edge_translator.errors import ProxyFailed
 from flatgate.edge_translator.openai.render import Streamed, chunk_error
 from flatgate.proxy.apis.anthropic_messages.events import STOP_REASON_OF, Answer, ContentBlock
 from flatgate.proxy.apis.anthropic_messages.events import Usage as AnswerUsage
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -158,13 +159,13 @@ class EventRenderer(Streamed):
         """Nothing: ``feed`` renders the final chunk through ``message_stop``."""
         return b""
 
-    def fail(self, err: EdgeError) -> bytes:
+    def fail(self, err: FlatgateError) -> bytes:
         return error_event(err)
 
     def feed(self, chunk: Chunk) -> bytes:
         """The SSE bytes for one chunk (possibly several events).
 
-        An error chunk raises the ``EdgeError`` it carries.
+        An error chunk raises the ``FlatgateError`` it carries.
         """
         content = chunk.content
         if (
@@ -394,7 +395,7 @@ class MessageAggregator:
         block.closed = True
 
     def feed(self, chunk: Chunk) -> None:
-        """Take one chunk; an error chunk raises the ``EdgeError`` it carries."""
+        """Take one chunk; an error chunk raises the ``FlatgateError`` it carries."""
         if chunk.error is not None or chunk.finish_reason == _ERROR:
             raise chunk_error(chunk.error)
         if chunk.model:

@@ -25,7 +25,7 @@ worker's bounds (``Flow.admit``, ``Flow.holding``); the body read within
    to the answer's ``prompt_tokens`` (kept as reserved when it reports none)
    and its usage counted.
 
-Errors are ``EdgeError``s in OpenAI's shape (the app answers them); the
+Errors are ``FlatgateError``s in OpenAI's shape (the app answers them); the
 answer carries the tenant's rate headers and the request id. No HTTP server
 objects beyond ``Exchange``; no prompt, and no FlatBuffer once the proxy has
 it, is held while the answer is read.

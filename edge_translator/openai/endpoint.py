@@ -12,7 +12,7 @@ drain, the access log, ``answer``'s streaming):
   ``stream_options.include_usage``);
 - the answer: ``render``'s ``chat.completion.chunk`` events and
   ``chat.completion`` body, SSE comments as keep-alives;
-- errors in OpenAI's shape (``EdgeError.body``, ``render.error_event``).
+- errors in OpenAI's shape (``FlatgateError.body``, ``render.error_event``).
 
 Also the shape of every answer off the client APIs' paths (``GET
 /v1/models``, ``/metrics``, a 404). No I/O beyond authentication's.
@@ -23,14 +23,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flatgate.edge_translator.client_api import Asked, Folding, Rendering, Stateless
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.openai.mapping import new_request_id
 from flatgate.edge_translator.openai.render import Aggregator, StreamRenderer, error_event
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.errors import openai_body
 from flatgate.proxy.apis.openai_chat.request import Decoded, decode
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.serve import Exchange
 
 __all__ = ["CHAT", "KEEPALIVE", "BearerApi", "ChatApi"]
@@ -117,10 +118,10 @@ class ChatApi(BearerApi, Stateless):
             choices=asked.choices,
         )
 
-    def error_answer(self, err: EdgeError, request_id: str | None) -> tuple[int, bytes]:
-        return err.status, err.body()
+    def error_answer(self, err: FlatgateError, request_id: str | None) -> tuple[int, bytes]:
+        return err.status, openai_body(err)
 
-    def error_event(self, err: EdgeError) -> bytes:
+    def error_event(self, err: FlatgateError) -> bytes:
         return error_event(err)
 
 

@@ -39,7 +39,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
+from flatgate.edge_translator.errors import ProxyFailed, ProxyTimedOut
 from flatgate.proxy.apis.openai_chat.answer import (
     AnswerMessage,
     ChatCompletion,
@@ -57,6 +57,7 @@ from flatgate.proxy.apis.openai_chat.answer import (
 )
 from flatgate.proxy.apis.openai_chat.answer import Usage as UsageOut
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, Usage
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 
@@ -111,8 +112,8 @@ def finish_reason_name(reason: int) -> str | None:
     return _FINISH.get(reason)
 
 
-def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> EdgeError:
-    """The ``EdgeError`` for an error chunk: its code's status (504 for a
+def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> FlatgateError:
+    """The ``FlatgateError`` for an error chunk: its code's status (504 for a
     timeout), 502 for a code this flatgate does not know."""
     code = codes.peer_code(error.code, 502) if error and error.code else codes.PROXY_PROTOCOL_ERROR
     message = error.message if error and error.message else default
@@ -121,9 +122,11 @@ def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> E
     return ProxyFailed(message, code=code, status=502)
 
 
-def error_event(error: EdgeError) -> bytes:
+def error_event(error: FlatgateError) -> bytes:
     """The SSE event that ends a stream with ``error``; the SDK raises ``APIError``."""
-    body = ChatCompletionChunk(error=ChatError(error.message, error.type, error.param, error.code))
+    body = ChatCompletionChunk(
+        error=ChatError(error.message, error.type, error.param, error.code.code)
+    )
     return b"data: " + _encode(body) + b"\n\n"
 
 
@@ -255,7 +258,7 @@ class StreamRenderer(Streamed):
     def feed(self, chunk: Chunk) -> bytes:
         """The SSE bytes for one chunk (possibly several events, possibly none).
 
-        An error chunk raises the ``EdgeError`` it carries: the caller ends the
+        An error chunk raises the ``FlatgateError`` it carries: the caller ends the
         stream with ``error_event``.
         """
         if chunk.error is not None or chunk.finish_reason == FinishReason.ERROR:
@@ -308,7 +311,7 @@ class StreamRenderer(Streamed):
             delta = Delta(role, chunk.content or ("" if role else None))
             out.append(self._event(self._choice(index, delta, None, logprobs)))
 
-    def fail(self, err: EdgeError) -> bytes:
+    def fail(self, err: FlatgateError) -> bytes:
         return error_event(err)
 
     def end(self) -> bytes:
@@ -374,7 +377,7 @@ class Aggregator:
         return bool(self._choices) and all(c.finish for c in self._choices.values())
 
     def feed(self, chunk: Chunk) -> None:
-        """Take one chunk; an error chunk raises the ``EdgeError`` it carries."""
+        """Take one chunk; an error chunk raises the ``FlatgateError`` it carries."""
         if chunk.error is not None or chunk.finish_reason == FinishReason.ERROR:
             raise chunk_error(chunk.error)
         if chunk.model:

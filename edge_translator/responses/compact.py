@@ -107,7 +107,7 @@ class CompactAggregator:
         return self._usage
 
     def feed(self, chunk: Chunk) -> None:
-        """Take one chunk; an error chunk raises the ``EdgeError`` it carries."""
+        """Take one chunk; an error chunk raises the ``FlatgateError`` it carries."""
         if chunk.error is not None or chunk.finish_reason == FinishReason.ERROR:
             raise chunk_error(chunk.error)
         if chunk.extras and chunk.extras_dialect == _RESPONSES:

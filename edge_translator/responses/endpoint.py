@@ -25,7 +25,7 @@ the drain, the access log, ``answer``'s streaming):
   it (a chain needs it; ``GET`` serves the response as stored);
 - the answer: ``render``'s events and ``response`` object, echoing the
   request (``echo``); SSE comments as keep-alives, as Chat Completions';
-- errors in OpenAI's shape (``EdgeError.body``); a stream that fails after
+- errors in OpenAI's shape (``FlatgateError.body``); a stream that fails after
   its first byte ends with ``response.failed`` (``render.RenderedFailure``),
   or, for a failure no renderer saw, an ``error`` event.
 
@@ -44,7 +44,7 @@ from collections.abc import Mapping
 import msgspec
 
 from flatgate.edge_translator.client_api import Asked, Budget, Folding, Rendering
-from flatgate.edge_translator.errors import EdgeError, InvalidRequest, shown
+from flatgate.edge_translator.errors import InvalidRequest, shown
 from flatgate.edge_translator.openai.endpoint import BearerApi
 from flatgate.edge_translator.responses.echo import Echo, echo_of, new_id
 from flatgate.edge_translator.responses.items import CARRIED, encode_items, list_answer
@@ -57,9 +57,11 @@ from flatgate.edge_translator.responses.render import (
 from flatgate.edge_translator.responses.store import StoredResponses, list_pieces
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.errors import openai_body, openai_detail
 from flatgate.proxy.apis.openai_responses.items import decode_items, decode_stored_output
 from flatgate.proxy.apis.openai_responses.request import Decoded, decode_request
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits.blobs import Pieces
 
 __all__ = [
@@ -75,8 +77,8 @@ log = logging.getLogger("flatgate.edge")
 _encode = msgspec.json.Encoder().encode
 
 
-def _not_found(response_id: str) -> EdgeError:
-    return EdgeError(
+def _not_found(response_id: str) -> FlatgateError:
+    return FlatgateError(
         f"Response with id '{shown(response_id)}' not found.", code=codes.RESPONSE_NOT_FOUND
     )
 
@@ -126,7 +128,7 @@ class ResponsesApi(BearerApi):
                         "instead of previous_response_id.",
                         param="previous_response_id",
                     )
-                raise EdgeError(
+                raise FlatgateError(
                     f"Previous response with id '{shown(previous)}' not found.",
                     param="previous_response_id",
                     code=codes.PREVIOUS_RESPONSE_NOT_FOUND,
@@ -136,7 +138,7 @@ class ResponsesApi(BearerApi):
                 before = [i for i in decode_items(turn.items) if i.type in CARRIED]
                 output = [i for i in decode_stored_output(turn.response) if i.type in CARRIED]
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise EdgeError(
+                raise FlatgateError(
                     f"The stored response '{shown(previous)}' could not be read.",
                     param="previous_response_id",
                 ) from exc
@@ -218,10 +220,10 @@ class ResponsesApi(BearerApi):
         except Exception:  # finish never raises: the answer goes out
             log.exception("saving response %s failed", asked.completion_id)
 
-    def error_answer(self, err: EdgeError, request_id: str | None) -> tuple[int, bytes]:
-        return err.status, err.body()
+    def error_answer(self, err: FlatgateError, request_id: str | None) -> tuple[int, bytes]:
+        return err.status, openai_body(err)
 
-    def error_event(self, err: EdgeError) -> bytes:
+    def error_event(self, err: FlatgateError) -> bytes:
         """``response.failed`` when a renderer saw the failure; else an
         ``error`` event (no response began: keep-alives only): its fields at
         the top level, as OpenAI sends them and the SDKs read them, and as
@@ -232,10 +234,10 @@ class ResponsesApi(BearerApi):
             return err.event
         body = {
             "type": "error",
-            "code": err.code,
+            "code": err.code.code,
             "message": err.message,
             "param": err.param,
-            "error": err.detail(),
+            "error": openai_detail(err),
             "sequence_number": 0,
         }
         return b"event: error\ndata: " + _encode(body) + b"\n\n" + DONE
@@ -247,14 +249,14 @@ RESPONSES = ResponsesApi()
 def retrieve_answer(stored: bytes | None, response_id: str) -> tuple[int, bytes]:
     """``GET /v1/responses/{id}``: the stored ``response`` object, or a 404."""
     if stored is None:
-        return 404, _not_found(response_id).body()
+        return 404, openai_body(_not_found(response_id))
     return 200, stored
 
 
 def delete_answer(found: bool, response_id: str) -> tuple[int, bytes]:
     """``DELETE /v1/responses/{id}``: whether the store had it for this tenant."""
     if not found:
-        return 404, _not_found(response_id).body()
+        return 404, openai_body(_not_found(response_id))
     return 200, _encode({"id": response_id, "object": "response", "deleted": True})
 
 
@@ -265,8 +267,8 @@ def input_items_answer(
     list (``limit``, ``order``, ``after`` from the query string), or a 404
     (a 400 naming a bad parameter)."""
     if stored is None:
-        return 404, _not_found(response_id).body()
+        return 404, openai_body(_not_found(response_id))
     try:
         return 200, list_answer(stored, query)
-    except EdgeError as err:
-        return err.status, err.body()
+    except FlatgateError as err:
+        return err.status, openai_body(err)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.edge_translator.errors import EdgeError
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 from flatgate.proxy.wire.schema import ApiDialect
 
@@ -95,13 +95,13 @@ def usage_json(u: Usage | None) -> bytes:
     )
 
 
-def failed_error(err: EdgeError) -> dict[str, str]:
+def failed_error(err: FlatgateError) -> dict[str, str]:
     """A failed response's ``error``: its ``code`` one of OpenAI's (the SDK's
     type allows no other: a 429 is ``rate_limit_exceeded``, with the wait in
     the message as OpenAI words it, which Codex reads; the rest
     ``server_error``), flatgate's own code in the message."""
     message = f"{err.message} (code: {err.code})"
-    if 429 not in (err.status, err.error_code.status):  # a mid-stream error chunk is a 502
+    if 429 not in (err.status, err.code.status):  # a mid-stream error chunk is a 502
         return {"code": "server_error", "message": message}
     if err.retry_after is not None:
         message += f" Please try again in {max(err.retry_after, 0.001):g}s."

@@ -35,7 +35,7 @@ identity from ``output_item.added`` to ``.done``):
   then ``response.completed``, or ``response.incomplete`` (finish ``Length``:
   ``max_output_tokens``; ``ContentFilter``: ``content_filter``; the open items
   ``incomplete``). An error chunk raises ``RenderedFailure``: the
-  ``EdgeError`` it carries, with its ``response.failed`` event (the response
+  ``FlatgateError`` it carries, with its ``response.failed`` event (the response
   so far, ``error: {code, message}`` with one of OpenAI's codes:
   ``rate_limit_exceeded`` for a 429, which Codex retries, else
   ``server_error``; flatgate's code in the message), which ``endpoint``'s
@@ -67,7 +67,6 @@ from collections.abc import Callable
 
 import msgspec
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.render import chunk_error
 from flatgate.edge_translator.responses.echo import Echo, new_id
 from flatgate.edge_translator.responses.output import (
@@ -80,6 +79,7 @@ from flatgate.edge_translator.responses.output import (
     usage_json,
 )
 from flatgate.edge_translator.responses.translate import encrypted_of
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -106,15 +106,15 @@ _NO_ERROR = b'"error":null,"incomplete_details":null'
 DONE = b"data: [DONE]\n\n"
 
 
-class RenderedFailure(EdgeError):
-    """An ``EdgeError`` a stream ends with, and the ``response.failed`` event
+class RenderedFailure(FlatgateError):
+    """An ``FlatgateError`` a stream ends with, and the ``response.failed`` event
     (``event``) that says it, in sequence."""
 
-    def __init__(self, err: EdgeError, event: bytes) -> None:
+    def __init__(self, err: FlatgateError, event: bytes) -> None:
         super().__init__(
             err.message,
             param=err.param,
-            code=err.error_code,
+            code=err.code,
             status=err.status,
             retry_after=err.retry_after,
             headers=err.headers,
@@ -482,7 +482,7 @@ class _Answer:
                 )
         return b"".join(out)
 
-    def fail(self, err: EdgeError) -> bytes:
+    def fail(self, err: FlatgateError) -> bytes:
         """The events that end this answer with ``err``: ``response.failed``
         (after ``response.created`` if nothing went out yet), then the
         stream's terminal ``[DONE]``; a failure this answer rendered already
@@ -549,7 +549,7 @@ class Aggregator(_Answer):
     """A whole answer's chunks folded into one ``response`` object (``Folding``)."""
 
     def feed(self, chunk: Chunk) -> None:
-        """Take one chunk; an error chunk raises the ``EdgeError`` it carries."""
+        """Take one chunk; an error chunk raises the ``FlatgateError`` it carries."""
         if chunk.error is not None or chunk.finish_reason == FinishReason.ERROR:
             raise chunk_error(chunk.error)
         self._feed(chunk)

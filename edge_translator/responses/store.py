@@ -60,8 +60,8 @@ from typing import Final, NamedTuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits import Limiter, StateSection, Store, StoreError
 from flatgate.proxy.limits.blobs import Pieces
 from flatgate.proxy.limits.rules import key_part
@@ -90,7 +90,7 @@ _REASONS: Final = ("too_large", "store_bounds", "store_error")
 _TOO_LARGE: Final = ":too_large"
 
 
-class ResponsesUnavailable(EdgeError):
+class ResponsesUnavailable(FlatgateError):
     """The store did not answer a read or a delete of stored responses (503)."""
 
     default = codes.RESPONSES_UNAVAILABLE

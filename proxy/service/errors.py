@@ -12,9 +12,10 @@ The tree: one class, raised by the service's own steps (``caller``,
 ``quota``, ``dispatch``, ``app``), and the foreign exceptions mapped to it
 here and nowhere else::
 
-    ProxyError                    an ``ErrorCode`` (status, code), a message, the
-    │                             seconds to wait (Retry-After) and whether a retry
-    │                             can help (``should_retry``)
+    ProxyError                    a ``FlatgateError`` (``proxy.errors.root``) written
+    │                             code first: an ``ErrorCode`` (status, code), a
+    │                             message, the seconds to wait (Retry-After) and
+    │                             whether a retry can help (``should_retry``)
     │   mapped by ``proxy_error`` from:
     ├── serve.BodyTooLarge        body_too_large (413)
     ├── serve.BodyTimeout         body_timeout (408)
@@ -47,6 +48,7 @@ import re
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.codes import ErrorCode, error_body
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.serve import (
@@ -84,10 +86,11 @@ Answer = tuple[int, list[tuple[str, str]], bytes]
 CLIENT_CLOSED = 499
 
 
-class ProxyError(Exception):
-    """An error answered before the first byte: its registered code, a message,
-    the status (the code's own unless a backend's is passed through, with its
-    JSON ``body``), and the seconds a caller should wait before trying again,
+class ProxyError(FlatgateError):
+    """A ``FlatgateError`` the proxy answers before the first byte, written
+    code first: its registered code, a message, the status (the code's own
+    unless a backend's is passed through, with its JSON ``body``, kept as
+    ``raw``), and the seconds a caller should wait before trying again,
     when known."""
 
     def __init__(
@@ -99,21 +102,7 @@ class ProxyError(Exception):
         retry_after: float | None = None,
         body: bytes = b"",
     ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status or code.status
-        self.message = message
-        self.retry_after = retry_after
-        self._body = body
-
-    @property
-    def should_retry(self) -> bool:
-        """Whether trying again may help (``False``: the gateway's own
-        configuration is wrong; see ``codes.NOT_RETRYABLE``)."""
-        return self.code.code not in codes.NOT_RETRYABLE
-
-    def body(self) -> bytes:
-        return self._body or error_body(self.code, self.message)
+        super().__init__(message, code=code, status=status, retry_after=retry_after, raw=body)
 
 
 # What the boundary maps: ProxyError itself, and the foreign exceptions of the
@@ -200,7 +189,7 @@ def answer_of(err: ProxyError) -> Answer:
         headers.append(("x-should-retry", "false"))
     if err.code is codes.DRAINING:
         headers.append(("connection", "close"))
-    return err.status, headers, err.body()
+    return err.status, headers, err.raw or error_body(err.code, err.message)
 
 
 # What the HTTP surface answers while it drains, to everything but /healthz

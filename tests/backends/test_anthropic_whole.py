@@ -18,7 +18,6 @@ import msgspec
 import pytest
 
 from flatgate.edge_translator.anthropic.render import MessageAggregator
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.render import Aggregator as ResponsesAggregator
@@ -27,6 +26,7 @@ from flatgate.proxy.backends.anthropic.config import AnthropicConfig
 from flatgate.proxy.backends.anthropic.stream import AnthropicStream
 from flatgate.proxy.backends.anthropic.whole import AnthropicWhole
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -429,7 +429,7 @@ def test_an_error_body_in_a_200_is_the_stream_error_events_chunk() -> None:
     assert error_of(got).code == codes.BACKEND_STREAM_ERROR.code
     assert error_of(got).message == "overloaded_error: Overloaded"
     assert got == stream(fixture("anthropic_error.sse"))
-    with pytest.raises(EdgeError):
+    with pytest.raises(FlatgateError):
         folded_messages(got)
 
 

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from flatgate.edge_translator.anthropic.render import MessageAggregator
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.render import Aggregator as ResponsesAggregator
@@ -28,6 +27,7 @@ from flatgate.proxy.apis.openai_responses.request import decode_request as decod
 from flatgate.proxy.backends.openai.adapter import OpenAIStream
 from flatgate.proxy.backends.openai.whole import OpenAIWhole
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk
 from tests.backends.helpers import (
     STREAM_MODEL,
@@ -317,7 +317,7 @@ def test_an_error_in_a_200_is_the_error_chunk_a_stream_would_end_in() -> None:
         assert got == want
         assert got.error is not None and got.error.code == STREAM_ERROR
         assert got.error.message == "boom"
-        with pytest.raises(EdgeError) as info:
+        with pytest.raises(FlatgateError) as info:
             chat_body([got])
         assert "boom" in str(info.value)
 

@@ -25,7 +25,6 @@ import openai.types.responses as sdk
 import pytest
 
 from flatgate.edge_translator.anthropic.render import MessageAggregator
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.render import Aggregator as ChatAggregator
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.render import Aggregator as ResponsesAggregator
@@ -34,6 +33,7 @@ from flatgate.proxy.backends.responses.adapter import ResponsesAdapter, encode_r
 from flatgate.proxy.backends.responses.config import ResponsesConfig
 from flatgate.proxy.backends.responses.stream import ResponsesStream
 from flatgate.proxy.backends.responses.whole import ResponsesWhole
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -222,8 +222,8 @@ def bodies(chunks: list[Chunk]) -> dict[str, Any]:
     for name, fold in FOLDS.items():
         try:
             out[name] = fold(chunks)
-        except EdgeError as exc:
-            out[name] = ("error", exc.code, exc.message)
+        except FlatgateError as exc:
+            out[name] = ("error", exc.code.code, exc.message)
     return out
 
 

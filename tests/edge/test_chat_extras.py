@@ -103,7 +103,7 @@ def test_an_extra_that_is_not_utf8_is_invalid_json() -> None:
     d = decode(body)
     with pytest.raises(InvalidRequest) as info:
         write_request(d.req, provider=0, model_name="m", fields=d.fields)
-    assert info.value.code == "invalid_json"
+    assert info.value.code.code == "invalid_json"
 
 
 def test_decode_request_keeps_the_known_extras() -> None:

@@ -241,7 +241,7 @@ def test_the_bytes_are_written_once_not_as_base64() -> None:
 def test_a_part_that_does_not_decode_is_a_400_naming_it(part: dict[str, Any], param: str) -> None:
     err = refused(part)
     assert err.param == param
-    assert err.code == "invalid_media"
+    assert err.code.code == "invalid_media"
     assert param in err.message
 
 
@@ -264,7 +264,7 @@ def test_media_outside_user_and_tool_messages_is_refused_at_decode(role: str) ->
     with pytest.raises(InvalidRequest) as info:
         decode_request(json.dumps(body).encode())
     assert info.value.param == "messages.[0].content.[0].type"
-    assert info.value.code == "unsupported_content_type"
+    assert info.value.code.code == "unsupported_content_type"
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,12 @@ from typing import Any
 from flatgate.edge_translator import app
 from flatgate.edge_translator.anthropic.endpoint import COUNT_TOKENS, MESSAGES
 from flatgate.edge_translator.client_api import Asked, ClientApi, Route
-from flatgate.edge_translator.errors import EdgeError, InvalidRequest
+from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.settings import ModelConfig, load_edge_settings
+from flatgate.proxy.apis.errors import openai_body
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from tests.edge.helpers import decode_request_fb
 
 MODEL = ModelConfig("m", "SelfHosted")
@@ -47,7 +49,7 @@ def test_messages_asked_and_written() -> None:
 
 def test_each_api_answers_errors_in_its_own_shape() -> None:
     err = InvalidRequest("bad", param="model")
-    assert CHAT.error_answer(err, "rid") == (400, err.body())
+    assert CHAT.error_answer(err, "rid") == (400, openai_body(err))
     status, body = MESSAGES.error_answer(err, "rid")
     assert status == 400
     assert json.loads(body) == {
@@ -55,7 +57,7 @@ def test_each_api_answers_errors_in_its_own_shape() -> None:
         "error": {"type": "invalid_request_error", "message": "bad"},
         "request_id": "rid",
     }
-    busy = EdgeError("busy", code=codes.BACKENDS_BUSY)
+    busy = FlatgateError("busy", code=codes.BACKENDS_BUSY)
     assert CHAT.error_answer(busy, None)[0] == 503
     assert MESSAGES.error_answer(busy, None)[0] == 529
     assert MESSAGES.error_event(busy).startswith(b"event: error\n")

@@ -103,9 +103,9 @@ def test_deep_nesting_is_invalid_json(
 ) -> None:
     err = refused(endpoint, body(splice(endpoint, deep(kind))))
     if endpoint == OPENAI and where == "metadata":  # its values are strings: typed first
-        assert (err.code, err.param) == ("invalid_request", "metadata")
+        assert (err.code.code, err.param) == ("invalid_request", "metadata")
         return
-    assert err.code == "invalid_json"
+    assert err.code.code == "invalid_json"
     assert "nested too deeply" in err.message
 
 
@@ -118,7 +118,7 @@ def test_text_that_is_not_utf8_is_invalid_json(endpoint: str, text: bytes) -> No
         body((b'"user":"' if endpoint == OPENAI else b'"system":"') + text + b'"'),
     ):
         err = refused(endpoint, raw)
-        assert err.code == "invalid_json"
+        assert err.code.code == "invalid_json"
         assert "not valid UTF-8" in err.message
 
 
@@ -129,7 +129,7 @@ def test_json_kept_as_written_must_be_utf8_too(endpoint: str, text: bytes) -> No
     checked by the edge itself."""
     schema = b'{"description":"' + text + b'"}'
     err = refused(endpoint, body(tools(endpoint, schema)))
-    assert (err.code, err.param) == (
+    assert (err.code.code, err.param) == (
         "invalid_json",
         "tools.[0].function.parameters" if endpoint == OPENAI else "tools.0.input_schema",
     )
@@ -137,18 +137,21 @@ def test_json_kept_as_written_must_be_utf8_too(endpoint: str, text: bytes) -> No
 
 def test_a_response_format_and_a_tool_input_must_be_utf8() -> None:
     err = refused(OPENAI, body(b'"response_format":{"type":"\xff"}'))
-    assert (err.code, err.param) == ("invalid_json", "response_format")
+    assert (err.code.code, err.param) == ("invalid_json", "response_format")
     turn = b'[{"type":"tool_use","id":"t","name":"f","input":{"q":"\xc0\xaf"}}]'
     raw = body().replace(b"}]}", b'},{"role":"assistant","content":' + turn + b"}]}")
     with pytest.raises(InvalidRequest) as info:
         write_messages(decode_messages(raw), provider=0, model_name=MODEL)
-    assert (info.value.code, info.value.param) == ("invalid_json", "messages.1.content.0.input")
+    assert (info.value.code.code, info.value.param) == (
+        "invalid_json",
+        "messages.1.content.0.input",
+    )
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @pytest.mark.parametrize("escape", ESCAPED_SURROGATES.values(), ids=list(ESCAPED_SURROGATES))
 def test_an_escaped_lone_surrogate_is_invalid_json(endpoint: str, escape: bytes) -> None:
-    assert refused(endpoint, body(content=b'"' + escape + b'"')).code == "invalid_json"
+    assert refused(endpoint, body(content=b'"' + escape + b'"')).code.code == "invalid_json"
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
@@ -166,7 +169,7 @@ def test_count_tokens_refuses_what_messages_refuses() -> None:
     raw = json.dumps({"model": MODEL, "messages": [USER] * MAX_OBJECTS}).encode()
     with pytest.raises(InvalidRequest) as info:
         write_messages(decode_count_tokens(raw), provider=0, model_name=MODEL)
-    assert info.value.code == "malformed_request"
+    assert info.value.code.code == "malformed_request"
     assert "max_objects" in info.value.message
     fine = json.dumps({"model": MODEL, "messages": [USER] * 1000}).encode()
     assert write_messages(decode_count_tokens(fine), provider=0, model_name=MODEL)
@@ -180,7 +183,7 @@ def test_deeply_nested_tool_arguments_from_a_backend_are_its_error() -> None:
     agg.feed(Chunk(finish_reason=FinishReason.TOOL_CALLS))
     with pytest.raises(ProxyFailed) as info:
         agg.body()
-    assert info.value.code == "backend_protocol_error"
+    assert info.value.code.code == "backend_protocol_error"
 
 
 # -- a real gateway -----------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.errors import EdgeError, InvalidToken
+from flatgate.edge_translator.errors import InvalidToken
 from flatgate.edge_translator.jwks import KeySetError, fetch_key_set, parse_key_set
 from flatgate.edge_translator.jwt_auth import JwtVerifier, key_source
 from flatgate.edge_translator.settings import (
@@ -22,6 +22,7 @@ from flatgate.edge_translator.settings import (
     edge_problems,
     parse_edge_settings,
 )
+from flatgate.proxy.errors.root import FlatgateError
 from tests.edge.jwt_keys import (
     AUDIENCE,
     ISSUER,
@@ -205,9 +206,9 @@ async def test_an_old_key_set_is_fetched_again(rs: Signer):
 
 async def test_no_key_set_at_all_is_503():
     verifier = JwtVerifier(url_config("http://127.0.0.1:9/jwks.json", fetch_timeout=1))
-    with pytest.raises(EdgeError) as info:
+    with pytest.raises(FlatgateError) as info:
         await verifier.verify(rsa_signer().token())
-    assert (info.value.status, info.value.code) == (503, "jwks_unavailable")
+    assert (info.value.status, info.value.code.code) == (503, "jwks_unavailable")
 
 
 # -- [auth.jwt] ----------------------------------------------------------------

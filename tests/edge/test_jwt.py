@@ -11,11 +11,12 @@ from typing import Any
 import jwt
 import pytest
 
-from flatgate.edge_translator.errors import AuthenticationFailed, EdgeError, InvalidToken
+from flatgate.edge_translator.errors import AuthenticationFailed, InvalidToken
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.jwt_auth import JwtVerifier
 from flatgate.edge_translator.keys import OPEN, Credential, Identity, hash_key
 from flatgate.edge_translator.settings import JwtConfig, KeyConfig
+from flatgate.proxy.errors.root import FlatgateError
 from tests.edge.jwt_keys import (
     AUDIENCE,
     ISSUER,
@@ -64,7 +65,7 @@ async def refused(verifier: JwtVerifier, token: str) -> str:
     with pytest.raises(InvalidToken) as info:
         await verifier.verify(token)
     err = info.value
-    assert (err.status, err.code, err.type) == (401, "invalid_token", "invalid_request_error")
+    assert (err.status, err.code.code, err.type) == (401, "invalid_token", "invalid_request_error")
     # Nothing of the token is echoed (its payload segment, say).
     assert not any(len(part) > 8 and part in err.message for part in token.split("."))
     return err.message
@@ -339,7 +340,7 @@ async def test_an_api_key_shaped_like_a_jwt_is_still_a_key(jwks: str):
 async def test_what_each_bad_credential_is_told(jwks: str, header: str | None, code: str):
     with pytest.raises(AuthenticationFailed) as info:
         await identities(jwks).verify(header)
-    assert (info.value.status, info.value.code) == (401, code)
+    assert (info.value.status, info.value.code.code) == (401, code)
 
 
 async def test_jwt_only_and_open_access(jwks: str, rs: Signer):
@@ -347,7 +348,7 @@ async def test_jwt_only_and_open_access(jwks: str, rs: Signer):
     assert not only.open
     with pytest.raises(AuthenticationFailed) as info:
         only.cached("Bearer sk-anything")
-    assert info.value.code == "invalid_api_key"
+    assert info.value.code.code == "invalid_api_key"
     assert (await only.verify(f"Bearer {rs.token()}")).tenant == "acme"
     anyone = Identities()
     assert anyone.open
@@ -363,8 +364,8 @@ async def test_no_key_set_yet_is_503_not_401(rs: Signer):
 
     source = KeySource(fail, name="test", refresh_seconds=30)
     verifier = JwtVerifier(config("", jwks_url="https://jwks.test/"), source=source)
-    with pytest.raises(EdgeError) as info:
+    with pytest.raises(FlatgateError) as info:
         await verifier.verify(rs.token())
     err = info.value
-    assert (err.status, err.code) == (503, "jwks_unavailable")
+    assert (err.status, err.code.code) == (503, "jwks_unavailable")
     assert err.retry_after is not None and 1 <= err.retry_after <= 30

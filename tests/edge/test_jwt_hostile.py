@@ -97,7 +97,7 @@ async def refusal(verifier: JwtVerifier, token: str) -> str:
     with pytest.raises(InvalidToken) as info:
         await verifier.verify(token)
     err = info.value
-    assert (err.status, err.code) == (401, "invalid_token")
+    assert (err.status, err.code.code) == (401, "invalid_token")
     return err.message
 
 

@@ -151,7 +151,7 @@ def test_validation_errors_name_the_param(raw, param):
 def test_bad_json_is_a_400_without_param():
     err = error_of(b'{"model": "m", ')
     assert err.param is None
-    assert err.code == "invalid_json"
+    assert err.code.code == "invalid_json"
     assert error_of(b"[1, 2]").param is None
 
 
@@ -173,7 +173,7 @@ def test_image_parts_outside_user_and_tool_messages_are_refused_naming_them():
     ).encode()
     err = error_of(raw)
     assert err.param == "messages.[1].content.[1].type"
-    assert err.code == "unsupported_content_type"
+    assert err.code.code == "unsupported_content_type"
     assert "image_url" in err.message and "assistant" in err.message
 
 

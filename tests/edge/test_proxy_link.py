@@ -7,10 +7,11 @@ import asyncio
 
 import pytest
 
-from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
+from flatgate.edge_translator.errors import ProxyFailed, ProxyTimedOut
 from flatgate.edge_translator.proxy_link import Frames, ProxyLink, proxy_failure
 from flatgate.edge_translator.settings import EdgeSection
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.drain import Ending
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.transport.base import (
@@ -27,7 +28,7 @@ from tests.edge import fakes
 @pytest.mark.parametrize(
     ("exc", "kind", "code", "status"),
     [
-        (UpstreamPoolTimeout("full"), EdgeError, codes.POOL_EXHAUSTED, 503),
+        (UpstreamPoolTimeout("full"), FlatgateError, codes.POOL_EXHAUSTED, 503),
         (UpstreamTimeout("slow"), ProxyTimedOut, codes.PROXY_TIMEOUT, 504),
         (UpstreamConnectError("refused"), ProxyFailed, codes.PROXY_UNAVAILABLE, 502),
         (UpstreamProtocolError("cut"), ProxyFailed, codes.PROXY_UNAVAILABLE, 502),
@@ -36,7 +37,7 @@ from tests.edge import fakes
 def test_before_the_answer(exc: UpstreamError, kind: type, code: codes.ErrorCode, status: int):
     err = proxy_failure(exc)
     assert type(err) is kind
-    assert (err.error_code, err.status) == (code, status)
+    assert (err.code, err.status) == (code, status)
     assert str(exc) in err.message
     assert err.retry_after == (1.0 if code is codes.POOL_EXHAUSTED else None)
 
@@ -51,7 +52,7 @@ def test_before_the_answer(exc: UpstreamError, kind: type, code: codes.ErrorCode
 )
 def test_while_its_frames_are_read(exc: UpstreamError, kind: type, code: codes.ErrorCode):
     err = proxy_failure(exc, begun=True)
-    assert type(err) is kind and err.error_code is code
+    assert type(err) is kind and err.code is code
 
 
 def _failures(metrics: Metrics, kind: str) -> float | None:
@@ -82,7 +83,7 @@ class _Failing:
 async def test_send_counts_the_proxys_failures(exc: UpstreamError, label: str):
     metrics = Metrics("flatgate_edge")
     link = ProxyLink(EdgeSection(), metrics, transport_factory=lambda: _Failing(exc))  # type: ignore[arg-type,return-value]
-    with pytest.raises(EdgeError) as info:
+    with pytest.raises(FlatgateError) as info:
         await link.send(b"frame", "rid", Ending(), admitted=False)
     assert info.value.__cause__ is exc
     assert _failures(metrics, label) == 1
@@ -95,9 +96,9 @@ async def test_a_pool_timeout_is_the_edges_own_limit_not_a_proxy_failure():
         metrics,
         transport_factory=lambda: _Failing(UpstreamPoolTimeout("full")),  # type: ignore[arg-type,return-value]
     )
-    with pytest.raises(EdgeError) as info:
+    with pytest.raises(FlatgateError) as info:
         await link.send(b"frame", "rid", Ending(), admitted=False)
-    assert info.value.error_code is codes.POOL_EXHAUSTED
+    assert info.value.code is codes.POOL_EXHAUSTED
     assert _failures(metrics, "timeout") == _failures(metrics, "unreachable") == 0
 
 
@@ -106,7 +107,7 @@ async def test_frames_map_a_broken_connection():
     frames = Frames(cut)
     with pytest.raises(ProxyFailed) as info:
         await frames.next()
-    assert info.value.error_code is codes.PROXY_PROTOCOL_ERROR
+    assert info.value.code is codes.PROXY_PROTOCOL_ERROR
     await frames.aclose()
 
 
@@ -117,6 +118,6 @@ async def test_the_drain_ending_a_wait_is_draining():
         asyncio.get_running_loop().call_later(0.01, ending)
         await frames.next()
 
-    with pytest.raises(EdgeError) as info:
+    with pytest.raises(FlatgateError) as info:
         await asyncio.create_task(read())
-    assert info.value.error_code is codes.DRAINING
+    assert info.value.code is codes.DRAINING

@@ -7,7 +7,7 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
+from flatgate.edge_translator.errors import ProxyFailed, ProxyTimedOut
 from flatgate.edge_translator.openai.render import (
     DONE,
     SYSTEM_FINGERPRINT,
@@ -18,6 +18,7 @@ from flatgate.edge_translator.openai.render import (
     finish_reason_name,
 )
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.schema import FinishReason
 
@@ -163,7 +164,7 @@ def test_error_chunks_raise_edge_errors():
         Aggregator(completion_id="c", created=1, model="m").feed(
             Chunk(error=ChunkError("backend_timeout", "slow"), finish_reason=FinishReason.ERROR)
         )
-    assert chunk_error(None).code == "proxy_protocol_error"
+    assert chunk_error(None).code.code == "proxy_protocol_error"
 
 
 def test_error_event_is_what_the_sdk_raises_on():
@@ -241,7 +242,7 @@ def test_aggregated_tool_calls():
 
 
 def test_edge_error_is_the_root():
-    assert issubclass(ProxyFailed, EdgeError) and issubclass(ProxyTimedOut, EdgeError)
+    assert issubclass(ProxyFailed, FlatgateError) and issubclass(ProxyTimedOut, FlatgateError)
 
 
 def test_n_choices_finish_only_when_all_have():

@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.errors import EdgeError, ModelNotFound
+from flatgate.edge_translator.errors import ModelNotFound
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import OPEN, Credential, Identity, hash_key
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.settings import EdgeSettings, parse_edge_settings
 from flatgate.edge_translator.tenancy import Admitted, Tenancy
 from flatgate.proxy.apis.openai_chat.request import decode_request
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits import Limiter
 from flatgate.proxy.limits.algorithms import utc_day
 from flatgate.proxy.wire.chunk.frames import Usage
@@ -55,7 +56,7 @@ def settings(**sections: Any) -> EdgeSettings:
 
 def tenancy(clock: Clock | None = None, **sections: Any) -> Tenancy:
     s = settings(**sections)
-    return Tenancy(s, Limiter(s.limits_config(), clock=clock or Clock()))
+    return Tenancy(s, Limiter(s.limits, clock=clock or Clock()))
 
 
 def frame(**fields: Any) -> bytes:
@@ -93,8 +94,8 @@ def sample(t: Tenancy, name: str, **labels: str) -> float:
     return found[0]
 
 
-async def refusal(t: Tenancy, tenant: str = "acme", model: str = "echo") -> EdgeError:
-    with pytest.raises(EdgeError) as info:
+async def refusal(t: Tenancy, tenant: str = "acme", model: str = "echo") -> FlatgateError:
+    with pytest.raises(FlatgateError) as info:
         await t.admit(tenant, model, frame())
     return info.value
 
@@ -113,7 +114,7 @@ def test_a_key_list_allows_its_models_and_their_aliases() -> None:
     assert not t.may_use(caller, "claude", "claude")
     with pytest.raises(ModelNotFound) as info:
         t.check(caller, "claude", "claude")
-    assert (info.value.status, info.value.code) == (404, "model_not_found")
+    assert (info.value.status, info.value.code.code) == (404, "model_not_found")
     assert info.value.param == "model"
     t.check(caller, "gpt-latest", "gpt-4o")  # no raise
     assert listed(t, caller) == ["gpt-4o", "gpt-latest"]
@@ -200,7 +201,7 @@ async def test_requests_per_minute_is_counted_then_refused() -> None:
         t.settle("acme", "echo", admitted, Usage(3, 4), answered=True)
     assert remaining == [1, 0]
     err = await refusal(t)
-    assert (err.status, err.code, err.type) == (429, "tenant_rate_limited", "rate_limit_error")
+    assert (err.status, err.code.code, err.type) == (429, "tenant_rate_limited", "rate_limit_error")
     assert err.retry_after == pytest.approx(30)  # one request in 60 s / 2
     assert "requests_per_minute" in err.message
     h = dict(err.headers)
@@ -262,7 +263,7 @@ async def test_a_spent_token_rate_is_refused_and_says_when_to_retry() -> None:
     second = await t.admit("acme", "echo", frame())
     assert int(headers_of(second)["x-ratelimit-remaining-tokens"]) == 600 - 2 * 267
     err = await refusal(t)
-    assert (err.status, err.code) == (429, "tenant_rate_limited")
+    assert (err.status, err.code.code) == (429, "tenant_rate_limited")
     assert "tokens_per_minute" in err.message
     # 267 tokens at 10 a second, with 66 left: 20.1 s.
     assert err.retry_after == pytest.approx(20.1)
@@ -278,7 +279,7 @@ async def test_a_concurrency_slot_is_freed_when_settled() -> None:
     held = await t.admit("acme", "echo", frame())
     assert held.lease is not None
     err = await refusal(t)
-    assert (err.status, err.code, err.retry_after) == (429, "tenant_rate_limited", 1.0)
+    assert (err.status, err.code.code, err.retry_after) == (429, "tenant_rate_limited", 1.0)
     assert "max_concurrent" in err.message
     t.settle("acme", "echo", held, None, answered=False)
     await t.admit("acme", "echo", frame())
@@ -295,7 +296,7 @@ async def test_a_day_budget_spent_refuses_until_the_day_ends() -> None:
         admitted = await t.admit("acme", "echo", frame())
         t.settle("acme", "echo", admitted, Usage(17, 1000), answered=True)
     err = await refusal(t)  # 2,034 used: 1,017 more would pass the budget
-    assert (err.status, err.code) == (429, "tenant_rate_limited")
+    assert (err.status, err.code.code) == (429, "tenant_rate_limited")
     assert "tokens_per_day" in err.message
     assert err.retry_after == pytest.approx(18 * 3600)  # 06:00 to midnight
     # Another model is not under the rule.
@@ -340,7 +341,7 @@ async def test_a_reload_keeps_the_memory_counts() -> None:
     last = await t.admit("acme", "echo", frame())
     assert headers_of(last)["x-ratelimit-remaining-requests"] == "0"
     err = await refusal(t)
-    assert err.code == "tenant_rate_limited"
+    assert err.code.code == "tenant_rate_limited"
     # A reload that drops the limit applies from the next request on.
     t.reload(settings())
     assert (await t.admit("acme", "echo", frame())).lease is None

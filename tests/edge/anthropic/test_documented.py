@@ -40,12 +40,12 @@ import pytest
 from flatgate.edge_translator.anthropic.errors import TYPES, error_body, error_event
 from flatgate.edge_translator.anthropic.render import EventRenderer, MessageAggregator
 from flatgate.edge_translator.anthropic.translate import write_messages
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.proxy.apis.anthropic_messages.request import decode_messages
 from flatgate.proxy.apis.openai_chat.request import decode_request
 from flatgate.proxy.backends.anthropic.adapter import AnthropicStream
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request
@@ -328,14 +328,14 @@ def test_a_documented_message(name: str) -> None:
 
 def test_the_documented_error_body() -> None:
     doc = json.loads(fixture("anthropic_error_not_found.json"))
-    err = EdgeError(doc["error"]["message"], code=codes.NOT_FOUND)
+    err = FlatgateError(doc["error"]["message"], code=codes.NOT_FOUND)
     status, body = error_body(err, doc["request_id"])
     assert (status, json.loads(body)) == (404, doc)
 
 
 def test_the_documented_error_event() -> None:
     [(name, doc)] = parse(fixture("anthropic_error.sse"))
-    err = EdgeError(doc["error"]["message"], code=codes.BACKENDS_BUSY)
+    err = FlatgateError(doc["error"]["message"], code=codes.BACKENDS_BUSY)
     assert parse(error_event(err)) == [(name, doc)]
 
 

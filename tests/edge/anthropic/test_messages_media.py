@@ -83,7 +83,7 @@ def refused(data: bytes, where: str, needle: str, code: str = "invalid_request")
     assert info.value.param == where, info.value.message
     assert info.value.message.startswith(f"{where}: "), info.value.message
     assert needle in info.value.message, info.value.message
-    assert info.value.code == code
+    assert info.value.code.code == code
 
 
 def test_a_base64_image_is_its_raw_bytes_beside_the_text_in_order() -> None:

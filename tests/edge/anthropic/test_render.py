@@ -20,8 +20,9 @@ from flatgate.edge_translator.anthropic.errors import (
     error_event,
 )
 from flatgate.edge_translator.anthropic.render import EventRenderer, MessageAggregator
-from flatgate.edge_translator.errors import EdgeError, ProxyFailed
+from flatgate.edge_translator.errors import ProxyFailed
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.chunk.writer import ChunkWriter
@@ -194,14 +195,14 @@ def test_an_error_chunk_raises_its_error() -> None:
     r = EventRenderer(message_id="m", model="c")
     r.feed(Chunk(content="partial"))
     bad = Chunk(error=ChunkError("backend_timeout", "slow"), finish_reason=FinishReason.ERROR)
-    with pytest.raises(EdgeError) as info:
+    with pytest.raises(FlatgateError) as info:
         r.feed(bad)
-    assert (info.value.code, info.value.status, info.value.message) == (
+    assert (info.value.code.code, info.value.status, info.value.message) == (
         "backend_timeout",
         504,
         "slow",
     )
-    with pytest.raises(EdgeError):
+    with pytest.raises(FlatgateError):
         MessageAggregator(message_id="m", model="c").feed(bad)
 
 
@@ -244,7 +245,7 @@ def test_tool_arguments_that_are_no_object_are_a_backend_error() -> None:
     agg.feed(Chunk(finish_reason=FinishReason.TOOL_CALLS))
     with pytest.raises(ProxyFailed) as info:
         agg.body()
-    assert info.value.code == "backend_protocol_error"
+    assert info.value.code.code == "backend_protocol_error"
 
 
 # -- errors -------------------------------------------------------------------
@@ -252,7 +253,7 @@ def test_tool_arguments_that_are_no_object_are_a_backend_error() -> None:
 
 def test_every_code_has_a_documented_anthropic_type() -> None:
     for code in codes.CODES:
-        status, kind = anthropic_error(EdgeError("x", code=code))
+        status, kind = anthropic_error(FlatgateError("x", code=code))
         assert kind in TYPES.values() or kind == "invalid_request_error", code
         if code.code in OVERLOADED:
             assert (status, kind) == (529, "overloaded_error")
@@ -285,7 +286,7 @@ def test_every_code_has_a_documented_anthropic_type() -> None:
     ],
 )
 def test_status_and_type(code: codes.ErrorCode, status: int, kind: str) -> None:
-    got, body = error_body(EdgeError("what happened", code=code), "req-1")
+    got, body = error_body(FlatgateError("what happened", code=code), "req-1")
     assert got == status
     assert json.loads(body) == {
         "type": "error",
@@ -302,12 +303,12 @@ def test_a_backend_status_passed_through_keeps_its_meaning() -> None:
         (413, "request_too_large"),
         (422, "invalid_request_error"),
     ]:
-        err = EdgeError("nope", code=codes.BACKEND_REJECTED, status=status)
+        err = FlatgateError("nope", code=codes.BACKEND_REJECTED, status=status)
         assert anthropic_error(err) == (status, kind)
 
 
 def test_the_error_event() -> None:
-    event = error_event(EdgeError("cut", code=codes.BACKEND_DISCONNECTED))
+    event = error_event(FlatgateError("cut", code=codes.BACKEND_DISCONNECTED))
     name, data = event.decode().rstrip("\n").split("\n")
     assert name == "event: error"
     assert json.loads(data.removeprefix("data: ")) == {

@@ -75,7 +75,7 @@ def refused(data: bytes | dict[str, Any], needle: str, code: str = "invalid_requ
     with pytest.raises(InvalidRequest) as info:
         write_messages(decode_messages(raw), provider=1, model_name="m")
     assert needle in info.value.message, info.value.message
-    assert info.value.code == code
+    assert info.value.code.code == code
 
 
 # -- what it becomes ------------------------------------------------------------

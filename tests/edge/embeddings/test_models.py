@@ -87,7 +87,7 @@ def test_refusals_name_the_field(body: bytes, param: str | None, code: codes.Err
     with pytest.raises(InvalidRequest) as refused:
         decode(body)
     assert refused.value.param == param
-    assert refused.value.error_code is code
+    assert refused.value.code is code
     assert refused.value.status == 400
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from flatgate.edge_translator.errors import EdgeError, ProxyFailed, ProxyTimedOut
+from flatgate.edge_translator.errors import ProxyFailed, ProxyTimedOut
 from flatgate.edge_translator.proxy_link import whole
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.transport.base import UpstreamProtocolError, UpstreamTimeout
 from tests.edge.fakes import Response
 
@@ -22,7 +23,7 @@ async def test_a_content_length_over_the_cap_is_refused_before_reading() -> None
     resp = Response(200, [b"x"], headers={"content-length": "11"}, stall_after=0)
     with pytest.raises(ProxyFailed) as refused:
         await whole(resp, 10)  # a read would stall for ever
-    assert refused.value.error_code is codes.PROXY_PROTOCOL_ERROR
+    assert refused.value.code is codes.PROXY_PROTOCOL_ERROR
     assert "max_response_bytes = 10" in refused.value.message
 
 
@@ -37,6 +38,8 @@ async def test_a_body_growing_past_the_cap_is_refused_as_it_does() -> None:
     ("exc", "kind"),
     [(UpstreamProtocolError("reset"), ProxyFailed), (UpstreamTimeout("slow"), ProxyTimedOut)],
 )
-async def test_a_broken_answer_is_the_edges_error(exc: Exception, kind: type[EdgeError]) -> None:
+async def test_a_broken_answer_is_the_edges_error(
+    exc: Exception, kind: type[FlatgateError]
+) -> None:
     with pytest.raises(kind):
         await whole(Response(200, [b"ab"], error_after=(1, exc)), 100)

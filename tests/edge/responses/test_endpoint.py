@@ -12,7 +12,6 @@ from typing import Any
 import openai.types.responses as sdk
 import pytest
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.responses.endpoint import (
     ResponsesApi,
     delete_answer,
@@ -22,8 +21,10 @@ from flatgate.edge_translator.responses.endpoint import (
 from flatgate.edge_translator.responses.items import encode_items
 from flatgate.edge_translator.responses.store import StoredResponses, _group
 from flatgate.edge_translator.responses.translate import write_request
+from flatgate.proxy.apis.errors import openai_body
 from flatgate.proxy.apis.openai_responses.request import Decoded
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits import MemoryStore, StateSection
 from flatgate.proxy.wire.chunk.frames import Chunk, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
@@ -112,7 +113,7 @@ async def test_a_tool_round_trip_by_previous_response_id(api: ResponsesApi) -> N
 
 
 async def test_an_unknown_previous_response_is_a_404_naming_it(api: ResponsesApi) -> None:
-    with pytest.raises(EdgeError) as caught:
+    with pytest.raises(FlatgateError) as caught:
         await api.prepare(
             decoded(previous_response_id="resp_nope"),
             tenant="t",
@@ -120,21 +121,21 @@ async def test_an_unknown_previous_response_is_a_404_naming_it(api: ResponsesApi
             budget=Budget(),
         )
     err = caught.value
-    assert (err.status, err.code, err.param) == (
+    assert (err.status, err.code.code, err.param) == (
         404,
         "previous_response_not_found",
         "previous_response_id",
     )
-    assert json.loads(err.body())["error"]["type"] == "invalid_request_error"
+    assert json.loads(openai_body(err))["error"]["type"] == "invalid_request_error"
 
 
 async def test_another_tenants_response_is_not_found(api: ResponsesApi) -> None:
     first, _ = await turn(api, decoded(), Chunk(content="x", finish_reason=STOP), tenant="a")
-    with pytest.raises(EdgeError) as caught:
+    with pytest.raises(FlatgateError) as caught:
         await api.prepare(
             decoded(previous_response_id=first), tenant="b", response_id="resp_x", budget=Budget()
         )
-    assert caught.value.error_code is codes.PREVIOUS_RESPONSE_NOT_FOUND
+    assert caught.value.code is codes.PREVIOUS_RESPONSE_NOT_FOUND
     assert await stored(api, first, tenant="b") is None
 
 
@@ -147,7 +148,7 @@ async def test_store_false_stores_nothing(api: ResponsesApi) -> None:
 async def test_without_a_store_nothing_is_kept_and_no_chain_is_found() -> None:
     bare = ResponsesApi()
     rid, _ = await turn(bare, decoded(), Chunk(content="x", finish_reason=STOP))
-    with pytest.raises(EdgeError) as caught:
+    with pytest.raises(FlatgateError) as caught:
         await bare.prepare(
             decoded(previous_response_id=rid), tenant="t", response_id="resp_y", budget=Budget()
         )

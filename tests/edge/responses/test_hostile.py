@@ -43,7 +43,7 @@ def test_a_hostile_body_is_a_400(body: bytes) -> None:
         decode_request(body)
     assert caught.value.status == 400
     if b"\xff" in body or b"\xed" in body:
-        assert caught.value.error_code is codes.INVALID_JSON
+        assert caught.value.code is codes.INVALID_JSON
 
 
 _text = st.text(max_size=20)

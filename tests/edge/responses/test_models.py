@@ -101,12 +101,12 @@ def test_audio_is_refused_by_name() -> None:
     }
     err = refused(body)
     assert err.param == "input.[1].content.[0].type"
-    assert err.error_code is codes.UNSUPPORTED_CONTENT_TYPE
+    assert err.code is codes.UNSUPPORTED_CONTENT_TYPE
     assert "input_audio" in err.message
     item = {"type": "function_call_output", "call_id": "c", "output": [part]}
     err = refused({"model": "m", "input": [item]})
     assert err.param == "input.[0].output.[0].type"
-    assert err.error_code is codes.UNSUPPORTED_CONTENT_TYPE
+    assert err.code is codes.UNSUPPORTED_CONTENT_TYPE
 
 
 @pytest.mark.parametrize(
@@ -141,10 +141,10 @@ def test_null_or_false_for_those_is_accepted() -> None:
 
 
 def test_not_json_and_not_utf8_are_invalid_json() -> None:
-    assert refused(b"{").error_code is codes.INVALID_JSON
+    assert refused(b"{").code is codes.INVALID_JSON
     raw = b'{"model":"m","input":"hi","client_thing":"\xff"}'
     err = refused(raw)
-    assert err.error_code is codes.INVALID_JSON
+    assert err.code is codes.INVALID_JSON
     assert err.param == "client_thing"
     tool = b'{"model":"m","input":"hi","tools":[{"type":"web_search","x":"\xc3\x28"}]}'
     assert refused(tool).param == "tools.[0]"

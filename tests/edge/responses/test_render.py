@@ -12,12 +12,12 @@ from typing import Any
 import openai.types.responses as sdk
 import pytest
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.openai.endpoint import KEEPALIVE
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.endpoint import RESPONSES
 from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure
 from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
@@ -121,7 +121,7 @@ def test_every_documented_event_example_is_covered() -> None:
     with pytest.raises(RenderedFailure) as failed:
         r.feed(Chunk(error=ChunkError("backend_error", "The model failed to generate a response.")))
     events += parse_sse(failed.value.event)
-    events += parse_sse(RESPONSES.error_event(EdgeError("Something went wrong")))
+    events += parse_sse(RESPONSES.error_event(FlatgateError("Something went wrong")))
     for name, entry in examples.items():
         # One example misses a comma (SOURCES.md): put back.
         theirs = json.loads(entry["example"].replace('":"\n  "sequence', '":",\n  "sequence'))
@@ -275,7 +275,7 @@ def test_a_failure_after_the_first_byte_is_response_failed_in_sequence() -> None
     with pytest.raises(RenderedFailure) as caught:
         r.feed(Chunk(error=ChunkError("backend_stream_error", "boom")))
     err = caught.value
-    assert err.status == 502 and err.code == "backend_stream_error"
+    assert err.status == 502 and err.code.code == "backend_stream_error"
     assert RESPONSES.error_event(err) == err.event
     (failed,) = parse_sse(err.event)
     assert failed[1]["sequence_number"] == begun[-1][1]["sequence_number"] + 1
@@ -306,14 +306,14 @@ def test_a_failure_at_once_still_opens_the_response() -> None:
 def test_a_rate_limit_says_when_to_try_again_as_openai_words_it() -> None:
     r = renderer()
     r.feed(Chunk(content="x"))
-    err = EdgeError("Tenant over its limit.", code=codes.TENANT_RATE_LIMITED, retry_after=2.5)
+    err = FlatgateError("Tenant over its limit.", code=codes.TENANT_RATE_LIMITED, retry_after=2.5)
     events = parse_sse(r.fail(err))
     message = events[-1][1]["response"]["error"]["message"]
     assert message.endswith("Please try again in 2.5s.")
 
 
 def test_an_error_no_renderer_saw_is_an_error_event() -> None:
-    err = EdgeError("The gateway is shutting down.", code=codes.DRAINING)
+    err = FlatgateError("The gateway is shutting down.", code=codes.DRAINING)
     ((name, data),) = parse_sse(RESPONSES.error_event(err))
     assert name == "error"
     assert (data["code"], data["message"]) == ("draining", "The gateway is shutting down.")
@@ -438,7 +438,7 @@ def test_the_documented_function_call_response() -> None:
 
 def test_an_aggregated_error_chunk_raises_its_error() -> None:
     a = Aggregator(response_id="resp_1", created=1, model="m", echo=echo_of(decoded()))
-    with pytest.raises(EdgeError) as caught:
+    with pytest.raises(FlatgateError) as caught:
         a.feed(Chunk(error=ChunkError("backend_timeout", "late")))
     assert caught.value.status == 504 and not isinstance(caught.value, RenderedFailure)
 

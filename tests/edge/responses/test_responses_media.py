@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.proxy.apis.errors import InvalidRequest
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.request.decode import Message, read_request
 from flatgate.proxy.wire.schema import ApiDialect, PartKind
@@ -121,7 +121,7 @@ def test_a_function_call_output_with_an_image_is_a_tool_message_with_parts() -> 
     assert (tool.content, tool.parts) == ("done", None)
 
 
-def refused(part: dict[str, Any], *, before: int = 0) -> EdgeError:
+def refused(part: dict[str, Any], *, before: int = 0) -> FlatgateError:
     """The 400 for a message whose part ``before`` + 1 is ``part``."""
     texts = [{"type": "input_text", "text": "x"}] * before
     with pytest.raises(InvalidRequest) as caught:
@@ -202,7 +202,7 @@ def test_a_bad_part_is_a_400_naming_it(
     part: dict[str, Any], param: str, code: str, said: str
 ) -> None:
     err = refused(part, before=1)
-    assert (err.status, err.param, err.code) == (400, param, code)
+    assert (err.status, err.param, err.code.code) == (400, param, code)
     assert said in err.message
 
 

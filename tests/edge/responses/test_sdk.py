@@ -17,7 +17,6 @@ import openai
 import pytest
 from openai.types.responses import ResponseFailedEvent
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.responses.endpoint import (
     ResponsesApi,
     delete_answer,
@@ -26,6 +25,8 @@ from flatgate.edge_translator.responses.endpoint import (
 )
 from flatgate.edge_translator.responses.store import StoredResponses
 from flatgate.edge_translator.settings import ModelConfig
+from flatgate.proxy.apis.errors import openai_body
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits import MemoryStore, StateSection
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.request.decode import Request, read_request
@@ -90,8 +91,8 @@ class Edge:
         if request.method == "POST":
             try:
                 return await self._create(request.content)
-            except EdgeError as err:
-                return httpx2.Response(err.status, content=err.body())
+            except FlatgateError as err:
+                return httpx2.Response(err.status, content=openai_body(err))
         rid = path.removeprefix("/v1/responses/").removesuffix("/input_items")
         if path.endswith("/input_items"):
             status, body = input_items_answer(
@@ -125,7 +126,7 @@ class Edge:
         try:
             for chunk in model(wire):
                 events.append(rendering.feed(chunk))
-        except EdgeError as err:
+        except FlatgateError as err:
             events.append(api.error_event(err))
         await api.finish(asked, rendering, tenant="t")
         return httpx2.Response(

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.endpoint import RESPONSES
 from flatgate.edge_translator.responses.render import Aggregator, RenderedFailure, StreamRenderer
@@ -23,6 +22,7 @@ from flatgate.proxy.apis.openai_responses.request import Decoded, decode_request
 from flatgate.proxy.backends.anthropic.adapter import encode_request as anthropic_body
 from flatgate.proxy.backends.openai.adapter import encode_request as openai_body
 from flatgate.proxy.backends.responses.adapter import encode_request as responses_body
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, ToolCallDelta, Usage
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.schema import FinishReason
@@ -232,7 +232,7 @@ def test_a_failed_stream_is_whole_and_ends_with_done_once() -> None:
 
 
 def test_an_error_before_any_response_is_the_specifications_error_event() -> None:
-    raw = RESPONSES.error_event(EdgeError("The proxy is gone.", param="model"))
+    raw = RESPONSES.error_event(FlatgateError("The proxy is gone.", param="model"))
     assert stream_problems(raw) == []
     (ev,) = events(raw)
     # OpenAI's fields at the top level (the SDKs read them), and the spec's object.
@@ -286,6 +286,6 @@ def test_penalties_travel_in_their_wire_slots_to_every_backend_that_has_them() -
 
 @pytest.mark.parametrize("value", [-2.5, 2.01])
 def test_a_penalty_out_of_range_is_refused_naming_it(value: float) -> None:
-    with pytest.raises(EdgeError) as caught:
+    with pytest.raises(FlatgateError) as caught:
         decoded(presence_penalty=value)
     assert caught.value.param == "presence_penalty"

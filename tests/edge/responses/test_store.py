@@ -21,7 +21,6 @@ from flatgate.edge_translator.responses.store import (
 )
 from flatgate.proxy.limits import Limiter, MemoryStore, RedisStore, StateSection, parse_limits
 from flatgate.proxy.limits.blobs import BlobBounds
-from flatgate.proxy.limits.sections import blob_bounds
 from flatgate.proxy.limits.store import Store
 from tests.redisserver import RedisServer, redis_server, shared_redis, unique_prefix
 from tests.servers import free_port
@@ -255,7 +254,7 @@ async def test_a_store_that_does_not_answer(caplog: pytest.LogCaptureFixture) ->
             with pytest.raises(ResponsesUnavailable) as raised:
                 await read("acme", "a")
             assert raised.value.status == 503 and raised.value.retry_after
-            assert raised.value.code == "responses_unavailable"
+            assert raised.value.code.code == "responses_unavailable"
         assert r.errors == 6 and not r.up
         lines = [rec.getMessage() for rec in caplog.records if rec.name == "flatgate.edge"]
         assert len(lines) == 1 and "unavailable" in lines[0]
@@ -321,7 +320,7 @@ def test_list_pieces_and_runs_of() -> None:
 async def test_a_tenant_past_its_share_loses_only_its_own(make_store: MakeStore) -> None:
     limited = state(max_responses_per_tenant=2, max_response_bytes_per_tenant=CAP)
     store = make_store()
-    store.bound_blobs(blob_bounds(limited))
+    store.bound_blobs(limited.blob_bounds())
     r = StoredResponses(store, limited)
     assert await r.save("victim", "v", INPUT, OUTPUT)
     for i in range(5):

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 import pytest
 from PIL import Image
 
-from flatgate.edge_translator.errors import EdgeError
 from flatgate.edge_translator.responses.endpoint import ResponsesApi
 from flatgate.edge_translator.responses.store import StoredResponses
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.proxy.apis.openai_responses.request import Decoded
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits import MemoryStore, StateSection
 from flatgate.proxy.plumbing.server_section import DEFAULT_MAX_BODY_BYTES
 from flatgate.proxy.wire.chunk.frames import Chunk
@@ -112,7 +112,7 @@ async def test_continuing_a_response_too_large_to_store_is_a_400_saying_why() ->
         assert api.store is not None
         assert api.store.refused_too_large == 1 and api.store.stored == 0
         assert await api.store.response("t", first) is None
-        with pytest.raises(EdgeError) as caught:
+        with pytest.raises(FlatgateError) as caught:
             await api.prepare(
                 decoded(input="next", previous_response_id=first),
                 tenant="t",
@@ -120,7 +120,7 @@ async def test_continuing_a_response_too_large_to_store_is_a_400_saying_why() ->
                 budget=Budget(),
             )
         err = caught.value
-        assert (err.status, err.code, err.param) == (
+        assert (err.status, err.code.code, err.param) == (
             400,
             "invalid_request",
             "previous_response_id",
@@ -129,7 +129,7 @@ async def test_continuing_a_response_too_large_to_store_is_a_400_saying_why() ->
         assert "max_stored_response_bytes" in err.message
         # Another tenant, and an id never seen, still read as not found.
         for tenant, rid in (("other", first), ("t", "resp_never")):
-            with pytest.raises(EdgeError) as caught:
+            with pytest.raises(FlatgateError) as caught:
                 await api.prepare(
                     decoded(input="next", previous_response_id=rid),
                     tenant=tenant,
