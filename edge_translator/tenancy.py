@@ -106,7 +106,7 @@ class Tenancy:
     not given (tests share one)."""
 
     def __init__(self, settings: EdgeSettings, limiter: Limiter | None = None) -> None:
-        self.limiter = Limiter(settings.limits) if limiter is None else limiter
+        self.limiter = Limiter(settings.limits_config()) if limiter is None else limiter
         self._apply(settings)
         # (tenant label, model) -> [requests, prompt tokens, completion tokens]
         self._usage: dict[tuple[str, str], list[int]] = {}
@@ -116,7 +116,7 @@ class Tenancy:
         self._labels: set[str] = set()
 
     def _apply(self, settings: EdgeSettings) -> None:
-        limits = settings.limits
+        limits = settings.limits_config()
         self._models: tuple[ModelConfig, ...] = settings.models
         self._default_max = limits.state.default_max_tokens
         self._ttl = settings.edge.total_timeout or DEFAULT_LEASE_TTL
@@ -134,7 +134,7 @@ class Tenancy:
 
     def reload(self, settings: EdgeSettings) -> None:
         """A new config's models, allow-lists and limits (counts kept)."""
-        self.limiter.reload(settings.limits)
+        self.limiter.reload(settings.limits_config())
         self._apply(settings)
 
     # -- models ---------------------------------------------------------------

@@ -33,7 +33,7 @@ from flatgate.edge_translator.settings import (
     edge_problems,
 )
 from flatgate.proxy.backends.registry import backends_of
-from flatgate.proxy.document.root import GatewayDocument
+from flatgate.proxy.document.root import EdgeSettings, GatewayDocument, ProxySettings
 from flatgate.proxy.limits import (
     limits_problems,
 )
@@ -78,9 +78,9 @@ SERVICE_SCOPES: dict[str, Scope] = {
 
 # The file's sections, in order.
 SECTIONS: tuple[str, ...] = GatewayDocument.__struct_fields__
-_LIMITS = ("state", "limits", "tenants", "telemetry")
-_PROXY_SIDE = frozenset(("proxy", "stub", "backends", "routes", *_LIMITS))
-_EDGE_SIDE = frozenset(("edge", "models", "keys", "auth", *_LIMITS))
+# What each side reads: its slice of the document (the stub's [stub] beside the proxy's).
+_PROXY_SIDE = frozenset((*ProxySettings.__struct_fields__, "stub"))
+_EDGE_SIDE = frozenset(EdgeSettings.__struct_fields__)
 _READS: dict[str, frozenset[str]] = {
     "proxy": _PROXY_SIDE,
     "stub": _PROXY_SIDE,

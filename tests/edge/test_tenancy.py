@@ -56,7 +56,7 @@ def settings(**sections: Any) -> EdgeSettings:
 
 def tenancy(clock: Clock | None = None, **sections: Any) -> Tenancy:
     s = settings(**sections)
-    return Tenancy(s, Limiter(s.limits, clock=clock or Clock()))
+    return Tenancy(s, Limiter(s.limits_config(), clock=clock or Clock()))
 
 
 def frame(**fields: Any) -> bytes:

@@ -21,6 +21,7 @@ from flatgate.edge_translator.responses.store import (
 )
 from flatgate.proxy.limits import Limiter, MemoryStore, RedisStore, StateSection, parse_limits
 from flatgate.proxy.limits.blobs import BlobBounds
+from flatgate.proxy.limits.sections import blob_bounds
 from flatgate.proxy.limits.store import Store
 from tests.redisserver import RedisServer, redis_server, shared_redis, unique_prefix
 from tests.servers import free_port
@@ -320,7 +321,7 @@ def test_list_pieces_and_runs_of() -> None:
 async def test_a_tenant_past_its_share_loses_only_its_own(make_store: MakeStore) -> None:
     limited = state(max_responses_per_tenant=2, max_response_bytes_per_tenant=CAP)
     store = make_store()
-    store.bound_blobs(limited.blob_bounds())
+    store.bound_blobs(blob_bounds(limited))
     r = StoredResponses(store, limited)
     assert await r.save("victim", "v", INPUT, OUTPUT)
     for i in range(5):
