@@ -72,7 +72,7 @@ from flatgate.edge_translator.model_endpoints import (
     wants_anthropic,
 )
 from flatgate.edge_translator.openai.endpoint import CHAT
-from flatgate.edge_translator.proxy_link import ProxyLink
+from flatgate.edge_translator.proxy_link import ProxyLink, watch
 from flatgate.edge_translator.responses.compact import CompactApi
 from flatgate.edge_translator.responses.endpoint import (
     ResponsesApi,
@@ -98,6 +98,7 @@ from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import Exchange, ServerApp, is_loopback
 from flatgate.proxy.plumbing.telemetry import Tracing, open_tracing
 from flatgate.proxy.transport.base import Transport
+from flatgate.proxy.transport.router import Router
 from flatgate.proxy.wire.schema import JSON
 
 __all__ = ["EdgeApp", "create_app"]
@@ -123,15 +124,17 @@ class EdgeApp:
         settings: EdgeSettings,
         *,
         transport_factory: Callable[[], Transport] | None = None,
+        router: Router | None = None,
         drain: Drain | None = None,
         readiness: Callable[[], Awaitable[tuple[int, bytes]]] | None = None,
-        upstream_metrics: bool = True,
         limiter: Limiter | None = None,
         tracing: Tracing | Literal["settings"] | None = "settings",
     ) -> None:
-        """``readiness`` answers ``/readyz`` (status, JSON body); without it the
-        edge is ready while it is not draining. ``upstream_metrics`` false:
-        the proxy is in process and reports its backends itself.
+        """``router``: the router the edge calls (the one-process gateway's,
+        in process); without it, a separate proxy over HTTP
+        (``proxy_link.ProxyLink``, over ``transport_factory``'s transport).
+        ``readiness`` answers ``/readyz`` (status, JSON body); without it the
+        edge is ready while it is not draining.
         ``tracing``: OpenTelemetry's (``"settings"``: ``[telemetry]``'s)."""
         self.settings = settings
         self._ready = readiness
@@ -158,25 +161,27 @@ class EdgeApp:
         self.tracing = tracing
         if tracing is not None:
             self.metrics.collect_from(lambda: tracing.collect("flatgate_edge"))
-        self._link = ProxyLink(
-            e,
-            self.metrics,
-            transport_factory=transport_factory,
-            upstream_metrics=upstream_metrics,
-            traced=tracing is not None,
-        )
+        if router is None:
+            router = ProxyLink(
+                e, self.metrics, transport_factory=transport_factory, traced=tracing is not None
+            )
+        else:
+            # Its pool, and the failures the edge reports of its upstream
+            # (none, in process), as for a proxy over HTTP.
+            watch(self.metrics, router.pool)
+        self._router: Router = router
         self._flow = Flow(
             e,
             # Who is calling: [[keys]] and [auth.jwt] (its verified tokens cached per worker).
             identities=Identities.from_settings(settings),
             models=settings.model_index(),
             tenancy=self.tenancy,
-            link=self._link,
+            router=self._router,
             metrics=self.metrics,
             drain=self._drain,
         )
         self._embeddings = EmbeddingsFlow(
-            self._flow, self._link, self.metrics, e.max_response_bytes
+            self._flow, self._router, self.metrics, e.max_response_bytes
         )
         self.metrics.watch_admission(self._flow.admission)
         self.metrics.collect_from(self.tenancy.collect)
@@ -203,13 +208,9 @@ class EdgeApp:
         self.tenancy.reload(settings)
         self.settings = settings
 
-    @property
-    def transport(self) -> Transport:
-        return self._link.transport
-
     async def aclose(self) -> None:
-        """Close the transport and the limits store (for embedding and tests)."""
-        await self._link.aclose()
+        """Close the router and the limits store (for embedding and tests)."""
+        await self._router.aclose()
         await self.tenancy.aclose()
 
     def _table(self) -> Table[_Target]:

@@ -13,7 +13,7 @@ shape); the rest is here, each step returning what the next needs:
    an ``Asked`` (what the answer needs of the request, never the prompt) and
    the FlatBuffer;
 3. ``_complete``: the caller's model allow-list and the tenant's limits for
-   that request; then ``_forward``: sent to the proxy (``proxy_link``), the
+   that request; then ``_forward``: sent to the router (``proxy_link.complete``), the
    caller and the drain watched, keep-alives while a stream's first token is
    awaited, the answer rendered as frames arrive (``_answer``, ``answer``),
    the API told it ended before its last byte (``ClientApi.finish``), and the
@@ -47,7 +47,7 @@ from flatgate.edge_translator.client_api import Asked, ClientApi, Local, Route
 from flatgate.edge_translator.errors import BUSY_RETRY_AFTER, InvalidRequest, PayloadTooLarge
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Credential, Identity
-from flatgate.edge_translator.proxy_link import ProxyLink, refusal
+from flatgate.edge_translator.proxy_link import complete
 from flatgate.edge_translator.settings import EdgeSection, ModelConfig
 from flatgate.edge_translator.tenancy import FREE, Admitted, Tenancy, with_headers
 from flatgate.proxy.errors import codes
@@ -67,6 +67,7 @@ from flatgate.proxy.plumbing.serve import (
     valid_request_id,
 )
 from flatgate.proxy.transport.base import Response
+from flatgate.proxy.transport.router import Router
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.schema import BACKEND_HEADER, JSON, OMITTED_HEADER
@@ -192,7 +193,7 @@ class Flow:
         identities: Identities,
         models: Mapping[str, ModelConfig],
         tenancy: Tenancy,
-        link: ProxyLink,
+        router: Router,
         metrics: Metrics,
         drain: Drain,
     ) -> None:
@@ -203,7 +204,7 @@ class Flow:
         self._body_policy = body_policy(e)
         self._max_body = e.max_body_bytes
         self._keepalive = e.keepalive_seconds
-        self._link = link
+        self._router = router
         self._metrics = metrics
         self._drain = drain
         self._watchlist = Watchlist(_WATCH_TICK)
@@ -378,11 +379,11 @@ class Flow:
             keepalive = Keepalive(ex, headers, self._keepalive, self._metrics, asked.api.beat)
         try:
             try:
-                resp = await self._link.send(
-                    frame, asked.request_id, ending, admitted=self.tenancy.active
+                resp = await complete(
+                    self._router, frame, asked.request_id, ending, admitted=self.tenancy.active
                 )
-                del frame  # the proxy has it: not held while the answer streams
-                self.opened(resp, entry, reply, caller)
+                del frame  # the router has it: not held while the answer streams
+                self.opened(resp.headers, entry, reply, caller)
                 return await self._answer(
                     ex,
                     entry,
@@ -415,14 +416,18 @@ class Flow:
             )
 
     def opened(
-        self, resp: Response, entry: Entry, reply: list[tuple[str, str]], caller: Caller
+        self,
+        headers: Mapping[str, str],
+        entry: Entry,
+        reply: list[tuple[str, str]],
+        caller: Caller,
     ) -> None:
-        """The proxy's answer has begun: its backend noted for the access log,
-        the fields that backend left out named in ``reply`` (the client's
-        headers), and the caller's body given back to admission (the proxy
-        has it)."""
-        entry.backend = resp.headers.get(BACKEND_HEADER)
-        omitted = resp.headers.get(OMITTED_HEADER)
+        """The router's answer has begun (``headers``, its): its backend noted
+        for the access log, the fields that backend left out named in
+        ``reply`` (the client's headers), and the caller's body given back to
+        admission (the router has it)."""
+        entry.backend = headers.get(BACKEND_HEADER)
+        omitted = headers.get(OMITTED_HEADER)
         if omitted:
             reply.append((OMITTED_HEADER, omitted))
         self.admission.drop_body(caller.hold)
@@ -448,12 +453,10 @@ class Flow:
         ending: Ending,
         outcome: _Outcome,
     ) -> int:
-        """The proxy's answer in ``asked``'s API: its refusal as an error, or
-        its frames rendered as a stream or folded into one body (the API told
-        it ended before the last byte goes out)."""
+        """The router's answer in ``asked``'s API: its frames rendered as a
+        stream or folded into one body (the API told it ended before the last
+        byte goes out)."""
         try:
-            if resp.status != 200:
-                raise await refusal(resp)
             outcome.answered = True
             api = asked.api
             created = int(time.time())

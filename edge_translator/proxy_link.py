@@ -1,9 +1,12 @@
-"""The edge's one upstream, the proxy: ``ProxyLink`` sends a translated
-request to its ``POST /v1/completions`` and ``Frames`` reads its answer; an
-``EmbeddingRequest`` goes to its ``POST /v1/embeddings`` (``ProxyLink.embed``)
-and its one ``EmbeddingResponse`` buffer is read whole by ``whole``, at most
-``[edge] max_response_bytes`` of it (more is ``proxy_protocol_error``, and
-the connection is dropped).
+"""The edge's router over HTTP, and what the edge does with any router's answer.
+
+``ProxyLink`` is ``transport.router.Router`` over a separate proxy: a
+translated request goes to its ``POST /v1/completions`` (``complete``), and
+an ``EmbeddingRequest`` to its ``POST /v1/embeddings`` (``embed``), whose one
+``EmbeddingResponse`` buffer is read whole, at most ``[edge]
+max_response_bytes`` of it (more is ``proxy_protocol_error``, and the
+connection is dropped: ``whole``). ``Frames`` reads a completion's chunk frames,
+whichever router answered.
 
 Owns the boundary between the transport and the edge: the transport's
 exceptions (``transport.base.UpstreamError`` and kin) become the edge's errors
@@ -11,11 +14,13 @@ here and nowhere else (``proxy_failure``): before the proxy answers, a pool
 that had no connection free is ``pool_exhausted`` (503, retry shortly), a
 timeout ``ProxyTimedOut`` (504), anything else ``ProxyFailed`` (502); once
 its frames are being read, a timeout is still ``ProxyTimedOut`` and a broken
-connection or a malformed frame ``proxy_protocol_error``. The proxy's refusal
-before any frame becomes the error it means (``proxy_error``: its code and
-status carry through, with ``Retry-After``). A request the drain ends while
-it waits on the proxy is told ``draining``. Also the upstream's metrics
-(time to the response head, failures by kind).
+connection or a malformed frame ``proxy_protocol_error``. A router's refusal
+before any frame becomes the error it means (``refused``: its code and status
+carry through, with ``Retry-After``): over HTTP from the proxy's JSON error
+(``proxy_error``), in process from the router's ``transport.router.Refused``
+(``complete`` and ``embed``, the edge's two calls of a router). A request
+the drain ends while it waits on the router is told ``draining``. Also the
+upstream's metrics (time to the response head, failures by kind).
 
 No HTTP server objects; no client API's shapes (the errors it makes are
 rendered by the caller's API).
@@ -27,6 +32,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -55,8 +61,10 @@ from flatgate.proxy.transport.base import (
     UpstreamTimeout,
     read_whole,
     retry_after,
+    retry_after_value,
 )
 from flatgate.proxy.transport.factory import make_transport
+from flatgate.proxy.transport.router import Refused, Router
 from flatgate.proxy.wire.chunk.frames import Chunk, FrameCutter, MalformedFrame
 from flatgate.proxy.wire.chunk.reader import read_chunk
 from flatgate.proxy.wire.schema import (
@@ -67,7 +75,17 @@ from flatgate.proxy.wire.schema import (
     FRAMES,
 )
 
-__all__ = ["Frames", "ProxyLink", "proxy_error", "proxy_failure", "refusal", "whole"]
+__all__ = [
+    "Frames",
+    "ProxyLink",
+    "complete",
+    "embed",
+    "proxy_error",
+    "proxy_failure",
+    "refused",
+    "watch",
+    "whole",
+]
 
 log = logging.getLogger("flatgate.edge")
 
@@ -93,11 +111,52 @@ def proxy_failure(exc: UpstreamError, *, begun: bool = False) -> FlatgateError:
     return ProxyFailed(f"The proxy could not be reached: {exc}")
 
 
+def watch(metrics: Metrics, pool: Callable[[], Transport | None]) -> tuple[Any, Any]:
+    """The upstream's figures the edge reports, whichever its router: the
+    pool ``pool()`` returns (``None`` until made), and its failures by kind
+    (labelled once: the edge has one upstream); those two counters."""
+    metrics.watch_transport(pool)
+    return (
+        metrics.upstream_failure_of("proxy", "timeout"),
+        metrics.upstream_failure_of("proxy", "unreachable"),
+    )
+
+
+async def complete(
+    router: Router, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
+) -> Response:
+    """``router``'s answer to the ``CompletionRequest`` ``frame``, begun: its
+    refusal raised as the edge's error, a wait the drain ends ``draining``."""
+    try:
+        return await router.complete(frame, request_id, admitted=admitted)
+    except asyncio.CancelledError:
+        if not ending.absorb():
+            raise
+        raise shutting_down() from None
+    except Refused as err:  # the router's own refusal, in process
+        raise refused(err) from None
+
+
+async def embed(
+    router: Router, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
+) -> Response:
+    """``router``'s answer to the ``EmbeddingRequest`` ``frame`` (read it with
+    ``whole``): its refusal raised as the edge's error, a wait the drain ends
+    ``draining``."""
+    try:
+        return await router.embed(frame, request_id, admitted=admitted)
+    except asyncio.CancelledError:
+        if not ending.absorb():
+            raise
+        raise shutting_down() from None
+    except Refused as err:  # the router's own refusal, in process
+        raise refused(err) from None
+
+
 class ProxyLink:
-    """The proxy's ``POST /v1/completions`` and ``/v1/embeddings``, over a
-    transport made on first use (in the worker's loop). ``upstream_metrics``
-    false: the proxy is in process and reports its backends' time to first
-    byte itself."""
+    """``Router`` over a separate proxy's ``POST /v1/completions`` and
+    ``/v1/embeddings``, over a transport made on first use (in the worker's
+    loop)."""
 
     __slots__ = (
         "_auth",
@@ -118,7 +177,6 @@ class ProxyLink:
         metrics: Metrics,
         *,
         transport_factory: Callable[[], Transport] | None = None,
-        upstream_metrics: bool = True,
         traced: bool = False,
     ) -> None:
         """``traced``: telemetry is on, each request to the proxy carries the
@@ -139,11 +197,9 @@ class ProxyLink:
         self._transport: Transport | None = None
         # Presented to the proxy when it authenticates its callers.
         self._auth = [("authorization", f"Bearer {e.proxy_token}")] if e.proxy_token else []
-        metrics.watch_transport(lambda: self._transport)
+        self._timed_out, self._unreachable = watch(metrics, self.pool)
         # Labelled once ("proxy": the edge has one upstream).
-        self._ttfb = metrics.upstream_ttfb_of("proxy") if upstream_metrics else None
-        self._timed_out = metrics.upstream_failure_of("proxy", "timeout")
-        self._unreachable = metrics.upstream_failure_of("proxy", "unreachable")
+        self._ttfb = metrics.upstream_ttfb_of("proxy")
 
     @property
     def transport(self) -> Transport:
@@ -151,37 +207,41 @@ class ProxyLink:
             self._transport = self._factory()
         return self._transport
 
+    def pool(self) -> Transport | None:
+        return self._transport
+
     async def aclose(self) -> None:
         transport, self._transport = self._transport, None
         if transport is not None:
             await transport.aclose()
 
-    async def send(
-        self, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
-    ) -> Response:
+    async def complete(self, frame: bytes, request_id: str, *, admitted: bool) -> Response:
         """``frame`` to the proxy, asking for size-prefixed frames; its
-        response once the head arrived (``admitted``: the edge has charged the
-        tenant's limits, so the proxy need not)."""
-        return await self._post(self._url, FRAMES, frame, request_id, ending, admitted=admitted)
+        response once the head arrived, or its refusal raised."""
+        resp = await self._post(self._url, FRAMES, frame, request_id, admitted=admitted)
+        if resp.status != 200:
+            try:
+                raise await refusal(resp)
+            finally:
+                await resp.aclose()
+        return resp
 
-    async def embed(
-        self, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
-    ) -> Response:
+    async def embed(self, frame: bytes, request_id: str, *, admitted: bool) -> Response:
         """The ``EmbeddingRequest`` ``frame`` to the proxy's embeddings
-        endpoint; its response once the head arrived (read it with ``whole``)."""
-        return await self._post(
-            self._embeddings_url, FLATBUFFERS, frame, request_id, ending, admitted=admitted
+        endpoint; its response once the head arrived (read it with
+        ``whole``), or its refusal raised."""
+        resp = await self._post(
+            self._embeddings_url, FLATBUFFERS, frame, request_id, admitted=admitted
         )
+        if resp.status != 200:
+            try:
+                raise await refusal(resp)
+            finally:
+                await resp.aclose()
+        return resp
 
     async def _post(
-        self,
-        url: str,
-        accept: str,
-        frame: bytes,
-        request_id: str,
-        ending: Ending,
-        *,
-        admitted: bool,
+        self, url: str, accept: str, frame: bytes, request_id: str, *, admitted: bool
     ) -> Response:
         sent = time.perf_counter()
         try:
@@ -201,18 +261,13 @@ class ProxyLink:
                     timeouts=self._timeouts,
                 )
             )
-        except asyncio.CancelledError:
-            if not ending.absorb():
-                raise
-            raise shutting_down() from None
         except UpstreamError as exc:
             if isinstance(exc, UpstreamTimeout):
                 self._timed_out.inc()
             elif not isinstance(exc, UpstreamPoolTimeout):  # the edge's own limit
                 self._unreachable.inc()
             raise proxy_failure(exc) from exc
-        if self._ttfb is not None:
-            self._ttfb.observe(time.perf_counter() - sent)
+        self._ttfb.observe(time.perf_counter() - sent)
         return resp
 
 
@@ -268,25 +323,50 @@ _MISCONFIGURED = frozenset({codes.UNAUTHORIZED.code, codes.TENANT_FORBIDDEN.code
 
 
 def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> FlatgateError:
-    """The error for a proxy that answered ``status`` before any frame.
+    """The error for a proxy that answered ``status`` before any frame, with
+    its JSON error ``body`` (``refused``'s)."""
+    detail = _detail(body)
+    return _refused(status, detail.code, detail.message, lambda: retry_after(headers))
 
-    The proxy's code and status carry through (a backend's 400 stays a 400, a
-    429 stays a 429 with its ``Retry-After``), so that the client's SDK raises
-    the matching exception and retries only what can succeed.
-    """
+
+def refused(err: Refused) -> FlatgateError:
+    """The error for the router's refusal ``err``, in process: what its
+    answer over HTTP means (``proxy_error``), read from the object."""
+    wait = err.retry_after
+    # As the proxy's Retry-After header would carry it: whole seconds.
+    seconds = None if wait is None else float(retry_after_value(wait))
+    if err.raw:  # a backend's own JSON error, passed through: read as over HTTP
+        detail = _detail(err.raw)
+        return _refused(err.status, detail.code, detail.message, lambda: seconds)
+    return _refused(err.status, err.code.code, err.message, lambda: seconds)
+
+
+def _detail(body: bytes) -> _ProxyError:
     try:
-        detail = _decode_proxy_error(body).error
+        return _decode_proxy_error(body).error
     except msgspec.DecodeError:
-        detail = _ProxyError()
-    message = detail.message or f"the proxy answered HTTP {status}"
-    if status == 404 and detail.code in ("", codes.NO_ROUTE.code):
+        return _ProxyError()
+
+
+def _refused(
+    status: int, code: str, message: str, wait: Callable[[], float | None]
+) -> FlatgateError:
+    """The error for a router that refused with ``status``, ``code`` and
+    ``message`` (``wait``: its Retry-After, in seconds).
+
+    The router's code and status carry through (a backend's 400 stays a 400,
+    a 429 stays a 429 with its ``Retry-After``), so that the client's SDK
+    raises the matching exception and retries only what can succeed.
+    """
+    message = message or f"the proxy answered HTTP {status}"
+    if status == 404 and code in ("", codes.NO_ROUTE.code):
         return ModelNotFound(f"No route to the model: {message}", param="model")
     if status == 413:
         return PayloadTooLarge(f"Request too large for the proxy: {message}")
-    code = codes.peer_code(detail.code, status) if detail.code else codes.PROXY_PROTOCOL_ERROR
-    if status in _DISAGREEMENT or not detail.code:
-        return ProxyFailed(message, code=code, status=502)
-    if detail.code in _MISCONFIGURED:
+    error_code = codes.peer_code(code, status) if code else codes.PROXY_PROTOCOL_ERROR
+    if status in _DISAGREEMENT or not code:
+        return ProxyFailed(message, code=error_code, status=502)
+    if code in _MISCONFIGURED:
         log.error("the proxy refused the edge's credential (set [edge] proxy_token): %s", message)
         return ProxyFailed(
             "The gateway is misconfigured: its proxy refused its credential.",
@@ -294,8 +374,8 @@ def proxy_error(status: int, headers: Mapping[str, str], body: bytes) -> Flatgat
             status=502,
         )
     if status == 504:
-        return ProxyTimedOut(message, code=code)
-    return FlatgateError(message, code=code, status=status, retry_after=retry_after(headers))
+        return ProxyTimedOut(message, code=error_code)
+    return FlatgateError(message, code=error_code, status=status, retry_after=wait())
 
 
 class Frames:

@@ -12,12 +12,11 @@ worker's bounds (``Flow.admit``, ``Flow.holding``); the body read within
    (``translate.write``);
 2. the tenant's ``[[limits]]`` reserved, tokens per minute from the inputs'
    estimate (``translate.estimate``);
-3. the buffer sent to the proxy's ``/v1/embeddings`` (``ProxyLink.embed``),
-   its refusal mapped as chat's is (``proxy_link.refusal``), its answer read
-   whole within ``[edge] max_response_bytes`` (``proxy_link.whole``) and
-   verified (``wire.embeddings.read_embedding_response``: a buffer that does
-   not verify, or whose count is not the inputs', is
-   ``proxy_protocol_error``);
+3. the buffer sent to the router (``proxy_link.embed``), its refusal
+   mapped as chat's is, its answer read whole within ``[edge]
+   max_response_bytes`` (``proxy_link.whole``) and verified
+   (``wire.embeddings.read_embedding_response``: a buffer that does not
+   verify, or whose count is not the inputs', is ``proxy_protocol_error``);
 4. rendered in OpenAI's shape (``render``; an answer whose text may pass
    ``render.STREAM_AT`` is streamed a chunk of vectors at a time,
    ``render.pieces``, so that a 5 KB request asking for 1,024 x 8,192 floats
@@ -42,13 +41,14 @@ from flatgate.edge_translator.embeddings.translate import estimate, write
 from flatgate.edge_translator.errors import ProxyFailed
 from flatgate.edge_translator.flow import Caller, Flow, carrying
 from flatgate.edge_translator.openai.endpoint import CHAT
-from flatgate.edge_translator.proxy_link import ProxyLink, refusal, whole
+from flatgate.edge_translator.proxy_link import embed, whole
 from flatgate.edge_translator.tenancy import FREE, Admitted, with_headers
 from flatgate.proxy.apis.openai_embeddings.request import decode
 from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.serve import Exchange
+from flatgate.proxy.transport.router import Router
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.embeddings import Embeddings, read_embedding_response
@@ -64,14 +64,14 @@ _JSON = [("content-type", JSON)]
 
 class EmbeddingsFlow:
     """The embeddings endpoint's steps, one per worker, over the worker's
-    shared ``flow`` and ``link`` to the proxy."""
+    shared ``flow`` and ``router``."""
 
-    __slots__ = ("_flow", "_link", "_max", "_metrics")
+    __slots__ = ("_flow", "_max", "_metrics", "_router")
 
-    def __init__(self, flow: Flow, link: ProxyLink, metrics: Metrics, max_bytes: int) -> None:
+    def __init__(self, flow: Flow, router: Router, metrics: Metrics, max_bytes: int) -> None:
         """``max_bytes``: the largest answer read from the proxy."""
         self._flow = flow
-        self._link = link
+        self._router = router
         self._metrics = metrics
         self._max = max_bytes
 
@@ -150,12 +150,10 @@ class EmbeddingsFlow:
             [("x-request-id", request_id), *admitted.headers], caller.early.headers
         )
         try:
-            resp = await self._link.embed(frame, request_id, ending, admitted=tenancy.active)
-            del frame  # the proxy has it
+            resp = await embed(self._router, frame, request_id, ending, admitted=tenancy.active)
+            del frame  # the router has it
             try:
-                flow.opened(resp, entry, reply, caller)
-                if resp.status != 200:
-                    raise await refusal(resp)
+                flow.opened(resp.headers, entry, reply, caller)
                 answered = True
                 data = await whole(resp, self._max, ending)
             finally:

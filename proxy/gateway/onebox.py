@@ -2,8 +2,10 @@
 
 ``create_app`` is a composition root, as ``cli`` is: it builds a
 ``ProxyServer`` (routes, balancer, dispatcher, upstream pool) and an
-``EdgeApp`` whose transport is that router in process
-(``service.inprocess.InProcessTransport``). A JSON request is decoded once
+``EdgeApp`` that calls that router in process
+(``service.inprocess.InProcessRouter``, the edge's
+``transport.router.Router``, which the edge otherwise has over HTTP from
+``edge_translator.proxy_link``). A JSON request is decoded once
 and written as a ``CompletionRequest``; the router reads its route from those
 very bytes and sends a backend the untouched bytes (``fbs``) or its adapter's
 JSON, with no loopback HTTP hop and no second parse.
@@ -33,7 +35,7 @@ from flatgate.proxy.plumbing.reload import ConfigWatch
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.plumbing.telemetry import open_tracing
 from flatgate.proxy.service.app import ProxyServer
-from flatgate.proxy.service.inprocess import InProcessTransport
+from flatgate.proxy.service.inprocess import InProcessRouter
 from flatgate.proxy.service.settings import ProxySettings
 
 __all__ = ["build", "create_app", "reloader"]
@@ -70,10 +72,9 @@ def _build(document: GatewayDocument, drain: Drain | None = None) -> tuple[EdgeA
     )
     edge = EdgeApp(
         settings,
-        transport_factory=lambda: InProcessTransport(proxy),
+        router=InProcessRouter(proxy),
         drain=drain,
         readiness=proxy.readiness,
-        upstream_metrics=False,
         limiter=limiter,
         tracing=tracing,
     )

@@ -1,68 +1,64 @@
-"""The proxy's router as a transport: the one-process gateway's hop from edge to proxy.
+"""The proxy's router, in process: what the one-process gateway's edge calls.
 
-``InProcessTransport`` is a ``transport.base.Transport`` whose ``request``
-does what ``POST /v1/completions`` does on the proxy's HTTP surface, without
-HTTP: it reads ``(provider, model)`` from the very ``CompletionRequest`` bytes
-the edge wrote (``ProxyServer.target_of``, in place), has the dispatcher open
-an answer from a backend (the untouched bytes to an ``fbs`` backend, the
-adapter's JSON to the others), and returns a ``Response`` whose body is the
-chunk frames, as the proxy would have sent them with ``Accept:
-application/x-flatbuffers-stream``. The edge reads it exactly as it reads the
-proxy's HTTP answer, so both shapes share every line past the HTTP boundary.
+``InProcessRouter`` is ``transport.router.Router`` over a ``ProxyServer``:
+its ``complete`` does what ``POST /v1/completions`` does on the proxy's HTTP
+surface, without HTTP. It reads ``(provider, model)`` from the very
+``CompletionRequest`` bytes the edge wrote (``ProxyServer.target_of``, in
+place), has the dispatcher open an answer from a backend (the untouched bytes
+to an ``fbs`` backend, the adapter's JSON to the others), and returns a
+``Response`` whose body is the chunk frames, as the proxy would have sent
+them with ``Accept: application/x-flatbuffers-stream``. The edge reads it
+exactly as it reads the proxy's HTTP answer, so both shapes share every line
+past the HTTP boundary.
 
-- A refusal before any frame (no route, every backend down, ...) is a
-  ``Response`` with the proxy's status, headers and JSON error body
-  (``service.errors.answer_of``, as the HTTP surface answers).
+- A refusal before any frame (no route, every backend down, ...) is raised
+  as ``transport.router.Refused``: the router's error
+  (``service.errors.proxy_error``'s), as the HTTP surface would answer it,
+  and counted in the router's metrics as there.
 - Otherwise the frames come from the proxy's one relay (``service.relay``):
   an upstream failure is one error chunk, as over HTTP.
 - Closing the response (the edge's client left, or its drain ended it)
   closes the backend's answer, which aborts its connection.
 
-An ``EmbeddingRequest`` body (``wire.embeddings.is_embedding_request``) is
-answered as ``POST /v1/embeddings`` answers it (``service.embed``): a
-``Response`` whose body is the one ``EmbeddingResponse`` buffer (status 200,
-the backend's name in ``x-flatgate-backend``), or the refusal's as above.
+``embed`` answers an ``EmbeddingRequest`` as ``POST /v1/embeddings`` answers
+it (``service.embed``): a ``Response`` whose body is the one
+``EmbeddingResponse`` buffer (status 200, the backend's name in
+``x-flatgate-backend``), or the refusal raised as above.
 
 The edge and this process are one trust domain: the edge wrote the buffer and
 its tenant, so no caller token is checked and none is forwarded, and an
 adapter reads the buffer without the verifier's walk (the edge's writer made
-it, from a body the edge bounded; ``dispatch._Decoded``).
+it, from a body the edge bounded; ``dispatch._Decoded``); the route read
+keeps its bounds checks. The edge charged the tenant's limits, so the router
+charges none (its ``ProxyServer`` is built with ``limits=False``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from flatgate.proxy.backends.extras import omitted_header
 from flatgate.proxy.service.app import ProxyServer
-from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
+from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, proxy_error
 from flatgate.proxy.service.relay import Relay
-from flatgate.proxy.transport.base import Response, Upstream
+from flatgate.proxy.transport.base import Response, Transport
+from flatgate.proxy.transport.router import Refused
 from flatgate.proxy.wire.chunk.reader import last_outcome
-from flatgate.proxy.wire.embeddings import is_embedding_request
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS, OMITTED_HEADER
 
-__all__ = ["InProcessTransport"]
+__all__ = ["InProcessRouter"]
 
 
 class _Whole:
-    """An answer in one piece: the proxy's refusal before any frame (its
-    status, headers and JSON error, as ``errors.answer_of`` writes them for
-    the HTTP surface: ``refused``), or an embeddings answer (one
-    ``EmbeddingResponse`` buffer)."""
+    """An embeddings answer in one piece: one ``EmbeddingResponse`` buffer."""
 
     __slots__ = ("_body", "headers", "status")
 
-    def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
-        self.status = status
+    def __init__(self, headers: Mapping[str, str], body: bytes) -> None:
+        self.status = 200
         self.headers = headers
         self._body = body
-
-    @classmethod
-    def refused(cls, err: ProxyError) -> _Whole:
-        status, headers, body = answer_of(err)
-        return cls(status, dict(headers), body)
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
         yield self._body
@@ -139,61 +135,57 @@ class _Relayed:
         await self._relay.close()
 
 
-class InProcessTransport:
-    """``transport.base.Transport`` over a ``ProxyServer``'s router, in process.
+class InProcessRouter:
+    """``transport.router.Router`` over a ``ProxyServer``'s router, in process
+    (see the module docstring). The backends' timeouts are their own, from
+    the proxy's configuration; ``admitted`` is moot (the router charges no
+    limits)."""
 
-    Of the ``Upstream``, only ``body`` and the ``x-request-id`` header are
-    read: ``url`` is ignored (there is one router), and ``timeouts`` are the
-    backends' own, from the proxy's configuration.
-    """
+    __slots__ = ("_proxy",)
 
     def __init__(self, proxy: ProxyServer) -> None:
         self._proxy = proxy
 
-    async def request(self, req: Upstream) -> Response:
-        body = req.body
+    async def complete(self, frame: bytes, request_id: str, *, admitted: bool) -> Response:
         started = time.perf_counter()
         proxy = self._proxy
-        rid = ""
-        for name, value in req.headers:
-            if name == "x-request-id":
-                rid = value
-        if is_embedding_request(body):
-            return await self._embeddings(body, rid)
         label = "-"
         try:
-            target = proxy.target_of(body)
+            target = proxy.target_of(frame)
             label = target.label
-            opened = await proxy.dispatcher.open(target, body, rid, "", trusted=True)
+            opened = await proxy.dispatcher.open(target, frame, request_id, "", trusted=True)
         except ANSWERABLE as exc:
             # Named nowhere: the error's traceback holds this frame, and the body.
-            refused = _Whole.refused(proxy_error(exc))
-            proxy.metrics.count(label, refused.status)
-            return refused
-        relay = Relay(opened, rid, True, proxy.metrics)
+            raise self._refused(label, proxy_error(exc), proxy.metrics.count) from None
+        relay = Relay(opened, request_id, True, proxy.metrics)
         return _Relayed(proxy, relay, opened.backend.name, label, started)
 
-    async def _embeddings(self, body: bytes, rid: str) -> Response:
-        """An ``EmbeddingRequest``'s answer (see the module docstring)."""
+    async def embed(self, frame: bytes, request_id: str, *, admitted: bool) -> Response:
         proxy = self._proxy
         embedder = proxy.embedder
         label = "-"
         try:
-            target = proxy.target_of(body)
+            target = proxy.target_of(frame)
             label = target.label
-            embedded = await embedder.embed(target, body, rid)
+            embedded = await embedder.embed(target, frame, request_id)
         except ANSWERABLE as exc:
             # Named nowhere: the error's traceback holds this frame, and the body.
-            refused = _Whole.refused(proxy_error(exc))
-            embedder.count(label, refused.status)
-            return refused
+            raise self._refused(label, proxy_error(exc), embedder.count) from None
         embedder.count(label, 200)
         headers = {"content-type": FLATBUFFERS, BACKEND_HEADER: embedded.backend}
-        return _Whole(200, headers, embedded.body)
+        return _Whole(headers, embedded.body)
 
-    def stats(self) -> dict[str, int]:
-        """The router's own upstream pool (what this hop holds is nothing)."""
-        return self._proxy.transport.stats()
+    @staticmethod
+    def _refused(label: str, err: ProxyError, count: Callable[[str, int], None]) -> Refused:
+        """``err`` as the router's refusal, counted under ``label`` as the
+        HTTP surface counts one."""
+        count(label, err.status)
+        return Refused.of(err)
+
+    def pool(self) -> Transport | None:
+        """The router's own upstream pool, once a request has made it (what
+        this hop holds is nothing)."""
+        return self._proxy._transport
 
     async def aclose(self) -> None:
         await self._proxy.transport.aclose()

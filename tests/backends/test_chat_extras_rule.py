@@ -21,14 +21,15 @@ from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.backends.registry import backend_problems
 from flatgate.proxy.plumbing.config import ConfigError
 from flatgate.proxy.service.app import ProxyServer
-from flatgate.proxy.service.inprocess import InProcessTransport
+from flatgate.proxy.service.inprocess import InProcessRouter
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.transport.base import Timeouts, Upstream
+from flatgate.proxy.transport.base import Upstream
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.request.writer import RequestWriter
 from flatgate.proxy.wire.schema import OMITTED_HEADER, ApiDialect, Provider, Role
 from tests.backends.helpers import config_of, data_events, translate_openai
 from tests.backends.wire_requests import ANTHROPIC, CHAT, RESPONSES, msg, wire
+from tests.proxy.routed import answered
 
 HI = [msg(Role.User, "hi")]
 VENDOR: dict[str, Any] = {
@@ -229,14 +230,14 @@ async def test_the_proxy_answers_a_refused_field_with_a_400_naming_it() -> None:
     }
     proxy = ProxyServer(parse_config(config), worker="t")
     proxy._transport = _Never()  # type: ignore[assignment]
-    t = InProcessTransport(proxy)
+    t = InProcessRouter(proxy)
     body = _buffer({"context_management": {"edits": []}}, int(ApiDialect.ANTHROPIC_MESSAGES))
-    resp = await t.request(Upstream("POST", "unused", body=body, headers=[], timeouts=Timeouts()))
-    got = json.loads(await resp.read())
-    assert resp.status == 400
+    status, headers, data = await answered(t.complete(body, "", admitted=True))
+    got = json.loads(data)
+    assert status == 400
     assert got["error"]["code"] == "untranslatable_request"
     assert "'context_management'" in got["error"]["message"]
-    assert OMITTED_HEADER not in resp.headers
+    assert OMITTED_HEADER not in headers
 
 
 # -- logprobs back ------------------------------------------------------------------

@@ -9,9 +9,8 @@ from typing import Any
 
 from benchmarks.inmemory import FakeTransport
 from flatgate.proxy.service.app import ProxyServer
-from flatgate.proxy.service.inprocess import InProcessTransport
+from flatgate.proxy.service.inprocess import InProcessRouter
 from flatgate.proxy.service.settings import parse_config
-from flatgate.proxy.transport.base import Timeouts, Upstream
 from flatgate.proxy.wire.request.writer import RequestWriter
 from flatgate.proxy.wire.schema import (
     BACKEND_HEADER,
@@ -55,10 +54,8 @@ def body(model: str, extras: dict[str, Any]) -> bytes:
 
 
 async def answer(proxy: ProxyServer, model: str, extras: dict[str, Any]) -> Any:
-    t = InProcessTransport(proxy)
-    resp = await t.request(
-        Upstream("POST", "unused", body=body(model, extras), headers=[], timeouts=Timeouts())
-    )
+    t = InProcessRouter(proxy)
+    resp = await t.complete(body(model, extras), "", admitted=True)
     await resp.read()
     return resp
 

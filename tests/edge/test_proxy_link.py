@@ -84,7 +84,7 @@ async def test_send_counts_the_proxys_failures(exc: UpstreamError, label: str):
     metrics = Metrics("flatgate_edge")
     link = ProxyLink(EdgeSection(), metrics, transport_factory=lambda: _Failing(exc))  # type: ignore[arg-type,return-value]
     with pytest.raises(FlatgateError) as info:
-        await link.send(b"frame", "rid", Ending(), admitted=False)
+        await link.complete(b"frame", "rid", admitted=False)
     assert info.value.__cause__ is exc
     assert _failures(metrics, label) == 1
 
@@ -97,7 +97,7 @@ async def test_a_pool_timeout_is_the_edges_own_limit_not_a_proxy_failure():
         transport_factory=lambda: _Failing(UpstreamPoolTimeout("full")),  # type: ignore[arg-type,return-value]
     )
     with pytest.raises(FlatgateError) as info:
-        await link.send(b"frame", "rid", Ending(), admitted=False)
+        await link.complete(b"frame", "rid", admitted=False)
     assert info.value.code is codes.POOL_EXHAUSTED
     assert _failures(metrics, "timeout") == _failures(metrics, "unreachable") == 0
 

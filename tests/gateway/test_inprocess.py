@@ -1,5 +1,6 @@
-"""The router as the edge's transport, in process: what the edge reads from it
-is what it reads from the proxy over HTTP."""
+"""The router the edge calls, in process (``service.inprocess.InProcessRouter``):
+what the edge reads from it is what it reads from the proxy over HTTP, and a
+refusal is raised as ``transport.router.Refused``, never answered."""
 
 from __future__ import annotations
 
@@ -12,21 +13,22 @@ import pytest
 from benchmarks.inmemory import FakeAnswer, FakeTransport, serve_one
 from flatgate.proxy.service import dispatch
 from flatgate.proxy.service.app import ProxyServer
-from flatgate.proxy.service.inprocess import InProcessTransport
+from flatgate.proxy.service.inprocess import InProcessRouter
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import (
-    Timeouts,
     Upstream,
     UpstreamConnectError,
     UpstreamPoolTimeout,
     UpstreamProtocolError,
 )
+from flatgate.proxy.transport.router import Refused
 from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.request.verify import verify_request as verify
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FinishReason
+from tests.proxy.routed import http_answer
 
 CONFIG: dict[str, Any] = {
     "proxy": {"access_log": False},
@@ -60,18 +62,25 @@ class Scripted(FakeTransport):
         return self.last_answer
 
 
-def router(upstream: FakeTransport) -> tuple[ProxyServer, InProcessTransport]:
+def router(upstream: FakeTransport) -> tuple[ProxyServer, InProcessRouter]:
     proxy = ProxyServer(parse_config(CONFIG), worker="t")
     proxy._transport = upstream
-    return proxy, InProcessTransport(proxy)
+    return proxy, InProcessRouter(proxy)
 
 
-async def ask(t: InProcessTransport, model: str = "echo-1") -> tuple[Any, bytes]:
+async def ask(t: InProcessRouter, model: str = "echo-1") -> tuple[Any, bytes]:
     body = build_request(model, [("user", "hi")], request_id="r1")
-    resp = await t.request(
-        Upstream("POST", "unused", body=body, headers=[("x-request-id", "r1")], timeouts=Timeouts())
-    )
+    resp = await t.complete(body, "r1", admitted=True)
     return resp, await resp.read()
+
+
+async def refusal(t: InProcessRouter, model: str = "echo-1") -> tuple[int, dict[str, str], Any]:
+    """The refusal ``t`` raised: what the proxy's HTTP surface answers for it
+    (status, headers, JSON body)."""
+    with pytest.raises(Refused) as info:
+        await ask(t, model)
+    status, headers, body = http_answer(info.value)
+    return status, headers, json.loads(body)
 
 
 def chunks(data: bytes) -> list[Any]:
@@ -82,7 +91,7 @@ async def test_the_backend_gets_the_very_bytes_and_the_frames_come_back() -> Non
     upstream = Scripted()
     proxy, t = router(upstream)
     body = build_request("echo-1", [("user", "hi")])
-    resp = await t.request(Upstream("POST", "x", body=body, headers=[], timeouts=Timeouts()))
+    resp = await t.complete(body, "", admitted=True)
     assert resp.status == 200 and resp.headers[BACKEND_HEADER] == "stub"
     assert await resp.read() == FRAMES
     assert upstream.last_body is body  # the untouched object, no copy
@@ -97,17 +106,19 @@ async def test_the_backend_gets_the_very_bytes_and_the_frames_come_back() -> Non
     )
 
 
-async def test_a_refusal_is_the_proxys_status_and_json() -> None:
-    _, t = router(Scripted())
-    resp, body = await ask(t, "nope")
-    assert resp.status == 404 and json.loads(body)["error"]["code"] == "no_route"
+async def test_a_refusal_is_raised_with_the_proxys_status_and_error() -> None:
+    proxy, t = router(Scripted())
+    status, _, body = await refusal(t, "nope")
+    assert status == 404 and body["error"]["code"] == "no_route"
+    labels = {"route": "-", "status": "404"}
+    assert proxy.metrics.registry.get_sample_value("flatgate_requests_total", labels) == 1
     _, t = router(Scripted(error=UpstreamPoolTimeout("full")))
-    resp, body = await ask(t)
-    assert resp.status == 503 and resp.headers["retry-after"] == "1"
-    assert json.loads(body)["error"]["code"] == "pool_exhausted"
+    status, headers, body = await refusal(t)
+    assert status == 503 and headers["retry-after"] == "1"
+    assert body["error"]["code"] == "pool_exhausted"
     _, t = router(Scripted(error=UpstreamConnectError("refused")))
-    resp, body = await ask(t)
-    assert resp.status == 502 and json.loads(body)["error"]["code"] == "backend_unavailable"
+    status, _, body = await refusal(t)
+    assert status == 502 and body["error"]["code"] == "backend_unavailable"
 
 
 async def test_a_failure_mid_stream_is_one_error_chunk() -> None:
@@ -152,9 +163,7 @@ async def test_the_edges_own_buffer_is_read_without_the_verifiers_walk(
     proxy._transport = upstream
     body = build_request("gpt-x", [("user", "hello there")], request_id="r1", stream=False)
     # In process: the edge wrote the buffer, so the adapter reads it unverified.
-    resp = await InProcessTransport(proxy).request(
-        Upstream("POST", "x", body=body, headers=[("x-request-id", "r1")], timeouts=Timeouts())
-    )
+    resp = await InProcessRouter(proxy).complete(body, "r1", admitted=True)
     [chunk] = chunks(await resp.read())
     await resp.aclose()
     assert counted.calls == 0

@@ -14,13 +14,13 @@ import httpx
 import pytest
 
 from flatgate.proxy.service.app import ProxyServer
-from flatgate.proxy.service.inprocess import InProcessTransport
+from flatgate.proxy.service.inprocess import InProcessRouter
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.stub.embeddings import DEFAULT_DIMENSIONS, vector
-from flatgate.proxy.transport.base import Timeouts, Upstream
 from flatgate.proxy.wire.embeddings import read_embedding_response, write_embedding_request
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS
+from tests.proxy.routed import answered
 from tests.servers import Server, closed_port, running, write_config
 from tests.stacks import stack_config, toml
 
@@ -261,21 +261,12 @@ async def test_the_in_process_router_answers_the_same(
     doc = routes(stubs, anthropic_port)
     doc["proxy"]["access_log"] = False
     server = ProxyServer(parse_config(doc, environ={}), worker="t")
-    transport = InProcessTransport(server)
+    router = InProcessRouter(server)
     try:
 
         async def ask(model: str, **kw: Any) -> tuple[int, Any, bytes]:
             body = write_embedding_request(model, texts=TEXTS, **kw)
-            resp = await transport.request(
-                Upstream(
-                    "POST",
-                    "unused",
-                    body=body,
-                    headers=[("x-request-id", "ip-1")],
-                    timeouts=Timeouts(),
-                )
-            )
-            return resp.status, resp.headers, await resp.read()
+            return await answered(router.embed(body, "ip-1", admitted=True))
 
         for model in ("emb-fbs", "emb-openai"):
             status, headers, data = await ask(model, dimensions=32)
@@ -292,4 +283,4 @@ async def test_the_in_process_router_answers_the_same(
         status, headers, data = await ask("emb-limited")
         assert (status, headers["retry-after"]) == (429, "1")
     finally:
-        await transport.aclose()
+        await router.aclose()

@@ -17,10 +17,9 @@ from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.plumbing.serve import BodyMalformed, BodyTimeout, BodyTooLarge
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
-from flatgate.proxy.service.inprocess import InProcessTransport
+from flatgate.proxy.service.inprocess import InProcessRouter
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import (
-    Timeouts,
     Upstream,
     UpstreamConnectError,
     UpstreamPoolTimeout,
@@ -31,6 +30,7 @@ from flatgate.proxy.transport.base import (
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.request import build_request
 from flatgate.proxy.wire.schema import JSON
+from tests.proxy.routed import answered
 
 TOKEN = "proxy-token-1"
 BODY = build_request("m", [("user", "hi")])
@@ -273,7 +273,7 @@ async def test_the_draining_answers_carry_them_and_close_the_connection() -> Non
 async def test_the_in_process_routers_refusals_carry_them_too(
     transport: FakeTransport, model: str, code: str
 ) -> None:
-    router = InProcessTransport(server(transport))
+    router = InProcessRouter(server(transport))
     body = build_request(model, [("user", "hi")])
-    resp = await router.request(Upstream("POST", "-", body=body, headers=[], timeouts=Timeouts()))
-    assert assert_common_headers(resp.status, resp.headers, await resp.read()) == code
+    status, headers, data = await answered(router.complete(body, "", admitted=True))
+    assert assert_common_headers(status, headers, data) == code

@@ -13,9 +13,9 @@ from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.service.balancer import Backend
 from flatgate.proxy.service.dispatch import Opened
-from flatgate.proxy.service.inprocess import InProcessTransport
+from flatgate.proxy.service.inprocess import InProcessRouter
 from flatgate.proxy.service.relay import Relay, sse_frames
-from flatgate.proxy.transport.base import Timeouts, Upstream, UpstreamProtocolError, UpstreamTimeout
+from flatgate.proxy.transport.base import Timeouts, UpstreamProtocolError, UpstreamTimeout
 from flatgate.proxy.wire.builders import BuilderPool
 from flatgate.proxy.wire.chunk.frames import FrameSplitter, unprefix
 from flatgate.proxy.wire.chunk.stock import decode_chunk
@@ -175,9 +175,9 @@ async def test_closing_before_reading_releases_everything() -> None:
 
 async def test_the_in_process_answer_closed_unread_releases_everything() -> None:
     server, transport = make_server(HELLO + STOP)
-    router = InProcessTransport(server)
+    router = InProcessRouter(server)
     body = build_request("m", [("user", "hi")])
-    resp = await router.request(Upstream("POST", "-", body=body, headers=[], timeouts=Timeouts()))
+    resp = await router.complete(body, "", admitted=True)
     assert resp.status == 200 and server.metrics.active_streams.value == 1
     await resp.aclose()  # the edge gave up before reading a frame
     assert server.metrics.active_streams.value == 0

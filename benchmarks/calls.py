@@ -1,0 +1,216 @@
+"""Function calls per request on the one-process gateway's path, in process.
+
+``python -m benchmarks.calls`` builds the gateway ``flatgate gateway`` serves
+(``gateway.onebox``: the edge over the router, in one process) from a small
+config, gives the router a backend that answers at once from memory (the
+``fbs`` protocol's chunk frames, ``benchmarks.inmemory.FakeTransport``'s
+way), and drives the edge's handler with an in-memory exchange: an OpenAI
+chat completion whose whole answer is 2 KB of text (``whole``), and one
+streamed as 32 chunks (``stream``). Every Python call (``call``) and every
+call into C (``c_call``) made while the requests run is counted with
+``sys.setprofile`` (the event loop's own included: nothing waits on I/O, so
+the count is the same run to run), and printed per request: the issue-38
+figure for the in-process seam, before and after.
+
+``--requests N`` (default 200) requests of each kind, after 20 unmeasured
+ones; ``--json`` prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from benchmarks.inmemory import FakeTransport
+from flatgate.edge_translator.app import EdgeApp
+from flatgate.proxy.gateway.document import load_document
+from flatgate.proxy.gateway.onebox import _build
+from flatgate.proxy.plumbing.serve import BodyPolicy
+from flatgate.proxy.transport.base import Response, Upstream
+from flatgate.proxy.wire.chunk.writer import write_chunk
+from flatgate.proxy.wire.schema import FinishReason
+
+__all__ = ["main", "measure"]
+
+CONFIG = """\
+[proxy]
+access_log = false
+
+[[backends]]
+name = "stub"
+url = "http://127.0.0.1:9"
+
+[[routes]]
+model = "echo"
+backends = ["stub"]
+
+[edge]
+access_log = false
+
+[[models]]
+name = "echo"
+provider = "SelfHosted"
+"""
+
+# The backend's answers: 2 KB of text in one chunk, and 32 chunks of a word.
+WHOLE = write_chunk(content="x" * 2048, finish_reason=FinishReason.STOP)
+STREAM = [write_chunk(content=f"w{i} ") for i in range(31)] + [
+    write_chunk(content="end", finish_reason=FinishReason.STOP)
+]
+ASK = {"model": "echo", "messages": [{"role": "user", "content": "hello"}]}
+
+
+class _Answer:
+    """A backend answer whose pieces are all here."""
+
+    status = 200
+    headers: Mapping[str, str] = {}
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = pieces
+
+    async def iter_bytes(self) -> AsyncIterator[bytes]:
+        for piece in self._pieces:
+            yield piece
+
+    async def read(self) -> bytes:
+        return b"".join(self._pieces)
+
+    def ready(self) -> bool:
+        return True
+
+    def begun(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _Backend(FakeTransport):
+    """Answers every request at once with ``pieces``."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        super().__init__(b"".join(pieces))
+        self._pieces = pieces
+
+    async def request(self, req: Upstream) -> Response:
+        return _Answer(self._pieces)
+
+
+class _Sink:
+    def __init__(self, ex: _Exchange) -> None:
+        self._ex = ex
+
+    async def send(self, data: bytes) -> None:
+        self._ex.out.append(data)
+
+    async def close(self) -> None:
+        return None
+
+
+class _Exchange:
+    """Just enough of ``plumbing.serve.Exchange`` for one chat completion."""
+
+    method = "POST"
+    path = "/v1/chat/completions"
+    query = ""
+    peer = "127.0.0.1:40000"
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+        self._headers = {
+            "content-type": "application/json",
+            "content-length": str(len(body)),
+            "host": "gateway",
+        }
+        self.status = 0
+        self.out: list[bytes] = []
+
+    def header(self, name: str) -> str | None:
+        return self._headers.get(name)
+
+    async def body(self, policy: BodyPolicy) -> bytes:
+        return self._body
+
+    async def respond(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.status = status
+        self.out.append(body)
+
+    async def stream(self, status: int, headers: list[tuple[str, str]]) -> _Sink:
+        self.status = status
+        return _Sink(self)
+
+    async def disconnected(self) -> None:
+        await asyncio.Event().wait()
+
+
+def _gateway(pieces: list[bytes]) -> EdgeApp:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "gateway.toml"
+        path.write_text(CONFIG)
+        edge, proxy = _build(load_document(path))
+    proxy._transport = _Backend(pieces)
+    return edge
+
+
+async def _run(edge: EdgeApp, body: bytes, n: int) -> int:
+    for _ in range(n):
+        ex = _Exchange(body)
+        await edge(ex)
+        if ex.status != 200 or not ex.out:
+            raise AssertionError(f"the gateway answered {ex.status}: {b''.join(ex.out)[:300]!r}")
+    return n
+
+
+def measure(kind: str, n: int) -> dict[str, float]:
+    """Calls per request for ``kind`` (``whole`` or ``stream``), over ``n`` requests."""
+    stream = kind == "stream"
+    edge = _gateway(STREAM if stream else [WHOLE])
+    body = json.dumps({**ASK, "stream": stream}).encode()
+    counts = {"call": 0, "c_call": 0}
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event in counts:
+            counts[event] += 1
+
+    async def go() -> None:
+        await _run(edge, body, 20)
+        sys.setprofile(profile)
+        try:
+            await _run(edge, body, n)
+        finally:
+            sys.setprofile(None)
+        await edge.aclose()
+
+    asyncio.run(go())
+    return {
+        "python_calls": counts["call"] / n,
+        "c_calls": counts["c_call"] / n,
+        "calls": (counts["call"] + counts["c_call"]) / n,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.calls", description=__doc__)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    figures = {kind: measure(kind, args.requests) for kind in ("whole", "stream")}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"{'request':<8} {'calls':>9} {'python':>9} {'C':>9}  (per request)")
+    for kind, f in figures.items():
+        print(f"{kind:<8} {f['calls']:>9.1f} {f['python_calls']:>9.1f} {f['c_calls']:>9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
