@@ -33,6 +33,8 @@ from jwt import PyJWK
 from jwt.exceptions import PyJWTError
 
 from flatgate.proxy.apis.decoding import UNDECODABLE, why_undecodable
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.transport.base import Timeouts, Upstream, UpstreamError
 from flatgate.proxy.transport.factory import make_transport
 
@@ -61,8 +63,10 @@ _CURVES: dict[str, dict[str, tuple[str, ...]]] = {
 _PRIVATE = ("d", "p", "q", "dp", "dq", "qi", "oth", "k")
 
 
-class KeySetError(ValueError):
+class KeySetError(FlatgateError, ValueError):
     """A key set that cannot be used (the message says why, never a key)."""
+
+    default = codes.JWKS_UNAVAILABLE
 
 
 class KeySet:

@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.request.decode import Request
 
@@ -49,12 +51,16 @@ __all__ = [
 ]
 
 
-class TranslatorError(ValueError):
+class TranslatorError(FlatgateError, ValueError):
     """A backend's answer that cannot be translated into chunk frames."""
 
+    default = codes.BACKEND_PROTOCOL_ERROR
 
-class Untranslatable(ValueError):
+
+class Untranslatable(FlatgateError, ValueError):
     """A request that cannot be written in a backend's API (the caller's to fix)."""
+
+    default = codes.UNTRANSLATABLE_REQUEST
 
 
 class RefusalKind(enum.Enum):

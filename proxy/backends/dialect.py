@@ -46,6 +46,7 @@ from typing import Any, Protocol, get_args
 import msgspec
 
 from flatgate.proxy.document.servers import Fault, ToolMode
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.serve import valid_request_id
 from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.media import image_size
@@ -356,11 +357,11 @@ class Reply:
     body: bytes
 
 
-class Rejected(Exception):
+class Rejected(FlatgateError):
     """A request the protocol refuses; ``reply`` is the error in its shape."""
 
     def __init__(self, reply: Reply) -> None:
-        super().__init__(reply.status)
+        super().__init__(str(reply.status), status=reply.status)
         self.reply = reply
 
 

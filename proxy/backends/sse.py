@@ -18,14 +18,19 @@ stays bounded whatever the backend sends. Pure: no I/O.
 
 from __future__ import annotations
 
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
+
 __all__ = ["MAX_EVENT_BYTES", "SSEError", "SSEParser"]
 
 MAX_EVENT_BYTES = 16 << 20
 _BOM = b"\xef\xbb\xbf"
 
 
-class SSEError(ValueError):
+class SSEError(FlatgateError, ValueError):
     """The stream is not server-sent events flatgate can read."""
+
+    default = codes.BACKEND_PROTOCOL_ERROR
 
 
 def _event(block: bytes) -> tuple[bytes, bytes] | None:

@@ -23,6 +23,8 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.limits.blobs import BlobBounds, Pieces
 from flatgate.proxy.limits.decision import Lease
 from flatgate.proxy.limits.rules import Plan
@@ -63,8 +65,10 @@ class Ask:
     waits: Sequence[float]
 
 
-class StoreError(Exception):
+class StoreError(FlatgateError):
     """The store did not answer in time, or refused the operation."""
+
+    default = codes.LIMITS_UNAVAILABLE
 
 
 # Days a day's usage is kept in the store.

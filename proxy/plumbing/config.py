@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import msgspec
 import msgspec.structs
 
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.validation import read_validation
 
 __all__ = [
@@ -61,7 +62,7 @@ Overlays = Mapping[str, Iterable[str]]
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-class ConfigError(ValueError):
+class ConfigError(FlatgateError, ValueError):
     """A config that cannot be used: ``problems`` lists each one, naming its
     key; the message is them, one per line."""
 

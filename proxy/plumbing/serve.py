@@ -25,6 +25,8 @@ from typing import Any, Final, Protocol
 
 from granian._granian import RSGIProtocolClosed as ProtocolClosed
 
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.metrics import Metrics
@@ -68,7 +70,6 @@ valid_request_id = re.compile(r"[\x21-\x7e]{1,128}").fullmatch
 
 class Sink(Protocol):
     async def send(self, data: bytes) -> None: ...
-
     async def close(self) -> None: ...
 
 
@@ -93,15 +94,17 @@ class BodyPolicy:
     timeout: float = 0.0
 
 
-class BodyError(Exception):
+class BodyError(FlatgateError):
     """A request body that could not be read whole: the root of the three below."""
+
+    default = codes.MALFORMED_BODY
 
 
 class BodyTooLarge(BodyError):
     """A request body over ``BodyPolicy.max_bytes``."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"body over {limit} bytes")
+        super().__init__(f"body over {limit} bytes", code=codes.BODY_TOO_LARGE)
         self.limit = limit
 
 
@@ -110,7 +113,7 @@ class BodyTimeout(BodyError):
 
     def __init__(self, seconds: float, idle: bool) -> None:
         what = "no byte of the request body" if idle else "the request body was not complete"
-        super().__init__(f"{what} within {seconds:g} s")
+        super().__init__(f"{what} within {seconds:g} s", code=codes.BODY_TIMEOUT)
         self.seconds = seconds
         self.idle = idle
 
@@ -189,9 +192,7 @@ class Exchange(Protocol):
         ...
 
     async def respond(self, status: int, headers: Headers, body: bytes) -> None: ...
-
     async def stream(self, status: int, headers: Headers) -> Sink: ...
-
     async def disconnected(self) -> None:
         """Returns when the client has gone away (call after ``body``)."""
         ...

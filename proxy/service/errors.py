@@ -27,7 +27,10 @@ here and nowhere else::
                                   begun, backend_disconnected
 
 There are no subclasses: nothing tells one ProxyError from another by its
-type; its code says what it is (``errors.codes``, the one registry).
+type; its code says what it is (``errors.codes``, the one registry). The
+foreign exceptions are FlatgateErrors too (the wire's ``MalformedBuffer``
+aside), but the map above, not their own default codes, says what the
+proxy answers (an upstream error once the answer has begun, for one).
 
 An answer is ``{"error": {"code", "message"}}`` (or a backend's own JSON body,
 passed through) with ``Content-Type: application/json``, and:

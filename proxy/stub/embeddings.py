@@ -352,7 +352,7 @@ class OpenAIEmbeddings:
         try:
             return _read_openai(body, header("x-request-id") or "")
         except Invalid as exc:
-            reply = error_reply(exc.status, exc.message, param=exc.param, code=exc.code)
+            reply = error_reply(exc.status, exc.message, param=exc.param, code=exc.vendor_code)
             raise Rejected(reply) from None
 
     def fault(self, fault: str, ask: EmbeddingsAsk) -> Reply:

@@ -39,6 +39,8 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.digits import read_decimal
 
 __all__ = [
@@ -62,8 +64,10 @@ __all__ = [
 TransportKind = Literal["fast", "httpx"]
 
 
-class UpstreamError(Exception):
+class UpstreamError(FlatgateError):
     """Root of every failure talking to a backend."""
+
+    default = codes.BACKEND_UNAVAILABLE
 
 
 class UpstreamConnectError(UpstreamError):
@@ -74,9 +78,13 @@ class UpstreamPoolTimeout(UpstreamError):
     """Every pooled connection to the backend's host stayed in use for the
     transport's pool timeout: flatgate's own limit, not the backend's failure."""
 
+    default = codes.POOL_EXHAUSTED
+
 
 class UpstreamTimeout(UpstreamError):
     """The backend was reached but did not answer in time."""
+
+    default = codes.BACKEND_TIMEOUT
 
 
 class UpstreamProtocolError(UpstreamError):
@@ -156,10 +164,12 @@ class Transport(Protocol):
 MAX_RETRY_AFTER = 3600.0
 
 
-class ResponseTooLarge(Exception):
+class ResponseTooLarge(FlatgateError):
     """A whole answer longer than its reader's bound (``read_whole``); its
     text says how long: ``"N bytes"`` (its ``Content-Length``) or ``"over N
     bytes"``."""
+
+    default = codes.BACKEND_RESPONSE_TOO_LARGE
 
 
 async def read_whole(resp: Response, max_bytes: int) -> bytes:

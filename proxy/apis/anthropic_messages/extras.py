@@ -71,6 +71,8 @@ from flatgate.proxy.apis.anthropic_messages.request import (
     MessagesRequest,
     WithUnknown,
 )
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.wire.schema import BETA_HEADER
 
 __all__ = [
@@ -175,8 +177,10 @@ def write_extras(
     return _encode(out) if out else b""
 
 
-class ExtrasError(ValueError):
+class ExtrasError(FlatgateError, ValueError):
     """Messages extras that do not read; the message names the key."""
+
+    default = codes.UNTRANSLATABLE_REQUEST
 
 
 def split_betas(value: str) -> list[str]:

@@ -78,6 +78,8 @@ from flatgate.proxy.apis.anthropic_messages.request import MessagesRequest, deco
 from flatgate.proxy.apis.errors import InvalidRequest
 from flatgate.proxy.backends.anthropic.parts import FILES_BETA
 from flatgate.proxy.backends.dialect import OfferedTool, StubRequest, described, split_model
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.validation import Validation, read_validation
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import Role
@@ -125,8 +127,10 @@ def signature(thinking: str) -> str:
     return base64.b64encode(_FAKE + digest).decode()
 
 
-class Invalid(ValueError):
+class Invalid(FlatgateError, ValueError):
     """A request Anthropic would refuse with a 400 ``invalid_request_error``."""
+
+    default = codes.INVALID_REQUEST
 
 
 def _bound(op: str, number: str) -> str:

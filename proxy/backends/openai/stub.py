@@ -260,7 +260,7 @@ class OpenAIWire:
         try:
             return self.read(body, header("x-request-id") or "")
         except Invalid as exc:
-            reply = error_reply(exc.status, exc.message, param=exc.param, code=exc.code)
+            reply = error_reply(exc.status, exc.message, param=exc.param, code=exc.vendor_code)
             raise Rejected(reply) from None
 
     def read(self, body: bytes, request_id: str) -> StubRequest:

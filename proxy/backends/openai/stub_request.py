@@ -65,6 +65,8 @@ from flatgate.proxy.apis.openai_chat.request import (
     decode_served,
 )
 from flatgate.proxy.backends.dialect import OfferedTool, StubRequest, described, split_model
+from flatgate.proxy.errors import codes
+from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.validation import quoted_span, read_validation
 from flatgate.proxy.wire.schema import Role
 
@@ -112,17 +114,17 @@ _stops = msgspec.json.Decoder(list[str]).decode
 _encode = msgspec.json.encode
 
 
-class Invalid(ValueError):
-    """A request OpenAI would refuse (with a 400, unless ``status`` says)."""
+class Invalid(FlatgateError, ValueError):
+    """A request OpenAI would refuse (with a 400, unless ``status`` says);
+    ``vendor_code`` is the ``code`` OpenAI's error carries."""
+
+    default = codes.INVALID_REQUEST
 
     def __init__(
         self, message: str, param: str | None = None, code: str | None = None, status: int = 400
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.code = code
-        self.status = status
+        super().__init__(message, param=param, status=status)
+        self.vendor_code = code
 
 
 def not_json() -> Invalid:

@@ -121,7 +121,7 @@ def stub_compact(body: bytes, header: HeaderFn) -> Reply:
                 raise Invalid(f"Unknown parameter: '{key}'.", key, "unknown_parameter")
         req = to_stub_request(r, request_id)
     except Invalid as exc:
-        return error_reply(exc.status, exc.message, param=exc.param, code=exc.code)
+        return error_reply(exc.status, exc.message, param=exc.param, code=exc.vendor_code)
     except msgspec.DecodeError as exc:
         return error_reply(400, f"We could not parse the JSON body of your request. ({exc})")
     kept = []
