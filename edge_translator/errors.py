@@ -17,7 +17,10 @@ The 400 (``InvalidRequest``) and ``shown`` are defined below the edge, in
 raise them; this module names them with the rest.
 
 The edge's upstream is the proxy: the transport's exceptions become
-``ProxyFailed`` and ``ProxyTimedOut`` in ``proxy_link``, and nowhere else.
+``ProxyFailed`` and ``ProxyTimedOut`` in ``proxy_link``, and nowhere else;
+an error chunk in the proxy's answer becomes one in ``chunk_error``, the one
+step every client API's renderer takes before it renders the error in its
+own shape (an SSE event, a whole answer's error).
 
 ::
 
@@ -39,6 +42,7 @@ from flatgate.proxy.apis.errors import ECHO_CHARS, InvalidRequest, shown
 from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.transport.base import retry_after_value
+from flatgate.proxy.wire.chunk.frames import ChunkError
 from flatgate.proxy.wire.schema import JSON
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "PayloadTooLarge",
     "ProxyFailed",
     "ProxyTimedOut",
+    "chunk_error",
     "error_headers",
     "shown",
     "shutting_down",
@@ -98,6 +103,16 @@ class ProxyTimedOut(FlatgateError):
     """The proxy (or a backend behind it) did not answer in time."""
 
     default = codes.PROXY_TIMEOUT
+
+
+def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> FlatgateError:
+    """The ``FlatgateError`` for an error chunk: its code's status (504 for a
+    timeout), 502 for a code this flatgate does not know."""
+    code = codes.peer_code(error.code, 502) if error and error.code else codes.PROXY_PROTOCOL_ERROR
+    message = error.message if error and error.message else default
+    if code.status == 504:
+        return ProxyTimedOut(message, code=code)
+    return ProxyFailed(message, code=code, status=502)
 
 
 def shutting_down() -> FlatgateError:

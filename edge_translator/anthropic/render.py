@@ -23,7 +23,7 @@ Owns the response side of the Messages API as the official SDKs read it:
 - ``MessageAggregator`` folds every chunk of a non-streaming answer into one
   ``message`` (``id``, ``type``, ``role``, ``content`` blocks in the order
   they began, ``model``, ``stop_reason``, ``stop_sequence``, ``usage``).
-- An error chunk raises the ``FlatgateError`` it carries (``render.chunk_error``):
+- An error chunk raises the ``FlatgateError`` it carries (``errors.chunk_error``):
   the caller ends the stream with ``errors.error_event``.
 
 Stop reasons: Stop -> ``end_turn``, or ``stop_sequence`` when the final chunk
@@ -48,8 +48,8 @@ from __future__ import annotations
 import msgspec
 
 from flatgate.edge_translator.anthropic.errors import error_event
-from flatgate.edge_translator.errors import ProxyFailed
-from flatgate.edge_translator.openai.render import Streamed, chunk_error
+from flatgate.edge_translator.errors import ProxyFailed, chunk_error
+from flatgate.edge_translator.openai.render import Streamed
 from flatgate.proxy.apis.anthropic_messages.events import STOP_REASON_OF, Answer, ContentBlock
 from flatgate.proxy.apis.anthropic_messages.events import Usage as AnswerUsage
 from flatgate.proxy.errors import codes

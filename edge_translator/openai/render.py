@@ -39,7 +39,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from flatgate.edge_translator.errors import ProxyFailed, ProxyTimedOut
+from flatgate.edge_translator.errors import chunk_error
 from flatgate.proxy.apis.openai_chat.answer import (
     AnswerMessage,
     ChatCompletion,
@@ -56,9 +56,8 @@ from flatgate.proxy.apis.openai_chat.answer import (
     decode_logprobs,
 )
 from flatgate.proxy.apis.openai_chat.answer import Usage as UsageOut
-from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.root import FlatgateError
-from flatgate.proxy.wire.chunk.frames import Chunk, ChunkError, Usage
+from flatgate.proxy.wire.chunk.frames import Chunk, Usage
 from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 
 __all__ = [
@@ -67,7 +66,6 @@ __all__ = [
     "Aggregator",
     "StreamRenderer",
     "Streamed",
-    "chunk_error",
     "error_event",
     "finish_reason_name",
 ]
@@ -110,16 +108,6 @@ def _logprobs_of(chunk: Chunk) -> bytes:
 def finish_reason_name(reason: int) -> str | None:
     """OpenAI's name for a wire finish reason (``None`` while the stream goes on)."""
     return _FINISH.get(reason)
-
-
-def chunk_error(error: ChunkError | None, default: str = "upstream failed") -> FlatgateError:
-    """The ``FlatgateError`` for an error chunk: its code's status (504 for a
-    timeout), 502 for a code this flatgate does not know."""
-    code = codes.peer_code(error.code, 502) if error and error.code else codes.PROXY_PROTOCOL_ERROR
-    message = error.message if error and error.message else default
-    if code.status == 504:
-        return ProxyTimedOut(message, code=code)
-    return ProxyFailed(message, code=code, status=502)
 
 
 def error_event(error: FlatgateError) -> bytes:

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 import msgspec
 
 from flatgate.edge_translator.client_api import Asked, Budget, Folding, Rendering
-from flatgate.edge_translator.openai.render import chunk_error
+from flatgate.edge_translator.errors import chunk_error
 from flatgate.edge_translator.responses.echo import new_id
 from flatgate.edge_translator.responses.endpoint import ResponsesApi
 from flatgate.edge_translator.responses.output import usage_json

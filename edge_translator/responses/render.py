@@ -67,7 +67,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from flatgate.edge_translator.openai.render import chunk_error
+from flatgate.edge_translator.errors import chunk_error
 from flatgate.edge_translator.responses.echo import Echo, new_id
 from flatgate.edge_translator.responses.output import (
     FC,

@@ -7,13 +7,12 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from flatgate.edge_translator.errors import ProxyFailed, ProxyTimedOut
+from flatgate.edge_translator.errors import ProxyFailed, ProxyTimedOut, chunk_error
 from flatgate.edge_translator.openai.render import (
     DONE,
     SYSTEM_FINGERPRINT,
     Aggregator,
     StreamRenderer,
-    chunk_error,
     error_event,
     finish_reason_name,
 )
