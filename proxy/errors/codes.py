@@ -1,11 +1,13 @@
 """Every error code flatgate emits, once: its HTTP status, the OpenAI error type a
 JSON client sees, and what it means.
 
-The proxy puts these codes in its JSON error bodies (``{"error": {"code",
-"message"}}``) and in error chunks (``CompletionChunk.error.code``), so they
-are part of the wire contract; the edge answers with them too, and reads the
-proxy's to decide its own answer. The error table of ``docs/api/errors.md`` is checked
-against ``CODES`` by a test. No I/O.
+Every ``FlatgateError`` carries one (``root``). The proxy puts the code
+strings in its JSON error bodies (``{"error": {"code", "message"}}``) and in
+error chunks (``CompletionChunk.error.code``: the wire carries the string,
+never the status or the type, which are this registry's); the edge answers
+with them too, and reads the proxy's to decide its own answer. The error
+table of ``docs/api/errors.md`` is checked against ``CODES`` by a test. No
+I/O.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ headers) and, when a backend's own JSON error is passed through, its
 ``service.errors.answer_of``, the edge's renderers); a subclass only sets
 the code it carries by default.
 
-The lower layers' exceptions derive from it with the code they would be
-answered with (a store that does not answer, a body that stops arriving);
-only the wire layer's ``MalformedBuffer``, below this module, does not
-(docs/design.md, "Errors").
+The lower layers' exceptions derive from it, each with the code it carries
+by default (a store that does not answer, a body that stops arriving); only
+the wire layer's ``MalformedBuffer`` and ``MalformedFrame``, below this
+module, do not (docs/design.md, "Errors").
 """
 
 from __future__ import annotations

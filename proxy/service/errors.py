@@ -1,4 +1,4 @@
-"""The proxy service's one error root, and the one place an error becomes an answer.
+"""The proxy service's errors, and the one place an error becomes an answer.
 
 Owns ``ProxyError`` (what the proxy answers before the first byte), the one
 boundary where the exceptions of the layers below become ProxyErrors
