@@ -14,57 +14,32 @@ refusing the request.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from typing import Any
 
 import pytest
 
-from tests.clients.conftest import DROPPING, PROTOCOLS, ROOT, ClientStack, model
+from tests.clients import aisdk
+from tests.clients.aisdk import PROVIDERS, run_id
+from tests.clients.conftest import DROPPING, PROTOCOLS, ClientStack, model
 
 pytestmark = pytest.mark.integration
 
-MODULES = ROOT / ".venv" / "clients" / "aisdk"
-SCRIPT = ROOT / "tests" / "clients" / "aisdk_run.mjs"
-KEY = "sk-flatgate-acme"
 PROMPT = "look up flatgate"
-PROVIDERS = ("openai", "openai-chat", "openai-compatible", "anthropic")
-
-
-def run_id(provider: str, protocol: str) -> str:
-    return f"{provider}-to-{protocol}"
 
 
 @pytest.fixture(scope="module")
 def report(stack: ClientStack) -> dict[str, Any]:
     """Every provider to every protocol, in one node process."""
-    node = shutil.which("node")
-    if node is None or not (MODULES / "node_modules" / "ai").exists():
-        raise RuntimeError(f"node or {MODULES} is missing: `make test` installs it")
-    spec = {
-        "modules": str(MODULES),
-        "base_url": stack.base_url,
-        "api_key": KEY,
-        "prompt": PROMPT,
-        "files": [],
-        "runs": [
+    return aisdk.run(
+        stack.base_url,
+        PROMPT,
+        [],
+        [
             {"id": run_id(v, p), "provider": v, "model": model(p), "tool": True}
             for v in PROVIDERS
             for p in PROTOCOLS
         ],
-    }
-    done = subprocess.run(
-        [node, str(SCRIPT), json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "NO_PROXY": "127.0.0.1"},
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    out: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return out
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
