@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -122,35 +122,32 @@ def watch(metrics: Metrics, pool: Callable[[], Transport | None]) -> tuple[Any, 
     )
 
 
-async def complete(
-    router: Router, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
-) -> Response:
-    """``router``'s answer to the ``CompletionRequest`` ``frame``, begun: its
-    refusal raised as the edge's error, a wait the drain ends ``draining``."""
+async def _begun(opening: Awaitable[Response], ending: Ending) -> Response:
+    """The router's answer ``opening`` awaits, begun: its refusal raised as
+    the edge's error, a wait the drain ends ``draining``."""
     try:
-        return await router.complete(frame, request_id, admitted=admitted)
+        return await opening
     except asyncio.CancelledError:
         if not ending.absorb():
             raise
         raise shutting_down() from None
     except Refused as err:  # the router's own refusal, in process
         raise refused(err) from None
+
+
+async def complete(
+    router: Router, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
+) -> Response:
+    """``router``'s answer to the ``CompletionRequest`` ``frame``, begun (``_begun``)."""
+    return await _begun(router.complete(frame, request_id, admitted=admitted), ending)
 
 
 async def embed(
     router: Router, frame: bytes, request_id: str, ending: Ending, *, admitted: bool
 ) -> Response:
     """``router``'s answer to the ``EmbeddingRequest`` ``frame`` (read it with
-    ``whole``): its refusal raised as the edge's error, a wait the drain ends
-    ``draining``."""
-    try:
-        return await router.embed(frame, request_id, admitted=admitted)
-    except asyncio.CancelledError:
-        if not ending.absorb():
-            raise
-        raise shutting_down() from None
-    except Refused as err:  # the router's own refusal, in process
-        raise refused(err) from None
+    ``whole``), begun (``_begun``)."""
+    return await _begun(router.embed(frame, request_id, admitted=admitted), ending)
 
 
 class ProxyLink:
