@@ -30,10 +30,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.root import FlatgateError
+from flatgate.proxy.transport.credentials import Refreshing
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.request.decode import Request
 
@@ -150,6 +151,10 @@ class Adapter(Protocol):
     """One configured backend's protocol."""
 
     protocol: str
+    # The credential it presents that expires and is fetched off the
+    # request's path (``transport.credentials``; the service starts its
+    # refresher per worker): None for a static key or none.
+    credentials: Refreshing[Any] | None
     # Whether the protocol serves embeddings (a class attribute).
     embeddings: bool
     # Whether the caller's request is translated into the backend's API (the

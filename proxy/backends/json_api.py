@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from flatgate.proxy.backends.base import Inbound, Outbound, Probe, Refusal, Translator, classify
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.backends.sse import MAX_EVENT_BYTES, SSEError, SSEParser
 from flatgate.proxy.errors import codes
 from flatgate.proxy.transport.base import retry_after
+from flatgate.proxy.transport.credentials import Refreshing
 from flatgate.proxy.wire.chunk.frames import ChunkError, Usage
 from flatgate.proxy.wire.chunk.writer import ChunkWriter, write_chunk
 from flatgate.proxy.wire.request.decode import Request
@@ -274,6 +276,7 @@ class JsonAdapter:
 
     protocol = ""
     translated = True
+    credentials: Refreshing[Any] | None = None
     # Appended to the backend's url.
     path = ""
 

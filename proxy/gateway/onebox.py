@@ -108,7 +108,7 @@ def create_app() -> ServerApp:
     edge, proxy = _build(document, drain)
     tune(e.gc_thresholds, freeze=e.gc_freeze)
     path = os.environ.get(ENV_CONFIG)
-    starts = []
+    starts = [proxy.start]
     if path and e.reload_seconds > 0:
         watch = ConfigWatch(
             path, reloader(path, edge, proxy), interval=e.reload_seconds, name="gateway"

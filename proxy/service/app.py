@@ -150,6 +150,7 @@ class ProxyServer:
         self.pool = BuilderPool()
         self.metrics = Metrics("flatgate", self.pool)
         self.balancer = Balancer(p.cooldown_seconds)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.backends: dict[str, Backend] = {}
         self._backend_configs: dict[str, BackendConfig] = {}
         self._transport: Transport | None = None
@@ -216,7 +217,12 @@ class ProxyServer:
             entries.append(Route(model=r.model, target=target, provider=provider))
         self.routes: RouteTable[RouteTarget] = RouteTable(entries)
         self.targets = targets
+        for name, b in self.backends.items():
+            if backends.get(name) is not b and b.adapter.credentials is not None:
+                b.adapter.credentials.stop()
         self.backends = backends
+        if self._loop is not None:
+            self.start(self._loop)
         self._backend_configs = configs
         # Which kind of request each backend is sent (backends.registry.kinds).
         self.dispatcher.refusing = frozenset(
@@ -227,6 +233,15 @@ class ProxyServer:
             for name, cfg in configs.items()
             if EMBEDDINGS in kinds(cfg) and backends[name].adapter.embeddings
         )
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Begin, on the worker's ``loop``, refreshing the credentials that
+        expire (``transport.credentials``: AWS's, Entra ID's), for these
+        backends and those a reload adds."""
+        self._loop = loop
+        for b in self.backends.values():
+            if b.adapter.credentials is not None:
+                b.adapter.credentials.start(loop)
 
     def reload(self, config: ProxySettings) -> None:
         """A new config's ``[[backends]]`` and ``[[routes]]``, from the next
@@ -527,7 +542,7 @@ def create_app() -> ServerApp:
     server = ProxyServer(config, drain=drain)
     tune(p.gc_thresholds, freeze=p.gc_freeze)
     path = os.environ.get(ENV_CONFIG)
-    starts = []
+    starts = [server.start]
     if path and p.reload_seconds > 0:
         watch = ConfigWatch(
             path, lambda: server.reload(load_config(path)), interval=p.reload_seconds, name="proxy"

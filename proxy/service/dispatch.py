@@ -85,6 +85,7 @@ from flatgate.proxy.transport.base import (
     UpstreamPoolTimeout,
     UpstreamTimeout,
 )
+from flatgate.proxy.transport.credentials import CredentialsUnavailable
 from flatgate.proxy.wire.request.decode import Request, read_request
 from flatgate.proxy.wire.request.verify import MAX_BYTES, verify_request
 
@@ -350,6 +351,10 @@ class Dispatcher:
                 out = prepare(backend)
             except Untranslatable as exc:
                 failures.untranslatable = f"{backend.name}: {exc}"
+                prepared = True
+                continue
+            except CredentialsUnavailable as exc:  # the gateway's own, never the caller's
+                failures.auth = f"backend {backend.name}: {exc}"
                 prepared = True
                 continue
             if out is None:

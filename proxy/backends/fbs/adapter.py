@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from flatgate.proxy.backends.base import (
     Inbound,
@@ -29,6 +30,7 @@ from flatgate.proxy.backends.base import (
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.errors import codes
 from flatgate.proxy.transport.base import retry_after
+from flatgate.proxy.transport.credentials import Refreshing
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.chunk.frames import ChunkError, FrameCutter, MalformedFrame
 from flatgate.proxy.wire.chunk.writer import write_chunk
@@ -111,6 +113,7 @@ class FbsAdapter:
     protocol = "fbs"
     embeddings = True
     translated = False
+    credentials: Refreshing[Any] | None = None  # a static key, or none
 
     def __init__(self, config: BackendConfig) -> None:
         self._url = completions_url(config.url)
