@@ -1,0 +1,1 @@
+"""The ``bedrock`` protocol: AWS Bedrock's Converse and InvokeModel APIs."""
