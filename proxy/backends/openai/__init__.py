@@ -3,10 +3,15 @@
 keys (``config``) and the stub's server of it (``stub``)."""
 
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
-from flatgate.proxy.backends.openai.config import OpenAIConfig
+from flatgate.proxy.backends.openai.config import OpenAIConfig, openai_problems
 from flatgate.proxy.backends.openai.stub import OpenAIWire
 from flatgate.proxy.backends.protocol import BackendProtocol
 
 PROTOCOL = BackendProtocol(
-    OpenAIAdapter.protocol, OpenAIConfig, OpenAIAdapter, OpenAIWire, embeddings="openai"
+    OpenAIAdapter.protocol,
+    OpenAIConfig,
+    OpenAIAdapter,
+    OpenAIWire,
+    embeddings="openai",
+    check=openai_problems,
 )

@@ -1,19 +1,19 @@
 """The ``openai-responses`` protocol's ``[[backends]]`` entry: the common keys,
-``hosted_tools`` and ``compact``.
+Azure OpenAI's (``backends.azure.AzureKeys``), ``hosted_tools`` and ``compact``.
 
 No I/O.
 """
 
 from __future__ import annotations
 
+from flatgate.proxy.backends.azure import AzureKeys, azure_problems
 from flatgate.proxy.backends.extras import HOSTED_TOOLS
-from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.plumbing.config import Problems
 
 __all__ = ["ResponsesConfig", "responses_problems"]
 
 
-class ResponsesConfig(BackendConfig, frozen=True, forbid_unknown_fields=True):
+class ResponsesConfig(AzureKeys, frozen=True, forbid_unknown_fields=True):
     """An ``openai-responses`` backend: a Responses API server."""
 
     protocol: str = "openai-responses"
@@ -29,7 +29,14 @@ class ResponsesConfig(BackendConfig, frozen=True, forbid_unknown_fields=True):
 
 
 def responses_problems(b: ResponsesConfig, where: str, problems: Problems) -> None:
-    """Each hosted tool named must be one flatgate knows."""
+    """Each hosted tool named must be one flatgate knows; the Azure keys'
+    checks (``backends.azure``); a compaction endpoint only on Azure's v1 API."""
+    azure_problems(b, where, problems, responses=True)
+    if b.compact and b.azure_api_version:
+        problems.append(
+            f"{where}.compact: Azure's deployment URLs have no /responses/compact "
+            "(the v1 API's base as url, no azure_api_version)"
+        )
     for i, tool in enumerate(b.hosted_tools):
         if tool not in HOSTED_TOOLS:
             problems.append(
