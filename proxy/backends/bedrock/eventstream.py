@@ -9,7 +9,8 @@ bytes), 2 byte, 3 short, 4 integer, 5 long (signed big-endian), 6 byte array
 and 7 string (a 2-byte length, then the bytes), 8 timestamp (milliseconds since
 the epoch, a signed 64-bit integer), 9 UUID (16 bytes).
 
-``encode_message`` writes string-valued headers only (``:event-type``,
+``encode_message`` (or ``encode_headers`` once, then ``encode_frame`` per
+message) writes string-valued headers only (``:event-type``,
 ``:content-type``, ``:message-type``, ``:exception-type`` are all AWS sends on
 these streams). ``EventStreamParser.feed`` takes the body as it arrives and
 returns the messages completed so far; it reads every header type (a
@@ -39,6 +40,8 @@ __all__ = [
     "EventMessage",
     "EventStreamError",
     "EventStreamParser",
+    "encode_frame",
+    "encode_headers",
     "encode_message",
     "event_type",
     "message_type",
@@ -71,7 +74,10 @@ class EventMessage:
     payload: bytes
 
 
-def _header_bytes(headers: Sequence[tuple[str, str]]) -> bytes:
+def encode_headers(headers: Sequence[tuple[str, str]]) -> bytes:
+    """String-valued headers as a message carries them (``encode_frame``'s
+    ``head``: a writer that sends many messages with the same headers
+    encodes them once)."""
     out = bytearray()
     for name, value in headers:
         raw_name = name.encode()
@@ -90,7 +96,11 @@ def _header_bytes(headers: Sequence[tuple[str, str]]) -> bytes:
 
 def encode_message(headers: Sequence[tuple[str, str]], payload: bytes) -> bytes:
     """One message with string-valued ``headers`` and ``payload``."""
-    head = _header_bytes(headers)
+    return encode_frame(encode_headers(headers), payload)
+
+
+def encode_frame(head: bytes, payload: bytes) -> bytes:
+    """One message with the encoded headers ``head`` (``encode_headers``)."""
     lengths = _PRELUDE_LENGTHS.pack(_OVERHEAD + len(head) + len(payload), len(head))
     prelude = lengths + _U32.pack(crc32(lengths))
     body = prelude + head + payload
