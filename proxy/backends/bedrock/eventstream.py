@@ -164,9 +164,15 @@ def _parse_headers(raw: bytes) -> dict[str, HeaderValue]:
 
 
 class EventStreamParser:
-    """Messages out of an event-stream body, as it arrives."""
+    """Messages out of an event-stream body, as it arrives.
 
-    __slots__ = ("_buf", "_max_headers", "_max_payload")
+    A read that holds whole messages is parsed where it lies (no copy into
+    a buffer); the bytes of an unfinished message are kept, and while the
+    message's length (its prelude's) is not reached, a read is only
+    appended: a large message in many reads is joined once, not per read.
+    """
+
+    __slots__ = ("_buf", "_max_headers", "_max_payload", "_need")
 
     def __init__(
         self,
@@ -176,41 +182,54 @@ class EventStreamParser:
         self._buf = bytearray()
         self._max_payload = max_payload
         self._max_headers = max_headers
+        # The bytes the held message needs in all (0: its prelude is not in yet).
+        self._need = 0
+
+    def _length(self, data: bytes, at: int) -> int:
+        """The total length of the message at ``at``, its prelude checked."""
+        total, head_len = _PRELUDE_LENGTHS.unpack_from(data, at)
+        (prelude_crc,) = _U32.unpack_from(data, at + 8)
+        # The prelude is checked before its lengths are trusted.
+        if crc32(data[at : at + 8]) != prelude_crc:
+            raise EventStreamError("the prelude's CRC does not match")
+        if head_len > self._max_headers:
+            raise EventStreamError(f"headers of {head_len} bytes, over {self._max_headers}")
+        payload_len = total - _OVERHEAD - head_len
+        if payload_len < 0:
+            raise EventStreamError(f"a message of {total} bytes cannot hold {head_len} of headers")
+        if payload_len > self._max_payload:
+            raise EventStreamError(f"a payload of {payload_len} bytes, over {self._max_payload}")
+        return int(total)
 
     def feed(self, piece: bytes) -> list[EventMessage]:
         buf = self._buf
-        buf += piece
+        if buf:
+            buf += piece
+            if len(buf) < self._need:
+                return []
+            data = bytes(buf)
+            buf.clear()
+        else:
+            data = piece
         out: list[EventMessage] = []
         at = 0
-        size = len(buf)
+        size = len(data)
+        self._need = 0
         while size - at >= _PRELUDE:
-            total, head_len = _PRELUDE_LENGTHS.unpack_from(buf, at)
-            (prelude_crc,) = _U32.unpack_from(buf, at + 8)
-            # The prelude is checked before its lengths are trusted.
-            if crc32(buf[at : at + 8]) != prelude_crc:
-                raise EventStreamError("the prelude's CRC does not match")
-            if head_len > self._max_headers:
-                raise EventStreamError(f"headers of {head_len} bytes, over {self._max_headers}")
-            payload_len = total - _OVERHEAD - head_len
-            if payload_len < 0:
-                raise EventStreamError(
-                    f"a message of {total} bytes cannot hold {head_len} of headers"
-                )
-            if payload_len > self._max_payload:
-                raise EventStreamError(
-                    f"a payload of {payload_len} bytes, over {self._max_payload}"
-                )
+            total = self._length(data, at)
             if size - at < total:
+                self._need = total
                 break
-            msg = bytes(buf[at : at + total])
-            at += total
-            (msg_crc,) = _U32.unpack_from(msg, total - 4)
-            if crc32(memoryview(msg)[: total - 4]) != msg_crc:
+            end = at + total
+            (msg_crc,) = _U32.unpack_from(data, end - 4)
+            if crc32(memoryview(data)[at : end - 4]) != msg_crc:
                 raise EventStreamError("the message's CRC does not match")
-            headers = _parse_headers(msg[_PRELUDE : _PRELUDE + head_len])
-            out.append(EventMessage(headers, msg[_PRELUDE + head_len : total - 4]))
-        if at:
-            del buf[:at]
+            head_end = at + _PRELUDE + _PRELUDE_LENGTHS.unpack_from(data, at)[1]
+            headers = _parse_headers(data[at + _PRELUDE : head_end])
+            out.append(EventMessage(headers, data[head_end : end - 4]))
+            at = end
+        if at < size:
+            buf += memoryview(data)[at:]
         return out
 
     @property
