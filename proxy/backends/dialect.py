@@ -26,6 +26,12 @@ Owns what the stub answers, whatever protocol it speaks:
   and ``Reply`` / ``Rejected``, an answer before the first byte;
 - ``id_header``: the response header echoing the request's id, only when the
   id is one a header can carry;
+- ``vector``: the embeddings every protocol's stub answers with, a
+  deterministic vector per input, derived from the input and the dimension
+  by SHAKE-256, each float32 in ±[0.5, 1): the same input always gives the
+  same vector. Built with integer operations over the whole vector, no
+  Python float per number, and the vectors of short inputs are cached
+  (benchmarks send the same ones);
 - ``STUB_MAX_BODY``: the largest body the stub reads (and so what a request
   may expand to when it is verified).
 
@@ -34,6 +40,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -81,6 +88,7 @@ __all__ = [
     "id_header",
     "is_streamed",
     "split_model",
+    "vector",
 ]
 
 FAULTS: tuple[str, ...] = get_args(Fault)
@@ -438,3 +446,35 @@ class Wire(Protocol):
     def canned(self, count: int) -> Canned:
         """``count`` fixed ``"tok "`` deltas and a finish, built once."""
         ...
+
+
+# Inputs up to this many bytes have their vectors cached (per dimension).
+_CACHED_INPUT = 4096
+
+
+@functools.lru_cache(maxsize=16)
+def _masks(dimensions: int) -> tuple[int, int]:
+    """Per float32 (little-endian words): keep the sign and the mantissa, and
+    set the exponent of [0.5, 1)."""
+    keep = int.from_bytes(b"\xff\xff\x7f\x80" * dimensions, "little")
+    exponent = int.from_bytes(b"\x00\x00\x00\x3f" * dimensions, "little")
+    return keep, exponent
+
+
+def _vector(seed: bytes, dimensions: int) -> bytes:
+    size = 4 * dimensions
+    raw = hashlib.shake_256(seed + dimensions.to_bytes(4, "little")).digest(size)
+    keep, exponent = _masks(dimensions)
+    return ((int.from_bytes(raw, "little") & keep) | exponent).to_bytes(size, "little")
+
+
+_cached_vector = functools.lru_cache(maxsize=512)(_vector)
+
+
+def vector(seed: bytes, dimensions: int) -> bytes:
+    """The vector of the input ``seed`` (``b"t"`` + its UTF-8 text, or ``b"i"``
+    + its ids as little-endian int32) at ``dimensions``: ``4 * dimensions``
+    bytes of little-endian float32, each in ±[0.5, 1)."""
+    if len(seed) <= _CACHED_INPUT:
+        return _cached_vector(seed, dimensions)
+    return _vector(seed, dimensions)

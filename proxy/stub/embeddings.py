@@ -6,11 +6,9 @@ Owns what the stub answers to an embeddings request, whatever the protocol:
   (texts, or token-id lists), the dimensions (``DEFAULT_DIMENSIONS`` when not
   given), the fault its model name asks for (``echo@fail``, as for chat;
   ``split_model``) and, in OpenAI's protocol, whether base64 was asked for;
-- ``vector``: a deterministic vector per input, derived from the input (its
-  text, or its token ids) and the dimension by SHAKE-256, each float32 in
-  ±[0.5, 1): the same input always gives the same vector. Built with integer
-  operations over the whole vector, no Python float per number, and the
-  vectors of short inputs are cached (benchmarks send the same ones);
+- ``vector`` (``backends.dialect``'s, which the ``bedrock`` stub's Titan
+  and Cohere answers share): a deterministic vector per input, derived from
+  the input (its text, or its token ids) and the dimension;
 - prompt tokens, counted as the chat echo counts them: a text's
   whitespace-delimited words, a token list's ids;
 - the protocols: ``FbsEmbeddings`` (an ``EmbeddingRequest`` in, one
@@ -28,8 +26,6 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import sys
 from array import array
 from dataclasses import dataclass
@@ -46,6 +42,7 @@ from flatgate.proxy.backends.dialect import (
     StubRequest,
     id_header,
     split_model,
+    vector,
 )
 from flatgate.proxy.backends.fbs.stub import FbsWire
 from flatgate.proxy.backends.openai.stub import OpenAIWire, error_reply
@@ -82,8 +79,6 @@ __all__ = [
 # The dimensions of a vector when the request gives none (OpenAI's
 # text-embedding-3-small and ada-002).
 DEFAULT_DIMENSIONS = 1536
-# Inputs up to this many bytes have their vectors cached (per dimension).
-_CACHED_INPUT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,34 +123,6 @@ def _ids(ids: tuple[int, ...]) -> bytes:
     if sys.byteorder == "big":
         packed.byteswap()
     return packed.tobytes()
-
-
-@functools.lru_cache(maxsize=16)
-def _masks(dimensions: int) -> tuple[int, int]:
-    """Per float32 (little-endian words): keep the sign and the mantissa, and
-    set the exponent of [0.5, 1)."""
-    keep = int.from_bytes(b"\xff\xff\x7f\x80" * dimensions, "little")
-    exponent = int.from_bytes(b"\x00\x00\x00\x3f" * dimensions, "little")
-    return keep, exponent
-
-
-def _vector(seed: bytes, dimensions: int) -> bytes:
-    size = 4 * dimensions
-    raw = hashlib.shake_256(seed + dimensions.to_bytes(4, "little")).digest(size)
-    keep, exponent = _masks(dimensions)
-    return ((int.from_bytes(raw, "little") & keep) | exponent).to_bytes(size, "little")
-
-
-_cached_vector = functools.lru_cache(maxsize=512)(_vector)
-
-
-def vector(seed: bytes, dimensions: int) -> bytes:
-    """The vector of the input ``seed`` (``b"t"`` + its UTF-8 text, or ``b"i"``
-    + its ids as little-endian int32) at ``dimensions``: ``4 * dimensions``
-    bytes of little-endian float32, each in ±[0.5, 1)."""
-    if len(seed) <= _CACHED_INPUT:
-        return _cached_vector(seed, dimensions)
-    return _vector(seed, dimensions)
 
 
 class Embeddings(Protocol):
