@@ -61,7 +61,6 @@ from flatgate.proxy.backends.bedrock.eventstream import (
     EventStreamError,
     EventStreamParser,
     event_type,
-    message_type,
 )
 from flatgate.proxy.backends.json_api import count, error_frame
 from flatgate.proxy.errors import codes
@@ -185,9 +184,12 @@ class ConverseStream:
         return self._fail(codes.BACKEND_STREAM_TRUNCATED, "backend ended the stream early")
 
     def _message(self, msg: EventMessage) -> bytes:
-        kind = message_type(msg)
-        name = event_type(msg)
-        if kind in ("exception", "error"):
+        headers = msg.headers
+        kind = headers.get(":message-type", "event")
+        if kind != "event":
+            if kind not in ("exception", "error"):
+                return b""  # a message type this flatgate does not know
+            name = event_type(msg)
             if kind == "error":
                 text = str(msg.headers.get(":error-message", "")) or "the backend failed"
                 name = str(msg.headers.get(":error-code", "")) or "error"
@@ -195,19 +197,20 @@ class ConverseStream:
                 exc = _decode_exception(msg.payload) if msg.payload else StreamException()
                 text = exc.original_message or exc.message or "the backend failed"
             return self._fail(codes.BACKEND_STREAM_ERROR, f"{name or 'exception'}: {text}")
+        event = headers.get(":event-type")
         payload = msg.payload
-        if name == "contentBlockDelta":
+        if event == "contentBlockDelta":
             return self._delta(_decode_delta(payload))
-        if name == "contentBlockStart":
+        if event == "contentBlockStart":
             return self._start(_decode_start(payload))
-        if name == "contentBlockStop":
+        if event == "contentBlockStop":
             return self._stop(_decode_stop(payload).content_block_index)
-        if name == "messageStop":
+        if event == "messageStop":
             stop = _decode_message_stop(payload)
             self._stop_reason = stop.stop_reason
             self._finish = finish_of(stop.stop_reason)
             return b""
-        if name == "metadata":
+        if event == "metadata":
             meta = _decode_metadata(payload)
             if self._finish:
                 return self._final(meta.usage)

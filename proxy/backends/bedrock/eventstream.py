@@ -110,6 +110,25 @@ def encode_frame(head: bytes, payload: bytes) -> bytes:
 _WIDTHS = {2: 1, 3: 2, 4: 4, 5: 8, 8: 8}  # byte, short, integer, long, timestamp
 
 
+# Parsed header blocks by their bytes: a stream repeats a handful of blocks
+# (one per event type), so each is parsed once and copied after (a copy of
+# a small dict costs a tenth of the parse). Bounded: cleared when full.
+_SEEN: dict[bytes, dict[str, HeaderValue]] = {}
+_SEEN_MAX = 256
+
+
+def _headers(raw: bytes) -> dict[str, HeaderValue]:
+    known = _SEEN.get(raw)
+    if known is not None:
+        return known.copy()
+    parsed = _parse_headers(raw)
+    if len(raw) <= 512:
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        _SEEN[raw] = parsed.copy()
+    return parsed
+
+
 def _parse_headers(raw: bytes) -> dict[str, HeaderValue]:
     headers: dict[str, HeaderValue] = {}
     at, end = 0, len(raw)
@@ -225,7 +244,7 @@ class EventStreamParser:
             if crc32(memoryview(data)[at : end - 4]) != msg_crc:
                 raise EventStreamError("the message's CRC does not match")
             head_end = at + _PRELUDE + _PRELUDE_LENGTHS.unpack_from(data, at)[1]
-            headers = _parse_headers(data[at + _PRELUDE : head_end])
+            headers = _headers(data[at + _PRELUDE : head_end])
             out.append(EventMessage(headers, data[head_end : end - 4]))
             at = end
         if at < size:

@@ -279,3 +279,12 @@ def test_event_and_message_types() -> None:
     assert (message_type(event), event_type(event)) == ("event", "messageStop")
     assert (message_type(exc), event_type(exc)) == ("exception", "throttlingException")
     assert (message_type(EventMessage({}, b"")), event_type(EventMessage({}, b""))) == ("", "")
+
+
+def test_headers_parsed_once_are_each_messages_own() -> None:
+    # Repeated header blocks are parsed once; each message still gets its own dict.
+    frame = encode_message(CHUNK_HEADERS, b"{}")
+    first, second = EventStreamParser().feed(frame + frame)
+    first.headers[":event-type"] = "changed"
+    assert second.headers == dict(CHUNK_HEADERS)
+    assert EventStreamParser().feed(frame)[0].headers == dict(CHUNK_HEADERS)
