@@ -339,6 +339,9 @@ _HEADS = {
     )
 }
 _DELTA = _HEADS["contentBlockDelta"]
+# A text delta's payload before its JSON string, by block index (0, or 1
+# after a reasoning block): per token only the text is encoded.
+_TEXT_DELTA = tuple(b'{"contentBlockIndex":%d,"delta":{"text":' % i for i in (0, 1))
 _ERROR_HEAD = encode_headers(
     [
         (":exception-type", "modelStreamErrorException"),
@@ -389,8 +392,9 @@ class ConverseRendering:
                 payload = {"contentBlockIndex": i, "delta": {"toolUse": {"input": fragment}}}
                 yield encode_frame(_DELTA, _enc(payload))
             return
+        head = _TEXT_DELTA[i]
         for text in self._answer.deltas:
-            yield encode_frame(_DELTA, _enc({"contentBlockIndex": i, "delta": {"text": text}}))
+            yield encode_frame(_DELTA, head + _enc(text) + b"}}")
 
     def closing(self) -> bytes:
         ans = self._answer
