@@ -61,6 +61,7 @@ __all__ = [
     "azure_problems",
     "content_filter_message",
     "is_azure",
+    "openai_path",
 ]
 
 Auth = Literal["bearer", "api-key", "entra"]
@@ -190,6 +191,23 @@ class AzureTarget:
         if creds is None:
             return []
         return [("authorization", "Bearer " + creds.current())]
+
+
+def openai_path(path: str) -> str:
+    """The OpenAI API's own path for one of Azure's (the stub's reading:
+    ``/openai/v1/chat/completions`` and
+    ``/openai/deployments/{d}/chat/completions`` -> ``/v1/chat/completions``,
+    ``/openai/responses`` -> ``/v1/responses``); any other path as it is."""
+    if not path.startswith("/openai/"):
+        return path
+    rest = path[len("/openai") :]
+    if rest.startswith("/v1/"):
+        return rest
+    if rest.startswith("/deployments/"):
+        # "/deployments/{d}/chat/completions": "", "deployments", d, the rest
+        _, _, deployment, suffix = [*rest.split("/", 3), ""][:4]
+        return f"/v1/{suffix}" if deployment and suffix else path
+    return "/v1" + rest
 
 
 # -- content filters -------------------------------------------------------------

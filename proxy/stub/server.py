@@ -16,6 +16,9 @@ protocol``): the wire parses and renders, the server decides what happens when.
   ``error`` sends the protocol's mid-stream error and ends the stream. On a
   non-streamed request ``die`` cuts the body short, ``hang`` sends only the
   head, and ``error`` answers the protocol's server error.
+- a wire whose API a cloud serves under other paths maps them onto its own
+  first (``own_path``: the openai wires read Azure OpenAI's
+  ``/openai/deployments/{d}/chat/completions`` as ``/v1/chat/completions``).
 - ``ttft_ms`` delays the first delta (after the head), ``itl_ms`` each next.
 - ``[stub] tools`` is the tool mode ``backends.dialect.answer`` answers in
   (``named`` or ``offered``).
@@ -42,7 +45,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from flatgate.proxy.backends.dialect import (
     BEFORE_HEAD,
@@ -74,6 +77,14 @@ __all__ = ["StubServer"]
 _STALL_SECONDS = 3600.0
 
 
+@runtime_checkable
+class _OwnPaths(Protocol):
+    """A wire whose API a cloud serves under other paths (the openai wires:
+    Azure OpenAI's): it maps a request's path onto its own."""
+
+    def own_path(self, path: str) -> str: ...
+
+
 class _Faulting(Protocol):
     """A parsed request: the fault it asks for ("": none)."""
 
@@ -86,13 +97,16 @@ _SEEN_HEADERS = (
     "x-request-id",
     "authorization",
     "x-api-key",
+    "api-key",
     "proxy-authorization",
     "cookie",
     "te",
     "upgrade",
 )
 # Credentials are reported by digest ("sha256:<hex>"), never echoed.
-_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+_SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"}
+)
 
 
 def _seen(name: str, value: str | None) -> str | None:
@@ -159,6 +173,7 @@ class StubServer:
         self.fault = fault or ""
         protocol = PROTOCOLS[settings.protocol]
         self.wire: Wire = protocol.stub()
+        self._own_path = self.wire.own_path if isinstance(self.wire, _OwnPaths) else None
         wire = protocol.embeddings
         self.embeddings: Embeddings | None = None if wire is None else EMBEDDINGS[wire]()
         self.stats = _Stats()
@@ -196,6 +211,8 @@ class StubServer:
             await ex.respond(codes.DRAINING.status, headers, refusal)
             return
         wire = self.wire
+        if self._own_path is not None:
+            path = self._own_path(path)
         if self.settings.api_key:
             denied = wire.authorize(ex.header, self.settings.api_key)
             if denied is not None:

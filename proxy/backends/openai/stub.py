@@ -22,6 +22,12 @@
   ``stream_options.include_usage`` every chunk carries ``"usage": null`` and a
   last chunk with no choices carries the usage; then ``data: [DONE]``.
 
+Azure OpenAI's paths are this API's too (``own_path``: the v1 API's
+``/openai/v1/...``, the deployment URLs' ``/openai/deployments/{d}/...`` and
+``/openai/responses``, ``/openai/models``; the ``api-version`` query is not
+read), and its ``api-key`` header a key as good as ``Authorization: Bearer``
+(a wrong one is Azure's 401).
+
 Per token only the delta's text is JSON-encoded: each stream's constant parts
 are encoded once. ``OpenAIWire``'s keys, faults, errors and routes are OpenAI's
 for both of its APIs: the Responses API's wire (``openai_responses``) is this
@@ -37,6 +43,7 @@ from typing import Any
 
 import msgspec
 
+from flatgate.proxy.backends.azure import openai_path
 from flatgate.proxy.backends.dialect import (
     LISTED_MODEL,
     NO_POSTS,
@@ -73,6 +80,12 @@ _DONE = b"data: [DONE]\n\n"
 # OpenAI's code for a missing or wrong key, the same as flatgate's own.
 _BAD_KEY = codes.INVALID_API_KEY.code
 _RETRY = [("retry-after", "1"), ("retry-after-ms", "1000")]
+# Azure OpenAI's 401 for a wrong api-key.
+_AZURE_DENIED = (
+    "Access denied due to invalid subscription key or wrong API endpoint. Make sure to "
+    "provide a valid key for an active subscription and use a correct regional API endpoint "
+    "for your resource."
+)
 
 
 def error_reply(
@@ -242,7 +255,16 @@ class OpenAIWire:
             code="unknown_url",
         )
 
+    def own_path(self, path: str) -> str:
+        """Azure OpenAI's paths as this API's own (``azure.openai_path``)."""
+        return openai_path(path)
+
     def authorize(self, header: HeaderFn, api_key: str) -> Reply | None:
+        azure_key = header("api-key")
+        if azure_key is not None:  # Azure OpenAI's header
+            if hmac.compare_digest(azure_key.encode(), api_key.encode()):
+                return None
+            return error_reply(401, _AZURE_DENIED, code="401")
         given = header("authorization") or ""
         scheme, _, key = given.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(key.strip(), api_key):
