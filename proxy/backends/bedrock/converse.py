@@ -216,13 +216,16 @@ class _Conversation:
     """The system blocks and messages so far, and the blocks each wire
     message became (for cache points placed after them)."""
 
-    __slots__ = ("made", "messages", "system", "tool_blocks")
+    __slots__ = ("made", "messages", "system", "tool_blocks", "track")
 
-    def __init__(self) -> None:
+    def __init__(self, track: bool) -> None:
         self.system: list[SystemBlock] = []
         self.messages: list[Message] = []
-        # Wire message index -> (the list its blocks went into, the last one).
+        # Wire message index -> (the list its blocks went into, the last
+        # one); kept only when ``track`` (the request has extras, which may
+        # place cache points).
         self.made: dict[int, tuple[list[ContentBlock] | list[SystemBlock], object]] = {}
+        self.track = track
         self.tool_blocks = False  # whether the history holds tool calls or results
 
     def add(self, i: int, role: str, blocks: list[ContentBlock]) -> None:
@@ -238,26 +241,46 @@ class _Conversation:
         else:
             content = [*blocks]
             msgs.append(Message(role, content))
-        self.made[i] = (content, blocks[-1])
+        if self.track:
+            self.made[i] = (content, blocks[-1])
 
 
 def _conversation(req: Request, omitted: list[str], out: Parts) -> _Conversation:
-    conv = _Conversation()
+    conv = _Conversation(bool(req.extras))
+    msgs = conv.messages
+    made = conv.made if conv.track else None
     for i, m in enumerate(req.messages):
-        where = f"messages[{i}]"
         role = m.role
         content = m.content
         parts = m.parts
         if m.name:
             omitted.append("name")  # Converse has no participant names
+        if (
+            parts is None
+            and m.reasoning is None
+            and not m.tool_calls
+            and role in {"user", "assistant"}
+        ):
+            # The common message, text alone: no walk through ``add``.
+            if content:
+                block = ContentBlock(text=content)
+                if msgs and msgs[-1].role == role:
+                    msgs[-1].content.append(block)
+                else:
+                    msgs.append(Message(role, [block]))
+                if made is not None:
+                    made[i] = (msgs[-1].content, block)
+            continue
+        where = f"messages[{i}]"
         if parts and role not in ("tool", "user"):
             content = text_of(parts, where, out)
             parts = None
         if role in ("system", "developer"):
             if content:
-                block = SystemBlock(text=content)
-                conv.system.append(block)
-                conv.made[i] = (conv.system, block)
+                system = SystemBlock(text=content)
+                conv.system.append(system)
+                if made is not None:
+                    made[i] = (conv.system, system)
         elif role == "tool":
             conv.tool_blocks = True
             if parts:

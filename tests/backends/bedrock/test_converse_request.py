@@ -522,3 +522,21 @@ def test_messages_fields_without_a_converse_form_are_refused() -> None:
     with pytest.raises(UnsupportedField) as err:
         encode(req)
     assert err.value.param == "container"
+
+
+def test_a_turn_puts_its_tool_results_before_its_text() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    req = request(
+        {
+            "model": "m",
+            "messages": [
+                user("go"),
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                user("note"),
+                {"role": "tool", "tool_call_id": "c1", "content": "done"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+        }
+    )
+    turn = encode(req)[0]["messages"][2]["content"]
+    assert [next(iter(b)) for b in turn] == ["toolResult", "text"]
