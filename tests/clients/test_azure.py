@@ -12,6 +12,13 @@ the gateway fetches with azure-identity's ``DefaultAzureCredential`` from an
 App Service managed-identity endpoint served on loopback by the test; and the
 Responses API at ``/openai/responses?api-version=``. The stub's ``/stats``
 shows which credential header reached it (by digest).
+
+Content filters: a fake Azure on loopback answers with Azure's documented
+bodies (``tests/backends/azure/golden``): a filtered prompt is a 400 naming
+its categories in each client API's error shape; a completion the filter
+ends is ``finish_reason: content_filter`` to a Chat Completions client,
+``stop_reason: refusal`` to a Messages client, and a response ``incomplete``
+for ``content_filter`` to a Responses client.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ MODELS = {
     "azure-entra-4o": "entra",
     "azure-embed-small": "deployments",
     "azure-resp-4o": "responses",
+    "azure-filtered-4o": "filtering",
+    "azure-filtered-resp": "filtering-responses",
 }
 
 
@@ -64,6 +73,76 @@ class _Identity(BaseHTTPRequestHandler):
         body = json.dumps(doc if ok else {"error": "unauthorized"}).encode()
         self.send_response(200 if ok else 401)
         self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "backends" / "azure" / "golden"
+# The prompt the fake Azure refuses as its content filter does.
+FILTERED_PROMPT = "a prompt the content filter refuses"
+# The whole answer the fake gives a request not streamed: the filter ended it.
+_FILTERED_WHOLE = {
+    "id": "chatcmpl-filtered",
+    "object": "chat.completion",
+    "created": 1699587397,
+    "model": "gpt-35-turbo",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "content_filter",
+            "message": {"role": "assistant", "content": "Hey Jude, better"},
+            "content_filter_results": {
+                "protected_material_text": {"detected": True, "filtered": True}
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16},
+}
+
+
+class _FilteringAzure(BaseHTTPRequestHandler):
+    """Azure OpenAI whose content filter acts, answering with Azure's
+    documented bodies (``tests/backends/azure/golden``): a filtered prompt's
+    400, a completion the filter ends (``content_filter``), a response left
+    incomplete by it."""
+
+    def do_GET(self) -> None:
+        self._send(200, "application/json", b'{"object":"list","data":[]}')
+
+    def do_POST(self) -> None:
+        doc = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if self.headers.get("api-key") != UPSTREAM:
+            self._send(401, "application/json", b'{"error":{"code":"401","message":"denied"}}')
+            return
+        if FILTERED_PROMPT in json.dumps(doc):
+            self._send(
+                400, "application/json", (GOLDEN / "error_prompt_filtered_400.json").read_bytes()
+            )
+            return
+        responses = self.path.startswith("/openai/responses?")
+        if doc.get("stream"):
+            name = (
+                "responses_stream_incomplete_content_filter.sse"
+                if responses
+                else "chat_stream_async_filter_blocked.sse"
+            )
+            self._send(200, "text/event-stream", (GOLDEN / name).read_bytes())
+        elif responses:
+            self._send(
+                200,
+                "application/json",
+                (GOLDEN / "responses_incomplete_content_filter.json").read_bytes(),
+            )
+        else:
+            self._send(200, "application/json", json.dumps(_FILTERED_WHOLE).encode())
+
+    def _send(self, status: int, kind: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", kind)
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -94,7 +173,7 @@ def digest(value: str) -> str:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureStack]:
     d: Path = tmp_path_factory.mktemp("azure")
-    with serving(_Identity) as identity_port:
+    with serving(_Identity) as identity_port, serving(_FilteringAzure) as filtering_port:
         chat = spawn("stub", ["--protocol", "openai", "--api-key", UPSTREAM], d)
         responses = spawn("stub", ["--protocol", "openai-responses", "--api-key", UPSTREAM], d)
         keyed = {"auth": "api-key", "api_key": UPSTREAM}
@@ -110,6 +189,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureStack]:
                 },
                 "v1": {"url": f"{chat.url}/openai/v1", "protocol": "openai", **keyed},
                 "entra": {"url": f"{chat.url}/openai/v1", "protocol": "openai", "auth": "entra"},
+                "filtering": {
+                    "url": f"http://127.0.0.1:{filtering_port}",
+                    "protocol": "openai",
+                    "azure_api_version": VERSION,
+                    **keyed,
+                },
+                "filtering-responses": {
+                    "url": f"http://127.0.0.1:{filtering_port}",
+                    "protocol": "openai-responses",
+                    "azure_api_version": VERSION,
+                    **keyed,
+                },
                 "responses": {
                     "url": responses.url,
                     "protocol": "openai-responses",
@@ -227,3 +318,65 @@ def test_the_responses_api_through_azures_responses_url(stack: AzureStack, strea
         "api-key": digest(UPSTREAM),
         "authorization": None,
     }
+
+
+# -- content filters, as each client API says them ------------------------------
+
+
+def test_a_filtered_prompt_is_a_400_naming_the_categories_in_each_api(stack: AzureStack) -> None:
+    said = "Azure's content filter refused the prompt (self_harm (medium))"
+    with stack.openai() as client:
+        with pytest.raises(openai.BadRequestError) as chat:
+            client.chat.completions.create(
+                model="azure-filtered-4o", messages=[{"role": "user", "content": FILTERED_PROMPT}]
+            )
+        with pytest.raises(openai.BadRequestError) as responses:
+            client.responses.create(model="azure-filtered-resp", input=FILTERED_PROMPT)
+    with (
+        anthropic.Anthropic(base_url=stack.gateway.url, api_key=KEY, max_retries=0) as messages,
+        pytest.raises(anthropic.BadRequestError) as refused,
+    ):
+        messages.messages.create(
+            model="azure-filtered-4o",
+            max_tokens=64,
+            messages=[{"role": "user", "content": FILTERED_PROMPT}],
+        )
+    for exc in (chat.value, responses.value, refused.value):
+        assert exc.status_code == 400
+        assert said in str(exc)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_completion_the_filter_ends_in_each_api(stack: AzureStack, stream: bool) -> None:
+    ask: Any = [{"role": "user", "content": "sing Hey Jude"}]
+    with stack.openai() as client:
+        if stream:
+            chunks = list(
+                client.chat.completions.create(model="azure-filtered-4o", messages=ask, stream=True)
+            )
+            finish = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+            events = list(
+                client.responses.create(model="azure-filtered-resp", input="x", stream=True)
+            )
+            final = events[-1]
+            assert final.type == "response.incomplete"
+            response = final.response
+        else:
+            answer = client.chat.completions.create(model="azure-filtered-4o", messages=ask)
+            finish = answer.choices[0].finish_reason
+            response = client.responses.create(model="azure-filtered-resp", input="x")
+    assert finish == "content_filter"
+    assert response.status == "incomplete"
+    assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "content_filter"
+    with anthropic.Anthropic(base_url=stack.gateway.url, api_key=KEY, max_retries=0) as messages:
+        if stream:
+            with messages.messages.stream(
+                model="azure-filtered-4o", max_tokens=64, messages=ask
+            ) as events_:
+                stop = events_.get_final_message().stop_reason
+        else:
+            stop = messages.messages.create(
+                model="azure-filtered-4o", max_tokens=64, messages=ask
+            ).stop_reason
+    assert stop == "refusal"
