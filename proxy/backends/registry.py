@@ -28,6 +28,7 @@ from typing import Any
 
 from flatgate.proxy.backends.anthropic import PROTOCOL as ANTHROPIC
 from flatgate.proxy.backends.base import Adapter
+from flatgate.proxy.backends.bedrock import PROTOCOL as BEDROCK
 from flatgate.proxy.backends.fbs import PROTOCOL as FBS
 from flatgate.proxy.backends.openai import PROTOCOL as OPENAI
 from flatgate.proxy.backends.protocol import BackendProtocol
@@ -53,7 +54,9 @@ __all__ = [
 ]
 
 # The protocols, each its folder's registration, the default first.
-PROTOCOLS: Mapping[str, BackendProtocol] = {p.name: p for p in (FBS, OPENAI, RESPONSES, ANTHROPIC)}
+PROTOCOLS: Mapping[str, BackendProtocol] = {
+    p.name: p for p in (FBS, OPENAI, RESPONSES, ANTHROPIC, BEDROCK)
+}
 DEFAULT_PROTOCOL = next(iter(PROTOCOLS))
 _COMMON = frozenset(BackendConfig.__struct_fields__)
 # Each protocol's own keys, and the protocols that own each.

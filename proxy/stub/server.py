@@ -19,6 +19,13 @@ protocol``): the wire parses and renders, the server decides what happens when.
 - a wire whose API a cloud serves under other paths maps them onto its own
   first (``own_path``: the openai wires read Azure OpenAI's
   ``/openai/deployments/{d}/chat/completions`` as ``/v1/chat/completions``).
+- a protocol whose API answers completions at several paths (``bedrock``:
+  Converse and InvokeModel, each whole and streamed) gives a wire for each
+  (``endpoints``); a wire's ``path`` may hold ``{name}`` segments, which
+  match any text (a model id in the path), and such a wire is given the
+  request's path and query as the ``:path`` and ``:query`` pseudo-headers.
+  A wire whose credential signs the body (``verify``: bedrock's SigV4) has
+  it checked once the body is read.
 - ``ttft_ms`` delays the first delta (after the head), ``itl_ms`` each next.
 - ``[stub] tools`` is the tool mode ``backends.dialect.answer`` answers in
   (``named`` or ``offered``).
@@ -44,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -52,7 +60,6 @@ from flatgate.proxy.backends.dialect import (
     FAULTS,
     MID_STREAM,
     STUB_MAX_BODY,
-    Canned,
     HeaderFn,
     Rejected,
     Reply,
@@ -75,6 +82,63 @@ __all__ = ["StubServer"]
 
 # Longest a stalled or hanging stub waits before giving up on its own.
 _STALL_SECONDS = 3600.0
+
+
+@runtime_checkable
+class _Endpoints(Protocol):
+    """A protocol's stub that answers completions at several paths, a wire
+    each (see the module docstring)."""
+
+    endpoints: tuple[Wire, ...]
+
+
+@runtime_checkable
+class _Signed(Protocol):
+    """A wire whose credential signs the body: checked once it is read."""
+
+    def verify(self, header: HeaderFn, body: bytes, api_key: str) -> Reply | None: ...
+
+
+class _Endpoint:
+    """One wire's completion endpoint, and what the server keeps for it."""
+
+    __slots__ = ("cadence", "canned", "pattern", "signed", "wire")
+
+    def __init__(self, wire: Wire, settings: StubSection, counts: _Stats) -> None:
+        self.wire = wire
+        # A path with {name} segments is a pattern (each segment any text).
+        parts = re.split(r"(\{[^}]*\})", wire.path)
+        self.pattern = (
+            re.compile("".join(".+" if p.startswith("{") else re.escape(p) for p in parts))
+            if len(parts) > 1
+            else None
+        )
+        self.signed = wire if isinstance(wire, _Signed) else None
+        self.canned = wire.canned(settings.canned) if settings.canned > 0 else None
+        self.cadence = None
+        if settings.cadence:
+            self.cadence = CadenceMode(
+                wire,
+                counts,
+                ttft_ms=settings.ttft_ms,
+                itl_ms=settings.itl_ms,
+                tokens=settings.cadence_tokens,
+                always_stream=wire.always_streams,
+            )
+
+    def header(self, ex: Exchange) -> HeaderFn:
+        """The request's headers, with its path and query for a pattern's wire."""
+        if self.pattern is None:
+            return ex.header
+
+        def header(name: str) -> str | None:
+            if name == ":path":
+                return ex.path
+            if name == ":query":
+                return ex.query
+            return ex.header(name)
+
+        return header
 
 
 @runtime_checkable
@@ -174,25 +238,26 @@ class StubServer:
         protocol = PROTOCOLS[settings.protocol]
         self.wire: Wire = protocol.stub()
         self._own_path = self.wire.own_path if isinstance(self.wire, _OwnPaths) else None
-        wire = protocol.embeddings
-        self.embeddings: Embeddings | None = None if wire is None else EMBEDDINGS[wire]()
+        # A protocol's own embeddings wire (``bedrock``'s answers at /invoke) has no entry.
+        factory = EMBEDDINGS.get(protocol.embeddings or "")
+        self.embeddings: Embeddings | None = None if factory is None else factory()
         self.stats = _Stats()
         # Draining: new requests get 503 (the stream in flight runs on until
         # the process is stopped).
         self.drain = drain or Drain(settings.drain_grace_seconds, settings.drain_seconds)
-        self._canned: Canned | None = None
-        if settings.canned > 0:
-            self._canned = self.wire.canned(settings.canned)
-        self._cadence: CadenceMode | None = None
-        if settings.cadence:
-            self._cadence = CadenceMode(
-                self.wire,
-                self.stats,
-                ttft_ms=settings.ttft_ms,
-                itl_ms=settings.itl_ms,
-                tokens=settings.cadence_tokens,
-                always_stream=self.wire.always_streams,
-            )
+        wires = self.wire.endpoints if isinstance(self.wire, _Endpoints) else (self.wire,)
+        endpoints = [_Endpoint(w, settings, self.stats) for w in wires]
+        self._exact = {e.wire.path: e for e in endpoints if e.pattern is None}
+        self._patterns = [e for e in endpoints if e.pattern is not None]
+        self._cadence = [(e.wire.path, e.cadence) for e in endpoints if e.cadence is not None]
+
+    def _endpoint(self, path: str) -> _Endpoint | None:
+        found = self._exact.get(path)
+        if found is None:
+            for e in self._patterns:
+                if e.pattern is not None and e.pattern.fullmatch(path):
+                    return e
+        return found
 
     async def __call__(self, ex: Exchange) -> None:
         path = ex.path
@@ -200,8 +265,10 @@ class StubServer:
             await ex.respond(200, [("content-type", "text/plain")], b"ok\n")
             return
         if path == "/stats":
-            cadence = self._cadence
-            extra = None if cadence is None else {"cadence": cadence.clock.stats()}
+            clocks = {path: mode.clock.stats() for path, mode in self._cadence}
+            extra = None
+            if clocks:  # one endpoint's figures, or each endpoint's by its path
+                extra = {"cadence": next(iter(clocks.values())) if len(clocks) == 1 else clocks}
             stats = self.stats.body(self.settings.protocol, extra)
             await ex.respond(200, [("content-type", JSON)], stats)
             return
@@ -227,23 +294,30 @@ class StubServer:
             if body is not None:
                 await _send(ex, posted(body, ex.header))
             return
-        if path != wire.path or ex.method != "POST":
+        endpoint = self._endpoint(path) if ex.method == "POST" else None
+        if endpoint is None:
             await _send(ex, wire.route(ex.method, path))
             return
         body = await _body(ex)
         if body is None:
             return
-        if self._cadence is not None:
-            await self._cadence(ex, body)
+        wire, header = endpoint.wire, endpoint.header(ex)
+        if endpoint.signed is not None and self.settings.api_key:
+            denied = endpoint.signed.verify(header, body, self.settings.api_key)
+            if denied is not None:
+                await _send(ex, denied)
+                return
+        if endpoint.cadence is not None:
+            await endpoint.cadence(ex, body)
             return
-        if self._canned is not None:
+        if endpoint.canned is not None:
             self.stats.started += 1
             self.stats.completed += 1
-            await _send(ex, self._canned(body, ex.header))
+            await _send(ex, endpoint.canned(body, header))
             return
-        parsed = await self._parsed(ex, body, wire.parse, wire.fault)
+        parsed = await self._parsed(ex, body, wire.parse, wire.fault, header)
         if parsed is not None:
-            await self._run(ex, self._answer(ex, *parsed))
+            await self._run(ex, self._answer(ex, *parsed, wire, header))
 
     async def _parsed(
         self,
@@ -251,13 +325,14 @@ class StubServer:
         body: bytes,
         parse: Callable[[bytes, HeaderFn], _Asked],
         fault_reply: Callable[[str, _Asked], Reply],
+        header: HeaderFn | None = None,
     ) -> tuple[_Asked, str] | None:
         """The request ``parse`` reads and the fault it asks for (or the
         stub's); ``None`` once a refusal or a fault before the head is sent."""
         self.stats.last_body_sha256 = hashlib.sha256(body).hexdigest()
         self.stats.last_headers = {name: _seen(name, ex.header(name)) for name in _SEEN_HEADERS}
         try:
-            asked = parse(body, ex.header)
+            asked = parse(body, header or ex.header)
         except Rejected as rejected:
             await _send(ex, rejected.reply)
             return None
@@ -306,21 +381,23 @@ class StubServer:
             gone.cancel()
             self.stats.active -= 1
 
-    async def _answer(self, ex: Exchange, req: StubRequest, fault: str) -> None:
+    async def _answer(
+        self, ex: Exchange, req: StubRequest, fault: str, wire: Wire, header: HeaderFn
+    ) -> None:
         if fault == "stall":
             await asyncio.sleep(_STALL_SECONDS)
             return
-        wire, settings = self.wire, self.settings
+        settings = self.settings
         ans = answer(req, wire.tool_id_prefix, settings.tools)
         if not req.stream:
             if fault == "error":
-                reply = wire.failed(req, ex.header)
+                reply = wire.failed(req, header)
             else:
-                reply = wire.complete(req, ans, ex.header)
+                reply = wire.complete(req, ans, header)
             await self._whole(ex, reply, fault)
             return
         stats = self.stats
-        rendering = wire.stream(req, ans, ex.header)
+        rendering = wire.stream(req, ans, header)
         sink = await ex.stream(
             200,
             [

@@ -64,7 +64,7 @@ from flatgate.proxy.backends.base import (
     Translator,
     classify,
 )
-from flatgate.proxy.backends.bedrock import auth
+from flatgate.proxy.backends.bedrock.auth import bearer, sign
 from flatgate.proxy.backends.bedrock.config import (
     INVOKE,
     BedrockConfig,
@@ -155,7 +155,7 @@ class BedrockAdapter:
         parts = urlsplit(config.url)
         self._origin = f"{parts.scheme}://{parts.netloc}"
         key = bearer_of(config, env)
-        self._bearer = auth.bearer(key) if key else []
+        self._bearer = bearer(key) if key else []
         self.credentials: Refreshing[Any] | None = None
         self._aws: Refreshing[AwsCredentials] | None = None
         if not key:
@@ -176,7 +176,7 @@ class BedrockAdapter:
         """``headers`` with the request's credential: the key, or SigV4's."""
         if self._aws is None:
             return headers + self._bearer
-        return auth.sign("POST", url, headers, body, creds=self._aws.current(), region=self.region)
+        return sign("POST", url, headers, body, creds=self._aws.current(), region=self.region)
 
     def _invokes(self, model: str) -> bool:
         return api_for(self.api, model) == INVOKE
