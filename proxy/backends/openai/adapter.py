@@ -43,17 +43,15 @@ body and the answer ``backends.embeddings``'s, with chat's model, key and
 headers.
 
 Azure OpenAI (for ``openai-responses`` too) is configuration of these
-adapters (``backends.azure``, ``OpenAIConventions``): its URLs, its
-``api-key`` header or an Entra ID token, its content-filter refusal.
+adapters (``backends.azure``): a backend with Azure's keys gets this adapter
+with Azure's conventions over it (``openai.azure``: its URLs, its ``api-key``
+header or an Entra ID token, its content-filter refusal).
 
 The stream translator and its finish reasons are ``stream``'s,
 named here too (``OpenAIStream``, ``FINISH_REASONS``). No I/O.
 """
 
 from __future__ import annotations
-
-import contextlib
-from collections.abc import Mapping
 
 import msgspec
 
@@ -65,15 +63,7 @@ from flatgate.proxy.apis.openai_chat.request import (
     ToolChoiceFunction,
     ToolChoiceName,
 )
-from flatgate.proxy.backends.azure import AzureKeys, AzureTarget, content_filter_message, is_azure
-from flatgate.proxy.backends.base import (
-    Inbound,
-    Outbound,
-    Probe,
-    Refusal,
-    RefusalKind,
-    Translator,
-)
+from flatgate.proxy.backends.base import Inbound, Outbound, Probe, Translator
 from flatgate.proxy.backends.embeddings import EMBEDDINGS_PATH, encode_embeddings, read_embeddings
 from flatgate.proxy.backends.extras import (
     messages_for_chat,
@@ -87,8 +77,7 @@ from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.backends.openai.parts import Written, message_with_parts, user_message
 from flatgate.proxy.backends.openai.stream import FINISH_REASONS, OpenAIStream
 from flatgate.proxy.backends.openai.whole import OpenAIWhole
-from flatgate.proxy.transport.base import retry_after
-from flatgate.proxy.transport.credentials import CredentialsUnavailable
+from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.request.decode import Message, Request
 from flatgate.proxy.wire.schema import JSON, ApiDialect, ToolChoiceMode
@@ -241,56 +230,24 @@ def encode_request(
 class OpenAIConventions(JsonAdapter):
     """What OpenAI's APIs share (this one and ``openai-responses``): the key
     as ``Authorization: Bearer``, readiness as ``GET {url}/models``, and
-    embeddings at ``{url}/embeddings`` (``backends.embeddings``).
-
-    Azure OpenAI is this with its own URLs and credential (``backends.azure``:
-    the ``auth`` and ``azure_*`` keys): the key in the ``api-key`` header, or
-    an Entra ID token read per request from ``credentials`` (fetched off the
-    request's path); the deployment URLs with ``api-version`` for each
-    request's model; Azure's content-filter 400 a refusal naming its
-    categories. ``azure`` is ``None`` for any other server, which then pays
-    one test per request for it."""
+    embeddings at ``{url}/embeddings`` (``backends.embeddings``). Azure
+    OpenAI's are ``openai.azure.AzureConventions``, over these."""
 
     embeddings = True
 
-    def __init__(self, config: AzureKeys) -> None:
-        self._key_header = "api-key" if config.auth == "api-key" else "authorization"
+    def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
-        self.azure = AzureTarget(config) if is_azure(config) else None
         self._models = self.base + "/models"
         self._embeddings = self.base + EMBEDDINGS_PATH
-        azure = self.azure
-        if azure is not None:
-            self.credentials = azure.credentials
-            self._models = azure.url("/models", "")
-            self._embeddings = azure.fixed(EMBEDDINGS_PATH) or ""
-            self.url = azure.fixed(self.path) or ""
-
-    def prepare(self, call: Inbound[Request]) -> Outbound:
-        out = super().prepare(call)
-        if self.url or self.azure is None:
-            return out
-        # Azure's deployment URLs, the deployment the request's model.
-        url = self.azure.url(self.path, self.model or call.request().model_name)
-        return Outbound(url, out.headers, out.body, out.omitted, out.whole)
-
-    def headers(self, request_id: str, authorization: str, accept: str) -> list[tuple[str, str]]:
-        headers = super().headers(request_id, authorization, accept)
-        if self.azure is not None and self.credentials is not None:
-            headers += self.azure.token()
-        return headers
 
     def prepare_embeddings(self, call: Inbound[EmbeddingInput]) -> Outbound:
         omitted: list[str] = []
         req = call.request()
-        model = self.model or req.model_name
-        payload = encode_embeddings(req, model=model, omitted=omitted, drop_unsupported=self._drop)
+        payload = encode_embeddings(
+            req, model=self.model or req.model_name, omitted=omitted, drop_unsupported=self._drop
+        )
         headers = self.headers(call.request_id, call.authorization, JSON)
-        url = self._embeddings
-        if not url:
-            assert self.azure is not None
-            url = self.azure.url(EMBEDDINGS_PATH, model)
-        return Outbound(url, headers, payload, tuple(dict.fromkeys(omitted)))
+        return Outbound(self._embeddings, headers, payload, tuple(dict.fromkeys(omitted)))
 
     def embeddings_answer(
         self, body: bytes, request_id: str, model: str, max_bytes: int | None = None
@@ -300,26 +257,12 @@ class OpenAIConventions(JsonAdapter):
         )
 
     def credential(self, key: str) -> list[tuple[str, str]]:
-        if self._key_header == "api-key":
-            return [("api-key", key)]
         return [("authorization", f"Bearer {key}")]
-
-    def refusal(self, status: int, headers: Mapping[str, str], body: bytes) -> Refusal:
-        if self.azure is not None and status == 400:
-            filtered = content_filter_message(body)
-            if filtered is not None:
-                return Refusal(RefusalKind.REJECTED, status, filtered, retry_after(headers))
-        return super().refusal(status, headers, body)
 
     def probe(self) -> Probe:
         if self.health:
             return super().probe()
-        token: list[tuple[str, str]] = []
-        if self.azure is not None and self.credentials is not None:
-            # No token yet: probed without one, so not ready (Azure's 401).
-            with contextlib.suppress(CredentialsUnavailable):
-                token = self.azure.token()
-        return Probe(self._models, [*self.auth, *token, *self.extra])
+        return Probe(self._models, [*self.auth, *self.extra])
 
 
 class OpenAIAdapter(OpenAIConventions):

@@ -4,14 +4,14 @@ hop, a compaction forwarded (``compact``), its keys (``config``) and the
 stub's server of it (``stub``)."""
 
 from flatgate.proxy.backends.protocol import BackendProtocol
-from flatgate.proxy.backends.responses.adapter import ResponsesAdapter
+from flatgate.proxy.backends.responses.adapter import ResponsesAdapter, responses_adapter
 from flatgate.proxy.backends.responses.config import ResponsesConfig, responses_problems
 from flatgate.proxy.backends.responses.stub import ResponsesWire
 
 PROTOCOL = BackendProtocol(
     ResponsesAdapter.protocol,
     ResponsesConfig,
-    ResponsesAdapter,
+    responses_adapter,
     ResponsesWire,
     embeddings="openai",
     check=responses_problems,

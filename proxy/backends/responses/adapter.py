@@ -57,6 +57,11 @@ Embeddings: ``POST {url}/embeddings``, as the ``openai`` adapter sends them
 (``OpenAIConventions``): a server of the Responses API is an
 OpenAI-compatible one.
 
+Azure OpenAI: a backend with Azure's keys (``backends.azure``) gets
+``AzureResponsesAdapter``, this adapter with Azure's conventions over it
+(``openai.azure``: its URL, credential, readiness and content-filter
+refusal); ``responses_adapter`` chooses.
+
 A compaction (``apis.openai_responses.compact``) to a backend whose
 ``compact`` is on: ``POST {url}/responses/compact``
 (``backends.responses.compact``); to any other, the request it is.
@@ -81,6 +86,7 @@ from flatgate.proxy.apis.openai_responses.items import (
 )
 from flatgate.proxy.apis.openai_responses.request import WrittenRequest
 from flatgate.proxy.apis.openai_responses.tools import ToolChoice, ToolDef
+from flatgate.proxy.backends.azure import is_azure
 from flatgate.proxy.backends.base import Inbound, Outbound, Untranslatable
 from flatgate.proxy.backends.extras import (
     FLATGATE_OWN,
@@ -97,6 +103,7 @@ from flatgate.proxy.backends.extras import (
 )
 from flatgate.proxy.backends.json_api import failed_result
 from flatgate.proxy.backends.openai.adapter import OpenAIConventions
+from flatgate.proxy.backends.openai.azure import AzureConventions
 from flatgate.proxy.backends.responses.compact import COMPACT_SUFFIX, compact_body, marked
 from flatgate.proxy.backends.responses.config import ResponsesConfig
 from flatgate.proxy.backends.responses.parts import written_parts
@@ -106,7 +113,7 @@ from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Message, Request
 from flatgate.proxy.wire.schema import JSON, ApiDialect, ToolChoiceMode
 
-__all__ = ["ResponsesAdapter", "encode_request"]
+__all__ = ["AzureResponsesAdapter", "ResponsesAdapter", "encode_request", "responses_adapter"]
 
 # -- the request ---------------------------------------------------------------
 
@@ -417,3 +424,15 @@ class ResponsesAdapter(OpenAIConventions):
         if whole:
             return ResponsesWhole(request_id, self.model or model)
         return ResponsesStream(request_id, self.model or model)
+
+
+class AzureResponsesAdapter(AzureConventions, ResponsesAdapter):
+    """The ``openai-responses`` adapter with Azure OpenAI's conventions
+    (``openai.azure``): ``/openai/v1/responses`` or
+    ``/openai/responses?api-version=``."""
+
+
+def responses_adapter(config: ResponsesConfig) -> ResponsesAdapter:
+    """The ``openai-responses`` protocol's adapter for ``config``: Azure's
+    when its keys say Azure."""
+    return AzureResponsesAdapter(config) if is_azure(config) else ResponsesAdapter(config)

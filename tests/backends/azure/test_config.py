@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 
 from flatgate.proxy.backends.azure import AzureKeys, is_azure
+from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.azure import AzureOpenAIAdapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
+from flatgate.proxy.backends.registry import adapter_for
+from flatgate.proxy.backends.responses.adapter import AzureResponsesAdapter
 from flatgate.proxy.backends.responses.config import ResponsesConfig
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.plumbing.config import ConfigError
@@ -135,3 +139,16 @@ def test_the_responses_api_names_no_deployment_and_compacts_on_v1_only() -> None
 def test_another_protocols_backend_is_told_the_keys_are_not_its_own() -> None:
     found = problems(protocol="anthropic", url="https://api.anthropic.com/v1", auth="entra")
     assert found == ["backends[0].auth: applies to openai and openai-responses backends only"]
+
+
+def test_the_registry_gives_an_azure_backend_azures_conventions() -> None:
+    azure = config_of({"name": "az", "protocol": "openai", "url": V1, "auth": "entra"})
+    plain = config_of({"name": "o", "protocol": "openai", "url": "https://api.openai.com/v1"})
+    responses = config_of({"name": "r", "protocol": "openai-responses", "url": V1, "auth": "entra"})
+    assert type(adapter_for(azure)) is AzureOpenAIAdapter
+    assert type(adapter_for(plain)) is OpenAIAdapter
+    assert type(adapter_for(responses)) is AzureResponsesAdapter
+    assert adapter_for(azure).protocol == "openai"
+    assert adapter_for(responses).protocol == "openai-responses"
+    assert adapter_for(plain).credentials is None
+    assert adapter_for(azure).credentials is not None

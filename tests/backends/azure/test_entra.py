@@ -23,6 +23,7 @@ import pytest
 
 from flatgate.proxy.backends.base import Inbound
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.azure import openai_adapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.transport.azure import ENTRA_SCOPE, entra_token
 from flatgate.proxy.transport.credentials import CredentialsUnavailable
@@ -157,7 +158,7 @@ def entra_backend(**kw: Any) -> OpenAIAdapter:
         "auth": "entra",
         **kw,
     }
-    return OpenAIAdapter(cast(OpenAIConfig, config_of(entry)))
+    return openai_adapter(cast(OpenAIConfig, config_of(entry)))
 
 
 def bearer(adapter: OpenAIAdapter) -> str:

@@ -13,8 +13,9 @@ import pytest
 
 from flatgate.proxy.backends.base import RefusalKind
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter
+from flatgate.proxy.backends.openai.azure import openai_adapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
-from flatgate.proxy.backends.responses.adapter import ResponsesAdapter
+from flatgate.proxy.backends.responses.adapter import ResponsesAdapter, responses_adapter
 from flatgate.proxy.backends.responses.config import ResponsesConfig
 from flatgate.proxy.wire.chunk.frames import Chunk
 from flatgate.proxy.wire.schema import FinishReason
@@ -26,11 +27,11 @@ AZURE = {"url": ENDPOINT, "auth": "api-key", "api_key": "k", "azure_api_version"
 
 
 def chat_backend(**entry: str) -> OpenAIAdapter:
-    return OpenAIAdapter(cast(OpenAIConfig, config_of({"protocol": "openai", **entry})))
+    return openai_adapter(cast(OpenAIConfig, config_of({"protocol": "openai", **entry})))
 
 
 CHAT = chat_backend(name="az", **AZURE)
-RESPONSES = ResponsesAdapter(
+RESPONSES = responses_adapter(
     cast(ResponsesConfig, config_of({"name": "az", "protocol": "openai-responses", **AZURE}))
 )
 PLAIN = chat_backend(name="o", url="https://api.openai.com/v1")

@@ -19,8 +19,9 @@ import pytest
 from flatgate.proxy.backends import azure as azure_module
 from flatgate.proxy.backends.base import Inbound, Outbound
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter, OpenAIConventions
+from flatgate.proxy.backends.openai.azure import openai_adapter
 from flatgate.proxy.backends.openai.config import OpenAIConfig
-from flatgate.proxy.backends.responses.adapter import ResponsesAdapter
+from flatgate.proxy.backends.responses.adapter import ResponsesAdapter, responses_adapter
 from flatgate.proxy.backends.responses.config import ResponsesConfig
 from flatgate.proxy.wire.embeddings import read_embedding_request, write_embedding_request
 from tests.backends.helpers import config_of, request, user
@@ -94,7 +95,7 @@ def entra(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def openai_backend(**kw: Any) -> OpenAIAdapter:
-    adapter = OpenAIAdapter(
+    adapter = openai_adapter(
         cast(OpenAIConfig, config_of({"name": "az", "protocol": "openai", **kw}))
     )
     if adapter.credentials is not None:
@@ -104,7 +105,7 @@ def openai_backend(**kw: Any) -> OpenAIAdapter:
 
 def responses_backend(**kw: Any) -> ResponsesAdapter:
     entry = {"name": "az", "protocol": "openai-responses", **kw}
-    adapter = ResponsesAdapter(cast(ResponsesConfig, config_of(entry)))
+    adapter = responses_adapter(cast(ResponsesConfig, config_of(entry)))
     if adapter.credentials is not None:
         adapter.credentials.refresh()
     return adapter
