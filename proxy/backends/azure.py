@@ -152,7 +152,7 @@ class AzureTarget:
     """Where one Azure backend's requests go, and the Entra ID token they
     carry (``credentials``; ``None`` for a key)."""
 
-    __slots__ = ("_deployment", "_query", "_root", "credentials")
+    __slots__ = ("_deployment", "_header", "_query", "_root", "_token", "credentials")
 
     def __init__(self, config: AzureKeys) -> None:
         self._root = config.url.rstrip("/")
@@ -160,6 +160,8 @@ class AzureTarget:
         self._query = f"?api-version={quote(version, safe='')}" if version else ""
         self._deployment = config.azure_deployment
         self.credentials: Refreshing[str] | None = None
+        self._token = ""
+        self._header: list[tuple[str, str]] = []
         if config.auth == "entra":
             fetch = entra_token(config.azure_scope, config.azure_credential, config.azure_client_id)
             self.credentials = Refreshing(f"backend {config.name} (Entra ID)", fetch)
@@ -186,11 +188,15 @@ class AzureTarget:
 
     def token(self) -> list[tuple[str, str]]:
         """The Entra ID token's header (``CredentialsUnavailable`` when
-        there is none yet); ``[]`` for a key."""
+        there is none yet); ``[]`` for a key. Made once per token, not per request."""
         creds = self.credentials
         if creds is None:
             return []
-        return [("authorization", "Bearer " + creds.current())]
+        value = creds.current()
+        if value is not self._token:
+            self._token = value
+            self._header = [("authorization", "Bearer " + value)]
+        return self._header
 
 
 def openai_path(path: str) -> str:

@@ -313,13 +313,20 @@ class JsonAdapter:
         stream it, and the backend's ``whole_answers`` is on."""
         return self.whole and not req.stream
 
+    def endpoint(self, model: str) -> str:
+        """The URL of a request to ``model`` when ``url`` is ``""``: one that
+        depends on the model (Azure OpenAI's deployment URLs)."""
+        raise NotImplementedError
+
     def prepare(self, call: Inbound[Request]) -> Outbound:
         req = call.request()
         omitted: list[str] = []
         whole = self.whole_for(req)
-        payload = self.encode(req, self.model or req.model_name, omitted, whole)
+        model = self.model or req.model_name
+        payload = self.encode(req, model, omitted, whole)
         headers = self.headers(call.request_id, call.authorization, JSON if whole else SSE)
-        return Outbound(self.url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
+        url = self.url or self.endpoint(model)
+        return Outbound(url, headers, payload, tuple(dict.fromkeys(omitted)), whole)
 
     def headers(self, request_id: str, authorization: str, accept: str) -> list[tuple[str, str]]:
         """What goes with a JSON body: its type, ``accept``, the request id,

@@ -9,7 +9,7 @@ own; Azure changes, from its keys (``backends.azure``):
 
 - where a request goes (``AzureTarget``): the v1 API's URLs, or the
   deployment URLs with ``api-version``, the deployment the request's model
-  when ``azure_deployment`` names none (known only per request, then);
+  when ``azure_deployment`` names none (``endpoint``: made once per model);
 - the credential: ``api_key`` in the ``api-key`` header, or an Entra ID token
   read per request from ``credentials`` (without I/O: the service's refresher
   fetches it off the request's path; none yet is ``CredentialsUnavailable``,
@@ -36,9 +36,11 @@ from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.transport.base import retry_after
 from flatgate.proxy.transport.credentials import CredentialsUnavailable
 from flatgate.proxy.wire.embeddings import EmbeddingInput
-from flatgate.proxy.wire.request.decode import Request
 
 __all__ = ["AzureConventions", "AzureOpenAIAdapter", "openai_adapter"]
+
+# The deployment URLs kept, one per model (``AzureConventions.endpoint``).
+_ENDPOINTS = 256
 
 
 class AzureConventions(OpenAIConventions):
@@ -54,19 +56,24 @@ class AzureConventions(OpenAIConventions):
         self._models = target.url("/models", "")
         # "": known per request (the deployment is the request's model).
         self._embeddings = target.fixed(EMBEDDINGS_PATH) or ""
+        # "": known per request (``endpoint``).
         self.url = target.fixed(self.path) or ""
+        self._endpoints: dict[str, str] = {}
 
     def credential(self, key: str) -> list[tuple[str, str]]:
         if self._azure_auth == "api-key":
             return [("api-key", key)]
         return super().credential(key)
 
-    def prepare(self, call: Inbound[Request]) -> Outbound:
-        out = super().prepare(call)
-        if self.url:
-            return out
-        url = self.azure.url(self.path, self.model or call.request().model_name)
-        return Outbound(url, out.headers, out.body, out.omitted, out.whole)
+    def endpoint(self, model: str) -> str:
+        """The deployment URL of ``model`` (made once per model: at most
+        ``_ENDPOINTS`` kept, the routed names being the callers')."""
+        url = self._endpoints.get(model)
+        if url is None:
+            if len(self._endpoints) >= _ENDPOINTS:
+                self._endpoints.clear()
+            url = self._endpoints[model] = self.azure.url(self.path, model)
+        return url
 
     def prepare_embeddings(self, call: Inbound[EmbeddingInput]) -> Outbound:
         out = super().prepare_embeddings(call)

@@ -221,3 +221,14 @@ def test_v1_responses_embeddings_and_models() -> None:
 
     theirs = captured(lambda c: c.models.list(), v1_sdk(KEY))
     assert openai_backend(url=V1, **KEYED).probe().url == str(theirs.url)
+
+
+def test_a_deployment_url_is_made_once_per_model_and_few_are_kept() -> None:
+    adapter = openai_backend(**DATED, **KEYED)
+    first = sent(adapter, "dep-a").url
+    assert sent(adapter, "dep-a").url is first  # the one made for dep-a
+    for i in range(1000):  # routed names are the callers': never an unbounded table
+        assert sent(adapter, f"dep-{i}").url.endswith(
+            f"/deployments/dep-{i}/chat/completions?api-version={VERSION}"
+        )
+    assert len(adapter._endpoints) <= 256  # type: ignore[attr-defined]
