@@ -96,14 +96,13 @@ class AzureConventions(OpenAIConventions):
         return super().refusal(status, headers, body)
 
     def probe(self) -> Probe:
-        if self.health:
-            return super().probe()
+        """``GET`` Azure's models endpoint (or ``health_path``), with the
+        token when there is one: none yet, Azure's 401 says not ready."""
         token: list[tuple[str, str]] = []
         if self.credentials is not None:
-            # No token yet: probed without one, so not ready (Azure's 401).
             with contextlib.suppress(CredentialsUnavailable):
                 token = self.azure.token()
-        return Probe(self._models, [*self.auth, *token, *self.extra])
+        return Probe(self.health or self._models, [*self.auth, *token, *self.extra])
 
 
 class AzureOpenAIAdapter(AzureConventions, OpenAIAdapter):

@@ -232,3 +232,9 @@ def test_a_deployment_url_is_made_once_per_model_and_few_are_kept() -> None:
             f"/deployments/dep-{i}/chat/completions?api-version={VERSION}"
         )
     assert len(adapter._endpoints) <= 256  # type: ignore[attr-defined]
+
+
+def test_a_health_path_is_probed_with_the_token() -> None:
+    probe = openai_backend(url=V1, auth="entra", health_path="/healthz").probe()
+    assert probe.url == f"{ENDPOINT}/healthz"
+    assert auth_of(probe.headers) == {"authorization": f"Bearer {TOKEN}"}
