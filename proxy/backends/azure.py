@@ -1,7 +1,10 @@
 """Azure OpenAI as configuration of the ``openai`` and ``openai-responses``
 backends: the keys both declare (``AzureKeys``), their checks, where a
-request goes and the credential it carries (``AzureTarget``), and Azure's
-content-filter refusal (``content_filter_message``).
+request goes and the credential it carries (``AzureTarget``), Azure's
+content-filter refusal (``content_filter_message``) and its paths as the
+OpenAI API's own (``openai_path``, the stub's reading). The adapters' side
+is ``openai.azure`` (``AzureConventions``, over both adapters, chosen by
+each protocol's adapter factory when ``is_azure``).
 
 The keys, declared once here, inherited by ``OpenAIConfig`` and
 ``ResponsesConfig``:
@@ -39,7 +42,12 @@ each client API renders it its own way (Chat Completions
 prompt Azure filters is its 400 with ``error.code: content_filter`` (or
 ``innererror.code: ResponsibleAIPolicyViolation``): a refusal passed to
 the caller as a 400 whose message names the categories filtered
-(``content_filter_message``). No I/O.
+(``content_filter_message``; both ``innererror.content_filter_result``,
+which Azure sends, and ``content_filter_results``, which its REST reference
+names, and the Responses API's ``content_filters`` entries). Azure's other
+annotations (``prompt_filter_results``, a choice's
+``content_filter_results``, the asynchronous filter's annotation chunks) are
+not carried: no client API has a field for them. No I/O.
 """
 
 from __future__ import annotations
