@@ -12,6 +12,8 @@ import asyncio
 import ipaddress
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -241,3 +243,20 @@ def test_the_guard_catches_a_connection_outside_loopback(loopback_only: list[str
     with socket.socket() as s, pytest.raises(AssertionError, match="outside loopback"):
         s.connect(("10.0.0.1", 80))
     loopback_only.clear()
+
+
+def test_azure_identity_is_imported_only_by_a_fetch() -> None:
+    """A gateway with no Entra ID backend never pays azure-identity's import."""
+    script = (
+        "import sys\n"
+        "from flatgate.proxy.backends.registry import adapter_for, backend_config\n"
+        "from flatgate.proxy.plumbing.config import Problems\n"
+        "entry = {'name': 'az', 'protocol': 'openai', 'auth': 'entra',\n"
+        "         'url': 'https://contoso.openai.azure.com/openai/v1'}\n"
+        "adapter_for(backend_config(entry, 'b', Problems()))\n"
+        "assert 'azure.identity' not in sys.modules, 'imported'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
