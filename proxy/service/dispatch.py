@@ -483,7 +483,10 @@ class Dispatcher:
 
     async def probe(self, backend: Backend) -> bool:
         """Whether ``backend`` is ready (see ``backends.base.Probe``)."""
-        probe: Probe = backend.adapter.probe()
+        try:
+            probe: Probe = backend.adapter.probe()
+        except CredentialsUnavailable:  # not fetched yet, or expired: not ready
+            return False
         try:
             resp = await self._transport().request(
                 Upstream(

@@ -25,7 +25,6 @@ per request for Azure. No I/O.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 
 from flatgate.proxy.backends.azure import AzureKeys, AzureTarget, content_filter_message, is_azure
@@ -34,7 +33,6 @@ from flatgate.proxy.backends.embeddings import EMBEDDINGS_PATH
 from flatgate.proxy.backends.openai.adapter import OpenAIAdapter, OpenAIConventions
 from flatgate.proxy.backends.openai.config import OpenAIConfig
 from flatgate.proxy.transport.base import retry_after
-from flatgate.proxy.transport.credentials import CredentialsUnavailable
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 
 __all__ = ["AzureConventions", "AzureOpenAIAdapter", "openai_adapter"]
@@ -97,11 +95,9 @@ class AzureConventions(OpenAIConventions):
 
     def probe(self) -> Probe:
         """``GET`` Azure's models endpoint (or ``health_path``), with the
-        token when there is one: none yet, Azure's 401 says not ready."""
-        token: list[tuple[str, str]] = []
-        if self.credentials is not None:
-            with contextlib.suppress(CredentialsUnavailable):
-                token = self.azure.token()
+        token (``CredentialsUnavailable`` before the first fetch: the
+        dispatcher's probe says not ready without asking)."""
+        token = self.azure.token() if self.credentials is not None else []
         return Probe(self.health or self._models, [*self.auth, *token, *self.extra])
 
 
