@@ -343,12 +343,15 @@ def encode_request(
     betas: list[str] | None = None,
     drop_unsupported: bool = False,
     whole: bool = False,
+    stream_field: bool = True,
 ) -> bytes:
     """The Messages API JSON body for ``req``; ``Untranslatable`` if it cannot
     be. What it leaves out is appended to ``omitted``, the client's betas (for
     the ``anthropic-beta`` header) to ``betas``. A field of another dialect's
     extras with no mapping is refused unless ``drop_unsupported``. ``whole``:
-    the answer is asked for whole (``stream: false``), else streamed."""
+    the answer is asked for whole (``stream: false``), else streamed;
+    ``stream_field`` false: no ``stream`` at all (Bedrock's InvokeModel, whose
+    operation says it)."""
     if omitted is None:
         omitted = []
     _left_out(req, omitted)
@@ -405,7 +408,7 @@ def encode_request(
         top_p=req.top_p,
         top_k=req.top_k or None,
         metadata=Metadata(req.user) if req.user else None,
-        stream=not whole,
+        stream=(not whole) if stream_field else None,
     )
     for name, _ in merged:
         if name in _WRITES:  # the client's own value wins

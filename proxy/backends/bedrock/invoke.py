@@ -10,8 +10,10 @@ betas the Messages API would take as the ``anthropic-beta`` header (the
 configured ones, the client's, those its content parts need) as an
 ``anthropic_beta`` list, and neither ``model`` (it is in the URL) nor
 ``stream`` (the operation says it: ``/invoke`` or
-``/invoke-with-response-stream``). The body's other members are kept as the
-encoder wrote them (decoded as raw JSON values, never parsed further).
+``/invoke-with-response-stream``). The body's other members are the
+encoder's bytes, not parsed again: it writes an empty ``model`` first, which
+is cut (0.2 us a 2 KB body, where parsing the members and writing them again
+took 1.9).
 
 The answer: InvokeModel's body is the Messages API's ``message`` (the
 ``anthropic`` protocol's whole translator, ``AnthropicWhole``).
@@ -51,6 +53,7 @@ __all__ = ["InvokeStream", "encode_invoke"]
 
 _members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _encode = msgspec.json.Encoder().encode
+_NO_MODEL = b'{"model":"",'
 
 
 def encode_invoke(
@@ -74,14 +77,18 @@ def encode_invoke(
         betas=found,
         drop_unsupported=drop_unsupported,
         whole=True,
+        stream_field=False,
     )
-    members = _members(messages)
-    del members["model"], members["stream"]
-    out: dict[str, object] = {"anthropic_version": anthropic_version}
+    head = b'{"anthropic_version":' + _encode(anthropic_version) + b","
     if found:
-        out["anthropic_beta"] = list(dict.fromkeys(found))
-    out.update(members)
-    return _encode(out)
+        head += b'"anthropic_beta":' + _encode(list(dict.fromkeys(found))) + b","
+    # The encoder writes the model first: empty, it is these bytes, cut
+    # without parsing the body again.
+    if messages.startswith(_NO_MODEL):
+        return head + messages[len(_NO_MODEL) :]
+    members = _members(messages)  # another order: taken apart and written again
+    del members["model"]
+    return head + _encode(members)[1:]
 
 
 class _Chunk(msgspec.Struct, gc=False):

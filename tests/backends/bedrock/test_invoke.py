@@ -105,6 +105,27 @@ def test_cache_control_thinking_and_extras_reach_claude_unchanged() -> None:
     assert omitted == []
 
 
+def test_a_body_not_in_the_encoders_order_is_taken_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flatgate.proxy.backends.bedrock import invoke
+
+    monkeypatch.setattr(
+        invoke, "encode_request", lambda *a, **k: b'{"max_tokens":5,"model":"","messages":[]}'
+    )
+    doc = json.loads(_encode_body())
+    assert doc == {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 5, "messages": []}
+
+
+def _encode_body() -> bytes:
+    return encode_invoke(
+        request({"model": "m", "messages": [{"role": "user", "content": "x"}]}),
+        anthropic_version="bedrock-2023-05-31",
+        default_max_tokens=1,
+        betas=[],
+        omitted=[],
+        drop_unsupported=False,
+    )
+
+
 def test_what_messages_cannot_take_is_named() -> None:
     doc, omitted = _encode(
         request({"model": "m", "seed": 3, "messages": [{"role": "user", "content": "x"}]})
