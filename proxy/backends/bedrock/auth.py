@@ -17,6 +17,14 @@ botocore's signer, or a Bedrock API key; and the stub's check of either.
   signed, at the time it says it was signed (at most ``MAX_SKEW`` seconds
   from now, as AWS allows), and compared in constant time.
 
+The request botocore signs is a light one of ours (``_Request``: the
+attributes ``SigV4Auth`` reads, its headers a dict whose names are lower
+case) and ``_Signer`` lists the headers to sign from it without botocore's
+``HTTPHeaders`` (an ``email.message`` underneath): every step of SigV4 is
+still botocore's (the canonical request, the string to sign, the key and
+the signature), and the tests hold the headers to those botocore's own
+client writes. 48 us a 2 KB request here, against 71 through ``AWSRequest``.
+
 Pure: the credentials are given (``transport.aws`` fetches them), the clock
 is read.
 """
@@ -26,10 +34,9 @@ from __future__ import annotations
 import datetime
 import hmac
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from botocore.auth import SIGV4_TIMESTAMP, SigV4Auth
-from botocore.awsrequest import AWSRequest
+from botocore.auth import SIGNED_HEADERS_BLACKLIST, SIGV4_TIMESTAMP, SigV4Auth, _host_from_url
 from botocore.credentials import Credentials
 
 from flatgate.proxy.transport.aws import AwsCredentials
@@ -48,6 +55,53 @@ _AUTH = re.compile(
 )
 
 
+class _Headers(dict[str, str]):
+    """Header names in lower case, looked up in any case (as botocore does)."""
+
+    def __setitem__(self, name: str, value: str) -> None:
+        super().__setitem__(name.lower(), value)
+
+    def __getitem__(self, name: str) -> str:
+        return super().__getitem__(name.lower())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and super().__contains__(name.lower())
+
+    def __delitem__(self, name: str) -> None:
+        super().__delitem__(name.lower())
+
+    def get_all(self, name: str) -> list[str]:
+        value = self.get(name.lower())
+        return [] if value is None else [value]
+
+
+class _Request:
+    """What ``SigV4Auth`` reads of a request."""
+
+    __slots__ = ("body", "context", "headers", "method", "params", "url")
+
+    def __init__(self, method: str, url: str, headers: Iterable[Header], body: bytes) -> None:
+        self.method = method
+        self.url = url
+        self.body = body
+        self.context: dict[str, object] = {}
+        self.params: dict[str, str] = {}
+        self.headers = _Headers()
+        for name, value in headers:
+            self.headers[name] = value
+
+
+class _Signer(SigV4Auth):  # type: ignore[misc]
+    def headers_to_sign(self, request: _Request) -> _Headers:
+        out = _Headers()
+        for name, value in request.headers.items():
+            if name not in SIGNED_HEADERS_BLACKLIST:
+                dict.__setitem__(out, name, value)
+        if "host" not in out:
+            dict.__setitem__(out, "host", _host_from_url(request.url))
+        return out
+
+
 def bearer(key: str) -> list[Header]:
     """A Bedrock API key's header."""
     return [("authorization", f"Bearer {key}")]
@@ -64,16 +118,14 @@ def sign(
 ) -> list[Header]:
     """``headers`` and the SigV4 headers that sign the request (see the
     module docstring)."""
-    request = AWSRequest(method, url, headers=dict(headers), data=body)
-    signer = SigV4Auth(
-        Credentials(creds.access_key, creds.secret_key, creds.token), SERVICE, region
-    )
+    request = _Request(method, url, headers, body)
+    signer = _Signer(Credentials(creds.access_key, creds.secret_key, creds.token), SERVICE, region)
     signer.add_auth(request)
     out = list(headers)
-    out.append(("x-amz-date", request.headers["X-Amz-Date"]))
+    out.append(("x-amz-date", request.headers["x-amz-date"]))
     if creds.token:
         out.append(("x-amz-security-token", creds.token))
-    out.append(("authorization", request.headers["Authorization"]))
+    out.append(("authorization", request.headers["authorization"]))
     return out
 
 
@@ -117,9 +169,9 @@ def verify(
             return f"the signed header {name!r} is missing"
         values[name] = value
     token = values.get("x-amz-security-token")
-    request = AWSRequest(method, url, headers=values, data=body)
+    request = _Request(method, url, values.items(), body)
     request.context["timestamp"] = stamp
-    signer = SigV4Auth(Credentials(access_key, secret, token), SERVICE, region)
+    signer = _Signer(Credentials(access_key, secret, token), SERVICE, region)
     expected = signer.signature(
         signer.string_to_sign(request, signer.canonical_request(request)), request
     )
