@@ -135,11 +135,13 @@ class InvokeStream(AnthropicStream):
 
     def _take(self, messages: list[EventMessage], out: list[bytes]) -> None:
         """Each message's frames into ``out``: a chunk's event, or the end
-        an exception (or a chunk that does not decode) makes."""
+        an exception (or a chunk that does not decode) makes. The headers are
+        read as the dict they are (once per token: no helper calls)."""
         events: list[tuple[bytes, bytes]] = []
         for msg in messages:
-            if message_type(msg) == "event":
-                if event_type(msg) != "chunk":
+            headers = msg.headers
+            if headers.get(":message-type") == "event":
+                if headers.get(":event-type") != "chunk":
                     continue
                 try:
                     events.append((b"", _decode_chunk(msg.payload).data))
