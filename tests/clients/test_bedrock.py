@@ -267,3 +267,45 @@ def test_claude_code_runs_through_bedrock_with_an_image(
     text = result["result"]
     assert image_echo(PNG) in text and text.index(image_echo(PNG)) < text.index(prompt), text
     _signed(stack)
+
+
+def test_claude_code_in_bedrock_mode_takes_the_stub_for_bedrock(
+    stack: BedrockStack, tmp_path: Path
+) -> None:
+    """Claude Code's own Bedrock client (CLAUDE_CODE_USE_BEDROCK, its own
+    SigV4 signer, which keeps ``:`` in the model id's path) against the stub
+    itself: the stub is a Bedrock a real client takes, image and all."""
+    if not CLAUDE.exists():
+        raise RuntimeError(f"{CLAUDE} is missing: `make test` installs it")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "shot.png").write_bytes(PNG)
+    env = claude_env(tmp_path, stack.stub.url, "unused")
+    del env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_API_KEY"]
+    env |= {
+        "CLAUDE_CODE_USE_BEDROCK": "1",
+        "ANTHROPIC_BEDROCK_BASE_URL": stack.stub.url,
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "AKIDCLAUDECODE",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+    }
+    prompt = "what color is this image? @shot.png"
+    done = subprocess.run(
+        [str(CLAUDE), "-p", prompt, "--model", CLAUDE_ID, "--output-format", "stream-json",
+         "--verbose"],
+        cwd=tmp_path / "project",
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )  # fmt: skip
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
+    assert done.returncode == 0, f"{result.get('result')}\n{done.stderr[-3000:]}"
+    assert (result["subtype"], result["is_error"]) == ("success", False)
+    assert image_echo(PNG) in result["result"]
+    _signed(stack)

@@ -175,20 +175,26 @@ class _Bedrock:
 
     def verify(self, header: HeaderFn, body: bytes, api_key: str) -> Reply | None:
         """A SigV4 signature checked over the body (``None``: good, or a key).
-        The server gives the path decoded; it is signed as sent, the model id
-        escaped as botocore escapes it (every character but ``-_.~``)."""
+        The server gives the path decoded, and a signature covers it as it
+        was sent: the model id as the clients escape it is tried, botocore's
+        way (every character but ``-_.~``) and the anthropic SDKs' (Python's,
+        and Claude Code's, keep ``:``)."""
         if not (header("authorization") or "").startswith("AWS4-HMAC-SHA256"):
             return None
         path = header(":path") or ""
-        m = _TARGET.fullmatch(path)
-        if m is not None:
-            path = f"/model/{quote(m.group(1), safe='')}/{m.group(2)}"
-        url = f"http://{header('host') or ''}{path}"
         query = header(":query")
-        if query:
-            url += f"?{query}"
-        why = verify("POST", url, header, body, api_key)
-        return None if not why else error_reply(403, "InvalidSignatureException", why)
+        m = _TARGET.fullmatch(path)
+        tried = [path]
+        if m is not None:
+            escaped = (quote(m.group(1), safe=safe) for safe in ("", ":;"))
+            tried = list(dict.fromkeys(f"/model/{e}/{m.group(2)}" for e in escaped))
+        why = ""
+        for sent in tried:
+            url = f"http://{header('host') or ''}{sent}" + (f"?{query}" if query else "")
+            why = verify("POST", url, header, body, api_key)
+            if not why:
+                return None
+        return error_reply(403, "InvalidSignatureException", why)
 
     def fault(self, fault: str, req: StubRequest) -> Reply:
         if fault == "rate_limit":
