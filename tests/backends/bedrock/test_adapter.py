@@ -279,3 +279,28 @@ def test_embeddings_of_a_titan_model() -> None:
     assert read_embedding_response(answer).model == "amazon.titan-embed-text-v2:0"
     op = _SERVICE.operation_model("InvokeModel")
     assert op.http["requestUri"] == "/model/{modelId}/invoke"
+
+
+def test_the_registry_converts_and_checks_a_bedrock_entry() -> None:
+    from flatgate.proxy.backends.registry import (
+        adapter_for,
+        backend_config,
+        backend_problems,
+        kinds,
+    )
+
+    problems = Problems()
+    entry = {"name": "b", "protocol": "bedrock", "url": "http://127.0.0.1:9", "api": "invoke"}
+    config = backend_config(entry, "backends[0]", problems)
+    assert isinstance(config, BedrockConfig) and problems == []
+    assert kinds(config) == ("completions", "embeddings")
+    assert backend_problems(config, "backends[0]", {}) == [
+        "backends[0].region: required: the url's host names no region "
+        "(bedrock-runtime.<region>.amazonaws.com)"
+    ]
+    assert isinstance(adapter_for(config), BedrockAdapter)
+    foreign = backend_config({**entry, "max_tokens_field": "max_tokens"}, "backends[1]", problems)
+    assert foreign is None
+    assert problems == ["backends[1].max_tokens_field: applies to openai backends only"]
+    wrong = backend_config({**entry, "api": "chat"}, "backends[2]", Problems())
+    assert wrong is None
