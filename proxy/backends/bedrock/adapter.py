@@ -16,7 +16,8 @@ streamed, as the ``anthropic`` backend's):
   ``AnthropicWhole``) or ``/invoke-with-response-stream``
   (``x-amzn-bedrock-accept: application/json``; ``invoke.InvokeStream``),
   the body ``invoke.encode_invoke``'s; the configured ``anthropic-beta``
-  header goes into the body's ``anthropic_beta``, not out as a header;
+  header goes into the body's ``anthropic_beta``, not out as a header (to
+  Converse it goes as configured, a header);
 - embeddings: ``/invoke`` with ``embeddings.encode_embeddings``'s body
   (Titan Text Embeddings, Cohere Embed), read by ``read_embeddings``.
 
@@ -163,14 +164,14 @@ class BedrockAdapter:
                 f"backend {config.name} (AWS credentials)", aws_credentials(config.aws_profile)
             )
             self.credentials = self._aws
-        # The configured anthropic-beta goes into InvokeModel's body.
+        # The configured headers; on InvokeModel, anthropic-beta goes into
+        # the body instead (Converse and embeddings are sent it as configured).
+        self.extra = list(config.headers.items())
+        self._invoke_extra = [(k, v) for k, v in self.extra if k.lower() != BETA_HEADER]
         self._betas: list[str] = []
-        self.extra: list[tuple[str, str]] = []
-        for name, value in config.headers.items():
+        for name, value in self.extra:
             if name.lower() == BETA_HEADER:
                 self._betas += split_betas(value)
-            else:
-                self.extra.append((name, value))
 
     def _send(self, url: str, headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]:
         """``headers`` with the request's credential: the key, or SigV4's."""
@@ -186,7 +187,9 @@ class BedrockAdapter:
         model = self.model or req.model_name
         omitted: list[str] = []
         headers = [("content-type", JSON)]
+        extra = self.extra
         if self._invokes(model):
+            extra = self._invoke_extra
             budget = req.max_tokens or self._default_max
             whole = self.whole and not req.stream and budget <= LONGEST_WHOLE_TOKENS
             body = encode_invoke(
@@ -210,7 +213,7 @@ class BedrockAdapter:
             headers.append(("accept", JSON if whole else EVENT_STREAM))
         url = model_path(self.base, model, operation)
         headers.append(("x-request-id", call.request_id))
-        headers += self.extra
+        headers += extra
         sent = self._send(url, headers, body)
         return Outbound(url, sent, body, tuple(dict.fromkeys(omitted)), whole)
 

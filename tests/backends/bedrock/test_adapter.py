@@ -161,6 +161,9 @@ def test_the_configured_beta_goes_into_the_body_not_out_as_a_header() -> None:
     headers = dict(out.headers)
     assert "anthropic-beta" not in headers and headers["x-team"] == "a"
     assert json.loads(out.body)["anthropic_beta"] == ["context-1m-2025-08-07"]
+    # Converse is sent the headers as configured.
+    converse = dict(a.prepare(_call(_CHAT, "amazon.nova-pro-v1:0")).headers)
+    assert converse["anthropic-beta"] == "context-1m-2025-08-07"
 
 
 @pytest.mark.parametrize(
