@@ -27,15 +27,23 @@ _SEEN: list[str] = []
 _WATCHING = threading.Event()
 
 
+class LeftLoopback(RuntimeError):
+    """Raised by the audit hook before a socket reaches outside loopback."""
+
+
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if not _WATCHING.is_set():
         return
-    if event == "socket.connect":
-        address = args[1]
-        if isinstance(address, tuple):
-            _SEEN.append(str(address[0]))
+    host = None
+    if event == "socket.connect" and isinstance(args[1], tuple):
+        host = str(args[1][0])
     elif event == "socket.getaddrinfo":
-        _SEEN.append(str(args[0]))
+        host = str(args[0])
+    if host is None:
+        return
+    _SEEN.append(host)
+    if _outside([host]):  # stopped before any packet is sent
+        raise LeftLoopback(f"a connection to {host} outside 127.0.0.0/8")
 
 
 sys.addaudithook(_audit)
@@ -112,6 +120,18 @@ class _Fake(BaseHTTPRequestHandler):
         else:
             self._send(404, "")
 
+    def do_POST(self) -> None:
+        """STS's AssumeRoleWithWebIdentity (the query protocol's form body)."""
+        form = self.rfile.read(int(self.headers["content-length"])).decode()
+        self.seen.append(f"POST {self.path} {form}")
+        if (
+            "Action=AssumeRoleWithWebIdentity" not in form
+            or "WebIdentityToken=irsa-jwt" not in form
+        ):
+            self._send(400, "")
+            return
+        self._send(200, _STS_ANSWER.format(expires=_expiry(60)), "text/xml")
+
     def do_GET(self) -> None:
         self.seen.append(f"GET {self.path}")
         creds = {
@@ -139,6 +159,24 @@ class _Fake(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+_STS_ANSWER = """<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+  <AssumeRoleWithWebIdentityResult>
+    <Credentials>
+      <AccessKeyId>ASIAIRSA</AccessKeyId>
+      <SecretAccessKey>irsa-secret</SecretAccessKey>
+      <SessionToken>irsa-session</SessionToken>
+      <Expiration>{expires}</Expiration>
+    </Credentials>
+    <SubjectFromWebIdentityToken>system:serviceaccount:ns:flatgate</SubjectFromWebIdentityToken>
+    <AssumedRoleUser>
+      <Arn>arn:aws:sts::123456789012:assumed-role/flatgate/s</Arn>
+      <AssumedRoleId>AROAEXAMPLE:s</AssumedRoleId>
+    </AssumedRoleUser>
+  </AssumeRoleWithWebIdentityResult>
+  <ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata>
+</AssumeRoleWithWebIdentityResponse>"""
 
 
 @pytest.fixture
@@ -214,16 +252,39 @@ def test_container_credentials_from_a_loopback_endpoint(
 
 
 def test_the_guard_sees_a_connection_outside_loopback() -> None:
-    """The audit hook itself, fed the event a connect raises (no packet is
-    sent: the event is raised by hand, as ``socket.connect`` raises it)."""
+    """The audit hook itself: a connect to the metadata address is stopped
+    before the socket sends anything, one to loopback is let through."""
     import socket
 
     _SEEN.clear()
     _WATCHING.set()
     try:
-        with socket.socket() as s:
-            sys.audit("socket.connect", s, ("169.254.169.254", 80))
-            sys.audit("socket.connect", s, ("127.0.0.1", 80))
+        with socket.socket() as s, pytest.raises(LeftLoopback):
+            s.connect(("169.254.169.254", 80))
+        with pytest.raises(LeftLoopback):
+            socket.getaddrinfo("sts.amazonaws.com", 443)
+        sys.audit("socket.connect", None, ("127.0.0.1", 80))
     finally:
         _WATCHING.clear()
-    assert _outside(_SEEN) == ["169.254.169.254"]
+    assert _SEEN == ["169.254.169.254", "sts.amazonaws.com", "127.0.0.1"]
+
+
+def test_web_identity_as_on_eks_from_a_loopback_sts(
+    no_aws: Path, monkeypatch: pytest.MonkeyPatch, fake: int, loopback_only: list[str]
+) -> None:
+    """IRSA: a service account's token file and a role, exchanged at STS
+    (AWS_ENDPOINT_URL_STS: the fake on loopback) for credentials that expire."""
+    (no_aws / "token").write_text("irsa-jwt")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(no_aws / "token"))
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/flatgate")
+    monkeypatch.setenv("AWS_ROLE_SESSION_NAME", "flatgate-test")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", f"http://127.0.0.1:{fake}")
+    creds, expires = aws_credentials()()
+    assert (creds.access_key, creds.secret_key, creds.token) == (
+        "ASIAIRSA", "irsa-secret", "irsa-session",
+    )  # fmt: skip
+    assert expires is not None
+    [call] = _Fake.seen
+    assert call.startswith("POST / ") and "RoleArn=arn%3Aaws%3Aiam" in call
