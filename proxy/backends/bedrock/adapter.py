@@ -130,6 +130,15 @@ def _message(body: bytes) -> str:
     return text or body[:512].decode("utf-8", "replace").strip() or "no message"
 
 
+def _without_default_port(url: str) -> str:
+    """``url`` without a port its scheme implies: botocore signs ``host`` so
+    (``bedrock-runtime...com``), and the transport sends the url's."""
+    parts = urlsplit(url)
+    if (parts.scheme, parts.port) in (("https", 443), ("http", 80)):
+        return parts._replace(netloc=parts.netloc.rsplit(":", 1)[0]).geturl()
+    return url
+
+
 def model_path(base: str, model: str, operation: str) -> str:
     """The url of ``operation`` on ``model`` (escaped as one path segment)."""
     return f"{base}/model/{quote(model, safe='')}/{operation}"
@@ -144,7 +153,7 @@ class BedrockAdapter:
 
     def __init__(self, config: BedrockConfig, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
-        self.base = config.url.rstrip("/")
+        self.base = _without_default_port(config.url.rstrip("/"))
         self.model = config.model
         self.api = config.api
         self.region = region_of(config)

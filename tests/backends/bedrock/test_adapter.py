@@ -127,6 +127,11 @@ def test_nova_goes_through_converse_and_the_model_key_renames() -> None:
     assert a.translator("r", "x", True).__class__.__name__ == "ConverseWhole"
 
 
+def test_a_port_the_scheme_implies_is_not_signed_apart() -> None:
+    a = BedrockAdapter(_config(url=URL + ":443/"), NO_ENV)
+    assert a.base == URL
+
+
 def test_an_arn_is_one_path_segment() -> None:
     arn = (
         "arn:aws:bedrock:us-west-2:123456789012:inference-profile/us.anthropic.claude-3-haiku-v1:0"
