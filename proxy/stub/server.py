@@ -1,8 +1,9 @@
 """The stub's HTTP handling: routing, API keys, faults, pacing and stats.
 
 ``StubServer`` is written against ``plumbing.serve.Exchange`` and one ``Wire``
-(``fbs``, ``openai``, ``openai-responses`` or ``anthropic``, from ``[stub]
-protocol``): the wire parses and renders, the server decides what happens when.
+(``fbs``, ``openai``, ``openai-responses``, ``anthropic`` or ``bedrock``, from
+``[stub] protocol``): the wire parses and renders, the server decides what
+happens when.
 
 - ``GET /healthz`` says ok; ``GET /stats`` reports streams started,
   completed, cancelled (the caller went away) and active, frames (writes)
