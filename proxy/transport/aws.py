@@ -28,8 +28,6 @@ import datetime
 import threading
 from typing import Any, NamedTuple
 
-import botocore.session
-
 from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.transport.credentials import Fetch
@@ -69,6 +67,8 @@ def aws_credentials(profile: str = "") -> Fetch[AwsCredentials]:
     def fetch() -> tuple[AwsCredentials, float | None]:
         with lock:
             if not found:
+                import botocore.session  # at the first fetch: 150 ms, in the thread
+
                 session = botocore.session.Session(profile=profile or None)
                 creds = session.get_credentials()
                 if creds is None:

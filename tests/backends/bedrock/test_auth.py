@@ -1,6 +1,6 @@
-"""SigV4 as botocore signs it: the adapter's headers are the ones boto3's
-own client sends for the same request, and the stub's check accepts them
-and nothing else."""
+"""SigV4 as botocore signs it: the adapter's headers (signed by awscrt) are
+the ones boto3's own client sends for the same request, and the stub's
+check (botocore's signer) accepts them and nothing else."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ BODY = b'{"anthropic_version":"bedrock-2023-05-31","max_tokens":5,"messages":[]}
 @pytest.fixture(autouse=True)
 def _clock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: AT.replace(tzinfo=None))
+    # With awscrt installed botocore's client signs with awscrt too: make it
+    # sign with its own Python signer, so that the adapter's signature (awscrt's)
+    # is held to another implementation.
+    monkeypatch.setitem(botocore.auth.AUTH_TYPE_MAPS, "v4", botocore.auth.SigV4Auth)
 
 
 def _boto3_request(token: str | None = None) -> dict[str, Any]:
@@ -80,6 +84,7 @@ def test_the_url_and_signature_are_botocores() -> None:
             BODY,
             creds=CREDS,
             region="us-east-1",
+            now=lambda: AT,
         )
     )
     theirs = {k: v.decode() if isinstance(v, bytes) else v for k, v in seen["headers"].items()}
@@ -99,6 +104,7 @@ def test_temporary_credentials_sign_their_token() -> None:
             BODY,
             creds=temp,
             region="us-east-1",
+            now=lambda: AT,
         )
     )
     assert ours["x-amz-security-token"] == "session-token"
@@ -119,6 +125,7 @@ def test_verify_accepts_the_signature_and_refuses_any_change() -> None:
         BODY,
         creds=CREDS,
         region="us-east-1",
+        now=lambda: AT,
     )
     check = {"now": lambda: AT}
     assert verify("POST", URL, _header(headers), BODY, CREDS.secret_key, **check) == ""
