@@ -42,6 +42,7 @@ __all__ = [
     "Adapter",
     "Inbound",
     "Outbound",
+    "PartRefused",
     "Probe",
     "Refusal",
     "RefusalKind",
@@ -62,6 +63,18 @@ class Untranslatable(FlatgateError, ValueError):
     """A request that cannot be written in a backend's API (the caller's to fix)."""
 
     default = codes.UNTRANSLATABLE_REQUEST
+
+
+class PartRefused(Untranslatable):
+    """A content part a backend's API cannot take (``target``: "an anthropic
+    backend"); ``param`` names it."""
+
+    def __init__(self, where: str, what: str, target: str) -> None:
+        super().__init__(
+            f"{where}: {what} cannot be sent to {target}: remove it, or set "
+            "drop_unsupported = true on the backend to drop it"
+        )
+        self.param = where
 
 
 class RefusalKind(enum.Enum):

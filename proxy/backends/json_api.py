@@ -32,7 +32,17 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flatgate.proxy.backends.base import Inbound, Outbound, Probe, Refusal, Translator, classify
+import msgspec
+
+from flatgate.proxy.backends.base import (
+    Inbound,
+    Outbound,
+    Probe,
+    Refusal,
+    Translator,
+    Untranslatable,
+    classify,
+)
 from flatgate.proxy.backends.section import BackendConfig
 from flatgate.proxy.backends.sse import MAX_EVENT_BYTES, SSEError, SSEParser
 from flatgate.proxy.errors import codes
@@ -52,6 +62,7 @@ __all__ = [
     "error_frame",
     "error_message",
     "failed_result",
+    "object_arguments",
     "usage",
 ]
 
@@ -247,6 +258,25 @@ class WholeAnswer:
             return self._fail(codes.BACKEND_PROTOCOL_ERROR, f"backend sent a bad answer: {exc}")
         self._failed = True  # ended: nothing after it is translated
         return out
+
+
+_EMPTY_OBJECT = msgspec.Raw(b"{}")
+
+
+def object_arguments(text: str, where: str) -> msgspec.Raw:
+    """A tool call's arguments as the APIs that take them as a JSON object
+    want them (Anthropic's ``input``, Converse's): ``{}`` for none; anything
+    but an object is ``Untranslatable``, naming ``where``."""
+    if not text.strip():
+        return _EMPTY_OBJECT
+    data = text.encode()
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise Untranslatable(f"{where}: tool-call arguments are not a JSON object")
+    return msgspec.Raw(data)
 
 
 def failed_result(text: str) -> str:

@@ -117,7 +117,7 @@ from flatgate.proxy.backends.anthropic.stream import STOP_REASONS, AnthropicStre
 from flatgate.proxy.backends.anthropic.whole import AnthropicWhole
 from flatgate.proxy.backends.base import Inbound, Outbound, Probe, Translator, Untranslatable
 from flatgate.proxy.backends.extras import Fields, read_extras, report_all, splice
-from flatgate.proxy.backends.json_api import JsonAdapter
+from flatgate.proxy.backends.json_api import JsonAdapter, object_arguments
 from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
@@ -155,10 +155,8 @@ _WRITES = frozenset(
         "metadata",
     }
 )
-_EMPTY_OBJECT = msgspec.Raw(b"{}")
 _ANY_OBJECT = msgspec.Raw(b'{"type":"object"}')
 _encode = msgspec.json.Encoder().encode
-_decode_any = msgspec.json.decode
 _DIALECT = int(ApiDialect.ANTHROPIC_MESSAGES)
 # Never taken from Messages extras: the adapter's own (and max_tokens, which
 # the body must have, a slot of the schema).
@@ -178,19 +176,6 @@ def _read(req: Request, omitted: list[str], drop: bool) -> Extras | None:
         raise Untranslatable(str(exc)) from None
     omitted += out.unknown  # a newer edge's keys: named, not guessed at
     return out
-
-
-def _arguments(text: str, where: str) -> msgspec.Raw:
-    if not text.strip():
-        return _EMPTY_OBJECT
-    data = text.encode()
-    try:
-        value = _decode_any(data)
-    except msgspec.DecodeError:
-        value = None
-    if not isinstance(value, dict):
-        raise Untranslatable(f"{where}: tool-call arguments are not a JSON object")
-    return msgspec.Raw(data)
 
 
 def _opaque(part: ReasoningPart, where: str) -> str:
@@ -284,7 +269,7 @@ def _messages(
                 blocks.append(TextBlock(content))
             for call in m.tool_calls or ():
                 fn = call.function
-                blocks.append(ToolUseBlock(call.id, fn.name, _arguments(fn.arguments, where)))
+                blocks.append(ToolUseBlock(call.id, fn.name, object_arguments(fn.arguments, where)))
             add("assistant", blocks)
         else:
             begun = True

@@ -53,7 +53,7 @@ from flatgate.proxy.apis.anthropic_messages.blocks import (
     TextSource,
     UrlSource,
 )
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import PartRefused, Untranslatable
 from flatgate.proxy.backends.extras import read_extras, report_all, splice
 from flatgate.proxy.wire.media import IMAGE_TYPES, sniff
 from flatgate.proxy.wire.parts import ContentPart
@@ -79,17 +79,6 @@ _WRITES = {
 }
 
 
-class PartRefused(Untranslatable):
-    """A part the Messages API cannot take; ``param`` names it."""
-
-    def __init__(self, where: str, what: str) -> None:
-        super().__init__(
-            f"{where}: {what} cannot be sent to an anthropic backend: remove it, or set "
-            "drop_unsupported = true on the backend to drop it"
-        )
-        self.param = where
-
-
 class _Out:
     """What writing the parts reports: names left out, betas needed."""
 
@@ -102,7 +91,7 @@ class _Out:
 
     def refuse(self, where: str, what: str) -> None:
         if not self.drop:
-            raise PartRefused(where, what)
+            raise PartRefused(where, what, "an anthropic backend")
         self.omitted.append(where)
 
 

@@ -109,6 +109,7 @@ from flatgate.proxy.apis.bedrock_converse.request import (
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.bedrock.converse_parts import Parts, cache_point, part_blocks, text_of
 from flatgate.proxy.backends.extras import Fields, read_extras, report_all, unsupported
+from flatgate.proxy.backends.json_api import object_arguments
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
 from flatgate.proxy.wire.schema import ApiDialect, ToolChoiceMode
@@ -116,10 +117,8 @@ from flatgate.proxy.wire.schema import ApiDialect, ToolChoiceMode
 __all__ = ["encode_converse"]
 
 _MESSAGES = int(ApiDialect.ANTHROPIC_MESSAGES)
-_EMPTY_OBJECT = msgspec.Raw(b"{}")
 _ANY_OBJECT = msgspec.Raw(b'{"type":"object"}')
 _encode = msgspec.json.Encoder().encode
-_decode_any = msgspec.json.decode
 # The service's pattern for a requestMetadata value (and, here, its key).
 _METADATA = re.compile(r"[a-zA-Z0-9\s:_@$#=/+,\-.]{0,256}")
 # Never taken from Messages extras: the request's own.
@@ -162,19 +161,6 @@ def _refuse(field: str, why: str, omitted: list[str], drop: bool) -> None:
             param=field,
         )
     omitted.append(field)
-
-
-def _arguments(text: str, where: str) -> msgspec.Raw:
-    if not text.strip():
-        return _EMPTY_OBJECT
-    data = text.encode()
-    try:
-        value = _decode_any(data)
-    except msgspec.DecodeError:
-        value = None
-    if not isinstance(value, dict):
-        raise Untranslatable(f"{where}: tool-call arguments are not a JSON object")
-    return msgspec.Raw(data)
 
 
 def _reasoning(parts: list[ReasoningPart], where: str, omitted: list[str]) -> list[ContentBlock]:
@@ -296,7 +282,7 @@ def _conversation(req: Request, omitted: list[str], out: Parts) -> _Conversation
             for call in m.tool_calls or ():
                 conv.tool_blocks = True
                 fn = call.function
-                use = ToolUseBlock(call.id, fn.name, _arguments(fn.arguments, where))
+                use = ToolUseBlock(call.id, fn.name, object_arguments(fn.arguments, where))
                 blocks.append(ContentBlock(tool_use=use))
             conv.add(i, "assistant", blocks)
         elif parts:

@@ -55,7 +55,7 @@ from flatgate.proxy.apis.bedrock_converse.blocks import (
     MediaSource,
     S3Location,
 )
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import PartRefused, Untranslatable
 from flatgate.proxy.backends.extras import read_extras, report_all
 from flatgate.proxy.wire.media import sniff
 from flatgate.proxy.wire.parts import ContentPart
@@ -106,17 +106,7 @@ _TTLS = frozenset({"5m", "1h"})
 # service's rule; anything else would be refused by it).
 _NAME_OUT = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
 _SPACES = re.compile(r"\s+")
-
-
-class PartRefused(Untranslatable):
-    """A part Converse cannot take; ``param`` names it."""
-
-    def __init__(self, where: str, what: str) -> None:
-        super().__init__(
-            f"{where}: {what} cannot be sent to a bedrock backend's Converse API: remove it, "
-            "or set drop_unsupported = true on the backend to drop it"
-        )
-        self.param = where
+_TARGET = "a bedrock backend's Converse API"
 
 
 class Parts:
@@ -130,7 +120,7 @@ class Parts:
 
     def refuse(self, where: str, what: str) -> None:
         if not self.drop:
-            raise PartRefused(where, what)
+            raise PartRefused(where, what, _TARGET)
         self.omitted.append(where)
 
 
@@ -258,7 +248,7 @@ def _extras(part: ContentPart, where: str, out: Parts) -> CachePoint | None:
         if name == "cache_control":
             point = cache_point(raw, where)
         elif not out.drop:
-            raise PartRefused(f"{where}.{name}", f"the block field '{name}'")
+            raise PartRefused(f"{where}.{name}", f"the block field '{name}'", _TARGET)
         else:
             out.omitted.append(f"{where}.{name}")
     return point
