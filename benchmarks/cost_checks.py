@@ -1,4 +1,4 @@
-"""What the proxy's own code costs a request, in process, in four tables.
+"""What the proxy's own code costs a request, in process, in five tables.
 
 Run: ``.venv/bin/python -m benchmarks.cost_checks [--requests N] [--rounds R]
 [--calls C] [--only TABLE]``
@@ -25,7 +25,13 @@ interleaved rounds is reported, so machine noise hits all rows alike.
   shares, the edge's limits charged before the body; and the checks of
   hostile callers' third round: the strict Content-Length, a chain charged
   to the caller's share, a random response id, a stored response put within
-  its tenant's share.
+  its tenant's share;
+- sigv4: what signing a Bedrock request costs (issue 39), on a line of its
+  own: a 2 KB Converse request signed by ``backends.bedrock.auth.sign``
+  (awscrt, AWS's C signer: what the ``bedrock`` backend does per request)
+  and, beside it, by botocore's ``SigV4Auth`` over an ``AWSRequest`` (what a
+  boto3 client does, and what the issue quotes), each with a fresh request
+  per call as a backend has, the body's SHA-256 included.
 """
 
 from __future__ import annotations
@@ -76,6 +82,9 @@ __all__ = [
     "main",
     "measure",
     "report",
+    "sigv4_body",
+    "sigv4_checks",
+    "sigv4_report",
 ]
 
 TOKEN = "bench-token"
@@ -372,13 +381,73 @@ def alloc_report(results: dict[str, tuple[int, float, float]]) -> str:
     return "\n".join(md_table(head, rows))
 
 
+# A 2 KB Converse request as the bedrock backend sends it (sigv4_checks).
+_SIGV4_URL = "https://bedrock-runtime.us-east-1.amazonaws.com/model/amazon.nova-pro-v1%3A0/converse"
+_SIGV4_HEADERS = [
+    ("content-type", "application/json"),
+    ("accept", "application/json"),
+    ("x-request-id", "chatcmpl-5f0c8a1e9d3b4c7a2e6f1d08"),
+]
+
+
+def sigv4_body(size: int = 2048) -> bytes:
+    """A Converse body of ``size`` bytes (a user message padded to it)."""
+    text = "the gateway signs each request it sends to Bedrock " * (size // 50 + 1)
+    head = b'{"messages":[{"role":"user","content":[{"text":"'
+    tail = b'"}]}],"inferenceConfig":{"maxTokens":512}}'
+    return head + text.encode()[: size - len(head) - len(tail)] + tail
+
+
+def sigv4_checks(calls: int, rounds: int) -> dict[str, float]:
+    """Fastest round's CPU µs per signature of a 2 KB Converse request:
+    flatgate's signer (awscrt) and botocore's over an ``AWSRequest``."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from flatgate.proxy.backends.bedrock.auth import SERVICE, sign
+    from flatgate.proxy.transport.aws import AwsCredentials
+
+    body = sigv4_body()
+    creds = AwsCredentials("AKIDFLATGATEBENCH", "flatgate-bench-secret", None)
+    boto = Credentials(creds.access_key, creds.secret_key)
+
+    def crt() -> None:
+        sign("POST", _SIGV4_URL, _SIGV4_HEADERS, body, creds=creds, region="us-east-1")
+
+    def botocore() -> None:
+        request = AWSRequest("POST", _SIGV4_URL, dict(_SIGV4_HEADERS), body)
+        SigV4Auth(boto, SERVICE, "us-east-1").add_auth(request)
+
+    signers = {
+        f"flatgate: backends.bedrock.auth.sign (awscrt), {len(body)} B body": crt,
+        f"botocore: SigV4Auth.add_auth over an AWSRequest, {len(body)} B body": botocore,
+    }
+    for signer in signers.values():  # imports, caches
+        for _ in range(50):
+            signer()
+    best = dict.fromkeys(signers, float("inf"))
+    for _ in range(rounds):
+        for name, signer in signers.items():
+            start = time.process_time()
+            for _ in range(calls):
+                signer()
+            best[name] = min(best[name], (time.process_time() - start) / calls)
+    return {name: seconds * 1e6 for name, seconds in best.items()}
+
+
+def sigv4_report(results: dict[str, float]) -> str:
+    rows = [(name, f"{us:.1f}") for name, us in results.items()]
+    return "\n".join(md_table(["SigV4 signature of a Bedrock request", "CPU µs/request"], rows))
+
+
 def report(results: dict[str, float]) -> str:
     base = results["all off"]
     rows = [(name, f"{us:.2f}", f"{us - base:+.2f}") for name, us in results.items()]
     return "\n".join(md_table(["variant", "CPU µs/request", "cost over all off (µs)"], rows))
 
 
-TABLES = ("requests", "allocations", "buffers", "intake")
+TABLES = ("requests", "allocations", "buffers", "intake", "sigv4")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -399,6 +468,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(buffer_report(buffer_checks(max(opts.requests // 4, 1), opts.rounds)))
     if "intake" in wanted:
         print(intake_report(asyncio.run(intake_checks(opts.requests, opts.rounds))))
+    if "sigv4" in wanted:
+        print(sigv4_report(sigv4_checks(max(opts.requests // 4, 1), opts.rounds)))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from benchmarks.codecs import FORMATS, LABELS, OPS
 from benchmarks.harness.plot import pyplot, save_figure
 from benchmarks.harness.report import md_facts, md_table
 
-__all__ = ["render_markdown", "render_plot"]
+__all__ = ["CLOUD_TARGET", "cloud_targets", "render_markdown", "render_plot"]
 
 Row = dict[str, Any]
 
@@ -34,7 +34,7 @@ _OP_TITLES = {
     "translate": "translate: the edge's op, OpenAI JSON bytes in, wire bytes out",
     "verify": "verify: every offset of a request checked, before anything decodes it",
     "adapt-request": "adapt-request: a verified request to the backend's JSON",
-    "adapt-chunk": "adapt-chunk: one backend SSE event to one chunk frame",
+    "adapt-chunk": "adapt-chunk: one backend stream event (SSE, or AWS's event stream) to a frame",
 }
 
 _RUNS: dict[str, dict[str, str]] = {
@@ -57,10 +57,22 @@ _RUNS: dict[str, dict[str, str]] = {
     "adapt-request": {
         "openai-adapter": "`read_request`, then `backends.openai.encode_request`",
         "anthropic-adapter": "`read_request`, then `backends.anthropic.encode_request`",
+        "bedrock-converse-adapter": "`read_request`, then"
+        " `backends.bedrock.converse.encode_converse` (drop_unsupported: the payload's"
+        " `seed` left out; SigV4 not included)",
+        "bedrock-invoke-adapter": "`read_request`, then `backends.bedrock.invoke.encode_invoke`"
+        " (SigV4 not included)",
+        "azure-openai-adapter": "`read_request`, then the Azure adapter's whole `prepare`"
+        " (the openai encoder, the deployment URL, the `api-key` headers)",
     },
     "adapt-chunk": {
         "openai-adapter": "`OpenAIStream.feed` of one `data:` event",
         "anthropic-adapter": "`AnthropicStream.feed` of one `content_block_delta` event",
+        "bedrock-converse-adapter": "`ConverseStream.feed` of one `contentBlockDelta`"
+        " event-stream message",
+        "bedrock-invoke-adapter": "`InvokeStream.feed` of one `chunk` event-stream message"
+        " (a base64 `content_block_delta`)",
+        "azure-openai-adapter": "the Azure adapter's `OpenAIStream.feed` of one `data:` event",
     },
     "encode": {
         "json": "`json.dumps` of the request dict",
@@ -283,7 +295,49 @@ def _targets(t: _Rows) -> list[str]:
                 else "**does not make fewer allocations** (see the caveats)."
             )
         )
-    return [*lines, ""]
+    return [*lines, *_cloud_targets(t), ""]
+
+
+# Issue 39: each cloud adapter's row against the rows of the adapters it is
+# held to (at most 1.3x their time, per request and per token).
+CLOUD_TARGET = 1.3
+_CLOUD_REFS = {
+    "bedrock-converse-adapter": ("openai-adapter", "anthropic-adapter"),
+    "bedrock-invoke-adapter": ("anthropic-adapter",),
+    "azure-openai-adapter": ("openai-adapter",),
+}
+
+
+def cloud_targets(doc: dict[str, Any]) -> list[str]:
+    """Issue 39's lines of the targets (``_cloud_targets``) of a result document."""
+    return _cloud_targets(_Rows(doc))
+
+
+def _cloud_targets(t: _Rows) -> list[str]:
+    """One line per (cloud adapter, op): its ratio to each reference at each
+    size, and whether every one is within ``CLOUD_TARGET``."""
+    lines = []
+    for fmt, refs in _CLOUD_REFS.items():
+        for op in ("adapt-request", "adapt-chunk"):
+            ratios: list[str] = []
+            worst = 0.0
+            for ref in refs:
+                for size in t.sizes:
+                    mine, theirs = t.get(fmt, op, size), t.get(ref, op, size)
+                    if mine is None or theirs is None:
+                        continue
+                    ratio = mine["ns_per_op"] / theirs["ns_per_op"]
+                    worst = max(worst, ratio)
+                    ratios.append(f"{LABELS[ref]} at {size} {_ratio(ratio)}")
+            if not ratios:
+                continue
+            verdict = "met" if worst <= CLOUD_TARGET else "**missed**"
+            lines.append(
+                f"- {LABELS[fmt]}, {op} (issue 39: at most {CLOUD_TARGET}x): "
+                + ", ".join(ratios)
+                + f": {verdict}."
+            )
+    return lines
 
 
 def _median_row(rows: Sequence[Row | None]) -> Row:
@@ -443,6 +497,8 @@ def render_plot(doc: dict[str, Any], path: Path) -> None:
     plt = pyplot()
     t = _Rows(doc)
     ops = [op for op in ("route", "decode", "encode", "translate") if t.formats_for(op)]
+    # A run of the adapters alone: their one op that depends on the size.
+    ops = ops or [op for op in ("adapt-request",) if t.formats_for(op)]
     metrics = (
         ("ns_per_op", "ns / op"),
         ("allocs_per_op", "allocations / op"),

@@ -49,6 +49,9 @@ FORMATS: dict[str, str] = {
     "flatgate-writer": "benchmarks.codecs.flatgate_writer",
     "openai-adapter": "benchmarks.codecs.openai_adapter",
     "anthropic-adapter": "benchmarks.codecs.anthropic_adapter",
+    "bedrock-converse-adapter": "benchmarks.codecs.bedrock_converse_adapter",
+    "bedrock-invoke-adapter": "benchmarks.codecs.bedrock_invoke_adapter",
+    "azure-openai-adapter": "benchmarks.codecs.azure_openai_adapter",
 }
 
 LABELS: dict[str, str] = {
@@ -61,6 +64,9 @@ LABELS: dict[str, str] = {
     "flatgate-writer": "flatgate (chunk writer)",
     "openai-adapter": "openai adapter",
     "anthropic-adapter": "anthropic adapter",
+    "bedrock-converse-adapter": "bedrock adapter (Converse)",
+    "bedrock-invoke-adapter": "bedrock adapter (InvokeModel)",
+    "azure-openai-adapter": "openai adapter (Azure)",
 }
 
 
