@@ -200,11 +200,14 @@ class StubSection(ServerSection, frozen=True, kw_only=True, forbid_unknown_field
     # user's input, with arguments its schema accepts.
     tools: ToolMode = "named"
     # The API it serves: fbs (CompletionRequest), openai (Chat Completions),
-    # openai-responses (the Responses API) or anthropic (Messages).
+    # openai-responses (the Responses API), anthropic (Messages) or bedrock
+    # (Bedrock Runtime: Converse, and InvokeModel for Claude and embeddings).
     protocol: str = DEFAULT_PROTOCOL
     # Non-empty: openai and openai-responses requests must carry
-    # `Authorization: Bearer <key>`, anthropic requests `x-api-key: <key>`
-    # (fbs requests are not checked).
+    # `Authorization: Bearer <key>` (or Azure's `api-key: <key>`), anthropic
+    # requests `x-api-key: <key>`, bedrock requests the key as a Bedrock API
+    # key (`Authorization: Bearer <key>`) or a SigV4 signature made with it as
+    # the secret access key (any access key id) (fbs requests are not checked).
     api_key: str = ""
     # What `flatgate up` starts: one stub per protocol, on port, port + 1, ...
     # (`flatgate stub` alone serves `protocol`).

@@ -91,14 +91,16 @@ def _parser() -> argparse.ArgumentParser:
     _common(proxy, "asgi")
     proxy.add_argument("--transport", choices=("fast", "httpx"), help="upstream HTTP client")
     stub = sub.add_parser(
-        "stub", help="the built-in model server (fbs, openai, openai-responses or anthropic)"
+        "stub",
+        help="the built-in model server (fbs, openai, openai-responses, anthropic or bedrock)",
     )
     _common(stub, "asgi")
     stub.add_argument(
         "--protocol",
         choices=tuple(PROTOCOLS),
         help="the API it serves: fbs (CompletionRequest, default), openai (Chat Completions), "
-        "openai-responses (the Responses API) or anthropic (Messages)",
+        "openai-responses (the Responses API), anthropic (Messages) or bedrock (Bedrock "
+        "Runtime: Converse, and InvokeModel for Claude and embeddings)",
     )
     stub.add_argument("--ttft-ms", type=float, help="time to first token, ms")
     stub.add_argument("--itl-ms", type=float, help="inter-token delay, ms")
@@ -113,7 +115,9 @@ def _parser() -> argparse.ArgumentParser:
         "offered (also the one function tool a request offers)",
     )
     stub.add_argument(
-        "--api-key", help="require this key (openai: Authorization: Bearer, anthropic: x-api-key)"
+        "--api-key",
+        help="require this key (openai: Authorization: Bearer or Azure's api-key, anthropic: "
+        "x-api-key, bedrock: a Bedrock API key or the SigV4 secret access key, any access key id)",
     )
     gateway = sub.add_parser(
         "gateway",
