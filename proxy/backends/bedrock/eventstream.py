@@ -54,6 +54,7 @@ _PRELUDE = 12
 _OVERHEAD = _PRELUDE + 4  # the prelude and the message CRC
 _U32 = struct.Struct(">I")
 _PRELUDE_LENGTHS = struct.Struct(">II")
+_PRELUDE_FIELDS = struct.Struct(">III")  # total length, headers length, prelude CRC
 _STRING = 7
 
 
@@ -66,9 +67,11 @@ class EventStreamError(FlatgateError, ValueError):
 HeaderValue = str | bytes | int | bool
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per message (a token, on a stream), and a frozen
+# dataclass's __init__ costs more than twice a plain one's (280 against 120 ns).
+@dataclass(slots=True)
 class EventMessage:
-    """One message: its headers by name and its payload."""
+    """One message: its headers by name and its payload (not changed after)."""
 
     headers: dict[str, HeaderValue]
     payload: bytes
@@ -204,13 +207,8 @@ class EventStreamParser:
         # The bytes the held message needs in all (0: its prelude is not in yet).
         self._need = 0
 
-    def _length(self, data: bytes, at: int) -> int:
-        """The total length of the message at ``at``, its prelude checked."""
-        total, head_len = _PRELUDE_LENGTHS.unpack_from(data, at)
-        (prelude_crc,) = _U32.unpack_from(data, at + 8)
-        # The prelude is checked before its lengths are trusted.
-        if crc32(data[at : at + 8]) != prelude_crc:
-            raise EventStreamError("the prelude's CRC does not match")
+    def _check(self, total: int, head_len: int) -> None:
+        """The prelude's lengths within bounds, or ``EventStreamError``."""
         if head_len > self._max_headers:
             raise EventStreamError(f"headers of {head_len} bytes, over {self._max_headers}")
         payload_len = total - _OVERHEAD - head_len
@@ -218,7 +216,6 @@ class EventStreamParser:
             raise EventStreamError(f"a message of {total} bytes cannot hold {head_len} of headers")
         if payload_len > self._max_payload:
             raise EventStreamError(f"a payload of {payload_len} bytes, over {self._max_payload}")
-        return int(total)
 
     def feed(self, piece: bytes) -> list[EventMessage]:
         buf = self._buf
@@ -234,21 +231,35 @@ class EventStreamParser:
         at = 0
         size = len(data)
         self._need = 0
+        # Once per message (a token's, on a stream): inline, one unpack of the
+        # prelude, the message's CRC continued from the prelude's.
+        view = memoryview(data)
+        max_headers = self._max_headers
+        limit = self._max_payload + _OVERHEAD
+        seen = _SEEN
         while size - at >= _PRELUDE:
-            total = self._length(data, at)
+            total, head_len, prelude_crc = _PRELUDE_FIELDS.unpack_from(data, at)
+            # The prelude is checked before its lengths are trusted.
+            head_crc = crc32(view[at : at + 8])
+            if head_crc != prelude_crc:
+                raise EventStreamError("the prelude's CRC does not match")
+            if head_len > max_headers or not _OVERHEAD + head_len <= total <= limit + head_len:
+                self._check(total, head_len)
             if size - at < total:
                 self._need = total
                 break
             end = at + total
             (msg_crc,) = _U32.unpack_from(data, end - 4)
-            if crc32(memoryview(data)[at : end - 4]) != msg_crc:
+            if crc32(view[at + 8 : end - 4], head_crc) != msg_crc:
                 raise EventStreamError("the message's CRC does not match")
-            head_end = at + _PRELUDE + _PRELUDE_LENGTHS.unpack_from(data, at)[1]
-            headers = _headers(data[at + _PRELUDE : head_end])
+            head_end = at + _PRELUDE + head_len
+            raw = data[at + _PRELUDE : head_end]
+            known = seen.get(raw)  # _headers, its common case inline
+            headers = _headers(raw) if known is None else known.copy()
             out.append(EventMessage(headers, data[head_end : end - 4]))
             at = end
         if at < size:
-            buf += memoryview(data)[at:]
+            buf += view[at:]
         return out
 
     @property
