@@ -335,11 +335,13 @@ class ServerGroup:
         *,
         metrics: bool = False,
         port: int | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Server:
         """``flatgate <service> --port P <args>`` (the product's own CLI), on
-        ``port`` (a restart's) or a free one."""
+        ``port`` (a restart's) or a free one, with ``env`` over the caller's."""
         port = free_port() if port is None else port
-        return self.spawn(name, flatgate_argv(service, port, args), port, metrics=metrics)
+        argv = flatgate_argv(service, port, args)
+        return self.spawn(name, argv, port, metrics=metrics, env=env)
 
     def granian(
         self,

@@ -15,12 +15,20 @@ not parsed beyond that flag):
 | ``stream-32`` | Chat Completions | 32 | streamed | 16 |
 | ``stream-512`` | Chat Completions | 512 | streamed | 16 |
 | ``anthropic-*`` | Messages | the same four | | |
+| ``bedrock-whole-32`` | Converse (the gateway: Chat Completions) | 32 | whole | 32 |
+| ``bedrock-stream-32`` | ConverseStream (the gateway: Chat Completions) | 32 | streamed | 16 |
 
 Each case names its floor (the client straight to that stub), the row in
 each column of the report (``ROLES``: nginx, Portkey, LiteLLM, the flatgate
 gateway) and, for ``2KB``, the other flatgate rows measured beside them.
 LiteLLM is in the 32-token OpenAI cases only: at 512 tokens it takes seconds
-a stream at c16, past wrk's run. ``targets`` computes the issue's target
+a stream at c16, past wrk's run. The Bedrock cases (issue 39) have no peer:
+the stub is ``flatgate stub --protocol bedrock --canned 32``, the direct and
+nginx rows send it the same conversation as a Converse request (on
+``/model/{id}/converse`` or ``/converse-stream``: a row each, as a row has one
+path), and the gateway row sends the OpenAI chat request to ``flatgate
+gateway``, whose ``bedrock`` backend signs it with SigV4 and sends it to that
+stub through Converse. ``targets`` computes the issue's target
 ratios from a result document's rows (``target_records``: as the result
 document keeps them). Pure: no I/O; figures are reported,
 never asserted.
@@ -47,7 +55,7 @@ __all__ = [
     "targets",
 ]
 
-Api = Literal["openai", "anthropic"]
+Api = Literal["openai", "anthropic", "bedrock"]
 # The report's columns, in order: who stands in front of the same stub.
 ROLES = ("nginx", "portkey", "litellm", "gateway")
 
@@ -107,6 +115,28 @@ def _case(api: Api, tokens: int, stream: bool, extra: tuple[str, ...] = (), name
 
 # The first is the workload's original size: every flatgate row, the fixed rate too.
 _FIRST_EXTRA = ("edge", "gateway-responses", "gateway-limits", "gateway-redis", "floor")
+
+
+def _bedrock_case(stream: bool) -> Case:
+    """Issue 39's: the gateway's ``bedrock`` backend (Converse) beside nginx
+    in front of the same stub (see the module docstring)."""
+    mode, tail = ("stream", "-stream") if stream else ("whole", "")
+    answer = "32-chunk stream" if stream else "32-token whole answer"
+    connections = 16 if stream else 32
+    return Case(
+        name=f"bedrock-{mode}-32",
+        label=f"Bedrock Converse, 2 KB request, {answer}, c{connections}",
+        api="bedrock",
+        tokens=32,
+        stream=stream,
+        connections=connections,
+        backend="stub-bedrock",
+        model="bench-bedrock",
+        floor=f"direct-bedrock{tail}",
+        columns={"nginx": f"nginx-bedrock{tail}", "gateway": "gateway-bedrock"},
+    )
+
+
 CASES: tuple[Case, ...] = (
     _case("openai", 32, False, _FIRST_EXTRA, name="2KB"),
     _case("openai", 512, False),
@@ -116,6 +146,8 @@ CASES: tuple[Case, ...] = (
     _case("anthropic", 512, False),
     _case("anthropic", 32, True),
     _case("anthropic", 512, True),
+    _bedrock_case(False),
+    _bedrock_case(True),
 )
 
 

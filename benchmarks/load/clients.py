@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from flatgate.proxy.backends.bedrock.eventstream import EventStreamParser
 from flatgate.proxy.transport.base import Timeouts, Upstream, UpstreamError
 from flatgate.proxy.transport.fast import PoolTransport
 from flatgate.proxy.wire.chunk.frames import FrameSplitter
@@ -38,6 +39,7 @@ __all__ = [
     "StreamRun",
     "WrkResult",
     "answer_text",
+    "converse_text",
     "fixed_rate",
     "one_connection",
     "parse_wrk",
@@ -304,11 +306,27 @@ def sse_text(data: bytes) -> str:
     return "".join(_OpenAISse().feed(data))
 
 
+def converse_text(data: bytes) -> str:
+    """The text of a Bedrock Converse answer: its JSON document, or a
+    ConverseStream's event stream (its ``contentBlockDelta`` texts)."""
+    if data.startswith(b"{"):
+        doc = json.loads(data)
+        return "".join(b.get("text", "") for b in doc["output"]["message"]["content"])
+    out = []
+    for msg in EventStreamParser().feed(data):
+        if msg.headers.get(":event-type") == "contentBlockDelta":
+            out.append(json.loads(msg.payload)["delta"].get("text", ""))
+    return "".join(out)
+
+
 def answer_text(kind: str, data: bytes) -> str:
     """The text of one whole answer in client API ``kind`` (``openai``: Chat
-    Completions, ``responses``, ``anthropic``: Messages), a JSON document or,
-    when it starts like SSE, a stream; raises ``ValueError`` or ``KeyError``
-    for a body that is neither."""
+    Completions, ``responses``, ``anthropic``: Messages, ``converse``:
+    Bedrock's Converse), a JSON document or, when it starts like SSE (or, for
+    Converse, AWS's event stream), a stream; raises ``ValueError`` or
+    ``KeyError`` for a body that is neither."""
+    if kind == "converse":
+        return converse_text(data)
     if data.startswith((b"data:", b"event:")):
         return sse_text(data)
     doc = json.loads(data)

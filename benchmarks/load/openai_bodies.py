@@ -4,7 +4,9 @@ Owns the bodies every row of ``benchmarks.load.openai_workload`` sends, built
 from one seeded generator so every row carries the same conversation:
 ``chat_body`` (OpenAI Chat Completions: a system message and a user
 message), ``messages_body`` (the same as an Anthropic Messages request),
-``responses_body`` (as a Responses API request), ``stream_chat_body`` (the
+``responses_body`` (as a Responses API request), ``converse_body`` (as
+Bedrock's Converse request: the system prompt as ``system``, the user's text
+as a ``text`` block; its URL names the model), ``stream_chat_body`` (the
 echo stub's streamed request), their headers, and ``Bodies``: each row's
 body at each case of ``benchmarks.load.cases`` (the case's model, ``stream``
 flag and API; Portkey's with the headers that send it to the case's stub).
@@ -27,9 +29,11 @@ __all__ = [
     "ANTHROPIC_VERSION",
     "BODY_BYTES",
     "CHAT_HEADERS",
+    "CONVERSE_HEADERS",
     "Bodies",
     "Headers",
     "chat_body",
+    "converse_body",
     "messages_body",
     "responses_body",
     "stream_chat_body",
@@ -74,6 +78,20 @@ def messages_body(
             "system": _SYSTEM,
             "messages": [{"role": "user", "content": text}],
             "stream": stream,
+        }
+        return msgspec.json.encode(request)
+
+    return _sized(encode, size_bytes)
+
+
+def converse_body(size_bytes: int = BODY_BYTES) -> bytes:
+    """The same conversation as a Bedrock Converse request of exactly
+    ``size_bytes`` of JSON (the same body whole or streamed: the path says)."""
+
+    def encode(text: str) -> bytes:
+        request = {
+            "system": [{"text": _SYSTEM}],
+            "messages": [{"role": "user", "content": [{"text": text}]}],
         }
         return msgspec.json.encode(request)
 
@@ -125,6 +143,7 @@ CHAT_HEADERS: Headers = (
     ("content-type", "application/json"),
     ("authorization", f"Bearer {peers.DUMMY_KEY}"),
 )
+CONVERSE_HEADERS: Headers = (("content-type", "application/json"),)
 ANTHROPIC_HEADERS: Headers = (
     ("content-type", "application/json"),
     ("x-api-key", peers.DUMMY_KEY),
@@ -149,6 +168,8 @@ class Bodies:
         if row.body == "responses":
             data = responses_body(chat_body(BODY_BYTES, case.model), stream=case.stream)
             return Body(data, CHAT_HEADERS, expect)
+        if row.body == "converse":
+            return Body(converse_body(BODY_BYTES), CONVERSE_HEADERS, expect)
         portkey = row.server == "portkey"
         base = self.stub_urls[case.backend] + "/v1"
         if row.body == "anthropic":

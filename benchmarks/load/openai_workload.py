@@ -19,6 +19,14 @@ streamed as the request says, answered from bytes built once):
 | portkey | the Portkey gateway (node), provider ``openai`` with the stub as custom host |
 | portkey-anthropic | the same Portkey on ``/v1/messages``, provider ``anthropic`` |
 | litellm | the LiteLLM proxy, model ``openai/<model>`` with the stub as ``api_base`` |
+| direct-bedrock (-stream) | the Bedrock stub, a Converse request (``/converse``, ``-stream``) |
+| nginx-bedrock (-stream) | nginx, a plain ``proxy_pass`` to the Bedrock stub, the same |
+| gateway-bedrock | the gateway, its ``bedrock`` backend (Converse, SigV4) to the Bedrock stub |
+
+The gateway signs its Bedrock requests with static credentials from its
+environment (``BEDROCK_ENV``: botocore's chain finds them first, the
+instance metadata lookup disabled and no AWS config file read, so nothing
+leaves loopback); the stub, given no key, checks no signature.
 
 Each case of ``benchmarks.load.cases`` is one "size" of the result (its rows,
 connections and floor in its ``Plan``). The peers run only when asked
@@ -38,6 +46,8 @@ Loopback only.
 from __future__ import annotations
 
 import os
+import time
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -53,7 +63,7 @@ from benchmarks.harness.servers import (
 from benchmarks.load import peers
 from benchmarks.load.cases import CASES, plans
 from benchmarks.load.measure import FULL, Settings, Started, document_head
-from benchmarks.load.openai_bodies import BODY_BYTES, Bodies
+from benchmarks.load.openai_bodies import BODY_BYTES, CHAT_HEADERS, Bodies, chat_body
 from benchmarks.load.rows import (
     ADAPTER_MODEL,
     ECHO_MODEL,
@@ -62,6 +72,8 @@ from benchmarks.load.rows import (
 )
 
 __all__ = [
+    "BEDROCK_ENV",
+    "BEDROCK_MODEL",
     "OPENAI_FULL",
     "OPENAI_QUICK",
     "OPENAI_ROWS",
@@ -85,6 +97,7 @@ STUBS = {
     "stub-512": ("openai", 512),
     "stub-anthropic": ("anthropic", 32),
     "stub-anthropic-512": ("anthropic", 512),
+    "stub-bedrock": ("bedrock", 32),
 }
 # Each stub's backend in the flatgate config, and the model routed to it.
 _BACKENDS = {
@@ -92,6 +105,21 @@ _BACKENDS = {
     "stub-512": "canned-openai-512",
     "stub-anthropic": "canned-anthropic",
     "stub-anthropic-512": "canned-anthropic-512",
+    "stub-bedrock": "canned-bedrock",
+}
+# The Bedrock stub's model id (Converse through the ``bedrock`` backend: not
+# an anthropic.* id), escaped as one path segment as botocore sends it.
+BEDROCK_MODEL = "amazon.nova-pro-v1:0"
+_BEDROCK_PATH = "/model/amazon.nova-pro-v1%3A0/"
+# The gateway's AWS credentials: static, from the environment (botocore's
+# chain reads them first), and no lookup beyond loopback.
+BEDROCK_ENV = {
+    "AWS_ACCESS_KEY_ID": "AKIDFLATGATEBENCH",
+    "AWS_SECRET_ACCESS_KEY": "flatgate-bench-secret",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": "/nonexistent/flatgate-bench/aws-config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/flatgate-bench/aws-credentials",
+    "AWS_BEARER_TOKEN_BEDROCK": "",
 }
 
 OPENAI_ROWS: tuple[Row, ...] = (
@@ -202,6 +230,52 @@ OPENAI_ROWS: tuple[Row, ...] = (
         None,
         "Portkey gateway, Messages API, provider anthropic",
     ),
+    # Issue 39's rows (the cases bedrock-whole-32 and bedrock-stream-32).
+    Row(
+        "direct-bedrock",
+        "stub-bedrock",
+        _BEDROCK_PATH + "converse",
+        "converse",
+        (),
+        None,
+        "client to the Bedrock stub, Converse",
+    ),
+    Row(
+        "direct-bedrock-stream",
+        "stub-bedrock",
+        _BEDROCK_PATH + "converse-stream",
+        "converse",
+        (),
+        None,
+        "client to the Bedrock stub, ConverseStream",
+    ),
+    Row(
+        "nginx-bedrock",
+        "nginx-bedrock",
+        _BEDROCK_PATH + "converse",
+        "converse",
+        ("nginx-bedrock",),
+        None,
+        "proxy_pass, Converse",
+    ),
+    Row(
+        "nginx-bedrock-stream",
+        "nginx-bedrock",
+        _BEDROCK_PATH + "converse-stream",
+        "converse",
+        ("nginx-bedrock",),
+        None,
+        "proxy_pass, ConverseStream",
+    ),
+    Row(
+        "gateway-bedrock",
+        "gateway",
+        _CHAT,
+        "openai",
+        ("gateway",),
+        None,
+        "flatgate gateway, bedrock backend (Converse, SigV4)",
+    ),
 )
 # The rows of the streaming measurement (the echo stub's 32 tokens, paced).
 _STREAM_ROWS = tuple(r.name for r in OPENAI_ROWS if r.stream_server is not None)
@@ -262,13 +336,28 @@ def config_text(canned: int, echo: int, more: Mapping[str, int] | None = None) -
     backends = {"echo-openai": (f"http://{HOST}:{echo}/v1", "openai")}
     routes = {ECHO_MODEL: ["echo-openai"]}
     models = {ECHO_MODEL: "OpenAI"}
+    before = PROXY_SECTION
     for server, port in ports.items():
         protocol, _ = STUBS[server]
-        backends[_BACKENDS[server]] = (f"http://{HOST}:{port}/v1", protocol)
         model = stub_model(server)
         routes[model] = [_BACKENDS[server]]
+        if protocol == "bedrock":
+            # Keys of its own: written here, before the generic entries.
+            before += _bedrock_backend(_BACKENDS[server], port)
+            models[model] = "OpenAI"
+            continue
+        backends[_BACKENDS[server]] = (f"http://{HOST}:{port}/v1", protocol)
         models[model] = "OpenAI" if protocol == "openai" else "Anthropic"
-    return gateway_config(backends, routes, models, before=PROXY_SECTION)
+    return gateway_config(backends, routes, models, before=before)
+
+
+def _bedrock_backend(name: str, port: int) -> str:
+    """The ``bedrock`` backend on the stub: Converse for a Nova model id,
+    SigV4 (no API key) in a region the stub's host cannot name."""
+    return (
+        f'\n[[backends]]\nname = "{name}"\nurl = "http://{HOST}:{port}"\nprotocol = "bedrock"\n'
+        f'region = "us-east-1"\napi = "converse"\nmodel = "{BEDROCK_MODEL}"\n'
+    )
 
 
 def stub_model(server: str) -> str:
@@ -309,7 +398,7 @@ def start(group: ServerGroup, settings: Settings) -> Started:
     cfg = ["--config", str(config)]
     if "edge" in wanted:
         args = [*cfg, "--interface", "rsgi", "--transport", "fast"]
-        hop = group.flatgate("proxy-edge", "proxy", args, metrics=True)
+        hop = group.flatgate("proxy-edge", "proxy", args, metrics=True, env=BEDROCK_ENV)
         group.flatgate("edge", "edge", [*cfg, "--proxy-url", hop.url], metrics=True)
     gateways = [n for n in ("gateway", "gateway-limits", "gateway-redis") if n in wanted]
     if gateways:
@@ -321,7 +410,7 @@ def start(group: ServerGroup, settings: Settings) -> Started:
                 skipped[name] = help_text
                 continue
             if name == "gateway":
-                group.flatgate(name, "gateway", [*cfg, *extra], metrics=True)
+                group.flatgate(name, "gateway", [*cfg, *extra], metrics=True, env=BEDROCK_ENV)
                 continue
             limits = LIMITS
             if name == "gateway-redis":
@@ -332,7 +421,8 @@ def start(group: ServerGroup, settings: Settings) -> Started:
                 limits += f'[state]\nstore = "{store.url}"\non_store_error = "closed"\n'
             limited = group.workdir / f"{name}.toml"
             limited.write_text(text + limits)
-            group.flatgate(name, "gateway", ["--config", str(limited), *extra], metrics=True)
+            argv = ["--config", str(limited), *extra]
+            group.flatgate(name, "gateway", argv, metrics=True, env=BEDROCK_ENV)
     if "floor" in wanted:
         env = {**os.environ, "FLOOR_UPSTREAM": f"{HOST}:{stub.port}"}
         group.granian("floor", _FLOOR_APP, "rsgi", env=env, metrics=False)
@@ -345,10 +435,31 @@ def start(group: ServerGroup, settings: Settings) -> Started:
     peer_skips, found = start_peers(group, settings, wanted, litellm_stubs)
     skipped.update(peer_skips)
     skipped.update(group.wait_healthy(seconds=120.0))
+    if "gateway-bedrock" in settings.rows and "gateway" not in skipped:
+        _await_signing(group.servers["gateway"].url)
     bodies = Bodies({name: s.url for name, s in stubs.items()}, echo.url)
     return Started(skipped, bodies.size, bodies.stream, found)
 
 
+def _await_signing(url: str, seconds: float = 30.0) -> None:
+    """Wait (at most ``seconds``) until the gateway's worker holds its AWS
+    credentials, fetched beside its start: until then a Bedrock request is a
+    502. A route that never answers is then the row's spot check's to name."""
+    body = chat_body(BODY_BYTES, stub_model("stub-bedrock"))
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        req = urllib.request.Request(url + _CHAT, body, dict(CHAT_HEADERS), method="POST")
+        try:
+            with _DIRECT.open(req, timeout=10) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:  # HTTPError included: a 502 until the credentials come
+            pass
+        time.sleep(0.2)
+
+
+# Loopback only: never through a proxy the environment names.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _FLOOR_APP = "benchmarks.load.floor_app:create_app"
 
 # The nginx servers: each in front of one stub.
@@ -357,6 +468,7 @@ _NGINX = {
     "nginx-512": "stub-512",
     "nginx-anthropic": "stub-anthropic",
     "nginx-anthropic-512": "stub-anthropic-512",
+    "nginx-bedrock": "stub-bedrock",
 }
 
 

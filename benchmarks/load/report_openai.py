@@ -51,7 +51,12 @@ canned answers are 32 or 512 deltas of one token each; a canned stream arrives
 in one write (tokens in a burst, the case where per-token cost shows most).
 The cases after the first run without the fixed rate, with shorter wrk and
 unloaded runs (see the method); LiteLLM is measured on the 32-token OpenAI
-cases only, and no peer but Portkey stands in the Anthropic cases.
+cases only, and no peer but Portkey stands in the Anthropic cases. In the
+Bedrock cases (issue 39) no peer stands: the direct and nginx rows send the
+same conversation as a Converse request straight to the Bedrock stub, and the
+gateway row sends the OpenAI chat request, which the gateway translates to
+Converse and signs with SigV4 (its CPU includes both); the stub checks no
+signature.
 """
 
 _ROLE_NAMES = {"nginx": "nginx", "portkey": "Portkey", "litellm": "LiteLLM"}

@@ -14,7 +14,8 @@ the request bodies each row sends, all built from the one seeded generator
 - ``protobuf``: ``schema/gateway.proto``'s ``CompletionRequest``.
 
 The OpenAI workload's kinds (``openai``, ``responses``, ``anthropic``: the
-client APIs' JSON) are built by ``benchmarks.load.openai_workload``.
+client APIs' JSON; ``converse``: Bedrock's Converse request, for the rows
+straight to the Bedrock stub) are built by ``benchmarks.load.openai_bodies``.
 
 Pure: no I/O.
 """
@@ -46,7 +47,9 @@ __all__ = [
     "stream_body",
 ]
 
-BodyKind = Literal["fbs", "fbs-openai", "json", "protobuf", "openai", "responses", "anthropic"]
+BodyKind = Literal[
+    "fbs", "fbs-openai", "json", "protobuf", "openai", "responses", "anthropic", "converse"
+]
 ECHO_MODEL = "bench-echo"
 # Routed to the canned stub that speaks the OpenAI API.
 ADAPTER_MODEL = "bench-openai"

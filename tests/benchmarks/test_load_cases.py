@@ -5,12 +5,16 @@ their case's request to their case's stub; the stub's own canned answers, 32
 and 512 tokens, whole and streamed, in both APIs, are what the spot check
 reads; the flatgate config routes each case's model to its stub; the plans
 keep the run in its budget; and the report's figures and target ratios are
-computed from the rows as the issue defines them. Pure: nothing is started.
+computed from the rows as the issue defines them. Issue 39's Bedrock cases:
+Converse bodies to the Bedrock stub, whose canned answers (whole and event
+stream) the spot check reads, and the gateway's AWS credentials found by
+botocore's chain in its environment. Pure: nothing is started.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,8 +34,10 @@ from benchmarks.load.report_openai import render_openai, summary_table, targets_
 from benchmarks.load.results import Cell, add_comparisons, summarise
 from benchmarks.load.run import _settings
 from flatgate.proxy.backends.anthropic.stub import AnthropicWire
+from flatgate.proxy.backends.bedrock.stub import ConverseStreamWire, ConverseWire
 from flatgate.proxy.backends.openai.stub import OpenAIWire
 from flatgate.proxy.gateway.check import file_problems
+from flatgate.proxy.transport.aws import AwsCredentials, aws_credentials
 
 ROW = {r.name: r for r in ow.OPENAI_ROWS}
 URLS = {name: f"http://127.0.0.1:{18001 + i}" for i, name in enumerate(ow.STUBS)}
@@ -47,20 +53,25 @@ def test_every_case_has_its_rows_its_stub_and_its_columns() -> None:
         assert set(case.rows) <= set(ROW), case.name
         floor = ROW[case.floor]
         assert floor.server == case.backend and floor.hop == ()
-        assert set(case.columns) <= set(ROLES) and {"nginx", "portkey", "gateway"} <= set(
-            case.columns
-        )
+        # No peer stands in the Bedrock cases (issue 39's: nginx and the gateway).
+        peers_too = set() if case.api == "bedrock" else {"portkey"}
+        assert set(case.columns) <= set(ROLES)
+        assert {"nginx", "gateway", *peers_too} <= set(case.columns)
         assert case.connections == (16 if case.stream else 32)
         assert ow.STUBS[case.backend] == (case.api, case.tokens)
         assert ow.stub_model(case.backend) == case.model
         for name in case.rows:
             body = ROW[name].body
+            if case.api == "bedrock":
+                # The gateway takes the OpenAI request; the stub a Converse one.
+                assert body == ("openai" if ROW[name].server == "gateway" else "converse"), name
+                continue
             assert body == case.api or (case.api == "openai" and body == "responses"), name
         # nginx stands in front of the case's own stub (a row of its own per stub).
         nginx = ROW[case.columns["nginx"]]
         assert nginx.hop == (nginx.server,)
     # Every (API, tokens, mode) once.
-    assert len({(c.api, c.tokens, c.stream) for c in CASES}) == len(CASES) == 8
+    assert len({(c.api, c.tokens, c.stream) for c in CASES}) == len(CASES) == 10
     # LiteLLM only where it finishes a stream within wrk's run: the 32-token OpenAI cases.
     assert {c.name for c in CASES if "litellm" in c.columns} == {"2KB", "stream-32"}
 
@@ -127,8 +138,15 @@ def test_every_row_sends_its_cases_request_to_its_cases_stub(case: str) -> None:
         doc = msgspec.json.decode(body.data)
         # The Responses request is the same conversation, a little shorter.
         assert len(body.data) == ob.BODY_BYTES or row.body == "responses"
-        assert doc["stream"] is c.stream and doc["model"] == c.model
         assert body.expect == "tok " * c.tokens
+        if row.body == "converse":
+            # Converse: the URL names the model and says whether it streams.
+            assert "model" not in doc and "stream" not in doc
+            assert row.path.startswith("/model/amazon.nova-pro-v1%3A0/")
+            assert row.path.endswith("/converse-stream" if c.stream else "/converse")
+            assert doc["messages"][0]["content"][0]["text"] and doc["system"]
+            continue
+        assert doc["stream"] is c.stream and doc["model"] == c.model
         headers = dict(body.headers)
         if row.server == "portkey":
             assert headers["x-portkey-provider"] == c.api
@@ -164,8 +182,18 @@ def test_config_routes_every_cases_model_to_its_stub(tmp_path: Path) -> None:
     for case in CASES:
         [backend] = routes[case.model]
         url, protocol = backends[backend]
-        assert url == f"http://127.0.0.1:{ports[case.backend]}/v1" and protocol == case.api
-        assert providers[case.model] == ("OpenAI" if case.api == "openai" else "Anthropic")
+        base = f"http://127.0.0.1:{ports[case.backend]}"
+        assert protocol == case.api
+        assert url == (base if case.api == "bedrock" else base + "/v1")
+        assert providers[case.model] == ("Anthropic" if case.api == "anthropic" else "OpenAI")
+    # Bedrock through Converse, signed (no API key), in a region the url cannot name.
+    [bedrock] = [b for b in doc["backends"] if b["protocol"] == "bedrock"]
+    assert (bedrock["api"], bedrock["region"], bedrock["model"]) == (
+        "converse",
+        "us-east-1",
+        ow.BEDROCK_MODEL,
+    )
+    assert "api_key" not in bedrock and "api_key_env" not in bedrock
     path = tmp_path / "openai.toml"
     path.write_text(text)
     assert file_problems(path, environ={}, scope="all") == []
@@ -193,6 +221,36 @@ def test_the_spot_check_reads_the_canned_stubs_answers(tokens: int, stream: bool
     if stream:
         assert openai.body.count(b'"content":"tok "') == tokens
         assert anthropic.body.count(b"content_block_delta") >= tokens
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_spot_check_reads_the_bedrock_stubs_answers(stream: bool) -> None:
+    wire = ConverseStreamWire() if stream else ConverseWire()
+    answer = wire.canned(32)(ob.converse_body(), _header)
+    assert answer.status == 200
+    assert answer_text("converse", answer.body) == "tok " * 32
+    # A stream is AWS's event stream, one contentBlockDelta a token.
+    assert answer.body.startswith(b"{") is not stream
+    if stream:
+        assert answer.body.count(b"contentBlockDelta") == 32
+
+
+def test_the_gateway_finds_its_aws_credentials_in_its_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """botocore's own chain, given the gateway's environment, finds the
+    static keys first: nothing is looked up beyond loopback."""
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    for name, value in ow.BEDROCK_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert ow.BEDROCK_ENV["AWS_EC2_METADATA_DISABLED"] == "true"
+    creds, expiry = aws_credentials()()
+    assert creds == AwsCredentials(
+        ow.BEDROCK_ENV["AWS_ACCESS_KEY_ID"], ow.BEDROCK_ENV["AWS_SECRET_ACCESS_KEY"], None
+    )
+    assert expiry is None
 
 
 def test_answer_text_reads_responses_and_refuses_other_bodies() -> None:
