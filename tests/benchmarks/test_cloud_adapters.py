@@ -19,12 +19,14 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from botocore.validate import ParamValidator
 
+from benchmarks.cloud_ratios import FORMATS, OPS, measure
+from benchmarks.cloud_ratios import report as ratio_report
+from benchmarks.codecs import LABELS, load, operation
 from benchmarks.codecs import azure_openai_adapter as azure
 from benchmarks.codecs import bedrock_converse_adapter as converse
 from benchmarks.codecs import bedrock_invoke_adapter as invoke
-from benchmarks.codecs import load, operation
 from benchmarks.cost_checks import sigv4_body, sigv4_checks, sigv4_report
-from benchmarks.micro_report import CLOUD_TARGET, cloud_targets
+from benchmarks.micro_report import CLOUD_REFS, CLOUD_TARGET, cloud_targets
 from benchmarks.payloads import make_request
 from flatgate.proxy.backends.base import Inbound
 from flatgate.proxy.wire.chunk.reader import read_chunk
@@ -150,3 +152,14 @@ def test_the_sigv4_table_signs_a_2_kb_converse_request_both_ways() -> None:
     assert any("botocore" in name and "AWSRequest" in name for name in results)
     table = sigv4_report(results)
     assert all(name in table for name in results)
+
+
+def test_the_side_by_side_ratios_cover_every_cloud_row() -> None:
+    best = measure(["1KB"], rounds=1)
+    assert set(best) == {(f, op, "1KB") for f in FORMATS for op in OPS}
+    assert all(seconds > 0 for seconds in best.values())
+    text = ratio_report(best, ["1KB"])
+    for fmt, refs in CLOUD_REFS.items():
+        line = next(x for x in text.splitlines() if x.startswith(f"| {LABELS[fmt]} |"))
+        assert all(f"{LABELS[ref]}: " in line for ref in refs)
+        assert line.endswith(("| met |", "| **missed** |"))
