@@ -186,7 +186,8 @@ BACKEND_AUTH_FAILED = _c(
 )  # fmt: skip
 BACKEND_RATE_LIMITED = _c(
     "backend_rate_limited", 429, RATE,
-    "every backend of the route is rate limiting; `Retry-After` is the shortest they asked for",
+    "every backend of the route is rate limiting; `Retry-After` is the shortest wait they "
+    "asked for (one that names none: its cooldown, at least 1 s)",
 )  # fmt: skip
 BACKEND_STREAM_ERROR = _c(
     "backend_stream_error", 502, API, "the backend reported an error after its stream began"

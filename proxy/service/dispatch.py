@@ -209,6 +209,8 @@ class _Failures:
 # A shared outstanding request's longest life: a worker that dies leaks its
 # count no longer than this.
 _LEASE_TTL = 900.0
+# The least a rate-limited answer asks the caller to wait, in seconds.
+MIN_RETRY_AFTER = 1.0
 
 
 def _busy() -> ProxyError:
@@ -461,10 +463,13 @@ class Dispatcher:
         if kind is RefusalKind.RATE_LIMITED:
             self.balancer.failed(backend, refusal.retry_after)
             failures.limited = True
-            if refusal.retry_after is not None and (
-                failures.rate_limited is None or refusal.retry_after < failures.rate_limited
-            ):
-                failures.rate_limited = refusal.retry_after
+            # A backend that says no wait (Bedrock's ThrottlingException says
+            # none) is cooled down for cooldown_seconds: the caller is told that.
+            wait = refusal.retry_after
+            if wait is None:
+                wait = max(self.balancer.cooldown_seconds, MIN_RETRY_AFTER)
+            if failures.rate_limited is None or wait < failures.rate_limited:
+                failures.rate_limited = wait
             return
         self.balancer.failed(backend)
         if kind is RefusalKind.AUTH:

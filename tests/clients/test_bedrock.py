@@ -194,6 +194,8 @@ def test_a_throttled_model_is_a_429_with_retry_after(stack: BedrockStack) -> Non
         client.chat.completions.create(
             model="nova-throttled", messages=[{"role": "user", "content": "x"}]
         )
+    # Bedrock's ThrottlingException says no wait: the caller is told the
+    # backend's cooldown (cooldown_seconds, 0 here), at least a second.
     assert throttled.value.response.headers.get("retry-after") == "1"
 
 

@@ -454,6 +454,7 @@ def test_forwards_the_bytes_and_only_the_headers_it_should(stub: Server, tmp_pat
                 "x-request-id": "trace-1",
                 "authorization": auth,
                 "x-api-key": None,
+                "api-key": None,
                 "proxy-authorization": None,
                 "cookie": None,
                 "te": None,

@@ -31,7 +31,7 @@ pseudo-header):
 
 Errors are Bedrock's: ``{"message"}`` with ``x-amzn-errortype``
 (``converse_stub.error_reply``). The faults: ``rate_limit`` a 429
-``ThrottlingException`` (with ``Retry-After: 1``, as the other stubs), ``overloaded`` a
+``ThrottlingException`` (no ``Retry-After``, as Bedrock sends none), ``overloaded`` a
 503 ``ServiceUnavailableException``, ``auth`` a 403
 ``UnrecognizedClientException``, ``reject`` a 400 ``ValidationException``,
 ``fail`` and a whole answer's ``error`` a 500 ``InternalServerException``, a
@@ -198,11 +198,10 @@ class _Bedrock:
 
     def fault(self, fault: str, req: StubRequest) -> Reply:
         if fault == "rate_limit":
-            reply = error_reply(
+            # As Bedrock's: no Retry-After (the gateway tells its caller its cooldown).
+            return error_reply(
                 429, "ThrottlingException", "Too many requests, please wait before trying again."
             )
-            reply.headers.append(("retry-after", "1"))
-            return reply
         if fault == "overloaded":
             return error_reply(
                 503, "ServiceUnavailableException", "Bedrock is unable to process your request."
