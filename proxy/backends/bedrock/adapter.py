@@ -21,7 +21,7 @@ streamed, as the ``anthropic`` backend's):
 - embeddings: ``/invoke`` with ``embeddings.encode_embeddings``'s body
   (Titan Text Embeddings, Cohere Embed), read by ``read_embeddings``.
 
-Every request is signed (``auth.sign``: SigV4 by botocore's signer, over the
+Every request is signed (``auth.sign``: SigV4 by awscrt's signer, over the
 headers above, the request id and the static ``headers``) with the
 credentials ``credentials`` holds (a ``Refreshing`` over botocore's chain,
 ``transport.aws``, refreshed off the request's path: ``prepare`` reads them
@@ -262,6 +262,11 @@ class BedrockAdapter:
         return Refusal(kind, status, f"{name}: {text}" if name else text, retry_after(headers))
 
     def probe(self) -> Probe:
+        """A connect, or ``GET health_path``; ``CredentialsUnavailable``
+        (not ready, said without asking) before SigV4's credentials are
+        fetched: a request would find none either."""
+        if self._aws is not None:
+            self._aws.current()
         if self.health:
             return Probe(self.health, [*self.extra, *self._bearer])
         return Probe(self._origin, [], connect_only=True)

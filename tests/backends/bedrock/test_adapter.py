@@ -202,6 +202,13 @@ def test_the_probe_connects_only() -> None:
     assert p.connect_only and p.url == URL and p.headers == []
 
 
+def test_not_ready_before_sigv4_credentials_are_fetched() -> None:
+    with pytest.raises(CredentialsUnavailable, match="not fetched yet"):
+        _adapter(creds=None).probe()
+    # A Bedrock API key needs no fetch.
+    assert _adapter(creds=None, api_key="bedrock-key").probe().connect_only
+
+
 # -- embeddings ---------------------------------------------------------------
 
 _SERVICE = botocore.session.get_session().get_service_model("bedrock-runtime")
