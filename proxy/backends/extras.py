@@ -56,6 +56,7 @@ __all__ = [
     "nested",
     "omitted_header",
     "omitted_label",
+    "placed",
     "read_extras",
     "report_all",
     "responses_for_chat",
@@ -247,6 +248,7 @@ _KNOWN = frozenset(
 
 _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
 _CHAT = int(ApiDialect.OPENAI_CHAT)
+_MESSAGES = int(ApiDialect.ANTHROPIC_MESSAGES)
 # The Responses API's ``include`` entry that asks for the tokens' logprobs.
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _decode_include = msgspec.json.Decoder(list[str] | None).decode
@@ -509,15 +511,25 @@ def messages_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[tu
             except msgspec.DecodeError:
                 raise Untranslatable(f"extras.{key}: not a list of entries") from None
             for entry in entries:
-                for name, value in entry.fields.items():
-                    field = f"{_PLACED[key]}.{name}"
-                    if entry.block == "thinking":
-                        omitted.append(field)  # left out with its block: not Anthropic's
-                    elif not _null(value):
-                        _left_out(field, value, messages, omitted, drop)
+                placed(_PLACED[key], entry.fields, entry.block, omitted, drop)
         else:
             _left_out(key, raw, messages, omitted, drop)
     return [("reasoning_effort", effort)] if effort else []
+
+
+def placed(prefix: str, fields: Fields, block: str, omitted: list[str], drop: bool) -> None:
+    """A Messages tool's or content block's own fields (``$tools``,
+    ``$blocks``) at a backend that cannot place them: each named
+    ``<prefix>.<field>`` (a tool's ``defer_loading`` as
+    ``tools.defer_loading``); a null one means nothing, a thinking
+    block's are named (they go with their block), any other is judged as a
+    field of its own (``NOTHING``'s named, else refused unless ``drop``)."""
+    for name, value in fields.items():
+        field = f"{prefix}.{name}"
+        if block == "thinking":
+            omitted.append(field)
+        elif not _null(value):
+            _left_out(field, value, _MESSAGES, omitted, drop)
 
 
 def _clears_thinking_only(raw: msgspec.Raw) -> bool:

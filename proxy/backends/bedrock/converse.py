@@ -57,9 +57,12 @@ Converse), the client's ``anthropic-beta`` values there as
 ``anthropic_beta``, ``output_config.effort`` -> ``outputConfig.effort``,
 ``$cache_control`` marks -> a ``cachePoint`` after the last block built from
 the marked message (or after the marked tool, or the system blocks); any
-other field of theirs (``$tools``, ``$blocks``, server ``tools``,
-``service_tier``, ...) is judged by ``backends.extras.report_all`` (named,
-or refused unless dropped). Extras of another dialect: none of their fields
+other field of theirs (server ``tools``, ``service_tier``, ...) is judged
+by ``backends.extras.report_all``, a tool's or a block's own fields
+(``defer_loading``, a text's ``citations``) by ``extras.placed``, as
+``tools.<field>`` and ``messages.content.<field>`` (named, or refused
+unless dropped); a cache mark on nothing Converse is sent is refused, as
+at an ``anthropic`` backend. Extras of another dialect: none of their fields
 has a Converse form, and all are judged the same way.
 
 A field refused is an ``Untranslatable`` naming it, unless ``drop`` (the
@@ -108,7 +111,7 @@ from flatgate.proxy.apis.bedrock_converse.request import (
 )
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.bedrock.converse_parts import Parts, cache_point, part_blocks, text_of
-from flatgate.proxy.backends.extras import Fields, read_extras, report_all, unsupported
+from flatgate.proxy.backends.extras import Fields, placed, read_extras, report_all, unsupported
 from flatgate.proxy.backends.json_api import object_arguments
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
@@ -399,12 +402,13 @@ def _place_marks(extras: Extras, conv: _Conversation, tools: ToolConfig | None) 
         where = f"extras.$cache_control[{mark.at}][{mark.index}]"
         point = cache_point(mark.cache_control, where)
         if mark.at == "tools":
-            if tools is not None and 0 <= mark.index < len(tools.tools):
-                tools.tools.insert(_after_tool(tools, mark.index), ToolDef(cache_point=point))
+            if tools is None or not 0 <= mark.index < len(tools.tools):
+                raise Untranslatable(f"{where}: marks no tool Converse is sent")
+            tools.tools.insert(_after_tool(tools, mark.index), ToolDef(cache_point=point))
             continue
         made = conv.made.get(mark.index)
         if made is None:
-            continue
+            raise Untranslatable(f"{where}: marks no message Converse is sent")
         blocks, last = made
         at = next(k for k, b in enumerate(blocks) if b is last) + 1
         if blocks is conv.system:
@@ -449,10 +453,10 @@ def _apply(
         additional["anthropic_beta"] = msgspec.Raw(_encode(list(dict.fromkeys(extras.betas))))
     if extras.tools:
         rest["tools"] = msgspec.Raw(b"[" + b",".join(bytes(t) for t in extras.tools) + b"]")
-    if extras.tool_fields:
-        unsupported("$tools", omitted, drop)
-    if extras.blocks:
-        unsupported("$blocks", omitted, drop)
+    for tool in extras.tool_fields:
+        placed("tools", tool.fields, "", omitted, drop)
+    for block in extras.blocks:
+        placed("messages.content", block.fields, block.block, omitted, drop)
     if rest:
         report_all(rest, _MESSAGES, omitted, drop)
     return config

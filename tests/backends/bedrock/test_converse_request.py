@@ -540,3 +540,56 @@ def test_a_turn_puts_its_tool_results_before_its_text() -> None:
     )
     turn = encode(req)[0]["messages"][2]["content"]
     assert [next(iter(b)) for b in turn] == ["toolResult", "text"]
+
+
+def test_a_messages_tools_and_blocks_own_fields_are_named_as_the_client_wrote_them() -> None:
+    """A tool's ``defer_loading`` and ``eager_input_streaming`` and a text's
+    ``citations`` are named as fields of the client's tool or block (as at an
+    ``openai`` backend), never as flatgate's own ``$tools`` / ``$blocks``."""
+    body = {
+        "model": "nova",
+        "max_tokens": 100,
+        "tools": [
+            {
+                "name": "lookup",
+                "input_schema": {"type": "object"},
+                "defer_loading": True,
+                "eager_input_streaming": True,
+            }
+        ],
+        "messages": [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "cited",
+                        "citations": [
+                            {
+                                "type": "char_location",
+                                "cited_text": "c",
+                                "document_index": 0,
+                                "document_title": "d",
+                                "start_char_index": 0,
+                                "end_char_index": 1,
+                            }
+                        ],
+                    }
+                ],
+            },
+            {"role": "user", "content": "more"},
+        ],
+    }
+    sent, omitted = encode(messages_request(body))
+    assert sent["toolConfig"]["tools"][0]["toolSpec"]["name"] == "lookup"
+    assert sorted(omitted) == [
+        "messages.content.citations",
+        "tools.defer_loading",
+        "tools.eager_input_streaming",
+    ]
+    # What maps to nothing is named even when the backend refuses the rest.
+    body["tools"][0]["input_examples"] = [{"q": "x"}]
+    with pytest.raises(UnsupportedField) as info:
+        encode(messages_request(body))
+    assert info.value.param == "tools.input_examples"
