@@ -520,8 +520,8 @@ def messages_for_chat(fields: Fields, omitted: list[str], drop: bool) -> list[tu
 def placed(prefix: str, fields: Fields, block: str, omitted: list[str], drop: bool) -> None:
     """A Messages tool's or content block's own fields (``$tools``,
     ``$blocks``) at a backend that cannot place them: each named
-    ``<prefix>.<field>`` (a tool's ``defer_loading`` as
-    ``tools.defer_loading``); a null one means nothing, a thinking
+    ``<prefix>.<field>`` (a tool's ``defer_loading`` with the prefix
+    ``tools``); a null one means nothing, a thinking
     block's are named (they go with their block), any other is judged as a
     field of its own (``NOTHING``'s named, else refused unless ``drop``)."""
     for name, value in fields.items():
