@@ -11,9 +11,12 @@ backend's ``url`` is the API base including its version
 (``https://api.openai.com/v1``, ``http://127.0.0.1:8000/v1``), to which the
 adapter appends ``/chat/completions`` or ``/messages``; an
 ``openai-responses`` backend's is the same base as an ``openai`` one's, to
-which it appends ``/responses``. Embeddings go to ``/v1/embeddings`` on an
-``fbs`` server's root and to ``/embeddings`` on the JSON API base
-(``openai``, ``openai-responses``).
+which it appends ``/responses`` (Azure OpenAI's: ``backends.azure``). A
+``bedrock`` backend's is Bedrock Runtime's endpoint
+(``https://bedrock-runtime.<region>.amazonaws.com``), to which it appends
+``/model/<model id>/<operation>``. Embeddings go to ``/v1/embeddings`` on an
+``fbs`` server's root, to ``/embeddings`` on the JSON API base (``openai``,
+``openai-responses``), and to InvokeModel on Bedrock.
 
 ``serves`` says which kinds of request (``REQUEST_KINDS``) a backend is sent:
 absent, its protocol's (``registry.kinds``: an ``anthropic`` backend

@@ -54,8 +54,10 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     total_timeout: float = 0.0
     # Forward the caller's Authorization header to this backend.
     forward_credentials: bool = False
-    # The credential flatgate presents (openai: Authorization: Bearer;
-    # anthropic: x-api-key), given inline or as an environment variable's name.
+    # The credential flatgate presents (openai: Authorization: Bearer, or
+    # Azure's api-key header with auth = "api-key"; anthropic: x-api-key;
+    # bedrock: a Bedrock API key, as a bearer token, instead of SigV4), given
+    # inline or as an environment variable's name.
     api_key: str = ""
     api_key_env: str = ""
     # The model name sent upstream ("": the name the request was routed by).
@@ -73,7 +75,8 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     whole_answers: bool = True
     # Readiness probe: a path on the backend's server, from its root (vLLM and
     # llama.cpp serve /health there); "": fbs GET {url}/healthz, openai and
-    # openai-responses GET {url}/models, anthropic a TLS or TCP connect.
+    # openai-responses GET {url}/models (Azure's models endpoint), anthropic
+    # and bedrock a TLS or TCP connect.
     health_path: str = ""
     # A PEM file of CA certificates to trust besides the system store (https).
     ca_file: str = ""

@@ -1,6 +1,6 @@
 """The built-in model server: deterministic tokens, for runs, tests and benchmarks.
 
-``flatgate stub --protocol fbs|openai|openai-responses|anthropic`` serves one
+``flatgate stub --protocol fbs|openai|openai-responses|anthropic|bedrock`` serves one
 protocol per process, in that API's own wire format (each protocol's folder
 under ``proxy/backends`` holds its stub's wire module beside its adapter),
 with the same deterministic echo and faults (``backends.dialect``), so that
