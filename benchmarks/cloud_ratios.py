@@ -14,6 +14,15 @@ ratio to each of its references, met or missed against
 ``micro_report.CLOUD_TARGET`` (1.3x).
 
     python -m benchmarks.cloud_ratios [--sizes 1KB,16KB] [--rounds 15]
+    python -m benchmarks.cloud_ratios --prepare
+
+``--prepare``: instead, each backend's whole ``prepare`` (``PREPARED``: the
+adapter built from its ``[[backends]]`` entry as the registry builds it) of
+the load bench's 2 KB chat request (``openai_bodies.chat_body``), CPU per
+call, fastest of interleaved rounds: the body, the URL, the headers and,
+for ``bedrock``, the SigV4 signature (static credentials from a temporary
+environment, read once through botocore's chain: no lookup beyond it) or
+a Bedrock API key.
 
 Reports figures; asserts nothing. No I/O but the printing.
 """
@@ -21,6 +30,7 @@ Reports figures; asserts nothing. No I/O but the printing.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,10 +38,11 @@ from typing import Any
 
 from benchmarks.codecs import LABELS, load, operation
 from benchmarks.harness.report import md_table
+from benchmarks.load.openai_bodies import chat_body
 from benchmarks.micro_report import CLOUD_REFS, CLOUD_TARGET
 from benchmarks.payloads import PROMPT_SIZES, make_request
 
-__all__ = ["FORMATS", "OPS", "main", "measure", "report"]
+__all__ = ["FORMATS", "OPS", "PREPARED", "main", "measure", "prepare_costs", "report"]
 
 FORMATS = ("openai-adapter", "anthropic-adapter", *CLOUD_REFS)
 OPS = ("adapt-request", "adapt-chunk")
@@ -86,12 +97,105 @@ def report(best: dict[tuple[str, str, str], float], sizes: Sequence[str]) -> str
     return "\n".join(out)
 
 
+_BEDROCK = {"protocol": "bedrock", "url": "https://bedrock-runtime.us-east-1.amazonaws.com"}
+# Each backend whose prepare is measured: its [[backends]] entry.
+PREPARED: dict[str, dict[str, Any]] = {
+    "openai": {"protocol": "openai", "url": "https://api.openai.com/v1", "api_key": "k"},
+    "anthropic": {"protocol": "anthropic", "url": "https://api.anthropic.com", "api_key": "k"},
+    "openai for Azure (deployment URL, api-key)": {
+        "protocol": "openai",
+        "url": "https://contoso-eastus.openai.azure.com",
+        "azure_api_version": "2024-10-21",
+        "auth": "api-key",
+        "api_key": "k",
+    },
+    "bedrock, Converse, SigV4": {**_BEDROCK, "model": "amazon.nova-pro-v1:0"},
+    "bedrock, Converse, Bedrock API key": {
+        **_BEDROCK,
+        "model": "amazon.nova-pro-v1:0",
+        "api_key": "k",
+    },
+    "bedrock, InvokeModel (Claude), SigV4": {
+        **_BEDROCK,
+        "model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    },
+}
+_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "AKIDFLATGATEBENCH",
+    "AWS_SECRET_ACCESS_KEY": "flatgate-bench-secret",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": "/nonexistent/flatgate-bench/aws-config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/flatgate-bench/aws-credentials",
+}
+
+
+def _adapter(name: str, entry: dict[str, Any]) -> Any:
+    """The adapter of ``entry``, its credentials fetched once (AWS's from
+    ``_AWS_ENV``, set only while they are read)."""
+    from flatgate.proxy.backends.registry import adapter_for, backend_config, backend_problems
+    from flatgate.proxy.plumbing.config import ConfigError, Problems
+
+    problems = Problems()
+    config = backend_config({"name": "bench", **entry}, name, problems)
+    if config is not None:
+        problems += backend_problems(config, name)
+    if config is None or problems:
+        raise ConfigError(*problems)
+    adapter = adapter_for(config)
+    refreshing = getattr(adapter, "credentials", None)
+    if refreshing is not None:
+        saved = {k: os.environ.get(k) for k in _AWS_ENV}
+        os.environ.update(_AWS_ENV)
+        try:
+            refreshing.refresh()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return adapter
+
+
+def prepare_costs(rounds: int, calls: int = 2000) -> dict[str, float]:
+    """Fastest round's CPU µs per ``prepare``, by ``PREPARED``'s names."""
+    from flatgate.edge_translator.openai.translate import write_request
+    from flatgate.proxy.apis.openai_chat.request import decode_request
+    from flatgate.proxy.backends.base import Inbound
+    from flatgate.proxy.wire.request.decode import read_request
+
+    req = decode_request(chat_body())
+    decoded = read_request(write_request(req, provider=0, model_name=req.model, request_id="r-1"))
+    call = Inbound(b"", lambda: decoded, "r-1", "")
+    prepares = {name: _adapter(name, entry).prepare for name, entry in PREPARED.items()}
+    best = dict.fromkeys(prepares, float("inf"))
+    for _ in range(rounds):
+        for name, prepare in prepares.items():
+            start = time.process_time()
+            for _ in range(calls):
+                prepare(call)
+            best[name] = min(best[name], (time.process_time() - start) / calls)
+    return {name: seconds * 1e6 for name, seconds in best.items()}
+
+
+def prepare_report(results: dict[str, float]) -> str:
+    base = results["openai"]
+    rows = [(name, f"{us:.2f}", f"{us / base:.2f}x") for name, us in results.items()]
+    return "\n".join(
+        md_table(["backend: prepare of a 2 KB chat request", "CPU µs", "vs. openai"], rows)
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cloud_ratios", description=__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--sizes", default=",".join(PROMPT_SIZES))
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--prepare", action="store_true", help="each backend's prepare instead")
     args = parser.parse_args(argv)
+    if args.prepare:
+        print(prepare_report(prepare_costs(args.rounds)))
+        return 0
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     unknown = [s for s in sizes if s not in PROMPT_SIZES]
     if unknown:

@@ -11,6 +11,7 @@ adapt-chunk frame carries the same token as the openai adapter's.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import botocore.session
@@ -19,7 +20,7 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from botocore.validate import ParamValidator
 
-from benchmarks.cloud_ratios import FORMATS, OPS, measure
+from benchmarks.cloud_ratios import FORMATS, OPS, PREPARED, measure, prepare_costs, prepare_report
 from benchmarks.cloud_ratios import report as ratio_report
 from benchmarks.codecs import LABELS, load, operation
 from benchmarks.codecs import azure_openai_adapter as azure
@@ -163,3 +164,13 @@ def test_the_side_by_side_ratios_cover_every_cloud_row() -> None:
         line = next(x for x in text.splitlines() if x.startswith(f"| {LABELS[fmt]} |"))
         assert all(f"{LABELS[ref]}: " in line for ref in refs)
         assert line.endswith(("| met |", "| **missed** |"))
+
+
+def test_every_backends_prepare_is_measured_signed_or_keyed() -> None:
+    before = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    results = prepare_costs(rounds=1, calls=5)
+    assert list(results) == list(PREPARED) and all(us > 0 for us in results.values())
+    # The credentials' environment was the fetch's only.
+    assert {k: v for k, v in os.environ.items() if k.startswith("AWS_")} == before
+    table = prepare_report(results)
+    assert all(f"| {name} |" in table for name in PREPARED) and "| 1.00x |" in table
