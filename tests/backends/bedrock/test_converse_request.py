@@ -546,17 +546,16 @@ def test_a_messages_tools_and_blocks_own_fields_are_named_as_the_client_wrote_th
     """A tool's ``defer_loading`` and ``eager_input_streaming`` and a text's
     ``citations`` are named as fields of the client's tool or block (as at an
     ``openai`` backend), never as flatgate's own ``$tools`` / ``$blocks``."""
-    body = {
+    tool: dict[str, Any] = {
+        "name": "lookup",
+        "input_schema": {"type": "object"},
+        "defer_loading": True,
+        "eager_input_streaming": True,
+    }
+    body: dict[str, Any] = {
         "model": "nova",
         "max_tokens": 100,
-        "tools": [
-            {
-                "name": "lookup",
-                "input_schema": {"type": "object"},
-                "defer_loading": True,
-                "eager_input_streaming": True,
-            }
-        ],
+        "tools": [tool],
         "messages": [
             {"role": "user", "content": "q"},
             {
@@ -589,7 +588,7 @@ def test_a_messages_tools_and_blocks_own_fields_are_named_as_the_client_wrote_th
         "tools.eager_input_streaming",
     ]
     # What maps to nothing is named even when the backend refuses the rest.
-    body["tools"][0]["input_examples"] = [{"q": "x"}]
+    tool["input_examples"] = [{"q": "x"}]
     with pytest.raises(UnsupportedField) as info:
         encode(messages_request(body))
     assert info.value.param == "tools.input_examples"
