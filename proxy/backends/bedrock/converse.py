@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import struct
 
@@ -123,7 +124,8 @@ _MESSAGES = int(ApiDialect.ANTHROPIC_MESSAGES)
 _ANY_OBJECT = msgspec.Raw(b'{"type":"object"}')
 _encode = msgspec.json.Encoder().encode
 # The service's pattern for a requestMetadata value (and, here, its key).
-_METADATA = re.compile(r"[a-zA-Z0-9\s:_@$#=/+,\-.]{0,256}")
+_METADATA_MAX = 256
+_METADATA = re.compile(rf"[a-zA-Z0-9\s:_@$#=/+,\-.]{{0,{_METADATA_MAX}}}")
 # Never taken from Messages extras: the request's own.
 _OWN = frozenset({"model", "messages", "stream", "max_tokens"})
 _F32 = struct.Struct("<f")
@@ -144,9 +146,11 @@ class _OutputConfigExtra(msgspec.Struct, gc=False):
     effort: str | None = None
 
 
+@functools.lru_cache(maxsize=512)
 def _f32(value: float | None) -> float | None:
     """A float32 of the wire as the shortest decimal that is it (the
-    client's 0.9, not 0.8999999761581421)."""
+    client's 0.9, not 0.8999999761581421); a request's few values repeat,
+    so each is worked out once."""
     if value is None:
         return None
     packed = _F32.pack(value)
@@ -355,15 +359,27 @@ def _output_config(req: Request, omitted: list[str], drop: bool) -> OutputConfig
     return None
 
 
+def _fits(text: str) -> bool:
+    """Whether ``requestMetadata`` takes ``text`` (its keys and values
+    repeat from request to request: each is matched once, and only what
+    can fit, at most 256 characters, is remembered)."""
+    return len(text) <= _METADATA_MAX and _matches(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _matches(text: str) -> bool:
+    return _METADATA.fullmatch(text) is not None
+
+
 def _metadata(req: Request, omitted: list[str], drop: bool) -> dict[str, str] | None:
     out: dict[str, str] = {}
     for key, value in req.metadata.items():
-        if key and _METADATA.fullmatch(key) and _METADATA.fullmatch(value):
+        if key and _fits(key) and _fits(value):
             out[key] = value
         else:
             _refuse(f"metadata.{key}"[:64], "a key or value Converse cannot take", omitted, drop)
     if req.user and "user" not in out:
-        if _METADATA.fullmatch(req.user):
+        if _fits(req.user):
             out["user"] = req.user
         else:
             _refuse("user", "characters Converse's requestMetadata cannot take", omitted, drop)
