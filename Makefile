@@ -142,6 +142,7 @@ generate: $(STAMP)
 # into benchmarks/results/).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.micro
+	$(BIN)/python -m benchmarks.cloud_ratios
 	$(BIN)/python -m benchmarks.embeddings
 	$(BIN)/python -m benchmarks.cost_checks
 	$(BIN)/python -m benchmarks.jwt_auth
