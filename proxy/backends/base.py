@@ -28,7 +28,7 @@ No I/O.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -36,13 +36,16 @@ from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.transport.credentials import Refreshing
 from flatgate.proxy.wire.embeddings import EmbeddingInput
+from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.request.decode import Request
+from flatgate.proxy.wire.schema import PartKind
 
 __all__ = [
     "Adapter",
     "Inbound",
     "Outbound",
     "PartRefused",
+    "PartsOut",
     "Probe",
     "Refusal",
     "RefusalKind",
@@ -77,6 +80,39 @@ class PartRefused(Untranslatable):
         self.param = where
 
 
+class PartsOut:
+    """What writing a message's content parts reports: the names of what was
+    left out, and whether to leave out (``drop``, the backend's
+    ``drop_unsupported``) what would be refused; ``target`` says whose API
+    refuses it ("an anthropic backend")."""
+
+    __slots__ = ("drop", "omitted")
+    target = "this backend"
+
+    def __init__(self, omitted: list[str], drop: bool) -> None:
+        self.omitted = omitted
+        self.drop = drop
+
+    def refuse(self, where: str, what: str) -> None:
+        if not self.drop:
+            raise PartRefused(where, what, self.target)
+        self.omitted.append(where)
+
+    def text_of(self, parts: Sequence[ContentPart], where: str) -> str:
+        """A system or an assistant message's parts as its text: the text
+        parts joined; any other part refused (or dropped)."""
+        texts = []
+        for k, part in enumerate(parts):
+            if part.kind == _TEXT:
+                texts.append(part.text)
+            else:
+                self.refuse(
+                    f"{where}.content[{k}]",
+                    "a part other than text in a system or an assistant message",
+                )
+        return "".join(texts)
+
+
 class RefusalKind(enum.Enum):
     REJECTED = "rejected"
     AUTH = "auth"
@@ -96,6 +132,7 @@ class Refusal:
 
 
 _T = TypeVar("_T")
+_TEXT = int(PartKind.TEXT)
 
 
 # Not frozen: one is made per request, and a frozen dataclass's __init__ costs

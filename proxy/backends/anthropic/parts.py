@@ -53,7 +53,7 @@ from flatgate.proxy.apis.anthropic_messages.blocks import (
     TextSource,
     UrlSource,
 )
-from flatgate.proxy.backends.base import PartRefused, Untranslatable
+from flatgate.proxy.backends.base import PartRefused, PartsOut, Untranslatable
 from flatgate.proxy.backends.extras import read_extras, report_all, splice
 from flatgate.proxy.wire.media import IMAGE_TYPES, sniff
 from flatgate.proxy.wire.parts import ContentPart
@@ -79,20 +79,15 @@ _WRITES = {
 }
 
 
-class _Out:
+class _Out(PartsOut):
     """What writing the parts reports: names left out, betas needed."""
 
-    __slots__ = ("betas", "drop", "omitted")
+    __slots__ = ("betas",)
+    target = "an anthropic backend"
 
     def __init__(self, omitted: list[str], betas: list[str], drop: bool) -> None:
-        self.omitted = omitted
+        super().__init__(omitted, drop)
         self.betas = betas
-        self.drop = drop
-
-    def refuse(self, where: str, what: str) -> None:
-        if not self.drop:
-            raise PartRefused(where, what, "an anthropic backend")
-        self.omitted.append(where)
 
 
 def _file_id(part: ContentPart, where: str, out: _Out) -> FileSource | None:
@@ -214,16 +209,5 @@ def part_blocks(
 
 
 def text_of(parts: Sequence[ContentPart], where: str, omitted: list[str], drop: bool) -> str:
-    """A system or an assistant message's parts as its text: the text parts
-    joined; any other part refused (or dropped: ``drop``)."""
-    out = _Out(omitted, [], drop)
-    texts = []
-    for k, part in enumerate(parts):
-        if part.kind == _TEXT:
-            texts.append(part.text)
-        else:
-            out.refuse(
-                f"{where}.content[{k}]",
-                "a part other than text in a system or an assistant message",
-            )
-    return "".join(texts)
+    """A system or an assistant message's parts as its text (``PartsOut.text_of``)."""
+    return _Out(omitted, [], drop).text_of(parts, where)

@@ -111,7 +111,7 @@ from flatgate.proxy.apis.bedrock_converse.request import (
     ToolSpec,
 )
 from flatgate.proxy.backends.base import Untranslatable
-from flatgate.proxy.backends.bedrock.converse_parts import Parts, cache_point, part_blocks, text_of
+from flatgate.proxy.backends.bedrock.converse_parts import Parts, cache_point, part_blocks
 from flatgate.proxy.backends.extras import Fields, placed, read_extras, report_all, unsupported
 from flatgate.proxy.backends.json_api import object_arguments
 from flatgate.proxy.wire.parts import ReasoningPart
@@ -266,7 +266,7 @@ def _conversation(req: Request, omitted: list[str], out: Parts) -> _Conversation
             continue
         where = f"messages[{i}]"
         if parts and role not in ("tool", "user"):
-            content = text_of(parts, where, out)
+            content = out.text_of(parts, where)
             parts = None
         if role in ("system", "developer"):
             if content:

@@ -32,7 +32,7 @@ What Converse cannot take is refused with ``Untranslatable`` naming the part
 unless the backend's ``drop_unsupported``, then left out and named so in
 ``omitted``: a URL that is not ``s3://``, a file id (Converse has no files
 API), a media type it has no format for, audio in a tool result, and, in a
-system or an assistant message (``text_of``), any part but text. Pure: no
+system or an assistant message (``PartsOut.text_of``), any part but text. Pure: no
 I/O.
 """
 
@@ -55,13 +55,13 @@ from flatgate.proxy.apis.bedrock_converse.blocks import (
     MediaSource,
     S3Location,
 )
-from flatgate.proxy.backends.base import PartRefused, Untranslatable
+from flatgate.proxy.backends.base import PartRefused, PartsOut, Untranslatable
 from flatgate.proxy.backends.extras import read_extras, report_all
 from flatgate.proxy.wire.media import sniff
 from flatgate.proxy.wire.parts import ContentPart
 from flatgate.proxy.wire.schema import ApiDialect, PartKind
 
-__all__ = ["PartRefused", "Parts", "cache_point", "part_blocks", "text_of"]
+__all__ = ["PartRefused", "Parts", "cache_point", "part_blocks"]
 
 _MESSAGES = int(ApiDialect.ANTHROPIC_MESSAGES)
 _TEXT = int(PartKind.TEXT)
@@ -106,22 +106,13 @@ _TTLS = frozenset({"5m", "1h"})
 # service's rule; anything else would be refused by it).
 _NAME_OUT = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
 _SPACES = re.compile(r"\s+")
-_TARGET = "a bedrock backend's Converse API"
 
 
-class Parts:
+class Parts(PartsOut):
     """What writing the parts reports: names left out; whether to drop."""
 
-    __slots__ = ("drop", "omitted")
-
-    def __init__(self, omitted: list[str], drop: bool) -> None:
-        self.omitted = omitted
-        self.drop = drop
-
-    def refuse(self, where: str, what: str) -> None:
-        if not self.drop:
-            raise PartRefused(where, what, _TARGET)
-        self.omitted.append(where)
+    __slots__ = ()
+    target = "a bedrock backend's Converse API"
 
 
 def _s3(url: str) -> S3Location | None:
@@ -248,7 +239,7 @@ def _extras(part: ContentPart, where: str, out: Parts) -> CachePoint | None:
         if name == "cache_control":
             point = cache_point(raw, where)
         elif not out.drop:
-            raise PartRefused(f"{where}.{name}", f"the block field '{name}'", _TARGET)
+            raise PartRefused(f"{where}.{name}", f"the block field '{name}'", Parts.target)
         else:
             out.omitted.append(f"{where}.{name}")
     return point
@@ -291,18 +282,3 @@ def part_blocks(
                     blocks.append(ContentBlock(cache_point=point))
         k += 1
     return blocks
-
-
-def text_of(parts: Sequence[ContentPart], where: str, out: Parts) -> str:
-    """A system or an assistant message's parts as its text: the text parts
-    joined; any other part refused (or dropped)."""
-    texts = []
-    for k, part in enumerate(parts):
-        if part.kind == _TEXT:
-            texts.append(part.text)
-        else:
-            out.refuse(
-                f"{where}.content[{k}]",
-                "a part other than text in a system or an assistant message",
-            )
-    return "".join(texts)
