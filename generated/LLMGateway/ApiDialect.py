@@ -7,3 +7,4 @@ class ApiDialect(object):
     OpenAIChat = 1
     AnthropicMessages = 2
     OpenAIResponses = 3
+    GeminiGenerateContent = 4

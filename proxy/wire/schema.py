@@ -121,6 +121,7 @@ class ApiDialect(enum.IntEnum):
     OPENAI_CHAT = _ApiDialect.OpenAIChat
     ANTHROPIC_MESSAGES = _ApiDialect.AnthropicMessages
     OPENAI_RESPONSES = _ApiDialect.OpenAIResponses
+    GEMINI = _ApiDialect.GeminiGenerateContent
 
 
 class PartKind(enum.IntEnum):
