@@ -7,7 +7,6 @@ that would leave 127.0.0.0/8."""
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import json
 import os
 import sys
@@ -21,57 +20,13 @@ import pytest
 
 from flatgate.proxy.transport.aws import NoCredentials, aws_credentials
 from flatgate.proxy.transport.credentials import Refreshing
+from tests import loopback
+from tests.loopback import SEEN as _SEEN
+from tests.loopback import WATCHING as _WATCHING
+from tests.loopback import LeftLoopback
 
-# Every address a socket connected to, or a name looked up, while a test ran.
-_SEEN: list[str] = []
-_WATCHING = threading.Event()
-
-
-class LeftLoopback(RuntimeError):
-    """Raised by the audit hook before a socket reaches outside loopback."""
-
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if not _WATCHING.is_set():
-        return
-    host = None
-    if event == "socket.connect" and isinstance(args[1], tuple):
-        host = str(args[1][0])
-    elif event == "socket.getaddrinfo":
-        host = str(args[0])
-    if host is None:
-        return
-    _SEEN.append(host)
-    if _outside([host]):  # stopped before any packet is sent
-        raise LeftLoopback(f"a connection to {host} outside 127.0.0.0/8")
-
-
-sys.addaudithook(_audit)
-
-
-def _outside(seen: list[str]) -> list[str]:
-    out = []
-    for host in seen:
-        try:
-            if not ipaddress.ip_address(host).is_loopback:
-                out.append(host)
-        except ValueError:
-            if host != "localhost":
-                out.append(host)  # a name: a lookup that may leave the host
-    return out
-
-
-@pytest.fixture
-def loopback_only() -> Iterator[list[str]]:
-    """Fails the test if anything connects, or looks up a name, outside
-    127.0.0.0/8 during it; yields what was connected to."""
-    _SEEN.clear()
-    _WATCHING.set()
-    try:
-        yield _SEEN
-    finally:
-        _WATCHING.clear()
-    assert not _outside(_SEEN), f"connections outside loopback: {_outside(_SEEN)}"
+# The guard against connections outside loopback (shared: ``tests.loopback``).
+loopback_only = loopback.loopback_only
 
 
 @pytest.fixture
