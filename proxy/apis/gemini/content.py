@@ -1,0 +1,133 @@
+"""Gemini's contents and parts, as msgspec Structs: ``Content`` (a role and
+its parts) and ``Part`` (text, thought, ``inlineData``, ``fileData``,
+``functionCall``, ``functionResponse``, ``executableCode``,
+``codeExecutionResult``, with ``thoughtSignature`` and ``videoMetadata``).
+
+The one model of them: the ``gemini`` and ``vertex`` backends write their
+request's contents with them (``backends.gemini.encode``), read their answer's
+candidates with them (``answer``), and the stub reads a request with them
+(``backends.gemini.stub_wire``); the edge's Gemini API will read its clients
+with the same ones.
+
+Gemini spells its fields in camelCase (``rename="camel"``: ``inline_data`` is
+``inlineData``); a part is a union written as an object with one data member
+set (``thought``, ``thoughtSignature`` and ``videoMetadata`` go beside it):
+every member defaults to ``None`` and ``omit_defaults`` writes only the ones
+set. ``Blob.data`` is ``bytes``, which msgspec writes and reads as base64, as
+the REST API carries it. ``thoughtSignature`` is kept as the base64 text the
+API sent (``str``): it is opaque, and goes back exactly as it came. A
+function call's ``args``, a function response's ``response`` are
+``msgspec.Raw`` (their JSON as written). Decoding ignores fields this model
+does not know (a newer API's) and is lenient about what is absent, as a
+server's answer must be. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = [
+    "Blob",
+    "CodeExecutionResult",
+    "Content",
+    "ExecutableCode",
+    "FileData",
+    "FunctionCall",
+    "FunctionResponse",
+    "FunctionResponseBlob",
+    "FunctionResponsePart",
+    "Part",
+    "VideoMetadata",
+]
+
+
+class _Shape(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
+    """Gemini's conventions: camelCase names, absent members not written."""
+
+
+class Blob(_Shape):
+    """``inlineData``: bytes with their MIME type (base64 in the JSON)."""
+
+    mime_type: str
+    data: bytes
+    display_name: str | None = None
+
+
+class FileData(_Shape):
+    """``fileData``: a file by URI (the Files API's, ``gs://`` at Vertex, a URL)."""
+
+    file_uri: str
+    mime_type: str | None = None
+    display_name: str | None = None
+
+
+class FunctionCall(_Shape):
+    name: str
+    args: msgspec.Raw = msgspec.Raw()
+    id: str | None = None
+
+
+class FunctionResponseBlob(_Shape):
+    mime_type: str
+    data: bytes
+    display_name: str | None = None
+
+
+class FunctionResponsePart(_Shape):
+    """A part of a function's response (multimodal function responses)."""
+
+    inline_data: FunctionResponseBlob | None = None
+    file_data: FileData | None = None
+
+
+class FunctionResponse(_Shape):
+    name: str
+    response: msgspec.Raw
+    id: str | None = None
+    parts: list[FunctionResponsePart] | None = None
+    will_continue: bool | None = None
+    scheduling: str | None = None
+
+
+class ExecutableCode(_Shape):
+    code: str
+    language: str = "PYTHON"
+
+
+class CodeExecutionResult(_Shape):
+    outcome: str
+    output: str | None = None
+
+
+class VideoMetadata(_Shape):
+    start_offset: str | None = None
+    end_offset: str | None = None
+    fps: float | None = None
+
+
+class Part(_Shape):
+    """One part of a content: exactly one data member set."""
+
+    text: str | None = None
+    inline_data: Blob | None = None
+    file_data: FileData | None = None
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+    executable_code: ExecutableCode | None = None
+    code_execution_result: CodeExecutionResult | None = None
+    # Beside the data member: a thought (its text is a thought summary), the
+    # signature of the model's thinking, a video's clip.
+    thought: bool | None = None
+    thought_signature: str | None = None
+    video_metadata: VideoMetadata | None = None
+    # Read, never written: a part's resolution setting, and members of a
+    # newer API this model does not know the shape of.
+    media_resolution: msgspec.Raw = msgspec.Raw()
+    part_metadata: msgspec.Raw = msgspec.Raw()
+
+
+class Content(_Shape):
+    """A turn: ``role`` ``user`` or ``model`` (none in ``systemInstruction``)."""
+
+    parts: list[Part] = msgspec.field(default_factory=list)
+    role: str | None = None

@@ -1,0 +1,2 @@
+"""The ``gemini`` protocol: Google's Gemini API (``generateContent``,
+``streamGenerateContent?alt=sse``, ``embedContent``)."""
