@@ -41,6 +41,7 @@ from flatgate.proxy.backends.section import (
     RequestKind,
     common_problems,
 )
+from flatgate.proxy.backends.vertex import PROTOCOL as VERTEX
 from flatgate.proxy.plumbing.config import ConfigError, Problems, convert_entry
 
 __all__ = [
@@ -55,7 +56,7 @@ __all__ = [
 
 # The protocols, each its folder's registration, the default first.
 PROTOCOLS: Mapping[str, BackendProtocol] = {
-    p.name: p for p in (FBS, OPENAI, RESPONSES, ANTHROPIC, BEDROCK)
+    p.name: p for p in (FBS, OPENAI, RESPONSES, ANTHROPIC, BEDROCK, VERTEX)
 }
 DEFAULT_PROTOCOL = next(iter(PROTOCOLS))
 _COMMON = frozenset(BackendConfig.__struct_fields__)
