@@ -20,7 +20,14 @@ The conversation is mapped:
   signature of the answer's text: it goes back on the text part (an empty
   one when the message has no text); one whose ``id`` is a tool call's id is
   that call's signature and goes back on its ``functionCall`` part: Gemini 3
-  refuses a conversation whose function calls lost their signatures.
+  refuses a conversation whose function calls lost their signatures. A
+  call's signature also rides in its id (``signed_call_id``:
+  ``<id>__thought__<signature, URL-safe base64>``, LiteLLM's convention),
+  since every client API sends a call's id back while only some carry
+  reasoning parts of another provider (a Chat Completions or Messages
+  client drops them): the id is split again here (``split_call_id``),
+  Gemini is sent the id before the mark, and the signature the id carried
+  when no reasoning part gives one;
   Reasoning of another dialect (Claude's signed thinking, OpenAI's encrypted
   reasoning) cannot be verified by Google: it is left out and named
   ``reasoning``;
@@ -107,7 +114,7 @@ from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Message, Request
 from flatgate.proxy.wire.schema import ApiDialect, ToolChoiceMode
 
-__all__ = ["EFFORT_BUDGETS", "SIGNED_TEXT", "encode_gemini"]
+__all__ = ["EFFORT_BUDGETS", "SIGNED_TEXT", "encode_gemini", "signed_call_id", "split_call_id"]
 
 # The ``id`` of a Gemini reasoning part that is the signature of the
 # answer's text (not a thought's, not a function call's).
@@ -121,6 +128,8 @@ EFFORT_BUDGETS = {
     "max": 24576,
 }
 
+# Between a call's id and the signature it carries.
+THOUGHT_MARK = "__thought__"
 _GEMINI = int(ApiDialect.GEMINI)
 _CHAT = int(ApiDialect.OPENAI_CHAT)
 _RESPONSES = int(ApiDialect.OPENAI_RESPONSES)
@@ -146,6 +155,25 @@ class _JsonSchemaFormat(msgspec.Struct, gc=False):
 class _Thinking(msgspec.Struct, gc=False):
     type: str = ""
     budget_tokens: int = 0
+
+
+def signed_call_id(ident: str, signature: str | None) -> str:
+    """A call's id carrying its signature (see the module docstring): the
+    signature's base64 in the URL-safe alphabet, unpadded, so that the id
+    stays one every client API takes (Anthropic's ``[a-zA-Z0-9_-]``)."""
+    if not signature:
+        return ident
+    safe = signature.replace("+", "-").replace("/", "_").rstrip("=")
+    return f"{ident}{THOUGHT_MARK}{safe}"
+
+
+def split_call_id(ident: str) -> tuple[str, str | None]:
+    """A call's id as Gemini knows it, and the signature it carried (None)."""
+    base, mark, safe = ident.partition(THOUGHT_MARK)
+    if not mark or not safe:
+        return ident, None
+    padded = safe.replace("-", "+").replace("_", "/") + "=" * (-len(safe) % 4)
+    return base, padded
 
 
 def _refuse(field: str, why: str, omitted: list[str], drop: bool) -> None:
@@ -212,9 +240,10 @@ def _assistant(m: Message, where: str, conv: _Contents, omitted: list[str], out:
     for call in m.tool_calls or ():
         fn = call.function
         conv.calls[call.id] = fn.name
+        ident, carried = split_call_id(call.id)
         signature = signed.calls.get(call.id) if signed is not None else None
-        fc = FunctionCall(fn.name, object_arguments(fn.arguments, where), call.id or None)
-        parts.append(Part(function_call=fc, thought_signature=signature))
+        fc = FunctionCall(fn.name, object_arguments(fn.arguments, where), ident or None)
+        parts.append(Part(function_call=fc, thought_signature=signature or carried))
     conv.add("model", parts)
 
 
@@ -236,7 +265,8 @@ def _result(m: Message, i: int, conv: _Contents, out: Parts) -> None:
         response = msgspec.Raw(_encode({"error": text}))
     else:
         response = _object_or_none(text) or msgspec.Raw(_encode({"output": text}))
-    fr = FunctionResponse(name, response, m.tool_call_id or None, media)
+    ident = split_call_id(m.tool_call_id)[0]
+    fr = FunctionResponse(name, response, ident or None, media)
     conv.add("user", [Part(function_response=fr)])
 
 

@@ -131,7 +131,8 @@ def _extras(part: ContentPart, made: Part, where: str, out: Parts) -> None:
         out.refuse(where, f"part fields that are not Gemini's ({exc})")
         return
     made.video_metadata = own.video_metadata
-    made.media_resolution = own.media_resolution
+    if len(own.media_resolution):  # an empty Raw is written as nothing: never set one
+        made.media_resolution = own.media_resolution
 
 
 def _document(

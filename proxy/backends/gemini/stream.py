@@ -17,10 +17,11 @@ stream's. The first candidate is read (the encoder asks for one):
   ``id`` ``encode.SIGNED_TEXT``, which the encoder puts back on the text;
 - a ``functionCall`` part -> one tool call, whole (Gemini sends each call
   complete): its ``id`` (the call's own, else ``call_<request id>_<n>``, so
-  that a conversation's ids stay unique), name and ``args`` as the arguments'
-  JSON (``{}`` for none); a signature on it -> a ``reasoning_part`` before
-  the call with ``id`` the call's id, which the encoder puts back on that
-  call's ``functionCall``;
+  that a conversation's ids stay unique; with its signature, when it has
+  one, after ``__thought__``: ``encode.signed_call_id``), name and ``args``
+  as the arguments' JSON (``{}`` for none); a signature on it -> also a
+  ``reasoning_part`` before the call with ``id`` the call's id: the encoder
+  puts the signature back on that call's ``functionCall`` from either;
 - code execution parts, inline data (generated images) and grounding are
   skipped;
 - ``finishReason`` (``answer.FINISH_REASONS``): STOP -> STOP, or TOOL_CALLS
@@ -55,7 +56,7 @@ from flatgate.proxy.apis.gemini.answer import (
     UsageMetadata,
 )
 from flatgate.proxy.apis.gemini.content import FunctionCall
-from flatgate.proxy.backends.gemini.encode import SIGNED_TEXT
+from flatgate.proxy.backends.gemini.encode import SIGNED_TEXT, signed_call_id
 from flatgate.proxy.backends.json_api import EventStream, count
 from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.chunk import frames
@@ -102,9 +103,10 @@ def usage_of(u: UsageMetadata | None) -> frames.Usage | None:
     return frames.Usage(prompt, completion, count(u.cached_content_token_count), thoughts)
 
 
-def call_id(call: FunctionCall, request_id: str, n: int) -> str:
-    """A tool call's id: Gemini's own, else one unique in the conversation."""
-    return call.id or f"call_{request_id}_{n}"
+def call_id(call: FunctionCall, request_id: str, n: int, signature: str | None) -> str:
+    """A tool call's id: Gemini's own, else one unique in the conversation;
+    carrying the call's signature, when it has one."""
+    return signed_call_id(call.id or f"call_{request_id}_{n}", signature)
 
 
 def arguments_of(call: FunctionCall) -> str:
@@ -197,7 +199,7 @@ class GeminiStream(EventStream):
     def _call(self, call: FunctionCall, signature: str | None) -> bytes:
         n = self._calls
         self._calls += 1
-        ident = call_id(call, self._request_id, n)
+        ident = call_id(call, self._request_id, n, signature)
         out = b""
         if signature:
             out = self._w.chunk(reasoning_part=signature_part(signature, ident))

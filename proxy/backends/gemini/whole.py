@@ -78,7 +78,7 @@ class GeminiWhole(WholeAnswer):
                 thought_signature = part.thought_signature or thought_signature
             elif part.function_call is not None:
                 call = part.function_call
-                ident = call_id(call, self._request_id, len(calls))
+                ident = call_id(call, self._request_id, len(calls), part.thought_signature)
                 if part.thought_signature:
                     out.append(
                         w.chunk(reasoning_part=signature_part(part.thought_signature, ident))

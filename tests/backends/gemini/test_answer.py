@@ -33,6 +33,8 @@ from tests.backends.helpers import (
 )
 
 RID = "req-g"
+# The documented call's id: ours, with its signature (URL-safe, unpadded).
+SIGNED_ID = f"call_{RID}_0__thought__U2lnbmF0dXJlIEI"
 MODEL = "gemini-test"
 GEMINI = int(ApiDialect.GEMINI)
 
@@ -99,36 +101,44 @@ def test_the_documented_function_call_answer_whole_and_back() -> None:
     end = final(chunks)
     assert end.finish_reason == FinishReason.TOOL_CALLS
     assert calls(chunks) == {
-        0: {"ids": [f"call_{RID}_0"], "names": ["book_taxi"], "arguments": '{"time": "10 AM"}'}
+        0: {"ids": [SIGNED_ID], "names": ["book_taxi"], "arguments": '{"time": "10 AM"}'}
     }
     signed = reasoning_parts(chunks)
-    assert signed == [ReasoningPart(opaque=b"U2lnbmF0dXJlIEI=", dialect=GEMINI, id=f"call_{RID}_0")]
+    assert signed == [ReasoningPart(opaque=b"U2lnbmF0dXJlIEI=", dialect=GEMINI, id=SIGNED_ID)]
     # Usage: the thoughts count in the completion, and apart.
     assert end.usage == Usage(135, 18 + 125, 0, 125)
-    # The round trip: the call goes back with its signature where it came.
+    # The round trip: the call goes back with its signature where it came,
+    # from the reasoning part (a Responses client keeps it) or, without it
+    # (a Chat Completions or Messages client), from the call's id.
     tool_call = end.tool_calls[0]
-    req = Request(
-        model_name=MODEL,
-        messages=[
-            Message("user", "Book a taxi"),
-            Message(
-                "assistant",
-                "",
-                tool_calls=[
-                    ToolCall(tool_call.id, FunctionCall(tool_call.name, tool_call.arguments))
-                ],
-                reasoning=signed,
-            ),
-            Message("tool", "booked", tool_call_id=tool_call.id),
-        ],
-    )
-    body = validate(encode_gemini(req, [], False))
-    assert body["contents"][1]["parts"] == [
-        {
-            "functionCall": {"name": "book_taxi", "args": {"time": "10 AM"}, "id": f"call_{RID}_0"},
-            "thoughtSignature": "U2lnbmF0dXJlIEI=",
-        }
-    ]
+    for reasoning_back in (signed, None):
+        req = Request(
+            model_name=MODEL,
+            messages=[
+                Message("user", "Book a taxi"),
+                Message(
+                    "assistant",
+                    "",
+                    tool_calls=[
+                        ToolCall(tool_call.id, FunctionCall(tool_call.name, tool_call.arguments))
+                    ],
+                    reasoning=reasoning_back,
+                ),
+                Message("tool", "booked", tool_call_id=tool_call.id),
+            ],
+        )
+        body = validate(encode_gemini(req, [], False))
+        assert body["contents"][1]["parts"] == [
+            {
+                "functionCall": {
+                    "name": "book_taxi",
+                    "args": {"time": "10 AM"},
+                    "id": f"call_{RID}_0",
+                },
+                "thoughtSignature": "U2lnbmF0dXJlIEI=",
+            }
+        ]
+        assert body["contents"][2]["parts"][0]["functionResponse"]["id"] == f"call_{RID}_0"
 
 
 def test_the_documented_thinking_answer() -> None:
@@ -196,10 +206,12 @@ def test_parallel_calls_stream_whole_each() -> None:
     )
     chunks = stream(body)
     assert calls(chunks) == {
-        0: {"ids": ["g1"], "names": ["a"], "arguments": '{"x": 1}'},
+        0: {"ids": ["g1__thought__czE"], "names": ["a"], "arguments": '{"x": 1}'},
         1: {"ids": [f"call_{RID}_1"], "names": ["b"], "arguments": "{}"},
     }
-    assert reasoning_parts(chunks) == [ReasoningPart(opaque=b"czE=", dialect=GEMINI, id="g1")]
+    assert reasoning_parts(chunks) == [
+        ReasoningPart(opaque=b"czE=", dialect=GEMINI, id="g1__thought__czE")
+    ]
     assert final(chunks).finish_reason == FinishReason.TOOL_CALLS
 
 

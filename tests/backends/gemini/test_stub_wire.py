@@ -206,23 +206,21 @@ def test_a_signed_call_goes_round_and_comes_back_signed() -> None:
     [call] = calls(chunks).values()
     [part] = [c.reasoning_part for c in chunks if c.reasoning_part is not None]
     (call_id,) = call["ids"]
-    # The client sends the conversation back, with the reasoning part it was given.
-    req = Request(
-        model_name="gemini-3-pro-preview",
-        messages=[
-            Message("user", "find cats"),
-            Message(
-                "assistant",
-                "",
-                tool_calls=[ToolCall(call_id, FunctionCall("lookup", call["arguments"]))],
-                reasoning=[part],
-            ),
-            Message("tool", "3 cats", tool_call_id=call_id),
-        ],
-    )
-    back = encode_gemini(req, [], False)
-    stub = parse(back, model="gemini-3-pro-preview")
-    assert stub.messages[-1] == (Role.Tool, '{"output":"3 cats"}')
+    # The client sends the conversation back, with the reasoning part it was
+    # given (a Responses client), or with the call's id alone (any other).
+    for reasoning_back in ([part], None):
+        call_ = ToolCall(call_id, FunctionCall("lookup", call["arguments"]))
+        req = Request(
+            model_name="gemini-3-pro-preview",
+            messages=[
+                Message("user", "find cats"),
+                Message("assistant", "", tool_calls=[call_], reasoning=reasoning_back),
+                Message("tool", "3 cats", tool_call_id=call_id),
+            ],
+        )
+        back = encode_gemini(req, [], False)
+        stub = parse(back, model="gemini-3-pro-preview")
+        assert stub.messages[-1] == (Role.Tool, '{"output":"3 cats"}')
     # Without the signature, Gemini 3 refuses the conversation; with another, too.
     doc = json.loads(back)
     doc["tools"] = tools
