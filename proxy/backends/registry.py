@@ -30,6 +30,7 @@ from flatgate.proxy.backends.anthropic import PROTOCOL as ANTHROPIC
 from flatgate.proxy.backends.base import Adapter
 from flatgate.proxy.backends.bedrock import PROTOCOL as BEDROCK
 from flatgate.proxy.backends.fbs import PROTOCOL as FBS
+from flatgate.proxy.backends.gemini import PROTOCOL as GEMINI
 from flatgate.proxy.backends.openai import PROTOCOL as OPENAI
 from flatgate.proxy.backends.protocol import BackendProtocol
 from flatgate.proxy.backends.responses import PROTOCOL as RESPONSES
@@ -56,7 +57,7 @@ __all__ = [
 
 # The protocols, each its folder's registration, the default first.
 PROTOCOLS: Mapping[str, BackendProtocol] = {
-    p.name: p for p in (FBS, OPENAI, RESPONSES, ANTHROPIC, BEDROCK, VERTEX)
+    p.name: p for p in (FBS, OPENAI, RESPONSES, ANTHROPIC, BEDROCK, GEMINI, VERTEX)
 }
 DEFAULT_PROTOCOL = next(iter(PROTOCOLS))
 _COMMON = frozenset(BackendConfig.__struct_fields__)

@@ -1,5 +1,6 @@
 """The stub's Vertex AI: Claude through the Anthropic publisher, Google's
-models through Gemini's, below ``/v1/projects/{project}/locations/{location}``.
+models through Gemini's, below ``/v1/projects/{project}/locations/{location}`` (or ``/v1beta1/``,
+which google-genai's Vertex AI mode asks).
 
 Endpoints, a ``Wire`` each (``VertexWire.endpoints``; the stub's server
 matches each ``{name}`` segment and gives the wire the path, decoded, as the
@@ -42,7 +43,6 @@ import re
 
 import msgspec
 
-from flatgate.proxy.apis.gemini.answer import ErrorBody, ErrorStatus
 from flatgate.proxy.backends.anthropic.stub import AnthropicWire
 from flatgate.proxy.backends.anthropic.stub_request import (
     Invalid,
@@ -50,31 +50,27 @@ from flatgate.proxy.backends.anthropic.stub_request import (
     to_stub_request,
 )
 from flatgate.proxy.backends.dialect import HeaderFn, Rejected, Reply, StubRequest
-from flatgate.proxy.backends.gemini.refusal import RETRY_INFO
+from flatgate.proxy.backends.gemini.stub import (
+    GenerateWire,
+    google_error,
+    google_fault,
+    sse_only,
+)
+from flatgate.proxy.backends.gemini.stub_wire import parse_gemini
 from flatgate.proxy.backends.vertex.config import ANTHROPIC_VERSION
-from flatgate.proxy.wire.schema import JSON
 
-__all__ = ["PREFIX", "VertexWire", "google_error"]
+__all__ = ["PREFIX", "VertexWire"]
 
 # Every endpoint's path below the API's version.
-PREFIX = "/v1/projects/{project}/locations/{location}/publishers/"
-_TARGET = re.compile(r"/v1/projects/[^/]+/locations/[^/]+/publishers/([^/]+)/models/(.+):(\w+)")
+PREFIX = "/{version}/projects/{project}/locations/{location}/publishers/"
+_TARGET = re.compile(
+    r"/v1(?:beta1)?/projects/[^/]+/locations/[^/]+/publishers/([^/]+)/models/(.+):(\w+)"
+)
 # A dated Messages API version (what the anthropic SDK's AnthropicVertex
 # sends: its own API version) is taken too.
 _DATED = re.compile(r"\d{4}-\d{2}-\d{2}")
 _enc = msgspec.json.encode
 _members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-          404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
-          503: "UNAVAILABLE"}  # fmt: skip
-
-
-def google_error(status: int, message: str, *, retry: str = "") -> Reply:
-    """An error in Google's shape; ``retry``: a ``RetryInfo`` delay (``"2s"``)."""
-    details = [msgspec.Raw(_enc({"@type": RETRY_INFO, "retryDelay": retry}))] if retry else None
-    err = ErrorStatus(code=status, message=message, status=_NAMES.get(status, "UNKNOWN"),
-                      details=details)  # fmt: skip
-    return Reply(status, [("content-type", JSON)], _enc(ErrorBody(err)))
 
 
 def _invalid(message: str) -> Rejected:
@@ -85,6 +81,12 @@ def target(header: HeaderFn) -> tuple[str, str, str]:
     """The URL's publisher, model (with any fault suffix) and method."""
     m = _TARGET.fullmatch(header(":path") or "")
     return (m.group(1), m.group(2), m.group(3)) if m else ("", "", "")
+
+
+def _route(method: str, path: str) -> Reply:
+    if _TARGET.fullmatch(path):
+        return google_error(404, f"Method {method} on {path} is not found")
+    return google_error(404, f"The requested URL {path} was not found on this server.")
 
 
 def authorize(header: HeaderFn, api_key: str) -> Reply | None:
@@ -107,23 +109,11 @@ def authorize(header: HeaderFn, api_key: str) -> Reply | None:
 
 
 def fault_reply(fault: str, *, claude: bool) -> Reply:
-    """A ``BEFORE_HEAD`` fault's answer (see the module docstring)."""
-    if fault == "rate_limit":
-        return google_error(
-            429,
-            "Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_minute "
-            "(stub fault: rate_limit)",
-            retry="2s",
-        )
-    if fault == "overloaded":
-        if claude:
-            return AnthropicWire().fault("overloaded", _NONE)
-        return google_error(503, "The model is overloaded. Please try again later.")
-    if fault == "auth":
-        return google_error(403, "Permission denied on resource project (stub fault: auth)")
-    if fault == "reject":
-        return google_error(400, "The input token count exceeds the maximum (stub fault: reject)")
-    return google_error(500, "Internal error encountered. (stub fault: fail)")
+    """A ``BEFORE_HEAD`` fault's answer: Google's (``gemini.stub.google_fault``),
+    but Claude's own overload."""
+    if fault == "overloaded" and claude:
+        return AnthropicWire().fault("overloaded", _NONE)
+    return google_fault(fault)
 
 
 _NONE = StubRequest("", "", (), 0, "", False)
@@ -135,9 +125,7 @@ class ClaudeWire(AnthropicWire):
     path = PREFIX + "anthropic/models/{model}:rawPredict"
 
     def route(self, method: str, path: str) -> Reply:
-        if _TARGET.fullmatch(path):
-            return google_error(404, f"Method {method} on {path} is not found")
-        return google_error(404, f"The requested URL {path} was not found on this server.")
+        return _route(method, path)
 
     def authorize(self, header: HeaderFn, api_key: str) -> Reply | None:
         return authorize(header, api_key)
@@ -183,9 +171,43 @@ class ClaudeStreamWire(ClaudeWire):
     always_streams = True
 
 
+class GoogleWire(GenerateWire):
+    """``.../publishers/google/models/{model}:generateContent``: the
+    ``gemini`` stub's, below Vertex's path, with its bearer token."""
+
+    path = PREFIX + "google/models/{model}:generateContent"
+
+    def route(self, method: str, path: str) -> Reply:
+        return _route(method, path)
+
+    def authorize(self, header: HeaderFn, api_key: str) -> Reply | None:
+        return authorize(header, api_key)
+
+    def parse(self, body: bytes, header: HeaderFn) -> StubRequest:
+        _, model, _ = target(header)
+        return parse_gemini(body, model=model, request_id=header("x-request-id") or "",
+                            stream=self.always_streams)  # fmt: skip
+
+
+class GoogleStreamWire(GoogleWire):
+    """``.../publishers/google/models/{model}:streamGenerateContent?alt=sse``."""
+
+    path = PREFIX + "google/models/{model}:streamGenerateContent"
+    always_streams = True
+
+    def parse(self, body: bytes, header: HeaderFn) -> StubRequest:
+        sse_only(header)
+        return super().parse(body, header)
+
+
 class VertexWire(ClaudeWire):
     """The ``vertex`` protocol's stub: its endpoints (the first is also
     what the server asks of the protocol's wire itself)."""
 
     def __init__(self) -> None:
-        self.endpoints: tuple[AnthropicWire, ...] = (ClaudeWire(), ClaudeStreamWire())
+        self.endpoints: tuple[AnthropicWire | GenerateWire, ...] = (
+            ClaudeWire(),
+            ClaudeStreamWire(),
+            GoogleWire(),
+            GoogleStreamWire(),
+        )

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-import googleapiclient
+import googleapiclient  # type: ignore[import-untyped]
 import msgspec
 import pydantic
 import pytest
@@ -214,9 +214,13 @@ def test_a_new_token_is_the_header_s() -> None:
     assert dict(out.headers)["authorization"] == "Bearer ya29.token-2"
 
 
+def _no_input() -> Any:
+    raise AssertionError("not read")
+
+
 def test_no_embeddings() -> None:
     with pytest.raises(Untranslatable, match="no embeddings"):
-        _adapter().prepare_embeddings(Inbound(b"", lambda: None, "r", ""))
+        _adapter().prepare_embeddings(Inbound(b"", _no_input, "r", ""))
 
 
 def _google(code: int, status: str, message: str, *details: dict[str, Any]) -> bytes:
