@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.proxy.apis.gemini.content import Content
+from flatgate.proxy.apis.gemini.content import Content, FunctionCall
 from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = [
@@ -36,6 +36,9 @@ __all__ = [
     "FINISH_REASON_OF",
     "STATUS_OF",
     "Candidate",
+    "ChunkCandidate",
+    "ChunkContent",
+    "ChunkPart",
     "CountTokensResponse",
     "ErrorBody",
     "ErrorStatus",
@@ -43,6 +46,7 @@ __all__ = [
     "ModalityTokenCount",
     "PromptFeedback",
     "SafetyRating",
+    "StreamChunk",
     "UsageMetadata",
 ]
 
@@ -196,3 +200,38 @@ class ErrorBody(_Shape):
     (a stream's error too: one ``data:`` event of it)."""
 
     error: ErrorStatus = msgspec.field(default_factory=ErrorStatus)
+
+
+# -- a stream's chunk, as a translator reads it ------------------------------
+
+
+class ChunkPart(_Shape):
+    """A part of a streamed chunk: the members a translator acts on (the
+    others, ``inlineData``, ``executableCode``, ..., are skipped unread)."""
+
+    text: str | None = None
+    thought: bool | None = None
+    thought_signature: str | None = None
+    function_call: FunctionCall | None = None
+
+
+class ChunkContent(_Shape):
+    parts: list[ChunkPart] = msgspec.field(default_factory=list)
+
+
+class ChunkCandidate(_Shape):
+    content: ChunkContent | None = None
+    finish_reason: str | None = None
+
+
+class StreamChunk(_Shape):
+    """One ``data:`` event of ``streamGenerateContent?alt=sse`` as the
+    ``gemini`` translators read it: the first candidate's parts and finish,
+    the prompt's block reason, Google's ``error`` (a stream's error event),
+    and the usage kept as its JSON (``usageMetadata`` repeats, growing, in
+    every chunk: decoded once, the last one, with ``UsageMetadata``)."""
+
+    candidates: list[ChunkCandidate] | None = None
+    prompt_feedback: PromptFeedback | None = None
+    usage_metadata: msgspec.Raw = msgspec.Raw()
+    error: ErrorStatus | None = None

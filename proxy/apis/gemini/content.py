@@ -19,7 +19,13 @@ API sent (``str``): it is opaque, and goes back exactly as it came. A
 function call's ``args``, a function response's ``response`` are
 ``msgspec.Raw`` (their JSON as written). Decoding ignores fields this model
 does not know (a newer API's) and is lenient about what is absent, as a
-server's answer must be. Pure: no I/O.
+server's answer must be. Protobuf's JSON takes a field by its proto name
+too (``mime_type`` for ``mimeType``), and google-genai writes some of its
+request that way (a blob's and a file's members, ``thinkingConfig``'s, a
+declaration's ``parameters_json_schema``): the Structs it does so for read
+both spellings, the snake_case one into a twin field that ``__post_init__``
+folds into the camelCase one (``fold``), so the twin is never written.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ __all__ = [
     "FunctionResponsePart",
     "Part",
     "VideoMetadata",
+    "fold",
 ]
 
 
@@ -45,20 +52,64 @@ class _Shape(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
     """Gemini's conventions: camelCase names, absent members not written."""
 
 
+def fold(obj: msgspec.Struct, *names: str) -> None:
+    """Each ``<name>_snake`` twin read (proto JSON's other spelling) moved
+    into ``<name>``, the twin left unset so that it is never written (each
+    ``__post_init__`` calls it only when a twin is set: Structs built by the
+    encoder pay one test)."""
+    for name in names:
+        twin = f"{name}_snake"
+        value = getattr(obj, twin)
+        if isinstance(value, msgspec.Raw):
+            if len(value):
+                setattr(obj, name, value)
+                # The field's own default object: omit_defaults knows an
+                # absent Raw by identity (another empty Raw is written as nothing).
+                default = next(f.default for f in msgspec.structs.fields(obj) if f.name == twin)
+                setattr(obj, twin, default)
+        elif value is not None:
+            setattr(obj, name, value)
+            setattr(obj, twin, None)
+
+
+def _required(value: object, where: str) -> None:
+    if not value:
+        raise ValueError(f"Object missing required field `{where}`")
+
+
 class Blob(_Shape):
     """``inlineData``: bytes with their MIME type (base64 in the JSON)."""
 
-    mime_type: str
-    data: bytes
+    mime_type: str = ""
+    data: bytes = b""
     display_name: str | None = None
+    mime_type_snake: str | None = msgspec.field(default=None, name="mime_type")
+    display_name_snake: str | None = msgspec.field(default=None, name="display_name")
+
+    def __post_init__(self) -> None:
+        if self.mime_type_snake is not None or self.display_name_snake is not None:
+            fold(self, "mime_type", "display_name")
+        if not self.mime_type:
+            _required(self.mime_type, "mimeType")
 
 
 class FileData(_Shape):
     """``fileData``: a file by URI (the Files API's, ``gs://`` at Vertex, a URL)."""
 
-    file_uri: str
+    file_uri: str = ""
     mime_type: str | None = None
     display_name: str | None = None
+    file_uri_snake: str | None = msgspec.field(default=None, name="file_uri")
+    mime_type_snake: str | None = msgspec.field(default=None, name="mime_type")
+    display_name_snake: str | None = msgspec.field(default=None, name="display_name")
+
+    def __post_init__(self) -> None:
+        if self.file_uri_snake is not None or self.mime_type_snake is not None:
+            fold(self, "file_uri", "mime_type", "display_name")
+        elif self.display_name_snake is not None:
+            fold(self, "display_name")
+        if not self.file_uri:
+            _required(self.file_uri, "fileUri")
 
 
 class FunctionCall(_Shape):
@@ -68,9 +119,17 @@ class FunctionCall(_Shape):
 
 
 class FunctionResponseBlob(_Shape):
-    mime_type: str
-    data: bytes
+    mime_type: str = ""
+    data: bytes = b""
     display_name: str | None = None
+    mime_type_snake: str | None = msgspec.field(default=None, name="mime_type")
+    display_name_snake: str | None = msgspec.field(default=None, name="display_name")
+
+    def __post_init__(self) -> None:
+        if self.mime_type_snake is not None or self.display_name_snake is not None:
+            fold(self, "mime_type", "display_name")
+        if not self.mime_type:
+            _required(self.mime_type, "mimeType")
 
 
 class FunctionResponsePart(_Shape):
@@ -103,6 +162,12 @@ class VideoMetadata(_Shape):
     start_offset: str | None = None
     end_offset: str | None = None
     fps: float | None = None
+    start_offset_snake: str | None = msgspec.field(default=None, name="start_offset")
+    end_offset_snake: str | None = msgspec.field(default=None, name="end_offset")
+
+    def __post_init__(self) -> None:
+        if self.start_offset_snake is not None or self.end_offset_snake is not None:
+            fold(self, "start_offset", "end_offset")
 
 
 class Part(_Shape):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.proxy.apis.gemini.content import Content
+from flatgate.proxy.apis.gemini.content import Content, fold
 
 __all__ = [
     "FUNCTION_MODES",
@@ -52,6 +52,16 @@ class FunctionDeclaration(_Shape):
     response: msgspec.Raw = msgspec.Raw()
     response_json_schema: msgspec.Raw = msgspec.Raw()
     behavior: str | None = None
+    parameters_json_schema_snake: msgspec.Raw = msgspec.field(
+        default=msgspec.Raw(), name="parameters_json_schema"
+    )
+    response_json_schema_snake: msgspec.Raw = msgspec.field(
+        default=msgspec.Raw(), name="response_json_schema"
+    )
+
+    def __post_init__(self) -> None:
+        if len(self.parameters_json_schema_snake) or len(self.response_json_schema_snake):
+            fold(self, "parameters_json_schema", "response_json_schema")
 
 
 class Tool(_Shape):
@@ -85,6 +95,17 @@ class ThinkingConfig(_Shape):
     thinking_budget: int | None = None
     # "minimal", "low", "medium", "high"; Gemini 3.
     thinking_level: str | None = None
+    include_thoughts_snake: bool | None = msgspec.field(default=None, name="include_thoughts")
+    thinking_budget_snake: int | None = msgspec.field(default=None, name="thinking_budget")
+    thinking_level_snake: str | None = msgspec.field(default=None, name="thinking_level")
+
+    def __post_init__(self) -> None:
+        if (
+            self.include_thoughts_snake is not None
+            or self.thinking_budget_snake is not None
+            or self.thinking_level_snake is not None
+        ):
+            fold(self, "include_thoughts", "thinking_budget", "thinking_level")
 
 
 class GenerationConfig(_Shape):

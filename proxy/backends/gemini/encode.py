@@ -139,6 +139,7 @@ _EMPTY = msgspec.Raw(b"{}")
 _ANY_OBJECT = msgspec.Raw(b'{"type":"object"}')
 # Never taken from Gemini extras: the request's own.
 _OWN = frozenset({"contents", "systemInstruction", "model"})
+_NO_CONFIG = GenerationConfig()
 _encode = msgspec.json.Encoder().encode
 _decode_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
@@ -282,17 +283,31 @@ def _object_or_none(text: str) -> msgspec.Raw | None:
     return msgspec.Raw(data) if isinstance(value, dict) else None
 
 
+_ROLES = {"user": "user", "assistant": "model"}
+
+
 def _contents(req: Request, omitted: list[str], out: Parts) -> _Contents:
     conv = _Contents()
+    contents = conv.contents
     for i, m in enumerate(req.messages):
         role = m.role
-        where = f"messages[{i}]"
         if m.name:
             omitted.append("name")
+        if m.parts is None and m.reasoning is None and not m.tool_calls and role in _ROLES:
+            # The common message, text alone: no walk through ``add``.
+            if m.content:
+                ours = _ROLES[role]
+                part = Part(m.content)
+                if contents and contents[-1].role == ours:
+                    contents[-1].parts.append(part)
+                else:
+                    contents.append(Content([part], ours))
+            continue
+        where = f"messages[{i}]"
         if role in ("system", "developer"):
             text = out.text_of(m.parts, where) if m.parts else m.content
             if text:
-                conv.system.append(Part(text=text))
+                conv.system.append(Part(text))
         elif role == "assistant":
             _assistant(m, where, conv, omitted, out)
         elif role == "tool":
@@ -300,7 +315,7 @@ def _contents(req: Request, omitted: list[str], out: Parts) -> _Contents:
         elif m.parts:
             conv.add("user", user_parts(m.parts, where, out))
         elif m.content:
-            conv.add("user", [Part(text=m.content)])
+            conv.add("user", [Part(m.content)])
     return conv
 
 
@@ -480,7 +495,7 @@ def encode_gemini(req: Request, omitted: list[str], drop: bool) -> bytes:
         system_instruction=Content(conv.system) if conv.system else None,
         tools=tools,
         tool_config=tool_config,
-        generation_config=config if config != GenerationConfig() else None,
+        generation_config=config if config != _NO_CONFIG else None,
     )
     out = _encode(body)
     return _own(out, own) if own else out

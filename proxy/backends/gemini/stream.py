@@ -49,12 +49,7 @@ from __future__ import annotations
 
 import msgspec
 
-from flatgate.proxy.apis.gemini.answer import (
-    FINISH_REASONS,
-    ErrorStatus,
-    GenerateContentResponse,
-    UsageMetadata,
-)
+from flatgate.proxy.apis.gemini.answer import FINISH_REASONS, StreamChunk, UsageMetadata
 from flatgate.proxy.apis.gemini.content import FunctionCall
 from flatgate.proxy.backends.gemini.encode import SIGNED_TEXT, signed_call_id
 from flatgate.proxy.backends.json_api import EventStream, count
@@ -79,13 +74,8 @@ _DIALECT = int(ApiDialect.GEMINI)
 _EMPTY = (b"", b"null")
 
 
-class _Event(GenerateContentResponse):
-    """A stream's event: an answer's chunk, or Google's error."""
-
-    error: ErrorStatus | None = None
-
-
-_decode = msgspec.json.Decoder(_Event).decode
+_decode = msgspec.json.Decoder(StreamChunk).decode
+_decode_usage = msgspec.json.Decoder(UsageMetadata).decode
 
 
 def finish_of(reason: str | None) -> FinishReason:
@@ -134,7 +124,7 @@ class GeminiStream(EventStream):
         self._calls = 0
         self._finish = FinishReason.NONE
         self._reason = ""
-        self._usage: UsageMetadata | None = None
+        self._usage = b""  # the last usageMetadata's JSON
         self._thought: list[str] = []
         self._thought_signature: str | None = None
 
@@ -144,8 +134,8 @@ class GeminiStream(EventStream):
             err = ev.error
             why = f"{err.status or err.code or 'error'}: {err.message or 'the backend failed'}"
             return self._fail(codes.BACKEND_STREAM_ERROR, why)
-        if ev.usage_metadata is not None:
-            self._usage = ev.usage_metadata
+        if len(ev.usage_metadata):
+            self._usage = bytes(ev.usage_metadata)
         feedback = ev.prompt_feedback
         if feedback is not None and feedback.block_reason and not ev.candidates:
             self._finish = FinishReason.CONTENT_FILTER
@@ -218,7 +208,8 @@ class GeminiStream(EventStream):
         if finish is FinishReason.STOP and self._calls:
             finish = FinishReason.TOOL_CALLS
         self.done = True
-        return out + self._w.chunk(finish_reason=finish, usage=usage_of(self._usage))
+        usage = usage_of(_decode_usage(self._usage)) if self._usage else None
+        return out + self._w.chunk(finish_reason=finish, usage=usage)
 
     def _ended(self) -> bytes:
         if self._finish:

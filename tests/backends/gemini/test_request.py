@@ -611,3 +611,36 @@ def test_a_tool_results_image_is_a_function_response_part() -> None:
     assert fr["parts"] == [
         {"inlineData": {"mimeType": "image/png", "data": base64.b64encode(PNG).decode()}}
     ]
+
+
+def test_the_model_reads_protos_snake_case_spelling_too() -> None:
+    camel = {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [
+                    {"inlineData": {"mimeType": "image/png", "data": "iVBORw=="}},
+                    {"fileData": {"fileUri": "gs://b/c.pdf", "mimeType": "application/pdf"}},
+                ],
+            }
+        ],
+        "tools": [
+            {"functionDeclarations": [{"name": "f", "parametersJsonSchema": {"type": "object"}}]}
+        ],
+        "generationConfig": {"thinkingConfig": {"includeThoughts": True, "thinkingBudget": 9}},
+    }
+    snake = json.loads(
+        json.dumps(camel)
+        .replace("mimeType", "mime_type")
+        .replace("fileUri", "file_uri")
+        .replace("parametersJsonSchema", "parameters_json_schema")
+        .replace("includeThoughts", "include_thoughts")
+        .replace("thinkingBudget", "thinking_budget")
+    )
+    read_camel = decode_request(json.dumps(camel).encode())
+    read_snake = decode_request(json.dumps(snake).encode())
+    assert read_snake == read_camel
+    # Written back, in camelCase only.
+    assert json.loads(msgspec.json.encode(read_snake)) == camel
+    with pytest.raises(msgspec.ValidationError, match="mimeType"):
+        decode_request(b'{"contents":[{"parts":[{"inlineData":{"data":"iVBORw=="}}]}]}')

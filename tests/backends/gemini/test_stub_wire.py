@@ -10,7 +10,10 @@ import base64
 import json
 from typing import Any
 
+import httpx
 import pytest
+from google import genai
+from google.genai import types as genai_types
 
 from flatgate.proxy.backends.dialect import Rejected, StubRequest, answer
 from flatgate.proxy.backends.gemini.encode import encode_gemini
@@ -241,3 +244,51 @@ def test_a_signed_call_goes_round_and_comes_back_signed() -> None:
 def test_the_fault_suffix_is_read_from_the_model() -> None:
     stub = parse({"contents": [text("x")]}, model="gemini-2.5-flash@die:2")
     assert (stub.model, stub.fault, stub.fault_after) == ("gemini-2.5-flash", "die", 2)
+
+
+def test_the_stub_reads_what_google_genai_writes() -> None:
+    """google-genai writes some members in proto's snake_case spelling
+    (``mime_type``, ``file_uri``, ``include_thoughts``,
+    ``parameters_json_schema``): the model reads both."""
+    sent: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(
+            200, content=render_whole(parse(request.content), answer(parse(request.content)))
+        )
+
+    client = genai.Client(
+        api_key="k",
+        http_options=genai_types.HttpOptions(
+            base_url="http://127.0.0.1:9", client_args={"transport": httpx.MockTransport(handler)}
+        ),
+    )
+    config = genai_types.GenerateContentConfig(
+        system_instruction="Be brief.",
+        thinking_config=genai_types.ThinkingConfig(include_thoughts=True, thinking_budget=64),
+        tools=[
+            genai_types.Tool(
+                function_declarations=[
+                    genai_types.FunctionDeclaration(
+                        name="f", parameters_json_schema={"type": "object"}
+                    )
+                ]
+            )
+        ],
+    )
+    contents: list[Any] = [
+        genai_types.Part.from_bytes(data=PNG, mime_type="image/png"),
+        genai_types.Part.from_uri(file_uri="gs://bucket/cat.png", mime_type="image/png"),
+        "what are these?",
+    ]
+    got = client.models.generate_content(model="gemini-2.5-flash", contents=contents, config=config)
+    assert b'"mime_type"' in sent[0] and b'"include_thoughts"' in sent[0]
+    stub = parse(sent[0])
+    said = stub.messages[-1][1]
+    assert "[image image/png 29 bytes sha256:" in said
+    assert "[image url gs://bucket/cat.png]" in said
+    assert said.endswith("what are these?")
+    assert stub.params == {"thoughts": True}
+    assert json.loads(stub.offered[0].parameters) == {"type": "object"}
+    assert got.text is not None and got.text.endswith("what are these?")
