@@ -10,6 +10,10 @@ from typing import Any
 from google.genai import _common
 from google.genai import types as genai
 
+from flatgate.proxy.apis.gemini.request import decode_request
+from flatgate.proxy.backends.gemini.encode import encode_gemini
+from flatgate.proxy.wire.request.decode import Message, Request
+
 GOLDEN = Path(__file__).parent / "golden"
 
 
@@ -48,3 +52,18 @@ def sdk_response(body: bytes | dict[str, Any]) -> genai.GenerateContentResponse:
     """An answer read by google-genai's response type."""
     doc = json.loads(body) if isinstance(body, bytes) else body
     return genai.GenerateContentResponse.model_validate(doc)
+
+
+def encode(req: Request, *, drop: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """``req``'s body, validated by google-genai's types and read back by our
+    own model, and the names left out."""
+    omitted: list[str] = []
+    body = encode_gemini(req, omitted, drop)
+    doc = validate(body)
+    assert decode_request(body) is not None
+    return doc, omitted
+
+
+def wire(messages: list[Message], **fields: Any) -> Request:
+    """A wire request as the proxy holds one, built directly."""
+    return Request(model_name="gemini-test", messages=messages, **fields)
