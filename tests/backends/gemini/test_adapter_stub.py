@@ -6,6 +6,7 @@ a thought signature's round trip, embeddings, Google's refusals."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 from google import genai
@@ -134,7 +135,7 @@ def test_embeddings_one_and_many(gemini: Server) -> None:
     assert one.embeddings and len(one.embeddings[0].values or []) == 8
     many = client.models.embed_content(
         model="gemini-embedding-001",
-        contents=["a parrot", "a cage"],
+        contents=cast(Any, ["a parrot", "a cage"]),
         config=types.EmbedContentConfig(output_dimensionality=8),
     )
     assert many.embeddings and [len(e.values or []) for e in many.embeddings] == [8, 8]
