@@ -4,7 +4,8 @@ whole answer of ``generateContent``, and each ``data:`` chunk of
 feedback and usage, ``countTokens``' answer, and Google's error body.
 
 The one model of them: the ``gemini`` and ``vertex`` backends read their
-server's answer with them (``backends.gemini.stream``, ``whole``), the stub
+server's answer with them (``backends.gemini.whole``; ``backends.gemini.stream``
+with ``StreamChunk``, the members of a chunk a translator acts on), the stub
 writes its answers with them (``backends.gemini.stub_wire``), and the edge's
 Gemini API will write its clients' answers with them.
 

@@ -3,8 +3,9 @@
 finish reasons, usage, tool-call ids, reasoning parts.
 
 The body is server-sent events, each ``data:`` one ``GenerateContentResponse``
-(``apis.gemini.answer``); there is no closing event: the body's end is the
-stream's. The first candidate is read (the encoder asks for one):
+(``apis.gemini.answer``, read as its ``StreamChunk``: the members acted on,
+the usage kept as JSON until the end); there is no closing event: the body's
+end is the stream's. The first candidate is read (the encoder asks for one):
 
 - a ``text`` part -> content (the texts of one read go out as one chunk); a
   thought (``"thought": true``: a thought summary, asked for with
