@@ -87,7 +87,13 @@ class SSEParser:
             data = bytes(buf)
             buf.clear()
         hold = b""
-        if b"\r" in data:
+        cr = data.find(b"\r")
+        if cr >= 0 and cr == len(data) - 4 and data[cr:] == b"\r\n\r\n":
+            # One event ending in CRLF CRLF, its only CRs (Google's servers
+            # frame every event so): the blank line as LFs, without the
+            # replaces (bytes.replace of a two-byte pattern costs 0.3 us).
+            data = data[:cr] + b"\n\n"
+        elif cr >= 0:
             if data[-1:] == b"\r":  # maybe the first half of a CRLF
                 data, hold = data[:-1], b"\r"
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")

@@ -277,3 +277,15 @@ def test_a_whole_text_answer_is_one_frame() -> None:
     assert len(chunks) == 1
     assert chunks[0].content == "Hello"
     assert chunks[0].usage == Usage(5, 1, 0, 0)
+
+
+@pytest.mark.parametrize("cut", ["whole", "per_event", "bytewise"])
+def test_crlf_framing_as_googles_servers_write_it(cut: str) -> None:
+    lf = golden_bytes("text_stream.txt")
+    crlf = lf.replace(b"\n", b"\r\n")
+    pieces = {
+        "whole": [crlf],
+        "per_event": [e + b"\r\n\r\n" for e in crlf.split(b"\r\n\r\n") if e],
+        "bytewise": [crlf[i : i + 1] for i in range(len(crlf))],
+    }[cut]
+    assert stream(crlf, pieces) == stream(lf)
