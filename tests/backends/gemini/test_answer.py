@@ -288,4 +288,8 @@ def test_crlf_framing_as_googles_servers_write_it(cut: str) -> None:
         "per_event": [e + b"\r\n\r\n" for e in crlf.split(b"\r\n\r\n") if e],
         "bytewise": [crlf[i : i + 1] for i in range(len(crlf))],
     }[cut]
-    assert stream(crlf, pieces) == stream(lf)
+    got, want = stream(crlf, pieces), stream(lf)
+    assert content(got) == content(want) == "Hello! How can I help you today?"
+    assert reasoning_parts(got) == reasoning_parts(want)
+    assert final(got) == final(want)
+    assert len(terminals(got)) == 1
