@@ -157,7 +157,7 @@ def test_a_thought_signature_goes_round_through_the_responses_api(stack: GeminiS
         # Without the reasoning item, and the call's id without the
         # signature the encoder also carries in it: refused.
         bare = call.call_id.partition("__thought__")[0]
-        unsigned = [
+        unsigned: Any = [
             {**b, "call_id": bare} if "call_id" in b else b
             for b in back
             if b.get("type") != "reasoning"
@@ -195,6 +195,7 @@ def test_the_anthropic_sdk_reaches_gemini_with_an_image(stack: GeminiStack, stre
     source = {"type": "base64", "media_type": "image/png", "data": b64(PNG)}
     image: Any = {"type": "image", "source": source}
     messages: Any = [{"role": "user", "content": [image, {"type": "text", "text": TEXT}]}]
+    final: Any
     with stack.anthropic() as client:
         if stream:
             with client.messages.stream(

@@ -1,0 +1,261 @@
+"""Vertex AI through ``flatgate gateway``: Claude Code and the anthropic SDK
+reach Claude through the Anthropic publisher (``:rawPredict`` /
+``:streamRawPredict``), the openai SDK reaches Gemini through Google's
+(``:generateContent``), each with an image, on ``flatgate stub --protocol
+vertex``; every server a ``flatgate`` subprocess on loopback.
+
+The gateway's tokens come from google-auth's Application Default
+Credentials: ``GOOGLE_APPLICATION_CREDENTIALS`` names a service account's key
+made for the test, whose ``token_uri`` is a token endpoint on loopback
+(``tests.backends.vertex.google_fakes.TokenEndpoint``: PyJWT checks each
+assertion) handing out tokens ``<stub key>.<n>`` that live 302 s, so the
+gateway fetches a new one every 2 s or so (300 s before each expires): the
+stub sees the token change. The metadata server is not looked for
+(``NO_GCE_CHECK``) and, were it asked, is a closed port on loopback; gcloud's
+configuration is an empty directory: nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from tests.backends.vertex.google_fakes import TokenEndpoint, serve, service_account_key
+from tests.clients.media import b64, data_url, image_echo, png
+from tests.clients.test_claude_code import CLAUDE, claude_env, result_of
+from tests.servers import Server, spawn
+from tests.stacks import QUIET, start_all, stop_all, write_stack
+
+pytestmark = pytest.mark.integration
+
+KEY = "sk-flatgate-vertex"
+# The stub's key: the tokens the token endpoint hands out begin with it.
+SECRET = "vertex-stub-token"
+CLAUDE_ID = "claude-sonnet-4-5@20250929"
+PNG = png()
+TEXT = "flatgate reaches vertex"
+# route (the client's model name) -> (location, Vertex's model id)
+ROUTES = {
+    "claude-vertex": ("us-east5", CLAUDE_ID),
+    "claude-vertex-global": ("global", CLAUDE_ID),
+    "gemini-vertex": ("us-central1", "gemini-2.5-flash"),
+    "claude-throttled": ("us-east5", CLAUDE_ID + "@rate_limit"),
+}
+
+
+class VertexStack:
+    def __init__(self, gateway: Server, stub: Server) -> None:
+        self.gateway = gateway
+        self.stub = stub
+
+    def openai(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.gateway.url}/v1", api_key=KEY, max_retries=0)
+
+    def anthropic(self) -> anthropic.Anthropic:
+        return anthropic.Anthropic(base_url=self.gateway.url, api_key=KEY, max_retries=0)
+
+    def token_seen(self) -> str | None:
+        stats: dict[str, Any] = httpx.get(f"{self.stub.url}/stats", timeout=10).json()
+        seen: str | None = stats["last_headers"]["authorization"]
+        return seen
+
+
+def _digest(value: str) -> str:
+    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VertexStack]:
+    d: Path = tmp_path_factory.mktemp("vertex")
+    TokenEndpoint.seen = []
+    TokenEndpoint.issued = 0
+    TokenEndpoint.prefix = SECRET
+    TokenEndpoint.lifetime = 302
+    with serve(TokenEndpoint) as port:
+        key = d / "service-account.json"
+        TokenEndpoint.public_key = service_account_key(key, f"http://127.0.0.1:{port}/token")
+        stub = spawn("stub", ["--protocol", "vertex", "--api-key", SECRET], d)
+        backends = {
+            route: {
+                "url": f"{stub.url}/v1",
+                "protocol": "vertex",
+                "project": "test-project",
+                "location": location,
+                "model": model,
+            }
+            for route, (location, model) in ROUTES.items()
+        }
+        config = write_stack(
+            d / "gateway.toml",
+            proxy={**QUIET, "cooldown_seconds": 0},
+            backends=backends,
+            routes={route: route for route in ROUTES},
+            models={r: ("Anthropic" if "claude" in r else "SelfHosted") for r in ROUTES},
+            keys={KEY: "acme"},
+        )
+        env = {
+            "GOOGLE_APPLICATION_CREDENTIALS": str(key),
+            "NO_GCE_CHECK": "true",
+            "GCE_METADATA_HOST": "127.0.0.1:1",
+            "GCE_METADATA_IP": "127.0.0.1:1",
+            "CLOUDSDK_CONFIG": str(d / "gcloud"),
+            "HOME": str(d),
+            "NO_PROXY": "*",
+        }
+        gateway = spawn("gateway", ["--config", config, "--workers", "1"], d, env=env)
+        servers = [stub, gateway]
+        start_all(servers)
+        try:
+            made = VertexStack(gateway, stub)
+            _ready(made)
+            yield made
+        finally:
+            stop_all(servers)
+
+
+def _ready(stack: VertexStack) -> None:
+    """The worker fetches its token beside its start: the first request may
+    find none yet (a 502 naming the Google credentials)."""
+    deadline = time.monotonic() + 20
+    with stack.anthropic() as client:
+        while True:
+            try:
+                client.messages.create(
+                    model="claude-vertex", max_tokens=16,
+                    messages=[{"role": "user", "content": "ready"}],
+                )  # fmt: skip
+                return
+            except anthropic.APIStatusError as exc:
+                assert exc.status_code == 502 and "Google credentials" in str(exc), exc
+                assert time.monotonic() < deadline, exc
+                time.sleep(0.2)
+
+
+def _image_message() -> Any:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": b64(PNG)}}  # fmt: skip
+    return [{"role": "user", "content": [image, {"type": "text", "text": TEXT}]}]
+
+
+@pytest.mark.parametrize("model", ["claude-vertex", "claude-vertex-global"])
+def test_the_anthropic_sdk_reaches_claude_with_an_image_and_its_thinking(
+    stack: VertexStack, model: str
+) -> None:
+    messages = _image_message()
+    with stack.anthropic() as client:
+        whole = client.messages.create(model=model, max_tokens=256, messages=messages)
+        assert [b.text for b in whole.content if b.type == "text"] == [f"{image_echo(PNG)} {TEXT}"]
+        with client.messages.stream(
+            model=model,
+            max_tokens=2048,
+            messages=messages,
+            thinking={"type": "enabled", "budget_tokens": 1024},
+        ) as events:
+            final = events.get_final_message()  # fmt: skip
+        [thought, said] = final.content
+        assert thought.type == "thinking" and thought.signature
+        assert said.type == "text" and said.text == f"{image_echo(PNG)} {TEXT}"
+        # The signed thinking goes back to Claude unchanged: the stub checks it.
+        turn: Any = [
+            *messages,
+            {
+                "role": "assistant",
+                "content": [thought.model_dump(), {"type": "text", "text": "ok"}],
+            },
+            {"role": "user", "content": "again"},
+        ]
+        again = client.messages.create(
+            model=model, max_tokens=2048, messages=turn,
+            thinking={"type": "enabled", "budget_tokens": 1024},
+        )  # fmt: skip
+    assert [b.text for b in again.content if b.type == "text"] == ["again"]
+    assert (stack.token_seen() or "").startswith("sha256:")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_openai_sdk_reaches_gemini_on_vertex_with_an_image(
+    stack: VertexStack, stream: bool
+) -> None:
+    content: Any = [
+        {"type": "text", "text": TEXT},
+        {"type": "image_url", "image_url": {"url": data_url(PNG, "image/png")}},
+    ]
+    with stack.openai() as client:
+        if stream:
+            chunks = list(
+                client.chat.completions.create(
+                    model="gemini-vertex", messages=[{"role": "user", "content": content}],
+                    stream=True,
+                )
+            )  # fmt: skip
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        else:
+            answer = client.chat.completions.create(
+                model="gemini-vertex", messages=[{"role": "user", "content": content}]
+            )
+            text = answer.choices[0].message.content or ""
+    assert text == f"{TEXT} {image_echo(PNG)}"
+
+
+def test_the_token_is_fetched_again_before_it_expires(stack: VertexStack) -> None:
+    """Tokens that live 302 s are fetched again 300 s before they expire:
+    the gateway's requests carry each new one."""
+    first = TokenEndpoint.issued
+    deadline = time.monotonic() + 15
+    while TokenEndpoint.issued < first + 1:
+        assert time.monotonic() < deadline, "no new token was fetched"
+        time.sleep(0.2)
+    time.sleep(0.3)  # the worker takes the new token as its fetch returns
+    with stack.anthropic() as client:
+        client.messages.create(
+            model="claude-vertex", max_tokens=16, messages=[{"role": "user", "content": "x"}]
+        )
+    newer = {_digest(f"Bearer {SECRET}.{n}") for n in range(first + 1, TokenEndpoint.issued + 1)}
+    assert stack.token_seen() in newer
+    assert all(
+        s.endswith("urn:ietf:params:oauth:grant-type:jwt-bearer") for s in TokenEndpoint.seen
+    )
+
+
+def test_a_quota_is_a_429_with_the_retry_delay(stack: VertexStack) -> None:
+    with stack.anthropic() as client, pytest.raises(anthropic.RateLimitError) as throttled:
+        client.messages.create(
+            model="claude-throttled", max_tokens=16, messages=[{"role": "user", "content": "x"}]
+        )
+    assert throttled.value.response.headers.get("retry-after") == "2"
+
+
+def test_claude_code_runs_through_vertex_with_an_image(stack: VertexStack, tmp_path: Path) -> None:
+    if not CLAUDE.exists():
+        raise RuntimeError(f"{CLAUDE} is missing: `make test` installs it")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "shot.png").write_bytes(PNG)
+    prompt = "what color is this image? @shot.png"
+    done = subprocess.run(
+        [str(CLAUDE), "-p", prompt, "--model", "claude-vertex",
+         "--output-format", "stream-json", "--verbose"],
+        cwd=tmp_path / "project",
+        env=claude_env(tmp_path, stack.gateway.url, KEY),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )  # fmt: skip
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
+    assert done.returncode == 0, f"{result.get('result')}\n{done.stderr[-3000:]}"
+    assert (result["subtype"], result["is_error"]) == ("success", False)
+    text = result["result"]
+    assert image_echo(PNG) in text and text.index(image_echo(PNG)) < text.index(prompt), text
+    assert (stack.token_seen() or "").startswith("sha256:")
