@@ -3,15 +3,15 @@
 Google's APIs answer an error as ``{"error": {"code", "message", "status",
 "details"}}`` (``apis.gemini.answer.ErrorBody``; Vertex's streaming methods
 as a one-element list of it),
-``status`` the canonical code's name (``google.rpc.Code``). What the gateway
+``status`` the name of Google's canonical error code. What the gateway
 does about it (``refusal``) is read from ``status``, where it says more than
 the HTTP status:
 
 - ``RESOURCE_EXHAUSTED``: a quota or rate limit: ``RATE_LIMITED``, to cool
-  down for the ``google.rpc.RetryInfo`` detail's ``retryDelay`` (``"30s"``,
+  down for the ``RetryInfo`` detail's ``retryDelay`` (``"30s"``,
   ``"1.5s"``) when given, else ``Retry-After``;
 - ``INVALID_ARGUMENT``, ``FAILED_PRECONDITION``, ``OUT_OF_RANGE``:
-  ``REJECTED``, the caller's (a ``google.rpc.ErrorInfo`` whose reason is
+  ``REJECTED``, the caller's (a ``ErrorInfo`` detail whose reason is
   ``API_KEY_INVALID`` or ``API_KEY_SERVICE_BLOCKED``, a 400 from the Gemini API, is
   the gateway's key: ``AUTH``);
 - ``UNAUTHENTICATED``, ``PERMISSION_DENIED``: ``AUTH``, the gateway's credential;
@@ -87,7 +87,7 @@ def _details(err: ErrorStatus) -> list[_Detail]:
 
 
 def retry_delay(value: str) -> float | None:
-    """A ``google.protobuf.Duration``'s JSON (``"30s"``, ``"0.5s"``) in seconds."""
+    """A protobuf ``Duration``'s JSON (``"30s"``, ``"0.5s"``) in seconds."""
     if not value.endswith("s"):
         return None
     try:
