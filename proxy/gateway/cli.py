@@ -92,15 +92,17 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument("--transport", choices=("fast", "httpx"), help="upstream HTTP client")
     stub = sub.add_parser(
         "stub",
-        help="the built-in model server (fbs, openai, openai-responses, anthropic or bedrock)",
+        help="the built-in model server (fbs, openai, openai-responses, anthropic, bedrock, "
+        "gemini or vertex)",
     )
     _common(stub, "asgi")
     stub.add_argument(
         "--protocol",
         choices=tuple(PROTOCOLS),
         help="the API it serves: fbs (CompletionRequest, default), openai (Chat Completions), "
-        "openai-responses (the Responses API), anthropic (Messages) or bedrock (Bedrock "
-        "Runtime: Converse, and InvokeModel for Claude and embeddings)",
+        "openai-responses (the Responses API), anthropic (Messages), bedrock (Bedrock "
+        "Runtime: Converse, and InvokeModel for Claude and embeddings), gemini (the Gemini "
+        "API) or vertex (Vertex AI: Claude's rawPredict, Gemini's generateContent)",
     )
     stub.add_argument("--ttft-ms", type=float, help="time to first token, ms")
     stub.add_argument("--itl-ms", type=float, help="inter-token delay, ms")
@@ -117,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     stub.add_argument(
         "--api-key",
         help="require this key (openai: Authorization: Bearer or Azure's api-key, anthropic: "
-        "x-api-key, bedrock: a Bedrock API key or the SigV4 secret access key, any access key id)",
+        "x-api-key, bedrock: a Bedrock API key or the SigV4 secret access key, any access key "
+        "id, gemini: x-goog-api-key, vertex: a bearer token that is the key or <key>.<any>)",
     )
     gateway = sub.add_parser(
         "gateway",

@@ -1,7 +1,8 @@
 """The stub's HTTP handling: routing, API keys, faults, pacing and stats.
 
 ``StubServer`` is written against ``plumbing.serve.Exchange`` and one ``Wire``
-(``fbs``, ``openai``, ``openai-responses``, ``anthropic`` or ``bedrock``, from
+(``fbs``, ``openai``, ``openai-responses``, ``anthropic``, ``bedrock``,
+``gemini`` or ``vertex``, from
 ``[stub] protocol``): the wire parses and renders, the server decides what
 happens when.
 
@@ -21,7 +22,8 @@ happens when.
   first (``own_path``: the openai wires read Azure OpenAI's
   ``/openai/deployments/{d}/chat/completions`` as ``/v1/chat/completions``).
 - a protocol whose API answers completions at several paths (``bedrock``:
-  Converse and InvokeModel, each whole and streamed) gives a wire for each
+  Converse and InvokeModel, each whole and streamed; ``gemini``: a model's
+  methods; ``vertex``: two publishers' methods) gives a wire for each
   (``endpoints``); a wire's ``path`` may hold ``{name}`` segments, which
   match any text (a model id in the path), and such a wire is given the
   request's path and query as the ``:path`` and ``:query`` pseudo-headers.
@@ -239,7 +241,8 @@ class StubServer:
         protocol = PROTOCOLS[settings.protocol]
         self.wire: Wire = protocol.stub()
         self._own_path = self.wire.own_path if isinstance(self.wire, _OwnPaths) else None
-        # A protocol's own embeddings wire (``bedrock``'s answers at /invoke) has no entry.
+        # A protocol's own embeddings wire (``bedrock``'s answers at /invoke,
+        # ``gemini``'s at :embedContent) has no entry.
         factory = EMBEDDINGS.get(protocol.embeddings or "")
         self.embeddings: Embeddings | None = None if factory is None else factory()
         self.stats = _Stats()
