@@ -257,10 +257,12 @@ class EmbedWire(GenerateWire):
         )  # fmt: skip
 
     def complete(self, req: StubRequest, ans: Answer, header: HeaderFn) -> Reply:
-        dimensions: int = req.params["dimensions"]
+        # Cadence mode's one answer is made without a body: the empty text's.
+        dimensions: int = req.params.get("dimensions", _DIMENSIONS)
+        texts: list[str] = req.params.get("texts", [""])
         vectors = [
             ContentEmbedding(list(memoryview(vector(b"t" + t.encode(), dimensions)).cast("f")))
-            for t in req.params["texts"]
+            for t in texts
         ]
         if self.batch:
             return self._reply(req, _enc(BatchEmbedContentsResponse(vectors)))
