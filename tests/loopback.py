@@ -16,11 +16,20 @@ import ipaddress
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["SEEN", "WATCHING", "LeftLoopback", "loopback_only", "outside"]
+__all__ = [
+    "SEEN",
+    "WATCHING",
+    "LeftLoopback",
+    "guard_env",
+    "guard_log",
+    "loopback_only",
+    "outside",
+]
 
 # Every address a socket connected to, or a name looked up, while a test ran.
 SEEN: list[str] = []
@@ -74,3 +83,19 @@ def loopback_only() -> Iterator[list[str]]:
     finally:
         WATCHING.clear()
     assert not outside(SEEN), f"connections outside loopback: {outside(SEEN)}"
+
+
+# A server subprocess's guard (``loopback_site/sitecustomize.py``).
+_SITE = Path(__file__).parent / "loopback_site"
+
+
+def guard_env(log: Path) -> dict[str, str]:
+    """The environment that installs the guard in a server subprocess,
+    logging to ``log``."""
+    return {"PYTHONPATH": str(_SITE), "LOOPBACK_GUARD_LOG": str(log)}
+
+
+def guard_log(log: Path) -> list[str]:
+    """The hosts a guarded subprocess connected to or looked up (a refused
+    one ends in `` outside``)."""
+    return log.read_text().splitlines() if log.exists() else []

@@ -12,7 +12,8 @@ assertion) handing out tokens ``<stub key>.<n>`` that live 302 s, so the
 gateway fetches a new one every 2 s or so (300 s before each expires): the
 stub sees the token change. The metadata server is not looked for
 (``NO_GCE_CHECK``) and, were it asked, is a closed port on loopback; gcloud's
-configuration is an empty directory: nothing leaves loopback.
+configuration is an empty directory: nothing leaves loopback, which a guard
+in the gateway's processes checks (``tests.loopback.guard_env``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import pytest
 from tests.backends.vertex.google_fakes import TokenEndpoint, serve, service_account_key
 from tests.clients.media import b64, data_url, image_echo, png
 from tests.clients.test_claude_code import CLAUDE, claude_env, result_of
+from tests.loopback import guard_env, guard_log
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
 
@@ -54,9 +56,11 @@ ROUTES = {
 
 
 class VertexStack:
-    def __init__(self, gateway: Server, stub: Server) -> None:
+    def __init__(self, gateway: Server, stub: Server, guard: Path) -> None:
         self.gateway = gateway
         self.stub = stub
+        # What the gateway's processes connected to (``tests.loopback.guard_env``).
+        self.guard = guard
 
     def openai(self) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.gateway.url}/v1", api_key=KEY, max_retries=0)
@@ -111,12 +115,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VertexStack]:
             "CLOUDSDK_CONFIG": str(d / "gcloud"),
             "HOME": str(d),
             "NO_PROXY": "*",
+            **guard_env(d / "guard.log"),
         }
         gateway = spawn("gateway", ["--config", config, "--workers", "1"], d, env=env)
         servers = [stub, gateway]
         start_all(servers)
         try:
-            made = VertexStack(gateway, stub)
+            made = VertexStack(gateway, stub, d / "guard.log")
             _ready(made)
             yield made
         finally:
@@ -259,3 +264,14 @@ def test_claude_code_runs_through_vertex_with_an_image(stack: VertexStack, tmp_p
     text = result["result"]
     assert image_echo(PNG) in text and text.index(image_echo(PNG)) < text.index(prompt), text
     assert (stack.token_seen() or "").startswith("sha256:")
+
+
+def test_the_gateway_never_left_loopback(stack: VertexStack) -> None:
+    """The guard in the gateway's processes (``tests.loopback.guard_env``: an
+    audit hook on Python's sockets, which google-auth's transport uses; the
+    event loop's own connects to the backend, the stub on loopback, raise no
+    audit event) saw the token endpoint's connections, and none outside
+    127.0.0.0/8 (the module's other tests ran first)."""
+    seen = guard_log(stack.guard)
+    assert "127.0.0.1" in seen
+    assert [s for s in seen if s.endswith(" outside")] == []
