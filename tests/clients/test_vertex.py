@@ -275,3 +275,45 @@ def test_the_gateway_never_left_loopback(stack: VertexStack) -> None:
     seen = guard_log(stack.guard)
     assert "127.0.0.1" in seen
     assert [s for s in seen if s.endswith(" outside")] == []
+
+
+def test_claude_code_in_vertex_mode_takes_the_stub_for_vertex(tmp_path: Path) -> None:
+    """Claude Code's own Vertex client (CLAUDE_CODE_USE_VERTEX: its URLs,
+    its body, the model id with its ``@``) against the stub itself, image
+    and all: the stub is a Vertex a real client takes. Its Google auth is
+    skipped (CLAUDE_CODE_SKIP_VERTEX_AUTH), so this stub takes no key."""
+    if not CLAUDE.exists():
+        raise RuntimeError(f"{CLAUDE} is missing: `make test` installs it")
+    stub = spawn("stub", ["--protocol", "vertex"], tmp_path)
+    start_all([stub])
+    try:
+        (tmp_path / "project").mkdir()
+        (tmp_path / "project" / "shot.png").write_bytes(PNG)
+        env = claude_env(tmp_path, stub.url, "unused")
+        del env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_API_KEY"]
+        env |= {
+            "CLAUDE_CODE_USE_VERTEX": "1",
+            "CLAUDE_CODE_SKIP_VERTEX_AUTH": "1",
+            "ANTHROPIC_VERTEX_BASE_URL": f"{stub.url}/v1",
+            "ANTHROPIC_VERTEX_PROJECT_ID": "test-project",
+            "CLOUD_ML_REGION": "us-east5",
+        }
+        prompt = "what color is this image? @shot.png"
+        done = subprocess.run(
+            [str(CLAUDE), "-p", prompt, "--model", CLAUDE_ID, "--output-format", "stream-json",
+             "--verbose"],
+            cwd=tmp_path / "project",
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )  # fmt: skip
+    finally:
+        stop_all([stub])
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
+    assert done.returncode == 0, f"{result.get('result')}\n{done.stderr[-3000:]}"
+    assert (result["subtype"], result["is_error"]) == ("success", False)
+    assert image_echo(PNG) in result["result"]
