@@ -194,3 +194,25 @@ def test_google_auth_is_imported_only_by_a_fetch() -> None:
 
 def test_the_key_s_account_is_the_issuer() -> None:
     assert EMAIL.endswith(".iam.gserviceaccount.com")
+
+
+def test_the_metadata_server_without_requests_installed(
+    metadata: int, monkeypatch: pytest.MonkeyPatch, loopback_only: list[str]
+) -> None:
+    """google-auth's chain asks the metadata server through ``requests``;
+    where it is not installed, the chain's last step is taken with the
+    urllib transport (``transport.google._metadata_credentials``)."""
+    import importlib.util
+
+    from flatgate.proxy.transport import google
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "requests" else real(name, *a)
+    )
+    request = google.UrllibRequest()
+    found = google._metadata_credentials(request, [google.CLOUD_PLATFORM])
+    assert found is not None
+    found.refresh(request)
+    assert found.token == "metadata-token"
+    assert set(loopback_only) == {"127.0.0.1"}
