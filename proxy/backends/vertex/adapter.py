@@ -46,6 +46,7 @@ Embeddings: none here (``embeddings`` false; Vertex's text embeddings are
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -83,6 +84,11 @@ _encode = msgspec.json.Encoder().encode
 _NO_MODEL = b'{"model":"",'
 
 
+@functools.lru_cache(maxsize=8)
+def _head(version: str) -> bytes:
+    return b'{"anthropic_version":' + _encode(version) + b","
+
+
 def encode_claude(
     req: Request,
     *,
@@ -104,7 +110,7 @@ def encode_claude(
         drop_unsupported=drop_unsupported,
         whole=whole,
     )
-    head = b'{"anthropic_version":' + _encode(anthropic_version) + b","
+    head = _head(anthropic_version)
     # The encoder writes the model first: empty, it is these bytes, cut
     # without parsing the body again.
     if messages.startswith(_NO_MODEL):
@@ -147,6 +153,7 @@ class VertexAdapter:
         self.credentials: Refreshing[Any] | None = self._token
         self._seen = ""
         self._bearer: list[tuple[str, str]] = []
+        self._routes: dict[str, tuple[bool, str, str]] = {}
         # The configured headers; anthropic-beta goes with the client's (Claude only).
         self.extra = list(config.headers.items())
         self._static = [(k, v) for k, v in self.extra if k.lower() != BETA_HEADER]
@@ -164,14 +171,32 @@ class VertexAdapter:
             self._bearer = [("authorization", "Bearer " + token)]
         return self._bearer
 
+    def _route(self, model: str) -> tuple[bool, str, str]:
+        """Whether ``model`` is Claude's, and its whole and streamed URLs:
+        worked out once per model (a bounded cache), not per request."""
+        found = self._routes.get(model)
+        if found is None:
+            if len(self._routes) > 256:
+                self._routes.clear()
+            if api_for(self.api, model) == ANTHROPIC:
+                whole = model_url(self.base, "anthropic", model, "rawPredict")
+                found = (True, whole, model_url(self.base, "anthropic", model, "streamRawPredict"))
+            else:
+                whole = model_url(self.base, "google", model, "generateContent")
+                streamed = model_url(self.base, "google", model, "streamGenerateContent?alt=sse")
+                found = (False, whole, streamed)
+            self._routes[model] = found
+        return found
+
     def _claude(self, model: str) -> bool:
-        return api_for(self.api, model) == ANTHROPIC
+        return self._route(model)[0]
 
     def prepare(self, call: Inbound[Request]) -> Outbound:
         req = call.request()
         model = self.model or req.model_name
         omitted: list[str] = []
-        if self._claude(model):
+        claude, whole_url, stream_url = self._route(model)
+        if claude:
             budget = req.max_tokens or self._default_max
             whole = self.whole and not req.stream and budget <= LONGEST_WHOLE_TOKENS
             betas = list(self._betas)
@@ -184,24 +209,26 @@ class VertexAdapter:
                 drop_unsupported=self._drop,
                 whole=whole,
             )
-            url = model_url(
-                self.base, "anthropic", model, "rawPredict" if whole else "streamRawPredict"
-            )
-            headers = [("content-type", JSON), ("accept", JSON if whole else SSE)]
-            headers.append(("x-request-id", call.request_id))
-            headers += self._auth()
-            headers += self._static
+            headers = [
+                ("content-type", JSON),
+                ("accept", JSON if whole else SSE),
+                ("x-request-id", call.request_id),
+                *self._auth(),
+                *self._static,
+            ]
             if betas:
                 headers.append((BETA_HEADER, ",".join(dict.fromkeys(betas))))
         else:
             whole = self.whole and not req.stream
             body = encode_gemini(req, omitted, self._drop)
-            method = "generateContent" if whole else "streamGenerateContent?alt=sse"
-            url = model_url(self.base, "google", model, method)
-            headers = [("content-type", JSON), ("accept", JSON if whole else SSE)]
-            headers.append(("x-request-id", call.request_id))
-            headers += self._auth()
-            headers += self.extra
+            headers = [
+                ("content-type", JSON),
+                ("accept", JSON if whole else SSE),
+                ("x-request-id", call.request_id),
+                *self._auth(),
+                *self.extra,
+            ]
+        url = whole_url if whole else stream_url
         return Outbound(url, headers, body, tuple(dict.fromkeys(omitted)), whole)
 
     def translator(self, request_id: str, model: str, whole: bool = False) -> Translator:
