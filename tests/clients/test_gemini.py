@@ -191,6 +191,50 @@ def test_a_thought_signature_goes_round_through_chat_completions(stack: GeminiSt
 
 
 @pytest.mark.parametrize("stream", [False, True])
+def test_a_thought_signature_goes_round_through_the_anthropic_sdk(
+    stack: GeminiStack, stream: bool
+) -> None:
+    """Messages has no place for Gemini's signature but the tool_use id,
+    which carries it: the call and its result go back, and the stub checks
+    the signature; an id without it is refused."""
+    tool: Any = {"name": "weather", "description": "The weather in a city",
+                 "input_schema": _WEATHER["parameters"]}  # fmt: skip
+    ask: Any = [{"role": "user", "content": "weather in Paris?"}]
+    first: Any
+    with stack.anthropic() as client:
+        forced: Any = {"type": "tool", "name": "weather"}
+        if stream:
+            with client.messages.stream(
+                model="gemini-3", max_tokens=256, messages=ask, tools=[tool], tool_choice=forced
+            ) as events:
+                first = events.get_final_message()
+        else:
+            first = client.messages.create(
+                model="gemini-3", max_tokens=256, messages=ask, tools=[tool], tool_choice=forced
+            )
+        assert first.stop_reason == "tool_use"
+        [call] = [b for b in first.content if b.type == "tool_use"]
+        assert "__thought__" in call.id
+
+        def turn(call_id: str) -> Any:
+            used = {"type": "tool_use", "id": call_id, "name": call.name, "input": call.input}
+            result = {"type": "tool_result", "tool_use_id": call_id, "content": "21 C"}
+            return [*ask, {"role": "assistant", "content": [used]},
+                    {"role": "user", "content": [result]}]  # fmt: skip
+
+        second = client.messages.create(
+            model="gemini-3", max_tokens=256, messages=turn(call.id), tools=[tool]
+        )
+        assert [b.text for b in second.content if b.type == "text"] == ["weather in Paris?"]
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            client.messages.create(
+                model="gemini-3", max_tokens=256, tools=[tool],
+                messages=turn(call.id.partition("__thought__")[0]),
+            )  # fmt: skip
+    assert "thought_signature" in str(refused.value)
+
+
+@pytest.mark.parametrize("stream", [False, True])
 def test_the_anthropic_sdk_reaches_gemini_with_an_image(stack: GeminiStack, stream: bool) -> None:
     source = {"type": "base64", "media_type": "image/png", "data": b64(PNG)}
     image: Any = {"type": "image", "source": source}
