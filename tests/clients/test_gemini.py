@@ -3,8 +3,10 @@ Completions and the Responses API) and the anthropic SDK reach a Gemini
 model on ``flatgate stub --protocol gemini``, with an image, and a thought
 signature's round trip (Gemini 3's function call, signed by the stub,
 goes back through the Responses API's ``encrypted_content`` and the stub
-checks it); embeddings; a quota's 429 with RetryInfo's delay as
-``Retry-After``. Every server a ``flatgate`` subprocess on loopback.
+checks it; and in the tool call's id, which carries it through Chat
+Completions and the anthropic SDK too); embeddings; a quota's 429 with
+RetryInfo's delay as ``Retry-After``; the gateway's readiness probe (the
+API's model list, with the key). Every server a ``flatgate`` subprocess on loopback.
 """
 
 from __future__ import annotations
@@ -261,6 +263,17 @@ def test_embeddings_one_and_many(stack: GeminiStack) -> None:
     assert len(one.data) == 1 and len(one.data[0].embedding) == 16
     assert [len(d.embedding) for d in many.data] == [16, 16]
     assert many.data[0].embedding == one.data[0].embedding
+
+
+def test_the_backend_is_ready_by_the_model_list(stack: GeminiStack) -> None:
+    answer = httpx.get(
+        f"{stack.stub.url}/v1beta/models?pageSize=1",
+        headers={"x-goog-api-key": SECRET},
+        timeout=10,
+    )
+    assert answer.status_code == 200 and answer.json()["models"]
+    ready = httpx.get(f"{stack.gateway.url}/readyz", timeout=10)
+    assert ready.status_code == 200, ready.text
 
 
 def test_a_quota_is_a_429_with_google_s_retry_delay(stack: GeminiStack) -> None:

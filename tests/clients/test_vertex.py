@@ -232,6 +232,11 @@ def test_the_token_is_fetched_again_before_it_expires(stack: VertexStack) -> Non
     )
 
 
+def test_the_backends_are_ready_once_they_hold_a_token(stack: VertexStack) -> None:
+    ready = httpx.get(f"{stack.gateway.url}/readyz", timeout=10)
+    assert ready.status_code == 200, ready.text
+
+
 def test_a_quota_is_a_429_with_the_retry_delay(stack: VertexStack) -> None:
     with stack.anthropic() as client, pytest.raises(anthropic.RateLimitError) as throttled:
         client.messages.create(
