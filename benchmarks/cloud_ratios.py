@@ -1,17 +1,18 @@
-"""Issue 39's adapter ratios, side by side in one process: each cloud
-adapter's adapt-request and adapt-chunk against the adapters it is held to.
+"""Issues 39's and 40's adapter ratios, side by side in one process: each
+cloud adapter's adapt-request and adapt-chunk against the adapters it is
+held to.
 
 ``make bench``'s micro rows (``benchmarks.micro``) measure each format in a
 fresh process, one after the other: on a shared machine a neighbour's load
 can land on one format's minute and not another's, and a ratio of two rows
-moves with it. Here every op of the five adapter codecs
-(``micro_report.CLOUD_REFS``: the Bedrock Converse and InvokeModel rows and
-the Azure OpenAI row, and the openai and anthropic adapters they are held
-to) runs in one process, in interleaved rounds, and each op's figure is
-its fastest round, so that load hits every row alike. Prints one markdown
-table per op: the time per call at each prompt size and each cloud row's
-ratio to each of its references, met or missed against
-``micro_report.CLOUD_TARGET`` (1.3x).
+moves with it. Here every op of the seven adapter codecs
+(``micro_report.CLOUD_REFS``: the Bedrock Converse and InvokeModel rows, the
+Azure OpenAI row, the Gemini API row and Claude on Vertex AI's, and the
+openai and anthropic adapters they are held to) runs in one process, in
+interleaved rounds, and each op's figure is its fastest round, so that load
+hits every row alike. Prints one markdown table per op: the time per call at
+each prompt size and each cloud row's ratio to each of its references, met
+or missed against ``micro_report.CLOUD_TARGET`` (1.3x).
 
     python -m benchmarks.cloud_ratios [--sizes 1KB,16KB] [--rounds 15]
     python -m benchmarks.cloud_ratios --prepare
@@ -22,7 +23,10 @@ the load bench's 2 KB chat request (``openai_bodies.chat_body``), CPU per
 call, fastest of interleaved rounds: the body, the URL, the headers and,
 for ``bedrock``, the SigV4 signature (static credentials from a temporary
 environment, read once through botocore's chain: no lookup beyond it) or
-a Bedrock API key.
+a Bedrock API key; for ``gemini``, ``x-goog-api-key``; for ``vertex``, the
+bearer token its ``Refreshing`` holds (fetched once, before the rounds,
+through google-auth with a service account's key made for the bench from a
+token endpoint on loopback: ``benchmarks.google_token``).
 
 Reports figures; asserts nothing. No I/O but the printing.
 """
@@ -37,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.codecs import LABELS, load, operation
+from benchmarks.google_token import loopback_key
 from benchmarks.harness.report import md_table
 from benchmarks.load.openai_bodies import chat_body
 from benchmarks.micro_report import CLOUD_REFS, CLOUD_TARGET
@@ -98,6 +103,7 @@ def report(best: dict[tuple[str, str, str], float], sizes: Sequence[str]) -> str
 
 
 _BEDROCK = {"protocol": "bedrock", "url": "https://bedrock-runtime.us-east-1.amazonaws.com"}
+_VERTEX = {"protocol": "vertex", "project": "flatgate-bench", "location": "us-east5"}
 # Each backend whose prepare is measured: its [[backends]] entry.
 PREPARED: dict[str, dict[str, Any]] = {
     "openai": {"protocol": "openai", "url": "https://api.openai.com/v1", "api_key": "k"},
@@ -119,6 +125,9 @@ PREPARED: dict[str, dict[str, Any]] = {
         **_BEDROCK,
         "model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
     },
+    "gemini (x-goog-api-key)": {"protocol": "gemini", "model": "gemini-2.5-flash", "api_key": "k"},
+    "vertex, Gemini (bearer token)": {**_VERTEX, "model": "gemini-2.5-flash"},
+    "vertex, Claude (bearer token)": {**_VERTEX, "model": "claude-sonnet-4-5@20250929"},
 }
 _AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "AKIDFLATGATEBENCH",
@@ -129,13 +138,16 @@ _AWS_ENV = {
 }
 
 
-def _adapter(name: str, entry: dict[str, Any]) -> Any:
+def _adapter(name: str, entry: dict[str, Any], google_key: str = "") -> Any:
     """The adapter of ``entry``, its credentials fetched once (AWS's from
-    ``_AWS_ENV``, set only while they are read)."""
+    ``_AWS_ENV``, set only while they are read; Google's with the key file
+    ``google_key``)."""
     from flatgate.proxy.backends.registry import adapter_for, backend_config, backend_problems
     from flatgate.proxy.plumbing.config import ConfigError, Problems
 
     problems = Problems()
+    if entry["protocol"] == "vertex":
+        entry = {**entry, "credentials_file": google_key}
     config = backend_config({"name": "bench", **entry}, name, problems)
     if config is not None:
         problems += backend_problems(config, name)
@@ -167,7 +179,9 @@ def prepare_costs(rounds: int, calls: int = 2000) -> dict[str, float]:
     req = decode_request(chat_body())
     decoded = read_request(write_request(req, provider=0, model_name=req.model, request_id="r-1"))
     call = Inbound(b"", lambda: decoded, "r-1", "")
-    prepares = {name: _adapter(name, entry).prepare for name, entry in PREPARED.items()}
+    with loopback_key() as key:
+        adapters = {name: _adapter(name, entry, str(key.path)) for name, entry in PREPARED.items()}
+    prepares = {name: adapter.prepare for name, adapter in adapters.items()}
     best = dict.fromkeys(prepares, float("inf"))
     for _ in range(rounds):
         for name, prepare in prepares.items():

@@ -31,7 +31,12 @@ interleaved rounds is reported, so machine noise hits all rows alike.
   (awscrt, AWS's C signer: what the ``bedrock`` backend does per request)
   and, beside it, by botocore's ``SigV4Auth`` over an ``AWSRequest`` (what a
   boto3 client does, and what the issue quotes), each with a fresh request
-  per call as a backend has, the body's SHA-256 included.
+  per call as a backend has, the body's SHA-256 included;
+- google-token: what Google's access token costs a ``vertex`` backend
+  (issue 40), reported apart (``benchmarks.google_token``): the held token
+  read per request, and one fetch through google-auth (a service account's
+  key made for the bench, its JWT assertion signed, a token endpoint on
+  loopback), with its signature and its exchange alone.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import flatgate.proxy.service.app as app_module
 from benchmarks.allocs import count_allocations
+from benchmarks.google_token import google_token_checks, google_token_report
 from benchmarks.harness.report import md_table
 from benchmarks.inmemory import CONFIG, FakeExchange, FakeTransport, make_server, one_request
 from benchmarks.payloads import make_request, to_flatbuffer
@@ -447,7 +453,7 @@ def report(results: dict[str, float]) -> str:
     return "\n".join(md_table(["variant", "CPU µs/request", "cost over all off (µs)"], rows))
 
 
-TABLES = ("requests", "allocations", "buffers", "intake", "sigv4")
+TABLES = ("requests", "allocations", "buffers", "intake", "sigv4", "google-token")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -470,6 +476,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(intake_report(asyncio.run(intake_checks(opts.requests, opts.rounds))))
     if "sigv4" in wanted:
         print(sigv4_report(sigv4_checks(max(opts.requests // 4, 1), opts.rounds)))
+    if "google-token" in wanted:
+        # A fetch is about a millisecond: a hundredth of the requests a round.
+        fetches = max(opts.requests // 100, 1)
+        print(google_token_report(google_token_checks(fetches, opts.rounds)))
 
 
 if __name__ == "__main__":

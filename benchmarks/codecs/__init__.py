@@ -52,6 +52,8 @@ FORMATS: dict[str, str] = {
     "bedrock-converse-adapter": "benchmarks.codecs.bedrock_converse_adapter",
     "bedrock-invoke-adapter": "benchmarks.codecs.bedrock_invoke_adapter",
     "azure-openai-adapter": "benchmarks.codecs.azure_openai_adapter",
+    "gemini-adapter": "benchmarks.codecs.gemini_adapter",
+    "vertex-anthropic-adapter": "benchmarks.codecs.vertex_anthropic_adapter",
 }
 
 LABELS: dict[str, str] = {
@@ -67,6 +69,8 @@ LABELS: dict[str, str] = {
     "bedrock-converse-adapter": "bedrock adapter (Converse)",
     "bedrock-invoke-adapter": "bedrock adapter (InvokeModel)",
     "azure-openai-adapter": "openai adapter (Azure)",
+    "gemini-adapter": "gemini adapter",
+    "vertex-anthropic-adapter": "vertex adapter (Claude)",
 }
 
 

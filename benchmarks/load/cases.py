@@ -17,6 +17,8 @@ not parsed beyond that flag):
 | ``anthropic-*`` | Messages | the same four | | |
 | ``bedrock-whole-32`` | Converse (the gateway: Chat Completions) | 32 | whole | 32 |
 | ``bedrock-stream-32`` | ConverseStream (the gateway: Chat Completions) | 32 | streamed | 16 |
+| ``gemini-whole-32`` | generateContent (the gateway: Chat Completions) | 32 | whole | 32 |
+| ``gemini-stream-32`` | streamGenerateContent (the gateway: Chat Comp.) | 32 | streamed | 16 |
 
 Each case names its floor (the client straight to that stub), the row in
 each column of the report (``ROLES``: nginx, Portkey, LiteLLM, the flatgate
@@ -28,7 +30,13 @@ nginx rows send it the same conversation as a Converse request (on
 ``/model/{id}/converse`` or ``/converse-stream``: a row each, as a row has one
 path), and the gateway row sends the OpenAI chat request to ``flatgate
 gateway``, whose ``bedrock`` backend signs it with SigV4 and sends it to that
-stub through Converse. ``targets`` computes the issue's target
+stub through Converse. The Gemini cases (issue 40) are the same with
+``flatgate stub --protocol gemini --canned 32``: the direct and nginx rows
+send it the conversation as a ``generateContent`` request (on
+``/v1beta/models/{model}:generateContent`` or
+``:streamGenerateContent?alt=sse``), the gateway row the OpenAI chat request
+to ``flatgate gateway``, whose ``gemini`` backend (``x-goog-api-key``)
+translates it for that stub. ``targets`` computes the issue's target
 ratios from a result document's rows (``target_records``: as the result
 document keeps them). Pure: no I/O; figures are reported,
 never asserted.
@@ -55,7 +63,7 @@ __all__ = [
     "targets",
 ]
 
-Api = Literal["openai", "anthropic", "bedrock"]
+Api = Literal["openai", "anthropic", "bedrock", "gemini"]
 # The report's columns, in order: who stands in front of the same stub.
 ROLES = ("nginx", "portkey", "litellm", "gateway")
 
@@ -117,23 +125,32 @@ def _case(api: Api, tokens: int, stream: bool, extra: tuple[str, ...] = (), name
 _FIRST_EXTRA = ("edge", "gateway-responses", "gateway-limits", "gateway-redis", "floor")
 
 
-def _bedrock_case(stream: bool) -> Case:
-    """Issue 39's: the gateway's ``bedrock`` backend (Converse) beside nginx
-    in front of the same stub (see the module docstring)."""
+# The cloud cases' APIs, as the stub is spoken to: whole, streamed.
+_CLOUD_APIS = {
+    "bedrock": ("Bedrock Converse", "Bedrock Converse"),
+    "gemini": ("Gemini API generateContent", "Gemini API streamGenerateContent"),
+}
+
+
+def _cloud_case(api: Api, stream: bool) -> Case:
+    """Issue 39's (``bedrock``: Converse) and issue 40's (``gemini``): the
+    gateway's backend of that protocol beside nginx in front of the same
+    stub (see the module docstring)."""
     mode, tail = ("stream", "-stream") if stream else ("whole", "")
     answer = "32-chunk stream" if stream else "32-token whole answer"
     connections = 16 if stream else 32
+    what = _CLOUD_APIS[api][stream]
     return Case(
-        name=f"bedrock-{mode}-32",
-        label=f"Bedrock Converse, 2 KB request, {answer}, c{connections}",
-        api="bedrock",
+        name=f"{api}-{mode}-32",
+        label=f"{what}, 2 KB request, {answer}, c{connections}",
+        api=api,
         tokens=32,
         stream=stream,
         connections=connections,
-        backend="stub-bedrock",
-        model="bench-bedrock",
-        floor=f"direct-bedrock{tail}",
-        columns={"nginx": f"nginx-bedrock{tail}", "gateway": "gateway-bedrock"},
+        backend=f"stub-{api}",
+        model=f"bench-{api}",
+        floor=f"direct-{api}{tail}",
+        columns={"nginx": f"nginx-{api}{tail}", "gateway": f"gateway-{api}"},
     )
 
 
@@ -146,8 +163,10 @@ CASES: tuple[Case, ...] = (
     _case("anthropic", 512, False),
     _case("anthropic", 32, True),
     _case("anthropic", 512, True),
-    _bedrock_case(False),
-    _bedrock_case(True),
+    _cloud_case("bedrock", False),
+    _cloud_case("bedrock", True),
+    _cloud_case("gemini", False),
+    _cloud_case("gemini", True),
 )
 
 

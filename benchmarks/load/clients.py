@@ -41,6 +41,7 @@ __all__ = [
     "answer_text",
     "converse_text",
     "fixed_rate",
+    "gemini_text",
     "one_connection",
     "parse_wrk",
     "run_wrk",
@@ -319,14 +320,33 @@ def converse_text(data: bytes) -> str:
     return "".join(out)
 
 
+def gemini_text(data: bytes) -> str:
+    """The text of a Gemini API answer: its ``GenerateContentResponse``, or
+    a ``streamGenerateContent?alt=sse`` stream's (each event's first
+    candidate's text parts, thoughts left out)."""
+    if data.startswith(b"{"):
+        docs = [json.loads(data)]
+    else:
+        lines = data.replace(b"\r\n", b"\n").split(b"\n")
+        docs = [json.loads(x[5:]) for x in lines if x.startswith(b"data:")]
+    out = []
+    for doc in docs:
+        for candidate in doc.get("candidates", [])[:1]:
+            parts = candidate.get("content", {}).get("parts", [])
+            out += [p.get("text", "") for p in parts if not p.get("thought")]
+    return "".join(out)
+
+
 def answer_text(kind: str, data: bytes) -> str:
     """The text of one whole answer in client API ``kind`` (``openai``: Chat
     Completions, ``responses``, ``anthropic``: Messages, ``converse``:
-    Bedrock's Converse), a JSON document or, when it starts like SSE (or, for
-    Converse, AWS's event stream), a stream; raises ``ValueError`` or
-    ``KeyError`` for a body that is neither."""
+    Bedrock's Converse, ``gemini``: the Gemini API), a JSON document or, when
+    it starts like SSE (or, for Converse, AWS's event stream), a stream;
+    raises ``ValueError`` or ``KeyError`` for a body that is neither."""
     if kind == "converse":
         return converse_text(data)
+    if kind == "gemini":
+        return gemini_text(data)
     if data.startswith((b"data:", b"event:")):
         return sse_text(data)
     doc = json.loads(data)

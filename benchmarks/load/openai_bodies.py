@@ -6,7 +6,10 @@ from one seeded generator so every row carries the same conversation:
 message), ``messages_body`` (the same as an Anthropic Messages request),
 ``responses_body`` (as a Responses API request), ``converse_body`` (as
 Bedrock's Converse request: the system prompt as ``system``, the user's text
-as a ``text`` block; its URL names the model), ``stream_chat_body`` (the
+as a ``text`` block; its URL names the model), ``gemini_body`` (as the
+Gemini API's ``generateContent`` request: the system prompt as
+``systemInstruction``, the user's text as a ``user`` content's part; its URL
+names the model and says whether it streams), ``stream_chat_body`` (the
 echo stub's streamed request), their headers, and ``Bodies``: each row's
 body at each case of ``benchmarks.load.cases`` (the case's model, ``stream``
 flag and API; Portkey's with the headers that send it to the case's stub).
@@ -30,10 +33,12 @@ __all__ = [
     "BODY_BYTES",
     "CHAT_HEADERS",
     "CONVERSE_HEADERS",
+    "GEMINI_HEADERS",
     "Bodies",
     "Headers",
     "chat_body",
     "converse_body",
+    "gemini_body",
     "messages_body",
     "responses_body",
     "stream_chat_body",
@@ -98,6 +103,21 @@ def converse_body(size_bytes: int = BODY_BYTES) -> bytes:
     return _sized(encode, size_bytes)
 
 
+def gemini_body(size_bytes: int = BODY_BYTES) -> bytes:
+    """The same conversation as a Gemini API ``generateContent`` request of
+    exactly ``size_bytes`` of JSON (the same body whole or streamed: the path
+    says)."""
+
+    def encode(text: str) -> bytes:
+        request = {
+            "contents": [{"role": "user", "parts": [{"text": text}]}],
+            "systemInstruction": {"parts": [{"text": _SYSTEM}]},
+        }
+        return msgspec.json.encode(request)
+
+    return _sized(encode, size_bytes)
+
+
 def _sized(encode: Callable[[str], bytes], size_bytes: int) -> bytes:
     """``encode`` of seeded words, cut and padded to exactly ``size_bytes``."""
     rng = random.Random(_SEED)
@@ -144,6 +164,10 @@ CHAT_HEADERS: Headers = (
     ("authorization", f"Bearer {peers.DUMMY_KEY}"),
 )
 CONVERSE_HEADERS: Headers = (("content-type", "application/json"),)
+GEMINI_HEADERS: Headers = (
+    ("content-type", "application/json"),
+    ("x-goog-api-key", peers.DUMMY_KEY),
+)
 ANTHROPIC_HEADERS: Headers = (
     ("content-type", "application/json"),
     ("x-api-key", peers.DUMMY_KEY),
@@ -170,6 +194,8 @@ class Bodies:
             return Body(data, CHAT_HEADERS, expect)
         if row.body == "converse":
             return Body(converse_body(BODY_BYTES), CONVERSE_HEADERS, expect)
+        if row.body == "gemini":
+            return Body(gemini_body(BODY_BYTES), GEMINI_HEADERS, expect)
         portkey = row.server == "portkey"
         base = self.stub_urls[case.backend] + "/v1"
         if row.body == "anthropic":

@@ -19,14 +19,7 @@ streamed as the request says, answered from bytes built once):
 | portkey | the Portkey gateway (node), provider ``openai`` with the stub as custom host |
 | portkey-anthropic | the same Portkey on ``/v1/messages``, provider ``anthropic`` |
 | litellm | the LiteLLM proxy, model ``openai/<model>`` with the stub as ``api_base`` |
-| direct-bedrock (-stream) | the Bedrock stub, a Converse request (``/converse``, ``-stream``) |
-| nginx-bedrock (-stream) | nginx, a plain ``proxy_pass`` to the Bedrock stub, the same |
-| gateway-bedrock | the gateway, its ``bedrock`` backend (Converse, SigV4) to the Bedrock stub |
-
-The gateway signs its Bedrock requests with static credentials from its
-environment (``BEDROCK_ENV``: botocore's chain finds them first, the
-instance metadata lookup disabled and no AWS config file read, so nothing
-leaves loopback); the stub, given no key, checks no signature.
+| direct-, nginx-, gateway-bedrock and -gemini | the cloud stubs (``benchmarks.load.cloud_rows``) |
 
 Each case of ``benchmarks.load.cases`` is one "size" of the result (its rows,
 connections and floor in its ``Plan``). The peers run only when asked
@@ -62,6 +55,14 @@ from benchmarks.harness.servers import (
 )
 from benchmarks.load import peers
 from benchmarks.load.cases import CASES, plans
+from benchmarks.load.cloud_rows import (
+    BEDROCK_ENV,
+    BEDROCK_MODEL,
+    CLOUD_BACKENDS,
+    CLOUD_ROWS,
+    GEMINI_KEY,
+    GEMINI_MODEL,
+)
 from benchmarks.load.measure import FULL, Settings, Started, document_head
 from benchmarks.load.openai_bodies import BODY_BYTES, CHAT_HEADERS, Bodies, chat_body
 from benchmarks.load.rows import (
@@ -74,6 +75,8 @@ from benchmarks.load.rows import (
 __all__ = [
     "BEDROCK_ENV",
     "BEDROCK_MODEL",
+    "GEMINI_KEY",
+    "GEMINI_MODEL",
     "OPENAI_FULL",
     "OPENAI_QUICK",
     "OPENAI_ROWS",
@@ -98,6 +101,7 @@ STUBS = {
     "stub-anthropic": ("anthropic", 32),
     "stub-anthropic-512": ("anthropic", 512),
     "stub-bedrock": ("bedrock", 32),
+    "stub-gemini": ("gemini", 32),
 }
 # Each stub's backend in the flatgate config, and the model routed to it.
 _BACKENDS = {
@@ -106,22 +110,8 @@ _BACKENDS = {
     "stub-anthropic": "canned-anthropic",
     "stub-anthropic-512": "canned-anthropic-512",
     "stub-bedrock": "canned-bedrock",
+    "stub-gemini": "canned-gemini",
 }
-# The Bedrock stub's model id (Converse through the ``bedrock`` backend: not
-# an anthropic.* id), escaped as one path segment as botocore sends it.
-BEDROCK_MODEL = "amazon.nova-pro-v1:0"
-_BEDROCK_PATH = "/model/amazon.nova-pro-v1%3A0/"
-# The gateway's AWS credentials: static, from the environment (botocore's
-# chain reads them first), and no lookup beyond loopback.
-BEDROCK_ENV = {
-    "AWS_ACCESS_KEY_ID": "AKIDFLATGATEBENCH",
-    "AWS_SECRET_ACCESS_KEY": "flatgate-bench-secret",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": "/nonexistent/flatgate-bench/aws-config",
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/flatgate-bench/aws-credentials",
-    "AWS_BEARER_TOKEN_BEDROCK": "",
-}
-
 OPENAI_ROWS: tuple[Row, ...] = (
     Row("direct-openai", "stub", _CHAT, "openai", (), "echo", "client to the OpenAI stub"),
     Row("nginx-openai", "nginx", _CHAT, "openai", ("nginx",), "nginx-echo", "proxy_pass"),
@@ -230,52 +220,7 @@ OPENAI_ROWS: tuple[Row, ...] = (
         None,
         "Portkey gateway, Messages API, provider anthropic",
     ),
-    # Issue 39's rows (the cases bedrock-whole-32 and bedrock-stream-32).
-    Row(
-        "direct-bedrock",
-        "stub-bedrock",
-        _BEDROCK_PATH + "converse",
-        "converse",
-        (),
-        None,
-        "client to the Bedrock stub, Converse",
-    ),
-    Row(
-        "direct-bedrock-stream",
-        "stub-bedrock",
-        _BEDROCK_PATH + "converse-stream",
-        "converse",
-        (),
-        None,
-        "client to the Bedrock stub, ConverseStream",
-    ),
-    Row(
-        "nginx-bedrock",
-        "nginx-bedrock",
-        _BEDROCK_PATH + "converse",
-        "converse",
-        ("nginx-bedrock",),
-        None,
-        "proxy_pass, Converse",
-    ),
-    Row(
-        "nginx-bedrock-stream",
-        "nginx-bedrock",
-        _BEDROCK_PATH + "converse-stream",
-        "converse",
-        ("nginx-bedrock",),
-        None,
-        "proxy_pass, ConverseStream",
-    ),
-    Row(
-        "gateway-bedrock",
-        "gateway",
-        _CHAT,
-        "openai",
-        ("gateway",),
-        None,
-        "flatgate gateway, bedrock backend (Converse, SigV4)",
-    ),
+    *CLOUD_ROWS,
 )
 # The rows of the streaming measurement (the echo stub's 32 tokens, paced).
 _STREAM_ROWS = tuple(r.name for r in OPENAI_ROWS if r.stream_server is not None)
@@ -341,23 +286,14 @@ def config_text(canned: int, echo: int, more: Mapping[str, int] | None = None) -
         protocol, _ = STUBS[server]
         model = stub_model(server)
         routes[model] = [_BACKENDS[server]]
-        if protocol == "bedrock":
+        if protocol in CLOUD_BACKENDS:
             # Keys of its own: written here, before the generic entries.
-            before += _bedrock_backend(_BACKENDS[server], port)
+            before += CLOUD_BACKENDS[protocol](_BACKENDS[server], port)
             models[model] = "OpenAI"
             continue
         backends[_BACKENDS[server]] = (f"http://{HOST}:{port}/v1", protocol)
         models[model] = "OpenAI" if protocol == "openai" else "Anthropic"
     return gateway_config(backends, routes, models, before=before)
-
-
-def _bedrock_backend(name: str, port: int) -> str:
-    """The ``bedrock`` backend on the stub: Converse for a Nova model id,
-    SigV4 (no API key) in a region the stub's host cannot name."""
-    return (
-        f'\n[[backends]]\nname = "{name}"\nurl = "http://{HOST}:{port}"\nprotocol = "bedrock"\n'
-        f'region = "us-east-1"\napi = "converse"\nmodel = "{BEDROCK_MODEL}"\n'
-    )
 
 
 def stub_model(server: str) -> str:
@@ -469,6 +405,7 @@ _NGINX = {
     "nginx-anthropic": "stub-anthropic",
     "nginx-anthropic-512": "stub-anthropic-512",
     "nginx-bedrock": "stub-bedrock",
+    "nginx-gemini": "stub-gemini",
 }
 
 

@@ -56,7 +56,10 @@ Bedrock cases (issue 39) no peer stands: the direct and nginx rows send the
 same conversation as a Converse request straight to the Bedrock stub, and the
 gateway row sends the OpenAI chat request, which the gateway translates to
 Converse and signs with SigV4 (its CPU includes both); the stub checks no
-signature.
+signature. The Gemini cases (issue 40) are the same with the Gemini stub: the
+direct and nginx rows send the conversation as a generateContent request, the
+gateway's gemini backend translates the OpenAI chat request to one (with its
+`x-goog-api-key`, which the stub does not check).
 """
 
 _ROLE_NAMES = {"nginx": "nginx", "portkey": "Portkey", "litellm": "LiteLLM"}

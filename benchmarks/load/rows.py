@@ -15,7 +15,9 @@ the request bodies each row sends, all built from the one seeded generator
 
 The OpenAI workload's kinds (``openai``, ``responses``, ``anthropic``: the
 client APIs' JSON; ``converse``: Bedrock's Converse request, for the rows
-straight to the Bedrock stub) are built by ``benchmarks.load.openai_bodies``.
+straight to the Bedrock stub; ``gemini``: the Gemini API's generateContent
+request, for the rows straight to the Gemini stub) are built by
+``benchmarks.load.openai_bodies``.
 
 Pure: no I/O.
 """
@@ -48,7 +50,15 @@ __all__ = [
 ]
 
 BodyKind = Literal[
-    "fbs", "fbs-openai", "json", "protobuf", "openai", "responses", "anthropic", "converse"
+    "fbs",
+    "fbs-openai",
+    "json",
+    "protobuf",
+    "openai",
+    "responses",
+    "anthropic",
+    "converse",
+    "gemini",
 ]
 ECHO_MODEL = "bench-echo"
 # Routed to the canned stub that speaks the OpenAI API.

@@ -8,7 +8,10 @@ keep the run in its budget; and the report's figures and target ratios are
 computed from the rows as the issue defines them. Issue 39's Bedrock cases:
 Converse bodies to the Bedrock stub, whose canned answers (whole and event
 stream) the spot check reads, and the gateway's AWS credentials found by
-botocore's chain in its environment. Pure: nothing is started.
+botocore's chain in its environment. Issue 40's Gemini cases: generateContent
+bodies (checked by google-genai's types) to the Gemini stub, whose canned
+answers (whole and SSE) the spot check reads, and the gateway's gemini
+backend with its key. Pure: nothing is started.
 """
 
 from __future__ import annotations
@@ -35,11 +38,15 @@ from benchmarks.load.results import Cell, add_comparisons, summarise
 from benchmarks.load.run import _settings
 from flatgate.proxy.backends.anthropic.stub import AnthropicWire
 from flatgate.proxy.backends.bedrock.stub import ConverseStreamWire, ConverseWire
+from flatgate.proxy.backends.gemini.stub import GenerateWire, StreamWire
 from flatgate.proxy.backends.openai.stub import OpenAIWire
 from flatgate.proxy.gateway.check import file_problems
 from flatgate.proxy.transport.aws import AwsCredentials, aws_credentials
+from tests.backends.gemini.helpers import validate
 
 ROW = {r.name: r for r in ow.OPENAI_ROWS}
+# The cloud cases' APIs: the body the stub's rows send.
+CLOUD = {"bedrock": "converse", "gemini": "gemini"}
 URLS = {name: f"http://127.0.0.1:{18001 + i}" for i, name in enumerate(ow.STUBS)}
 
 
@@ -53,8 +60,8 @@ def test_every_case_has_its_rows_its_stub_and_its_columns() -> None:
         assert set(case.rows) <= set(ROW), case.name
         floor = ROW[case.floor]
         assert floor.server == case.backend and floor.hop == ()
-        # No peer stands in the Bedrock cases (issue 39's: nginx and the gateway).
-        peers_too = set() if case.api == "bedrock" else {"portkey"}
+        # No peer stands in the cloud cases (issues 39 and 40: nginx and the gateway).
+        peers_too = set() if case.api in CLOUD else {"portkey"}
         assert set(case.columns) <= set(ROLES)
         assert {"nginx", "gateway", *peers_too} <= set(case.columns)
         assert case.connections == (16 if case.stream else 32)
@@ -62,16 +69,17 @@ def test_every_case_has_its_rows_its_stub_and_its_columns() -> None:
         assert ow.stub_model(case.backend) == case.model
         for name in case.rows:
             body = ROW[name].body
-            if case.api == "bedrock":
-                # The gateway takes the OpenAI request; the stub a Converse one.
-                assert body == ("openai" if ROW[name].server == "gateway" else "converse"), name
+            if case.api in CLOUD:
+                # The gateway takes the OpenAI request; the stub its own API's.
+                own = CLOUD[case.api]
+                assert body == ("openai" if ROW[name].server == "gateway" else own), name
                 continue
             assert body == case.api or (case.api == "openai" and body == "responses"), name
         # nginx stands in front of the case's own stub (a row of its own per stub).
         nginx = ROW[case.columns["nginx"]]
         assert nginx.hop == (nginx.server,)
     # Every (API, tokens, mode) once.
-    assert len({(c.api, c.tokens, c.stream) for c in CASES}) == len(CASES) == 10
+    assert len({(c.api, c.tokens, c.stream) for c in CASES}) == len(CASES) == 12
     # LiteLLM only where it finishes a stream within wrk's run: the 32-token OpenAI cases.
     assert {c.name for c in CASES if "litellm" in c.columns} == {"2KB", "stream-32"}
 
@@ -146,6 +154,14 @@ def test_every_row_sends_its_cases_request_to_its_cases_stub(case: str) -> None:
             assert row.path.endswith("/converse-stream" if c.stream else "/converse")
             assert doc["messages"][0]["content"][0]["text"] and doc["system"]
             continue
+        if row.body == "gemini":
+            # generateContent: the URL names the model and says whether it streams.
+            validate(body.data)  # google-genai's types; no model in the body
+            method = "streamGenerateContent?alt=sse" if c.stream else "generateContent"
+            assert row.path == f"/v1beta/models/{ow.GEMINI_MODEL}:{method}"
+            assert doc["contents"][0]["parts"][0]["text"] and doc["systemInstruction"]
+            assert dict(body.headers)["x-goog-api-key"] == peers.DUMMY_KEY
+            continue
         assert doc["stream"] is c.stream and doc["model"] == c.model
         headers = dict(body.headers)
         if row.server == "portkey":
@@ -184,7 +200,7 @@ def test_config_routes_every_cases_model_to_its_stub(tmp_path: Path) -> None:
         url, protocol = backends[backend]
         base = f"http://127.0.0.1:{ports[case.backend]}"
         assert protocol == case.api
-        assert url == (base if case.api == "bedrock" else base + "/v1")
+        assert url == {"bedrock": base, "gemini": base + "/v1beta"}.get(case.api, base + "/v1")
         assert providers[case.model] == ("Anthropic" if case.api == "anthropic" else "OpenAI")
     # Bedrock through Converse, signed (no API key), in a region the url cannot name.
     [bedrock] = [b for b in doc["backends"] if b["protocol"] == "bedrock"]
@@ -194,6 +210,9 @@ def test_config_routes_every_cases_model_to_its_stub(tmp_path: Path) -> None:
         ow.BEDROCK_MODEL,
     )
     assert "api_key" not in bedrock and "api_key_env" not in bedrock
+    # Gemini with its key, renamed to the stub's model.
+    [gemini] = [b for b in doc["backends"] if b["protocol"] == "gemini"]
+    assert (gemini["api_key"], gemini["model"]) == (ow.GEMINI_KEY, ow.GEMINI_MODEL)
     path = tmp_path / "openai.toml"
     path.write_text(text)
     assert file_problems(path, environ={}, scope="all") == []
@@ -233,6 +252,18 @@ def test_the_spot_check_reads_the_bedrock_stubs_answers(stream: bool) -> None:
     assert answer.body.startswith(b"{") is not stream
     if stream:
         assert answer.body.count(b"contentBlockDelta") == 32
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_spot_check_reads_the_gemini_stubs_answers(stream: bool) -> None:
+    wire = StreamWire() if stream else GenerateWire()
+    answer = wire.canned(32)(ob.gemini_body(), _header)
+    assert answer.status == 200
+    assert answer_text("gemini", answer.body) == "tok " * 32
+    # A stream is server-sent events, one text part a token.
+    assert answer.body.startswith(b"{") is not stream
+    if stream:
+        assert answer.body.count(b'"text":"tok "') == 32
 
 
 def test_the_gateway_finds_its_aws_credentials_in_its_environment(
