@@ -111,20 +111,38 @@ def _metadata_credentials(request: UrllibRequest, scopes: Sequence[str]) -> Any:
     return _module("google.auth.compute_engine").Credentials(scopes=list(scopes))
 
 
+def _external(info: dict[str, Any], scopes: Sequence[str]) -> Any:
+    """Workload identity federation's credential, by its source: AWS's,
+    an executable's, else a file's or a URL's (never asking Google which
+    project it is: a request's project is the backend's)."""
+    source = info.get("credential_source") or {}
+    if str(source.get("environment_id", "")).startswith("aws"):
+        kind = "google.auth.aws"
+    elif "executable" in source:
+        kind = "google.auth.pluggable"
+    else:
+        kind = "google.auth.identity_pool"
+    return _module(kind).Credentials.from_info(info, scopes=list(scopes))
+
+
 def _from_file(path: str, scopes: Sequence[str]) -> Any:
     """The credential a file configured by the operator holds: a service
-    account's key and an authorized user's file by their own classes; any
-    other kind (an external account's, an impersonated account's) by
-    google-auth's loader, whose warning about files from untrusted sources
-    does not apply to the gateway's own configuration."""
+    account's key, an authorized user's file and an external account's
+    (workload identity federation) by their own classes; any other kind (an
+    impersonated account's) by google-auth's loader, whose warning about
+    files from untrusted sources does not apply to the gateway's own
+    configuration."""
     with open(path, "rb") as f:
-        kind = json.load(f).get("type")
+        info = json.load(f)
+    kind = info.get("type")
     if kind == "service_account":
         accounts = _module("google.oauth2.service_account")
-        return accounts.Credentials.from_service_account_file(path, scopes=list(scopes))
+        return accounts.Credentials.from_service_account_info(info, scopes=list(scopes))
     if kind == "authorized_user":
         users = _module("google.oauth2.credentials")
-        return users.Credentials.from_authorized_user_file(path, scopes=list(scopes))
+        return users.Credentials.from_authorized_user_info(info, scopes=list(scopes))
+    if kind == "external_account":
+        return _external(info, scopes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         found, _ = _module("google.auth").load_credentials_from_file(path, scopes=list(scopes))

@@ -6,8 +6,9 @@
   7523's JWT bearer grant): each assertion is checked with PyJWT against the
   key's public half (its issuer the account, its
   scope; its audience Google's token endpoint, as google-auth writes it
-  whatever the token_uri), and answered with a new access token ``<prefix>.<n>`` that lives
-  ``lifetime`` seconds;
+  whatever the token_uri), or a token exchange (RFC 8693, as Google's STS
+  takes workload identity federation's subject token), and answered with a
+  new access token ``<prefix>.<n>`` that lives ``lifetime`` seconds;
 - ``MetadataServer``: the metadata server's paths google-auth asks (its
   ping at ``/``, the default service account's info and token, the project
   id), each checked for ``Metadata-Flavor: Google``.
@@ -31,7 +32,13 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-__all__ = ["MetadataServer", "TokenEndpoint", "serve", "service_account_key"]
+__all__ = [
+    "MetadataServer",
+    "TokenEndpoint",
+    "external_account",
+    "serve",
+    "service_account_key",
+]
 
 EMAIL = "flatgate@test-project.iam.gserviceaccount.com"
 PROJECT = "test-project"
@@ -39,6 +46,25 @@ CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 # A service account's assertion names Google's token endpoint as its
 # audience, whichever token_uri it is sent to (as google-auth writes it).
 AUDIENCE = "https://oauth2.googleapis.com/token"
+# RFC 8693's token exchange (Google's STS), and the subject token of an
+# external account's file made for the test.
+EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+SUBJECT_TOKEN = "workload-identity-jwt"
+
+
+def external_account(path: Path, token_file: Path, token_url: str) -> None:
+    """Workload identity federation's credentials file at ``path``: a
+    subject token read from ``token_file``, exchanged at ``token_url``."""
+    token_file.write_text(SUBJECT_TOKEN)
+    doc = {
+        "type": "external_account",
+        "audience": "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/"
+        "pool/providers/provider",
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+        "token_url": token_url,
+        "credential_source": {"file": str(token_file)},
+    }
+    path.write_text(json.dumps(doc))
 
 
 def service_account_key(path: Path, token_uri: str) -> rsa.RSAPublicKey:
@@ -90,10 +116,24 @@ class TokenEndpoint(_Handler):
     seen: ClassVar[list[str]] = []
     lock = threading.Lock()
 
+    def _issue(self) -> None:
+        with self.lock:
+            type(self).issued += 1
+            token = f"{self.prefix}.{type(self).issued}"
+        self._send(
+            200, {"access_token": token, "expires_in": self.lifetime, "token_type": "Bearer"}
+        )
+
     def do_POST(self) -> None:
         form = parse_qs(self.rfile.read(int(self.headers["content-length"])).decode())
         grant = form.get("grant_type", [""])[0]
         self.seen.append(f"POST {self.path} {grant}")
+        if grant == EXCHANGE:  # STS: workload identity federation's subject token
+            if form.get("subject_token") != [SUBJECT_TOKEN] or not form.get("audience"):
+                self._send(400, {"error": "invalid_grant", "error_description": str(form)})
+                return
+            self._issue()
+            return
         if grant != "urn:ietf:params:oauth:grant-type:jwt-bearer":
             self._send(400, {"error": "unsupported_grant_type"})
             return
@@ -108,12 +148,7 @@ class TokenEndpoint(_Handler):
         if claims.get("iss") != EMAIL or CLOUD_PLATFORM not in claims.get("scope", "").split():
             self._send(400, {"error": "invalid_scope", "error_description": json.dumps(claims)})
             return
-        with self.lock:
-            type(self).issued += 1
-            token = f"{self.prefix}.{type(self).issued}"
-        self._send(
-            200, {"access_token": token, "expires_in": self.lifetime, "token_type": "Bearer"}
-        )
+        self._issue()
 
 
 class MetadataServer(_Handler):

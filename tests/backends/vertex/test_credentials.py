@@ -23,6 +23,7 @@ from tests.backends.vertex.google_fakes import (
     EMAIL,
     MetadataServer,
     TokenEndpoint,
+    external_account,
     serve,
     service_account_key,
 )
@@ -106,6 +107,21 @@ def test_a_credentials_file_configured_and_its_tokens_refreshed_when_they_expire
     refreshing.refresh()
     assert refreshing.current() == "token.2"
     assert len(TokenEndpoint.seen) == 2
+
+
+def test_workload_identity_federation_s_file(
+    token_endpoint: tuple[int, Path], no_google: Path, loopback_only: list[str]
+) -> None:
+    """An external account's file (a subject token from a file, exchanged
+    at its token_url: Google's STS, here the fake) configured as
+    ``credentials_file``: google-auth's own loader reads it."""
+    port, _ = token_endpoint
+    path = no_google / "federation.json"
+    external_account(path, no_google / "subject-token", f"http://127.0.0.1:{port}/v1/token")
+    token, expires = google_token(credentials_file=str(path))()
+    assert token == "token.1" and expires is not None
+    assert TokenEndpoint.seen == ["POST /v1/token urn:ietf:params:oauth:grant-type:token-exchange"]
+    assert set(loopback_only) == {"127.0.0.1"}
 
 
 def test_a_refused_assertion_is_the_fetch_s_error(
