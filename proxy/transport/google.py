@@ -13,9 +13,11 @@ is google-auth's own, found once, at the first fetch:
   login``), workload identity federation's external account (a token from a
   file, a URL or an executable, exchanged at Google's STS, and the service
   account it impersonates);
-- else google-auth's chain (``google.auth.default``): the file
-  ``GOOGLE_APPLICATION_CREDENTIALS`` names, gcloud's application default
-  credentials file, then the metadata server (GKE's workload identity,
+- else the file ``GOOGLE_APPLICATION_CREDENTIALS`` names, read the same
+  way (google-auth's chain would also ask Google which project an external
+  account's is: the backend names its project);
+- else google-auth's chain (``google.auth.default``): gcloud's application
+  default credentials file, then the metadata server (GKE's workload identity,
   Compute Engine, Cloud Run), which google-auth finds at
   ``GCE_METADATA_HOST`` / ``GCE_METADATA_IP`` (``169.254.169.254`` when
   unset) unless ``NO_GCE_CHECK`` says not to look.
@@ -40,6 +42,7 @@ from __future__ import annotations
 import datetime
 import importlib.util
 import json
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -54,6 +57,8 @@ __all__ = ["CLOUD_PLATFORM", "UrllibRequest", "google_token"]
 
 # The scope of a token for Vertex AI (and every Google Cloud API).
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+# The file Application Default Credentials read first.
+EXPLICIT_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
 # How long one exchange with a token endpoint may take.
 _TIMEOUT = 30.0
 
@@ -151,8 +156,11 @@ def _from_file(path: str, scopes: Sequence[str]) -> Any:
 
 def _credential(request: UrllibRequest, scopes: Sequence[str], credentials_file: str) -> Any:
     """google-auth's credential (imported here: see the module docstring)."""
-    if credentials_file:
-        return _from_file(credentials_file, scopes)
+    # The chain's first step, taken here: the file the environment names,
+    # read as a configured one is (google-auth's would look its project up).
+    named = credentials_file or os.environ.get(EXPLICIT_ENV, "")
+    if named:
+        return _from_file(named, scopes)
     auth = _module("google.auth")
     try:
         found, _ = auth.default(scopes=list(scopes), request=request)
