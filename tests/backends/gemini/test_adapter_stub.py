@@ -1,10 +1,11 @@
 """``flatgate stub --protocol gemini`` and ``--protocol vertex`` (Google's
 publisher) spoken to by a client nobody here wrote: google-genai, with an
 API key for the Gemini API, and in its Vertex AI mode with an access token;
-a thought signature's round trip, embeddings, Google's refusals."""
+an image, a forged thought signature refused, embeddings, Google's refusals."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -66,18 +67,30 @@ def _vertex(server: Server, token: str = KEY + ".7") -> genai.Client:
     return made
 
 
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
 def _turn() -> list[types.Content]:
-    """A user's text (google-genai writes inline data's and files'
-    ``mime_type`` and ``file_uri`` in snake_case, which the stub's reading of
-    the API does not take yet: the gateway's tests send images)."""
-    return [types.Content(role="user", parts=[types.Part.from_text(text="hello gemini")])]
+    """A user's text and an image (google-genai writes inline data's
+    ``mime_type`` in proto JSON's snake_case, which Google takes too)."""
+    return [
+        types.Content(
+            role="user",
+            parts=[
+                types.Part.from_text(text="hello gemini"),
+                types.Part.from_bytes(data=PNG, mime_type="image/png"),
+            ],
+        )
+    ]
 
 
 def test_generate_content_whole_and_streamed(gemini: Server) -> None:
     client = _client(gemini)
     whole = client.models.generate_content(model="gemini-2.5-flash", contents=_turn())
     assert whole.text is not None
-    assert whole.text == "hello gemini"
+    assert whole.text.startswith("hello gemini [image image/png 70 bytes sha256:")
     assert whole.candidates and whole.candidates[0].finish_reason == types.FinishReason.STOP
     streamed = "".join(
         c.text or ""
@@ -90,7 +103,8 @@ def test_a_function_call_is_signed_and_a_forged_signature_refused(gemini: Server
     """Gemini 3 signs its function calls and checks the signature on the
     first call of the current turn when it comes back: a forged one is a 400.
     (The round trip of a good one is the gateway's tests': google-genai
-    writes it in URL-safe base64, which the stub's reading does not take yet.)"""
+    writes it in URL-safe base64, which the stub's check of a signature
+    (``stub_wire``) does not take yet.)"""
     client = _client(gemini)
     tool = types.Tool(function_declarations=[types.FunctionDeclaration(
         name="weather", parameters_json_schema={"type": "object", "properties": {
@@ -116,13 +130,16 @@ def test_a_function_call_is_signed_and_a_forged_signature_refused(gemini: Server
     forged = first.candidates[0].content.model_copy(deep=True)
     assert forged.parts
     forged.parts[0].thought_signature = b"forged"
-    answer = types.Content(role="user", parts=[types.Part.from_function_response(
-        name="weather", response={"temp": 21})])  # fmt: skip
     with pytest.raises(errors.ClientError) as refused:
         client.models.generate_content(
-            model="gemini-3-pro-preview", contents=[*turn, forged, answer]
+            model="gemini-3-pro-preview", contents=[*turn, forged, _result()]
         )
     assert refused.value.code == 400
+
+
+def _result() -> types.Content:
+    part = types.Part.from_function_response(name="weather", response={"temp": 21})
+    return types.Content(role="user", parts=[part])
 
 
 def test_embeddings_one_and_many(gemini: Server) -> None:
@@ -157,7 +174,7 @@ def test_a_wrong_key_and_a_rate_limit(gemini: Server) -> None:
 def test_vertex_s_google_publisher_with_a_token(vertex: Server) -> None:
     client = _vertex(vertex)
     whole = client.models.generate_content(model="gemini-2.5-flash", contents=_turn())
-    assert whole.text and whole.text == "hello gemini"
+    assert whole.text and whole.text.startswith("hello gemini [image image/png 70 bytes")
     streamed = "".join(
         c.text or ""
         for c in client.models.generate_content_stream(
