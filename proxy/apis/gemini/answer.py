@@ -94,7 +94,7 @@ BLOCK_REASONS = frozenset(
         "JAILBREAK",
     }
 )
-# Google's error statuses (``google.rpc.Code`` names) and their HTTP statuses.
+# Google's error statuses (the names of its canonical error codes) and their HTTP statuses.
 STATUS_OF: dict[str, int] = {
     "INVALID_ARGUMENT": 400,
     "FAILED_PRECONDITION": 400,
@@ -187,7 +187,7 @@ class CountTokensResponse(_Shape):
 
 
 class ErrorStatus(_Shape):
-    """``google.rpc.Status``: the HTTP code, the message, the status name
+    """Google's error status: the HTTP code, the message, the status name
     (``RESOURCE_EXHAUSTED``), and details (``RetryInfo``, ``ErrorInfo``)."""
 
     code: int = 0
