@@ -13,8 +13,11 @@ Gemini spells its fields in camelCase (``rename="camel"``: ``inline_data`` is
 ``inlineData``); a part is a union written as an object with one data member
 set (``thought``, ``thoughtSignature`` and ``videoMetadata`` go beside it):
 every member defaults to ``None`` and ``omit_defaults`` writes only the ones
-set. ``Blob.data`` is ``bytes``, which msgspec writes and reads as base64, as
-the REST API carries it. ``thoughtSignature`` is kept as the base64 text the
+set. ``Blob.data`` is the base64 text as the JSON carries it (``str``):
+Google writes the standard alphabet, google-genai (pydantic) the URL-safe
+one, and protobuf's JSON reads both, so ``blob_bytes`` decodes either
+(msgspec's ``bytes`` reads the standard one only); a writer gives
+``b64(data)``. ``thoughtSignature`` is kept as the base64 text the
 API sent (``str``): it is opaque, and goes back exactly as it came. A
 function call's ``args``, a function response's ``response`` are
 ``msgspec.Raw`` (their JSON as written). Decoding ignores fields this model
@@ -30,6 +33,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 import msgspec
 
 __all__ = [
@@ -44,8 +50,30 @@ __all__ = [
     "FunctionResponsePart",
     "Part",
     "VideoMetadata",
+    "b64",
+    "blob_bytes",
     "fold",
 ]
+
+
+_URL_SAFE = bytes.maketrans(b"-_", b"+/")
+
+
+def b64(data: bytes) -> str:
+    """Bytes as the base64 text a Gemini body carries."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def blob_bytes(text: str) -> bytes:
+    """A Gemini body's base64 text (either alphabet, as protobuf's JSON
+    reads it; padding optional) as bytes; ``ValueError`` for one that is
+    not base64."""
+    raw = text.encode("ascii", "strict").translate(_URL_SAFE)
+    raw += b"=" * (-len(raw) % 4)
+    try:
+        return binascii.a2b_base64(raw, strict_mode=True)
+    except binascii.Error as exc:
+        raise ValueError(f"not base64: {exc}") from None
 
 
 class _Shape(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
@@ -81,7 +109,7 @@ class Blob(_Shape):
     """``inlineData``: bytes with their MIME type (base64 in the JSON)."""
 
     mime_type: str = ""
-    data: bytes = b""
+    data: str = ""
     display_name: str | None = None
     mime_type_snake: str | None = msgspec.field(default=None, name="mime_type")
     display_name_snake: str | None = msgspec.field(default=None, name="display_name")
@@ -120,7 +148,7 @@ class FunctionCall(_Shape):
 
 class FunctionResponseBlob(_Shape):
     mime_type: str = ""
-    data: bytes = b""
+    data: str = ""
     display_name: str | None = None
     mime_type_snake: str | None = msgspec.field(default=None, name="mime_type")
     display_name_snake: str | None = msgspec.field(default=None, name="display_name")

@@ -50,6 +50,7 @@ from flatgate.proxy.apis.gemini.content import (
     FunctionResponsePart,
     Part,
     VideoMetadata,
+    b64,
 )
 from flatgate.proxy.backends.base import PartRefused, PartsOut
 from flatgate.proxy.backends.extras import read_extras, report_all
@@ -109,7 +110,7 @@ def _inline(part: ContentPart, where: str, out: Parts) -> Part | None:
     if not mime:
         out.refuse(where, "bytes of no known media type")
         return None
-    return Part(inline_data=Blob(mime, part.data))
+    return Part(inline_data=Blob(mime, b64(part.data)))
 
 
 class _PartExtras(msgspec.Struct, rename="camel", gc=False):
@@ -206,7 +207,7 @@ def response_parts(
             texts.extend(p.text for p in inner if p.kind == _TEXT)
             k += part.span
         elif part.data and mime_of(part):
-            blob = FunctionResponseBlob(mime_of(part), part.data)
+            blob = FunctionResponseBlob(mime_of(part), b64(part.data))
             media.append(FunctionResponsePart(inline_data=blob))
         elif part.text:
             texts.append(part.text)

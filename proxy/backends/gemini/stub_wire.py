@@ -46,7 +46,6 @@ object (``INTERNAL``). No I/O.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 from collections.abc import Iterator
 
@@ -61,7 +60,7 @@ from flatgate.proxy.apis.gemini.answer import (
     GenerateContentResponse,
     UsageMetadata,
 )
-from flatgate.proxy.apis.gemini.content import Content, FunctionCall, Part
+from flatgate.proxy.apis.gemini.content import Content, FunctionCall, Part, blob_bytes
 from flatgate.proxy.apis.gemini.request import FUNCTION_MODES, decode_request
 from flatgate.proxy.backends.dialect import (
     Answer,
@@ -117,7 +116,11 @@ def _media(part: Part) -> ContentPart:
         kind = PartKind.IMAGE if blob.mime_type.startswith("image/") else PartKind.DOCUMENT
         if blob.mime_type.startswith("audio/"):
             kind = PartKind.AUDIO
-        return ContentPart(kind=int(kind), data=blob.data, media_type=blob.mime_type)
+        try:
+            data = blob_bytes(blob.data)
+        except ValueError:
+            raise _invalid("inlineData.data: not base64") from None
+        return ContentPart(kind=int(kind), data=data, media_type=blob.mime_type)
     assert part.file_data is not None
     f = part.file_data
     kind = PartKind.IMAGE if (f.mime_type or "").startswith("image/") else PartKind.FILE
@@ -143,7 +146,12 @@ def _check_signatures(contents: list[Content]) -> None:
                 f"Function call `{name}` in the `{i + 1}.` content block is missing a "
                 "`thought_signature`."
             )
-        if first.thought_signature != signature(name):
+        # As bytes: google-genai sends it back in the URL-safe alphabet.
+        try:
+            signed = blob_bytes(first.thought_signature)
+        except ValueError:
+            signed = b""
+        if signed != blob_bytes(signature(name)):
             raise _invalid("Corrupted thought signature.")
 
 
@@ -169,8 +177,8 @@ def _content(i: int, c: Content, out: list[tuple[int, str]]) -> None:
             out.append((Role.Tool, bytes(part.function_response.response).decode()))
         elif part.thought_signature is not None:
             try:
-                binascii.a2b_base64(part.thought_signature, strict_mode=True)
-            except binascii.Error:
+                blob_bytes(part.thought_signature)
+            except ValueError:
                 raise _invalid(f"{at}.thoughtSignature: not base64") from None
         if part.thought:
             continue

@@ -7,6 +7,7 @@ reads."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 
@@ -236,6 +237,13 @@ def test_a_signed_call_goes_round_and_comes_back_signed() -> None:
     assert (
         rejected(doc, "gemini-3-pro-preview")["error"]["message"] == "Corrupted thought signature."
     )
+    # The stub's own signature in the URL-safe alphabet, unpadded (what
+    # google-genai sends back): the same bytes, accepted.
+    mine = base64.b64decode(signature("lookup"))
+    doc["contents"][1]["parts"][0]["thoughtSignature"] = (
+        base64.urlsafe_b64encode(mine).decode().rstrip("=")
+    )
+    assert parse(doc, "gemini-3-pro-preview").messages[-1][0] == Role.Tool
     # Gemini 2.5 does not insist.
     del doc["contents"][1]["parts"][0]["thoughtSignature"]
     assert parse(doc, "gemini-2.5-flash").messages[-1][0] == Role.Tool
@@ -292,3 +300,17 @@ def test_the_stub_reads_what_google_genai_writes() -> None:
     assert stub.params == {"thoughts": True}
     assert json.loads(stub.offered[0].parameters) == {"type": "object"}
     assert got.text is not None and got.text.endswith("what are these?")
+
+
+def test_an_image_in_google_genais_url_safe_base64_arrives_intact() -> None:
+    """google-genai (pydantic) writes bytes in the URL-safe alphabet; Google
+    reads both, and so does the model (``blob_bytes``)."""
+    data = b"\xfb\xef\xff" * 20  # "+/" in the standard alphabet, "-_" in the URL-safe one
+    body = genai_types.Part.from_bytes(data=data, mime_type="image/png").model_dump_json(
+        by_alias=True, exclude_none=True
+    )
+    wire = json.loads(body)["inlineData"]["data"]
+    assert "-" in wire or "_" in wire
+    stub = parse({"contents": [{"role": "user", "parts": [json.loads(body), {"text": "x"}]}]})
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    assert f"[image image/png {len(data)} bytes sha256:{digest}" in stub.messages[-1][1]
