@@ -24,8 +24,6 @@ stub throttle: a 429 with ``Retry-After`` to the client.
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +35,7 @@ import openai
 import pytest
 
 from tests.clients.media import b64, data_url, image_echo, png
-from tests.clients.test_claude_code import CLAUDE, claude_env, result_of
+from tests.clients.test_claude_code import IMAGE_PROMPT, claude_env, image_answer
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
 
@@ -246,28 +244,9 @@ def test_the_anthropic_sdk_reaches_claude_through_invoke_model(
 def test_claude_code_runs_through_bedrock_with_an_image(
     stack: BedrockStack, tmp_path: Path
 ) -> None:
-    if not CLAUDE.exists():
-        raise RuntimeError(f"{CLAUDE} is missing: `make test` installs it")
-    (tmp_path / "project").mkdir()
-    (tmp_path / "project" / "shot.png").write_bytes(PNG)
-    prompt = "what color is this image? @shot.png"
-    done = subprocess.run(
-        [str(CLAUDE), "-p", prompt, "--model", "claude-sonnet-bedrock",
-         "--output-format", "stream-json", "--verbose"],
-        cwd=tmp_path / "project",
-        env=claude_env(tmp_path, stack.gateway.url, KEY),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )  # fmt: skip
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
-    assert done.returncode == 0, f"{result.get('result')}\n{done.stderr[-3000:]}"
-    assert (result["subtype"], result["is_error"]) == ("success", False)
-    text = result["result"]
-    assert image_echo(PNG) in text and text.index(image_echo(PNG)) < text.index(prompt), text
+    env = claude_env(tmp_path, stack.gateway.url, KEY)
+    text = image_answer(tmp_path, PNG, "claude-sonnet-bedrock", env)
+    assert image_echo(PNG) in text and text.index(image_echo(PNG)) < text.index(IMAGE_PROMPT), text
     _signed(stack)
 
 
@@ -277,10 +256,6 @@ def test_claude_code_in_bedrock_mode_takes_the_stub_for_bedrock(
     """Claude Code's own Bedrock client (CLAUDE_CODE_USE_BEDROCK, its own
     SigV4 signer, which keeps ``:`` in the model id's path) against the stub
     itself: the stub is a Bedrock a real client takes, image and all."""
-    if not CLAUDE.exists():
-        raise RuntimeError(f"{CLAUDE} is missing: `make test` installs it")
-    (tmp_path / "project").mkdir()
-    (tmp_path / "project" / "shot.png").write_bytes(PNG)
     env = claude_env(tmp_path, stack.stub.url, "unused")
     del env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_API_KEY"]
     env |= {
@@ -293,21 +268,5 @@ def test_claude_code_in_bedrock_mode_takes_the_stub_for_bedrock(
         "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
     }
-    prompt = "what color is this image? @shot.png"
-    done = subprocess.run(
-        [str(CLAUDE), "-p", prompt, "--model", CLAUDE_ID, "--output-format", "stream-json",
-         "--verbose"],
-        cwd=tmp_path / "project",
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )  # fmt: skip
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
-    assert done.returncode == 0, f"{result.get('result')}\n{done.stderr[-3000:]}"
-    assert (result["subtype"], result["is_error"]) == ("success", False)
-    assert image_echo(PNG) in result["result"]
+    assert image_echo(PNG) in image_answer(tmp_path, PNG, CLAUDE_ID, env)
     _signed(stack)

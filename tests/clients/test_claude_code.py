@@ -137,6 +137,36 @@ def result_of(events: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
+IMAGE_PROMPT = "what color is this image? @shot.png"
+
+
+def image_answer(root: Path, png: bytes, name: str, env: dict[str, str]) -> str:
+    """``claude -p IMAGE_PROMPT --model name`` in ``root/project``, where
+    ``shot.png`` holds ``png``, with ``env`` (``claude_env``'s, or a cloud
+    mode's): the text of its answer, once it has succeeded."""
+    if not CLAUDE.exists():
+        raise RuntimeError(f"{CLAUDE} is missing: `make test` installs it")
+    project = root / "project"
+    project.mkdir(exist_ok=True)
+    (project / "shot.png").write_bytes(png)
+    done = subprocess.run(
+        [str(CLAUDE), "-p", IMAGE_PROMPT, "--model", name, "--output-format", "stream-json",
+         "--verbose"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )  # fmt: skip
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
+    assert done.returncode == 0, f"{result.get('result')}\n{done.stderr[-3000:]}"
+    assert (result["subtype"], result["is_error"]) == ("success", False)
+    return str(result["result"])
+
+
 def user_turn(messages: list[dict[str, Any]]) -> str:
     """The texts of the last user message, joined: what the stub echoes."""
     [last] = [m for m in messages if m["role"] == "user"][-1:]

@@ -19,8 +19,6 @@ in the gateway's processes checks (``tests.loopback.guard_env``).
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +31,7 @@ import pytest
 
 from tests.backends.vertex.google_fakes import TokenEndpoint, serve, service_account_key
 from tests.clients.media import b64, data_url, image_echo, png
-from tests.clients.test_claude_code import CLAUDE, claude_env, result_of
+from tests.clients.test_claude_code import IMAGE_PROMPT, claude_env, image_answer
 from tests.loopback import guard_env, guard_log
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
@@ -246,28 +244,9 @@ def test_a_quota_is_a_429_with_the_retry_delay(stack: VertexStack) -> None:
 
 
 def test_claude_code_runs_through_vertex_with_an_image(stack: VertexStack, tmp_path: Path) -> None:
-    if not CLAUDE.exists():
-        raise RuntimeError(f"{CLAUDE} is missing: `make test` installs it")
-    (tmp_path / "project").mkdir()
-    (tmp_path / "project" / "shot.png").write_bytes(PNG)
-    prompt = "what color is this image? @shot.png"
-    done = subprocess.run(
-        [str(CLAUDE), "-p", prompt, "--model", "claude-vertex",
-         "--output-format", "stream-json", "--verbose"],
-        cwd=tmp_path / "project",
-        env=claude_env(tmp_path, stack.gateway.url, KEY),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )  # fmt: skip
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
-    assert done.returncode == 0, f"{result.get('result')}\n{done.stderr[-3000:]}"
-    assert (result["subtype"], result["is_error"]) == ("success", False)
-    text = result["result"]
-    assert image_echo(PNG) in text and text.index(image_echo(PNG)) < text.index(prompt), text
+    env = claude_env(tmp_path, stack.gateway.url, KEY)
+    text = image_answer(tmp_path, PNG, "claude-vertex", env)
+    assert image_echo(PNG) in text and text.index(image_echo(PNG)) < text.index(IMAGE_PROMPT), text
     assert (stack.token_seen() or "").startswith("sha256:")
 
 
@@ -287,13 +266,9 @@ def test_claude_code_in_vertex_mode_takes_the_stub_for_vertex(tmp_path: Path) ->
     its body, the model id with its ``@``) against the stub itself, image
     and all: the stub is a Vertex a real client takes. Its Google auth is
     skipped (CLAUDE_CODE_SKIP_VERTEX_AUTH), so this stub takes no key."""
-    if not CLAUDE.exists():
-        raise RuntimeError(f"{CLAUDE} is missing: `make test` installs it")
     stub = spawn("stub", ["--protocol", "vertex"], tmp_path)
     start_all([stub])
     try:
-        (tmp_path / "project").mkdir()
-        (tmp_path / "project" / "shot.png").write_bytes(PNG)
         env = claude_env(tmp_path, stub.url, "unused")
         del env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_API_KEY"]
         env |= {
@@ -303,22 +278,7 @@ def test_claude_code_in_vertex_mode_takes_the_stub_for_vertex(tmp_path: Path) ->
             "ANTHROPIC_VERTEX_PROJECT_ID": "test-project",
             "CLOUD_ML_REGION": "us-east5",
         }
-        prompt = "what color is this image? @shot.png"
-        done = subprocess.run(
-            [str(CLAUDE), "-p", prompt, "--model", CLAUDE_ID, "--output-format", "stream-json",
-             "--verbose"],
-            cwd=tmp_path / "project",
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )  # fmt: skip
+        text = image_answer(tmp_path, PNG, CLAUDE_ID, env)
     finally:
         stop_all([stub])
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    result = result_of(events) if any(e["type"] == "result" for e in events) else {}
-    assert done.returncode == 0, f"{result.get('result')}\n{done.stderr[-3000:]}"
-    assert (result["subtype"], result["is_error"]) == ("success", False)
-    assert image_echo(PNG) in result["result"]
+    assert image_echo(PNG) in text
