@@ -53,6 +53,7 @@ __all__ = [
     "TranslatorError",
     "Untranslatable",
     "classify",
+    "refuse",
 ]
 
 
@@ -66,6 +67,18 @@ class Untranslatable(FlatgateError, ValueError):
     """A request that cannot be written in a backend's API (the caller's to fix)."""
 
     default = codes.UNTRANSLATABLE_REQUEST
+
+
+def refuse(field: str, why: str, omitted: list[str], drop: bool) -> None:
+    """A field of the request the backend's API cannot take, for ``why``:
+    ``Untranslatable`` naming it, unless ``drop`` (the backend's
+    ``drop_unsupported``): then it is left out and named in ``omitted``."""
+    if not drop:
+        raise Untranslatable(
+            f"{field}: {why}: remove it, or set drop_unsupported = true on the backend to drop it",
+            param=field,
+        )
+    omitted.append(field)
 
 
 class PartRefused(Untranslatable):

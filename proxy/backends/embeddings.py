@@ -51,7 +51,7 @@ from flatgate.proxy.wire.embeddings import (
 )
 from flatgate.proxy.wire.schema import ApiDialect
 
-__all__ = ["EMBEDDINGS_PATH", "encode_embeddings", "read_embeddings"]
+__all__ = ["EMBEDDINGS_PATH", "encode_embeddings", "read_embeddings", "vectors_answer"]
 
 # Where an OpenAI-compatible server takes embeddings, under its API base
 # (the backend's ``url``, with its version: ``https://api.openai.com/v1``).
@@ -112,6 +112,30 @@ def _packed(numbers: list[float]) -> bytes:
         return struct.pack(f"<{len(numbers)}f", *numbers)
     except OverflowError:
         raise ValueError("an embedding's number is out of float32's range") from None
+
+
+def vectors_answer(
+    vectors: list[list[float]], *, request_id: str, model: str, tokens: int = 0
+) -> bytes:
+    """An answer given as lists of numbers (Bedrock's, Gemini's) as one
+    ``EmbeddingResponse`` buffer; ``ValueError`` for none, an empty vector,
+    vectors of different lengths, or a number past float32's range."""
+    if not vectors:
+        raise ValueError("an answer with no vectors")
+    size = len(vectors[0])
+    if not size:
+        raise ValueError("an empty vector")
+    if any(len(v) != size for v in vectors):
+        raise ValueError("vectors of different lengths")
+    return write_embedding_response(
+        model=model,
+        count=len(vectors),
+        dimensions=size,
+        values=b"".join(_packed(v) for v in vectors),
+        prompt_tokens=tokens,
+        total_tokens=tokens,
+        request_id=request_id,
+    )
 
 
 def read_embeddings(

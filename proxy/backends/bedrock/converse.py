@@ -110,7 +110,7 @@ from flatgate.proxy.apis.bedrock_converse.request import (
     ToolInputSchema,
     ToolSpec,
 )
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import Untranslatable, refuse
 from flatgate.proxy.backends.bedrock.converse_parts import Parts, cache_point, part_blocks
 from flatgate.proxy.backends.extras import Fields, placed, read_extras, report_all, unsupported
 from flatgate.proxy.backends.json_api import object_arguments
@@ -159,15 +159,6 @@ def _f32(value: float | None) -> float | None:
         if _F32.pack(short) == packed:
             return short
     return value
-
-
-def _refuse(field: str, why: str, omitted: list[str], drop: bool) -> None:
-    if not drop:
-        raise Untranslatable(
-            f"{field}: {why}: remove it, or set drop_unsupported = true on the backend to drop it",
-            param=field,
-        )
-    omitted.append(field)
 
 
 def _reasoning(parts: list[ReasoningPart], where: str, omitted: list[str]) -> list[ContentBlock]:
@@ -307,7 +298,7 @@ def _tools(req: Request, conv: _Conversation, omitted: list[str], drop: bool) ->
     if mode == ToolChoiceMode.None_:
         if not conv.tool_blocks:
             return None  # no tools: none can be called
-        _refuse(
+        refuse(
             "tool_choice",
             "'none' with tool calls in the history (Converse has no 'none' choice and "
             "needs the tools to read the history)",
@@ -321,7 +312,7 @@ def _tools(req: Request, conv: _Conversation, omitted: list[str], drop: bool) ->
     elif mode == ToolChoiceMode.Function:
         choice = ToolChoice(tool=SpecificTool(req.tool_choice_name))
     if req.parallel_tool_calls is False:
-        _refuse("parallel_tool_calls", "Converse has no such switch", omitted, drop)
+        refuse("parallel_tool_calls", "Converse has no such switch", omitted, drop)
     tools = [
         ToolDef(
             tool_spec=ToolSpec(
@@ -350,7 +341,7 @@ def _output_config(req: Request, omitted: list[str], drop: bool) -> OutputConfig
         schema = bytes(js.schema).decode()
         structure = OutputStructure(JsonSchema(schema, js.name, js.description))
         return OutputConfig(text_format=OutputFormat("json_schema", structure))
-    _refuse(
+    refuse(
         "response_format",
         f"'{rf.type}' has no Converse form (only a json_schema)",
         omitted,
@@ -377,12 +368,12 @@ def _metadata(req: Request, omitted: list[str], drop: bool) -> dict[str, str] | 
         if key and _fits(key) and _fits(value):
             out[key] = value
         else:
-            _refuse(f"metadata.{key}"[:64], "a key or value Converse cannot take", omitted, drop)
+            refuse(f"metadata.{key}"[:64], "a key or value Converse cannot take", omitted, drop)
     if req.user and "user" not in out:
         if _fits(req.user):
             out["user"] = req.user
         else:
-            _refuse("user", "characters Converse's requestMetadata cannot take", omitted, drop)
+            refuse("user", "characters Converse's requestMetadata cannot take", omitted, drop)
     return out or None
 
 
@@ -390,13 +381,13 @@ def _left_out(req: Request, omitted: list[str], drop: bool) -> None:
     """The schema's fields with no Converse field: refused (or named)."""
     why = "Converse has no such field"
     if req.seed is not None:
-        _refuse("seed", why, omitted, drop)
+        refuse("seed", why, omitted, drop)
     if req.presence_penalty is not None:
-        _refuse("presence_penalty", why, omitted, drop)
+        refuse("presence_penalty", why, omitted, drop)
     if req.frequency_penalty is not None:
-        _refuse("frequency_penalty", why, omitted, drop)
+        refuse("frequency_penalty", why, omitted, drop)
     if req.n > 1:
-        _refuse("n", "Converse writes one answer", omitted, drop)
+        refuse("n", "Converse writes one answer", omitted, drop)
 
 
 def _messages_extras(req: Request, omitted: list[str], drop: bool) -> Extras | None:
@@ -486,7 +477,7 @@ def encode_converse(
     appended to ``omitted``; ``drop``: leave out what would be refused."""
     _left_out(req, omitted, drop)
     if req.temperature is not None and req.temperature > 1:
-        _refuse("temperature", "Converse takes 0 to 1", omitted, drop)
+        refuse("temperature", "Converse takes 0 to 1", omitted, drop)
         temperature = None
     else:
         temperature = req.temperature

@@ -36,14 +36,13 @@ No I/O.
 
 from __future__ import annotations
 
-import struct
-
 import msgspec
 
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.bedrock.config import model_part
+from flatgate.proxy.backends.embeddings import vectors_answer
 from flatgate.proxy.backends.extras import read_extras, report_all, splice, unsupported
-from flatgate.proxy.wire.embeddings import EmbeddingInput, write_embedding_response
+from flatgate.proxy.wire.embeddings import EmbeddingInput
 from flatgate.proxy.wire.schema import ApiDialect
 
 __all__ = ["COHERE", "TITAN", "encode_embeddings", "family", "read_embeddings"]
@@ -154,21 +153,4 @@ def read_embeddings(
         vectors, tokens = _vectors(body, kind)
     except msgspec.DecodeError as exc:
         raise ValueError(f"not a {kind} embeddings answer: {exc}") from None
-    if not vectors:
-        raise ValueError("an answer with no vectors")
-    size = len(vectors[0])
-    if any(len(v) != size for v in vectors):
-        raise ValueError("vectors of different lengths")
-    try:
-        values = b"".join(struct.pack(f"<{size}f", *v) for v in vectors)
-    except OverflowError:
-        raise ValueError("an embedding's number is out of float32's range") from None
-    return write_embedding_response(
-        model=model,
-        count=len(vectors),
-        dimensions=size,
-        values=values,
-        prompt_tokens=tokens,
-        total_tokens=tokens,
-        request_id=request_id,
-    )
+    return vectors_answer(vectors, request_id=request_id, model=model, tokens=tokens)

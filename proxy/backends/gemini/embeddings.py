@@ -27,8 +27,6 @@ Gemini's embedding answers carry no token counts: the usage is 0. No I/O.
 
 from __future__ import annotations
 
-import struct
-
 import msgspec
 
 from flatgate.proxy.apis.gemini.content import Content, Part
@@ -39,8 +37,9 @@ from flatgate.proxy.apis.gemini.embed import (
     EmbedContentRequest,
 )
 from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.embeddings import vectors_answer
 from flatgate.proxy.backends.extras import read_extras, report_all, unsupported
-from flatgate.proxy.wire.embeddings import MAX_INPUTS, EmbeddingInput, write_embedding_response
+from flatgate.proxy.wire.embeddings import MAX_INPUTS, EmbeddingInput
 from flatgate.proxy.wire.schema import ApiDialect
 
 __all__ = ["BATCH", "SINGLE", "encode_embed", "read_embed"]
@@ -130,25 +129,6 @@ def read_embed(body: bytes, *, request_id: str, model: str, max_bytes: int | Non
         vectors = [answer.embedding.values]
     else:
         raise ValueError("an answer with no embedding or embeddings")
-    if not vectors:
-        raise ValueError("an answer with no vectors")
     if len(vectors) > MAX_INPUTS:
         raise ValueError(f"the answer has {len(vectors)} embeddings, over {MAX_INPUTS}")
-    size = len(vectors[0])
-    if not size:
-        raise ValueError("an empty vector")
-    if any(len(v) != size for v in vectors):
-        raise ValueError("vectors of different lengths")
-    try:
-        values = b"".join(struct.pack(f"<{size}f", *v) for v in vectors)
-    except OverflowError:
-        raise ValueError("an embedding's number is out of float32's range") from None
-    return write_embedding_response(
-        model=model,
-        count=len(vectors),
-        dimensions=size,
-        values=values,
-        prompt_tokens=0,
-        total_tokens=0,
-        request_id=request_id,
-    )
+    return vectors_answer(vectors, request_id=request_id, model=model)

@@ -100,7 +100,7 @@ from flatgate.proxy.apis.gemini.request import (
     Tool,
     ToolConfig,
 )
-from flatgate.proxy.backends.base import Untranslatable
+from flatgate.proxy.backends.base import Untranslatable, refuse
 from flatgate.proxy.backends.extras import (
     Fields,
     messages_for_chat,
@@ -175,15 +175,6 @@ def split_call_id(ident: str) -> tuple[str, str | None]:
         return ident, None
     padded = safe.replace("-", "+").replace("_", "/") + "=" * (-len(safe) % 4)
     return base, padded
-
-
-def _refuse(field: str, why: str, omitted: list[str], drop: bool) -> None:
-    if not drop:
-        raise Untranslatable(
-            f"{field}: {why}: remove it, or set drop_unsupported = true on the backend to drop it",
-            param=field,
-        )
-    omitted.append(field)
 
 
 class _Signatures:
@@ -347,7 +338,7 @@ def _tools(
     elif mode == ToolChoiceMode.Function:
         config = FunctionCallingConfig("ANY", [req.tool_choice_name])
     if req.parallel_tool_calls is False:
-        _refuse("parallel_tool_calls", "Gemini has no such switch", omitted, drop)
+        refuse("parallel_tool_calls", "Gemini has no such switch", omitted, drop)
     tool_config = ToolConfig(config) if config is not None else None
     return [Tool(function_declarations=declarations)], tool_config
 
@@ -365,20 +356,20 @@ def _format(req: Request, config: GenerationConfig, omitted: list[str], drop: bo
     elif rf.type == "json_object":
         config.response_mime_type = "application/json"
     elif rf.type != "text":
-        _refuse("response_format", f"'{rf.type}' has no Gemini form", omitted, drop)
+        refuse("response_format", f"'{rf.type}' has no Gemini form", omitted, drop)
 
 
 def _generation(req: Request, omitted: list[str], drop: bool) -> GenerationConfig:
     temperature = req.temperature
     if temperature is not None and temperature > 2:
-        _refuse("temperature", "Gemini takes 0 to 2", omitted, drop)
+        refuse("temperature", "Gemini takes 0 to 2", omitted, drop)
         temperature = None
     stops = req.stop or None
     if stops is not None and len(stops) > _MAX_STOPS:
-        _refuse("stop", f"Gemini takes at most {_MAX_STOPS} stop sequences", omitted, drop)
+        refuse("stop", f"Gemini takes at most {_MAX_STOPS} stop sequences", omitted, drop)
         stops = None
     if req.n > 1:
-        _refuse("n", "one candidate is read", omitted, drop)
+        refuse("n", "one candidate is read", omitted, drop)
     config = GenerationConfig(
         stop_sequences=stops,
         max_output_tokens=req.max_tokens or None,
