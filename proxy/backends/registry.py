@@ -114,8 +114,8 @@ def backend_problems(
     spec = PROTOCOLS[b.protocol]
     if b.serves and EMBEDDINGS in b.serves and spec.embeddings is None:
         problems.append(
-            f"{where}.serves: an {b.protocol} backend serves no embeddings "
-            f"({b.protocol}'s API has none)"
+            f"{where}.serves: a backend of protocol {b.protocol} serves no embeddings "
+            "(flatgate sends it completions only)"
         )
     spec.check(b, where, problems)
     return problems

@@ -50,7 +50,10 @@ def test_a_backend_serves_its_protocols_kinds_by_default(
 @pytest.mark.parametrize(
     ("serves", "message"),
     [
-        (["embeddings"], "backends[0].serves: an anthropic backend serves no embeddings"),
+        (
+            ["embeddings"],
+            "backends[0].serves: a backend of protocol anthropic serves no embeddings",
+        ),
         ([], "backends[0].serves: at least one of completions, embeddings"),
         (["completions", "completions"], "backends[0].serves: each kind once"),
         (["images"], "backends[0].serves"),

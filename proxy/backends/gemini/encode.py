@@ -54,8 +54,9 @@ no Gemini field: refused naming it (dropped: left out).
 ``temperature`` (Gemini takes 0 to 2: above is refused naming it),
 ``topP``, ``topK``, ``stopSequences`` (at most 5: more refused naming
 ``stop``), ``seed``, ``presencePenalty``, ``frequencyPenalty``,
-``candidateCount`` from ``n`` (more than 1 refused: the translators read
-one candidate); ``response_format``: ``json_schema`` -> ``responseMimeType:
+``n``: more than 1 refused (the translators read one candidate; one is
+Gemini's default, so no ``candidateCount`` is written);
+``response_format``: ``json_schema`` -> ``responseMimeType:
 application/json`` with ``responseJsonSchema`` (the schema as sent),
 ``json_object`` -> ``responseMimeType: application/json``, ``text`` means
 nothing. ``metadata`` and ``user`` have no field in the Gemini API: named in
@@ -191,11 +192,14 @@ class _Signatures:
                 omitted.append("reasoning")
                 continue
             signature = part.opaque.decode("ascii", "replace") if part.opaque else None
-            if part.id == SIGNED_TEXT:
+            at = part.id
+            if signature and "\n" in signature:  # <where it goes>\n<signature>
+                at, _, signature = signature.rpartition("\n")
+            if at == SIGNED_TEXT:
                 self.text = signature
-            elif part.id:
+            elif at:
                 if signature:
-                    self.calls[part.id] = signature
+                    self.calls[at] = signature
             elif part.text or signature:
                 self.thoughts.append(
                     Part(text=part.text, thought=True, thought_signature=signature)
@@ -416,7 +420,9 @@ def _foreign_thinking(
             if effort is not None and bytes(effort) != b"null":
                 thinking = _effort(effort, "reasoning.effort")
             summary = members.pop("summary", None)
-            members.pop("generate_summary", None)
+            legacy = members.pop("generate_summary", None)  # summary's older name
+            if summary is None or bytes(summary) == b"null":
+                summary = legacy
             if summary is not None and bytes(summary) not in (b"null", b'"none"'):
                 thinking = thinking or ThinkingConfig()
                 thinking.include_thoughts = True

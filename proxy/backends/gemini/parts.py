@@ -15,9 +15,9 @@
   file id of another provider (OpenAI's ``file-...``, Anthropic's) means
   nothing to Google and is refused naming the part;
 - a document's text: a ``text`` part; a document made of span parts: their
-  text parts (any other refused); its title and context have no field
-  and are named in ``omitted`` (``title``, ``context``), as are its
-  ``citations`` (Gemini has no such switch);
+  text parts (any other refused); its title, context and a file's name
+  have no field and are named in ``omitted`` (``title``, ``context``,
+  ``filename``), as are its ``citations`` (Gemini has no such switch);
 - OpenAI's image ``detail`` (other than ``auto``) has no per-part field
   in the Gemini API and is named in ``omitted``;
 - a part's extras: of the Gemini dialect, ``videoMetadata`` and
@@ -27,8 +27,8 @@
   prompt caching being implicit at Gemini).
 
 ``response_parts`` writes a tool result's parts: the text parts joined are
-the result's text; an image or document with bytes is a
-``functionResponse.parts`` entry (``inlineData``: Gemini 3's multimodal
+the result's text; any part with bytes of a known media type (an image, a
+document, audio) is a ``functionResponse.parts`` entry (``inlineData``: Gemini 3's multimodal
 function responses); anything else is refused.
 
 What Gemini cannot take is refused with ``Untranslatable`` naming the part
@@ -145,6 +145,8 @@ def _document(
         out.omitted.append("context")
     if part.citations:
         out.omitted.append("citations")
+    if part.filename:  # the Gemini API takes no name with a blob (displayName is Vertex's)
+        out.omitted.append("filename")
     if part.data:
         made = _inline(part, where, out)
         return [made] if made is not None else []

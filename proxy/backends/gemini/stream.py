@@ -14,8 +14,9 @@ end is the stream's. The first candidate is read (the encoder asks for one):
   and the signature one of them carried, dialect Gemini, ``id`` empty;
 - a ``thoughtSignature`` on a text part (Gemini 3 puts the answer's
   signature on its last part, often an empty text) -> a ``reasoning_part``
-  with the signature as ``opaque`` (the base64 text as Google sent it) and
-  ``id`` ``encode.SIGNED_TEXT``, which the encoder puts back on the text;
+  with ``opaque`` ``SIGNED_TEXT``, a newline and the signature (the base64
+  text as Google sent it), and ``id`` ``encode.SIGNED_TEXT``, which the
+  encoder puts back on the text;
 - a ``functionCall`` part -> one tool call, whole (Gemini sends each call
   complete): its ``id`` (the call's own, else ``call_<request id>_<n>``, so
   that a conversation's ids stay unique; with its signature, when it has
@@ -110,8 +111,11 @@ def thought_part(text: str, signature: str | None) -> ReasoningPart:
 
 
 def signature_part(signature: str, at: str) -> ReasoningPart:
-    """A signature carried by the answer's text (``at`` ``SIGNED_TEXT``) or by a call (its id)."""
-    return ReasoningPart(opaque=signature.encode(), dialect=_DIALECT, id=at)
+    """A signature carried by the answer's text (``at`` ``SIGNED_TEXT``) or
+    by a call (its id). The payload names where it goes too
+    (``<at>\n<signature>``): a Responses client gets the payload back as an
+    item of its own id, and the encoder still knows where to put it."""
+    return ReasoningPart(opaque=f"{at}\n{signature}".encode(), dialect=_DIALECT, id=at)
 
 
 class GeminiStream(EventStream):

@@ -226,7 +226,7 @@ class VertexAdapter:
                 ("accept", JSON if whole else SSE),
                 ("x-request-id", call.request_id),
                 *self._auth(),
-                *self.extra,
+                *self._static,  # a configured anthropic-beta is Claude's alone
             ]
         url = whole_url if whole else stream_url
         return Outbound(url, headers, body, tuple(dict.fromkeys(omitted)), whole)

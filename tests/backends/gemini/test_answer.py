@@ -84,7 +84,9 @@ def test_the_documented_text_stream(cut: str) -> None:
     assert content(chunks) == "Hello! How can I help you today?"
     assert reasoning_parts(chunks) == [
         ReasoningPart(
-            opaque=b"AY89a18iOcFus5wr5bW5xN6zZ4aUiCyhgmg6HE2YjtYDV/dwZ5oZlZHeTmiUKv34qq0=",
+            # Where it goes, a newline, the signature: a Responses client's
+            # item brings it back under the item's own id.
+            opaque=b"gemini:text\nAY89a18iOcFus5wr5bW5xN6zZ4aUiCyhgmg6HE2YjtYDV/dwZ5oZlZHeTmiUKv34qq0=",
             dialect=GEMINI,
             id=SIGNED_TEXT,
         )
@@ -104,7 +106,11 @@ def test_the_documented_function_call_answer_whole_and_back() -> None:
         0: {"ids": [SIGNED_ID], "names": ["book_taxi"], "arguments": '{"time": "10 AM"}'}
     }
     signed = reasoning_parts(chunks)
-    assert signed == [ReasoningPart(opaque=b"U2lnbmF0dXJlIEI=", dialect=GEMINI, id=SIGNED_ID)]
+    assert signed == [
+        ReasoningPart(
+            opaque=f"{SIGNED_ID}\nU2lnbmF0dXJlIEI=".encode(), dialect=GEMINI, id=SIGNED_ID
+        )
+    ]
     # Usage: the thoughts count in the completion, and apart.
     assert end.usage == Usage(135, 18 + 125, 0, 125)
     # The round trip: the call goes back with its signature where it came,
@@ -147,7 +153,9 @@ def test_the_documented_thinking_answer() -> None:
     assert content(chunks) == "2 + 2 = 4."
     assert reasoning_parts(chunks) == [
         ReasoningPart(text="**Calculating the sum**\n\nI add the two numbers.", dialect=GEMINI),
-        ReasoningPart(opaque=b"CiQB0e2Kb7dVqlqZ0Y7yQ1xU0A==", dialect=GEMINI, id=SIGNED_TEXT),
+        ReasoningPart(
+            opaque=b"gemini:text\nCiQB0e2Kb7dVqlqZ0Y7yQ1xU0A==", dialect=GEMINI, id=SIGNED_TEXT
+        ),
     ]
     # promptTokenCount includes the cached tokens; thoughts are completion.
     assert final(chunks).usage == Usage(10, 127, 4, 120)
@@ -210,7 +218,7 @@ def test_parallel_calls_stream_whole_each() -> None:
         1: {"ids": [f"call_{RID}_1"], "names": ["b"], "arguments": "{}"},
     }
     assert reasoning_parts(chunks) == [
-        ReasoningPart(opaque=b"czE=", dialect=GEMINI, id="g1__thought__czE")
+        ReasoningPart(opaque=b"g1__thought__czE\nczE=", dialect=GEMINI, id="g1__thought__czE")
     ]
     assert final(chunks).finish_reason == FinishReason.TOOL_CALLS
 

@@ -177,13 +177,17 @@ def test_a_gemini_file_is_file_data() -> None:
 def test_a_pdf_is_inline_data() -> None:
     pdf = b"%PDF-1.4\n%%EOF"
     part = ContentPart(
-        kind=int(PartKind.DOCUMENT), data=pdf, media_type="application/pdf", title="T"
+        kind=int(PartKind.DOCUMENT),
+        data=pdf,
+        media_type="application/pdf",
+        title="T",
+        filename="report.pdf",
     )
     body, omitted = encode(wire([Message("user", "", parts=[part])]))
     assert body["contents"][0]["parts"] == [
         {"inlineData": {"mimeType": "application/pdf", "data": base64.b64encode(pdf).decode()}}
     ]
-    assert omitted == ["title"]
+    assert omitted == ["title", "filename"]  # no field of Gemini's takes them: named
 
 
 def test_tool_results_answer_their_calls_by_name() -> None:
@@ -281,6 +285,27 @@ def test_thoughts_and_the_text_signature_go_back_where_they_came_from() -> None:
         "role": "model",
         "parts": [{"text": "Adding.", "thought": True}, {"text": "4.", "thoughtSignature": "c2ln"}],
     }
+    assert omitted == []
+
+
+def test_a_signature_back_under_a_responses_items_id_goes_where_its_payload_says() -> None:
+    """A Responses client sends a reasoning item back under the item's own id
+    (``rs_...``): the payload (``<where>\\n<signature>``) still says the text's."""
+    req = wire(
+        [
+            Message("user", "2+2?"),
+            Message(
+                "assistant",
+                "4.",
+                reasoning=[
+                    ReasoningPart(opaque=f"{SIGNED_TEXT}\nc2ln".encode(), dialect=GEMINI, id="rs_1")
+                ],
+            ),
+            Message("user", "And 3+3?"),
+        ]
+    )
+    body, omitted = encode(req)
+    assert body["contents"][1]["parts"] == [{"text": "4.", "thoughtSignature": "c2ln"}]
     assert omitted == []
 
 

@@ -123,6 +123,12 @@ def test_claude_through_raw_predict() -> None:
     )
 
 
+def test_a_configured_anthropic_beta_goes_to_claude_only() -> None:
+    a = _adapter(headers={"anthropic-beta": "context-1m-2025-08-07", "x-team": "a"})
+    gemini = dict(a.prepare(_call(_CHAT, "gemini-2.5-pro")).headers)
+    assert "anthropic-beta" not in gemini and gemini["x-team"] == "a"
+
+
 def test_claude_streamed_and_a_long_answer_too() -> None:
     a = _adapter()
     out = a.prepare(_call({**_CHAT, "stream": True}, CLAUDE))
