@@ -191,10 +191,11 @@ class _Signatures:
             if part.dialect != _GEMINI:
                 omitted.append("reasoning")
                 continue
-            signature = part.opaque.decode("ascii", "replace") if part.opaque else None
+            raw = part.opaque.decode("ascii", "replace")
             at = part.id
-            if signature and "\n" in signature:  # <where it goes>\n<signature>
-                at, _, signature = signature.rpartition("\n")
+            if "\n" in raw:  # <where it goes, "" for a thought>\n<signature>
+                at, _, raw = raw.rpartition("\n")
+            signature = raw or None
             if at == SIGNED_TEXT:
                 self.text = signature
             elif at:

@@ -107,7 +107,9 @@ def arguments_of(call: FunctionCall) -> str:
 
 
 def thought_part(text: str, signature: str | None) -> ReasoningPart:
-    return ReasoningPart(text=text, opaque=(signature or "").encode(), dialect=_DIALECT)
+    """Thoughts, and the signature one of them carried; the payload's empty
+    place (``\n<signature>``) says "a thought" whatever id it comes back under."""
+    return ReasoningPart(text=text, opaque=f"\n{signature or ''}".encode(), dialect=_DIALECT)
 
 
 def signature_part(signature: str, at: str) -> ReasoningPart:

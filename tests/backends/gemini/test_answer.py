@@ -152,7 +152,9 @@ def test_the_documented_thinking_answer() -> None:
     assert reasoning(chunks) == "**Calculating the sum**\n\nI add the two numbers."
     assert content(chunks) == "2 + 2 = 4."
     assert reasoning_parts(chunks) == [
-        ReasoningPart(text="**Calculating the sum**\n\nI add the two numbers.", dialect=GEMINI),
+        ReasoningPart(
+            text="**Calculating the sum**\n\nI add the two numbers.", opaque=b"\n", dialect=GEMINI
+        ),
         ReasoningPart(
             opaque=b"gemini:text\nCiQB0e2Kb7dVqlqZ0Y7yQ1xU0A==", dialect=GEMINI, id=SIGNED_TEXT
         ),
@@ -193,7 +195,7 @@ def test_thoughts_stream_as_reasoning_then_one_part() -> None:
     assert reasoning(chunks) == "Let me think."
     assert content(chunks) == "Answer."
     assert reasoning_parts(chunks) == [
-        ReasoningPart(text="Let me think.", opaque=b"c2ln", dialect=GEMINI)
+        ReasoningPart(text="Let me think.", opaque=b"\nc2ln", dialect=GEMINI)
     ]
     # The usage after the finish is the one the final chunk carries.
     assert final(chunks).usage == Usage(3, 7, 0, 5)

@@ -309,6 +309,27 @@ def test_a_signature_back_under_a_responses_items_id_goes_where_its_payload_says
     assert omitted == []
 
 
+def test_a_thought_back_under_a_responses_items_id_is_a_thought_again() -> None:
+    req = wire(
+        [
+            Message("user", "2+2?"),
+            Message(
+                "assistant",
+                "4.",
+                reasoning=[
+                    ReasoningPart(text="Adding.", opaque=b"\nc2ln", dialect=GEMINI, id="rs_1")
+                ],
+            ),
+            Message("user", "And 3+3?"),
+        ]
+    )
+    body, _ = encode(req)
+    assert body["contents"][1]["parts"] == [
+        {"text": "Adding.", "thought": True, "thoughtSignature": "c2ln"},
+        {"text": "4."},
+    ]
+
+
 def test_claudes_signed_thinking_is_left_out_and_named() -> None:
     req = wire(
         [
