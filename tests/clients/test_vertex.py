@@ -214,17 +214,19 @@ def test_the_token_is_fetched_again_before_it_expires(stack: VertexStack) -> Non
     """Tokens that live 302 s are fetched again 300 s before they expire:
     the gateway's requests carry each new one."""
     first = TokenEndpoint.issued
-    deadline = time.monotonic() + 15
-    while TokenEndpoint.issued < first + 1:
-        assert time.monotonic() < deadline, "no new token was fetched"
+    deadline = time.monotonic() + 20
+    # A new token is issued, then taken by the worker as its fetch returns
+    # (a moment later on a loaded machine): a request soon carries one.
+    while True:
+        with stack.anthropic() as client:
+            client.messages.create(
+                model="claude-vertex", max_tokens=16, messages=[{"role": "user", "content": "x"}]
+            )
+        issued = range(first + 1, TokenEndpoint.issued + 1)
+        if stack.token_seen() in {_digest(f"Bearer {SECRET}.{n}") for n in issued}:
+            break
+        assert time.monotonic() < deadline, "the gateway's requests kept the first token"
         time.sleep(0.2)
-    time.sleep(0.3)  # the worker takes the new token as its fetch returns
-    with stack.anthropic() as client:
-        client.messages.create(
-            model="claude-vertex", max_tokens=16, messages=[{"role": "user", "content": "x"}]
-        )
-    newer = {_digest(f"Bearer {SECRET}.{n}") for n in range(first + 1, TokenEndpoint.issued + 1)}
-    assert stack.token_seen() in newer
     assert all(
         s.endswith("urn:ietf:params:oauth:grant-type:jwt-bearer") for s in TokenEndpoint.seen
     )
