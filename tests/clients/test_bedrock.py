@@ -24,19 +24,17 @@ stub throttle: a 429 with ``Retry-After`` to the client.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.clients.cloud import CloudStack, first_answer
 from tests.clients.media import b64, data_url, image_echo, png
 from tests.clients.test_claude_code import IMAGE_PROMPT, claude_env, image_answer
-from tests.servers import Server, spawn
+from tests.servers import spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
 
 pytestmark = pytest.mark.integration
@@ -59,20 +57,8 @@ ROUTES = {
 }
 
 
-class BedrockStack:
-    def __init__(self, gateway: Server, stub: Server) -> None:
-        self.gateway = gateway
-        self.stub = stub
-
-    def openai(self) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.gateway.url}/v1", api_key=KEY, max_retries=0)
-
-    def anthropic(self) -> anthropic.Anthropic:
-        return anthropic.Anthropic(base_url=self.gateway.url, api_key=KEY, max_retries=0)
-
-    def stub_saw(self) -> dict[str, Any]:
-        stats: dict[str, Any] = httpx.get(f"{self.stub.url}/stats", timeout=10).json()
-        return stats
+class BedrockStack(CloudStack):
+    """The gateway in front of the bedrock stub."""
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +94,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BedrockStack]:
     servers = [stub, gateway]
     start_all(servers)
     try:
-        made = BedrockStack(gateway, stub)
+        made = BedrockStack(gateway, stub, KEY)
         _ready(made)
         yield made
     finally:
@@ -116,20 +102,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BedrockStack]:
 
 
 def _ready(stack: BedrockStack) -> None:
-    """The worker fetches its AWS credentials beside its start: the first
-    request may find none yet (a 502 naming them)."""
-    deadline = time.monotonic() + 20
     with stack.openai() as client:
-        while True:
-            try:
-                client.chat.completions.create(
-                    model="nova-pro", messages=[{"role": "user", "content": "ready"}]
-                )
-                return
-            except openai.APIStatusError as exc:
-                assert exc.status_code == 502 and "AWS credentials" in str(exc), exc
-                assert time.monotonic() < deadline, exc
-                time.sleep(0.2)
+        first_answer(
+            lambda: client.chat.completions.create(
+                model="nova-pro", messages=[{"role": "user", "content": "ready"}]
+            ),
+            "AWS credentials",
+        )
 
 
 def _digest(value: str) -> str:

@@ -20,8 +20,9 @@ import httpx
 import openai
 import pytest
 
+from tests.clients.cloud import CloudStack
 from tests.clients.media import b64, data_url, image_echo, png
-from tests.servers import Server, spawn
+from tests.servers import spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
 
 pytestmark = pytest.mark.integration
@@ -40,20 +41,8 @@ ROUTES = {
 }
 
 
-class GeminiStack:
-    def __init__(self, gateway: Server, stub: Server) -> None:
-        self.gateway = gateway
-        self.stub = stub
-
-    def openai(self) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.gateway.url}/v1", api_key=KEY, max_retries=0)
-
-    def anthropic(self) -> anthropic.Anthropic:
-        return anthropic.Anthropic(base_url=self.gateway.url, api_key=KEY, max_retries=0)
-
-    def stub_saw(self) -> dict[str, Any]:
-        stats: dict[str, Any] = httpx.get(f"{self.stub.url}/stats", timeout=10).json()
-        return stats
+class GeminiStack(CloudStack):
+    """The gateway in front of the gemini stub."""
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +70,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GeminiStack]:
     servers = [stub, gateway]
     start_all(servers)
     try:
-        yield GeminiStack(gateway, stub)
+        yield GeminiStack(gateway, stub, KEY)
     finally:
         stop_all(servers)
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import anthropic
 import httpx
-import openai
 import pytest
 
 from tests.backends.vertex.google_fakes import TokenEndpoint, serve, service_account_key
+from tests.clients.cloud import CloudStack, first_answer
 from tests.clients.media import b64, data_url, image_echo, png
 from tests.clients.test_claude_code import IMAGE_PROMPT, claude_env, image_answer
 from tests.loopback import guard_env, guard_log
@@ -53,18 +53,11 @@ ROUTES = {
 }
 
 
-class VertexStack:
+class VertexStack(CloudStack):
     def __init__(self, gateway: Server, stub: Server, guard: Path) -> None:
-        self.gateway = gateway
-        self.stub = stub
+        super().__init__(gateway, stub, KEY)
         # What the gateway's processes connected to (``tests.loopback.guard_env``).
         self.guard = guard
-
-    def openai(self) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.gateway.url}/v1", api_key=KEY, max_retries=0)
-
-    def anthropic(self) -> anthropic.Anthropic:
-        return anthropic.Anthropic(base_url=self.gateway.url, api_key=KEY, max_retries=0)
 
     def token_seen(self) -> str | None:
         stats: dict[str, Any] = httpx.get(f"{self.stub.url}/stats", timeout=10).json()
@@ -127,21 +120,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VertexStack]:
 
 
 def _ready(stack: VertexStack) -> None:
-    """The worker fetches its token beside its start: the first request may
-    find none yet (a 502 naming the Google credentials)."""
-    deadline = time.monotonic() + 20
     with stack.anthropic() as client:
-        while True:
-            try:
-                client.messages.create(
-                    model="claude-vertex", max_tokens=16,
-                    messages=[{"role": "user", "content": "ready"}],
-                )  # fmt: skip
-                return
-            except anthropic.APIStatusError as exc:
-                assert exc.status_code == 502 and "Google credentials" in str(exc), exc
-                assert time.monotonic() < deadline, exc
-                time.sleep(0.2)
+        first_answer(
+            lambda: client.messages.create(
+                model="claude-vertex",
+                max_tokens=16,
+                messages=[{"role": "user", "content": "ready"}],
+            ),
+            "Google credentials",
+        )
 
 
 def _image_message() -> Any:
