@@ -19,6 +19,11 @@ CODEX := $(VENV)/clients/codex
 CODEX_STAMP := $(CODEX)/.installed-stamp
 CLAUDE := $(VENV)/clients/claude
 CLAUDE_STAMP := $(CLAUDE)/.installed-stamp
+# Google's Gemini CLI, from npm too (one bundled script; its optional native
+# modules, a keychain and a pseudo-terminal, are left out: `gemini -p` needs
+# neither, and building them would fetch Node's headers).
+GEMINI_CLI := $(VENV)/clients/gemini_cli
+GEMINI_CLI_STAMP := $(GEMINI_CLI)/.installed-stamp
 # Vercel's AI SDK (`ai` with its OpenAI and Anthropic providers), from npm too.
 AISDK := $(VENV)/clients/aisdk
 AISDK_STAMP := $(AISDK)/.installed-stamp
@@ -67,6 +72,14 @@ $(CLAUDE_STAMP): tests/clients/claude/package.json tests/clients/claude/package-
 	$(CLAUDE)/node_modules/.bin/claude --version
 	@touch $@
 
+$(GEMINI_CLI_STAMP): tests/clients/gemini_cli/package.json tests/clients/gemini_cli/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 20+ and npm" >&2; exit 1; }
+	@mkdir -p $(GEMINI_CLI)
+	cp $^ $(GEMINI_CLI)/
+	cd $(GEMINI_CLI) && npm ci --no-audit --no-fund --loglevel=error --omit=optional --ignore-scripts
+	$(GEMINI_CLI)/node_modules/.bin/gemini --version
+	@touch $@
+
 $(AISDK_STAMP): tests/clients/aisdk/package.json tests/clients/aisdk/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 18+ and npm" >&2; exit 1; }
 	@mkdir -p $(AISDK)
@@ -91,7 +104,8 @@ $(LANGCHAIN_STAMP): tests/clients/requirements-langchain.txt
 	$(LANGCHAIN)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	@touch $@
 
-clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(AISDK_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) $(OTLP_STAMP)
+clients: $(CODEX_STAMP) $(CLAUDE_STAMP) $(GEMINI_CLI_STAMP) $(AISDK_STAMP) $(AGENTS_STAMP) \
+		$(LANGCHAIN_STAMP) $(OTLP_STAMP)
 
 # A real vLLM server behind the openai adapter (tests/vllm/), not part of
 # `make test`: vLLM's CPU build, pinned in a scratch venv of its own (about
@@ -130,8 +144,8 @@ typecheck: $(STAMP)
 # wait on servers and sockets, so two workers on two cores take about 0.6 of
 # the time of one (docs/design.md, "Running it").
 PYTEST_WORKERS ?= 2
-test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(AGENTS_STAMP) $(LANGCHAIN_STAMP) \
-		$(AISDK_STAMP) $(OTLP_STAMP)
+test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(GEMINI_CLI_STAMP) \
+		$(AGENTS_STAMP) $(LANGCHAIN_STAMP) $(AISDK_STAMP) $(OTLP_STAMP)
 	sh tests/setup_tools.sh
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
