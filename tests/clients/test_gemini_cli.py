@@ -37,7 +37,10 @@ from typing import Any, ClassVar
 
 import pytest
 
+from flatgate.edge_translator.gemini.translate import write_gemini
 from flatgate.proxy.apis.gemini.request import decode_request
+from flatgate.proxy.wire.request.decode import read_request
+from flatgate.proxy.wire.request.verify import verify_request
 from tests.clients.conftest import ROOT, serving
 
 pytestmark = pytest.mark.integration
@@ -257,3 +260,31 @@ def test_the_fixture_decodes_as_a_gemini_request() -> None:
     assert request.generation_config.top_k == body["generationConfig"]["topK"]
     [turn] = request.contents
     assert [p.text for p in turn.parts][-1] == PROMPT
+
+
+def test_the_edge_translates_the_fixture_whole() -> None:
+    """Every field of it carried: the system instruction, the turn, each
+    tool with its schema, the sampling slots; the thinking config an extra
+    in Gemini's dialect."""
+    body = fixture()["body"]
+    buf = write_gemini(
+        decode_request(json.dumps(body).encode()), provider=2, model_name=CAPTURED_MODEL,
+        stream=True,
+    )  # fmt: skip
+    verify_request(buf)
+    wire = read_request(buf)
+    assert [m.role for m in wire.messages] == ["system", "user"]
+    assert wire.messages[0].content == body["systemInstruction"]["parts"][0]["text"]
+    assert (wire.messages[1].content or "").endswith(PROMPT)
+    declarations = body["tools"][0]["functionDeclarations"]
+    assert [t.function.name for t in wire.tools] == [d["name"] for d in declarations]
+    for tool, declaration in zip(wire.tools, declarations, strict=True):
+        assert tool.function.parameters is not None
+        assert json.loads(bytes(tool.function.parameters)) == declaration["parametersJsonSchema"]
+    config = body["generationConfig"]
+    # The wire's sampling slots are 32-bit floats.
+    assert (wire.temperature, wire.top_p) == pytest.approx((config["temperature"], config["topP"]))
+    assert wire.top_k == config["topK"]
+    assert json.loads(wire.extras) == {
+        "generationConfig": {"thinkingConfig": config["thinkingConfig"]}
+    }
