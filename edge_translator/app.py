@@ -6,9 +6,11 @@ Its routes are one table of path patterns (``routes.Table``, built in
 shape its answers take, its metrics label, and what handles it. ``POST`` on a
 client API's path (OpenAI Chat Completions, ``openai.endpoint.CHAT``;
 Anthropic Messages, ``anthropic.endpoint.MESSAGES`` and its
-``COUNT_TOKENS``; and the app's own ``ResponsesApi``, the OpenAI Responses
+``COUNT_TOKENS``; the app's own ``ResponsesApi``, the OpenAI Responses
 API over this worker's stored responses, with its ``CompactApi`` on
-``/v1/responses/compact``) runs the shared flow
+``/v1/responses/compact``; and Gemini's, ``gemini.routes``, whose
+``models/{model}:<verb>`` paths under ``/v1beta`` and ``/v1`` make a
+``gemini.endpoint.GeminiApi`` per request) runs the shared flow
 (``flow.Flow``: admission, translation, the proxy round trip, the render
 loop); a new client API adds its routes to the table. ``POST /v1/embeddings``
 (``embeddings.flow``) takes the shared flow's steps it needs, in OpenAI's
@@ -17,7 +19,8 @@ served on ``GET`` and ``DELETE /v1/responses/{id}`` and ``GET
 /v1/responses/{id}/input_items``, to the tenant that stored them only.
 Also the model endpoints, ``GET /v1/models`` and ``GET /v1/models/{id}``
 (``model_endpoints``: in Anthropic's shape, its authentication and its errors
-for a request with ``anthropic-version``, in OpenAI's otherwise; the models
+for a request with ``anthropic-version``, in Gemini's for a Gemini caller
+(``gemini.models.wants_gemini``), in OpenAI's otherwise; the models
 the caller may use, ``Tenancy.listed``), ``/healthz``, ``/readyz`` and
 ``/metrics`` (``flatgate_edge_*``).
 
@@ -62,6 +65,9 @@ from flatgate.edge_translator.errors import (
     shutting_down,
 )
 from flatgate.edge_translator.flow import Flow, note_request_id
+from flatgate.edge_translator.gemini.endpoint import GEMINI
+from flatgate.edge_translator.gemini.models import gemini_list, gemini_model, wants_gemini
+from flatgate.edge_translator.gemini.routes import GeminiRoutes
 from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.model_endpoints import (
@@ -154,8 +160,8 @@ class EdgeApp:
             Shape.OPENAI: CHAT,
             Shape.ANTHROPIC: MESSAGES,
             Shape.RESPONSES: self.responses,
+            Shape.GEMINI: GEMINI,
         }
-        self.routes = self._table()
         if tracing == "settings":
             tracing = open_tracing(settings.telemetry, "flatgate-edge")
         self.tracing = tracing
@@ -183,6 +189,8 @@ class EdgeApp:
         self._embeddings = EmbeddingsFlow(
             self._flow, self._router, self.metrics, e.max_response_bytes
         )
+        self._gemini = GeminiRoutes(self._flow)
+        self.routes = self._table()
         self.metrics.watch_admission(self._flow.admission)
         self.metrics.collect_from(self.tenancy.collect)
         stored = self.responses.store
@@ -246,6 +254,8 @@ class EdgeApp:
                     shape=Shape.RESPONSES,
                     label="stored",
                 ),
+                # Gemini's, under /v1beta and /v1 (before /v1/models/{id...}).
+                *self._gemini.endpoints(),
                 Endpoint("/v1/models", ("GET",), self._models, shape=Shape.CALLER, logged=False),
                 # An id may hold slashes. DELETE is OpenAI's method there (a
                 # fine-tuned model's deletion): a 405; any other is a 404.
@@ -263,7 +273,11 @@ class EdgeApp:
                 Endpoint("/metrics", ("GET",), self._metrics, shape=Shape.OPENAI, logged=False),
             ),
             # An unknown path under an API's own is answered in its shape.
-            families={MESSAGES.path: Shape.ANTHROPIC, stored: Shape.RESPONSES},
+            families={
+                MESSAGES.path: Shape.ANTHROPIC,
+                stored: Shape.RESPONSES,
+                "/v1beta": Shape.GEMINI,
+            },
         )
 
     async def __call__(self, ex: Exchange) -> None:
@@ -321,8 +335,14 @@ class EdgeApp:
     def _api(self, shape: Shape, ex: Exchange) -> ClientApi[Any]:
         """The client API whose shape ``shape`` is, for this request."""
         if shape is Shape.CALLER:
-            return MESSAGES if wants_anthropic(ex.header("anthropic-version")) else CHAT
+            if wants_anthropic(ex.header("anthropic-version")):
+                return MESSAGES
+            return GEMINI if self._wants_gemini(ex) else CHAT
         return self._apis[shape]
+
+    @staticmethod
+    def _wants_gemini(ex: Exchange) -> bool:
+        return wants_gemini(ex.header("x-goog-api-key"), ex.header("x-goog-api-client"), ex.query)
 
     async def _send_error(
         self, ex: Exchange, err: FlatgateError, entry: Entry, endpoint: Endpoint[_Target] | None
@@ -409,9 +429,11 @@ class EdgeApp:
 
     async def _models(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
         """``GET /v1/models``: the models the caller may use."""
-        anthropic, identity = await self._model_caller(ex)
-        if anthropic:
+        api, identity = await self._model_caller(ex)
+        if api is MESSAGES:
             body = anthropic_list(self.tenancy.listed(identity), ex.query)
+        elif api is GEMINI:
+            body = gemini_list(self.tenancy.listed(identity))
         else:
             body = self.tenancy.listing(identity)  # cached per caller
         await ex.respond(200, _JSON, body)
@@ -420,22 +442,26 @@ class EdgeApp:
     async def _model(self, ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
         """``GET /v1/models/{id}`` (a model the caller may not use is a 404,
         as one that does not exist)."""
-        anthropic, identity = await self._model_caller(ex)
+        api, identity = await self._model_caller(ex)
         model_id = params["id"]
+        if api is GEMINI:
+            model_id = model_id.removeprefix("models/")
         item = self.tenancy.visible(identity, model_id)
         if item is None:
             raise unknown_model(model_id)
-        body = anthropic_model(item, ex.query) if anthropic else openai_model(item)
+        if api is GEMINI:
+            body = gemini_model(item)
+        else:
+            body = anthropic_model(item, ex.query) if api is MESSAGES else openai_model(item)
         await ex.respond(200, _JSON, body)
         return 200
 
-    async def _model_caller(self, ex: Exchange) -> tuple[bool, Identity]:
-        """Whether a model endpoint answers in Anthropic's shape (a request
-        with ``anthropic-version``) or OpenAI's, and the caller, by that API's
-        authentication."""
-        anthropic = wants_anthropic(ex.header("anthropic-version"))
-        api: ClientApi[Any] = MESSAGES if anthropic else CHAT
-        return anthropic, await api.authenticate(ex, self.identities)
+    async def _model_caller(self, ex: Exchange) -> tuple[ClientApi[Any], Identity]:
+        """The API whose shape a model endpoint answers in (Anthropic's for a
+        request with ``anthropic-version``, Gemini's for a Gemini caller,
+        OpenAI's otherwise), and the caller, by that API's authentication."""
+        api = self._api(Shape.CALLER, ex)
+        return api, await api.authenticate(ex, self.identities)
 
     def _operator(self, ex: Exchange) -> bool:
         """Whether the caller may read what only operators see (``/metrics``:

@@ -31,16 +31,17 @@ refuses makes the path none of its own, and the search goes on: a later
 pattern may serve it, or no route matches and the path is unknown (a 404).
 The edge's ``/v1/models/{id...}`` refuses only ``DELETE``, the method OpenAI's
 API has there (deleting a fine-tuned model): a ``POST`` to
-``/v1/models/x:generateContent`` is no model's, and OpenAI answers a path it
+``/v1/models/x:frobnicate`` is no model's, and OpenAI answers a path it
 has no endpoint for with a 404 ``Unknown request URL``, never a 405 telling
-the caller to use ``GET``; so does the edge.
+the caller to use ``GET``; so does the edge (``/v1/models/x:generateContent``
+and Gemini's other verbs are the Gemini API's own patterns, before it).
 
 Shapes. Each endpoint's errors take one client API's shape (``Shape``); a path
 no route matches takes that of the API whose path it lies under (``families``:
 ``/v1/messages/...`` Anthropic's, ``/v1/responses/...`` the Responses API's),
 and otherwise the caller's (``Shape.CALLER``: Anthropic's for a request that
-sends ``anthropic-version``, which only Anthropic's clients send; OpenAI's
-otherwise).
+sends ``anthropic-version``, which only Anthropic's clients send; Gemini's for
+one with a Google key or ``x-goog-api-client``; OpenAI's otherwise).
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ class Shape(enum.Enum):
     OPENAI = "openai"
     ANTHROPIC = "anthropic"
     RESPONSES = "responses"
-    # Anthropic's for a request with anthropic-version, OpenAI's otherwise.
+    GEMINI = "gemini"
+    # Anthropic's for a request with anthropic-version, Gemini's for one with
+    # a Google key (x-goog-api-key, ?key=) or x-goog-api-client, OpenAI's otherwise.
     CALLER = "caller"
 
 

@@ -13,6 +13,7 @@ from flatgate.proxy.transport.base import Timeouts, Upstream
 class Scope:
     proto = "http"
     client = "127.0.0.1:50000"
+    query_string = ""  # granian's: the query, undecoded
 
     def __init__(self, method: str, path: str, headers: Mapping[str, str] | None = None) -> None:
         self.method = method

@@ -69,7 +69,7 @@ async def get(
 ) -> fakes.Protocol:
     proto = fakes.Protocol()
     scope = fakes.Scope("GET", path, headers)
-    scope.query_string = query  # type: ignore[attr-defined]
+    scope.query_string = query
     await ServerApp(app).__rsgi__(scope, proto)
     return proto
 

@@ -90,18 +90,19 @@ async def test_claude_code_s_probes_are_404_and_logged(edge: Edge) -> None:
 
 
 async def test_a_post_to_a_model_id_is_404_unknown_url_not_405(edge: Edge) -> None:
-    r = await edge.client.post("/v1/models/x:generateContent", json={"contents": []})
+    # (``:generateContent`` and Gemini's other verbs are the Gemini API's.)
+    r = await edge.client.post("/v1/models/x:frobnicate", json={"contents": []})
     assert r.status_code == 404 and "allow" not in r.headers
     err = openai_error(r)
-    assert err["message"] == "Unknown request URL: POST /v1/models/x:generateContent."
+    assert err["message"] == "Unknown request URL: POST /v1/models/x:frobnicate."
     assert (err["type"], err["code"]) == ("invalid_request_error", "not_found")
     # Anthropic's shape for an Anthropic client.
-    r = await edge.client.post("/v1/models/x:generateContent", headers=ANTHROPIC)
+    r = await edge.client.post("/v1/models/x:frobnicate", headers=ANTHROPIC)
     assert r.status_code == 404
     assert anthropic_error(r)["type"] == "not_found_error"
     lines = edge.lines()
     assert [(x["method"], x["path"], x["status"]) for x in lines] == [
-        ("POST", "/v1/models/x:generateContent", 404)
+        ("POST", "/v1/models/x:frobnicate", 404)
     ] * 2
     # Counted apart from the model route's answers.
     text = edge.app.metrics.render().decode()
@@ -120,19 +121,21 @@ async def test_the_query_string_is_never_logged(edge: Edge, text_edge: Edge) -> 
     for e in (edge, text_edge):
         r = await e.client.get("/nope", params={"key": "secret-gemini-key", "alt": "sse"})
         assert r.status_code == 404
-        assert openai_error(r)["message"] == "Unknown request URL: GET /nope."
+        # A caller with a Google key is answered in Google's shape.
+        assert r.json()["error"]["message"] == "Unknown request URL: GET /nope."
+        assert r.json()["error"]["status"] == "NOT_FOUND"
         assert "secret-gemini-key" not in r.text
-        r = await e.client.get("/v1beta/models/m:generateContent?key=secret-gemini-key")
+        r = await e.client.post("/v1beta/nothing:generateContent?key=secret-gemini-key")
         assert r.status_code == 404
     (one, two) = edge.lines()
     assert (one["method"], one["path"], two["path"]) == (
         "GET",
         "/nope",
-        "/v1beta/models/m:generateContent",
+        "/v1beta/nothing:generateContent",
     )
     texts = text_edge.lines()
     assert " method=GET path=/nope rid=" in texts[0]
-    assert " path=/v1beta/models/m:generateContent " in texts[1]
+    assert " path=/v1beta/nothing:generateContent " in texts[1]
     for line in [*texts, *map(json.dumps, (one, two))]:
         assert "secret" not in line and "key=" not in line and "?" not in line
 
