@@ -189,7 +189,7 @@ class EdgeApp:
         self._embeddings = EmbeddingsFlow(
             self._flow, self._router, self.metrics, e.max_response_bytes
         )
-        self._gemini = GeminiRoutes(self._flow)
+        self._gemini = GeminiRoutes(self._flow, self._embeddings)
         self.routes = self._table()
         self.metrics.watch_admission(self._flow.admission)
         self.metrics.collect_from(self.tenancy.collect)

@@ -24,7 +24,12 @@ worker's bounds (``Flow.admit``, ``Flow.holding``); the body read within
    to the answer's ``prompt_tokens`` (kept as reserved when it reports none)
    and its usage counted.
 
-Errors are ``FlatgateError``s in OpenAI's shape (the app answers them); the
+Another client API's embeddings (Gemini's ``embedContent`` and
+``batchEmbedContents``) take the same steps with its own ``EmbedKind``: its
+authentication, decode, writer, estimate and answer (``Job``); OpenAI's is
+``OPENAI``.
+
+Errors are ``FlatgateError``s, answered by the app in the route's shape; the
 answer carries the tenant's rate headers and the request id. No HTTP server
 objects beyond ``Exchange``; no prompt, and no FlatBuffer once the proxy has
 it, is held while the answer is read.
@@ -34,8 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from functools import partial
+from collections.abc import Iterator
+from typing import Any, Protocol
 
+from flatgate.edge_translator.client_api import ClientApi
 from flatgate.edge_translator.embeddings.render import STREAM_AT, pieces, render, size_bound
 from flatgate.edge_translator.embeddings.translate import estimate, write
 from flatgate.edge_translator.errors import ProxyFailed
@@ -43,7 +50,7 @@ from flatgate.edge_translator.flow import Caller, Flow, carrying
 from flatgate.edge_translator.openai.endpoint import CHAT
 from flatgate.edge_translator.proxy_link import embed, whole
 from flatgate.edge_translator.tenancy import FREE, Admitted, with_headers
-from flatgate.proxy.apis.openai_embeddings.request import decode
+from flatgate.proxy.apis.openai_embeddings.request import Decoded, decode
 from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.metrics import Metrics
@@ -54,12 +61,107 @@ from flatgate.proxy.wire.chunk.frames import Usage
 from flatgate.proxy.wire.embeddings import Embeddings, read_embedding_response
 from flatgate.proxy.wire.schema import JSON
 
-__all__ = ["EMBEDDINGS", "EmbeddingsFlow"]
+__all__ = ["EMBEDDINGS", "OPENAI", "Answer", "EmbedKind", "EmbeddingsFlow", "Job"]
 
 # Its path, and its name in the access log.
 EMBEDDINGS = "/v1/embeddings"
 _NAME = "openai-embeddings"
 _JSON = [("content-type", JSON)]
+
+
+class Answer(Protocol):
+    """How a verified answer is rendered: ``size_bound`` (at most its bytes,
+    to decide whether to stream it) and ``pieces`` (its JSON body, in pieces)."""
+
+    def size_bound(self, e: Embeddings) -> int: ...
+
+    def pieces(self, e: Embeddings, model: str, *, whole: bool) -> Iterator[bytes]: ...
+
+
+class Job(Protocol):
+    """A decoded embeddings request: its model, its inputs' count, its
+    buffer, its tokens' estimate, and how its answer is rendered."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def count(self) -> int: ...
+
+    def write(self, *, provider: int, model_name: str, tenant: str, request_id: str) -> bytes: ...
+
+    def estimate(self) -> int: ...
+
+    def answer(self) -> Answer: ...
+
+
+class EmbedKind(Protocol):
+    """One client API's embeddings: its name in the access log, the API whose
+    authentication and ids it takes, and its decode."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def api(self) -> ClientApi[Any]: ...
+
+    def decode(self, body: bytes) -> Job: ...
+
+
+class _OpenAIAnswer:
+    __slots__ = ("_base64",)
+
+    def __init__(self, base64: bool) -> None:
+        self._base64 = base64
+
+    def size_bound(self, e: Embeddings) -> int:
+        return size_bound(e, base64=self._base64)
+
+    def pieces(self, e: Embeddings, model: str, *, whole: bool) -> Iterator[bytes]:
+        if whole:
+            return iter((render(e, model=model, base64=self._base64),))
+        return pieces(e, model=model, base64=self._base64)
+
+
+class _OpenAIJob:
+    __slots__ = ("_d",)
+
+    def __init__(self, d: Decoded) -> None:
+        self._d = d
+
+    @property
+    def model(self) -> str:
+        return self._d.model
+
+    @property
+    def count(self) -> int:
+        return self._d.count
+
+    def write(self, *, provider: int, model_name: str, tenant: str, request_id: str) -> bytes:
+        return write(
+            self._d, provider=provider, model_name=model_name, tenant=tenant, request_id=request_id
+        )
+
+    def estimate(self) -> int:
+        return estimate(self._d)
+
+    def answer(self) -> Answer:
+        return _OpenAIAnswer(self._d.base64)
+
+
+class _OpenAI:
+    """OpenAI's ``POST /v1/embeddings``."""
+
+    __slots__ = ()
+
+    name = _NAME
+    api = CHAT
+
+    def decode(self, body: bytes) -> Job:
+        return _OpenAIJob(decode(body))
+
+
+OPENAI: EmbedKind = _OpenAI()
 
 
 class EmbeddingsFlow:
@@ -75,27 +177,26 @@ class EmbeddingsFlow:
         self._metrics = metrics
         self._max = max_bytes
 
-    async def run(self, ex: Exchange, entry: Entry) -> int:
+    async def run(self, ex: Exchange, entry: Entry, kind: EmbedKind = OPENAI) -> int:
         """A request, from its head to its answer; the status sent."""
-        entry.api = _NAME
+        entry.api = kind.name
         entry.path = ex.path
         flow = self._flow
-        caller = await flow.admit(ex, entry, CHAT)
-        return await flow.holding(caller, self._embed(ex, entry, caller))
+        caller = await flow.admit(ex, entry, kind.api)
+        return await flow.holding(caller, self._embed(ex, entry, caller, kind))
 
-    async def _embed(self, ex: Exchange, entry: Entry, caller: Caller) -> int:
+    async def _embed(self, ex: Exchange, entry: Entry, caller: Caller, kind: EmbedKind) -> int:
         flow = self._flow
         body = await flow.read_body(ex, caller.length)
         started = time.perf_counter()
         entry.bytes_in = len(body)
-        d = decode(body)
+        d = kind.decode(body)
         del body
-        model, _, request_id = flow.resolve(ex, entry, CHAT, d.model)
+        model, _, request_id = flow.resolve(ex, entry, kind.api, d.model)
         identity = caller.identity
         tenancy = flow.tenancy
         tenancy.check(identity, d.model, model.name)
-        frame = write(
-            d,
+        frame = d.write(
             provider=model.provider_id,
             model_name=model.name,
             tenant=identity.tenant,
@@ -104,17 +205,17 @@ class EmbeddingsFlow:
         flow.translate_time.observe(time.perf_counter() - started)
         admitted = (
             await tenancy.admit(
-                identity.tenant, model.name, frame, after_caller=True, tokens=partial(estimate, d)
+                identity.tenant, model.name, frame, after_caller=True, tokens=d.estimate
             )
             if tenancy.active
             else FREE
         )
-        count, base64 = d.count, d.base64
+        count, answer = d.count, d.answer()
         del d  # the inputs: not held while the answer is awaited
         forwarding = self._forward(
             ex,
             entry,
-            (count, base64),
+            (count, answer),
             model.name,
             request_id,
             caller=caller,
@@ -128,7 +229,7 @@ class EmbeddingsFlow:
         self,
         ex: Exchange,
         entry: Entry,
-        shape: tuple[int, bool],
+        shape: tuple[int, Answer],
         model: str,
         request_id: str,
         *,
@@ -137,7 +238,7 @@ class EmbeddingsFlow:
         frame: bytes,
     ) -> int:
         """``frame`` to the proxy, its answer read whole and rendered
-        (``shape``: the inputs' count, and whether base64 was asked for), the
+        (``shape``: the inputs' count, and how the answer is rendered), the
         caller (gone: 499, for the metrics only) and the drain watched; then
         the tenant's reservation settled."""
         flow = self._flow
@@ -158,7 +259,7 @@ class EmbeddingsFlow:
                 data = await whole(resp, self._max, ending)
             finally:
                 await resp.aclose()
-            count, base64 = shape
+            count, rendered = shape
             answer = _read(data, count, self._max)
             if answer.prompt_tokens > 0:
                 usage = Usage(answer.prompt_tokens, 0)
@@ -167,15 +268,15 @@ class EmbeddingsFlow:
                 self._metrics.usage_unknown.inc()
             del data  # ``answer`` views it
             entry.first_byte()
-            if size_bound(answer, base64=base64) <= STREAM_AT:
-                out = render(answer, model=model, base64=base64)
+            if rendered.size_bound(answer) <= STREAM_AT:
+                out = b"".join(rendered.pieces(answer, model, whole=True))
                 entry.bytes_out = len(out)
                 await ex.respond(200, [*_JSON, *reply], out)
                 return 200
             # A piece at a time: never the whole text (nor all its floats) at once.
             sink = await ex.stream(200, [*_JSON, *reply])
             sent = 0
-            for piece in pieces(answer, model=model, base64=base64):
+            for piece in rendered.pieces(answer, model, whole=False):
                 sent += len(piece)
                 await sink.send(piece)
             await sink.close()

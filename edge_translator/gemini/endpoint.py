@@ -28,7 +28,8 @@ No I/O beyond authentication's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 from urllib.parse import parse_qs
 
 import msgspec
@@ -64,9 +65,11 @@ __all__ = [
     "GeminiRequest",
     "api_key",
     "for_path",
+    "invalid_body",
 ]
 
 _encode = msgspec.json.Encoder().encode
+T = TypeVar("T")
 
 
 def api_key(ex: Exchange) -> str | None:
@@ -89,9 +92,10 @@ def _not_json(why: str) -> InvalidRequest:
     return InvalidRequest(f"Invalid JSON payload received: {why}.", code=codes.INVALID_JSON)
 
 
-def _decode_body(body: bytes) -> GenerateContentRequest:
+def invalid_body(decode: Callable[[bytes], T], body: bytes) -> T:
+    """``decode(body)``; every failure an ``InvalidRequest`` naming the field."""
     try:
-        return decode_request(body)
+        return decode(body)
     except msgspec.ValidationError as exc:
         raise _invalid(exc) from None
     except msgspec.DecodeError as exc:
@@ -149,7 +153,7 @@ class GeminiApi(Stateless):
         return identities.cached_token(token) or await identities.verify_token(token)
 
     def decode(self, body: bytes) -> GeminiRequest:
-        return GeminiRequest(_decode_body(body), _model_of(self._model))
+        return GeminiRequest(invalid_body(decode_request, body), _model_of(self._model))
 
     def new_id(self) -> str:
         return new_id("")
@@ -211,14 +215,7 @@ class CountTokens:
         self._model = model
 
     def decode(self, body: bytes) -> _Counted:
-        try:
-            req = decode_count_tokens(body)
-        except msgspec.ValidationError as exc:
-            raise _invalid(exc) from None
-        except msgspec.DecodeError as exc:
-            raise _not_json(str(exc)) from None
-        except UNDECODABLE as exc:
-            raise _not_json(why_undecodable(exc)) from None
+        req = invalid_body(decode_count_tokens, body)
         whole = req.generate_content_request
         if whole is not None and req.contents is not None:
             raise InvalidRequest(

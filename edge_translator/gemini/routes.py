@@ -20,8 +20,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from flatgate.edge_translator.client_api import Route
+from flatgate.edge_translator.embeddings.flow import EmbeddingsFlow
 from flatgate.edge_translator.errors import InvalidRequest, shown
 from flatgate.edge_translator.flow import Flow
+from flatgate.edge_translator.gemini.embed import GeminiEmbed
 from flatgate.edge_translator.gemini.endpoint import GEMINI, CountTokens, for_path
 from flatgate.edge_translator.gemini.models import gemini_list, gemini_model, model_id
 from flatgate.edge_translator.model_endpoints import unknown_model
@@ -33,8 +35,6 @@ from flatgate.proxy.wire.schema import JSON
 __all__ = ["EMBED_VERBS", "PREFIXES", "GeminiRoutes", "Handler"]
 
 Handler = Callable[[Exchange, Entry, Mapping[str, str]], Awaitable[int]]
-# A Gemini embeddings handler: the verb ("embedContent", "batchEmbedContents") too.
-Embed = Callable[[Exchange, Entry, str, str], Awaitable[int]]
 PREFIXES = ("/v1beta", "/v1")
 EMBED_VERBS = ("embedContent", "batchEmbedContents")
 _CHAT_VERBS = ("generateContent", "streamGenerateContent")
@@ -42,12 +42,12 @@ _JSON = [("content-type", JSON)]
 
 
 class GeminiRoutes:
-    """The Gemini routes' handlers over the worker's shared ``flow``
-    (``embed``: the embeddings flow's Gemini handler, if any)."""
+    """The Gemini routes' handlers over the worker's shared ``flow`` and
+    its embeddings flow (``embed``)."""
 
     __slots__ = ("_embed", "_flow")
 
-    def __init__(self, flow: Flow, embed: Embed | None = None) -> None:
+    def __init__(self, flow: Flow, embed: EmbeddingsFlow) -> None:
         self._flow = flow
         self._embed = embed
 
@@ -93,9 +93,7 @@ class GeminiRoutes:
         if verb in EMBED_VERBS:
 
             async def embed(ex: Exchange, entry: Entry, params: Mapping[str, str]) -> int:
-                if self._embed is None:
-                    raise InvalidRequest(f"{verb}: not served here", param="model")
-                return await self._embed(ex, entry, params["model"], verb)
+                return await self._embed.run(ex, entry, GeminiEmbed(params["model"], verb))
 
             return embed
         if verb == "countTokens":
