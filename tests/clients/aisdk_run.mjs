@@ -7,8 +7,9 @@
 // `api_key`, `prompt`, `files` (a list of {data: base64, media_type,
 // filename}) and `runs`, a list of {id, provider, model}, `provider` one of
 // `openai` (the Responses API, the provider's default), `openai-chat`
-// (Chat Completions), `openai-compatible` (Chat Completions) and `anthropic`
-// (Messages). Each run is one generateText with one user message: the
+// (Chat Completions), `openai-compatible` (Chat Completions), `anthropic`
+// (Messages) and `google` (the Gemini API: `base_url` then ends /v1beta, as
+// Google's own). Each run is one generateText with one user message: the
 // prompt, then each file as a `file` part (bytes, its media type and
 // filename). A run with `tool: true` is instead one streamText with the
 // prompt alone and one tool, `lookup` ({q: string}), that the model must call
@@ -28,6 +29,7 @@ const { generateText, streamText, jsonSchema, tool } = await load("ai");
 const { createOpenAI } = await load("@ai-sdk/openai");
 const { createOpenAICompatible } = await load("@ai-sdk/openai-compatible");
 const { createAnthropic } = await load("@ai-sdk/anthropic");
+const { createGoogleGenerativeAI } = await load("@ai-sdk/google");
 
 function recording(sent) {
   return async (url, init) => {
@@ -49,6 +51,8 @@ function modelOf(run, sent) {
       return createOpenAICompatible({ ...common, name: "flatgate" }).chatModel(run.model);
     case "anthropic":
       return createAnthropic(common)(run.model);
+    case "google":
+      return createGoogleGenerativeAI(common)(run.model);
     default:
       throw new Error(`unknown provider ${run.provider}`);
   }

@@ -1,0 +1,80 @@
+"""Vercel's AI SDK through the gateway's Gemini API: its Google provider
+(``@ai-sdk/google``, ``createGoogleGenerativeAI`` with ``baseURL`` the
+gateway's ``/v1beta``, as Google's own is) to the stub in each backend
+protocol (``gemini_stack``): ``generateText`` with a PNG as a ``file`` part
+(the provider's ``inlineData``), and ``streamText`` with one tool the model
+must call (``toolConfig`` mode ``ANY`` naming it: the first step of its
+agent loop, streamed as ``streamGenerateContent?alt=sse``). The AI SDK runs
+in its pinned environment (``aisdk_run.mjs``, ``tests/clients/aisdk.py``),
+one node process for every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.clients import aisdk
+from tests.clients.aisdk import run_id
+from tests.clients.gemini_stack import PROTOCOLS, gemini_stack, model
+from tests.clients.media import b64, image_echo, png
+from tests.servers import Server
+
+pytestmark = pytest.mark.integration
+
+PROMPT = "flatgate reaches the AI SDK's Google provider"
+PNG = png()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with gemini_stack(tmp_path_factory.mktemp("aisdk-google"), aisdk.KEY) as gateway:
+        yield gateway
+
+
+@pytest.fixture(scope="module")
+def report(gateway: Server) -> dict[str, Any]:
+    """Each kind of run to every protocol, in one node process."""
+    return aisdk.run(
+        f"{gateway.url}/v1beta",
+        PROMPT,
+        [{"data": b64(PNG), "media_type": "image/png", "filename": "shot.png"}],
+        [
+            {"id": run_id(kind, p), "provider": "google", "model": model(p), "tool": kind == "tool"}
+            for kind in ("text", "tool")
+            for p in PROTOCOLS
+        ],
+    )
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_google_provider_sends_an_image_through_any_backend(
+    report: dict[str, Any], gateway: Server, protocol: str
+) -> None:
+    run = report[run_id("text", protocol)]
+    assert "error" not in run, run["error"]
+    assert run["text"] == f"{PROMPT} {image_echo(PNG)}"
+    # One request, Gemini's, the image as inline data.
+    [sent] = run["sent"]
+    assert sent["url"] == f"{gateway.url}/v1beta/models/{model(protocol)}:generateContent"
+    [turn] = sent["body"]["contents"]
+    assert [sorted(part) for part in turn["parts"]] == [["text"], ["inlineData"]]
+    assert turn["parts"][1]["inlineData"]["mimeType"] == "image/png"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_google_provider_streams_a_tool_call_through_any_backend(
+    report: dict[str, Any], gateway: Server, protocol: str
+) -> None:
+    run = report[run_id("tool", protocol)]
+    assert "error" not in run, run["error"]
+    # The stub calls the tool the request names, its arguments the prompt.
+    assert run["tool_calls"] == [{"name": "lookup", "input": {"input": PROMPT}}]
+    [sent] = run["sent"]
+    assert sent["url"] == (
+        f"{gateway.url}/v1beta/models/{model(protocol)}:streamGenerateContent?alt=sse"
+    )
+    config = sent["body"]["toolConfig"]["functionCallingConfig"]
+    assert config == {"mode": "ANY", "allowedFunctionNames": ["lookup"]}
