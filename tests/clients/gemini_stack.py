@@ -5,8 +5,11 @@ behind a backend of that protocol, and one ``flatgate gateway`` in front of
 them, every one a ``flatgate`` subprocess on a loopback port.
 
 Models: ``model(<protocol>)`` (``echo-<protocol>``) reaches the stub speaking
-``<protocol>``; the ``gemini`` one answers as ``gemini-2.5-flash``. The
-gateway's one key is ``KEY`` unless another is given.
+``<protocol>``; the ``gemini`` one answers as ``gemini-2.5-flash``.
+``dropping(<protocol>)`` (one of ``DROPPING``) reaches it through a second
+backend, one with ``drop_unsupported = true`` (a field it can neither carry
+nor map is dropped and named in ``x-flatgate-dropped-fields``, not refused).
+The gateway's one key is ``KEY`` unless another is given.
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.clients.conftest import model
+from tests.clients.conftest import dropping, model
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
 
-__all__ = ["KEY", "PROTOCOLS", "gemini_stack", "model"]
+__all__ = ["DROPPING", "KEY", "PROTOCOLS", "dropping", "gemini_stack", "model"]
 
 # The backend protocols a Gemini client is tested through.
 PROTOCOLS = ("fbs", "openai", "anthropic", "openai-responses", "gemini")
+# The protocols also reached through a backend that drops what it cannot take.
+DROPPING = ("openai", "anthropic", "openai-responses")
 KEY = "sk-flatgate-gemini-client"
 _UPSTREAM_KEY = "sk-flatgate-upstream"
 _PROVIDERS = {"openai": "OpenAI", "openai-responses": "OpenAI", "anthropic": "Anthropic"}
@@ -54,10 +59,22 @@ def gemini_stack(d: Path, key: str = KEY) -> Iterator[Server]:
     config = write_stack(
         d / "gateway.toml",
         proxy={**QUIET, "cooldown_seconds": 0},
-        backends={f"stub-{p}": _backend(p, s.url) for p, s in stubs.items()},
-        routes={model(p): f"stub-{p}" for p in PROTOCOLS},
+        backends={
+            **{f"stub-{p}": _backend(p, s.url) for p, s in stubs.items()},
+            **{
+                f"stub-{p}-dropping": {**_backend(p, stubs[p].url), "drop_unsupported": True}
+                for p in DROPPING
+            },
+        },
+        routes={
+            **{model(p): f"stub-{p}" for p in PROTOCOLS},
+            **{dropping(p): f"stub-{p}-dropping" for p in DROPPING},
+        },
         edge={"log_format": "json"},
-        models={model(p): _PROVIDERS.get(p, "SelfHosted") for p in PROTOCOLS},
+        models={
+            **{model(p): _PROVIDERS.get(p, "SelfHosted") for p in PROTOCOLS},
+            **{dropping(p): _PROVIDERS[p] for p in DROPPING},
+        },
         keys={key: "gemini-clients"},
     )
     gateway = spawn("gateway", ["--config", config, "--workers", "1"], d, env={"NO_PROXY": "*"})

@@ -3,7 +3,10 @@
 test`` into ``.venv/clients/gemini_cli``) runs ``gemini -p`` through the
 gateway to the stub in each backend protocol (``gemini_stack``), with a
 model name it does not know, and must exit 0 with the stub's echo as its
-answer.
+answer. An ``fbs`` or ``gemini`` backend takes its turn whole; an
+``openai``, ``anthropic`` or ``openai-responses`` one refuses it, naming
+``generationConfig`` (its ``thinkingConfig`` has no mapping there yet), so
+those are reached through a backend with ``drop_unsupported`` (``TARGETS``).
 
 Gemini CLI speaks the Gemini API (``POST {GOOGLE_GEMINI_BASE_URL}/v1beta/
 models/{model}:streamGenerateContent?alt=sse``, the key as
@@ -35,13 +38,18 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
+import httpx
+import msgspec
 import pytest
 
 from flatgate.edge_translator.gemini.translate import write_gemini
+from flatgate.proxy.apis.gemini.answer import GenerateContentResponse
 from flatgate.proxy.apis.gemini.request import decode_request
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request
 from tests.clients.conftest import ROOT, serving
+from tests.clients.gemini_stack import DROPPING, KEY, PROTOCOLS, dropping, gemini_stack, model
+from tests.servers import Server
 
 pytestmark = pytest.mark.integration
 
@@ -69,19 +77,33 @@ SETTINGS: dict[str, Any] = {
 }
 # Where anything but the API would go: a closed port (no request leaves the host).
 _NOWHERE = "http://127.0.0.1:9"
+# (backend protocol, model) that Gemini CLI's turn goes through: every
+# protocol behind a backend that takes its first turn whole, and the others
+# behind one that drops what it can neither carry nor map. An openai,
+# anthropic or openai-responses backend without drop_unsupported refuses the
+# turn (400 naming generationConfig: its thinkingConfig has no mapping there
+# yet).
+STRICT = ("fbs", "gemini")
+TARGETS = [(p, model(p)) for p in PROTOCOLS if p in STRICT] + [
+    (p, dropping(p)) for p in DROPPING if p not in STRICT
+]
 # What a capture's request holds that is the capture's own, and its placeholder.
 _PLACEHOLDERS = {"host": "127.0.0.1:PORT", "content-length": "N", "x-goog-api-key": "KEY"}
 
 
 def gemini_env(root: Path, base_url: str, key: str) -> dict[str, str]:
-    """Gemini CLI's environment: ``root`` its home, holding ``SETTINGS``, the
-    API at ``base_url`` with ``key``, the workspace trusted, and any other
-    HTTP through a closed proxy."""
+    """Gemini CLI's environment: ``root`` its home, holding ``SETTINGS``, and
+    its temporary directory (``root/tmp``), the API at ``base_url`` with
+    ``key``, the workspace trusted, and any other HTTP through a closed
+    proxy."""
     (root / ".gemini").mkdir(parents=True, exist_ok=True)
+    (root / "tmp").mkdir(exist_ok=True)
     (root / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS, indent=2))
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(root),
+        # Its error reports go to the temporary directory.
+        "TMPDIR": str(root / "tmp"),
         "GOOGLE_GEMINI_BASE_URL": base_url,
         "GEMINI_API_KEY": key,
         "GEMINI_CLI_TRUST_WORKSPACE": "true",
@@ -288,3 +310,51 @@ def test_the_edge_translates_the_fixture_whole() -> None:
     assert json.loads(wire.extras) == {
         "generationConfig": {"thinkingConfig": config["thinkingConfig"]}
     }
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with gemini_stack(tmp_path_factory.mktemp("gemini-cli")) as gateway:
+        yield gateway
+
+
+@pytest.mark.parametrize(("protocol", "name"), TARGETS, ids=[n for _, n in TARGETS])
+def test_gemini_cli_finishes_its_turn_through_any_backend(
+    gateway: Server, tmp_path: Path, protocol: str, name: str
+) -> None:
+    status, report, stderr = run_gemini(tmp_path, gateway.url, KEY, name, PROMPT)
+    assert status == 0 and report is not None, f"gemini exited {status}\n{stderr[-3000:]}"
+    assert "error" not in report, report["error"]
+    # The stub echoes the last user turn: the session context, then the prompt.
+    assert report["response"].rstrip().endswith(PROMPT), report["response"]
+    # One request, answered (its stats are filed under the answer's modelVersion).
+    [api] = [m["api"] for m in report["stats"]["models"].values()]
+    assert (api["totalRequests"], api["totalErrors"]) == (1, 0)
+
+
+@pytest.mark.parametrize(("protocol", "name"), TARGETS, ids=[n for _, n in TARGETS])
+def test_the_fixture_streams_through_the_edge_to_any_backend(
+    gateway: Server, protocol: str, name: str
+) -> None:
+    request = fixture()
+    sent = {k: v for k, v in request["headers"].items() if k not in _PLACEHOLDERS}
+    answer = httpx.post(
+        gateway.url + request["path"].replace(CAPTURED_MODEL, name),
+        content=json.dumps(request["body"]).encode(),
+        headers={**sent, "accept-encoding": "identity", "x-goog-api-key": KEY},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    if protocol in STRICT:
+        assert "x-flatgate-dropped-fields" not in answer.headers
+    events = [
+        msgspec.json.decode(line[len("data: ") :], type=GenerateContentResponse)
+        for line in answer.text.splitlines()
+        if line.startswith("data: ")
+    ]
+    parts = [p for e in events for c in e.candidates or [] if c.content for p in c.content.parts]
+    text = "".join(p.text or "" for p in parts if not p.thought)
+    assert text.rstrip().endswith(PROMPT), text
+    last = (events[-1].candidates or [])[-1]
+    assert last.finish_reason == "STOP"
