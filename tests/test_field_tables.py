@@ -29,6 +29,8 @@ import msgspec
 import pytest
 
 from flatgate.proxy.apis.anthropic_messages import request as messages_models
+from flatgate.proxy.apis.gemini import content as gemini_content
+from flatgate.proxy.apis.gemini import request as gemini_models
 from flatgate.proxy.apis.openai_chat import request as chat_models
 from flatgate.proxy.apis.openai_responses import items as responses_items
 from flatgate.proxy.apis.openai_responses import request as responses_models
@@ -163,6 +165,20 @@ PAGES: dict[str, list[str]] = {
         *_wire_names(messages_models.MessagesRequest),
         *messages_models.EXTRA_FIELDS,
         *_nothing(ApiDialect.ANTHROPIC_MESSAGES),
+    ],
+    "gemini.md": [
+        *_wire_names(gemini_models.GenerateContentRequest),
+        *_nested("contents", gemini_content.Content),
+        *_nested("parts", gemini_content.Part),
+        *_nested("tools", gemini_models.Tool),
+        *_nested("functionDeclarations", gemini_models.FunctionDeclaration),
+        *_nested("toolConfig", gemini_models.ToolConfig),
+        *_nested("functionCallingConfig", gemini_models.FunctionCallingConfig),
+        *_nested("generationConfig", gemini_models.GenerationConfig),
+        *_nested("thinkingConfig", gemini_models.ThinkingConfig),
+        *_nested("safetySettings", gemini_models.SafetySetting),
+        "x-goog-api-key",
+        "key",
     ],
 }
 
