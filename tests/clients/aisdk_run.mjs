@@ -1,4 +1,4 @@
-// Vercel's AI SDK against a gateway, for tests/clients/test_aisdk_media.py:
+// Vercel's AI SDK against a gateway, for tests/clients/test_aisdk_*.py:
 // run by node with the pinned packages in .venv/clients/aisdk (its own
 // environment, tests/clients/aisdk/package-lock.json), never the project's.
 //
@@ -13,8 +13,10 @@
 // prompt, then each file as a `file` part (bytes, its media type and
 // filename). A run with `tool: true` is instead one streamText with the
 // prompt alone and one tool, `lookup` ({q: string}), that the model must call
-// (`toolChoice` names it): the agent loop's first step, streamed. It prints
-// one JSON object, run id -> {text, tool_calls} or {error}, with `sent`, the
+// (`toolChoice` names it): the agent loop's first step, streamed. A run with
+// `embed`, a list of texts, is instead one embedMany of them with the
+// provider's embedding model (`google` only). It prints one JSON object, run
+// id -> {text, tool_calls}, {embeddings} or {error}, with `sent`, the
 // request bodies the provider posted and the x-flatgate-dropped-fields
 // header of each answer (seen through its `fetch`).
 
@@ -25,7 +27,7 @@ const spec = JSON.parse(process.argv[2]);
 const require = createRequire(`${spec.modules}/package.json`);
 const load = (name) => import(pathToFileURL(require.resolve(name)).href);
 
-const { generateText, streamText, jsonSchema, tool } = await load("ai");
+const { embedMany, generateText, streamText, jsonSchema, tool } = await load("ai");
 const { createOpenAI } = await load("@ai-sdk/openai");
 const { createOpenAICompatible } = await load("@ai-sdk/openai-compatible");
 const { createAnthropic } = await load("@ai-sdk/anthropic");
@@ -38,6 +40,12 @@ function recording(sent) {
     sent.push({ url: String(url), body: JSON.parse(init.body), dropped });
     return response;
   };
+}
+
+function embeddingModelOf(run, sent) {
+  const common = { baseURL: spec.base_url, apiKey: spec.api_key, fetch: recording(sent) };
+  if (run.provider !== "google") throw new Error(`no embedding model for ${run.provider}`);
+  return createGoogleGenerativeAI(common).embeddingModel(run.model);
 }
 
 function modelOf(run, sent) {
@@ -98,6 +106,12 @@ const report = {};
 for (const run of spec.runs) {
   const sent = [];
   try {
+    if (run.embed) {
+      const model = embeddingModelOf(run, sent);
+      const { embeddings } = await embedMany({ model, maxRetries: 0, values: run.embed });
+      report[run.id] = { embeddings, sent };
+      continue;
+    }
     const model = modelOf(run, sent);
     if (run.tool) {
       report[run.id] = { ...(await streamedToolCall(model)), sent };

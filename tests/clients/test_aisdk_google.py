@@ -4,7 +4,10 @@ gateway's ``/v1beta``, as Google's own is) to the stub in each backend
 protocol (``gemini_stack``): ``generateText`` with a PNG as a ``file`` part
 (the provider's ``inlineData``), and ``streamText`` with one tool the model
 must call (``toolConfig`` mode ``ANY`` naming it: the first step of its
-agent loop, streamed as ``streamGenerateContent?alt=sse``). The AI SDK runs
+agent loop, streamed as ``streamGenerateContent?alt=sse``); and its
+embedding model: ``embedMany`` of one text (``embedContent``) and of two
+(``batchEmbedContents``), to each protocol whose backend serves embeddings,
+and an Anthropic one's refusal. The AI SDK runs
 in its pinned environment (``aisdk_run.mjs``, ``tests/clients/aisdk.py``),
 one node process for every run.
 """
@@ -26,6 +29,11 @@ pytestmark = pytest.mark.integration
 
 PROMPT = "flatgate reaches the AI SDK's Google provider"
 PNG = png()
+# The backends that serve embeddings (an anthropic one does not).
+EMBEDDING = tuple(p for p in PROTOCOLS if p != "anthropic")
+# embedMany's inputs by run kind: one text goes as embedContent, more as
+# batchEmbedContents.
+EMBED = {"embed-one": [PROMPT], "embed-many": [PROMPT, "flatgate embeds a second text"]}
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +52,11 @@ def report(gateway: Server) -> dict[str, Any]:
         [
             {"id": run_id(kind, p), "provider": "google", "model": model(p), "tool": kind == "tool"}
             for kind in ("text", "tool")
+            for p in PROTOCOLS
+        ]
+        + [
+            {"id": run_id(kind, p), "provider": "google", "model": model(p), "embed": texts}
+            for kind, texts in EMBED.items()
             for p in PROTOCOLS
         ],
     )
@@ -78,3 +91,29 @@ def test_the_google_provider_streams_a_tool_call_through_any_backend(
     )
     config = sent["body"]["toolConfig"]["functionCallingConfig"]
     assert config == {"mode": "ANY", "allowedFunctionNames": ["lookup"]}
+
+
+@pytest.mark.parametrize("protocol", EMBEDDING)
+def test_the_google_provider_embeds_through_any_backend(
+    report: dict[str, Any], gateway: Server, protocol: str
+) -> None:
+    one, many = report[run_id("embed-one", protocol)], report[run_id("embed-many", protocol)]
+    assert "error" not in one and "error" not in many, (one.get("error"), many.get("error"))
+    [sent] = one["sent"]
+    assert sent["url"] == f"{gateway.url}/v1beta/models/{model(protocol)}:embedContent"
+    [sent] = many["sent"]
+    assert sent["url"] == f"{gateway.url}/v1beta/models/{model(protocol)}:batchEmbedContents"
+    [alone] = one["embeddings"]
+    first, second = many["embeddings"]
+    assert len(alone) == len(first) == len(second) > 0
+    # The same text, the same vector, alone or in a batch; another text, another.
+    assert first == pytest.approx(alone)
+    assert second != first
+
+
+def test_an_anthropic_backend_serves_the_google_provider_no_embeddings(
+    report: dict[str, Any],
+) -> None:
+    error = report[run_id("embed-one", "anthropic")]["error"]
+    assert error["status"] == 400
+    assert "serves embeddings" in error["message"], error
