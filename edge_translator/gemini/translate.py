@@ -31,8 +31,11 @@ Owns ``write_gemini``: a decoded ``GenerateContentRequest``
 ``tools``: each ``functionDeclarations`` entry is a tool: its name,
 description and ``parametersJsonSchema`` (JSON Schema as sent), or
 ``parameters`` (Google's OpenAPI subset, its ``type`` names lowered to JSON
-Schema's); a declaration's ``response``, ``responseJsonSchema`` and
-``behavior`` have no slot and are refused naming them. Google's own tools
+Schema's); a declaration's ``response`` and ``responseJsonSchema`` (the
+schema of what the function returns, which google-genai writes from a Python
+function's return annotation) have no slot and are left out: they describe
+the function's result, which the conversation carries when it comes back;
+``behavior`` (``NON_BLOCKING`` calls) has none either and is refused naming it. Google's own tools
 (``googleSearch``, ``codeExecution``, ...) are extras. ``toolConfig``:
 ``functionCallingConfig.mode`` AUTO -> Auto, ANY -> Required (one
 ``allowedFunctionNames`` entry -> Function with that name), NONE -> None;
@@ -312,9 +315,6 @@ def _tools(req: GenerateContentRequest, extras: dict[str, Any]) -> list[ToolSpec
                 own.append(msgspec.Raw(_encode({name.encode_name: value})))
         for m, d in enumerate(t.function_declarations or ()):
             at = f"tools.{k}.functionDeclarations.{m}"
-            for field in ("response", "response_json_schema"):
-                if len(getattr(d, field)):
-                    raise _refuse(f"{at}.{_camel(field)}", "a declared response is not carried")
             if d.behavior is not None:
                 raise _refuse(f"{at}.behavior", "not carried")
             if len(d.parameters_json_schema):
@@ -367,6 +367,14 @@ def _response_format(g: GenerationConfig, rest: dict[str, Any]) -> bytes:
     if mime and mime != "text/plain":
         rest["responseMimeType"] = g.response_mime_type
     return b""
+
+
+def _top_k(value: float | None) -> int:
+    if value is None:
+        return 0
+    if not 0 <= value < 2**31 or value != int(value):
+        raise _refuse("generationConfig.topK", f"{value} is not a whole number of tokens")
+    return int(value)
 
 
 def write_gemini(
@@ -439,7 +447,7 @@ def write_gemini(
         max_tokens=g.max_output_tokens or 0,
         temperature=g.temperature,
         top_p=g.top_p,
-        top_k=g.top_k or 0,
+        top_k=_top_k(g.top_k),
         seed=g.seed,
         presence_penalty=g.presence_penalty,
         frequency_penalty=g.frequency_penalty,

@@ -118,7 +118,8 @@ class GenerationConfig(_Shape):
     max_output_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
-    top_k: int | None = None
+    # A number (google-genai writes it as a float: ``4.0``); a whole one.
+    top_k: float | None = None
     seed: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None

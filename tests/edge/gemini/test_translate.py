@@ -70,7 +70,7 @@ def test_sampling_and_stream() -> None:
     config = {
         "temperature": 0.5,
         "topP": 0.9,
-        "topK": 40,
+        "topK": 40.0,
         "maxOutputTokens": 77,
         "stopSequences": ["END", ""],
         "seed": 7,
@@ -313,6 +313,8 @@ def test_structured_output(config: dict[str, Any], expected: dict[str, Any]) -> 
     [
         ({"contents": [{"role": "system", "parts": [{"text": "x"}]}]}, "contents.0.role"),
         ({"generationConfig": {"candidateCount": 2}}, "generationConfig.candidateCount"),
+        ({"generationConfig": {"topK": 2.5}}, "generationConfig.topK"),
+        ({"generationConfig": {"topK": 1e300}}, "generationConfig.topK"),
         (
             {"contents": [{"role": "user", "parts": [{"executableCode": {"code": "1"}}]}]},
             "contents.0.parts.0.executableCode",
@@ -358,10 +360,6 @@ def test_structured_output(config: dict[str, Any], expected: dict[str, Any]) -> 
         (
             {"tools": [{"functionDeclarations": [{"name": "f", "behavior": "NON_BLOCKING"}]}]},
             "tools.0.functionDeclarations.0.behavior",
-        ),
-        (
-            {"tools": [{"functionDeclarations": [{"name": "f", "response": {"type": "STRING"}}]}]},
-            "tools.0.functionDeclarations.0.response",
         ),
         (
             {"generationConfig": {"responseSchema": {"type": "STRING"}}},

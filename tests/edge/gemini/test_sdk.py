@@ -1,0 +1,229 @@
+"""The google-genai SDK (Python) against ``flatgate gateway`` on loopback, in
+front of the stub in four backend protocols (fbs, openai, anthropic, gemini):
+generate_content, generate_content_stream, a function-calling round trip with
+automatic function calling off and on, count_tokens, embed_content,
+models.list, an image part, and errors (404, 400 naming the field, 429 with
+its retry). Every server a ``flatgate`` subprocess."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google import genai
+from google.genai import errors, types
+
+from tests.clients.media import image_echo, png
+from tests.servers import Server, spawn
+from tests.stacks import QUIET, start_all, stop_all, write_stack, write_stub
+
+pytestmark = pytest.mark.integration
+
+KEY = "sk-flatgate-genai"
+UPSTREAM = "sk-flatgate-upstream"
+PROTOCOLS = ("fbs", "openai", "anthropic", "gemini")
+_PROVIDERS = {"openai": "OpenAI", "anthropic": "Anthropic"}
+PNG = png()
+
+
+def _backend(protocol: str, url: str, model: str = "") -> dict[str, str]:
+    if protocol == "fbs":
+        return {"url": url}
+    fields = {"url": f"{url}/v1", "protocol": protocol, "api_key": UPSTREAM}
+    if protocol == "gemini":
+        fields.update(url=f"{url}/v1beta", model=model or "gemini-2.5-flash")
+    elif model:
+        fields["model"] = model
+    return fields
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    d: Path = tmp_path_factory.mktemp("genai")
+    # The stub calls the one tool offered, once per new user input: a round trip ends.
+    stub_config = write_stub(d / "stub.toml", tools="offered")
+    stubs = {
+        p: spawn(
+            "stub",
+            [
+                "--protocol",
+                p,
+                "--config",
+                stub_config,
+                *([] if p == "fbs" else ["--api-key", UPSTREAM]),
+            ],
+            d,
+        )
+        for p in PROTOCOLS
+    }
+    backends = {f"stub-{p}": _backend(p, s.url) for p, s in stubs.items()}
+    backends["limited"] = _backend("openai", stubs["openai"].url, "echo@rate_limit")
+    backends["vectors"] = _backend("gemini", stubs["gemini"].url, "gemini-embedding-001")
+    routes = {f"echo-{p}": f"stub-{p}" for p in PROTOCOLS}
+    routes.update({"limited": "limited", "vectors": "vectors"})
+    config = write_stack(
+        d / "gateway.toml",
+        proxy={**QUIET, "cooldown_seconds": 0},
+        backends=backends,
+        routes=routes,
+        models={
+            **{f"echo-{p}": _PROVIDERS.get(p, "SelfHosted") for p in PROTOCOLS},
+            "limited": "OpenAI",
+            "vectors": "SelfHosted",
+        },
+        keys={KEY: "genai"},
+    )
+    server = spawn("gateway", ["--config", config, "--workers", "1"], d, env={"NO_PROXY": "*"})
+    servers = [*stubs.values(), server]
+    start_all(servers)
+    try:
+        yield server
+    finally:
+        stop_all(servers)
+
+
+def client(gateway: Server, version: str | None = None) -> genai.Client:
+    options = types.HttpOptions(
+        base_url=gateway.url,
+        api_version=version,
+        retry_options=types.HttpRetryOptions(attempts=1),
+    )
+    return genai.Client(api_key=KEY, http_options=options)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("version", [None, "v1beta"])
+def test_generate_content(gateway: Server, protocol: str, version: str | None) -> None:
+    c = client(gateway, version)
+    answer = c.models.generate_content(
+        model=f"echo-{protocol}",
+        contents="flatgate speaks gemini",
+        config=types.GenerateContentConfig(temperature=0.2, top_k=4, max_output_tokens=64),
+    )
+    assert answer.text == "flatgate speaks gemini"
+    assert answer.candidates and answer.candidates[0].finish_reason == types.FinishReason.STOP
+    assert answer.usage_metadata and answer.usage_metadata.total_token_count
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_generate_content_stream(gateway: Server, protocol: str) -> None:
+    c = client(gateway)
+    chunks = list(
+        c.models.generate_content_stream(model=f"echo-{protocol}", contents="one two three four")
+    )
+    assert len(chunks) > 1
+    assert "".join(c.text or "" for c in chunks) == "one two three four"
+    assert chunks[-1].candidates and chunks[-1].candidates[0].finish_reason == "STOP"
+
+
+def weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: the city
+    """
+    return f"sunny in {city}"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_function_calling_round_trip_by_hand(gateway: Server, protocol: str) -> None:
+    c = client(gateway)
+    config = types.GenerateContentConfig(
+        tools=[weather],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    first = c.models.generate_content(model=f"echo-{protocol}", contents="Paris", config=config)
+    assert first.function_calls, first
+    call = first.function_calls[0]
+    assert call.name == "weather" and call.args == {"city": "Paris"}
+    assert first.candidates and first.candidates[0].content
+    history = [
+        types.Content(role="user", parts=[types.Part(text="Paris")]),
+        first.candidates[0].content,
+        types.Content(
+            role="user",
+            parts=[
+                types.Part.from_function_response(
+                    name="weather", response={"result": weather("Paris")}
+                )
+            ],
+        ),
+    ]
+    second = c.models.generate_content(model=f"echo-{protocol}", contents=history, config=config)
+    assert second.text and not second.function_calls
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_automatic_function_calling(gateway: Server, protocol: str) -> None:
+    c = client(gateway)
+    answer = c.models.generate_content(
+        model=f"echo-{protocol}",
+        contents="Oslo",
+        config=types.GenerateContentConfig(tools=[weather]),
+    )
+    assert answer.text and not answer.function_calls
+    history = answer.automatic_function_calling_history or []
+    assert any(p.function_response for h in history for p in h.parts or ())
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_image_part(gateway: Server, protocol: str) -> None:
+    c = client(gateway)
+    answer = c.models.generate_content(
+        model=f"echo-{protocol}",
+        contents=types.Content(
+            role="user",
+            parts=[
+                types.Part.from_bytes(data=PNG, mime_type="image/png"),
+                types.Part(text="what is this"),
+            ],
+        ),
+    )
+    # The stub says what image it was given.
+    assert answer.text == f"{image_echo(PNG)} what is this"
+
+
+def test_count_tokens(gateway: Server) -> None:
+    c = client(gateway)
+    counted = c.models.count_tokens(model="echo-fbs", contents="a few words to count")
+    assert counted.total_tokens and counted.total_tokens > 0
+
+
+@pytest.mark.parametrize("model", ["echo-openai", "vectors"])
+def test_embed_content(gateway: Server, model: str) -> None:
+    c = client(gateway)
+    answer = c.models.embed_content(
+        model=model,
+        contents=[types.Content(parts=[types.Part(text=t)]) for t in ("one", "two")],
+        config=types.EmbedContentConfig(output_dimensionality=8),
+    )
+    assert answer.embeddings and len(answer.embeddings) == 2
+    assert all(e.values and len(e.values) == 8 for e in answer.embeddings)
+
+
+def test_models_list_and_get(gateway: Server) -> None:
+    c = client(gateway)
+    names = [m.name for m in c.models.list()]
+    assert "models/echo-fbs" in names and "models/limited" in names
+    assert c.models.get(model="echo-gemini").name == "models/echo-gemini"
+
+
+def test_errors(gateway: Server) -> None:
+    c = client(gateway)
+    with pytest.raises(errors.ClientError) as missing:
+        c.models.generate_content(model="no-such-model", contents="x")
+    assert (missing.value.code, missing.value.status) == (404, "NOT_FOUND")
+    with pytest.raises(errors.ClientError) as bad:
+        c.models.generate_content(
+            model="echo-fbs",
+            contents="x",
+            config=types.GenerateContentConfig(candidate_count=2),
+        )
+    assert (bad.value.code, bad.value.status) == (400, "INVALID_ARGUMENT")
+    assert "generationConfig.candidateCount" in (bad.value.message or "")
+    with pytest.raises(errors.ClientError) as limited:
+        c.models.generate_content(model="limited", contents="x")
+    assert (limited.value.code, limited.value.status) == (429, "RESOURCE_EXHAUSTED")
+    details = limited.value.details["error"]["details"]
+    assert any(d.get("retryDelay") for d in details)
