@@ -7,14 +7,17 @@ its retry). Every server a ``flatgate`` subprocess."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from google import genai
 from google.genai import errors, types
 
 from tests.clients.media import image_echo, png
+from tests.edge.gemini.test_translate import gemini_cli_request
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack, write_stub
 
@@ -227,3 +230,16 @@ def test_errors(gateway: Server) -> None:
     assert (limited.value.code, limited.value.status) == (429, "RESOURCE_EXHAUSTED")
     details = limited.value.details["error"]["details"]
     assert any(d.get("retryDelay") for d in details)
+
+
+# Its thinkingConfig.includeThoughts is a Gemini-dialect extra, which the
+# openai and anthropic backends refuse (backends.extras.report_all names
+# generationConfig) until Gemini's thinking is mapped there.
+@pytest.mark.parametrize("protocol", ["fbs", "gemini"])
+def test_gemini_clis_first_request_passes(gateway: Server, protocol: str) -> None:
+    body = gemini_cli_request()
+    url = f"{gateway.url}/v1beta/models/echo-{protocol}:streamGenerateContent?alt=sse"
+    r = httpx.post(url, json=body, headers={"x-goog-api-key": KEY}, timeout=30)
+    assert r.status_code == 200, r.text
+    events = [e for e in r.text.split("\r\n\r\n") if e]
+    assert json.loads(events[-1].removeprefix("data: "))["candidates"][0]["finishReason"] == "STOP"
