@@ -157,6 +157,7 @@ generate: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.micro
 	$(BIN)/python -m benchmarks.cloud_ratios
+	$(BIN)/python -m benchmarks.edge_ratios
 	$(BIN)/python -m benchmarks.embeddings
 	$(BIN)/python -m benchmarks.cost_checks
 	$(BIN)/python -m benchmarks.jwt_auth

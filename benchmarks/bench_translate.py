@@ -17,6 +17,10 @@ tool call and a tool definition at 1 KB, 16 KB and 128 KB of prompt):
 - ``translate_messages_json``: the same op for the same conversation as an
   Anthropic Messages request (``payloads.to_messages``), through the
   Messages edge;
+- ``translate_gemini_json``: the same conversation as a Gemini
+  ``streamGenerateContent`` request (``payloads.to_gemini``: the system
+  prompt as ``systemInstruction``, the tool call and its answer as
+  ``functionCall`` / ``functionResponse`` parts), through the Gemini edge;
 - ``translate_responses_json``: the same conversation as a Responses API
   request (``payloads.to_responses``: the system prompt as ``instructions``,
   the tool call and its result as items), through the Responses edge;
@@ -29,7 +33,11 @@ Render, per streamed token: ``chunk_to_sse``, ``read_chunk`` +
 frame inside an open text block (one ``content_block_delta`` event), the
 Messages edge's; ``chunk_to_responses_sse``, ``read_chunk`` +
 ``StreamRenderer.feed`` of the same frame inside an open text part (one
-``response.output_text.delta`` event), the Responses edge's. (``make bench``
+``response.output_text.delta`` event), the Responses edge's;
+``chunk_to_gemini_sse``, ``read_chunk`` + the Gemini edge's
+``StreamRenderer.feed`` of the same frame (one ``alt=sse`` event, a
+``GenerateContentResponse``). (``benchmarks.edge_ratios`` holds the Gemini
+rows to the Chat Completions ones, interleaved in one process; ``make bench``
 measures the OpenAI translate at every size too, allocations included.)
 
 Adapt, one 512-token answer (the proxy's side of a request the client did
@@ -50,14 +58,16 @@ import pytest
 
 from benchmarks.codecs.common import MODELS
 from benchmarks.codecs.flatgate import (
+    translate_gemini_json,
     translate_json,
     translate_messages_json,
     translate_responses_json,
 )
 from benchmarks.codecs.stock_chunk import build_chunk
 from benchmarks.codecs.stock_writer import write_request_stock
-from benchmarks.payloads import make_request, to_messages, to_responses
+from benchmarks.payloads import make_request, to_gemini, to_messages, to_responses
 from flatgate.edge_translator.anthropic.render import EventRenderer
+from flatgate.edge_translator.gemini.render import StreamRenderer as GeminiRenderer
 from flatgate.edge_translator.openai.render import StreamRenderer
 from flatgate.edge_translator.responses.echo import echo_of
 from flatgate.edge_translator.responses.render import StreamRenderer as ResponsesRenderer
@@ -77,9 +87,9 @@ REQUESTS = {
 REQUEST_ID = "chatcmpl-0123456789abcdef01234567"
 
 
-# (label, OpenAI JSON, the same conversation as Anthropic Messages JSON, and
-# as Responses JSON)
-Body = tuple[str, bytes, bytes, bytes]
+# (label, OpenAI JSON, the same conversation as Anthropic Messages JSON, as
+# Responses JSON, and as Gemini JSON)
+Body = tuple[str, bytes, bytes, bytes, bytes]
 
 
 @pytest.fixture(scope="module", params=list(REQUESTS))
@@ -90,14 +100,15 @@ def body(request: pytest.FixtureRequest) -> Body:
         msgspec.json.encode(chat),
         msgspec.json.encode(to_messages(chat)),
         msgspec.json.encode(to_responses(chat)),
+        msgspec.json.encode(to_gemini(chat)),
     )
 
 
 def _group(benchmark: Any, body: Body) -> None:
-    label, chat, messages, responses = body
+    label, chat, messages, responses, gemini = body
     benchmark.group = (
         f"translate {label} ({len(chat)} B OpenAI JSON, {len(messages)} B Anthropic JSON, "
-        f"{len(responses)} B Responses JSON)"
+        f"{len(responses)} B Responses JSON, {len(gemini)} B Gemini JSON)"
     )
 
 
@@ -133,6 +144,13 @@ def test_translate_messages_json(benchmark: Any, body: Body) -> None:
 def test_translate_responses_json(benchmark: Any, body: Body) -> None:
     _group(benchmark, body)
     out = benchmark(translate_responses_json, body[3], models=MODELS, tenant="acme")
+    assert out[4:8] == b"FGRQ"
+
+
+def test_translate_gemini_json(benchmark: Any, body: Body) -> None:
+    _group(benchmark, body)
+    model = next(iter(MODELS))
+    out = benchmark(translate_gemini_json, body[4], model=model, models=MODELS, tenant="acme")
     assert out[4:8] == b"FGRQ"
 
 
@@ -183,6 +201,14 @@ def test_chunk_to_responses_sse(benchmark: Any) -> None:
     r.feed(read_chunk(frame))  # past response.created and the text part's start
     out = benchmark(lambda: r.feed(read_chunk(frame)))
     assert out.startswith(b"event: response.output_text.delta\ndata: {")
+
+
+def test_chunk_to_gemini_sse(benchmark: Any) -> None:
+    benchmark.group = "render, per streamed token"
+    frame = build_chunk(BuilderPool(), request_id=REQUEST_ID, content="token ", model="gemini")
+    r = GeminiRenderer(response_id="0123456789abcdef01234567", model="gemini", sse=True)
+    out = benchmark(lambda: r.feed(read_chunk(frame)))
+    assert out.startswith(b"data: {")
 
 
 # -- adapt, one 512-token answer ----------------------------------------------------

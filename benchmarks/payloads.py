@@ -44,6 +44,7 @@ __all__ = [
     "media_requests",
     "prompt_bytes",
     "to_flatbuffer",
+    "to_gemini",
     "to_messages",
 ]
 
@@ -292,6 +293,69 @@ def to_responses(request: dict[str, Any]) -> dict[str, Any]:
             for t in request["tools"]
         ]
         out["tool_choice"] = request["tool_choice"]
+    return out
+
+
+def to_gemini(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` (``make_request``'s shape) as a Gemini ``generateContent``
+    request with the same content: the system prompt and the developer note
+    as ``systemInstruction`` text parts, the user turns as ``user`` contents,
+    the assistant's as ``model`` contents (its tool call a ``functionCall``
+    part, its arguments parsed into ``args``), the tool's answer a
+    ``functionResponse`` part in a ``user`` content (``{"output": ...}``),
+    the tools as ``functionDeclarations`` with ``parametersJsonSchema``;
+    ``temperature``, ``top_p``, ``max_tokens``, ``stop`` and ``seed`` in
+    ``generationConfig``. The model and ``stream`` are the URL's, not the
+    body's; what Gemini has no field for (``user``, ``metadata``) is left
+    out."""
+    system: list[dict[str, Any]] = []
+    contents: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for m in request["messages"]:
+        role, content = m["role"], m.get("content")
+        if role in ("system", "developer"):
+            system.append({"text": content})
+        elif role == "tool":
+            call = m["tool_call_id"]
+            answer = {"id": call, "name": names[call], "response": {"output": content}}
+            contents.append({"role": "user", "parts": [{"functionResponse": answer}]})
+        elif m.get("tool_calls"):
+            parts = []
+            for c in m["tool_calls"]:
+                names[c["id"]] = c["function"]["name"]
+                args = msgspec.json.decode(c["function"]["arguments"])
+                parts.append(
+                    {"functionCall": {"id": c["id"], "name": c["function"]["name"], "args": args}}
+                )
+            contents.append({"role": "model", "parts": parts})
+        else:
+            role = "model" if role == "assistant" else "user"
+            contents.append({"role": role, "parts": [{"text": content}]})
+    out: dict[str, Any] = {
+        "contents": contents,
+        "systemInstruction": {"parts": system},
+        "generationConfig": {
+            "temperature": request["temperature"],
+            "topP": request["top_p"],
+            "maxOutputTokens": request["max_tokens"],
+            "stopSequences": request["stop"],
+            "seed": request["seed"],
+        },
+    }
+    if request.get("tools"):
+        out["tools"] = [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": t["function"]["name"],
+                        "description": t["function"]["description"],
+                        "parametersJsonSchema": t["function"]["parameters"],
+                    }
+                    for t in request["tools"]
+                ]
+            }
+        ]
+        out["toolConfig"] = {"functionCallingConfig": {"mode": "AUTO"}}
     return out
 
 

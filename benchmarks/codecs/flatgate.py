@@ -16,8 +16,9 @@
   ``flatgate-writer`` row).
 - ``translate``: the edge's whole op, ``translate_json`` here: the edge's own
   steps (decode and validate, resolve the model, write) in one call;
-  ``translate_messages_json`` is the same op for the Anthropic Messages API
-  (``benchmarks/bench_translate.py`` puts the two side by side).
+  ``translate_messages_json`` is the same op for the Anthropic Messages API,
+  ``translate_gemini_json`` for the Gemini API
+  (``benchmarks/bench_translate.py`` puts them side by side).
 
 No I/O.
 """
@@ -32,6 +33,7 @@ from benchmarks.codecs.stock_chunk import build_chunk
 from flatgate.edge_translator.anthropic.endpoint import new_message_id
 from flatgate.edge_translator.anthropic.translate import write_messages
 from flatgate.edge_translator.catalog import resolve_model
+from flatgate.edge_translator.gemini.endpoint import for_path
 from flatgate.edge_translator.openai.mapping import new_request_id
 from flatgate.edge_translator.openai.translate import write_request
 from flatgate.edge_translator.responses.echo import new_id
@@ -53,6 +55,7 @@ __all__ = [
     "inputs",
     "route",
     "translate",
+    "translate_gemini_json",
     "translate_json",
     "translate_messages_json",
     "verify",
@@ -148,6 +151,25 @@ def translate_responses_json(
         model_name=model.name,
         tenant=tenant,
         request_id=new_id("resp") if request_id is None else request_id,
+    )
+
+
+def translate_gemini_json(
+    body: bytes,
+    *,
+    model: str,
+    models: Mapping[str, ModelConfig],
+    tenant: str = "",
+    request_id: str | None = None,
+) -> bytes:
+    """The Gemini edge's translate op: Gemini JSON bytes in (the model the
+    path's, ``:streamGenerateContent?alt=sse``), FlatBuffer bytes out
+    (``gemini.endpoint.GeminiApi`` in ``flow.Flow``, up to the proxy call)."""
+    api = for_path(model, "streamGenerateContent", "alt=sse")
+    req = api.decode(body)
+    found = resolve_model(models, req.model)
+    return api.write(
+        req, found, tenant=tenant, request_id=api.new_id() if request_id is None else request_id
     )
 
 
