@@ -77,7 +77,8 @@ class Asked(msgspec.Struct, frozen=True):
     translate step returns it: the API it is answered in, its answer's id, its
     request id, the model's name, and its answer's shape; ``extra``, what
     that API's own renderers need besides (the Responses API's echoed
-    request fields)."""
+    request fields); ``stream_headers``, a stream's content headers when
+    they are not server-sent events' (Gemini's JSON array stream)."""
 
     api: ClientApi[Any]
     completion_id: str
@@ -87,6 +88,7 @@ class Asked(msgspec.Struct, frozen=True):
     choices: int = 1
     include_usage: bool = False
     extra: Any = None
+    stream_headers: list[tuple[str, str]] | None = None
 
 
 class _Outcome(Protocol):

@@ -375,7 +375,7 @@ class Flow:
         )
         keepalive = None
         if asked.stream and self._keepalive:
-            headers = [*SSE_HEADERS, *reply]
+            headers = [*(asked.stream_headers or SSE_HEADERS), *reply]
             keepalive = Keepalive(ex, headers, self._keepalive, self._metrics, asked.api.beat)
         try:
             try:
@@ -467,7 +467,7 @@ class Flow:
                         ex,
                         resp,
                         renderer,
-                        headers=[*SSE_HEADERS, *reply],
+                        headers=[*(asked.stream_headers or SSE_HEADERS), *reply],
                         keepalive=keepalive,
                         metrics=self._metrics,
                         entry=entry,

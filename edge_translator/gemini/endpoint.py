@@ -6,7 +6,8 @@ the edge answers itself, on ``:countTokens``.
 Gemini names the model, and whether the answer streams, in the path, not the
 body: the app makes one ``GeminiApi`` per request (``for_path``) holding the
 path's model, whether it streams and whether its stream is server-sent events
-(``?alt=sse``) or a JSON array (without); ``GEMINI`` is the one the app's
+(``?alt=sse``) or a JSON array (without, sent as ``application/json``:
+``ARRAY_HEADERS``); ``GEMINI`` is the one the app's
 error answers use. The rest is the shared flow's.
 
 - authentication: the key from ``x-goog-api-key`` (Google's header), else
@@ -56,8 +57,10 @@ from flatgate.proxy.plumbing.auth import bearer_token
 from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.plumbing.validation import read_validation
 from flatgate.proxy.wire.request.estimate import estimate_request
+from flatgate.proxy.wire.schema import JSON
 
 __all__ = [
+    "ARRAY_HEADERS",
     "COUNT_TOKENS",
     "GEMINI",
     "CountTokens",
@@ -70,6 +73,8 @@ __all__ = [
 
 _encode = msgspec.json.Encoder().encode
 T = TypeVar("T")
+# A stream without alt=sse: one JSON array, sent as it is made.
+ARRAY_HEADERS = [("content-type", JSON), ("cache-control", "no-cache")]
 
 
 def api_key(ex: Exchange) -> str | None:
@@ -177,7 +182,15 @@ class GeminiApi(Stateless):
         )
 
     def asked(self, req: GeminiRequest, completion_id: str, request_id: str, model: str) -> Asked:
-        return Asked(self, completion_id, request_id, model, self._stream, extra=self._sse)
+        return Asked(
+            self,
+            completion_id,
+            request_id,
+            model,
+            self._stream,
+            extra=self._sse,
+            stream_headers=None if self._sse else ARRAY_HEADERS,
+        )
 
     def renderer(self, asked: Asked, created: int) -> Rendering:
         return StreamRenderer(

@@ -92,7 +92,9 @@ async def test_stream_as_sse_and_as_a_json_array() -> None:
     assert "".join(texts) == "hello big world"
     assert docs[-1]["candidates"][0]["finishReason"] == "STOP"
     assert decode_request_fb(transport.sent[0].body)["stream"] is True
+    assert proto.header("content-type") == "text/event-stream"
     proto = await call(app, "POST", path, BODY, {"x-goog-api-key": KEY})
+    assert proto.header("content-type") == "application/json"
     array = json.loads(proto.streamed)
     assert [d["candidates"][0]["content"]["parts"] for d in array] == [
         d["candidates"][0]["content"]["parts"] for d in docs
