@@ -122,7 +122,14 @@ def _case(api: Api, tokens: int, stream: bool, extra: tuple[str, ...] = (), name
 
 
 # The first is the workload's original size: every flatgate row, the fixed rate too.
-_FIRST_EXTRA = ("edge", "gateway-responses", "gateway-limits", "gateway-redis", "floor")
+_FIRST_EXTRA = (
+    "edge",
+    "gateway-responses",
+    "gateway-gemini-api",
+    "gateway-limits",
+    "gateway-redis",
+    "floor",
+)
 
 
 # The cloud cases' APIs, as the stub is spoken to: whole, streamed.

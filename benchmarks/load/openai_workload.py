@@ -3,9 +3,9 @@
 ``python -m benchmarks.load --workload openai``. Every row takes the same
 2 KB request (``benchmarks.load.openai_bodies``): an OpenAI Chat Completions
 request (``model`` and ``messages``), the same conversation as a Responses
-API request (the ``gateway-responses`` row) or as an Anthropic Messages
-request, and sends it on to the built-in stub
-in canned mode (``benchmarks.load.cases``: 32 or 512 tokens, whole or
+API request (the ``gateway-responses`` row), as a Gemini API request (the
+``gateway-gemini-api`` row) or as an Anthropic Messages request, and sends
+it on to the built-in stub in canned mode (``benchmarks.load.cases``: 32 or 512 tokens, whole or
 streamed as the request says, answered from bytes built once):
 
 | Row | What the client talks to |
@@ -15,6 +15,7 @@ streamed as the request says, answered from bytes built once):
 | edge | the edge, then the proxy (RSGI) and its openai adapter, then the stub |
 | gateway | ``flatgate gateway``, one process (only where ``flatgate gateway --help`` works) |
 | gateway-responses | the same gateway on ``/v1/responses`` (``store: false``) |
+| gateway-gemini-api | the same gateway on ``/v1beta/models/<model>:generateContent`` |
 | gateway-anthropic | the same gateway on ``/v1/messages``, its anthropic adapter |
 | portkey | the Portkey gateway (node), provider ``openai`` with the stub as custom host |
 | portkey-anthropic | the same Portkey on ``/v1/messages``, provider ``anthropic`` |
@@ -142,6 +143,15 @@ OPENAI_ROWS: tuple[Row, ...] = (
         ("gateway",),
         "gateway",
         "flatgate gateway, Responses API",
+    ),
+    Row(
+        "gateway-gemini-api",
+        "gateway",
+        f"/v1beta/models/{ADAPTER_MODEL}:generateContent",
+        "gemini",
+        ("gateway",),
+        None,
+        "flatgate gateway, Gemini API (generateContent), openai adapter",
     ),
     Row(
         "gateway-limits",
