@@ -135,10 +135,19 @@ _NOTHING_MESSAGES = {
     # sent, and the citations only describe it.
     "messages.content.citations": "the text is sent; citations only describe it",
 }
+# Gemini's thinking (a budget or level, thought summaries: Gemini CLI asks
+# for them on every turn): another API's backend decides how much it thinks.
+_NOTHING_GEMINI = {"generationConfig.thinkingConfig": "the backend decides how much to think"}
 NOTHING: dict[int, dict[str, str]] = {
     int(ApiDialect.OPENAI_RESPONSES): _NOTHING_RESPONSES,
     int(ApiDialect.OPENAI_CHAT): _NOTHING_CHAT,
     int(ApiDialect.ANTHROPIC_MESSAGES): _NOTHING_MESSAGES,
+    int(ApiDialect.GEMINI): _NOTHING_GEMINI,
+}
+# The extras judged member by member (an object of fields of its own).
+_NESTED = {
+    int(ApiDialect.OPENAI_RESPONSES): ("reasoning", "text"),
+    int(ApiDialect.GEMINI): ("generationConfig",),
 }
 _OFF = frozenset(
     {
@@ -568,11 +577,13 @@ def chat_for_responses(
 
 def report_all(fields: Fields, dialect: int, omitted: list[str], drop: bool) -> None:
     """The extras of a dialect no field of which this backend carries: each
-    tool named by its type, a Responses ``reasoning`` or ``text`` by its
-    members (``text.format`` is the request's ``response_format``), the
-    fields mapped to nothing (``NOTHING``) named, flatgate's own not at all,
-    any other refused unless ``drop`` (``unsupported``)."""
+    tool named by its type, a Responses ``reasoning`` or ``text`` and a
+    Gemini ``generationConfig`` by their members (``text.format`` is the
+    request's ``response_format``), the fields mapped to nothing
+    (``NOTHING``) named, flatgate's own not at all, any other refused unless
+    ``drop`` (``unsupported``)."""
     responses = dialect == _RESPONSES
+    nests = _NESTED.get(dialect, ())
     for key, raw in fields.items():
         if responses and key in FLATGATE_OWN:
             continue
@@ -581,7 +592,7 @@ def report_all(fields: Fields, dialect: int, omitted: list[str], drop: bool) -> 
                 omitted.extend(tools_name(kind) for kind, _ in tool_types(raw))
             except Untranslatable:
                 unsupported(key, omitted, drop)
-        elif responses and key in ("reasoning", "text"):
+        elif key in nests:
             for k, v in nested(raw, key).items():
                 if not _null(v) and (key, k) != ("text", "format"):
                     _left_out(f"{key}.{k}", v, dialect, omitted, drop)

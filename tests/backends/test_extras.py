@@ -10,19 +10,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from flatgate.proxy.backends.anthropic import adapter as anthropic
 from flatgate.proxy.backends.base import Untranslatable
 from flatgate.proxy.backends.extras import (
     MAX_OMITTED_NAMES,
+    NOTHING,
+    UnsupportedField,
     omitted_header,
     omitted_label,
+    report_all,
 )
 from flatgate.proxy.backends.openai import adapter as openai
 from flatgate.proxy.wire.parts import ReasoningPart
 from flatgate.proxy.wire.request.decode import Request
-from flatgate.proxy.wire.schema import Role
+from flatgate.proxy.wire.schema import ApiDialect, Role
 from tests.backends.wire_requests import (
     ANTHROPIC,
     CHAT,
@@ -268,3 +272,20 @@ def test_the_header_is_bounded() -> None:
 )
 def test_counter_labels_come_from_a_closed_set(name: str, label: str) -> None:
     assert omitted_label(name) == label
+
+
+def test_geminis_thinking_is_named_and_its_other_generation_config_judged() -> None:
+    """Gemini CLI asks for thoughts on every turn: at a backend of another API
+    its ``thinkingConfig`` is named, mapped to nothing (the backend decides
+    how much to think); another member of ``generationConfig`` with no
+    mapping is refused, named as the member it is."""
+    gemini = int(ApiDialect.GEMINI)
+    assert "generationConfig.thinkingConfig" in NOTHING[gemini]
+    config = json.dumps({"thinkingConfig": {"includeThoughts": True, "thinkingBudget": -1}})
+    omitted: list[str] = []
+    report_all({"generationConfig": msgspec.Raw(config.encode())}, gemini, omitted, False)
+    assert omitted == ["generationConfig.thinkingConfig"]
+    modalities = json.dumps({"responseModalities": ["IMAGE"]})
+    with pytest.raises(UnsupportedField) as refused:
+        report_all({"generationConfig": msgspec.Raw(modalities.encode())}, gemini, [], False)
+    assert refused.value.param == "generationConfig.responseModalities"

@@ -4,9 +4,10 @@ test`` into ``.venv/clients/gemini_cli``) runs ``gemini -p`` through the
 gateway to the stub in each backend protocol (``gemini_stack``), with a
 model name it does not know, and must exit 0 with the stub's echo as its
 answer. An ``fbs`` or ``gemini`` backend takes its turn whole; an
-``openai``, ``anthropic`` or ``openai-responses`` one refuses it, naming
-``generationConfig`` (its ``thinkingConfig`` has no mapping there yet), so
-those are reached through a backend with ``drop_unsupported`` (``TARGETS``).
+``openai`` or ``anthropic`` one takes it with its ``thinkingConfig`` named
+(mapped to nothing); an ``openai-responses`` one refuses its ``top_k``
+by name, so it is reached through a backend with ``drop_unsupported``
+(``TARGETS``).
 
 Gemini CLI speaks the Gemini API (``POST {GOOGLE_GEMINI_BASE_URL}/v1beta/
 models/{model}:streamGenerateContent?alt=sse``, the key as
@@ -78,12 +79,13 @@ SETTINGS: dict[str, Any] = {
 # Where anything but the API would go: a closed port (no request leaves the host).
 _NOWHERE = "http://127.0.0.1:9"
 # (backend protocol, model) that Gemini CLI's turn goes through: every
-# protocol behind a backend that takes its first turn whole, and the others
-# behind one that drops what it can neither carry nor map. An openai,
-# anthropic or openai-responses backend without drop_unsupported refuses the
-# turn (400 naming generationConfig: its thinkingConfig has no mapping there
-# yet).
-STRICT = ("fbs", "gemini")
+# protocol that takes its first turn as it is (fbs and gemini whole; openai
+# and anthropic with its thinkingConfig named, mapped to nothing: the backend
+# decides how much to think), and openai-responses behind a backend that
+# drops what it can neither carry nor map (the Responses API has no top_k,
+# which the CLI always sends: refused by name without drop_unsupported).
+STRICT = ("fbs", "gemini", "openai", "anthropic")
+WHOLE = ("fbs", "gemini")
 TARGETS = [(p, model(p)) for p in PROTOCOLS if p in STRICT] + [
     (p, dropping(p)) for p in DROPPING if p not in STRICT
 ]
@@ -346,8 +348,10 @@ def test_the_fixture_streams_through_the_edge_to_any_backend(
     )
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("text/event-stream")
-    if protocol in STRICT:
+    if protocol in WHOLE:
         assert "x-flatgate-dropped-fields" not in answer.headers
+    elif protocol in STRICT:
+        assert answer.headers["x-flatgate-dropped-fields"] == "generationConfig.thinkingConfig"
     events = [
         msgspec.json.decode(line[len("data: ") :], type=GenerateContentResponse)
         for line in answer.text.splitlines()
