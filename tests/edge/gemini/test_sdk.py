@@ -62,9 +62,11 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     }
     backends = {f"stub-{p}": _backend(p, s.url) for p, s in stubs.items()}
     backends["limited"] = _backend("openai", stubs["openai"].url, "echo@rate_limit")
+    # Gemini 3 signs its calls, and refuses a conversation whose call lost its signature.
+    backends["signed"] = _backend("gemini", stubs["gemini"].url, "gemini-3-pro-preview")
     backends["vectors"] = _backend("gemini", stubs["gemini"].url, "gemini-embedding-001")
     routes = {f"echo-{p}": f"stub-{p}" for p in PROTOCOLS}
-    routes.update({"limited": "limited", "vectors": "vectors"})
+    routes.update({"limited": "limited", "vectors": "vectors", "signed": "signed"})
     config = write_stack(
         d / "gateway.toml",
         proxy={**QUIET, "cooldown_seconds": 0},
@@ -74,6 +76,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             **{f"echo-{p}": _PROVIDERS.get(p, "SelfHosted") for p in PROTOCOLS},
             "limited": "OpenAI",
             "vectors": "SelfHosted",
+            "signed": "SelfHosted",
         },
         keys={KEY: "genai"},
     )
@@ -243,3 +246,36 @@ def test_gemini_clis_first_request_passes(gateway: Server, protocol: str) -> Non
     assert r.status_code == 200, r.text
     events = [e for e in r.text.split("\r\n\r\n") if e]
     assert json.loads(events[-1].removeprefix("data: "))["candidates"][0]["finishReason"] == "STOP"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_thought_signatures_round_trip_to_gemini_3(gateway: Server, stream: bool) -> None:
+    c = client(gateway)
+    config = types.GenerateContentConfig(
+        tools=[weather],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    if stream:
+        chunks = list(
+            c.models.generate_content_stream(model="signed", contents="Rome", config=config)
+        )
+        contents = [ch.candidates[0].content for ch in chunks if ch.candidates]
+        parts = [p for content in contents if content for p in content.parts or ()]
+        model_turn = types.Content(role="model", parts=parts)
+    else:
+        first = c.models.generate_content(model="signed", contents="Rome", config=config)
+        assert first.candidates and first.candidates[0].content
+        model_turn = first.candidates[0].content
+    calls = [p for p in model_turn.parts or () if p.function_call]
+    assert calls and calls[0].thought_signature, model_turn
+    history = [
+        types.Content(role="user", parts=[types.Part(text="Rome")]),
+        model_turn,
+        types.Content(
+            role="user",
+            parts=[types.Part.from_function_response(name="weather", response={"result": "sunny"})],
+        ),
+    ]
+    # The stub refuses the call if its signature did not come back.
+    second = c.models.generate_content(model="signed", contents=history, config=config)
+    assert second.text
