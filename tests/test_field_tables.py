@@ -177,6 +177,7 @@ PAGES: dict[str, list[str]] = {
         *_nested("generationConfig", gemini_models.GenerationConfig),
         *_nested("thinkingConfig", gemini_models.ThinkingConfig),
         *_nested("safetySettings", gemini_models.SafetySetting),
+        *_nothing(ApiDialect.GEMINI),
         "x-goog-api-key",
         "key",
     ],
