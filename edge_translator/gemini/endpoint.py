@@ -16,7 +16,10 @@ error answers use. The rest is the shared flow's.
   (``identity.Identities``: the ``[[keys]]``, and JWTs where configured);
 - the body: ``apis.gemini.request``'s decode (either spelling, camelCase or
   google-genai's snake_case), every failure an ``InvalidRequest`` naming the
-  field (``contents.0.parts.1.inlineData.mimeType``); ``translate``'s writer;
+  field (``contents.0.parts.1.inlineData.mimeType``); a top-level field the
+  model does not know is carried as it was written, a Gemini-dialect extra
+  (``decode_generate``: one strict pass, a second only for such a body);
+  ``translate``'s writer;
 - the answer: ``render``'s, keep-alives ``render.BEAT``; errors in Google's
   shape (``errors``);
 - ``CountTokens``: the same decode and translation (``contents``, or a whole
@@ -67,6 +70,7 @@ __all__ = [
     "GeminiApi",
     "GeminiRequest",
     "api_key",
+    "decode_generate",
     "for_path",
     "invalid_body",
 ]
@@ -109,14 +113,44 @@ def invalid_body(decode: Callable[[bytes], T], body: bytes) -> T:
         raise _not_json(why_undecodable(exc)) from None
 
 
+class _Strict(GenerateContentRequest, forbid_unknown_fields=True, gc=False):
+    """The one-pass decode: a body with a top-level field of no name above fails it."""
+
+
+_strict = msgspec.json.Decoder(_Strict).decode
+_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_UNKNOWN = "Object contains unknown field"
+_KNOWN = frozenset(f.encode_name for f in msgspec.structs.fields(GenerateContentRequest))
+
+
+def decode_generate(body: bytes) -> tuple[GenerateContentRequest, dict[str, msgspec.Raw]]:
+    """A generateContent body, and its top-level fields the model does not
+    know (as written: carried as extras); ``InvalidRequest`` naming the field
+    when it is not one. One pass for a body of known fields."""
+    try:
+        return _strict(body), {}
+    except msgspec.ValidationError as exc:
+        if not str(exc).startswith(_UNKNOWN) or " - at `$." in str(exc):
+            raise _invalid(exc) from None
+    except (msgspec.DecodeError, *UNDECODABLE):
+        pass  # worded by the lenient pass
+    req = invalid_body(decode_request, body)
+    unknown = {k: v for k, v in invalid_body(_fields, body).items() if k not in _KNOWN}
+    return req, unknown
+
+
 class GeminiRequest:
-    """A decoded request and the path's model (what the flow reads of it)."""
+    """A decoded request, its unknown top-level fields and the path's model
+    (what the flow reads of it)."""
 
-    __slots__ = ("body", "estimate", "model")
+    __slots__ = ("body", "estimate", "model", "unknown")
 
-    def __init__(self, body: GenerateContentRequest, model: str) -> None:
+    def __init__(
+        self, body: GenerateContentRequest, model: str, unknown: dict[str, msgspec.Raw]
+    ) -> None:
         self.body = body
         self.model = model
+        self.unknown = unknown
         self.estimate = 0
 
 
@@ -158,7 +192,8 @@ class GeminiApi(Stateless):
         return identities.cached_token(token) or await identities.verify_token(token)
 
     def decode(self, body: bytes) -> GeminiRequest:
-        return GeminiRequest(invalid_body(decode_request, body), _model_of(self._model))
+        req, unknown = decode_generate(body)
+        return GeminiRequest(req, _model_of(self._model), unknown)
 
     def new_id(self) -> str:
         return new_id("")
@@ -179,6 +214,7 @@ class GeminiApi(Stateless):
             stream=self._stream,
             tenant=tenant,
             request_id=request_id,
+            unknown=req.unknown,
         )
 
     def asked(self, req: GeminiRequest, completion_id: str, request_id: str, model: str) -> Asked:

@@ -53,12 +53,14 @@ nothing; the other members (``thinkingConfig``, ``responseModalities``,
 another ``responseMimeType``, ...) are the extras' ``generationConfig``.
 ``safetySettings``, ``cachedContent`` and ``labels`` are extras. Extras are
 written in the Gemini dialect: a Gemini backend reads them as Gemini's own
-fields, another judges them (named, or refused naming them). A body's
-``model`` is ignored: the model is the path's. Pure: no I/O.
+fields, another judges them (named, or refused naming them); so are a body's
+top-level fields the model does not know (``unknown``, as the endpoint reads
+them). A body's ``model`` is ignored: the model is the path's. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -385,9 +387,11 @@ def write_gemini(
     stream: bool = False,
     tenant: str = "",
     request_id: str = "",
+    unknown: Mapping[str, msgspec.Raw] | None = None,
 ) -> bytes:
-    """``req`` as a ``CompletionRequest`` buffer (see the module docstring);
-    ``InvalidRequest`` naming a field that cannot be carried."""
+    """``req`` as a ``CompletionRequest`` buffer (see the module docstring;
+    ``unknown``: the body's top-level fields the model does not know, carried
+    as extras); ``InvalidRequest`` naming a field that cannot be carried."""
     wire: list[WireMessage] = []
     if req.system_instruction is not None:
         _system(wire, req.system_instruction)
@@ -425,6 +429,9 @@ def write_gemini(
         extras["cachedContent"] = req.cached_content
     if req.labels:
         extras["labels"] = req.labels
+    if unknown:
+        for name, raw in unknown.items():
+            extras.setdefault(name, raw)
     w = RequestWriter()
     w.strings(
         request_id=request_id,

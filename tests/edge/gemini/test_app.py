@@ -15,7 +15,7 @@ from flatgate.edge_translator.keys import hash_key
 from flatgate.edge_translator.settings import KeyConfig
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
-from flatgate.proxy.wire.schema import FinishReason
+from flatgate.proxy.wire.schema import ApiDialect, FinishReason
 from tests.edge import fakes
 from tests.edge.helpers import decode_request_fb
 from tests.edge.test_app import WORDS, app_with, frame
@@ -218,3 +218,22 @@ async def test_an_unknown_path_under_v1beta_is_googles_404() -> None:
     app, _ = app_with()
     proto = await call(app, "POST", "/v1beta/files", b"{}")
     assert (proto.status, google_error(proto)["status"]) == (404, "NOT_FOUND")
+
+
+async def test_an_unknown_top_level_field_is_carried_as_a_gemini_extra() -> None:
+    app, transport = app_with()
+    body = {**json.loads(BODY), "futureField": {"on": True}, "labels": {"team": "a"}}
+    proto = await call(
+        app, "POST", "/v1beta/models/echo:generateContent", json.dumps(body).encode()
+    )
+    assert proto.status == 200, proto.payload
+    wire = decode_request_fb(transport.sent[0].body)
+    assert json.loads(wire["extras"]) == {"labels": {"team": "a"}, "futureField": {"on": True}}
+    assert wire["extrasDialect"] == int(ApiDialect.GEMINI)
+    bad = {**body, "generationConfig": {"topK": "many"}}
+    proto = await call(app, "POST", "/v1beta/models/echo:generateContent", json.dumps(bad).encode())
+    assert proto.status == 400 and google_error(proto)["message"].startswith(
+        "generationConfig.topK"
+    )
+    proto = await call(app, "POST", "/v1beta/models/echo:generateContent", b'{"contents": [')
+    assert proto.status == 400 and "Invalid JSON payload" in google_error(proto)["message"]
