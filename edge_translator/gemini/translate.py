@@ -67,7 +67,7 @@ import msgspec
 
 from flatgate.edge_translator.errors import InvalidRequest
 from flatgate.proxy.apis.gemini.content import Content, Part, blob_bytes
-from flatgate.proxy.apis.gemini.request import GenerateContentRequest, GenerationConfig
+from flatgate.proxy.apis.gemini.request import GenerateContentRequest, GenerationConfig, Tool
 from flatgate.proxy.apis.media import check_declared
 from flatgate.proxy.errors import codes
 from flatgate.proxy.wire.parts import ContentPart, ReasoningPart
@@ -112,6 +112,21 @@ _SLOTTED = frozenset(
         "responseJsonSchema",
     }
 )
+
+# Field lists taken once (``msgspec.structs.fields`` is not free): Google's
+# own tools (a Tool's members other than functionDeclarations), and the
+# generationConfig members with no slot, as (attribute, JSON name).
+_GOOGLES_TOOLS = tuple(
+    (f.name, f.encode_name)
+    for f in msgspec.structs.fields(Tool)
+    if f.name != "function_declarations"
+)
+_UNSLOTTED = tuple(
+    (f.name, f.encode_name)
+    for f in msgspec.structs.fields(GenerationConfig)
+    if f.encode_name not in _SLOTTED
+)
+_NO_CONFIG = GenerationConfig()
 
 
 def _refuse(path: str, why: str) -> InvalidRequest:
@@ -311,10 +326,10 @@ def _tools(req: GenerateContentRequest, extras: dict[str, Any]) -> list[ToolSpec
     specs: list[ToolSpec] = []
     own: list[msgspec.Raw] = []
     for k, t in enumerate(req.tools or ()):
-        for name in msgspec.structs.fields(t):
-            value = getattr(t, name.name)
-            if name.name != "function_declarations" and len(value):
-                own.append(msgspec.Raw(_encode({name.encode_name: value})))
+        for name, spelled in _GOOGLES_TOOLS:
+            value = getattr(t, name)
+            if len(value):
+                own.append(msgspec.Raw(_encode({spelled: value})))
         for m, d in enumerate(t.function_declarations or ()):
             at = f"tools.{k}.functionDeclarations.{m}"
             if d.behavior is not None:
@@ -409,20 +424,20 @@ def write_gemini(
     choice, choice_name = _tool_choice(req, extras) if specs else (0, "")
     if not specs and req.tool_config is not None:
         extras["toolConfig"] = req.tool_config
-    g = req.generation_config or GenerationConfig()
-    if g.candidate_count is not None and g.candidate_count > 1:
-        raise _refuse("generationConfig.candidateCount", "one candidate is answered: at most 1")
-    rest: dict[str, Any] = {}
-    response_format = _response_format(g, rest)
-    for f in msgspec.structs.fields(g):
-        value = getattr(g, f.name)
-        if f.encode_name in _SLOTTED or value is None:
-            continue
-        if isinstance(value, msgspec.Raw) and not len(value):
-            continue
-        rest[f.encode_name] = value
-    if rest:
-        extras["generationConfig"] = rest
+    g = req.generation_config or _NO_CONFIG
+    response_format = b""
+    if g is not _NO_CONFIG:
+        if g.candidate_count is not None and g.candidate_count > 1:
+            raise _refuse("generationConfig.candidateCount", "one candidate is answered: at most 1")
+        rest: dict[str, Any] = {}
+        response_format = _response_format(g, rest)
+        for name, spelled in _UNSLOTTED:
+            value = getattr(g, name)
+            if value is None or (type(value) is msgspec.Raw and not len(value)):
+                continue
+            rest[spelled] = value
+        if rest:
+            extras["generationConfig"] = rest
     if req.safety_settings:
         extras["safetySettings"] = req.safety_settings
     if req.cached_content:
