@@ -235,10 +235,9 @@ def test_errors(gateway: Server) -> None:
     assert any(d.get("retryDelay") for d in details)
 
 
-# Its thinkingConfig.includeThoughts is a Gemini-dialect extra, which the
-# openai and anthropic backends refuse (backends.extras.report_all names
-# generationConfig) until Gemini's thinking is mapped there.
-@pytest.mark.parametrize("protocol", ["fbs", "gemini"])
+# Its thinkingConfig.includeThoughts is a Gemini-dialect extra: a gemini
+# backend sends it, another names it (mapped to nothing).
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_gemini_clis_first_request_passes(gateway: Server, protocol: str) -> None:
     body = gemini_cli_request()
     url = f"{gateway.url}/v1beta/models/echo-{protocol}:streamGenerateContent?alt=sse"
