@@ -7,7 +7,7 @@ worker's bounds (``Flow.admit``, ``Flow.holding``); the body read within
 ``max_body_bytes`` and the model resolved (``Flow.read_body``,
 ``Flow.resolve``); the caller and the drain watched (``Flow.watch``). Its own:
 
-1. the body decoded and checked (``models.decode``), the caller's model
+1. the body decoded and checked (``request.decode``), the caller's model
    allow-list checked, the request written as an ``EmbeddingRequest``
    (``translate.write``);
 2. the tenant's ``[[limits]]`` reserved, tokens per minute from the inputs'

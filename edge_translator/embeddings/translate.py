@@ -1,7 +1,7 @@
 """OpenAI embeddings request -> ``EmbeddingRequest`` FlatBuffer, and its
 token estimate.
 
-Owns ``write``: a decoded request (``models.Decoded``) as an
+Owns ``write``: a decoded request (``request.Decoded``) as an
 ``EmbeddingRequest`` buffer through the wire's writer
 (``wire.embeddings.write_embedding_request``): the inputs as texts or token
 ids, ``dimensions`` (0: not given), ``user``, the tenant, the request id, and

@@ -9,10 +9,10 @@ is Google's canonical name for that status (``STATUSES``: 400
 ``CANCELLED``, 501 ``UNIMPLEMENTED``, 502 and 503 ``UNAVAILABLE``, 504
 ``DEADLINE_EXCEEDED``; any other below 500 ``FAILED_PRECONDITION``, from 500
 up ``INTERNAL``). ``details`` holds what Google's own errors carry and its
-clients read: a ``google.rpc.BadRequest`` naming the field of a 400 that has
-a ``param``, a ``google.rpc.RetryInfo`` with the ``retryDelay`` of an error
-that says when to retry (the ``Retry-After`` header says it too), and a
-``google.rpc.ErrorInfo`` with flatgate's own code as its ``reason``.
+clients read: a ``BadRequest`` detail naming the field of a 400 that has
+a ``param``, a ``RetryInfo`` with the ``retryDelay`` of an error
+that says when to retry (the ``Retry-After`` header says it too), and an
+``ErrorInfo`` with flatgate's own code as its ``reason``.
 ``error_event`` is the ``data:`` event that ends a begun SSE stream; the
 JSON array stream's last element is ``error_element``. No I/O.
 """

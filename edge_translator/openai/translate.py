@@ -12,7 +12,7 @@ a role and text takes the writer's one-pack path; a message with an image,
 audio or a file part carries all its content as the wire's content parts
 (``apis.openai_chat.parts``: data URLs and base64 decoded there, once; a
 part that does not decode is ``InvalidRequest`` naming it), and no text;
-the fields with no slot travel as the extras (``models.extras_json``).
+the fields with no slot travel as the extras (``request.extras_json``).
 Pure: no I/O.
 """
 
@@ -62,7 +62,7 @@ def write_request(
 ) -> bytes:
     """``req`` as a ``CompletionRequest`` buffer (the schema-specific writer),
     its extras (dialect ``OpenAIChat``) its known extra fields and the
-    unknown ones of ``fields`` (``models.Decoded.fields``)."""
+    unknown ones of ``fields`` (``request.Decoded.fields``)."""
     extras = extras_json(req, fields)
     w = RequestWriter()
     choice, choice_name = tool_choice_of(req)

@@ -1,7 +1,7 @@
 """Responses request -> ``CompletionRequest`` FlatBuffer: the Responses edge's
 hot path.
 
-Owns ``write_request``: a decoded request (``models.Decoded``: its input
+Owns ``write_request``: a decoded request (``request.Decoded``: its input
 items, the stored chain before them when ``previous_response_id`` named one)
 as a ``CompletionRequest`` buffer, through the edges' shared writer
 (``wire.request.writer.RequestWriter``). What each item means on the wire:
