@@ -31,8 +31,8 @@ from typing import Any
 import openai
 import pytest
 
-from tests.clients.cloud import CloudStack, first_answer
-from tests.clients.media import b64, data_url, image_echo, png
+from tests.clients.cloud import CloudStack, first_answer, image_turn
+from tests.clients.media import b64, image_echo, png
 from tests.clients.test_claude_code import IMAGE_PROMPT, claude_env, image_answer
 from tests.servers import spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
@@ -126,30 +126,8 @@ def _signed(stack: BedrockStack) -> None:
 def test_the_openai_sdk_reaches_nova_through_converse_with_an_image(
     stack: BedrockStack, stream: bool
 ) -> None:
-    content: Any = [
-        {"type": "text", "text": TEXT},
-        {"type": "image_url", "image_url": {"url": data_url(PNG, "image/png")}},
-    ]
-    with stack.openai() as client:
-        if stream:
-            chunks = list(
-                client.chat.completions.create(
-                    model="nova-pro",
-                    messages=[{"role": "user", "content": content}],
-                    stream=True,
-                    stream_options={"include_usage": True},
-                )
-            )
-            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-            finish = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
-            usage = chunks[-1].usage
-        else:
-            answer = client.chat.completions.create(
-                model="nova-pro", messages=[{"role": "user", "content": content}]
-            )
-            text = answer.choices[0].message.content or ""
-            finish = answer.choices[0].finish_reason
-            usage = answer.usage
+    turn = image_turn(stack, "nova-pro", TEXT, PNG, stream)
+    text, finish, usage = turn.text, turn.finish, turn.usage
     assert text == f"{TEXT} {image_echo(PNG)}"
     assert finish == "stop"
     assert usage is not None and usage.completion_tokens == len(text.split())

@@ -20,8 +20,8 @@ import httpx
 import openai
 import pytest
 
-from tests.clients.cloud import CloudStack
-from tests.clients.media import b64, data_url, image_echo, png
+from tests.clients.cloud import CloudStack, image_turn
+from tests.clients.media import b64, image_echo, png
 from tests.servers import spawn
 from tests.stacks import QUIET, start_all, stop_all, write_stack
 
@@ -75,32 +75,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GeminiStack]:
         stop_all(servers)
 
 
-def _image_content() -> Any:
-    return [
-        {"type": "text", "text": TEXT},
-        {"type": "image_url", "image_url": {"url": data_url(PNG, "image/png")}},
-    ]
-
-
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_openai_sdk_reaches_gemini_with_an_image(stack: GeminiStack, stream: bool) -> None:
-    messages: Any = [{"role": "user", "content": _image_content()}]
-    with stack.openai() as client:
-        if stream:
-            chunks = list(
-                client.chat.completions.create(
-                    model="gemini-flash", messages=messages, stream=True,
-                    stream_options={"include_usage": True},
-                )
-            )  # fmt: skip
-            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-            finish = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
-            usage = chunks[-1].usage
-        else:
-            answer = client.chat.completions.create(model="gemini-flash", messages=messages)
-            text = answer.choices[0].message.content or ""
-            finish = answer.choices[0].finish_reason
-            usage = answer.usage
+    turn = image_turn(stack, "gemini-flash", TEXT, PNG, stream)
+    text, finish, usage = turn.text, turn.finish, turn.usage
     assert text == f"{TEXT} {image_echo(PNG)}"
     assert finish == "stop"
     assert usage is not None and usage.completion_tokens == len(text.split())

@@ -29,8 +29,8 @@ import httpx
 import pytest
 
 from tests.backends.vertex.google_fakes import TokenEndpoint, serve, service_account_key
-from tests.clients.cloud import CloudStack, first_answer
-from tests.clients.media import b64, data_url, image_echo, png
+from tests.clients.cloud import CloudStack, first_answer, image_turn
+from tests.clients.media import b64, image_echo, png
 from tests.clients.test_claude_code import IMAGE_PROMPT, claude_env, image_answer
 from tests.loopback import guard_env, guard_log
 from tests.servers import Server, spawn
@@ -176,24 +176,7 @@ def test_the_anthropic_sdk_reaches_claude_with_an_image_and_its_thinking(
 def test_the_openai_sdk_reaches_gemini_on_vertex_with_an_image(
     stack: VertexStack, stream: bool
 ) -> None:
-    content: Any = [
-        {"type": "text", "text": TEXT},
-        {"type": "image_url", "image_url": {"url": data_url(PNG, "image/png")}},
-    ]
-    with stack.openai() as client:
-        if stream:
-            chunks = list(
-                client.chat.completions.create(
-                    model="gemini-vertex", messages=[{"role": "user", "content": content}],
-                    stream=True,
-                )
-            )  # fmt: skip
-            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-        else:
-            answer = client.chat.completions.create(
-                model="gemini-vertex", messages=[{"role": "user", "content": content}]
-            )
-            text = answer.choices[0].message.content or ""
+    text = image_turn(stack, "gemini-vertex", TEXT, PNG, stream).text
     assert text == f"{TEXT} {image_echo(PNG)}"
 
 
