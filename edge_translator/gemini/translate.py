@@ -248,7 +248,7 @@ def _user(out: list[WireMessage], c: Content, i: int, calls: _Calls) -> None:
                     ContentPart(_TEXT, text=result.decode(), dialect=_GEMINI)
                 ]
                 for k, rp in enumerate(fr.parts):
-                    sub = Part(inline_data=rp.inline_data, file_data=rp.file_data)  # type: ignore[arg-type]
+                    sub = Part(inline_data=rp.inline_data, file_data=rp.file_data)
                     _user_part(sub, f"{where}.functionResponse.parts.{k}", extra)
                 out.append((_TOOL, b"", b"", call_id, (), False, (), extra))
             else:

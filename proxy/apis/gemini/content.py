@@ -146,18 +146,9 @@ class FunctionCall(_Shape):
     id: str | None = None
 
 
-class FunctionResponseBlob(_Shape):
-    mime_type: str = ""
-    data: str = ""
-    display_name: str | None = None
-    mime_type_snake: str | None = msgspec.field(default=None, name="mime_type")
-    display_name_snake: str | None = msgspec.field(default=None, name="display_name")
-
-    def __post_init__(self) -> None:
-        if self.mime_type_snake is not None or self.display_name_snake is not None:
-            fold(self, "mime_type", "display_name")
-        if not self.mime_type:
-            _required(self.mime_type, "mimeType")
+class FunctionResponseBlob(Blob):
+    """A function response's ``inlineData`` (Gemini 3's multimodal function
+    responses): a ``Blob``'s members, a type of its own in Google's API."""
 
 
 class FunctionResponsePart(_Shape):
