@@ -52,7 +52,7 @@ HEADER = [
 UNKNOWN_ROW = "any other top-level field"
 # The row for the keys no nested struct knows (pages whose edge judges them).
 NESTED_ROW = "any other key in"
-NESTED_PAGES = ("openai-chat.md", "openai-responses.md")
+NESTED_PAGES = ("openai-chat.md", "openai-responses.md", "gemini.md")
 # The headers every client API's edge reads.
 HEADERS = ("Authorization", "x-request-id")
 _CODE = re.compile(r"`([^`]+)`")

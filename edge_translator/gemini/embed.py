@@ -10,8 +10,11 @@ one input (a part other than text is refused naming it,
 other names or refuses them). A body's ``model`` (a batch's requests must
 name one) must be the path's (``models/<model>``), and a batch's requests
 must share their settings, since they are one request on the wire: another
-is refused naming it (``requests.2.taskType``). Token counts: as the OpenAI
-embeddings' estimate (``embeddings.translate``'s way: UTF-8 bytes over four).
+is refused naming it (``requests.2.taskType``). A member the model does not
+know, at any depth, is refused naming it, as Google's servers refuse it (a
+member spelled by its protobuf name, ``task_type``, is read as its camelCase
+one). Token counts: as the OpenAI embeddings' estimate
+(``embeddings.translate``'s way: UTF-8 bytes over four).
 
 The answer: ``{"embedding": {"values": [...]}}`` for ``embedContent``,
 ``{"embeddings": [{"values": [...]}, ...]}`` for a batch, the floats as the
@@ -32,7 +35,8 @@ from flatgate.edge_translator.client_api import ClientApi
 from flatgate.edge_translator.embeddings.flow import Answer, Job
 from flatgate.edge_translator.embeddings.render import CHUNK_FLOATS
 from flatgate.edge_translator.errors import InvalidRequest
-from flatgate.edge_translator.gemini.endpoint import GEMINI, invalid_body
+from flatgate.edge_translator.gemini.endpoint import GEMINI, known_body
+from flatgate.proxy.apis.decoding import strict_twin
 from flatgate.proxy.apis.gemini.content import Content
 from flatgate.proxy.apis.gemini.embed import (
     BatchEmbedContentsRequest,
@@ -47,8 +51,10 @@ __all__ = ["GeminiEmbed"]
 _GEMINI = int(ApiDialect.GEMINI)
 _BIG_ENDIAN = sys.byteorder == "big"
 _encode = msgspec.json.encode
-_single = msgspec.json.Decoder(EmbedContentRequest).decode
-_batch = msgspec.json.Decoder(BatchEmbedContentsRequest).decode
+# Strict: a member the model does not know, at any depth, is refused naming it.
+_twins: dict[type, type] = {}
+_single = msgspec.json.Decoder(strict_twin(EmbedContentRequest, _twins)).decode
+_batch = msgspec.json.Decoder(strict_twin(BatchEmbedContentsRequest, _twins)).decode
 # (settings as they go on the wire: dimensions, extras)
 _Settings = tuple[int, dict[str, str]]
 
@@ -174,10 +180,10 @@ class GeminiEmbed:
 
     def decode(self, body: bytes) -> Job:
         if not self._batch:
-            one = invalid_body(_single, body)
+            one = known_body(_single, EmbedContentRequest, body)
             self._named(one.model, "model")
             return _Job(self._model, [_text(one.content, "content")], _settings(one), batch=False)
-        many = invalid_body(_batch, body)
+        many = known_body(_batch, BatchEmbedContentsRequest, body)
         if not many.requests:
             raise InvalidRequest("requests: give at least one request", param="requests")
         first = _settings(many.requests[0])

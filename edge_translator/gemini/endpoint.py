@@ -14,9 +14,12 @@ error answers use. The rest is the shared flow's.
   the ``key`` query parameter (never logged: the access log writes the path
   alone), else ``Authorization: Bearer``, against the same credentials
   (``identity.Identities``: the ``[[keys]]``, and JWTs where configured);
-- the body: ``apis.gemini.request``'s decode (either spelling, camelCase or
+- the body: ``apis.gemini.request``'s model, read through its strict twins
+  (``decoding.strict_twin``; either spelling the model takes, camelCase or
   google-genai's snake_case), every failure an ``InvalidRequest`` naming the
-  field (``contents.0.parts.1.inlineData.mimeType``); a top-level field the
+  field (``contents.0.parts.1.inlineData.mimeType``); a member below the top
+  that no Struct of the model knows is refused naming it in Google's words
+  (``Unknown name "x" at 'contents[0].parts[1]'``), a top-level field the
   model does not know is carried as it was written, a Gemini-dialect extra
   (``decode_generate``: one strict pass, a second only for such a body);
   ``translate``'s writer;
@@ -47,13 +50,15 @@ from flatgate.edge_translator.identity import Identities
 from flatgate.edge_translator.ids import new_id
 from flatgate.edge_translator.keys import Identity
 from flatgate.edge_translator.settings import ModelConfig
-from flatgate.proxy.apis.decoding import UNDECODABLE, validation_text, why_undecodable
-from flatgate.proxy.apis.gemini.answer import CountTokensResponse
-from flatgate.proxy.apis.gemini.request import (
-    GenerateContentRequest,
-    decode_count_tokens,
-    decode_request,
+from flatgate.proxy.apis.decoding import (
+    UNDECODABLE,
+    respelled,
+    strict_twin,
+    validation_text,
+    why_undecodable,
 )
+from flatgate.proxy.apis.gemini.answer import CountTokensResponse
+from flatgate.proxy.apis.gemini.request import CountTokensRequest, GenerateContentRequest
 from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.auth import bearer_token
@@ -70,9 +75,11 @@ __all__ = [
     "GeminiApi",
     "GeminiRequest",
     "api_key",
+    "decode_count",
     "decode_generate",
     "for_path",
     "invalid_body",
+    "known_body",
 ]
 
 _encode = msgspec.json.Encoder().encode
@@ -92,6 +99,12 @@ def api_key(ex: Exchange) -> str | None:
 
 def _invalid(exc: msgspec.ValidationError) -> InvalidRequest:
     v = read_validation(validation_text(exc))
+    if v.unknown:
+        # Google's own words; the member is named in ``param`` as the others are.
+        at = v.where(index="[{}]", value="")
+        said = f'Invalid JSON payload received. Unknown name "{v.unknown}"'
+        said += f" at '{at}': Cannot find field." if at else ": Cannot find field."
+        return InvalidRequest(said, param=v.where(index=".{}", value="", field=v.unknown))
     path = v.where(index=".{}", value="", field=v.missing)
     reason = "Field required" if v.missing else v.reason
     return InvalidRequest(f"{path}: {reason}" if path else reason, param=path or None)
@@ -113,30 +126,98 @@ def invalid_body(decode: Callable[[bytes], T], body: bytes) -> T:
         raise _not_json(why_undecodable(exc)) from None
 
 
-class _Strict(GenerateContentRequest, forbid_unknown_fields=True, gc=False):
-    """The one-pass decode: a body with a top-level field of no name above fails it."""
-
-
-_strict = msgspec.json.Decoder(_Strict).decode
+# The strict twins of the one model's Structs: a member no Struct knows
+# fails the decode, naming it. ``_strict``: anywhere; ``_nested``: below the
+# top only (a top-level one is carried, as the other edges carry theirs).
+_twins: dict[type, type] = {}
+_strict = msgspec.json.Decoder(strict_twin(GenerateContentRequest, _twins)).decode
+_nested = msgspec.json.Decoder(strict_twin(GenerateContentRequest, _twins, here=False)).decode
+_strict_count = msgspec.json.Decoder(strict_twin(CountTokensRequest, _twins)).decode
 _fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-_UNKNOWN = "Object contains unknown field"
+_tree = msgspec.json.Decoder().decode
 _KNOWN = frozenset(f.encode_name for f in msgspec.structs.fields(GenerateContentRequest))
+
+
+def known_body(decode: Callable[[bytes], T], model: type, body: bytes) -> T:
+    """``decode(body)`` (a decoder of ``model``'s strict twin), a body with a
+    member in snake_case it does not read respelled once (``respelled``);
+    every failure an ``InvalidRequest`` naming the field."""
+    try:
+        return decode(body)
+    except msgspec.ValidationError as exc:
+        if "_" in read_validation(str(exc)).unknown:
+            return invalid_body(decode, _respell(body, model))
+    except (msgspec.DecodeError, *UNDECODABLE):
+        pass
+    return invalid_body(decode, body)  # raises, worded
 
 
 def decode_generate(body: bytes) -> tuple[GenerateContentRequest, dict[str, msgspec.Raw]]:
     """A generateContent body, and its top-level fields the model does not
     know (as written: carried as extras); ``InvalidRequest`` naming the field
-    when it is not one. One pass for a body of known fields."""
+    when it is not one, or when a member below the top is one no Struct of
+    the model knows (Google's own servers refuse it too). A member spelled by
+    its protobuf name (``inline_data``; Google's servers take either) is read
+    as its camelCase one (``respelled``). One pass for a body of known
+    fields; a second for one with an unknown top-level field; a respelling
+    first for one with a member in snake_case the model does not read so."""
+    return _generate(body, respell=True)
+
+
+def _respell(body: bytes, model: type) -> bytes:
+    return _encode(respelled(invalid_body(_tree, body), model))
+
+
+def _generate(
+    body: bytes, *, respell: bool
+) -> tuple[GenerateContentRequest, dict[str, msgspec.Raw]]:
     try:
         return _strict(body), {}
     except msgspec.ValidationError as exc:
-        if not str(exc).startswith(_UNKNOWN) or " - at `$." in str(exc):
+        v = read_validation(str(exc))
+        if respell and "_" in v.unknown:
+            return _generate(_respell(body, GenerateContentRequest), respell=False)
+        if not v.unknown or v.path:
             raise _invalid(exc) from None
     except (msgspec.DecodeError, *UNDECODABLE):
-        pass  # worded by the lenient pass
-    req = invalid_body(decode_request, body)
+        pass  # worded by the next pass
+    try:
+        req = _nested(body)
+    except msgspec.ValidationError as exc:
+        if respell and "_" in read_validation(str(exc)).unknown:
+            return _generate(_respell(body, GenerateContentRequest), respell=False)
+        raise _invalid(exc) from None
+    except (msgspec.DecodeError, *UNDECODABLE):
+        req = invalid_body(_nested, body)  # raises, worded
     unknown = {k: v for k, v in invalid_body(_fields, body).items() if k not in _KNOWN}
+    if respell and any("_" in k for k in unknown):
+        return _generate(_respell(body, GenerateContentRequest), respell=False)
     return req, unknown
+
+
+def decode_count(body: bytes) -> CountTokensRequest:
+    """A countTokens body: ``contents``, or a whole ``generateContentRequest``;
+    a body with other top-level members (``systemInstruction``, ``tools``,
+    ``generationConfig`` beside its ``contents``) is read as the request to
+    count, so that what it counts is all of it. Members known at any depth,
+    either spelling, as ``decode_generate``'s; ``InvalidRequest`` naming the
+    field when it is not one."""
+    return _count(body, respell=True)
+
+
+def _count(body: bytes, *, respell: bool) -> CountTokensRequest:
+    try:
+        return _strict_count(body)
+    except msgspec.ValidationError as exc:
+        v = read_validation(str(exc))
+        if respell and "_" in v.unknown:
+            return _count(_respell(body, CountTokensRequest), respell=False)
+        if not v.unknown or v.path:
+            raise _invalid(exc) from None
+    except (msgspec.DecodeError, *UNDECODABLE):
+        invalid_body(_strict_count, body)  # raises, worded
+    req, _ = decode_generate(body)
+    return CountTokensRequest(generate_content_request=req)
 
 
 class GeminiRequest:
@@ -264,7 +345,7 @@ class CountTokens:
         self._model = model
 
     def decode(self, body: bytes) -> _Counted:
-        req = invalid_body(decode_count_tokens, body)
+        req = decode_count(body)
         whole = req.generate_content_request
         if whole is not None and req.contents is not None:
             raise InvalidRequest(

@@ -21,19 +21,37 @@ of letting them out as a 500:
   non-ASCII body twice).
 
 Also ``validation_text``: a msgspec validation message, with the caller's
-value it quotes (an enum's, a tag's) cut as ``errors.shown`` cuts names.
+value it quotes (an enum's, a tag's) cut as ``errors.shown`` cuts names; and
+``strict_twin``: a vendor model's Struct, and every Struct it holds, as
+subclasses that refuse a member they do not know, for an edge that must name
+what it cannot carry where the one model (shared with answers, which must
+take a newer API's members) reads leniently; and ``respelled``: a decoded
+body with each member named by its field's Python (protobuf) name renamed to
+the name the Struct reads, for a protobuf JSON API, whose servers take either.
 Pure: no I/O.
 """
 
 from __future__ import annotations
+
+import types
+import typing
+from typing import Any, TypeVar
 
 import msgspec
 
 from flatgate.proxy.apis.errors import ECHO_CHARS, shown
 from flatgate.proxy.plumbing.validation import quoted_span
 
-__all__ = ["UNDECODABLE", "is_utf8", "validation_text", "why_undecodable"]
+__all__ = [
+    "UNDECODABLE",
+    "is_utf8",
+    "respelled",
+    "strict_twin",
+    "validation_text",
+    "why_undecodable",
+]
 
+S = TypeVar("S", bound=msgspec.Struct)
 # What decoding a body raises besides msgspec's errors (see the docstring).
 UNDECODABLE = (RecursionError, UnicodeDecodeError)
 
@@ -65,3 +83,102 @@ def validation_text(exc: msgspec.ValidationError) -> str:
         start, end = span
         text = text[:start] + shown(text[start:end]) + text[end:]
     return text
+
+
+def _twin_of(tp: Any, made: dict[type, type]) -> Any:
+    """``tp`` with each Struct in it replaced by its strict twin."""
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        if made.get(tp) is tp:
+            raise TypeError(f"{tp.__name__} holds itself: no strict twin")
+        return strict_twin(tp, made)
+    args = typing.get_args(tp)
+    if not args:
+        return tp
+    twins = tuple(_twin_of(a, made) for a in args)
+    if twins == args:
+        return tp
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[twins]  # noqa: UP007 (built from a tuple)
+    return origin[twins if len(twins) > 1 else twins[0]]
+
+
+def strict_twin(
+    cls: type[S], made: dict[type, type] | None = None, *, here: bool = True
+) -> type[S]:
+    """A subclass of ``cls`` with ``forbid_unknown_fields``, its members of a
+    Struct type (in a list, a union, a dict) the twins of theirs: decoding it
+    raises msgspec's ``Object contains unknown field `x` - at `$.path` `` for
+    a member no Struct in the tree knows. Same names, defaults and
+    ``__post_init__``; an instance is a ``cls``. ``made`` shares the twins
+    already built (a Struct met twice gets one). A Struct that holds itself
+    has no twin (``TypeError``). ``here=False``: ``cls`` itself takes any
+    member, only the Structs it holds refuse one (not kept in ``made``)."""
+    made = {} if made is None else made
+    known = made.get(cls)
+    if known is not None and here:
+        return known
+    if here:
+        made[cls] = cls  # met again before it is made: it holds itself
+    annotations: dict[str, Any] = {}
+    members: dict[str, Any] = {}
+    for f in msgspec.structs.fields(cls):
+        tp = _twin_of(f.type, made)
+        if tp is f.type:
+            continue
+        annotations[f.name] = tp
+        if f.default_factory is not msgspec.NODEFAULT:
+            members[f.name] = msgspec.field(default_factory=f.default_factory, name=f.encode_name)
+        elif f.default is not msgspec.NODEFAULT:
+            members[f.name] = msgspec.field(default=f.default, name=f.encode_name)
+        else:
+            members[f.name] = msgspec.field(name=f.encode_name)
+    namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    twin = types.new_class(
+        cls.__name__,
+        (cls,),
+        {"forbid_unknown_fields": here},
+        lambda ns: ns.update({"__annotations__": annotations, **members, **namespace}),
+    )
+    if here:
+        made[cls] = twin
+    return twin
+
+
+def _names(cls: type[msgspec.Struct]) -> dict[str, tuple[str, Any]]:
+    """Each member name ``cls`` reads, and each field's Python name, as
+    (the name it reads, the field's type); the read names win."""
+    fields = msgspec.structs.fields(cls)
+    names = {f.name: (f.encode_name, f.type) for f in fields}
+    names.update({f.encode_name: (f.encode_name, f.type) for f in fields})
+    return names
+
+
+def respelled(node: Any, tp: Any) -> Any:
+    """``node`` (JSON decoded to Python, as a value of type ``tp``) with each
+    object member that a Struct of ``tp`` reads by another name (protobuf
+    JSON's ``inline_data`` for ``inlineData``) under that name; members of no
+    field, and every value of a ``msgspec.Raw`` (a schema, a call's
+    arguments), as they were."""
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        if not isinstance(node, dict):
+            return node
+        names = _names(tp)
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            known = names.get(key)
+            if known is None:
+                out[key] = value
+            else:
+                out.setdefault(known[0], respelled(value, known[1]))
+        return out
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return respelled(node, inner[0]) if len(inner) == 1 else node
+    if origin is list and isinstance(node, list):
+        return [respelled(v, args[0]) for v in node]
+    if origin is dict and isinstance(node, dict):
+        return {k: respelled(v, args[1]) for k, v in node.items()}
+    return node

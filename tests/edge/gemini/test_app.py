@@ -15,7 +15,7 @@ from flatgate.edge_translator.keys import hash_key
 from flatgate.edge_translator.settings import KeyConfig
 from flatgate.proxy.plumbing.serve import ServerApp
 from flatgate.proxy.wire.chunk.frames import ChunkError, ToolCallDelta, Usage
-from flatgate.proxy.wire.schema import ApiDialect, FinishReason
+from flatgate.proxy.wire.schema import ApiDialect, FinishReason, Role
 from tests.edge import fakes
 from tests.edge.helpers import decode_request_fb
 from tests.edge.test_app import WORDS, app_with, frame
@@ -237,3 +237,97 @@ async def test_an_unknown_top_level_field_is_carried_as_a_gemini_extra() -> None
     )
     proto = await call(app, "POST", "/v1beta/models/echo:generateContent", b'{"contents": [')
     assert proto.status == 400 and "Invalid JSON payload" in google_error(proto)["message"]
+
+
+@pytest.mark.parametrize(
+    ("member", "field"),
+    [
+        (
+            {"contents": [{"parts": [{"text": "x", "cacheControl": {}}]}]},
+            "contents.0.parts.0.cacheControl",
+        ),
+        ({"contents": [{"role": "user", "parts": [], "author": "me"}]}, "contents.0.author"),
+        (
+            {
+                "contents": [
+                    {"parts": [{"inlineData": {"mimeType": "image/png", "data": "AA", "uri": "x"}}]}
+                ]
+            },
+            "contents.0.parts.0.inlineData.uri",
+        ),
+        ({"generationConfig": {"topK": 1, "topN": 2}}, "generationConfig.topN"),
+        (
+            {"generationConfig": {"thinkingConfig": {"effort": 1}}},
+            "generationConfig.thinkingConfig.effort",
+        ),
+        (
+            {"toolConfig": {"functionCallingConfig": {"strict": True}}},
+            "toolConfig.functionCallingConfig.strict",
+        ),
+        (
+            {"tools": [{"functionDeclarations": [{"name": "f", "strict": True}]}]},
+            "tools.0.functionDeclarations.0.strict",
+        ),
+        ({"systemInstruction": {"parts": [{"text": "x"}], "cache": 1}}, "systemInstruction.cache"),
+        ({"safetySettings": [{"category": "c", "threshold": "t", "x": 1}]}, "safetySettings.0.x"),
+    ],
+)
+async def test_an_unknown_nested_member_is_refused_in_googles_words(
+    member: dict[str, Any], field: str
+) -> None:
+    app, transport = app_with()
+    name = field.rpartition(".")[2]
+    # Alone, and beside a top-level field the edge carries (its second pass).
+    for sent in ({"contents": [], **member}, {"contents": [], **member, "futureField": 1}):
+        proto = await call(
+            app, "POST", "/v1beta/models/echo:generateContent", json.dumps(sent).encode()
+        )
+        err = google_error(proto)
+        assert (proto.status, err["status"]) == (400, "INVALID_ARGUMENT"), err
+        said = f'Invalid JSON payload received. Unknown name "{name}" at '
+        assert err["message"].startswith(said) and "Cannot find field." in err["message"], err
+        [violation] = [v for d in err["details"] for v in d.get("fieldViolations", ())]
+        assert violation["field"] == field
+    assert transport.sent == []
+
+
+async def test_a_member_spelled_by_its_proto_name_is_read_as_its_camelcase_one() -> None:
+    """Google's servers take a field by its proto name too: the edge respells
+    such a body's keys, but never those inside a call's arguments or a schema."""
+    app, transport = app_with()
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {"role": "model", "parts": [{"function_call": {"name": "f", "args": {"max_rows": 2}}}]},
+            {
+                "role": "user",
+                "parts": [{"function_response": {"name": "f", "response": {"a_b": 1}}}],
+            },
+        ],
+        "system_instruction": {"parts": [{"text": "be brief"}]},
+        "generation_config": {"max_output_tokens": 7, "top_k": 3},
+        "tools": [
+            {
+                "function_declarations": [
+                    {"name": "f", "parameters_json_schema": {"properties": {"max_rows": {}}}}
+                ]
+            }
+        ],
+        "future_field": 1,
+    }
+    proto = await call(
+        app, "POST", "/v1beta/models/echo:generateContent", json.dumps(body).encode()
+    )
+    assert proto.status == 200, proto.payload
+    wire = decode_request_fb(transport.sent[0].body)
+    assert (wire["maxTokens"], wire["topK"]) == (7, 3)
+    assert [m["role"] for m in wire["messages"]] == [
+        int(Role.System), int(Role.User), int(Role.Assistant), int(Role.Tool)
+    ]  # fmt: skip
+    call_ = wire["messages"][2]["toolCalls"][0]
+    assert json.loads(call_["arguments"]) == {"max_rows": 2}
+    assert json.loads(wire["messages"][3]["content"]) == {"a_b": 1}
+    assert json.loads(wire["tools"][0]["parameters"]) == {"properties": {"max_rows": {}}}
+    assert json.loads(wire["extras"]) == {"future_field": 1}
+    proto = await call(app, "POST", "/v1beta/models/echo:countTokens", json.dumps(body).encode())
+    assert proto.status == 200 and proto.json()["totalTokens"] > 0

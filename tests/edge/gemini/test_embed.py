@@ -105,7 +105,14 @@ def test_a_large_answer_in_pieces_is_the_same_json(batch: bool) -> None:
             "requests.1.taskType",
         ),
         ("batchEmbedContents", {"requests": []}, "requests"),
-        ("embedContent", {"contents": []}, "content"),
+        ("embedContent", {"contents": []}, "contents"),
+        # Read by its camelCase name, then typed: a protobuf name is the same member.
+        (
+            "embedContent",
+            {"content": text("x"), "output_dimensionality": "8"},
+            "outputDimensionality",
+        ),
+        ("embedContent", {"content": {"parts": [{"text": "x", "q": 1}]}}, "content.parts.0.q"),
     ],
 )
 async def test_refusals_name_the_field(verb: str, body: dict[str, Any], needle: str) -> None:
@@ -113,5 +120,6 @@ async def test_refusals_name_the_field(verb: str, body: dict[str, Any], needle: 
     proto = await call(app, "POST", f"/v1beta/models/echo:{verb}", json.dumps(body).encode())
     err = google_error(proto)
     assert (proto.status, err["status"]) == (400, "INVALID_ARGUMENT")
-    assert err["message"].startswith(needle + ":") or f"`$.{needle}`" in err["message"], err
+    [violation] = [v for d in err["details"] for v in d.get("fieldViolations", ())]
+    assert violation["field"] == needle, err
     assert transport.sent == []
