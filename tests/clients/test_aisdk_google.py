@@ -7,7 +7,7 @@ must call (``toolConfig`` mode ``ANY`` naming it: the first step of its
 agent loop, streamed as ``streamGenerateContent?alt=sse``); and its
 embedding model: ``embedMany`` of one text (``embedContent``) and of two
 (``batchEmbedContents``), to each protocol whose backend serves embeddings,
-and an Anthropic one's refusal. The AI SDK runs
+and the refusal of an Anthropic or Vertex one. The AI SDK runs
 in its pinned environment (``aisdk_run.mjs``, ``tests/clients/aisdk.py``),
 one node process for every run.
 """
@@ -29,8 +29,12 @@ pytestmark = pytest.mark.integration
 
 PROMPT = "flatgate reaches the AI SDK's Google provider"
 PNG = png()
-# The backends that serve embeddings (an anthropic one does not).
-EMBEDDING = tuple(p for p in PROTOCOLS if p != "anthropic")
+# The backends that refuse embeddings: an anthropic and a vertex one serve none.
+NO_EMBEDDINGS = ("anthropic", "vertex")
+# The backends that serve embeddings: not those, nor the bedrock one, whose
+# model (Nova, through Converse) is no embeddings model (Titan's and Cohere's
+# are, test_bedrock's).
+EMBEDDING = tuple(p for p in PROTOCOLS if p not in (*NO_EMBEDDINGS, "bedrock"))
 # embedMany's inputs by run kind: one text goes as embedContent, more as
 # batchEmbedContents.
 EMBED = {"embed-one": [PROMPT], "embed-many": [PROMPT, "flatgate embeds a second text"]}
@@ -38,7 +42,7 @@ EMBED = {"embed-one": [PROMPT], "embed-many": [PROMPT, "flatgate embeds a second
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with gemini_stack(tmp_path_factory.mktemp("aisdk-google"), aisdk.KEY) as gateway:
+    with gemini_stack(tmp_path_factory.mktemp("aisdk-google")) as gateway:
         yield gateway
 
 
@@ -111,9 +115,10 @@ def test_the_google_provider_embeds_through_any_backend(
     assert second != first
 
 
-def test_an_anthropic_backend_serves_the_google_provider_no_embeddings(
-    report: dict[str, Any],
+@pytest.mark.parametrize("protocol", NO_EMBEDDINGS)
+def test_a_backend_without_embeddings_refuses_the_google_provider(
+    report: dict[str, Any], protocol: str
 ) -> None:
-    error = report[run_id("embed-one", "anthropic")]["error"]
+    error = report[run_id("embed-one", protocol)]["error"]
     assert error["status"] == 400
     assert "serves embeddings" in error["message"], error

@@ -3,9 +3,10 @@
 test`` into ``.venv/clients/gemini_cli``) runs ``gemini -p`` through the
 gateway to the stub in each backend protocol (``gemini_stack``), with a
 model name it does not know, and must exit 0 with the stub's echo as its
-answer. An ``fbs`` or ``gemini`` backend takes its turn whole; an
-``openai`` or ``anthropic`` one takes it with its ``thinkingConfig`` named
-(mapped to nothing); an ``openai-responses`` one refuses its ``top_k``
+answer. An ``fbs``, ``gemini`` or ``vertex`` (Gemini) backend takes its turn
+whole; an ``openai``, ``anthropic``, ``bedrock`` (Converse, and InvokeModel
+for Claude) or ``vertex`` Claude one takes it with its ``thinkingConfig``
+named (mapped to nothing); an ``openai-responses`` one refuses its ``top_k``
 by name, so it is reached through a backend with ``drop_unsupported``
 (``TARGETS``).
 
@@ -49,7 +50,7 @@ from flatgate.proxy.apis.gemini.request import decode_request
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request
 from tests.clients.conftest import ROOT, serving
-from tests.clients.gemini_stack import DROPPING, KEY, PROTOCOLS, dropping, gemini_stack, model
+from tests.clients.gemini_stack import DROPPING, KEY, WAYS, dropping, gemini_stack, model
 from tests.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -78,15 +79,16 @@ SETTINGS: dict[str, Any] = {
 }
 # Where anything but the API would go: a closed port (no request leaves the host).
 _NOWHERE = "http://127.0.0.1:9"
-# (backend protocol, model) that Gemini CLI's turn goes through: every
-# protocol that takes its first turn as it is (fbs and gemini whole; openai
-# and anthropic with its thinkingConfig named, mapped to nothing: the backend
-# decides how much to think), and openai-responses behind a backend that
-# drops what it can neither carry nor map (the Responses API has no top_k,
-# which the CLI always sends: refused by name without drop_unsupported).
-STRICT = ("fbs", "gemini", "openai", "anthropic")
-WHOLE = ("fbs", "gemini")
-TARGETS = [(p, model(p)) for p in PROTOCOLS if p in STRICT] + [
+# (way, model) that Gemini CLI's turn goes through (``gemini_stack.WAYS``):
+# every way that takes its first turn as it is (fbs, gemini and vertex's
+# Gemini whole; openai, anthropic, bedrock's Converse and InvokeModel and
+# vertex's Claude with its thinkingConfig named, mapped to nothing: the backend decides how
+# much to think), and openai-responses behind a backend that drops what it
+# can neither carry nor map (the Responses API has no top_k, which the CLI
+# always sends: refused by name without drop_unsupported).
+WHOLE = ("fbs", "gemini", "vertex")
+STRICT = (*WHOLE, "openai", "anthropic", "bedrock", "bedrock-invoke", "vertex-claude")
+TARGETS = [(w, model(w)) for w in WAYS if w in STRICT] + [
     (p, dropping(p)) for p in DROPPING if p not in STRICT
 ]
 # What a capture's request holds that is the capture's own, and its placeholder.
@@ -320,9 +322,9 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield gateway
 
 
-@pytest.mark.parametrize(("protocol", "name"), TARGETS, ids=[n for _, n in TARGETS])
+@pytest.mark.parametrize(("way", "name"), TARGETS, ids=[n for _, n in TARGETS])
 def test_gemini_cli_finishes_its_turn_through_any_backend(
-    gateway: Server, tmp_path: Path, protocol: str, name: str
+    gateway: Server, tmp_path: Path, way: str, name: str
 ) -> None:
     status, report, stderr = run_gemini(tmp_path, gateway.url, KEY, name, PROMPT)
     assert status == 0 and report is not None, f"gemini exited {status}\n{stderr[-3000:]}"
@@ -334,9 +336,9 @@ def test_gemini_cli_finishes_its_turn_through_any_backend(
     assert (api["totalRequests"], api["totalErrors"]) == (1, 0)
 
 
-@pytest.mark.parametrize(("protocol", "name"), TARGETS, ids=[n for _, n in TARGETS])
+@pytest.mark.parametrize(("way", "name"), TARGETS, ids=[n for _, n in TARGETS])
 def test_the_fixture_streams_through_the_edge_to_any_backend(
-    gateway: Server, protocol: str, name: str
+    gateway: Server, way: str, name: str
 ) -> None:
     request = fixture()
     sent = {k: v for k, v in request["headers"].items() if k not in _PLACEHOLDERS}
@@ -348,9 +350,9 @@ def test_the_fixture_streams_through_the_edge_to_any_backend(
     )
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("text/event-stream")
-    if protocol in WHOLE:
+    if way in WHOLE:
         assert "x-flatgate-dropped-fields" not in answer.headers
-    elif protocol in STRICT:
+    elif way in STRICT:
         assert answer.headers["x-flatgate-dropped-fields"] == "generationConfig.thinkingConfig"
     events = [
         msgspec.json.decode(line[len("data: ") :], type=GenerateContentResponse)

@@ -1,92 +1,36 @@
 """The google-genai SDK (Python) against ``flatgate gateway`` on loopback, in
-front of the stub in four backend protocols (fbs, openai, anthropic, gemini):
-generate_content, generate_content_stream, a function-calling round trip with
-automatic function calling off and on, count_tokens, embed_content,
-models.list, an image part, and errors (404, 400 naming the field, 429 with
-its retry). Every server a ``flatgate`` subprocess."""
+front of the stub in every backend protocol (``gemini_stack``, each of its
+``WAYS``): generate_content, generate_content_stream, a function-calling
+round trip with automatic function calling off and on, an image part and
+Gemini CLI's first request through each; count_tokens, embed_content,
+models.list, errors (404, 400 naming the field, 429 with its retry) and
+thought signatures round-tripped to a Gemini 3 model. Every server a
+``flatgate`` subprocess."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 from google import genai
 from google.genai import errors, types
 
+from tests.clients.gemini_stack import GENAI_KEY, WAYS, gemini_stack, model
 from tests.clients.media import image_echo, png
 from tests.edge.gemini.test_translate import gemini_cli_request
-from tests.servers import Server, spawn
-from tests.stacks import QUIET, start_all, stop_all, write_stack, write_stub
+from tests.servers import Server
 
 pytestmark = pytest.mark.integration
 
-KEY = "sk-flatgate-genai"
-UPSTREAM = "sk-flatgate-upstream"
-PROTOCOLS = ("fbs", "openai", "anthropic", "gemini")
-_PROVIDERS = {"openai": "OpenAI", "anthropic": "Anthropic"}
 PNG = png()
-
-
-def _backend(protocol: str, url: str, model: str = "") -> dict[str, str]:
-    if protocol == "fbs":
-        return {"url": url}
-    fields = {"url": f"{url}/v1", "protocol": protocol, "api_key": UPSTREAM}
-    if protocol == "gemini":
-        fields.update(url=f"{url}/v1beta", model=model or "gemini-2.5-flash")
-    elif model:
-        fields["model"] = model
-    return fields
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    d: Path = tmp_path_factory.mktemp("genai")
-    # The stub calls the one tool offered, once per new user input: a round trip ends.
-    stub_config = write_stub(d / "stub.toml", tools="offered")
-    stubs = {
-        p: spawn(
-            "stub",
-            [
-                "--protocol",
-                p,
-                "--config",
-                stub_config,
-                *([] if p == "fbs" else ["--api-key", UPSTREAM]),
-            ],
-            d,
-        )
-        for p in PROTOCOLS
-    }
-    backends = {f"stub-{p}": _backend(p, s.url) for p, s in stubs.items()}
-    backends["limited"] = _backend("openai", stubs["openai"].url, "echo@rate_limit")
-    # Gemini 3 signs its calls, and refuses a conversation whose call lost its signature.
-    backends["signed"] = _backend("gemini", stubs["gemini"].url, "gemini-3-pro-preview")
-    backends["vectors"] = _backend("gemini", stubs["gemini"].url, "gemini-embedding-001")
-    routes = {f"echo-{p}": f"stub-{p}" for p in PROTOCOLS}
-    routes.update({"limited": "limited", "vectors": "vectors", "signed": "signed"})
-    config = write_stack(
-        d / "gateway.toml",
-        proxy={**QUIET, "cooldown_seconds": 0},
-        backends=backends,
-        routes=routes,
-        models={
-            **{f"echo-{p}": _PROVIDERS.get(p, "SelfHosted") for p in PROTOCOLS},
-            "limited": "OpenAI",
-            "vectors": "SelfHosted",
-            "signed": "SelfHosted",
-        },
-        keys={KEY: "genai"},
-    )
-    server = spawn("gateway", ["--config", config, "--workers", "1"], d, env={"NO_PROXY": "*"})
-    servers = [*stubs.values(), server]
-    start_all(servers)
-    try:
-        yield server
-    finally:
-        stop_all(servers)
+    with gemini_stack(tmp_path_factory.mktemp("genai")) as gateway:
+        yield gateway
 
 
 def client(gateway: Server, version: str | None = None) -> genai.Client:
@@ -95,15 +39,15 @@ def client(gateway: Server, version: str | None = None) -> genai.Client:
         api_version=version,
         retry_options=types.HttpRetryOptions(attempts=1),
     )
-    return genai.Client(api_key=KEY, http_options=options)
+    return genai.Client(api_key=GENAI_KEY, http_options=options)
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("version", [None, "v1beta"])
-def test_generate_content(gateway: Server, protocol: str, version: str | None) -> None:
+def test_generate_content(gateway: Server, way: str, version: str | None) -> None:
     c = client(gateway, version)
     answer = c.models.generate_content(
-        model=f"echo-{protocol}",
+        model=model(way),
         contents="flatgate speaks gemini",
         config=types.GenerateContentConfig(temperature=0.2, top_k=4, max_output_tokens=64),
     )
@@ -112,12 +56,10 @@ def test_generate_content(gateway: Server, protocol: str, version: str | None) -
     assert answer.usage_metadata and answer.usage_metadata.total_token_count
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_generate_content_stream(gateway: Server, protocol: str) -> None:
+@pytest.mark.parametrize("way", WAYS)
+def test_generate_content_stream(gateway: Server, way: str) -> None:
     c = client(gateway)
-    chunks = list(
-        c.models.generate_content_stream(model=f"echo-{protocol}", contents="one two three four")
-    )
+    chunks = list(c.models.generate_content_stream(model=model(way), contents="one two three four"))
     assert len(chunks) > 1
     assert "".join(c.text or "" for c in chunks) == "one two three four"
     assert chunks[-1].candidates and chunks[-1].candidates[0].finish_reason == "STOP"
@@ -132,14 +74,14 @@ def weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_function_calling_round_trip_by_hand(gateway: Server, protocol: str) -> None:
+@pytest.mark.parametrize("way", WAYS)
+def test_function_calling_round_trip_by_hand(gateway: Server, way: str) -> None:
     c = client(gateway)
     config = types.GenerateContentConfig(
         tools=[weather],
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
     )
-    first = c.models.generate_content(model=f"echo-{protocol}", contents="Paris", config=config)
+    first = c.models.generate_content(model=model(way), contents="Paris", config=config)
     assert first.function_calls, first
     call = first.function_calls[0]
     assert call.name == "weather" and call.args == {"city": "Paris"}
@@ -156,15 +98,15 @@ def test_function_calling_round_trip_by_hand(gateway: Server, protocol: str) -> 
             ],
         ),
     ]
-    second = c.models.generate_content(model=f"echo-{protocol}", contents=history, config=config)
+    second = c.models.generate_content(model=model(way), contents=history, config=config)
     assert second.text and not second.function_calls
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_automatic_function_calling(gateway: Server, protocol: str) -> None:
+@pytest.mark.parametrize("way", WAYS)
+def test_automatic_function_calling(gateway: Server, way: str) -> None:
     c = client(gateway)
     answer = c.models.generate_content(
-        model=f"echo-{protocol}",
+        model=model(way),
         contents="Oslo",
         config=types.GenerateContentConfig(tools=[weather]),
     )
@@ -173,11 +115,11 @@ def test_automatic_function_calling(gateway: Server, protocol: str) -> None:
     assert any(p.function_response for h in history for p in h.parts or ())
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_an_image_part(gateway: Server, protocol: str) -> None:
+@pytest.mark.parametrize("way", WAYS)
+def test_an_image_part(gateway: Server, way: str) -> None:
     c = client(gateway)
     answer = c.models.generate_content(
-        model=f"echo-{protocol}",
+        model=model(way),
         contents=types.Content(
             role="user",
             parts=[
@@ -237,11 +179,11 @@ def test_errors(gateway: Server) -> None:
 
 # Its thinkingConfig.includeThoughts is a Gemini-dialect extra: a gemini
 # backend sends it, another names it (mapped to nothing).
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_gemini_clis_first_request_passes(gateway: Server, protocol: str) -> None:
+@pytest.mark.parametrize("way", WAYS)
+def test_gemini_clis_first_request_passes(gateway: Server, way: str) -> None:
     body = gemini_cli_request()
-    url = f"{gateway.url}/v1beta/models/echo-{protocol}:streamGenerateContent?alt=sse"
-    r = httpx.post(url, json=body, headers={"x-goog-api-key": KEY}, timeout=30)
+    url = f"{gateway.url}/v1beta/models/{model(way)}:streamGenerateContent?alt=sse"
+    r = httpx.post(url, json=body, headers={"x-goog-api-key": GENAI_KEY}, timeout=30)
     assert r.status_code == 200, r.text
     events = [e for e in r.text.split("\r\n\r\n") if e]
     assert json.loads(events[-1].removeprefix("data: "))["candidates"][0]["finishReason"] == "STOP"
