@@ -32,7 +32,7 @@ from benchmarks.inmemory import FakeTransport
 from flatgate.edge_translator.app import EdgeApp
 from flatgate.proxy.gateway.document import load_document
 from flatgate.proxy.gateway.onebox import _build
-from flatgate.proxy.plumbing.serve import BodyPolicy
+from flatgate.proxy.plumbing.body import BodyPolicy
 from flatgate.proxy.transport.base import Response, Upstream
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.schema import FinishReason

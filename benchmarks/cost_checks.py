@@ -65,7 +65,8 @@ from flatgate.proxy.limits import MemoryStore
 from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.admission import Admission, Hold
 from flatgate.proxy.plumbing.auth import hash_key
-from flatgate.proxy.plumbing.serve import AsgiExchange, BodyPolicy
+from flatgate.proxy.plumbing.body import BodyPolicy
+from flatgate.proxy.plumbing.serve import AsgiExchange
 from flatgate.proxy.plumbing.telemetry import TelemetrySection, Tracing
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import ProxySection, parse_config

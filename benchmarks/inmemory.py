@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from benchmarks.codecs.stock_chunk import build_chunk
-from flatgate.proxy.plumbing.serve import BodyPolicy
+from flatgate.proxy.plumbing.body import BodyPolicy
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import parse_config
 from flatgate.proxy.transport.base import Response, Upstream

@@ -54,18 +54,11 @@ from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.admission import Admission, Hold, Refusal
+from flatgate.proxy.plumbing.body import BodyMalformed, BodyTimeout, BodyTooLarge
 from flatgate.proxy.plumbing.drain import Drain, Ending
 from flatgate.proxy.plumbing.intake import admission, body_policy
 from flatgate.proxy.plumbing.metrics import Metrics
-from flatgate.proxy.plumbing.serve import (
-    BodyMalformed,
-    BodyTimeout,
-    BodyTooLarge,
-    CallerWatch,
-    Exchange,
-    Watchlist,
-    valid_request_id,
-)
+from flatgate.proxy.plumbing.serve import CallerWatch, Exchange, Watchlist, valid_request_id
 from flatgate.proxy.transport.base import Response
 from flatgate.proxy.transport.router import Router
 from flatgate.proxy.wire.chunk.frames import Usage

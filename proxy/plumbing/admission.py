@@ -15,7 +15,7 @@ caller from taking them all:
 and holds it; the services answer 503 (``errors.codes.SERVER_BUSY``) for the
 worker's own bounds and 429 (``CALLER_BUSY``) for a share, both with
 ``Retry-After``. A body still arriving is bounded in time by the server
-(``serve.BodyPolicy``), so no hold outlives its timeouts. Per worker; no I/O.
+(``body.BodyPolicy``), so no hold outlives its timeouts. Per worker; no I/O.
 """
 
 from __future__ import annotations

@@ -5,13 +5,13 @@ shares of those bytes one caller and one connection may hold,
 ``max_body_bytes``, the body timeouts) are ``server_section.ServiceSection``'s,
 the base of ``[edge]`` and ``[proxy]``, and checked there. Here: ``admission``
 (with ``shares``) builds a worker's admission control, ``body_policy`` how it
-reads request bodies (``serve.BodyPolicy``). No I/O.
+reads request bodies (``body.BodyPolicy``). No I/O.
 """
 
 from __future__ import annotations
 
 from flatgate.proxy.plumbing.admission import Admission
-from flatgate.proxy.plumbing.serve import BodyPolicy
+from flatgate.proxy.plumbing.body import BodyPolicy
 from flatgate.proxy.plumbing.server_section import ServiceSection
 
 __all__ = ["admission", "body_policy", "shares"]

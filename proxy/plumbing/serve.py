@@ -10,36 +10,38 @@ stub are written once against ``Exchange`` and run under either interface:
   channel, so a slow reader slows the sender (docs/design.md, "Slow readers").
 
 ``ServerApp`` is a granian target that serves both: ``__rsgi__`` for RSGI and
-``__call__`` for ASGI. No business logic here.
+``__call__`` for ASGI, and hands WebSocket upgrades to a socket handler
+(``plumbing.websocket``). The body-reading policy and its errors live in
+``plumbing.body``. No business logic here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import math
 import re
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from granian._granian import RSGIProtocolClosed as ProtocolClosed
 
-from flatgate.proxy.errors import codes
-from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.accesslog import AccessLog
+from flatgate.proxy.plumbing.body import (
+    ENDED_EARLY,
+    BodyClock,
+    BodyMalformed,
+    BodyPolicy,
+    BodyTooLarge,
+    check_pieces,
+)
 from flatgate.proxy.plumbing.drain import Drain
 from flatgate.proxy.plumbing.metrics import Metrics
+from flatgate.proxy.plumbing.websocket import AsgiSocket, RsgiSocket, SocketHandler
 from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.schema import BACKEND_HEADER
 
 __all__ = [
     "AsgiExchange",
-    "BodyError",
-    "BodyMalformed",
-    "BodyPolicy",
-    "BodyTimeout",
-    "BodyTooLarge",
     "CallerWatch",
     "Exchange",
     "RsgiExchange",
@@ -73,95 +75,9 @@ class Sink(Protocol):
     async def close(self) -> None: ...
 
 
-# A body may come in this many pieces whatever their size; past it, its
-# pieces must average MIN_PIECE_BYTES (200,000 one-byte chunks cost seconds of
-# CPU, one receive each; an honest upload's reads are kilobytes each).
-FREE_PIECES: Final = 1024
-MIN_PIECE_BYTES: Final = 1024
 # Bodies up to this size are read in one call under RSGI (its fastest path),
 # within the idle timeout; larger ones piece by piece.
 _RSGI_WHOLE: Final = 64 << 10
-
-
-@dataclass(frozen=True, slots=True)
-class BodyPolicy:
-    """How a request body is read: at most ``max_bytes``; no more than
-    ``idle_timeout`` seconds without a byte, nor ``timeout`` for the whole
-    body (0: no limit), counted from when the handler asks for it."""
-
-    max_bytes: int
-    idle_timeout: float = 0.0
-    timeout: float = 0.0
-
-
-class BodyError(FlatgateError):
-    """A request body that could not be read whole: the root of the three below."""
-
-    default = codes.MALFORMED_BODY
-
-
-class BodyTooLarge(BodyError):
-    """A request body over ``BodyPolicy.max_bytes``."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"body over {limit} bytes", code=codes.BODY_TOO_LARGE)
-        self.limit = limit
-
-
-class BodyTimeout(BodyError):
-    """A request body that stopped arriving (``idle``) or took too long in all."""
-
-    def __init__(self, seconds: float, idle: bool) -> None:
-        what = "no byte of the request body" if idle else "the request body was not complete"
-        super().__init__(f"{what} within {seconds:g} s", code=codes.BODY_TIMEOUT)
-        self.seconds = seconds
-        self.idle = idle
-
-
-class BodyMalformed(BodyError):
-    """A request body that ended early, whose chunked framing was malformed, or
-    that came in too many small pieces (the message says which)."""
-
-
-# granian reports both a client gone mid-body and a chunked body it cannot
-# parse (a chunk longer than its size, no CRLF, too many trailers) as the end
-# of the request: the server cannot tell them apart, and answers both.
-_ENDED_EARLY = "the request body ended before it was complete, or its chunked framing is malformed"
-
-
-def _check_pieces(count: int, total: int) -> None:
-    if count > FREE_PIECES and total < count * MIN_PIECE_BYTES:
-        raise BodyMalformed(
-            f"the request body came in {count} pieces of {total // count} bytes on average; "
-            f"past {FREE_PIECES} pieces they must average {MIN_PIECE_BYTES} bytes"
-        )
-
-
-class _BodyClock:
-    """The deadline of a body read: the idle timeout from the last piece, or
-    the whole body's, whichever comes first (one ``asyncio.timeout``,
-    rescheduled per piece)."""
-
-    __slots__ = ("_end", "_idle", "_idle_first", "_loop", "_total")
-
-    def __init__(self, policy: BodyPolicy) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._idle = policy.idle_timeout
-        self._total = policy.timeout
-        self._end = self._loop.time() + policy.timeout if policy.timeout > 0 else math.inf
-        self._idle_first = False
-
-    def next(self) -> float | None:
-        """When the read fails if no piece comes first (``None``: never)."""
-        idle_at = self._loop.time() + self._idle if self._idle > 0 else math.inf
-        self._idle_first = idle_at < self._end
-        at = min(idle_at, self._end)
-        return None if at == math.inf else at
-
-    def expired(self) -> BodyTimeout:
-        if self._idle_first:
-            return BodyTimeout(self._idle, idle=True)
-        return BodyTimeout(self._total, idle=False)
 
 
 class Exchange(Protocol):
@@ -251,7 +167,7 @@ class RsgiExchange:
 
     async def body(self, policy: BodyPolicy) -> bytes:
         limit = policy.max_bytes
-        clock = _BodyClock(policy)
+        clock = BodyClock(policy)
         header = self._scope.headers.get("content-length")
         length = read_decimal(header) if header is not None else None
         try:
@@ -271,13 +187,13 @@ class RsgiExchange:
                     if total > limit:
                         raise BodyTooLarge(limit)
                     pieces.append(piece)
-                    _check_pieces(len(pieces), total)
+                    check_pieces(len(pieces), total)
                     deadline.reschedule(clock.next())
                 return b"".join(pieces)
         except TimeoutError:
             raise clock.expired() from None
         except ProtocolClosed:
-            raise BodyMalformed(_ENDED_EARLY) from None
+            raise BodyMalformed(ENDED_EARLY) from None
 
     async def respond(self, status: int, headers: Headers, body: bytes) -> None:
         self._proto.response_bytes(status, headers, body)
@@ -371,7 +287,7 @@ class AsgiExchange:
         if declared is not None and declared > limit:  # refused before it is read
             raise BodyTooLarge(limit)
         receive = self._receive
-        clock = _BodyClock(policy)
+        clock = BodyClock(policy)
         try:
             async with asyncio.timeout_at(clock.next()) as deadline:
                 message = await receive()
@@ -380,7 +296,7 @@ class AsgiExchange:
                     raise BodyTooLarge(limit)
                 if not message.get("more_body"):
                     if message["type"] == "http.disconnect":
-                        raise BodyMalformed(_ENDED_EARLY)
+                        raise BodyMalformed(ENDED_EARLY)
                     return first
                 parts = [first]
                 total = len(first)
@@ -388,13 +304,13 @@ class AsgiExchange:
                     deadline.reschedule(clock.next())
                     message = await receive()
                     if message["type"] == "http.disconnect":
-                        raise BodyMalformed(_ENDED_EARLY)
+                        raise BodyMalformed(ENDED_EARLY)
                     piece = message.get("body", b"")
                     total += len(piece)
                     if total > limit:
                         raise BodyTooLarge(limit)
                     parts.append(piece)
-                    _check_pieces(len(parts), total)
+                    check_pieces(len(parts), total)
                     if not message.get("more_body"):
                         return b"".join(parts)
         except TimeoutError:
@@ -538,10 +454,13 @@ class ServerApp:
         metrics: Metrics | None = None,
         on_start: Sequence[Callable[[asyncio.AbstractEventLoop], None]] = (),
         access_logs: Sequence[AccessLog] = (),
+        sockets: SocketHandler | None = None,
     ) -> None:
         """``on_start``: more per-worker starts, each given the worker's loop
-        (a config watch)."""
+        (a config watch). ``sockets``: the WebSocket upgrades' handler; without
+        one, an upgrade is refused 404."""
         self._handler = handler
+        self._sockets = sockets
         self._drain = drain
         self._metrics = metrics
         self._on_start = tuple(on_start)
@@ -565,6 +484,15 @@ class ServerApp:
         for access in self._access_logs:
             access.flush()
 
+    async def _socket(self, socket: RsgiSocket | AsgiSocket) -> None:
+        try:
+            if self._sockets is None:
+                await socket.refuse(404, [("content-type", "text/plain")], b"not found\n")
+            else:
+                await self._sockets(socket)
+        finally:
+            await socket.close()  # a no-op when the handler closed or refused it
+
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._install(loop)
 
@@ -574,6 +502,9 @@ class ServerApp:
     async def __rsgi__(self, scope: Any, proto: Any) -> None:
         if not self._installed:
             self._install(asyncio.get_running_loop())
+        if scope.proto == "ws":
+            await self._socket(RsgiSocket(scope, proto))
+            return
         ex = RsgiExchange(scope, proto)
         try:
             await self._handler(ex)
@@ -588,6 +519,10 @@ class ServerApp:
             if not self._installed:
                 self._install(asyncio.get_running_loop())
             await self._handler(AsgiExchange(scope, receive, send))
+        elif kind == "websocket":
+            if not self._installed:
+                self._install(asyncio.get_running_loop())
+            await self._socket(AsgiSocket(scope, receive, send))
         elif kind == "lifespan":
             while True:
                 message = await receive()

@@ -7,7 +7,7 @@ body byte is read) and ``hold_of`` (admission control: a caller that presented
 the token is held to the worker's bounds alone, any other to its address's
 share of the body bytes too, and every request to its connection's). Each
 failure is a ``ProxyError``. No routing here, and no body: it is read within
-``serve.BodyPolicy`` next, and its failures are mapped with the others
+``body.BodyPolicy`` next, and its failures are mapped with the others
 (``service.errors``).
 """
 

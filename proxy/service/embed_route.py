@@ -29,8 +29,9 @@ from flatgate.proxy.limits import Lease
 from flatgate.proxy.plumbing.accesslog import AccessLog, Entry
 from flatgate.proxy.plumbing.admission import Admission, Hold
 from flatgate.proxy.plumbing.auth import TokenCheck
+from flatgate.proxy.plumbing.body import BodyPolicy
 from flatgate.proxy.plumbing.drain import Drain, Ending
-from flatgate.proxy.plumbing.serve import BodyPolicy, CallerWatch, Exchange, Watchlist
+from flatgate.proxy.plumbing.serve import CallerWatch, Exchange, Watchlist
 from flatgate.proxy.service.balancer import RouteTarget
 from flatgate.proxy.service.caller import caller_of, hold_of
 from flatgate.proxy.service.embed import Embedded, Embedder, EmbeddingRequestOnce

@@ -17,9 +17,9 @@ here and nowhere else::
     │                             message, the seconds to wait (Retry-After) and
     │                             whether a retry can help (``should_retry``)
     │   mapped by ``proxy_error`` from:
-    ├── serve.BodyTooLarge        body_too_large (413)
-    ├── serve.BodyTimeout         body_timeout (408)
-    ├── serve.BodyMalformed       malformed_body (400)
+    ├── body.BodyTooLarge         body_too_large (413)
+    ├── body.BodyTimeout          body_timeout (408)
+    ├── body.BodyMalformed        malformed_body (400)
     ├── wire.MalformedBuffer      malformed_request (400)
     ├── backends.TranslatorError  backend_protocol_error (502)
     ├── transport.UpstreamTimeout backend_timeout (504)
@@ -53,14 +53,9 @@ from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.codes import ErrorCode, error_body
 from flatgate.proxy.errors.root import FlatgateError
 from flatgate.proxy.plumbing.accesslog import Entry
+from flatgate.proxy.plumbing.body import BodyError, BodyTimeout, BodyTooLarge
 from flatgate.proxy.plumbing.drain import Ending
-from flatgate.proxy.plumbing.serve import (
-    BodyError,
-    BodyTimeout,
-    BodyTooLarge,
-    CallerWatch,
-    Exchange,
-)
+from flatgate.proxy.plumbing.serve import CallerWatch, Exchange
 from flatgate.proxy.transport.base import UpstreamError, UpstreamTimeout, retry_after_value
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.schema import JSON

@@ -74,8 +74,9 @@ from flatgate.proxy.backends.dialect import (
 from flatgate.proxy.backends.registry import PROTOCOLS
 from flatgate.proxy.errors import codes
 from flatgate.proxy.errors.codes import error_body
+from flatgate.proxy.plumbing.body import BodyError, BodyPolicy, BodyTooLarge
 from flatgate.proxy.plumbing.drain import Drain
-from flatgate.proxy.plumbing.serve import BodyError, BodyPolicy, BodyTooLarge, Exchange
+from flatgate.proxy.plumbing.serve import Exchange
 from flatgate.proxy.stub.cadence import CadenceMode
 from flatgate.proxy.stub.embeddings import EMBEDDINGS, Embeddings, EmbeddingsAsk
 from flatgate.proxy.stub.settings import StubSection

@@ -14,7 +14,7 @@ from benchmarks.inmemory import FakeAnswer, FakeExchange, FakeTransport, drive
 from flatgate.proxy.backends.base import TranslatorError
 from flatgate.proxy.errors import codes
 from flatgate.proxy.plumbing.auth import hash_key
-from flatgate.proxy.plumbing.serve import BodyMalformed, BodyTimeout, BodyTooLarge
+from flatgate.proxy.plumbing.body import BodyMalformed, BodyTimeout, BodyTooLarge
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, answer_of, proxy_error
 from flatgate.proxy.service.inprocess import InProcessRouter
