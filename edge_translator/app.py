@@ -31,7 +31,9 @@ API whose path it lies under, else the caller's (``routes``, which says why a
 paths, the stored responses' and unknown paths are access-logged (method,
 path and status; never the query string, which a Gemini client fills with
 its key); the model endpoints, ``/healthz``, ``/readyz`` and ``/metrics`` are
-not.
+not. A WebSocket upgrade goes to ``sockets`` (``responses.sessions``: the
+Responses API's WebSocket mode on ``/v1/responses``), which answers each of a
+socket's turns through ``answer`` with the socket's own Responses API.
 
 It runs under granian's ASGI interface by default (``[edge] interface``),
 whose ``send`` waits on a bounded channel: a client that stops reading stops
@@ -86,6 +88,7 @@ from flatgate.edge_translator.responses.endpoint import (
     input_items_answer,
     retrieve_answer,
 )
+from flatgate.edge_translator.responses.sessions import ResponsesSockets
 from flatgate.edge_translator.responses.store import StoredResponses
 from flatgate.edge_translator.routes import Endpoint, Shape, Table
 from flatgate.edge_translator.settings import EdgeSettings, load_edge_settings
@@ -190,6 +193,17 @@ class EdgeApp:
             self._flow, self._router, self.metrics, e.max_response_bytes
         )
         self._gemini = GeminiRoutes(self._flow, self._embeddings)
+        # The Responses API's WebSocket mode: each turn answered as its POST is.
+        self.sockets = ResponsesSockets(
+            e,
+            answer=self.answer,
+            identities=lambda: self._flow.identities,
+            responses=self.responses,
+            max_kept=lambda: self.settings.state.max_stored_response_bytes,
+            drain=self._drain,
+            access=self.access,
+        )
+        self.metrics.collect_from(lambda: self.sockets.collect("flatgate_edge"))
         self.routes = self._table()
         self.metrics.watch_admission(self._flow.admission)
         self.metrics.collect_from(self.tenancy.collect)
@@ -281,6 +295,12 @@ class EdgeApp:
         )
 
     async def __call__(self, ex: Exchange) -> None:
+        await self.answer(ex)
+
+    async def answer(self, ex: Exchange, route: Route | None = None) -> int:
+        """One request, answered, logged and counted; the status sent.
+        ``route``: the route of the path's completions, instead of the
+        table's (a Responses WebSocket's turn, with its socket's own API)."""
         path = ex.path
         method = ex.method
         found = self.routes.find(method, path)
@@ -313,7 +333,7 @@ class EdgeApp:
                 raise MethodNotAllowed(f"Method {method} not allowed on {path}; use {methods}.")
             target = found.endpoint.target
             if isinstance(target, Route):
-                status = await self._flow.run(ex, entry, target)
+                status = await self._flow.run(ex, entry, target if route is None else route)
             else:
                 status = await target(ex, entry, found.params)
         except FlatgateError as err:
@@ -331,6 +351,7 @@ class EdgeApp:
             if span is not None:
                 span.note(entry)
                 span.end()
+        return status
 
     def _api(self, shape: Shape, ex: Exchange) -> ClientApi[Any]:
         """The client API whose shape ``shape`` is, for this request."""
@@ -494,4 +515,11 @@ def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
             name="edge",
         )
         starts.append(watch.install)
-    return ServerApp(app, drain, metrics=app.metrics, on_start=starts, access_logs=(app.access,))
+    return ServerApp(
+        app,
+        drain,
+        metrics=app.metrics,
+        on_start=starts,
+        access_logs=(app.access,),
+        sockets=app.sockets,
+    )

@@ -255,8 +255,8 @@ class Local(Protocol[R]):
 
     def decode(self, body: bytes) -> R: ...
 
-    def answer(self, req: R, model: ModelConfig) -> bytes:
-        """The JSON body of the answer to ``req``."""
+    async def answer(self, req: R, model: ModelConfig, *, tenant: str) -> bytes:
+        """The body of the answer to ``req`` (its caller's ``tenant``'s)."""
         ...
 
 

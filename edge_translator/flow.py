@@ -317,7 +317,7 @@ class Flow:
         req = local.decode(body)
         model, _, request_id = self.resolve(ex, entry, api, req.model)
         self.tenancy.check(caller.identity, req.model, model.name)
-        out = local.answer(req, model)
+        out = await local.answer(req, model, tenant=caller.identity.tenant)
         entry.first_byte()
         entry.bytes_out = len(out)
         await ex.respond(200, [*_JSON, ("x-request-id", request_id)], out)

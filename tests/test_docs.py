@@ -69,6 +69,8 @@ NOT_PATHS: dict[str, str] = {}
 NOT_NAMES = {
     "stub.fault_after": "a CompletionRequest metadata key the stub reads",
     "section.key": "how a config key is written",
+    "responses.connect": "the openai SDK's Responses WebSocket helper (client.responses.connect)",
+    "client.responses.connect": "the openai SDK's Responses WebSocket helper",
     "openai.NewError": "a Go function of Ollama's, cited by a fixture's source",
     "flatgate.backend": "a span attribute (plumbing.telemetry)",
     "flatgate.request_id": "a span attribute (plumbing.telemetry)",

@@ -152,7 +152,7 @@ class CountTokens:
     def decode(self, body: bytes) -> CountTokensRequest:
         return decode_count_tokens(body)
 
-    def answer(self, req: CountTokensRequest, model: ModelConfig) -> bytes:
+    async def answer(self, req: CountTokensRequest, model: ModelConfig, *, tenant: str) -> bytes:
         frame = write_messages(req, provider=model.provider_id, model_name=model.name)
         return msgspec.json.encode({"input_tokens": estimate_request(frame)})
 

@@ -355,7 +355,7 @@ class CountTokens:
         asked = whole if whole is not None else GenerateContentRequest(req.contents or [])
         return _Counted(asked, _model_of(self._model))
 
-    def answer(self, req: _Counted, model: ModelConfig) -> bytes:
+    async def answer(self, req: _Counted, model: ModelConfig, *, tenant: str) -> bytes:
         frame = write_gemini(req.body, provider=model.provider_id, model_name=model.name)
         return _encode(CountTokensResponse(total_tokens=estimate_request(frame)))
 

@@ -54,7 +54,7 @@ from flatgate.edge_translator.responses.render import (
     RenderedFailure,
     StreamRenderer,
 )
-from flatgate.edge_translator.responses.store import StoredResponses, list_pieces
+from flatgate.edge_translator.responses.store import StoredResponses, Turn, list_pieces
 from flatgate.edge_translator.responses.translate import write_request
 from flatgate.edge_translator.settings import ModelConfig
 from flatgate.proxy.apis.errors import openai_body, openai_detail
@@ -117,7 +117,7 @@ class ResponsesApi(BearerApi):
         runs: Pieces = ()
         new = req.items
         if previous is not None:
-            turn = await store.turn(tenant, previous) if store is not None else None
+            turn = await self.previous_turn(tenant, previous)
             if turn is None:
                 size = await store.too_large(tenant, previous) if store is not None else None
                 if size is not None:
@@ -144,9 +144,20 @@ class ResponsesApi(BearerApi):
                 ) from exc
             req = req.with_items([*before, *output, *new])
             runs = (*turn.runs, encode_items(output)[1:-1])
-        if store is not None and req.req.store is not False:
+        if self.keeps(req):
             req.kept = list_pieces((*runs, encode_items(new)[1:-1]))
         return req
+
+    async def previous_turn(self, tenant: str, response_id: str) -> Turn | None:
+        """The response ``previous_response_id`` names, as stored (``None``:
+        not found)."""
+        store = self.store
+        return await store.turn(tenant, response_id) if store is not None else None
+
+    def keeps(self, req: Decoded) -> bool:
+        """Whether ``prepare`` makes ``req``'s input to keep (``Decoded.kept``):
+        when it is to be stored."""
+        return self.store is not None and req.req.store is not False
 
     async def admitted(self, asked: Asked, *, tenant: str) -> None:
         """The input ``prepare`` made, stored (a failure to store is the

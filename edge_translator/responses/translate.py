@@ -26,7 +26,10 @@ as a ``CompletionRequest`` buffer, through the edges' shared writer
   ``id`` (``fc_...``) is not carried;
 - ``function_call_output``: a tool message with its call id and text, or,
   when its ``output`` holds an image or a file, with its parts as a
-  message's;
+  message's; one whose ``call_id`` no ``function_call`` before it made is
+  refused naming it, in OpenAI's words (``No tool call found for function
+  call output with call_id ...``; not checked after another server's
+  compaction, which may hold the call);
 - ``compaction`` (``apis.openai_responses.compact``): one flatgate made, a
   user message holding its summary (``summary_text``); another server's,
   its ``encrypted_content`` as an assistant turn's ``ReasoningPart`` of
@@ -225,6 +228,8 @@ def _messages(instructions: str | None, items: list[Item], first: int) -> list[W
     parts: list[ReasoningPart] = []
     folding = False
     role_of = ROLE_OF
+    # The calls made so far (a foreign compaction may hold calls: then none is checked).
+    made: set[str] | None = set()
     for k, item in enumerate(items):
         kind = item.type
         if kind is None or kind == "message":
@@ -256,6 +261,8 @@ def _messages(instructions: str | None, items: list[Item], first: int) -> list[W
             calls.append(
                 ((item.call_id or "").encode(), name.encode(), (item.arguments or "").encode())
             )
+            if made is not None:
+                made.add(item.call_id or "")
             folding = True
         elif kind == "reasoning":
             parts.append(reasoning_part(item))
@@ -263,6 +270,7 @@ def _messages(instructions: str | None, items: list[Item], first: int) -> list[W
         elif kind == "compaction":
             summary = summary_of(item.encrypted_content or "")
             if summary is None:  # another server's: for the backend that made it
+                made = None
                 parts.append(compaction_part(item))
                 folding = True
                 continue
@@ -275,6 +283,13 @@ def _messages(instructions: str | None, items: list[Item], first: int) -> list[W
                 add(_assistant(text, calls, parts))
                 # New lists: the turn written holds the old ones.
                 text, folding, calls, parts = None, False, [], []
+            if made is not None and (item.call_id or "") not in made:
+                where = f"input.[{k - first}].call_id" if k >= first else "previous_response_id"
+                raise InvalidRequest(
+                    "No tool call found for function call output with call_id "
+                    f"{shown(item.call_id or '')}.",
+                    param=where,
+                )
             call_id = (item.call_id or "").encode()
             output = item.output
             if type(output) is list and has_media(output):

@@ -164,6 +164,20 @@ class EdgeSection(ServiceSection, frozen=True, kw_only=True, forbid_unknown_fiel
     # Serve HTTPS with this PEM certificate (chain) and key (both, or neither).
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # The Responses API's WebSocket mode on /v1/responses (docs/api/openai-responses.md):
+    # served at all; the largest response.create message (0: max_body_bytes);
+    # response.create messages waiting behind the one in flight (one runs at
+    # a time; past these, each is refused with an error event); a socket
+    # with no message and no response in flight for idle seconds is closed;
+    # its whole life (the specification's 60 minutes: then
+    # websocket_connection_limit_reached); sockets one caller holds open at
+    # once, per worker (a caller: a tenant, an address when the edge is open).
+    websocket: bool = True
+    websocket_max_message_bytes: int = 0
+    websocket_max_queued: int = 4
+    websocket_idle_seconds: float = 300.0
+    websocket_max_seconds: float = 3600.0
+    websocket_max_per_caller: int = 16
 
 
 # Faults the stub injects on request (tests): ``[stub] fault``, a model's

@@ -61,10 +61,12 @@ __all__ = [
     "SERVER_BUSY",
     "TENANT_FORBIDDEN",
     "TENANT_RATE_LIMITED",
+    "TOO_MANY_WEBSOCKETS",
     "UNAUTHORIZED",
     "UNSUPPORTED_CONTENT_TYPE",
     "UNSUPPORTED_MEDIA_TYPE",
     "UNTRANSLATABLE_REQUEST",
+    "WEBSOCKET_CONNECTION_LIMIT_REACHED",
     "ErrorCode",
     "by_code",
     "error_body",
@@ -232,6 +234,16 @@ BACKENDS_BUSY = _c(
     "backends_busy", 503, API, "every backend of the route is at its `max_outstanding`"
 )
 # The server itself.
+TOO_MANY_WEBSOCKETS = _c(
+    "too_many_websockets", 429, RATE,
+    "this caller already holds `[edge] websocket_max_per_caller` Responses WebSockets open on "
+    "this worker; `Retry-After` says when to try again",
+)  # fmt: skip
+WEBSOCKET_CONNECTION_LIMIT_REACHED = _c(
+    "websocket_connection_limit_reached", 400, INVALID,
+    "a Responses WebSocket reached `[edge] websocket_max_seconds` (the Open Responses "
+    "specification's 60 minutes): open a new one and continue with `previous_response_id`",
+)  # fmt: skip
 DRAINING = _c("draining", 503, API, "the server is shutting down; try another instance")
 JWKS_UNAVAILABLE = _c(
     "jwks_unavailable", 503, API,

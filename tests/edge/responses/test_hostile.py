@@ -106,11 +106,23 @@ def test_any_body_is_a_400_or_a_verified_request(fields: dict[str, Any]) -> None
 @settings(max_examples=100)
 @given(st.lists(_item, min_size=1, max_size=8))
 def test_any_history_reads_back_in_order(items: list[dict[str, Any]]) -> None:
-    buf = write_request(
-        decode_request(json.dumps({"model": "m", "input": items}).encode()),
-        provider=0,
-        model_name="m",
-    )
+    """Any history reads back in order; one with an output answering no call
+    before it is refused, naming that output's ``call_id``."""
+    made: set[str] = set()
+    orphan = None
+    for k, i in enumerate(items):
+        if i.get("type") == "function_call":
+            made.add(i["call_id"])
+        elif i.get("type") == "function_call_output" and i["call_id"] not in made:
+            orphan = k
+            break
+    decoded = decode_request(json.dumps({"model": "m", "input": items}).encode())
+    if orphan is not None:
+        with pytest.raises(InvalidRequest) as caught:
+            write_request(decoded, provider=0, model_name="m")
+        assert caught.value.param == f"input.[{orphan}].call_id"
+        return
+    buf = write_request(decoded, provider=0, model_name="m")
     verify_request(buf)
     wire = read_request(buf)
     calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
