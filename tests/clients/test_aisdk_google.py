@@ -1,7 +1,7 @@
 """Vercel's AI SDK through the gateway's Gemini API: its Google provider
 (``@ai-sdk/google``, ``createGoogleGenerativeAI`` with ``baseURL`` the
 gateway's ``/v1beta``, as Google's own is) to the stub in each backend
-protocol (``gemini_stack``): ``generateText`` with a PNG as a ``file`` part
+protocol (``every_backend``): ``generateText`` with a PNG as a ``file`` part
 (the provider's ``inlineData``), and ``streamText`` with one tool the model
 must call (``toolConfig`` mode ``ANY`` naming it: the first step of its
 agent loop, streamed as ``streamGenerateContent?alt=sse``); and its
@@ -21,7 +21,7 @@ import pytest
 
 from tests.clients import aisdk
 from tests.clients.aisdk import run_id
-from tests.clients.gemini_stack import PROTOCOLS, gemini_stack, model
+from tests.clients.every_backend import PROTOCOLS, every_backend, model
 from tests.clients.media import b64, image_echo, png
 from tests.servers import Server
 
@@ -42,7 +42,7 @@ EMBED = {"embed-one": [PROMPT], "embed-many": [PROMPT, "flatgate embeds a second
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with gemini_stack(tmp_path_factory.mktemp("aisdk-google")) as gateway:
+    with every_backend(tmp_path_factory.mktemp("aisdk-google")) as gateway:
         yield gateway
 
 

@@ -1,7 +1,7 @@
 """Google's Gemini CLI with flatgate as its Gemini API, end to end: the pinned
 ``@google/gemini-cli`` (``tests/clients/gemini_cli/``, installed by ``make
 test`` into ``.venv/clients/gemini_cli``) runs ``gemini -p`` through the
-gateway to the stub in each backend protocol (``gemini_stack``), with a
+gateway to the stub in each backend protocol (``every_backend``), with a
 model name it does not know, and must exit 0 with the stub's echo as its
 answer. An ``fbs``, ``gemini`` or ``vertex`` (Gemini) backend takes its turn
 whole; an ``openai``, ``anthropic``, ``bedrock`` (Converse, and InvokeModel
@@ -50,7 +50,7 @@ from flatgate.proxy.apis.gemini.request import decode_request
 from flatgate.proxy.wire.request.decode import read_request
 from flatgate.proxy.wire.request.verify import verify_request
 from tests.clients.conftest import ROOT, serving
-from tests.clients.gemini_stack import DROPPING, KEY, WAYS, dropping, gemini_stack, model
+from tests.clients.every_backend import DROPPING, KEY, WAYS, dropping, every_backend, model
 from tests.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -79,7 +79,7 @@ SETTINGS: dict[str, Any] = {
 }
 # Where anything but the API would go: a closed port (no request leaves the host).
 _NOWHERE = "http://127.0.0.1:9"
-# (way, model) that Gemini CLI's turn goes through (``gemini_stack.WAYS``):
+# (way, model) that Gemini CLI's turn goes through (``every_backend.WAYS``):
 # every way that takes its first turn as it is (fbs, gemini and vertex's
 # Gemini whole; openai, anthropic, bedrock's Converse and InvokeModel and
 # vertex's Claude with its thinkingConfig named, mapped to nothing: the backend decides how
@@ -318,7 +318,7 @@ def test_the_edge_translates_the_fixture_whole() -> None:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with gemini_stack(tmp_path_factory.mktemp("gemini-cli")) as gateway:
+    with every_backend(tmp_path_factory.mktemp("gemini-cli")) as gateway:
         yield gateway
 
 

@@ -1,5 +1,5 @@
 """The google-genai SDK (Python) against ``flatgate gateway`` on loopback, in
-front of the stub in every backend protocol (``gemini_stack``, each of its
+front of the stub in every backend protocol (``every_backend``, each of its
 ``WAYS``): generate_content, generate_content_stream, a function-calling
 round trip with automatic function calling off and on, an image part and
 Gemini CLI's first request through each; count_tokens, embed_content,
@@ -17,7 +17,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from tests.clients.gemini_stack import GENAI_KEY, WAYS, gemini_stack, model
+from tests.clients.every_backend import GENAI_KEY, WAYS, every_backend, model
 from tests.clients.media import image_echo, png
 from tests.edge.gemini.test_translate import gemini_cli_request
 from tests.servers import Server
@@ -29,7 +29,7 @@ PNG = png()
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with gemini_stack(tmp_path_factory.mktemp("genai")) as gateway:
+    with every_backend(tmp_path_factory.mktemp("genai")) as gateway:
         yield gateway
 
 

@@ -1,6 +1,8 @@
-"""The one stack the Gemini API's real clients run against (Gemini CLI,
-``test_gemini_cli.py``; the google-genai SDK, ``test_genai_sdk.py``; the AI
-SDK's Google provider, ``test_aisdk_google.py``): the stub in each protocol
+"""The one stack of every backend way, the one the real clients that must
+reach each of them run against (Gemini CLI, ``test_gemini_cli.py``; the
+google-genai SDK, ``test_genai_sdk.py``; the AI SDK's Google provider,
+``test_aisdk_google.py``; the Responses API's WebSocket clients,
+``test_responses_websocket.py``): the stub in each protocol
 of ``PROTOCOLS``, each behind a backend of that protocol, and one ``flatgate
 gateway`` in front of them, every one a ``flatgate`` subprocess on a loopback
 port.
@@ -57,18 +59,18 @@ __all__ = [
     "PROTOCOLS",
     "WAYS",
     "dropping",
-    "gemini_stack",
+    "every_backend",
     "model",
     "protocol_of",
 ]
 
-# The backend protocols a Gemini client is tested through.
+# The backend protocols a client is tested through.
 PROTOCOLS = ("fbs", "openai", "anthropic", "openai-responses", "gemini", "bedrock", "vertex")
 # The second way to a cloud backend, a Claude model id's (Anthropic's Messages
 # body): Bedrock's InvokeModel beside its Converse, Vertex's Anthropic
 # publisher beside Google's: way -> its protocol.
 _CLAUDE_WAYS = {"bedrock-invoke": "bedrock", "vertex-claude": "vertex"}
-# The ways a Gemini client reaches a backend: each protocol, and the Claude ones.
+# The ways a client reaches a backend: each protocol, and the Claude ones.
 WAYS = (*PROTOCOLS, *_CLAUDE_WAYS)
 # The protocols also reached through a backend that drops what it cannot take.
 DROPPING = ("openai", "anthropic", "openai-responses")
@@ -161,7 +163,7 @@ def _ready(gateway: Server) -> None:
 
 
 @contextlib.contextmanager
-def gemini_stack(d: Path) -> Iterator[Server]:
+def every_backend(d: Path) -> Iterator[Server]:
     """The stubs, the token endpoint and the gateway (one worker), their
     logs in ``d``, for the block: the gateway, once it answers on every way."""
     # The token endpoint's state is its class's: a class of this stack's own.
