@@ -163,6 +163,9 @@ class ResponsesSockets:
                 await sock.refuse(err.status, headers, openai_body(err))
             self._access.write(entry)
             return
+        # granian drops an open socket when its listener closes: the server's
+        # stop waits for this one to end (its drain ends it) before it closes.
+        release = self._drain.hold()
         try:
             await sock.accept()
             entry.status = 101
@@ -170,6 +173,7 @@ class ResponsesSockets:
         except ConnectionError:
             entry.status = entry.status or 499
         finally:
+            release()
             left = self._open[caller] - 1
             if left:
                 self._open[caller] = left

@@ -9,7 +9,11 @@ timed from the signal (``t = 0``):
    (503 ``draining`` and a 503 ``/readyz`` from the apps, so that load
    balancers take the instance out while it still accepts);
 2. ``grace`` (sooner if every worker has exited already): granian's own
-   shutdown: the listeners close, in-flight requests and streams go on;
+   shutdown: the listeners close, in-flight requests and streams go on.
+   granian drops an upgraded WebSocket when its listener closes, so first,
+   while a worker holds the stop (``Drain.hold``: a WebSocket is open; its
+   marker file is in the directory ``HOLDS_ENV`` names, made at startup),
+   the shutdown waits, until just before ``seconds``;
 3. just before ``seconds``: each worker's ``Drain`` ends the streams still
    running (the apps send an error chunk);
 4. ``seconds``: granian kills any worker left; the process exits 0.
@@ -29,7 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import time
 from typing import Any
 
@@ -37,12 +43,14 @@ from granian.log import logger
 from granian.server import MPServer
 from granian.server.mp import WorkerProcess
 
-from flatgate.proxy.plumbing.drain import DRAIN_SIGNAL
+from flatgate.proxy.plumbing.drain import DRAIN_SIGNAL, HOLDS_ENV, hold_marker
 
 __all__ = ["DrainingServer"]
 
 # The least granian is given to stop its workers once the grace is over.
 _MIN_KILL_TIMEOUT = 0.1
+# A hold is waited for until this long before the drain's end.
+_HOLD_MARGIN = 0.5
 
 
 class DrainingServer(MPServer):
@@ -59,12 +67,16 @@ class DrainingServer(MPServer):
         # whole budget; granian joins with float timeouts, though it says int.
         self.workers_kill_timeout = seconds  # type: ignore[assignment]
         self._signalled_at: float | None = None
+        self._holds = ""
 
     def startup(self, spawn_target: Any, target_loader: Any) -> None:
         # Workers inherit the disposition (fork and exec alike): until a
         # worker's Drain handles the signal, it is ignored, not fatal.
         if DRAIN_SIGNAL is not None:
             signal.signal(DRAIN_SIGNAL, signal.SIG_IGN)
+        # Where the workers mark their holds (they inherit the environment).
+        self._holds = tempfile.mkdtemp(prefix="flatgate-holds-")
+        os.environ[HOLDS_ENV] = self._holds
         super().startup(spawn_target, target_loader)  # type: ignore[no-untyped-call]
 
     def signal_handler_interrupt(self, *args: Any, **kwargs: Any) -> None:
@@ -79,9 +91,13 @@ class DrainingServer(MPServer):
         super().signal_handler_interrupt(*args, **kwargs)  # type: ignore[no-untyped-call]
 
     def shutdown(self, exit_code: int = 0) -> None:
-        if self._signalled_at is not None:
-            self._drain(self._signalled_at)
-        super().shutdown(exit_code)  # type: ignore[no-untyped-call]
+        try:
+            if self._signalled_at is not None:
+                self._drain(self._signalled_at)
+            super().shutdown(exit_code)  # type: ignore[no-untyped-call]
+        finally:
+            if self._holds:
+                shutil.rmtree(self._holds, ignore_errors=True)
 
     def _spawn_worker(self, *args: Any, **kwargs: Any) -> WorkerProcess:
         worker = super()._spawn_worker(*args, **kwargs)
@@ -105,9 +121,22 @@ class DrainingServer(MPServer):
             if left <= 0:
                 break
             time.sleep(min(left, 0.05))
+        held_until = since + self.drain_seconds - _HOLD_MARGIN
+        while self._held() and time.monotonic() < held_until:
+            time.sleep(0.05)
         # granian's shutdown: listeners close, workers get the rest of the budget.
         left = self.drain_seconds - (time.monotonic() - since)
         self.workers_kill_timeout = max(left, _MIN_KILL_TIMEOUT)  # type: ignore[assignment]
+
+    def _held(self) -> bool:
+        """Whether a live worker holds the stop (its marker is there)."""
+        if not self._holds:
+            return False
+        for wrk in self.wrks:
+            pid = getattr(wrk.inner, "pid", None)
+            if pid and _alive(wrk) and os.path.exists(hold_marker(self._holds, pid)):
+                return True
+        return False
 
 
 class _Worker(WorkerProcess):

@@ -18,9 +18,17 @@ on, with ``t = 0`` at ``begin``:
 an orchestrator's own deadline (Kubernetes' ``terminationGracePeriodSeconds``
 is 30 s by default) can be matched by one number.
 
+A connection granian does not wait for at the grace's end (an upgraded
+WebSocket: its listener's close drops it) takes a ``hold`` while it is open:
+while any is held, a marker file named by the worker's pid exists in the
+directory ``HOLDS_ENV`` names (the gateway's ``DrainingServer`` makes one for
+its workers), and the main process waits for it to go, until just before
+``seconds``, before granian's shutdown begins.
+
 Knows nothing of HTTP: what draining answers, and how a stream ends, belong
 to the apps; what else must change when a drain begins (the access log stops
-batching its lines) registers with ``on_begin``. No I/O; one timer on the
+batching its lines) registers with ``on_begin``. No I/O but the hold's marker
+(made on the first hold, removed on the last release); one timer on the
 worker's loop.
 """
 
@@ -29,15 +37,23 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import signal
 from collections.abc import Callable
 
-__all__ = ["DRAIN_SIGNAL", "Drain", "Ending"]
+__all__ = ["DRAIN_SIGNAL", "HOLDS_ENV", "Drain", "Ending", "hold_marker"]
 
 log = logging.getLogger("flatgate.drain")
 
 # The signal the main process sends its workers when a drain begins (POSIX).
 DRAIN_SIGNAL: signal.Signals | None = getattr(signal, "SIGUSR1", None)
+# The environment variable naming the directory of the workers' hold markers.
+HOLDS_ENV = "FLATGATE_DRAIN_HOLDS"
+
+
+def hold_marker(directory: str, pid: int) -> str:
+    """The marker a worker ``pid`` keeps in ``directory`` while it holds the stop."""
+    return os.path.join(directory, f"{pid}.held")
 
 
 class Drain:
@@ -48,6 +64,7 @@ class Drain:
         "_begun",
         "_ends",
         "_expired",
+        "_holds",
         "_ids",
         "_loop",
         "_timer",
@@ -67,6 +84,7 @@ class Drain:
         self._begun = False
         self._beginnings: list[Callable[[], None]] = []
         self._expired = False
+        self._holds = 0
         self._ends: dict[int, Callable[[], None]] = {}
         self._ids = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -128,6 +146,45 @@ class Drain:
             ends.pop(key, None)
 
         return untrack
+
+    def hold(self) -> Callable[[], None]:
+        """Keep the server's stop (granian's listeners closing at the grace's
+        end) waiting while a connection granian would drop is open; returns
+        its release (idempotent). See the module docstring."""
+        self._holds += 1
+        if self._holds == 1:
+            self._mark(held=True)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._holds -= 1
+            if self._holds == 0:
+                self._mark(held=False)
+
+        return release
+
+    @property
+    def holds(self) -> int:
+        """Holds taken and not released."""
+        return self._holds
+
+    def _mark(self, *, held: bool) -> None:
+        directory = os.environ.get(HOLDS_ENV)
+        if not directory:
+            return
+        path = hold_marker(directory, os.getpid())
+        try:
+            if held:
+                with open(path, "w"):
+                    pass
+            else:
+                os.unlink(path)
+        except OSError as exc:
+            log.warning("drain: the hold marker %s: %s", path, exc)
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         """Have ``SIGUSR1`` call ``begin`` on ``loop`` (in a worker, on its

@@ -16,10 +16,10 @@ N words streams for about N tenths of a second), spoken to with the raw
   ``websocket_max_seconds``: ``websocket_connection_limit_reached``, then
   closed.
 - SIGTERM while a response streams: it completes, then the socket is closed
-  1001 (both access-log lines written) and the gateway exits 0; when the
-  response outlasts ``drain_grace_seconds`` (but not ``drain_seconds``) the
-  socket is cut instead, a product bug this module holds as a strict xfail
-  (``CUT_AT_GRACE``).
+  1001 (both access-log lines written) and the gateway exits 0, whether the
+  response ends within ``drain_grace_seconds`` or outlasts it (granian drops
+  an open socket when its listener closes: the socket holds the stop,
+  ``Drain.hold``, until it ends).
 - The access log: a line per turn and one ``GET`` 101 line per socket; a
   tenant's ``[[limits]]`` charged per response (a second turn past a rule of
   one request is an error event 429 with ``headers.retry-after``).
@@ -349,24 +349,13 @@ async def test_a_socket_past_its_life_gets_the_limit_event_then_closes(stack: St
 # grace (503 ``draining``, then the listener closes) either outlasts it or not:
 # either way ``drain_seconds`` (8 s) does.
 DRAIN_WORDS = 15
-CUT_AT_GRACE = (
-    "product bug: at the end of drain_grace_seconds (granian's shutdown, the listener "
-    "closing) an open WebSocket is cut (1006, no close frame, no access-log line) with "
-    "its response in flight, though drain_seconds has not passed (HTTP streams go on)"
-)
 
 
 @pytest.mark.parametrize(
     "grace",
     [
         pytest.param(2.5, id="grace-outlasts-the-response"),
-        pytest.param(
-            0.5,
-            id="response-outlasts-the-grace",
-            marks=pytest.mark.xfail(
-                strict=True, raises=websockets.ConnectionClosedError, reason=CUT_AT_GRACE
-            ),
-        ),
+        pytest.param(0.5, id="response-outlasts-the-grace"),
     ],
 )
 def test_a_drain_finishes_the_response_then_closes_1001(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flatgate.proxy.gateway.server import DrainingServer
-from flatgate.proxy.plumbing.drain import DRAIN_SIGNAL, Drain
+from flatgate.proxy.plumbing.drain import DRAIN_SIGNAL, HOLDS_ENV, Drain, hold_marker
 from flatgate.proxy.plumbing.serve import Exchange, ServerApp
 from tests.edge import fakes
 
@@ -72,6 +72,26 @@ async def test_a_failing_end_callback_does_not_stop_the_others(
     await asyncio.sleep(0.05)
     assert ended == [1]
     assert "end callback failed" in caplog.text
+
+
+def test_a_hold_marks_its_worker_until_the_last_release(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While any hold is taken, the worker's marker is in the directory the
+    server's main process names (the main process waits for it to go)."""
+    monkeypatch.setenv(HOLDS_ENV, str(tmp_path))
+    marker = hold_marker(str(tmp_path), os.getpid())
+    drain = Drain()
+    first, second = drain.hold(), drain.hold()
+    assert drain.holds == 2 and os.path.exists(marker)
+    first()
+    first()  # idempotent: counted once
+    assert drain.holds == 1 and os.path.exists(marker)
+    second()
+    assert drain.holds == 0 and not os.path.exists(marker)
+    monkeypatch.delenv(HOLDS_ENV)
+    drain.hold()()  # no directory named: counted, nothing marked
+    assert drain.holds == 0 and os.listdir(tmp_path) == []
 
 
 def test_begin_needs_a_loop() -> None:
