@@ -59,6 +59,7 @@ from benchmarks.harness.results import (
     finish,
     head,
     is_quick,
+    rerender,
     source_revision,
     write_results,
 )
@@ -394,7 +395,27 @@ def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         rps = ratio(m["rps"], base["rps"])
         m["cpu_vs_http_stream"] = None if cpu is None else round(cpu, 3)
         m["rps_vs_http_stream"] = None if rps is None else round(rps, 3)
+        m["cpu_vs_http_stream_by_round"] = _by_round(records, m["mode"])
     return out
+
+
+def _by_round(records: Sequence[dict[str, Any]], mode: str) -> list[float]:
+    """Each round's CPU per response of ``mode`` over ``http-stream``'s in the
+    same round (side by side: a noisy neighbour hits both alike), sorted."""
+    per = {(r["round"], r["mode"]): _per_response(r) for r in records}
+    out = []
+    for (n, m), cpu in per.items():
+        base = per.get((n, _BASE))
+        if m == mode and cpu is not None and base:
+            out.append(round(cpu / base, 3))
+    return sorted(out)
+
+
+def _spread(values: Sequence[float]) -> str:
+    """Per-round ratios: their median and range."""
+    if not values:
+        return "-"
+    return f"{times(statistics.median(values))} ({values[0]:.2f}-{values[-1]:.2f})"
 
 
 def run(s: SocketSettings, log: Log = print) -> dict[str, Any]:
@@ -469,6 +490,7 @@ def render(doc: dict[str, Any]) -> str:
         "gateway CPU µs per response",
         "user CPU µs",
         "CPU vs. http-stream",
+        "the same, round by round (range)",
         "responses/s vs. http-stream",
         "responses",
         "errors",
@@ -481,6 +503,7 @@ def render(doc: dict[str, Any]) -> str:
             num(m["cpu_us_per_response"], 0),
             num(m["user_us_per_response"], 0),
             times(m["cpu_vs_http_stream"]),
+            _spread(m["cpu_vs_http_stream_by_round"]),
             times(m["rps_vs_http_stream"]),
             num(m["responses"]),
             num(m["errors"]),
@@ -506,6 +529,11 @@ def write(doc: dict[str, Any], out: Path) -> list[Path]:
     return write_results(out, NAME, doc, render(doc))
 
 
+def _resummarised(doc: dict[str, Any], out: Path) -> list[Path]:
+    """``write``, the summary taken again from the rounds' records."""
+    return write({**doc, "modes": summarise(doc["rounds"]) if doc["rounds"] else []}, out)
+
+
 def _settings(args: argparse.Namespace) -> SocketSettings:
     s = TINY if args.tiny else QUICK if is_quick(args.quick) else FULL
     if args.rounds:
@@ -529,8 +557,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, help="connections and sockets (default 16)")
     parser.add_argument("--quick", action="store_true", help="two short rounds (BENCH_QUICK=1)")
     parser.add_argument("--tiny", action="store_true", help="a second or two (the test's mode)")
+    parser.add_argument(
+        "--from-json", type=Path, help="measure nothing: summarise and render this json again"
+    )
     parser.add_argument("--out", type=Path, help="results directory (default: benchmarks/results)")
     args = parser.parse_args(argv)
+    if args.from_json:
+        rerender(args.from_json, _resummarised, args.out)
+        return 0
     s = _settings(args)
     partial = s != FULL
     doc = finish(lambda log: run(s, log), write, out=args.out, quick=partial, name=NAME)

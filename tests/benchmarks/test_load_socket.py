@@ -21,17 +21,20 @@ _FIGURES = ("rps", "cpu_us_per_response", "user_us_per_response", "cpu_vs_http_s
 
 
 def test_summary_takes_medians_and_ratios_to_http_stream() -> None:
+    http = (0.1, 0.2, 0.9)  # CPU seconds of 100 responses in rounds 1, 2, 3
     records = [
-        {"mode": mode, "responses": 100, "errors": 0, "seconds": 1.0, "stub_cpu_s": 0.01}
-        | {"user_s": cpu, "system_s": 0.0}
+        {"round": n, "mode": mode, "responses": 100, "errors": 0, "seconds": 1.0}
+        | {"user_s": http[n - 1] if mode == "http-stream" else 0.4, "system_s": 0.0}
+        | {"stub_cpu_s": 0.01}
         for mode in socket_rows.MODES
-        for cpu in ((0.1, 0.2, 0.9) if mode == "http-stream" else (0.4, 0.4, 0.1))
+        for n in (1, 2, 3)
     ]
     got = {m["mode"]: m for m in socket_rows.summarise(records)}
     assert got["http-stream"]["cpu_us_per_response"] == 2000.0
     assert got["ws"]["cpu_us_per_response"] == 4000.0
     assert got["ws"]["cpu_vs_http_stream"] == 2.0
     assert got["ws"]["rps_vs_http_stream"] == 1.0
+    assert got["ws"]["cpu_vs_http_stream_by_round"] == [0.444, 2.0, 4.0]
 
 
 @pytest.mark.integration
