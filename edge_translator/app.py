@@ -49,9 +49,10 @@ protocol objects are behind ``Exchange``; this module never sees them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -229,6 +230,20 @@ class EdgeApp:
         self._flow.models = settings.model_index()
         self.tenancy.reload(settings)
         self.settings = settings
+
+    def server_app(
+        self, drain: Drain, on_start: Sequence[Callable[[asyncio.AbstractEventLoop], None]]
+    ) -> ServerApp:
+        """The granian target of this edge: its requests, its WebSockets,
+        its metrics and access log, ``drain`` and the worker's ``on_start``."""
+        return ServerApp(
+            self,
+            drain,
+            metrics=self.metrics,
+            on_start=on_start,
+            access_logs=(self.access,),
+            sockets=self.sockets,
+        )
 
     async def aclose(self) -> None:
         """Close the router and the limits store (for embedding and tests)."""
@@ -515,11 +530,4 @@ def create_app(environ: Mapping[str, str] | None = None) -> ServerApp:
             name="edge",
         )
         starts.append(watch.install)
-    return ServerApp(
-        app,
-        drain,
-        metrics=app.metrics,
-        on_start=starts,
-        access_logs=(app.access,),
-        sockets=app.sockets,
-    )
+    return app.server_app(drain, starts)

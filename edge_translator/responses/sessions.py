@@ -259,12 +259,7 @@ class ResponsesSockets:
         the socket was idle too long or reached its life's end."""
         if not queue.empty():
             return queue.get_nowait()
-        if overflow:
-            raise _Ended(POLICY, f"more than {self._e.websocket_max_queued} queued messages")
-        if closed.is_set():
-            raise _Ended(NORMAL, "", "client_closed")
-        if stop.is_set():
-            raise _Ended(GOING_AWAY, "draining", codes.DRAINING.code)
+        self._check(closed, stop, overflow)
         idle = self._e.websocket_idle_seconds
         waits = [idle] if idle else []
         if ends:
@@ -284,15 +279,19 @@ class ResponsesSockets:
                 getter.cancel()
         if getter.done() and not getter.cancelled():
             return getter.result()
+        self._check(closed, stop, overflow)
+        if ends and time.monotonic() >= ends:
+            raise self._limit_reached()
+        raise _Ended(NORMAL, "idle", "idle")
+
+    def _check(self, closed: asyncio.Event, stop: asyncio.Event, overflow: list[bool]) -> None:
+        """``_Ended`` when the queue overflowed, the client closed or a drain began."""
         if overflow:
             raise _Ended(POLICY, f"more than {self._e.websocket_max_queued} queued messages")
         if closed.is_set():
             raise _Ended(NORMAL, "", "client_closed")
         if stop.is_set():
             raise _Ended(GOING_AWAY, "draining", codes.DRAINING.code)
-        if ends and time.monotonic() >= ends:
-            raise self._limit_reached()
-        raise _Ended(NORMAL, "idle", "idle")
 
     async def _read(
         self,

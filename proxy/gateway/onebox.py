@@ -116,11 +116,4 @@ def create_app() -> ServerApp:
         starts.append(watch.install)
     # The router's own access log is written only on the proxy's HTTP
     # surface, which this app does not serve: the edge's is the one to flush.
-    return ServerApp(
-        edge,
-        drain,
-        metrics=edge.metrics,
-        on_start=starts,
-        access_logs=(edge.access,),
-        sockets=edge.sockets,
-    )
+    return edge.server_app(drain, starts)

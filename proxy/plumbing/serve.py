@@ -35,6 +35,7 @@ from flatgate.proxy.plumbing.body import (
     check_pieces,
 )
 from flatgate.proxy.plumbing.drain import Drain
+from flatgate.proxy.plumbing.head import RequestHead
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.websocket import AsgiSocket, RsgiSocket, SocketHandler
 from flatgate.proxy.wire.digits import read_decimal
@@ -80,24 +81,8 @@ class Sink(Protocol):
 _RSGI_WHOLE: Final = 64 << 10
 
 
-class Exchange(Protocol):
+class Exchange(RequestHead, Protocol):
     method: str
-    path: str
-
-    def header(self, name: str) -> str | None:
-        """A request header by lower-case name."""
-        ...
-
-    @property
-    def query(self) -> str:
-        """The query string, undecoded ("" when none)."""
-        ...
-
-    @property
-    def peer(self) -> str:
-        """The client's ``host:port``: one HTTP/1.1 connection, or one HTTP/2
-        connection's streams, share it."""
-        ...
 
     async def body(self, policy: BodyPolicy) -> bytes:
         """The whole request body, read within ``policy``: ``BodyTooLarge``

@@ -32,6 +32,8 @@ from typing import Any, Protocol
 
 from granian._granian import RSGIProtocolClosed, RSGIProtocolError
 
+from flatgate.proxy.plumbing.head import RequestHead
+
 __all__ = ["AsgiSocket", "RsgiSocket", "Socket", "SocketHandler"]
 
 Headers = list[tuple[str, str]]
@@ -40,22 +42,8 @@ Headers = list[tuple[str, str]]
 _RSGI_CLOSE = 0
 
 
-class Socket(Protocol):
-    path: str
-
-    def header(self, name: str) -> str | None:
-        """An upgrade request header by lower-case name."""
-        ...
-
-    @property
-    def query(self) -> str:
-        """The upgrade's query string, undecoded ("" when none)."""
-        ...
-
-    @property
-    def peer(self) -> str:
-        """The client's ``host:port`` (as ``Exchange.peer``)."""
-        ...
+class Socket(RequestHead, Protocol):
+    """A WebSocket: its upgrade request's head (``RequestHead``), then its messages."""
 
     async def accept(self) -> None:
         """Complete the upgrade (101). ``ConnectionError`` if the client left first."""
