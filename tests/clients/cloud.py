@@ -1,14 +1,17 @@
 """What the cloud backends' client tests share (``test_bedrock``,
 ``test_gemini``, ``test_vertex``, ``test_azure``): a ``flatgate gateway`` in
 front of a cloud stub, reached with the openai and anthropic SDKs
-(``CloudStack``), a chat turn with an image (``image_turn``), and the
-wait for a worker's first credential fetch (``first_answer``)."""
+(``CloudStack``), a chat turn with an image (``image_turn``), the
+gateway's environment that keeps its credential chains on loopback
+(``aws_env``, ``google_env``), and the wait for a worker's first credential
+fetch (``first_answer``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anthropic
@@ -40,6 +43,40 @@ class CloudStack:
         """The stub's ``/stats``: its last request's headers (digests), body."""
         stats: dict[str, Any] = httpx.get(f"{self.stub.url}/stats", timeout=10).json()
         return stats
+
+
+def aws_env(d: Path, secret: str) -> dict[str, str]:
+    """A gateway's environment in which botocore's chain finds static AWS keys
+    (``secret``: the secret access key the stub checks SigV4 with) and looks
+    nowhere else: no instance metadata service, shared files that do not
+    exist in ``d``, no Bedrock API key."""
+    return {
+        "AWS_ACCESS_KEY_ID": "AKIDFLATGATETEST",
+        "AWS_SECRET_ACCESS_KEY": secret,
+        "AWS_SESSION_TOKEN": "session-token-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(d / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(d / "no-aws-credentials"),
+        "AWS_BEARER_TOKEN_BEDROCK": "",
+        "HOME": str(d),
+        "NO_PROXY": "*",
+    }
+
+
+def google_env(d: Path, credentials: Path) -> dict[str, str]:
+    """A gateway's environment in which google-auth's Application Default
+    Credentials are the service account's key at ``credentials``: the
+    metadata server not looked for (and, were it asked, a closed port on
+    loopback), gcloud's configuration an empty directory in ``d``."""
+    return {
+        "GOOGLE_APPLICATION_CREDENTIALS": str(credentials),
+        "NO_GCE_CHECK": "true",
+        "GCE_METADATA_HOST": "127.0.0.1:1",
+        "GCE_METADATA_IP": "127.0.0.1:1",
+        "CLOUDSDK_CONFIG": str(d / "gcloud"),
+        "HOME": str(d),
+        "NO_PROXY": "*",
+    }
 
 
 def first_answer(ask: Callable[[], T], says: str, seconds: float = 20.0) -> T:

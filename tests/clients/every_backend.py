@@ -26,12 +26,13 @@ refused). And the models the SDK's error and Gemini-only tests use:
 lost its signature) and ``vectors`` (a Gemini embedding model).
 
 The cloud backends' credentials stay on loopback, as ``test_bedrock`` and
-``test_vertex`` set them up: SigV4 with static AWS keys in the gateway's
-environment (no metadata service, no shared files), and a Google service
-account whose token endpoint is a thread here (``google_fakes``). A worker's
-first credential fetch runs beside its start: the stack is handed over once
-a Bedrock and a Vertex model have answered (``first_answer``). The gateway's
-keys: ``KEYS`` (each client's), one tenant.
+``test_vertex`` set them up (``cloud.aws_env``, ``cloud.google_env``): SigV4
+with static AWS keys in the gateway's environment (no metadata service, no
+shared files), and a Google service account whose token endpoint is a
+thread here (``google_fakes``). A worker's first credential fetch runs
+beside its start: the stack is handed over once a Bedrock and a Vertex
+model have answered (``first_answer``). The gateway's keys: ``KEYS`` (each
+client's), one tenant.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import openai
 
 from tests.backends.vertex.google_fakes import TokenEndpoint, serve, service_account_key
 from tests.clients import aisdk
-from tests.clients.cloud import first_answer
+from tests.clients.cloud import aws_env, first_answer, google_env
 from tests.clients.conftest import dropping, model
 from tests.servers import Server, spawn
 from tests.stacks import QUIET, start_all, write_stack
@@ -127,27 +128,6 @@ def _backend(way: str, url: str, name: str = "") -> dict[str, Any]:
     return {**fields, "model": name} if name else fields
 
 
-def _cloud_env(d: Path, credentials: Path) -> dict[str, str]:
-    """The gateway's environment: static AWS keys and no other place the
-    chain looks; Google's service account, no metadata server, no gcloud."""
-    return {
-        "AWS_ACCESS_KEY_ID": "AKIDFLATGATETEST",
-        "AWS_SECRET_ACCESS_KEY": _AWS_SECRET,
-        "AWS_SESSION_TOKEN": "session-token-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "AWS_CONFIG_FILE": str(d / "no-aws-config"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(d / "no-aws-credentials"),
-        "AWS_BEARER_TOKEN_BEDROCK": "",
-        "GOOGLE_APPLICATION_CREDENTIALS": str(credentials),
-        "NO_GCE_CHECK": "true",
-        "GCE_METADATA_HOST": "127.0.0.1:1",
-        "GCE_METADATA_IP": "127.0.0.1:1",
-        "CLOUDSDK_CONFIG": str(d / "gcloud"),
-        "HOME": str(d),
-        "NO_PROXY": "*",
-    }
-
-
 def _ready(gateway: Server) -> None:
     """Once a Bedrock and a Vertex model answer: each worker's first fetch of
     its AWS and Google credentials is done."""
@@ -206,9 +186,8 @@ def every_backend(d: Path) -> Iterator[Server]:
             },
             keys=dict.fromkeys(KEYS, "gemini-clients"),
         )
-        gateway = spawn(
-            "gateway", ["--config", config, "--workers", "1"], d, env=_cloud_env(d, credentials)
-        )
+        env = {**aws_env(d, _AWS_SECRET), **google_env(d, credentials)}
+        gateway = spawn("gateway", ["--config", config, "--workers", "1"], d, env=env)
         servers = [*stubs.values(), gateway]
         start_all(servers)
         try:

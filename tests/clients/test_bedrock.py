@@ -31,7 +31,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.clients.cloud import CloudStack, first_answer, image_turn
+from tests.clients.cloud import CloudStack, aws_env, first_answer, image_turn
 from tests.clients.media import b64, image_echo, png
 from tests.clients.test_claude_code import IMAGE_PROMPT, claude_env, image_answer
 from tests.servers import spawn
@@ -79,18 +79,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BedrockStack]:
         models={r: ("Anthropic" if "claude" in r else "OpenAI") for r in ROUTES},
         keys={KEY: "acme"},
     )
-    env = {
-        "AWS_ACCESS_KEY_ID": "AKIDFLATGATETEST",
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_SESSION_TOKEN": "session-token-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "AWS_CONFIG_FILE": str(d / "no-aws-config"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(d / "no-aws-credentials"),
-        "AWS_BEARER_TOKEN_BEDROCK": "",
-        "HOME": str(d),
-        "NO_PROXY": "*",
-    }
-    gateway = spawn("gateway", ["--config", config, "--workers", "1"], d, env=env)
+    gateway = spawn("gateway", ["--config", config, "--workers", "1"], d, env=aws_env(d, SECRET))
     servers = [stub, gateway]
     start_all(servers)
     try:

@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from tests.backends.vertex.google_fakes import TokenEndpoint, serve, service_account_key
-from tests.clients.cloud import CloudStack, first_answer, image_turn
+from tests.clients.cloud import CloudStack, first_answer, google_env, image_turn
 from tests.clients.media import b64, image_echo, png
 from tests.clients.test_claude_code import IMAGE_PROMPT, claude_env, image_answer
 from tests.loopback import guard_env, guard_log
@@ -98,16 +98,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VertexStack]:
             models={r: ("Anthropic" if "claude" in r else "SelfHosted") for r in ROUTES},
             keys={KEY: "acme"},
         )
-        env = {
-            "GOOGLE_APPLICATION_CREDENTIALS": str(key),
-            "NO_GCE_CHECK": "true",
-            "GCE_METADATA_HOST": "127.0.0.1:1",
-            "GCE_METADATA_IP": "127.0.0.1:1",
-            "CLOUDSDK_CONFIG": str(d / "gcloud"),
-            "HOME": str(d),
-            "NO_PROXY": "*",
-            **guard_env(d / "guard.log"),
-        }
+        env = {**google_env(d, key), **guard_env(d / "guard.log")}
         gateway = spawn("gateway", ["--config", config, "--workers", "1"], d, env=env)
         servers = [stub, gateway]
         start_all(servers)
