@@ -41,18 +41,26 @@ PROMPT = "flatgate carries every word of this prompt"
 FAMILIES = ("", "gpt-5.5")
 
 
-@pytest.fixture(scope="module")
-def codex() -> Path:
+def installed_codex() -> Path:
+    """The pinned Codex, or an error that says how to install it."""
     if not CODEX.exists():
         raise RuntimeError(f"{CODEX} is missing: `make test` installs it")
     return CODEX
 
 
-def codex_home(root: Path, base_url: str, name: str, request_id: str) -> Path:
+@pytest.fixture(scope="module")
+def codex() -> Path:
+    return installed_codex()
+
+
+def codex_home(
+    root: Path, base_url: str, name: str, request_id: str, *, websockets: bool = False
+) -> Path:
     """A ``CODEX_HOME`` whose ``config.toml`` makes ``base_url`` the model
-    provider (sending ``x-request-id: request_id`` too, unless empty): no
-    retries, no update check, no analytics, no plugin sync (so nothing but the
-    provider is called)."""
+    provider (sending ``x-request-id: request_id`` too, unless empty; with
+    ``supports_websockets = true`` if ``websockets``, so that Codex opens a
+    Responses WebSocket): no retries, no update check, no analytics, no plugin
+    sync (so nothing but the provider is called)."""
     home = root / "codex-home"
     home.mkdir(exist_ok=True)
     (home / "config.toml").write_text(
@@ -65,7 +73,8 @@ def codex_home(root: Path, base_url: str, name: str, request_id: str) -> Path:
         f"base_url = {json.dumps(base_url)}\n"
         'env_key = "FLATGATE_KEY"\n'
         'wire_api = "responses"\n'
-        "request_max_retries = 0\n"
+        + ("supports_websockets = true\n" if websockets else "")
+        + "request_max_retries = 0\n"
         "stream_max_retries = 0\n"
         + (f"http_headers = {{ x-request-id = {json.dumps(request_id)} }}\n" if request_id else "")
         + "\n"
@@ -80,18 +89,26 @@ def codex_home(root: Path, base_url: str, name: str, request_id: str) -> Path:
 
 
 def run_codex(
-    codex: Path, root: Path, base_url: str, name: str, *args: str, request_id: str = ""
+    codex: Path,
+    root: Path,
+    base_url: str,
+    name: str,
+    *args: str,
+    request_id: str = "",
+    key: str = KEY,
+    websockets: bool = False,
 ) -> tuple[int, list[dict[str, Any]], str]:
-    """``codex exec --json --skip-git-repo-check <args>`` in ``root/project``:
-    its exit status, its JSONL events and its stderr."""
-    home = codex_home(root, base_url, name, request_id)
+    """``codex exec --json --skip-git-repo-check <args>`` in ``root/project``
+    with the gateway's ``key`` (over a Responses WebSocket if ``websockets``,
+    ``codex_home``): its exit status, its JSONL events and its stderr."""
+    home = codex_home(root, base_url, name, request_id, websockets=websockets)
     project = root / "project"
     project.mkdir(exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(root),
         "CODEX_HOME": str(home),
-        "FLATGATE_KEY": KEY,
+        "FLATGATE_KEY": key,
     }
     done = subprocess.run(
         [str(codex), "exec", "--json", "--skip-git-repo-check", *args],

@@ -21,8 +21,6 @@ every backend way (``every_backend``; each stub echoes the last user input):
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -36,11 +34,11 @@ from websockets.sync.client import ClientConnection, connect
 from tests.clients.conftest import ClientStack
 from tests.clients.every_backend import KEY, PROTOCOLS, WAYS, every_backend, model
 from tests.clients.test_codex import (
-    CODEX,
-    codex_home,
     echo,
     environment_context,
+    installed_codex,
     messages,
+    run_codex,
 )
 
 pytestmark = pytest.mark.integration
@@ -85,6 +83,20 @@ def completed(event: Any) -> Any:
     return event.response
 
 
+def continued(conn: Any, way: str, first: Any, text: str) -> Any:
+    """A ``store: false`` turn of ``text`` continuing ``first`` by its id:
+    its response, checked to echo ``text`` and to name ``first`` its
+    previous one."""
+    second = completed(
+        sdk_turn(conn, model=model(way), store=False, previous_response_id=first.id, input=text)
+    )
+    assert second.output_text == text
+    assert second.previous_response_id == first.id
+    # The backend was sent the first turn too (its input and its answer).
+    assert second.usage.input_tokens > first.usage.input_tokens
+    return second
+
+
 @SDK_CONNECT_WARNING
 @pytest.mark.parametrize("way", WAYS)
 def test_the_sdk_continues_a_store_false_response_on_its_socket(
@@ -95,20 +107,8 @@ def test_the_sdk_continues_a_store_false_response_on_its_socket(
             sdk_turn(conn, model=model(way), store=False, input="Remember the word cobalt.")
         )
         assert first.output_text == "Remember the word cobalt."
-        second = completed(
-            sdk_turn(
-                conn,
-                model=model(way),
-                store=False,
-                previous_response_id=first.id,
-                input="Which word was it?",
-            )
-        )
-    assert second.output_text == "Which word was it?"
-    assert second.previous_response_id == first.id
+        second = continued(conn, way, first, "Which word was it?")
     assert second.id != first.id
-    # The backend was sent the first turn too (its input and its answer).
-    assert second.usage.input_tokens > first.usage.input_tokens
 
 
 @SDK_CONNECT_WARNING
@@ -121,18 +121,7 @@ def test_the_sdk_continues_a_stored_response_on_a_new_socket(stack: ClientStack,
         )
     assert first.output_text == "Remember the word slate."
     with client.responses.connect() as conn:
-        second = completed(
-            sdk_turn(
-                conn,
-                model=model(way),
-                store=False,
-                previous_response_id=first.id,
-                input="And now, which word?",
-            )
-        )
-    assert second.output_text == "And now, which word?"
-    assert second.previous_response_id == first.id
-    assert second.usage.input_tokens > first.usage.input_tokens
+        continued(conn, way, first, "And now, which word?")
 
 
 @SDK_CONNECT_WARNING
@@ -166,38 +155,12 @@ CODEX_PROTOCOLS = ("fbs", "openai", "anthropic")
 def run_codex_over_socket(
     root: Path, base_url: str, name: str, args: list[str], request_id: str
 ) -> tuple[int, list[dict[str, Any]], str]:
-    """``codex exec --json <args>`` as ``test_codex.run_codex`` runs it, with its
-    provider's ``supports_websockets = true``: its exit status, its JSONL
-    events and its stderr."""
-    if not CODEX.exists():
-        raise RuntimeError(f"{CODEX} is missing: `make test` installs it")
-    home = codex_home(root, base_url, name, request_id)
-    config = home / "config.toml"
-    provider = 'wire_api = "responses"\n'
-    assert provider in config.read_text()
-    config.write_text(
-        config.read_text().replace(provider, provider + "supports_websockets = true\n")
+    """``test_codex.run_codex`` with this stack's key and its provider's
+    ``supports_websockets = true``: its exit status, JSONL events, stderr."""
+    codex = installed_codex()
+    return run_codex(
+        codex, root, base_url, name, *args, request_id=request_id, key=KEY, websockets=True
     )
-    project = root / "project"
-    project.mkdir(exist_ok=True)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(root),
-        "CODEX_HOME": str(home),
-        "FLATGATE_KEY": KEY,
-    }
-    done = subprocess.run(
-        [str(CODEX), "exec", "--json", "--skip-git-repo-check", *args],
-        cwd=project,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done.returncode, events, done.stderr
 
 
 def _at(entry: dict[str, Any]) -> datetime:
