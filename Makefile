@@ -160,6 +160,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.edge_ratios
 	$(BIN)/python -m benchmarks.embeddings
 	$(BIN)/python -m benchmarks.cost_checks
+	$(BIN)/python -m benchmarks.request_cost
 	$(BIN)/python -m benchmarks.jwt_auth
 	sh tests/setup_tools.sh
 	$(BIN)/python -m benchmarks.limits_bench
