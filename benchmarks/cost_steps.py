@@ -171,6 +171,16 @@ FUNCTION_STEPS: dict[tuple[str, str], str] = {
     ("flatgate.proxy.backends.json_api", "prepare"): "adapter encode",
     ("flatgate.proxy.backends.json_api", "headers"): "adapter encode",
     ("flatgate.proxy.backends.json_api", "omitted"): "adapter encode",
+    # The proxy app's own steps, in its module.
+    ("flatgate.proxy.service.app", "head"): "admission",
+    ("flatgate.proxy.service.app", "admit"): "route",
+    ("flatgate.proxy.service.app", "target_of"): "route",
+    ("flatgate.proxy.service.app", "target_for"): "route",
+    ("flatgate.proxy.service.app", "_read_final"): "log",
+    # The edge's reading of the router's frames (``Frames``) is for its renderer.
+    ("flatgate.edge_translator.proxy_link", "__init__"): "render",
+    ("flatgate.edge_translator.proxy_link", "next"): "render",
+    ("flatgate.edge_translator.proxy_link", "<listcomp>"): "render",
 }
 
 _ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,9 @@ the row). The garbage collector is tuned as every worker tunes it
   ``benchmarks.allocs.count_allocations`` (memray) over up to ``--calls``
   requests, measured first, while the process is alone;
 - GC collections per 1,000 requests, by generation: ``gc.get_stats()``
-  before and after every round, summed;
+  before and after every round, summed; and the same over one more round
+  at CPython's default thresholds (700/10/10), where the tuned ones rarely
+  collect at all;
 - each step's share: ``cProfile`` over ``--profile-requests`` requests, each
   function's time charged to its step by its module (``benchmarks.cost_steps``),
   as % of the profiled time.
@@ -60,6 +62,8 @@ __all__ = ["NAME", "QUICK", "Plan", "main", "measure", "render", "write"]
 NAME = "request-cost"
 # Requests between two turns of the loop (its cancelled timers dropped).
 _TURN = 100
+# CPython's own GC thresholds, for comparison with the workers' tuned ones.
+CPYTHON_THRESHOLDS = (700, 10, 10)
 _PACKAGES = ("msgspec", "flatbuffers", "memray")
 # The bench's own code, beside the product's (``MEASURED``): a change to
 # either marks the revision.
@@ -147,6 +151,12 @@ async def _run(opts: Plan, log: Callable[[str], None]) -> Doc:
                     best[row.name], await _round(row, opts.requests, gcs[row.name])
                 )
             log(f"round {r + 1}/{opts.rounds}")
+        # One more round at CPython's thresholds: what the tuning spares.
+        untuned = {row.name: [0, 0, 0] for row in rows}
+        gc.set_threshold(*CPYTHON_THRESHOLDS)
+        for row in rows:
+            await _round(row, opts.requests, untuned[row.name])
+        gc.set_threshold(*DEFAULT_THRESHOLDS)
         steps: dict[str, dict[str, float]] = {}
         for row in rows:
             steps[row.name] = shares(profile(row.serve, opts.profile_requests))
@@ -166,6 +176,7 @@ async def _run(opts: Plan, log: Callable[[str], None]) -> Doc:
                 "cpu_us": best[row.name] * 1e6,
                 **allocs[row.name],
                 "gc_per_1000": [1000.0 * c / total for c in gcs[row.name]],
+                "gc_per_1000_cpython": [1000.0 * c / opts.requests for c in untuned[row.name]],
                 "steps": steps[row.name],
             }
             for row in rows
@@ -185,6 +196,7 @@ def measure(opts: Plan, log: Callable[[str], None]) -> Doc:
         "memray_calls": opts.calls,
         "profile_requests": opts.profile_requests,
         "gc_thresholds": list(DEFAULT_THRESHOLDS),
+        "gc_thresholds_cpython": list(CPYTHON_THRESHOLDS),
     }
     doc.update(asyncio.run(_run(opts, log)))
     return doc
@@ -219,7 +231,9 @@ def render(doc: Doc) -> str:
         f"{m['request_bytes']} B request, a {m['tokens']}-token answer; CPU the fastest of "
         f"{m['rounds']} interleaved rounds of {m['requests_per_round']:,} requests; "
         f"allocations over {m['memray_calls']} requests (memray); shares from cProfile over "
-        f"{m['profile_requests']} requests; GC thresholds {m['gc_thresholds']}, frozen.",
+        f"{m['profile_requests']} requests; GC thresholds {m['gc_thresholds']} (the workers'"
+        f" tuning), start-up frozen, and one more round at CPython's "
+        f"{m['gc_thresholds_cpython']}.",
         "",
         *md_facts(head_facts(doc)),
         "",
@@ -240,6 +254,7 @@ def render(doc: Doc) -> str:
                 times(ratio(row["allocs"], floor["allocs"])) if floor else "-",
                 num(row["bytes"], 0),
                 " / ".join(num(c, 2) for c in row["gc_per_1000"]),
+                " / ".join(num(c, 2) for c in row["gc_per_1000_cpython"]),
             ]
         )
     head_row = [
@@ -250,6 +265,7 @@ def render(doc: Doc) -> str:
         "vs floor",
         "bytes allocated/request",
         "GC per 1,000 requests (gen 0 / 1 / 2)",
+        "the same at 700/10/10",
     ]
     lines += [*md_table(head_row, table), ""]
     measured = [row for row in rows if row["floor"]]

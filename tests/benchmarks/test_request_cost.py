@@ -78,7 +78,7 @@ def test_a_tiny_run_writes_every_row_and_step(tmp_path: Path) -> None:
     assert len(rows) == 7
     for row in rows:
         assert row["cpu_us"] > 0 and row["allocs"] > 0 and row["bytes"] > 0
-        assert len(row["gc_per_1000"]) == 3
+        assert len(row["gc_per_1000"]) == len(row["gc_per_1000_cpython"]) == 3
         assert list(row["steps"]) == list(STEPS)
         assert abs(sum(row["steps"].values()) - 100.0) < 0.01
     md = paths[1].read_text()
