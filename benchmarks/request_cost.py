@@ -199,7 +199,10 @@ def measure(opts: Plan, log: Callable[[str], None]) -> Doc:
         "gc_thresholds": list(DEFAULT_THRESHOLDS),
         "gc_thresholds_cpython": list(CPYTHON_THRESHOLDS),
     }
+    # The machine's load around the run: CPU per request grows on a busy one.
+    before = os.getloadavg()[0]
     doc.update(asyncio.run(_run(opts, log)))
+    doc["load_average"] = [before, os.getloadavg()[0]]
     return doc
 
 
@@ -220,6 +223,13 @@ and transport (`benchmarks.cost_steps` maps every module).
 """
 
 
+def _load(doc: Doc) -> list[tuple[str, object]]:
+    load = doc.get("load_average")
+    if not load:
+        return []
+    return [("load average (1 min), start / end", f"{load[0]:.2f} / {load[1]:.2f}")]
+
+
 def render(doc: Doc) -> str:
     """The Markdown report of a result document."""
     rows = doc["rows"]
@@ -236,7 +246,7 @@ def render(doc: Doc) -> str:
         f" tuning), start-up frozen, and one more round at CPython's "
         f"{m['gc_thresholds_cpython']}.",
         "",
-        *md_facts(head_facts(doc)),
+        *md_facts([*head_facts(doc), *_load(doc)]),
         "",
         "| row | what |",
         "|---|---|",
