@@ -21,8 +21,11 @@ not parsed beyond that flag):
 | ``gemini-stream-32`` | streamGenerateContent (the gateway: Chat Comp.) | 32 | streamed | 16 |
 
 Each case names its floor (the client straight to that stub), the row in
-each column of the report (``ROLES``: nginx, Portkey, LiteLLM, the flatgate
-gateway) and, for ``2KB``, the other flatgate rows measured beside them.
+each column of the report (``ROLES``: nginx, vllm-router, Portkey, LiteLLM,
+the flatgate gateway) and, for ``2KB``, the other flatgate rows measured
+beside them. vllm-router is in every OpenAI case (it has no Messages API), a
+router of its own in front of each case's stub (``router_row``: it routes by
+worker, not by model).
 LiteLLM is in the 32-token OpenAI cases only: at 512 tokens it takes seconds
 a stream at c16, past wrk's run. The Bedrock cases (issue 39) have no peer:
 the stub is ``flatgate stub --protocol bedrock --canned 32``, the direct and
@@ -45,7 +48,7 @@ never asserted.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from benchmarks.harness.report import ratio
@@ -59,13 +62,14 @@ __all__ = [
     "case_named",
     "plans",
     "result_row",
+    "router_row",
     "target_records",
     "targets",
 ]
 
 Api = Literal["openai", "anthropic", "bedrock", "gemini"]
 # The report's columns, in order: who stands in front of the same stub.
-ROLES = ("nginx", "portkey", "litellm", "gateway")
+ROLES = ("nginx", "vllm-router", "portkey", "litellm", "gateway")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,22 @@ CASES: tuple[Case, ...] = (
     _cloud_case("gemini", False),
     _cloud_case("gemini", True),
 )
+
+
+def router_row(backend: str) -> str:
+    """The vllm-router row (and server) in front of the stub ``backend``: one
+    router a stub, as vllm-router routes by worker, not by model."""
+    return "vllm-router" + backend.removeprefix("stub")
+
+
+def _with_router(case: Case) -> Case:
+    """An OpenAI case with its vllm-router column (vllm-router has no Messages API)."""
+    if case.api != "openai":
+        return case
+    return replace(case, columns={**case.columns, "vllm-router": router_row(case.backend)})
+
+
+CASES = tuple(_with_router(c) for c in CASES)
 
 
 def case_named(name: str) -> Case:

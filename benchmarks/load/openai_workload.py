@@ -20,6 +20,7 @@ streamed as the request says, answered from bytes built once):
 | portkey | the Portkey gateway (node), provider ``openai`` with the stub as custom host |
 | portkey-anthropic | the same Portkey on ``/v1/messages``, provider ``anthropic`` |
 | litellm | the LiteLLM proxy, model ``openai/<model>`` with the stub as ``api_base`` |
+| vllm-router (and -512...) | vllm-router (Rust), round robin to its one stub: one a stub |
 | direct-, nginx-, gateway-bedrock and -gemini | the cloud stubs (``benchmarks.load.cloud_rows``) |
 
 Each case of ``benchmarks.load.cases`` is one "size" of the result (its rows,
@@ -30,7 +31,7 @@ with the reason. Streaming (the original rows): 16 concurrent streams of 32
 tokens from a second OpenAI stub that echoes the last user message (time to
 first token and between tokens as the fbs workload's), timed to the end of
 each stream. The rows are measured in the rounds of ``benchmarks.load.measure``,
-with "vs. portkey" and "vs. litellm" ratios.
+with "vs. portkey", "vs. litellm" and "vs. vllm-router" ratios.
 
 Owns the rows, the config of the flatgate servers and starting every server
 (the bodies are ``benchmarks.load.openai_bodies``'); measures nothing itself.
@@ -55,7 +56,7 @@ from benchmarks.harness.servers import (
     tool_version,
 )
 from benchmarks.load import peers
-from benchmarks.load.cases import CASES, plans
+from benchmarks.load.cases import CASES, plans, router_row
 from benchmarks.load.cloud_rows import (
     BEDROCK_ENV,
     BEDROCK_MODEL,
@@ -113,6 +114,15 @@ _BACKENDS = {
     "stub-bedrock": "canned-bedrock",
     "stub-gemini": "canned-gemini",
 }
+# vllm-router: a router of its own in front of each OpenAI stub (it routes by
+# worker, not by model); the first's rows stream from one in front of the echo stub.
+_ROUTED = {router_row(stub): stub for stub, (api, _) in STUBS.items() if api == "openai"}
+
+
+def _echo(router: str, stub: str) -> str | None:
+    return f"{router}-echo" if stub == "stub" else None
+
+
 OPENAI_ROWS: tuple[Row, ...] = (
     Row("direct-openai", "stub", _CHAT, "openai", (), "echo", "client to the OpenAI stub"),
     Row("nginx-openai", "nginx", _CHAT, "openai", ("nginx",), "nginx-echo", "proxy_pass"),
@@ -173,6 +183,10 @@ OPENAI_ROWS: tuple[Row, ...] = (
     ),
     Row("portkey", "portkey", _CHAT, "openai", ("portkey",), "portkey", "Portkey gateway (node)"),
     Row("litellm", "litellm", _CHAT, "openai", ("litellm",), "litellm", "LiteLLM proxy"),
+    *(
+        Row(name, name, _CHAT, "openai", (name,), _echo(name, stub), f"vllm-router -> {stub}")
+        for name, stub in _ROUTED.items()
+    ),
     # The other cases' rows (benchmarks.load.cases): no echo stream of their own.
     Row("direct-openai-512", "stub-512", _CHAT, "openai", (), None, "client to the 512-token stub"),
     Row("nginx-openai-512", "nginx-512", _CHAT, "openai", ("nginx-512",), None, "proxy_pass"),
@@ -378,7 +392,9 @@ def start(group: ServerGroup, settings: Settings) -> Started:
     if upstreams and (why := group.nginx_in_front(upstreams, settings.without)) is not None:
         skipped.update(dict.fromkeys(upstreams, why))
     litellm_stubs = {ADAPTER_MODEL: stub.url + "/v1", ECHO_MODEL: echo.url + "/v1"}
-    peer_skips, found = start_peers(group, settings, wanted, litellm_stubs)
+    routers = {name: stubs[stub].url for name, stub in _ROUTED.items() if name in wanted}
+    routers |= {f"{n}-echo": echo.url for n in _ROUTED if f"{n}-echo" in wanted}
+    peer_skips, found = start_peers(group, settings, wanted, litellm_stubs, routers)
     skipped.update(peer_skips)
     skipped.update(group.wait_healthy(seconds=120.0))
     if "gateway-bedrock" in settings.rows and "gateway" not in skipped:
@@ -420,15 +436,22 @@ _NGINX = {
 
 
 def start_peers(
-    group: ServerGroup, settings: Settings, wanted: set[str], stubs: dict[str, str]
+    group: ServerGroup,
+    settings: Settings,
+    wanted: set[str],
+    stubs: dict[str, str],
+    routers: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """Start the wanted peers in front of ``stubs`` (model name to base URL);
-    the ones that cannot run, with why, and the versions found."""
+    """Start the wanted peers in front of ``stubs`` (model name to base URL)
+    and a vllm-router for each of ``routers`` (its server name to its stub's
+    URL); the ones that cannot run, with why, and the versions found."""
     skipped: dict[str, str] = {}
     found: dict[str, str] = {}
-    names = [p for p in peers.PEERS if p in wanted]
+    names = [p for p in peers.PEERS if p in wanted and p != peers.VLLM_ROUTER]
+    routers = routers or {}
     if not settings.peers:
-        return dict.fromkeys(names, "peers not requested (BENCH_PEERS=1 or --peers)"), found
+        why = "peers not requested (BENCH_PEERS=1 or --peers)"
+        return dict.fromkeys([*names, *routers], why), found
     root = peers.peers_dir()
     if "portkey" in names:
         portkey = peers.find_portkey(root, settings.without)
@@ -445,6 +468,16 @@ def start_peers(
         else:
             found["litellm"] = litellm.version
             peers.start_litellm(group, litellm, stubs)
+    if routers:
+        router = peers.find_vllm_router(root, settings.without)
+        if isinstance(router, str):
+            return {**skipped, **dict.fromkeys(routers, router)}, found
+        found[peers.VLLM_ROUTER] = router.version
+        for name, worker in routers.items():
+            if (problem := peers.worker_problem(worker)) is not None:
+                skipped[name] = problem
+                continue
+            peers.start_vllm_router(group, router, name, worker)
     return skipped, found
 
 

@@ -1,11 +1,12 @@
-"""The load bench's peers: the Portkey gateway and the LiteLLM proxy.
+"""The load bench's peers: the Portkey gateway, the LiteLLM proxy and vllm-router.
 
 Owns finding the peers where ``benchmarks/peers/setup_peers.sh`` installed
 them (a scratch directory outside the repository: ``peers_dir``), checking
 that what is installed is what ``benchmarks/peers/`` pins (``find_portkey``,
-``find_litellm``: the install, or why there is none), their configuration
-(``litellm_config``, ``litellm_log_config``, ``portkey_headers``) and starting
-them on loopback ports (``start_portkey``, ``start_litellm``) in front of the
+``find_litellm``, ``find_vllm_router``: the install, or why there is none),
+their configuration (``litellm_config``, ``litellm_log_config``,
+``portkey_headers``, ``vllm_router_argv``) and starting them on loopback ports
+(``start_portkey``, ``start_litellm``, ``start_vllm_router``) in front of the
 bench's OpenAI stubs:
 
 - Portkey: ``node build/start-server.js --port=P --headless`` with
@@ -17,7 +18,14 @@ bench's OpenAI stubs:
   environment, each model an ``openai/<model>`` entry whose ``api_base`` is a
   stub; no database, no master key, no callbacks, no retries, no cooldowns,
   telemetry off, the local model cost map (no fetch at start), logs at ERROR
-  and no access log.
+  and no access log;
+- vllm-router (the vLLM project's router, Rust, in its own virtual
+  environment): ``vllm-router --worker-urls <stub> --policy round_robin``, one
+  router per stub (it routes by worker, not by model), its Prometheus
+  listener on a loopback port of its own, logs at ``warning``. It waits for
+  ``GET /health`` on its worker to answer 200 before it listens (whatever
+  ``--health-check-endpoint`` says): ``worker_problem`` asks first, so that a
+  stub without it skips the row with the reason instead of a timeout.
 
 Installs nothing, and never runs a peer from the project's virtual
 environment. Must not listen or send beyond 127.0.0.1.
@@ -28,6 +36,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +52,14 @@ __all__ = [
     "LOOPBACK_JS",
     "PEERS",
     "PINS",
+    "VLLM_ROUTER",
+    "VLLM_ROUTER_HEALTH",
     "Litellm",
     "Portkey",
+    "VllmRouter",
     "find_litellm",
     "find_portkey",
+    "find_vllm_router",
     "litellm_config",
     "litellm_log_config",
     "npm_pins",
@@ -54,15 +69,22 @@ __all__ = [
     "portkey_headers",
     "start_litellm",
     "start_portkey",
+    "start_vllm_router",
+    "vllm_router_argv",
+    "worker_problem",
 ]
 
-PEERS = ("portkey", "litellm")
+VLLM_ROUTER = "vllm-router"
+PEERS = ("portkey", "litellm", VLLM_ROUTER)
 PINS = ROOT / "benchmarks" / "peers"
 _SETUP = "BENCH_PEERS=1 sh benchmarks/setup_tools.sh"
 PORTKEY_PACKAGE = "@portkey-ai/gateway"
 # The gateway's own lockfile resolves @hono/node-server to this version.
 HONO_SERVER = "@hono/node-server"
 LITELLM_HEALTH = "/health/liveliness"
+# The router's own liveness; the path it asks its worker is WORKER_HEALTH.
+VLLM_ROUTER_HEALTH = "/liveness"
+WORKER_HEALTH = "/health"
 # Requests that never reach a model: the stub's canned answer needs no key,
 # but the peers want one to pass on.
 DUMMY_KEY = "sk-bench-dummy"
@@ -133,6 +155,12 @@ class Litellm:
     version: str
 
 
+@dataclass(frozen=True, slots=True)
+class VllmRouter:
+    executable: Path
+    version: str
+
+
 def find_portkey(root: Path, without: Collection[str] = ()) -> Portkey | str:
     """The Portkey install under ``root``, or why it cannot run (the reason names
     no path: it may end up in committed results)."""
@@ -176,6 +204,23 @@ def find_litellm(root: Path, without: Collection[str] = ()) -> Litellm | str:
     if got != [want]:
         return f"litellm {', '.join(got) or 'missing'} installed, pinned {want} (run {_SETUP})"
     return Litellm(exe, want)
+
+
+def find_vllm_router(root: Path, without: Collection[str] = ()) -> VllmRouter | str:
+    """The vllm-router install under ``root`` (its own virtual environment), or
+    why it cannot run."""
+    if VLLM_ROUTER in without:
+        return "vllm-router is treated as absent (--without)"
+    venv = root / VLLM_ROUTER / "venv"
+    exe = venv / "bin" / VLLM_ROUTER
+    if not exe.is_file():
+        return f"not installed (run {_SETUP})"
+    want = pip_pins((PINS / "vllm-router-hashed.txt").read_text())[VLLM_ROUTER]
+    infos = sorted(venv.glob("lib/python*/site-packages/vllm_router-*.dist-info"))
+    got = [p.name.removeprefix("vllm_router-").removesuffix(".dist-info") for p in infos]
+    if got != [want]:
+        return f"vllm-router {', '.join(got) or 'missing'} installed, pinned {want} (run {_SETUP})"
+    return VllmRouter(exe, want)
 
 
 # node: bind every listening socket the gateway opens to loopback.
@@ -282,4 +327,52 @@ def start_litellm(group: ServerGroup, install: Litellm, models: Mapping[str, str
         health=LITELLM_HEALTH,
         drop_env=drop,
         cwd=group.workdir,
+    )
+
+
+def vllm_router_argv(install: VllmRouter, port: int, worker: str, metrics_port: int) -> list[str]:
+    """The router on ``port`` in front of the one ``worker`` (a base URL, no
+    ``/v1``), round robin (over one worker: no choice to make), Prometheus on
+    ``metrics_port``, everything on loopback."""
+    argv = [str(install.executable), "--host", HOST, "--port", str(port)]
+    argv += ["--worker-urls", worker, "--policy", "round_robin"]
+    argv += ["--prometheus-host", HOST, "--prometheus-port", str(metrics_port)]
+    return [*argv, "--log-level", "warning"]
+
+
+# Loopback only: never through a proxy the environment names.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def worker_problem(worker: str, seconds: float = 30.0) -> str | None:
+    """``None`` once ``GET <worker>/health`` answers 200 (what vllm-router waits
+    for before it listens); else why not, at once for an answer that is not
+    200, after ``seconds`` for a worker that does not answer."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with _DIRECT.open(worker + WORKER_HEALTH, timeout=2) as answer:
+                if answer.status == 200:
+                    return None
+                status = answer.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                return f"its worker does not answer GET {WORKER_HEALTH}: {exc}"
+            time.sleep(0.1)
+            continue
+        return (
+            f"its worker answers GET {WORKER_HEALTH} with {status}: vllm-router waits for a "
+            "200 there before it listens"
+        )
+
+
+def start_vllm_router(group: ServerGroup, install: VllmRouter, name: str, worker: str) -> Server:
+    port = free_port()
+    argv = vllm_router_argv(install, port, worker, free_port())
+    # No settings from the caller's shell (a Rust log filter, vLLM's variables).
+    drop = ("RUST_LOG", "VLLM_", "HF_")
+    return group.spawn(
+        name, argv, port, health=VLLM_ROUTER_HEALTH, drop_env=drop, cwd=group.workdir
     )

@@ -3,8 +3,8 @@
 Renders one result document of ``--workload openai``
 (``benchmarks.load.openai_workload``): the header; the real path in issue
 23's shape (``summary_table``: a line per case and figure, a column per peer
-and the gateway, the gateway's ratio against Portkey and nginx) and the
-issue's targets computed (``benchmarks.load.cases.targets``); then one table
+and the gateway, the gateway's ratio against Portkey, vllm-router and nginx)
+and the issue's targets computed (``benchmarks.load.cases.targets``); then one table
 per case (throughput, "vs." ratios against the case's direct row and each
 peer, CPU per request and its ratio against each peer, peak RSS, latency at
 the fixed rate where it ran, and unloaded), the streaming table (whole-stream
@@ -39,7 +39,8 @@ rows are interleaved in rounds so that ratios hold better than absolutes, and
 throughput is each row's best round. The edge row runs two busy processes (edge
 and proxy) and its CPU is both together; every other row runs one server
 process (Portkey: one node process; LiteLLM: one uvicorn worker; nginx: one
-worker) besides the stub. Each row's CPU is the CPU of its whole process tree.
+worker; vllm-router: one process, its Rust runtime's threads) besides the
+stub. Each row's CPU is the CPU of its whole process tree.
 The fixed rate is low so that every row, LiteLLM too, can take three times
 it; a row that cannot is offered 35% of its own throughput instead (marked
 †) and its latencies are not comparable with the others'. Added latency is a
@@ -63,7 +64,9 @@ gateway's gemini backend translates the OpenAI chat request to one (with its
 """
 
 _ROLE_NAMES = {"nginx": "nginx", "portkey": "Portkey", "litellm": "LiteLLM"}
-_ROLE_NAMES["gateway"] = "flatgate gateway"
+_ROLE_NAMES |= {"vllm-router": "vllm-router", "gateway": "flatgate gateway"}
+# The summary's ratio columns: the gateway's figure over each of these roles'.
+_VERSUS_ROLES = ("portkey", "vllm-router", "nginx")
 
 
 def _get(rows: Sequence[Mapping[str, Any]], case: Case, role: str, key: str) -> Any:
@@ -96,10 +99,10 @@ def summary_table(doc: Mapping[str, Any]) -> list[str]:
     """The real path in the issue's shape: for each case of the run, its
     throughput, the CPU of each row's server per request (per token for a
     stream) and the unloaded added p50 at c1; a column per peer and the
-    gateway, then the gateway's ratio against Portkey and against nginx."""
+    gateway, then the gateway's ratio against Portkey, vllm-router and nginx."""
     rows = doc["rows"]
     head = ["workload (same stub behind every row)", *(_ROLE_NAMES[r] for r in ROLES)]
-    out = md_table([*head, "gateway vs. Portkey", "gateway vs. nginx"], [])
+    out = md_table([*head, *(f"gateway vs. {_ROLE_NAMES[r]}" for r in _VERSUS_ROLES)], [])
     sizes = set(doc["settings"]["sizes"])
     for case in (c for c in CASES if c.name in sizes):
         unit = "streams/s" if case.stream else "req/s"
@@ -111,7 +114,7 @@ def summary_table(doc: Mapping[str, Any]) -> list[str]:
         for what, key, digits in lines:
             cells = [f"{case.label}: {what}"]
             cells += [_cell(rows, case, role, key, digits) for role in ROLES]
-            cells += [_versus(rows, case, key, "portkey"), _versus(rows, case, key, "nginx")]
+            cells += [_versus(rows, case, key, role) for role in _VERSUS_ROLES]
             out.append(md_row(cells))
     return out
 

@@ -7,7 +7,11 @@
 #     litellm/  a virtual environment of its own (never the project's) with the
 #               LiteLLM proxy: its dependencies pinned (litellm-deps.txt), then
 #               LiteLLM's own wheels checked by SHA-256 (litellm-hashed.txt)
-# Called by benchmarks/setup_tools.sh when BENCH_PEERS=1. An install whose pins
+#     vllm-router/  a virtual environment of its own with the vLLM router (a
+#               Rust binary in a wheel) and its launcher's imports, every wheel
+#               pinned and checked by SHA-256 (vllm-router-hashed.txt)
+# Called by benchmarks/setup_tools.sh when BENCH_PEERS=1; given peers' names
+# (sh setup_peers.sh vllm-router), installs only those. An install whose pins
 # have not changed is kept. Never fails: without a peer, the bench skips its row
 # and says why.
 set -u
@@ -69,7 +73,37 @@ install_litellm() {
     fi
 }
 
+install_vllm_router() {
+    target="$dir/vllm-router"
+    pins=$(cat "$here/vllm-router-hashed.txt")
+    if same_pins "$target" "$pins"; then
+        note "vllm-router: installed in $target"
+        return 0
+    fi
+    if ! command -v "$python" >/dev/null 2>&1; then
+        note "$python is missing: the vllm-router row will be skipped"
+        return 0
+    fi
+    rm -rf "$target" && mkdir -p "$target" || return 0
+    note "vllm-router: a virtual environment in $target/venv"
+    pip="$target/venv/bin/python -m pip --disable-pip-version-check --no-input --quiet"
+    if "$python" -m venv "$target/venv" &&
+        $pip install --no-deps --require-hashes --only-binary :all: \
+            -r "$here/vllm-router-hashed.txt"; then
+        $pip check >&2 || note "vllm-router: pip check reports conflicts (above)"
+        printf '%s' "$pins" >"$target/.pins"
+    else
+        note "pip install failed: the vllm-router row will be skipped"
+    fi
+}
+
 mkdir -p "$dir" || { note "cannot create $dir: the peer rows will be skipped"; exit 0; }
-install_portkey
-install_litellm
+for peer in ${*:-portkey litellm vllm-router}; do
+    case "$peer" in
+        portkey) install_portkey ;;
+        litellm) install_litellm ;;
+        vllm-router) install_vllm_router ;;
+        *) note "unknown peer $peer (portkey, litellm, vllm-router)" ;;
+    esac
+done
 exit 0

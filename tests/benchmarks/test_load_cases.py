@@ -398,15 +398,16 @@ def test_report_has_the_issues_table_and_targets() -> None:
     doc = {**ow.header(ow.OPENAI_TINY), "rows": _rows(), "streaming": [], "elapsed_seconds": 1}
     table = summary_table(doc)
     line = next(x for x in table if x.startswith("| Chat Completions, 2 KB request, 32-token"))
-    # nginx, Portkey, LiteLLM (not run), gateway, then gateway vs. Portkey and vs. nginx.
-    assert line.endswith("req/s | 9,000 | 1,000 | - | 4,000 | 4.00x | 0.44x |")
+    # nginx, vllm-router (not run), Portkey, LiteLLM (not run), gateway, then gateway
+    # vs. Portkey, vs. vllm-router and vs. nginx.
+    assert line.endswith("req/s | 9,000 | - | 1,000 | - | 4,000 | 4.00x | - | 0.44x |")
     token = next(x for x in table if "512-chunk stream" in x and "per token" in x)
     assert "| 10.00 | - | 5.00 | 0.50x |" in token
     first = next(x for x in table if "32-chunk stream" in x and "first byte" in x)
     assert "| +2.00 | - | +0.40 | 0.20x |" in first
     # An added latency at or below zero has no ratio.
     nginx_first = next(x for x in table if "2 KB request, 32-token" in x and "c1" in x)
-    assert "| +0.10 | +1.00 | - | +0.40 | 0.40x | 4.00x |" in nginx_first
+    assert "| +0.10 | - | +1.00 | - | +0.40 | 0.40x | - | 4.00x |" in nginx_first
     text = "\n".join(targets_table(doc))
     assert "| 512-chunk stream: gateway CPU per token / Portkey's | openai | 0.50x |" in text
     assert "**missed**" in text and "| met |" in text and "no figure" in text

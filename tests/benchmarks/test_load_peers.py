@@ -11,11 +11,13 @@ installed, started or measured here.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
+import threading
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -25,12 +27,13 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from benchmarks.harness.servers import gateway_available
+from benchmarks.harness.servers import closed_port, gateway_available
 from benchmarks.load import openai_bodies as ob
 from benchmarks.load import openai_workload as ow
 from benchmarks.load import peers
+from benchmarks.load.cases import CASES, ROLES
 from benchmarks.load.clients import sse_text
-from benchmarks.load.report_openai import render_openai
+from benchmarks.load.report_openai import render_openai, summary_table
 from benchmarks.load.results import (
     Cell,
     add_comparisons,
@@ -129,6 +132,71 @@ def test_find_portkey_without_node_or_when_told_absent(tmp_path: Path) -> None:
     assert "treated as absent" in str(peers.find_portkey(tmp_path, without=("portkey",)))
 
 
+def test_vllm_router_and_what_it_imports_are_pinned_by_hash() -> None:
+    text = (PINS / "vllm-router-hashed.txt").read_text()
+    pins = peers.pip_pins(text)
+    assert pins["vllm-router"] == "0.1.17"
+    assert {"setproctitle", "aiohttp", "orjson", "uvicorn", "fastapi", "requests"} <= set(pins)
+    # Every package one wheel by its hash (pip's --require-hashes mode: all or none).
+    assert len(re.findall(r"--hash=sha256:[0-9a-f]{64}\b", text)) == len(pins)
+
+
+def test_find_vllm_router_checks_its_own_venv(tmp_path: Path) -> None:
+    assert "not installed" in str(peers.find_vllm_router(tmp_path))
+    venv = tmp_path / "vllm-router" / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "vllm-router").write_text("")
+    site = venv / "lib" / "python3.11" / "site-packages"
+    (site / "vllm_router-0.1.16.dist-info").mkdir(parents=True)
+    assert "vllm-router 0.1.16 installed, pinned 0.1.17" in str(peers.find_vllm_router(tmp_path))
+    (site / "vllm_router-0.1.16.dist-info").rmdir()
+    (site / "vllm_router-0.1.17.dist-info").mkdir()
+    found = peers.find_vllm_router(tmp_path)
+    assert found == peers.VllmRouter(venv / "bin" / "vllm-router", "0.1.17")
+    assert "treated as absent" in str(peers.find_vllm_router(tmp_path, without=("vllm-router",)))
+    argv = peers.vllm_router_argv(found, 18001, "http://127.0.0.1:18002", 18003)
+    flags = dict(zip(argv[1::2], argv[2::2], strict=True))
+    assert flags["--host"] == flags["--prometheus-host"] == "127.0.0.1"  # loopback only
+    assert flags["--worker-urls"] == "http://127.0.0.1:18002"
+    assert (flags["--port"], flags["--prometheus-port"]) == ("18001", "18003")
+    assert flags["--policy"] == "round_robin"
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    status = 404
+
+    def do_GET(self) -> None:
+        self.send_response(self.status if self.path == "/health" else 500)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("status", [200, 404])
+def test_worker_problem_asks_for_what_vllm_router_waits_for(status: int) -> None:
+    handler = type("Health", (_Health,), {"status": status})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        why = peers.worker_problem(f"http://127.0.0.1:{server.server_address[1]}", seconds=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    if status == 200:
+        assert why is None
+    else:
+        assert why is not None and "GET /health with 404" in why
+
+
+def test_worker_problem_when_nothing_answers() -> None:
+    with closed_port() as port:
+        why = peers.worker_problem(f"http://127.0.0.1:{port}", seconds=0.2)
+    assert why is not None and "does not answer GET /health" in why
+
+
 def test_find_litellm_checks_its_own_venv(tmp_path: Path) -> None:
     want = peers.pip_pins((PINS / "litellm-hashed.txt").read_text())["litellm"]
     assert "not installed" in str(peers.find_litellm(tmp_path))
@@ -207,14 +275,39 @@ def test_gateway_row_only_when_its_help_works() -> None:
 
 def test_peer_rows_are_skipped_with_the_reason(tmp_path: Path, monkeypatch: Any) -> None:
     group = cast(Any, SimpleNamespace(workdir=tmp_path))  # never started: nothing found
-    wanted = {"portkey", "litellm", "stub"}
-    off = ow.start_peers(group, ow.OPENAI_TINY, wanted, {})
-    assert off == (dict.fromkeys(peers.PEERS, "peers not requested (BENCH_PEERS=1 or --peers)"), {})
+    wanted = {"portkey", "litellm", "stub", "vllm-router", "vllm-router-512"}
+    routers = {"vllm-router": "http://127.0.0.1:1", "vllm-router-512": "http://127.0.0.1:2"}
+    off = ow.start_peers(group, ow.OPENAI_TINY, wanted, {}, routers)
+    why = "peers not requested (BENCH_PEERS=1 or --peers)"
+    assert off == (dict.fromkeys([*peers.PEERS, "vllm-router-512"], why), {})
     monkeypatch.setenv("BENCH_PEERS_DIR", str(tmp_path / "none"))
-    skipped, found = ow.start_peers(group, replace(ow.OPENAI_TINY, peers=True), wanted, {})
+    on = replace(ow.OPENAI_TINY, peers=True)
+    skipped, found = ow.start_peers(group, on, wanted, {}, routers)
     assert found == {}
     assert "not installed" in skipped["litellm"]
     assert "not installed" in skipped["portkey"]  # node, or the gateway
+    assert "not installed" in skipped["vllm-router"] and "vllm-router-512" in skipped
+
+
+def test_every_openai_case_has_a_vllm_router_of_its_own() -> None:
+    cases = [c for c in CASES if c.api == "openai"]
+    assert len(cases) >= 4
+    servers = set()
+    for case in cases:
+        row = ROW[case.columns["vllm-router"]]
+        assert (row.server, row.hop, row.path, row.body) == (
+            row.name,
+            (row.name,),
+            "/v1/chat/completions",
+            "openai",
+        )
+        servers.add(row.server)
+    # One router a stub: it routes by worker, not by model.
+    assert len(servers) == len({c.backend for c in cases})
+    assert not any("vllm-router" in c.columns for c in CASES if c.api != "openai")
+    assert ROW["vllm-router"].stream_server == "vllm-router-echo"
+    assert ROLES.index("vllm-router") < ROLES.index("gateway")
+    assert "vllm-router" in ow.OPENAI_FULL.versus
 
 
 @pytest.mark.parametrize(
@@ -254,6 +347,7 @@ def test_setup_peers_installs_nothing_without_node_npm_or_python(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert "node or npm is missing: the portkey row will be skipped" in done.stderr
     assert "no-such-python-flatgate is missing: the litellm row will be skipped" in done.stderr
+    assert "no-such-python-flatgate is missing: the vllm-router row will be skipped" in done.stderr
     assert sorted(os.listdir(tmp_path / "peers")) == []
 
 
@@ -272,12 +366,15 @@ def test_report_has_the_peer_ratios(tmp_path: Path) -> None:
         _row("edge", 3000.0, 1.0, 0.002),
         _row("portkey", 1000.0, 2.0, 0.003),
         _row("litellm", 250.0, 1.5, 0.007),
+        _row("vllm-router", 15000.0, 0.75, 0.0006),
         skipped_row("gateway", "not available yet", ow.SIZE),
     ]
     add_comparisons(rows, "direct-openai", peers.PEERS)
     edge = rows[1]
     assert edge["vs_portkey"] == pytest.approx(3.0)
     assert edge["vs_litellm"] == pytest.approx(12.0)
+    assert edge["vs_vllm_router"] == pytest.approx(0.2)
+    assert edge["cpu_vs_vllm_router"] == pytest.approx((1.0 / 3000) / (0.75 / 15000))
     # CPU per request: edge 1.0/3000 s against portkey's 2.0/1000 s.
     assert edge["cpu_vs_portkey"] == pytest.approx((1.0 / 3000) / (2.0 / 1000))
     assert rows[0]["cpu_vs_portkey"] is None  # the floor has no server of its own
@@ -303,9 +400,14 @@ def test_report_has_the_peer_ratios(tmp_path: Path) -> None:
     src.write_text(json.dumps(doc))
     assert main(["--from-json", str(src), "--out", str(tmp_path / "out"), "--no-plot"]) == 0
     assert (tmp_path / "out" / "load-openai.md").read_text() == md + "\n"
-    assert "| vs. portkey | vs. litellm |" in md
-    assert "| CPU vs. portkey | CPU vs. litellm |" in md
-    assert "| edge | 3,000 | 0.15x | 3.00x | 12.00x |" in md
+    assert "| vs. portkey | vs. litellm | vs. vllm-router |" in md
+    assert "| CPU vs. portkey | CPU vs. litellm | CPU vs. vllm-router |" in md
+    assert "| edge | 3,000 | 0.15x | 3.00x | 12.00x | 0.20x |" in md
+    assert "| vllm-router | 15,000 | 0.75x | 15.00x | 60.00x | 1.00x |" in md
+    # The summary: a vllm-router column and the gateway's ratio against it.
+    head = summary_table(doc)[0]
+    assert "| nginx | vllm-router | Portkey | LiteLLM | flatgate gateway |" in head
+    assert head.endswith("| gateway vs. Portkey | gateway vs. vllm-router | gateway vs. nginx |")
     assert "| gateway | skipped: not available yet |" in md
     assert "| litellm | n/a: not installed |" in md
     assert "peers not requested" in md
