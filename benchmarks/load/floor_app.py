@@ -6,10 +6,15 @@ request behind) costs before it does any work of its own.
 came to ``$FLOOR_UPSTREAM`` (``host:port``) on a kept-alive connection, and
 the upstream's ``content-length``-framed body is answered as it came, with
 no parse of either, no route, no log, no limit and no timeout: nothing a
-real gateway may leave out. ``GET /healthz`` answers 200. The load bench's
-``floor`` row (``benchmarks.load.openai_workload``) measures it beside the
-gateway, so that the unloaded added latency of the gateway is read against
-the least a granian app in its place adds.
+real gateway may leave out. ``GET /healthz`` answers 200. ``$FLOOR_BODY``
+says what the bodies are, fixed for the server's life so that no request's
+headers are read: ``json`` (the default: the OpenAI workload's) or ``fbs``
+(a ``CompletionRequest`` FlatBuffer sent on with ``accept`` asking for
+binary frames, the frames answered as such: the fbs workload's). The load
+bench's ``floor`` rows (``benchmarks.load.openai_workload`` in front of the
+OpenAI stub, ``benchmarks.load.rows`` in front of the ``.fbs`` stub) measure
+it beside flatgate, so that flatgate's CPU and added latency are read
+against the least a granian app in its place costs.
 
 Must not: run outside the bench, or be taken for a gateway.
 """
@@ -20,11 +25,20 @@ import asyncio
 import os
 from typing import Any, cast
 
-__all__ = ["create_app"]
+from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES
+
+__all__ = ["TARGET", "create_app"]
+
+# What granian serves (``benchmarks.harness.servers.ServerGroup.granian``).
+TARGET = "benchmarks.load.floor_app:create_app"
 
 _END = b"\r\n\r\n"
 _LENGTH = b"content-length:"
-_JSON = [("content-type", "application/json")]
+# $FLOOR_BODY -> (the request's headers upstream, the answer's content type).
+_BODIES = {
+    "json": ("content-type: application/json\r\n", "application/json"),
+    "fbs": (f"content-type: {FLATBUFFERS}\r\naccept: {FRAMES}\r\n", FRAMES),
+}
 
 
 class _Upstream(asyncio.Protocol):
@@ -65,11 +79,13 @@ class _Upstream(asyncio.Protocol):
 
 
 class _Floor:
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, body: str = "json") -> None:
         host, _, port = upstream.rpartition(":")
         self._host, self._port = host, int(port)
         self._idle: list[_Upstream] = []
-        self._line = f" HTTP/1.1\r\nhost: {upstream}\r\ncontent-type: application/json\r\n"
+        request_headers, answer_type = _BODIES[body]
+        self._line = f" HTTP/1.1\r\nhost: {upstream}\r\n{request_headers}"
+        self._answer = [("content-type", answer_type)]
 
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         return None
@@ -79,7 +95,7 @@ class _Floor:
 
     async def __rsgi__(self, scope: Any, protocol: Any) -> None:
         if scope.method != "POST":
-            protocol.response_bytes(200, _JSON, b"{}")
+            protocol.response_bytes(200, self._answer, b"{}")
             return
         body = await protocol()
         loop = asyncio.get_running_loop()
@@ -96,9 +112,10 @@ class _Floor:
         conn.transport.writelines((head.encode("latin-1"), body))
         answer = await conn.waiter
         self._idle.append(conn)
-        protocol.response_bytes(200, _JSON, answer)
+        protocol.response_bytes(200, self._answer, answer)
 
 
 def create_app() -> _Floor:
-    """granian factory: the upstream from ``$FLOOR_UPSTREAM``."""
-    return _Floor(os.environ["FLOOR_UPSTREAM"])
+    """granian factory: the upstream from ``$FLOOR_UPSTREAM``, the bodies'
+    kind from ``$FLOOR_BODY`` (``json`` or ``fbs``; default ``json``)."""
+    return _Floor(os.environ["FLOOR_UPSTREAM"], os.environ.get("FLOOR_BODY", "json"))

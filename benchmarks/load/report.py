@@ -23,6 +23,7 @@ from benchmarks.harness.results import write_results as _write
 __all__ = [
     "CAVEATS",
     "cpu_by_size",
+    "floor_lines",
     "hop_cpu",
     "hop_rss",
     "per_kb_note",
@@ -116,7 +117,9 @@ _SIZE_COLUMNS = [
     "Throughput (req/s)",
     "vs. direct",
     "vs. json-route",
+    "vs. floor",
     "CPU (µs/req)",
+    "CPU vs. floor",
     "Peak RSS (MiB)",
     "GC (coll./1k req)",
     "GC pause (ms/1k req)",
@@ -134,13 +137,15 @@ def _size_table(rows: Sequence[Mapping[str, Any]], size: str) -> list[str]:
         if r.get("size") != size:
             continue
         if r["status"] != "ok":
-            out.append(f"| {r['row']} | skipped: {r.get('reason', '')[:120]} |" + " |" * 11)
+            reason = r.get("reason", "")[:120]
+            out.append(f"| {r['row']} | skipped: {reason} |" + " |" * (len(_SIZE_COLUMNS) - 2))
             continue
         added = r.get("added_ms") or {}
         cpu_text, hop_names = hop_cpu(r)
         cells = [row_label(r), num(r.get("throughput_rps"), 0), times(r.get("vs_direct"))]
-        cells += [times(r.get("vs_json_route")), cpu_text]
-        cells += [hop_rss(r, hop_names), num(_hop_gc(r, "collections_per_1k"), 1)]
+        cells += [times(r.get("vs_json_route")), times(r.get("vs_floor")), cpu_text]
+        cells += [times(r.get("cpu_vs_floor")), hop_rss(r, hop_names)]
+        cells += [num(_hop_gc(r, "collections_per_1k"), 1)]
         cells += [num(_hop_gc(r, "pause_ms_per_1k"), 2), num(r["latency_ms"].get("p99"), 3)]
         cells += [signed(added.get(q), 3) for q in ("p50", "p99", "p99.9")]
         out.append(md_row([*cells, signed(r.get("unloaded_added_p50_ms"), 3)]))
@@ -282,6 +287,39 @@ def per_kb_note(doc: Mapping[str, Any]) -> list[str]:
     return [text]
 
 
+_BESIDE_FLOOR = ("proxy-rsgi", "proxy-asgi", "json-route", "nginx")
+
+
+def floor_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Per size, each proxy's and baseline's CPU per request, p99 at the fixed
+    rate and unloaded added p50 beside the floor's (a granian app that parses
+    nothing, issue 43); empty without a measured floor row."""
+    rows = doc["rows"]
+    lines: list[str] = []
+    for size in doc["settings"]["sizes"]:
+        f = _get(rows, "floor", size)
+        if f is None:
+            continue
+        parts = []
+        for name in _BESIDE_FLOOR:
+            r = _get(rows, name, size)
+            if r is None:
+                continue
+            parts.append(
+                f"{name} {times(r.get('cpu_vs_floor'))} its CPU per request "
+                f"({num(r.get('hop_cpu_us_per_req'), 0)} µs), "
+                f"p99 {num(r['latency_ms'].get('p99'), 3)} ms, "
+                f"unloaded added p50 {signed(r.get('unloaded_added_p50_ms'), 3)} ms"
+            )
+        if parts:
+            lines.append(
+                f"- {size}: the floor {num(f.get('hop_cpu_us_per_req'), 0)} µs per request, p99 "
+                f"{num(f['latency_ms'].get('p99'), 3)} ms at the fixed rate, unloaded added "
+                f"p50 {signed(f.get('unloaded_added_p50_ms'), 3)} ms; " + "; ".join(parts) + "."
+            )
+    return lines
+
+
 def targets(doc: Mapping[str, Any]) -> list[str]:
     """The proxy issues' targets, as figures from this run (reported, not asserted)."""
     rows = doc["rows"]
@@ -421,6 +459,20 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             *by_size,
             "",
             *per_kb_note(h),
+            "",
+        ]
+    beside = floor_lines(h)
+    if beside:
+        out += [
+            "## Against the floor",
+            "",
+            "The floor row is a granian RSGI app that parses nothing "
+            "(`benchmarks.load.floor_app`): it sends the FlatBuffer on to the same stub as it "
+            "came, on a kept-alive connection, and answers the stub's frames as they came. "
+            'What a row costs above it is its own work; "vs. floor" in the tables is the '
+            'throughput ratio, "CPU vs. floor" the ratio of CPU per request.',
+            "",
+            *beside,
             "",
         ]
     out += [

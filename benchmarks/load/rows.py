@@ -13,6 +13,12 @@ the request bodies each row sends, all built from the one seeded generator
   what the edge takes);
 - ``protobuf``: ``schema/gateway.proto``'s ``CompletionRequest``.
 
+The ``floor`` row (issue 43) is a granian RSGI app that parses nothing
+(``benchmarks.load.floor_app`` with ``FLOOR_BODY=fbs``) in front of the same
+canned stub: it sends the FlatBuffer on as it came and answers the stub's
+frames as they came, so every proxied row's CPU and added latency can be
+read against the least a Python server on granian in its place costs.
+
 The OpenAI workload's kinds (``openai``, ``responses``, ``anthropic``: the
 client APIs' JSON; ``converse``: Bedrock's Converse request, for the rows
 straight to the Bedrock stub; ``gemini``: the Gemini API's generateContent
@@ -38,6 +44,7 @@ __all__ = [
     "ADAPTER_MODEL",
     "CANNED_DELTAS",
     "ECHO_MODEL",
+    "FLOOR_NOTE",
     "PROXY_SECTION",
     "ROWS",
     "STREAM_TEXT",
@@ -71,6 +78,7 @@ PROXY_SECTION = "[proxy]\nmax_body_bytes = 8388608\npool_limit = 256\n"
 # What the echo stub streams back, one word a token.
 STREAM_TEXT = " ".join(f"token{i:02d}" for i in range(32))
 _SEED = 7
+FLOOR_NOTE = "granian RSGI pass-through, no parse (benchmarks.load.floor_app): the floor"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +101,9 @@ def _row(name: str, body: BodyKind = "fbs", note: str = "", streams: bool = True
 
 
 ROWS: tuple[Row, ...] = (
-    Row("direct", "stub", _C, "fbs", (), "echo", "client to the stub: the floor"),
+    Row("direct", "stub", _C, "fbs", (), "echo", "client to the stub"),
+    # A granian app that parses nothing: the least flatgate's place costs.
+    Row("floor", "floor", _C, "fbs", ("floor",), None, FLOOR_NOTE),
     _row("proxy-rsgi"),
     _row("proxy-asgi"),
     _row("proxy-httpx", note="RSGI, httpx transport (the reference)"),

@@ -52,7 +52,7 @@ from benchmarks.harness.servers import (
     ServerGroup,
     gateway_config,
 )
-from benchmarks.load import embeddings_workload, openai_workload
+from benchmarks.load import embeddings_workload, floor_app, openai_workload
 from benchmarks.load.measure import (
     FULL,
     QUICK,
@@ -123,6 +123,9 @@ def start_servers(group: ServerGroup, settings: Settings) -> dict[str, str]:
     for name, target in _BASELINES.items():
         if name in wanted:
             group.granian(name, target, "rsgi", env=env)
+    if "floor" in wanted:
+        upstream = {"FLOOR_UPSTREAM": f"{HOST}:{stub.port}", "FLOOR_BODY": "fbs"}
+        group.granian("floor", floor_app.TARGET, "rsgi", env=upstream, metrics=False)
     if "edge" in wanted:
         hop = group.servers["proxy-edge"].url
         group.flatgate("edge", "edge", [*cfg, "--proxy-url", hop], metrics=True)
@@ -160,6 +163,16 @@ def header(settings: Settings, revision: str = "unknown") -> dict[str, Any]:
     return document_head(s, revision, packages, method)
 
 
+# The fbs workload's settings: "vs. floor" beside "vs. json-route"; the floor
+# relays no stream (it reads content-length answers only).
+_FBS = tuple(
+    replace(
+        s, versus=(*s.versus, "floor"), stream_rows=tuple(r.name for r in ROWS if r.name != "floor")
+    )
+    for s in (FULL, QUICK, TINY)
+)
+
+
 def _start_fbs(group: ServerGroup, settings: Settings) -> Started:
     return Started(start_servers(group, settings))
 
@@ -175,7 +188,9 @@ class Workload:
 
 
 WORKLOADS = {
-    "fbs": Workload(ROWS, _start_fbs, header, (FULL, QUICK, TINY), tuple(PROMPT_SIZES), "load"),
+    "fbs": Workload(
+        ROWS, _start_fbs, header, (_FBS[0], _FBS[1], _FBS[2]), tuple(PROMPT_SIZES), "load"
+    ),
     "openai": Workload(
         openai_workload.OPENAI_ROWS,
         openai_workload.start,
