@@ -6,7 +6,9 @@
 ``[stub] protocol``): the wire parses and renders, the server decides what
 happens when.
 
-- ``GET /healthz`` says ok; ``GET /stats`` reports streams started,
+- ``GET /healthz`` says ok, and so does ``GET /health`` (vLLM's own probe,
+  which a router in front of vLLM, vllm-router, waits on before it
+  listens); ``GET /stats`` reports streams started,
   completed, cancelled (the caller went away) and active, frames (writes)
   sent, and the SHA-256 and a few headers of the last request (what a proxy
   forwarded), as JSON. Neither needs the API key.
@@ -101,6 +103,10 @@ class _Signed(Protocol):
     """A wire whose credential signs the body: checked once it is read."""
 
     def verify(self, header: HeaderFn, body: bytes, api_key: str) -> Reply | None: ...
+
+
+# The health probes answered: flatgate's, and vLLM's (`GET /health`).
+_HEALTH = frozenset({"/healthz", "/health"})
 
 
 class _Endpoint:
@@ -266,7 +272,7 @@ class StubServer:
 
     async def __call__(self, ex: Exchange) -> None:
         path = ex.path
-        if path == "/healthz":
+        if path in _HEALTH:
             await ex.respond(200, [("content-type", "text/plain")], b"ok\n")
             return
         if path == "/stats":

@@ -273,6 +273,8 @@ def test_the_api_key(keyed: Server) -> None:
     assert r.choices[0].message.content == "let me in"
     assert [m.id for m in client(keyed, KEY).models.list()] == ["flatgate-echo"]
     assert httpx.get(f"{keyed.url}/healthz").status_code == 200
+    # vLLM's probe too, which vllm-router waits on before it listens.
+    assert httpx.get(f"{keyed.url}/health").status_code == 200
     assert httpx.get(f"{keyed.url}/stats").json()["protocol"] == "openai"
 
 
