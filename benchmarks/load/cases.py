@@ -12,13 +12,24 @@ not parsed beyond that flag):
 |---|---|---:|---|---:|
 | ``2KB`` | Chat Completions | 32 | whole | 32 |
 | ``whole-512`` | Chat Completions | 512 | whole | 32 |
-| ``stream-32`` | Chat Completions | 32 | streamed | 16 |
-| ``stream-512`` | Chat Completions | 512 | streamed | 16 |
-| ``anthropic-*`` | Messages | the same four | | |
+| ``stream-32`` | Chat Completions | 32 | streamed, in one burst | 16 |
+| ``stream-512`` | Chat Completions | 512 | streamed, in one burst | 16 |
+| ``cadence-32`` | Chat Completions | 32 | streamed at a model's cadence | 16 |
+| ``cadence-512`` | Chat Completions | 512 | streamed at a model's cadence | 16 |
+| ``anthropic-*`` | Messages | the same six | | |
 | ``bedrock-whole-32`` | Converse (the gateway: Chat Completions) | 32 | whole | 32 |
 | ``bedrock-stream-32`` | ConverseStream (the gateway: Chat Completions) | 32 | streamed | 16 |
 | ``gemini-whole-32`` | generateContent (the gateway: Chat Completions) | 32 | whole | 32 |
 | ``gemini-stream-32`` | streamGenerateContent (the gateway: Chat Comp.) | 32 | streamed | 16 |
+
+A burst (``stream-*``: the canned stub writes every event at once) lets a
+relay that sends what one read brought as one write send a few writes where
+another sends every event; the cadence cases (issue 43) run a stub in
+cadence mode instead (``[stub] cadence``, ``proxy.stub.cadence``: one token
+every ``CADENCE_ITL_MS`` after ``CADENCE_TTFT_MS``, as a model sends them),
+so every row relays the same events, one a read. Their stubs, floors and
+nginx rows are their own (``-cadence`` in the names); the gateway, Portkey
+and LiteLLM rows are the same rows, sent the cadence stub's model.
 
 Each case names its floor (the client straight to that stub), the row in
 each column of the report (``ROLES``: nginx, vllm-router, Portkey, LiteLLM,
@@ -47,6 +58,7 @@ never asserted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -55,6 +67,8 @@ from benchmarks.harness.report import ratio
 from benchmarks.load.measure import Plan
 
 __all__ = [
+    "CADENCE_ITL_MS",
+    "CADENCE_TTFT_MS",
     "CASES",
     "ROLES",
     "Case",
@@ -70,6 +84,9 @@ __all__ = [
 Api = Literal["openai", "anthropic", "bedrock", "gemini"]
 # The report's columns, in order: who stands in front of the same stub.
 ROLES = ("nginx", "vllm-router", "portkey", "litellm", "gateway")
+# The cadence stubs' pace: a first token after ttft, then one every itl.
+CADENCE_TTFT_MS = 10.0
+CADENCE_ITL_MS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,24 +103,48 @@ class Case:
     columns: Mapping[str, str]  # role -> row
     extra: tuple[str, ...] = ()  # more rows measured, outside the columns
     fixed_rate: bool = False
+    cadence: bool = False  # streamed by a stub in cadence mode, not in one burst
 
     @property
     def rows(self) -> tuple[str, ...]:
         return (self.floor, *self.columns.values(), *self.extra)
 
+    @property
+    def least_wrk_seconds(self) -> int:
+        """wrk's shortest run for this case: three of its cadence streams (a
+        stream cut off at the end of the run costs CPU wrk does not count)."""
+        if not self.cadence:
+            return 0
+        return math.ceil(3 * (CADENCE_TTFT_MS + self.tokens * CADENCE_ITL_MS) / 1000)
 
-def _case(api: Api, tokens: int, stream: bool, extra: tuple[str, ...] = (), name: str = "") -> Case:
+
+def _case(
+    api: Api,
+    tokens: int,
+    stream: bool,
+    extra: tuple[str, ...] = (),
+    *,
+    name: str = "",
+    cadence: bool = False,
+) -> Case:
     long = "-512" if tokens == 512 else ""
-    mode = "stream" if stream else "whole"
+    own = "-cadence" if cadence else ""  # the cadence case's stub, floor and nginx
+    mode = "cadence" if cadence else "stream" if stream else "whole"
     prefix = "" if api == "openai" else "anthropic-"
     what = "Chat Completions" if api == "openai" else "Messages"
-    answer = f"{tokens}-chunk stream" if stream else f"{tokens}-token whole answer"
+    answer = f"{tokens}-token whole answer"
+    if stream:
+        answer = (
+            f"{tokens}-chunk stream, a token every {CADENCE_ITL_MS:g} ms"
+            if cadence
+            else f"{tokens}-chunk stream in one burst"
+        )
     connections = 16 if stream else 32
     backend = "stub" if api == "openai" else "stub-anthropic"
     direct = "direct-openai" if api == "openai" else "direct-anthropic"
     nginx = "nginx-openai" if api == "openai" else "nginx-anthropic"
     columns = {
-        "nginx": nginx + long,
+        "nginx": nginx + own + long,
         "portkey": "portkey" if api == "openai" else "portkey-anthropic",
         "gateway": "gateway" if api == "openai" else "gateway-anthropic",
     }
@@ -116,12 +157,13 @@ def _case(api: Api, tokens: int, stream: bool, extra: tuple[str, ...] = (), name
         tokens=tokens,
         stream=stream,
         connections=connections,
-        backend=backend + long,
-        model=f"bench-{api}{long}",
-        floor=direct + long,
+        backend=backend + own + long,
+        model=f"bench-{api}{own}{long}",
+        floor=direct + own + long,
         columns=columns,
         extra=extra,
         fixed_rate=bool(name),
+        cadence=cadence,
     )
 
 
@@ -148,7 +190,7 @@ def _cloud_case(api: Api, stream: bool) -> Case:
     gateway's backend of that protocol beside nginx in front of the same
     stub (see the module docstring)."""
     mode, tail = ("stream", "-stream") if stream else ("whole", "")
-    answer = "32-chunk stream" if stream else "32-token whole answer"
+    answer = "32-chunk stream in one burst" if stream else "32-token whole answer"
     connections = 16 if stream else 32
     what = _CLOUD_APIS[api][stream]
     return Case(
@@ -170,10 +212,14 @@ CASES: tuple[Case, ...] = (
     _case("openai", 512, False),
     _case("openai", 32, True),
     _case("openai", 512, True),
+    _case("openai", 32, True, cadence=True),
+    _case("openai", 512, True, cadence=True),
     _case("anthropic", 32, False),
     _case("anthropic", 512, False),
     _case("anthropic", 32, True),
     _case("anthropic", 512, True),
+    _case("anthropic", 32, True, cadence=True),
+    _case("anthropic", 512, True, cadence=True),
     _cloud_case("bedrock", False),
     _cloud_case("bedrock", True),
     _cloud_case("gemini", False),
@@ -206,14 +252,15 @@ def plans(
 ) -> dict[str, Plan]:
     """Each case's measurement plan; ``wrk_seconds`` and ``unloaded_seconds``
     for the cases without the fixed rate (the new ones: shorter, so the run
-    stays in its budget)."""
+    stays in its budget), wrk's at least ``Case.least_wrk_seconds``."""
     out = {}
     for c in cases:
         short = not c.fixed_rate
+        wrk = max(wrk_seconds, c.least_wrk_seconds) if wrk_seconds else None
         out[c.name] = Plan(
             rows=c.rows,
             connections=c.connections,
-            wrk_seconds=wrk_seconds if short else None,
+            wrk_seconds=wrk if short else None,
             unloaded_seconds=unloaded_seconds if short else None,
             fixed_rate=c.fixed_rate,
             backend=c.backend,

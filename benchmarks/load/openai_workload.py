@@ -22,6 +22,7 @@ streamed as the request says, answered from bytes built once):
 | litellm | the LiteLLM proxy, model ``openai/<model>`` with the stub as ``api_base`` |
 | vllm-router (and -512...) | vllm-router (Rust), round robin to its one stub: one a stub |
 | direct-, nginx-, gateway-bedrock and -gemini | the cloud stubs (``benchmarks.load.cloud_rows``) |
+| direct-openai-cadence, nginx-openai-cadence (and -anthropic, -512) | a stub in cadence mode |
 
 Each case of ``benchmarks.load.cases`` is one "size" of the result (its rows,
 connections and floor in its ``Plan``). The peers run only when asked
@@ -55,8 +56,8 @@ from benchmarks.harness.servers import (
     gateway_config,
     tool_version,
 )
-from benchmarks.load import peers
-from benchmarks.load.cases import CASES, plans, router_row
+from benchmarks.load import floor_app, peers
+from benchmarks.load.cases import CADENCE_ITL_MS, CADENCE_TTFT_MS, CASES, plans, router_row
 from benchmarks.load.cloud_rows import (
     BEDROCK_ENV,
     BEDROCK_MODEL,
@@ -71,6 +72,7 @@ from benchmarks.load.rows import (
     ADAPTER_MODEL,
     ECHO_MODEL,
     PROXY_SECTION,
+    BodyKind,
     Row,
 )
 
@@ -104,7 +106,13 @@ STUBS = {
     "stub-anthropic-512": ("anthropic", 512),
     "stub-bedrock": ("bedrock", 32),
     "stub-gemini": ("gemini", 32),
+    "stub-cadence": ("openai", 32),
+    "stub-cadence-512": ("openai", 512),
+    "stub-anthropic-cadence": ("anthropic", 32),
+    "stub-anthropic-cadence-512": ("anthropic", 512),
 }
+# The stubs of the cadence cases: in cadence mode ([stub] cadence), not canned.
+CADENCE_STUBS = frozenset(n for n in STUBS if "-cadence" in n)
 # Each stub's backend in the flatgate config, and the model routed to it.
 _BACKENDS = {
     "stub": "canned-openai",
@@ -113,7 +121,15 @@ _BACKENDS = {
     "stub-anthropic-512": "canned-anthropic-512",
     "stub-bedrock": "canned-bedrock",
     "stub-gemini": "canned-gemini",
+    **{name: name.removeprefix("stub-") for name in CADENCE_STUBS},
 }
+# The cadence cases' (API, path, stub, nginx, tail).
+_CADENCE: tuple[tuple[BodyKind, str, str, str, str], ...] = (
+    ("openai", _CHAT, "stub-cadence", "nginx-cadence", ""),
+    ("openai", _CHAT, "stub-cadence-512", "nginx-cadence-512", "-512"),
+    ("anthropic", _MESSAGES, "stub-anthropic-cadence", "nginx-anthropic-cadence", ""),
+    ("anthropic", _MESSAGES, "stub-anthropic-cadence-512", "nginx-anthropic-cadence-512", "-512"),
+)
 # vllm-router: a router of its own in front of each OpenAI stub (it routes by
 # worker, not by model); the first's rows stream from one in front of the echo stub.
 _ROUTED = {router_row(stub): stub for stub, (api, _) in STUBS.items() if api == "openai"}
@@ -245,6 +261,15 @@ OPENAI_ROWS: tuple[Row, ...] = (
         "Portkey gateway, Messages API, provider anthropic",
     ),
     *CLOUD_ROWS,
+    # The cadence cases' own floors and nginx rows (benchmarks.load.cases).
+    *(
+        Row(f"direct-{api}-cadence{long}", stub, path, api, (), None, f"client to {stub}")
+        for api, path, stub, _, long in _CADENCE
+    ),
+    *(
+        Row(f"nginx-{api}-cadence{long}", nginx, path, api, (nginx,), None, "proxy_pass")
+        for api, path, _, nginx, long in _CADENCE
+    ),
 )
 # The rows of the streaming measurement (the echo stub's 32 tokens, paced).
 _STREAM_ROWS = tuple(r.name for r in OPENAI_ROWS if r.stream_server is not None)
@@ -269,7 +294,7 @@ OPENAI_FULL = replace(
     plans=plans(CASES, wrk_seconds=2, unloaded_seconds=0.5),
     stream_rows=_STREAM_ROWS,
     warmup_seconds=2,
-    budget_seconds=600.0,
+    budget_seconds=780.0,  # the cadence cases (issue 43) added about 160 s
 )
 OPENAI_QUICK = replace(
     OPENAI_FULL,
@@ -282,7 +307,7 @@ OPENAI_QUICK = replace(
     stream_rounds=1,
     plans=plans(CASES, wrk_seconds=1, unloaded_seconds=0.3),
     warmup_seconds=1,
-    budget_seconds=240.0,
+    budget_seconds=300.0,
 )
 OPENAI_TINY = replace(
     OPENAI_QUICK,
@@ -293,7 +318,7 @@ OPENAI_TINY = replace(
     stream_seconds=0.5,
     plans=plans(CASES, wrk_seconds=1, unloaded_seconds=0.2),
     warmup_seconds=0,
-    budget_seconds=150.0,
+    budget_seconds=200.0,
 )
 
 
@@ -323,7 +348,10 @@ def config_text(canned: int, echo: int, more: Mapping[str, int] | None = None) -
 def stub_model(server: str) -> str:
     """The model flatgate routes to the canned stub ``server`` (``STUBS``)."""
     protocol, tokens = STUBS[server]
-    return ADAPTER_MODEL if server == "stub" else f"bench-{protocol}{'-512' * (tokens == 512)}"
+    if server == "stub":
+        return ADAPTER_MODEL
+    paced = "-cadence" * (server in CADENCE_STUBS)
+    return f"bench-{protocol}{paced}{'-512' * (tokens == 512)}"
 
 
 # Limits that never refuse: what checking and charging them costs. Three
@@ -344,7 +372,10 @@ def start(group: ServerGroup, settings: Settings) -> Started:
     skipped: dict[str, str] = {}
     stubs = {
         name: group.flatgate(
-            name, "stub", ["--protocol", protocol, "--canned", str(tokens), "--interface", "rsgi"]
+            name,
+            "stub",
+            ["--protocol", protocol, *_stub_mode(name, tokens), "--interface", "rsgi"],
+            env=_cadence_env(tokens) if name in CADENCE_STUBS else None,
         )
         for name, (protocol, tokens) in STUBS.items()
     }
@@ -385,13 +416,14 @@ def start(group: ServerGroup, settings: Settings) -> Started:
             group.flatgate(name, "gateway", argv, metrics=True, env=BEDROCK_ENV)
     if "floor" in wanted:
         env = {**os.environ, "FLOOR_UPSTREAM": f"{HOST}:{stub.port}"}
-        group.granian("floor", _FLOOR_APP, "rsgi", env=env, metrics=False)
+        group.granian("floor", floor_app.TARGET, "rsgi", env=env, metrics=False)
     upstreams = {name: stubs[backend].port for name, backend in _NGINX.items() if name in wanted}
     if "nginx-echo" in wanted:
         upstreams["nginx-echo"] = echo.port
     if upstreams and (why := group.nginx_in_front(upstreams, settings.without)) is not None:
         skipped.update(dict.fromkeys(upstreams, why))
     litellm_stubs = {ADAPTER_MODEL: stub.url + "/v1", ECHO_MODEL: echo.url + "/v1"}
+    litellm_stubs[stub_model("stub-cadence")] = stubs["stub-cadence"].url + "/v1"
     routers = {name: stubs[stub].url for name, stub in _ROUTED.items() if name in wanted}
     routers |= {f"{n}-echo": echo.url for n in _ROUTED if f"{n}-echo" in wanted}
     peer_skips, found = start_peers(group, settings, wanted, litellm_stubs, routers)
@@ -401,6 +433,18 @@ def start(group: ServerGroup, settings: Settings) -> Started:
         _await_signing(group.servers["gateway"].url)
     bodies = Bodies({name: s.url for name, s in stubs.items()}, echo.url)
     return Started(skipped, bodies.size, bodies.stream, found)
+
+
+def _stub_mode(name: str, tokens: int) -> list[str]:
+    """The stub's flags: canned, or a cadence stub's pace (``CADENCE_*``)."""
+    if name not in CADENCE_STUBS:
+        return ["--canned", str(tokens)]
+    return ["--ttft-ms", f"{CADENCE_TTFT_MS:g}", "--itl-ms", f"{CADENCE_ITL_MS:g}"]
+
+
+def _cadence_env(tokens: int) -> dict[str, str]:
+    """``[stub] cadence = true`` and its ``cadence_tokens``, as the stub's overlay."""
+    return {"FLATGATE_STUB_CADENCE": "true", "FLATGATE_STUB_CADENCE_TOKENS": str(tokens)}
 
 
 def _await_signing(url: str, seconds: float = 30.0) -> None:
@@ -422,7 +466,6 @@ def _await_signing(url: str, seconds: float = 30.0) -> None:
 
 # Loopback only: never through a proxy the environment names.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-_FLOOR_APP = "benchmarks.load.floor_app:create_app"
 
 # The nginx servers: each in front of one stub.
 _NGINX = {
@@ -432,6 +475,7 @@ _NGINX = {
     "nginx-anthropic-512": "stub-anthropic-512",
     "nginx-bedrock": "stub-bedrock",
     "nginx-gemini": "stub-gemini",
+    **{nginx: stub for _, _, stub, nginx, _ in _CADENCE},
 }
 
 
@@ -500,7 +544,11 @@ def header(settings: Settings, revision: str = "unknown") -> dict[str, Any]:
         "API in canned mode, 32 or 512 deltas of one token each, whole when the request "
         "says stream false and streamed (every event in one write) when it says true, "
         "answered from bytes built once without parsing the body; each case's stub is the "
-        "same for every row. flatgate's servers run one granian worker each, nginx one "
+        "same for every row. The cadence cases' stub is in cadence mode instead "
+        f"([stub] cadence): a first token after {CADENCE_TTFT_MS:g} ms, then one every "
+        f"{CADENCE_ITL_MS:g} ms, each its own write, so every row relays the same events "
+        "(wrk runs at least three such streams long). flatgate's servers run one granian "
+        "worker each, nginx one "
         f"worker, Portkey one node process, LiteLLM one uvicorn worker.{warm} Saturation: wrk, "
         f"one thread, {s.connections} keep-alive connections (16 for streams), "
         f"{s.wrk_seconds} s per round for the first case ({wrk_short} s for the others); "

@@ -49,7 +49,12 @@ shipped, at the versions in the header, configured for their best case (see
 docs/performance.md, "Peers"); the request carries only `model` and `messages`,
 so none of them has tools, images or other fields to translate. The stub's
 canned answers are 32 or 512 deltas of one token each; a canned stream arrives
-in one write (tokens in a burst, the case where per-token cost shows most).
+in one write (tokens in a burst, the case where per-token cost shows most, and
+where a relay that writes what one read brought as one write sends a few
+events where another sends every one: the burst cases do not compare like
+with like). The cadence cases (issue 43) do: their stub sends one token every
+few milliseconds, each its own write, as a model does, so every row relays
+every event; their CPU per token is the one to compare.
 The cases after the first run without the fixed rate, with shorter wrk and
 unloaded runs (see the method); LiteLLM is measured on the 32-token OpenAI
 cases only, and no peer but Portkey stands in the Anthropic cases. In the

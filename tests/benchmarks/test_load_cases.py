@@ -84,9 +84,41 @@ def test_every_case_has_its_rows_its_stub_and_its_columns() -> None:
         nginx = ROW[case.columns["nginx"]]
         assert nginx.hop == (nginx.server,)
     # Every (API, tokens, mode) once.
-    assert len({(c.api, c.tokens, c.stream) for c in CASES}) == len(CASES) == 12
+    assert len({(c.api, c.tokens, c.stream, c.cadence) for c in CASES}) == len(CASES) == 16
     # LiteLLM only where it finishes a stream within wrk's run: the 32-token OpenAI cases.
-    assert {c.name for c in CASES if "litellm" in c.columns} == {"2KB", "stream-32"}
+    assert {c.name for c in CASES if "litellm" in c.columns} == {
+        "2KB",
+        "stream-32",
+        "cadence-32",
+    }
+
+
+def test_cadence_cases_pace_their_own_stubs_and_label_the_bursts() -> None:
+    cadence = [c for c in CASES if c.cadence]
+    assert {c.name for c in cadence} == {
+        "cadence-32",
+        "cadence-512",
+        "anthropic-cadence-32",
+        "anthropic-cadence-512",
+    }
+    for c in cadence:
+        # A stub of its own in cadence mode, with its floor and nginx in front of it;
+        # the gateway and the peers are the burst case's rows, sent its model.
+        assert c.stream and c.backend in ow.CADENCE_STUBS
+        burst = case_named(c.name.replace("cadence", "stream"))
+        assert not burst.cadence and burst.backend not in ow.CADENCE_STUBS
+        assert c.floor == burst.floor.replace(burst.api, f"{burst.api}-cadence", 1)
+        shared = ("portkey", "litellm", "gateway")
+        assert {r: c.columns.get(r) for r in shared} == {r: burst.columns.get(r) for r in shared}
+        assert ROW[c.columns["nginx"]].server != ROW[burst.columns["nginx"]].server
+        assert "a token every" in c.label and "burst" in burst.label
+        # wrk runs at least three of its streams long.
+        plan = ow.OPENAI_QUICK.plan(c.name)
+        assert plan.wrk_seconds is not None
+        assert plan.wrk_seconds * 1000 >= 3 * c.tokens * 2.0
+    # Every stream but the cadence cases' is a burst, and says so.
+    assert all("burst" in c.label for c in CASES if c.stream and not c.cadence)
+    assert ow.stub_model("stub-anthropic-cadence-512") == "bench-anthropic-cadence-512"
 
 
 def test_plans_shorten_the_new_cases_and_keep_the_first() -> None:
@@ -96,7 +128,9 @@ def test_plans_shorten_the_new_cases_and_keep_the_first() -> None:
     assert full.rounds["2KB"] == 3 and full.rates["2KB"] == 50.0
     for case in CASES[1:]:
         p = full.plan(case.name)
-        assert not p.fixed_rate and p.wrk_seconds == 2 and p.unloaded_seconds == 0.5
+        # A cadence case's wrk runs three of its streams long (issue 43).
+        wrk = max(2, case.least_wrk_seconds)
+        assert not p.fixed_rate and p.wrk_seconds == wrk and p.unloaded_seconds == 0.5
         assert full.rounds[case.name] == 2
         assert (p.backend, p.floor, p.tokens, p.stream) == (
             case.backend,
@@ -104,7 +138,7 @@ def test_plans_shorten_the_new_cases_and_keep_the_first() -> None:
             case.tokens,
             case.stream,
         )
-    assert full.budget_seconds == 600.0
+    assert full.budget_seconds == 780.0
     # Every row warmed up once (node's JIT starts cold); the fbs workload as it was.
     assert (full.warmup_seconds, ow.OPENAI_TINY.warmup_seconds, FULL.warmup_seconds) == (2, 0, 0)
     quick = ow.OPENAI_QUICK
@@ -131,6 +165,8 @@ def test_chosen_rows_keep_the_floors_of_their_cases() -> None:
         "direct-openai",
         "direct-anthropic",
         "direct-anthropic-512",
+        "direct-anthropic-cadence",
+        "direct-anthropic-cadence-512",
         "gateway-anthropic",
     }
     s = _settings(_args(rows="nginx-openai-512", sizes="stream-512"))
@@ -413,5 +449,5 @@ def test_report_has_the_issues_table_and_targets() -> None:
     assert "**missed**" in text and "| met |" in text and "no figure" in text
     md = render_openai(doc)
     assert "## The real path, side by side" in md and "## Targets (issue 23)" in md
-    assert "## Chat Completions, 2 KB request, 512-chunk stream, c16" in md
+    assert "## Chat Completions, 2 KB request, 512-chunk stream in one burst, c16" in md
     assert "no fixed rate; 16 connections" in md
