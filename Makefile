@@ -187,6 +187,7 @@ bench-load: $(STAMP)
 	$(BIN)/python -m benchmarks.streams --gc-table $(GC_TABLE_ARGS)
 	$(BIN)/python -m benchmarks.load --workload openai
 	$(BIN)/python -m benchmarks.load.socket_rows
+	$(BIN)/python -m benchmarks.load.image_rows
 	$(BIN)/python -m benchmarks.load --workload embeddings
 	$(BIN)/python -m benchmarks.relay
 	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)

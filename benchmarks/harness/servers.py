@@ -364,10 +364,16 @@ class ServerGroup:
         return self.spawn(name, [*argv, *extra, target], port, env=env, metrics=metrics)
 
     def nginx(
-        self, name: str, upstream_port: int, binary: str, worker_connections: int = 4096
+        self,
+        name: str,
+        upstream_port: int,
+        binary: str,
+        worker_connections: int = 4096,
+        max_body: str = "8m",
     ) -> Server:
         """Debian's nginx as a plain reverse proxy in front of ``upstream_port``
-        (``worker_connections`` counts both sides of every proxied request)."""
+        (``worker_connections`` counts both sides of every proxied request;
+        ``max_body``: its ``client_max_body_size``, bodies up to it held in memory)."""
         # nginx's worker runs as an unprivileged user when started by root: it
         # must be able to reach its temp directories under the prefix.
         self.workdir.chmod(0o755)
@@ -375,7 +381,7 @@ class ServerGroup:
         prefix.mkdir(mode=0o755)
         port = free_port()
         conf = prefix / "nginx.conf"
-        conf.write_text(nginx_config(prefix, port, upstream_port, worker_connections))
+        conf.write_text(nginx_config(prefix, port, upstream_port, worker_connections, max_body))
         argv = [binary, "-c", str(conf), "-p", str(prefix), "-e", str(prefix / "error.log")]
         return self.spawn(name, argv, port)
 
@@ -458,11 +464,16 @@ def gateway_config(
 
 
 def nginx_config(
-    prefix: Path, port: int, upstream_port: int, worker_connections: int = 4096
+    prefix: Path,
+    port: int,
+    upstream_port: int,
+    worker_connections: int = 4096,
+    max_body: str = "8m",
 ) -> str:
     """One worker, loopback only, keep-alive upstream, no response buffering,
-    request bodies held in memory (up to 2 MiB: the load bench's 1 MB prompt),
-    every file under ``prefix``."""
+    request bodies held in memory (up to 2 MiB: the load bench's 1 MB prompt;
+    up to ``max_body`` when it is not the default 8m), every file under ``prefix``."""
+    buffer = "2m" if max_body == "8m" else max_body
     return f"""daemon off;
 master_process on;
 worker_processes 1;
@@ -478,8 +489,8 @@ http {{
     fastcgi_temp_path {prefix}/fastcgi;
     uwsgi_temp_path {prefix}/uwsgi;
     scgi_temp_path {prefix}/scgi;
-    client_max_body_size 8m;
-    client_body_buffer_size 2m;
+    client_max_body_size {max_body};
+    client_body_buffer_size {buffer};
     keepalive_requests 1000000;
     upstream backend {{
         server {HOST}:{upstream_port};
