@@ -382,6 +382,12 @@ def test_tiny_run_has_every_row(tmp_path: Path) -> None:
         else:
             assert r["latency_ms"]["p50"] is not None
             assert r["rate_requests"] > 0
+    # The floor (issue 43): at saturation, at the fixed rate and unloaded, beside every row.
+    floor = next(r for r in doc["rows"] if r["row"] == "floor")
+    assert floor["status"] == "ok", floor
+    assert floor["throughput_rps"] and floor["unloaded_p50_ms"] is not None
+    proxy = next(r for r in doc["rows"] if r["row"] == "proxy-rsgi")
+    assert proxy["vs_floor"] is not None and proxy["cpu_vs_floor"] is not None
     # The floor relays no stream: it reads content-length answers only.
     assert {r["row"] for r in doc["streaming"]} == set(row_names()) - {"floor"}
     assert "## Against the floor" in (tmp_path / "out" / "load.md").read_text()
