@@ -114,6 +114,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Se
 
 
 @pytest.mark.integration
+# The openai SDK's Responses WebSocket (docs/api/openai-responses.md) opens its
+# socket with websockets' connect() outside a with, which websockets 17 warns of.
+@pytest.mark.filterwarnings(
+    "ignore:connect\\(\\) must be used as a context manager:DeprecationWarning"
+)
 @pytest.mark.parametrize("block", [b for b in python_blocks() if b.runs], ids=lambda b: b.name)
 def test_the_example_runs_against_a_real_gateway(
     block: Block, stack: tuple[Server, Server]

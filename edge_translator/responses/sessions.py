@@ -47,7 +47,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Final
+from typing import Final, NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -93,15 +93,20 @@ def _limit_event(seconds: float) -> bytes:
     return socket_error(err.status, openai_detail(err))
 
 
-class _Ended(Exception):
+class _Ended(NamedTuple):
     """Why a socket's session ends: its close code and reason, and the
     access log's ``error``."""
 
-    def __init__(self, code: int, reason: str, logged: str | None = None) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-        self.logged = logged
+    code: int
+    reason: str
+    logged: str | None = None
+
+
+# The ends a session reaches; the access log's ``error`` names each.
+_LIMIT_REACHED = _Ended(NORMAL, "connection limit reached", _LIMIT.code)
+_IDLE = _Ended(NORMAL, "idle", "idle")
+_CLIENT_CLOSED = _Ended(NORMAL, "", "client_closed")
+_DRAINING = _Ended(GOING_AWAY, codes.DRAINING.code, codes.DRAINING.code)
 
 
 class ResponsesSockets:
@@ -222,18 +227,20 @@ class ResponsesSockets:
         reader = asyncio.create_task(self._read(sock, queue, closed, overflow))
         api = SocketResponses(self._responses.store, self._max_kept())
         ends = time.monotonic() + e.websocket_max_seconds if e.websocket_max_seconds else 0.0
-        code, reason = NORMAL, ""
+        end = _Ended(NORMAL, "")
         try:
             while True:
                 item = await self._next(queue, closed, stop, ends, overflow)
+                if isinstance(item, _Ended):
+                    end = item
+                    break
                 entry.bytes_in += len(item) if not isinstance(item, FlatgateError) else 0
                 await self._turn(sock, item, api, closed, entry)
                 if ends and time.monotonic() >= ends and not closed.is_set():
-                    raise self._limit_reached()
-        except _Ended as end:
-            code, reason = end.code, end.reason
+                    end = _LIMIT_REACHED
+                    break
             entry.error = end.logged
-            if end.logged == _LIMIT.code:
+            if end is _LIMIT_REACHED:
                 with contextlib.suppress(ConnectionError):
                     await sock.send(_limit_event(self._e.websocket_max_seconds))
         finally:
@@ -242,10 +249,7 @@ class ResponsesSockets:
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await reader
             with contextlib.suppress(ConnectionError):
-                await sock.close(code, reason)
-
-    def _limit_reached(self) -> _Ended:
-        return _Ended(NORMAL, "connection limit reached", _LIMIT.code)
+                await sock.close(end.code, end.reason)
 
     async def _next(
         self,
@@ -254,12 +258,14 @@ class ResponsesSockets:
         stop: asyncio.Event,
         ends: float,
         overflow: list[bool],
-    ) -> str | bytes | FlatgateError:
-        """The next message, or ``_Ended``: the client closed, a drain began,
-        the socket was idle too long or reached its life's end."""
+    ) -> str | bytes | FlatgateError | _Ended:
+        """The next message, or why the session ends: the client closed, a
+        drain began, the socket was idle too long or reached its life's end."""
         if not queue.empty():
             return queue.get_nowait()
-        self._check(closed, stop, overflow)
+        ended = self._ended(closed, stop, overflow)
+        if ended is not None:
+            return ended
         idle = self._e.websocket_idle_seconds
         waits = [idle] if idle else []
         if ends:
@@ -279,19 +285,25 @@ class ResponsesSockets:
                 getter.cancel()
         if getter.done() and not getter.cancelled():
             return getter.result()
-        self._check(closed, stop, overflow)
+        ended = self._ended(closed, stop, overflow)
+        if ended is not None:
+            return ended
         if ends and time.monotonic() >= ends:
-            raise self._limit_reached()
-        raise _Ended(NORMAL, "idle", "idle")
+            return _LIMIT_REACHED
+        return _IDLE
 
-    def _check(self, closed: asyncio.Event, stop: asyncio.Event, overflow: list[bool]) -> None:
-        """``_Ended`` when the queue overflowed, the client closed or a drain began."""
+    def _ended(
+        self, closed: asyncio.Event, stop: asyncio.Event, overflow: list[bool]
+    ) -> _Ended | None:
+        """Why the session ends when the queue overflowed, the client closed
+        or a drain began; else ``None``."""
         if overflow:
-            raise _Ended(POLICY, f"more than {self._e.websocket_max_queued} queued messages")
+            return _Ended(POLICY, f"more than {self._e.websocket_max_queued} queued messages")
         if closed.is_set():
-            raise _Ended(NORMAL, "", "client_closed")
+            return _CLIENT_CLOSED
         if stop.is_set():
-            raise _Ended(GOING_AWAY, "draining", codes.DRAINING.code)
+            return _DRAINING
+        return None
 
     async def _read(
         self,
