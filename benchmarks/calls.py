@@ -22,17 +22,12 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from benchmarks.inmemory import FakeTransport
+from benchmarks.inprocess_gateway import GatewayExchange, PiecesAnswer, build_gateway
 from flatgate.edge_translator.app import EdgeApp
-from flatgate.proxy.gateway.document import load_document
-from flatgate.proxy.gateway.onebox import _build
-from flatgate.proxy.plumbing.body import BodyPolicy
 from flatgate.proxy.transport.base import Response, Upstream
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.schema import FinishReason
@@ -67,102 +62,21 @@ STREAM = [write_chunk(content=f"w{i} ") for i in range(31)] + [
 ASK = {"model": "echo", "messages": [{"role": "user", "content": "hello"}]}
 
 
-class _Answer:
-    """A backend answer whose pieces are all here."""
-
-    status = 200
-    headers: Mapping[str, str] = {}
-
-    def __init__(self, pieces: list[bytes]) -> None:
-        self._pieces = pieces
-
-    async def iter_bytes(self) -> AsyncIterator[bytes]:
-        for piece in self._pieces:
-            yield piece
-
-    async def read(self) -> bytes:
-        return b"".join(self._pieces)
-
-    def ready(self) -> bool:
-        return True
-
-    def begun(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
-
-
 class _Backend(FakeTransport):
-    """Answers every request at once with ``pieces``."""
+    """Answers every request at once with ``pieces`` (no headers, as the
+    ``fbs`` protocol's backends answer)."""
 
     def __init__(self, pieces: list[bytes]) -> None:
         super().__init__(b"".join(pieces))
         self._pieces = pieces
 
     async def request(self, req: Upstream) -> Response:
-        return _Answer(self._pieces)
-
-
-class _Sink:
-    def __init__(self, ex: _Exchange) -> None:
-        self._ex = ex
-
-    async def send(self, data: bytes) -> None:
-        self._ex.out.append(data)
-
-    async def close(self) -> None:
-        return None
-
-
-class _Exchange:
-    """Just enough of ``plumbing.serve.Exchange`` for one chat completion."""
-
-    method = "POST"
-    path = "/v1/chat/completions"
-    query = ""
-    peer = "127.0.0.1:40000"
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-        self._headers = {
-            "content-type": "application/json",
-            "content-length": str(len(body)),
-            "host": "gateway",
-        }
-        self.status = 0
-        self.out: list[bytes] = []
-
-    def header(self, name: str) -> str | None:
-        return self._headers.get(name)
-
-    async def body(self, policy: BodyPolicy) -> bytes:
-        return self._body
-
-    async def respond(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.status = status
-        self.out.append(body)
-
-    async def stream(self, status: int, headers: list[tuple[str, str]]) -> _Sink:
-        self.status = status
-        return _Sink(self)
-
-    async def disconnected(self) -> None:
-        await asyncio.Event().wait()
-
-
-def _gateway(pieces: list[bytes]) -> EdgeApp:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "gateway.toml"
-        path.write_text(CONFIG)
-        edge, proxy = _build(load_document(path))
-    proxy._transport = _Backend(pieces)
-    return edge
+        return PiecesAnswer(self._pieces, headers={})
 
 
 async def _run(edge: EdgeApp, body: bytes, n: int) -> int:
     for _ in range(n):
-        ex = _Exchange(body)
+        ex = GatewayExchange(body, request_id=None)
         await edge(ex)
         if ex.status != 200 or not ex.out:
             raise AssertionError(f"the gateway answered {ex.status}: {b''.join(ex.out)[:300]!r}")
@@ -172,7 +86,7 @@ async def _run(edge: EdgeApp, body: bytes, n: int) -> int:
 def measure(kind: str, n: int) -> dict[str, float]:
     """Calls per request for ``kind`` (``whole`` or ``stream``), over ``n`` requests."""
     stream = kind == "stream"
-    edge = _gateway(STREAM if stream else [WHOLE])
+    edge = build_gateway(CONFIG, _Backend(STREAM if stream else [WHOLE]))
     body = json.dumps({**ASK, "stream": stream}).encode()
     counts = {"call": 0, "c_call": 0}
 

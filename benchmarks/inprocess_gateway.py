@@ -48,6 +48,7 @@ __all__ = [
     "PiecesAnswer",
     "Sink",
     "answers",
+    "build_gateway",
     "gateway_request",
     "log_writer",
     "make_gateway",
@@ -76,14 +77,17 @@ def gateway_request(stream: bool, size: int = BODY_BYTES) -> bytes:
     return chat_body(size, MODEL, stream=stream)
 
 
+_JSON: Mapping[str, str] = {"content-type": "application/json"}
+
+
 class PiecesAnswer:
-    """A backend answer whose pieces are all here."""
+    """A backend answer whose pieces are all here (``headers``: JSON's by default)."""
 
     status = 200
-    headers: Mapping[str, str] = {"content-type": "application/json"}
 
-    def __init__(self, pieces: list[bytes]) -> None:
+    def __init__(self, pieces: list[bytes], headers: Mapping[str, str] = _JSON) -> None:
         self._pieces = pieces
+        self.headers = headers
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
         for piece in self._pieces:
@@ -136,21 +140,23 @@ class Sink:
 
 class GatewayExchange:
     """Just enough of ``plumbing.serve.Exchange`` for one chat completion,
-    whole or streamed; the caller never leaves."""
+    whole or streamed; the caller never leaves. ``request_id``: the
+    caller's ``x-request-id`` (``None``: none sent, the gateway makes one)."""
 
     method = "POST"
     path = "/v1/chat/completions"
     query = ""
     peer = "127.0.0.1:40000"
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, request_id: str | None = "bench-1") -> None:
         self._body = body
         self._headers = {
             "content-type": "application/json",
             "content-length": str(len(body)),
             "host": "gateway",
-            "x-request-id": "bench-1",
         }
+        if request_id is not None:
+            self._headers["x-request-id"] = request_id
         self.status = 0
         self.out: list[bytes] = []
 
@@ -182,15 +188,23 @@ def log_writer(fd: int) -> Callable[[bytes], None]:
     return write
 
 
+def build_gateway(config: str, transport: FakeTransport) -> EdgeApp:
+    """``gateway.onebox``'s handler (the edge over the router, in process)
+    built from ``config`` (a gateway TOML document), every backend answered
+    by ``transport``."""
+    with tempfile.TemporaryDirectory(prefix="flatgate-bench-") as d:
+        path = Path(d) / "gateway.toml"
+        path.write_text(config)
+        edge, proxy = _build(load_document(str(path)))
+    proxy._transport = transport
+    return edge
+
+
 def make_gateway(log_fd: int) -> tuple[EdgeApp, OpenAITransport]:
     """The gateway's handler over an ``openai`` backend answering from
     memory; its access log written to ``log_fd``."""
-    with tempfile.TemporaryDirectory(prefix="flatgate-bench-") as d:
-        path = Path(d) / "gateway.toml"
-        path.write_text(CONFIG)
-        edge, proxy = _build(load_document(str(path)))
     transport = OpenAITransport(*answers())
-    proxy._transport = transport
+    edge = build_gateway(CONFIG, transport)
     edge.access = AccessLog("edge", edge.settings.edge.log_format, write=log_writer(log_fd))
     return edge, transport
 

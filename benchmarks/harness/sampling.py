@@ -3,10 +3,10 @@
 - from ``/proc``, for a process tree (``tree_pids``: a server's leader and
   every live descendant, so granian's worker counts with its main process):
   CPU seconds (``utime + stime``, also apart with the minor page faults:
-  ``usage``), the resident set now (``rss_kib``, ``VmRSS`` summed), its peak
-  (``peak_rss_kib``: the largest ``VmHWM``, the worker's), open file
-  descriptors (``open_fds``), and one thread of this process
-  (``thread_cpu_seconds``);
+  ``usage``; of a server's tree: ``server_usage``), the resident set now
+  (``rss_kib``, ``VmRSS`` summed), its peak (``peak_rss_kib``: the largest
+  ``VmHWM``, the worker's), open file descriptors (``open_fds``), and one
+  thread of this process (``thread_cpu_seconds``);
 - from a server's ``/metrics`` (Prometheus text): GC collections and pause
   by generation (``parse_gc``; ``gc_of`` scrapes one), its unlabelled gauges
   (``parse_gauges``), a route's requests by status (``requests_by_status``);
@@ -46,6 +46,7 @@ __all__ = [
     "peak_rss_kib",
     "requests_by_status",
     "rss_kib",
+    "server_usage",
     "thread_cpu_seconds",
     "tree_pids",
     "usage",
@@ -106,6 +107,11 @@ def usage(pids: Iterable[int]) -> CpuUsage:
             user += int(stat[11])
             system += int(stat[12])
     return CpuUsage(user / CLK_TCK, system / CLK_TCK, faults)
+
+
+def server_usage(server: Server) -> CpuUsage:
+    """``usage`` of a server's process tree now (its worker with its main process)."""
+    return usage(tree_pids(server.proc.pid))
 
 
 def cpu_seconds(pids: Iterable[int]) -> float:

@@ -8,6 +8,8 @@ Owns how load is offered and what is recorded:
 - ``fixed_rate``: an open-loop client on ``transport.fast.PoolTransport``:
   request *i* is started at ``t0 + i / rate`` whether or not earlier answers
   came back, each latency timed from its own start to the last body byte;
+- ``post``: one request on a keep-alive pool, its answer read whole;
+  ``timed``: the same, its latency (or its failure) kept in a ``LatencyRun``;
 - ``one_connection``: one keep-alive connection, one request after the other
   (the unloaded latency, and the time to each answer's first body byte: a
   stream's first event);
@@ -44,9 +46,11 @@ __all__ = [
     "gemini_text",
     "one_connection",
     "parse_wrk",
+    "post",
     "run_wrk",
     "sse_text",
     "streams",
+    "timed",
     "wrk_script",
 ]
 
@@ -137,23 +141,40 @@ class LatencyRun:
     first_bytes: list[float] = field(default_factory=list)  # seconds to the first body byte
 
 
-async def _exchange(transport: PoolTransport, url: str, body: bytes, headers: Headers) -> bool:
+async def post(
+    transport: PoolTransport,
+    url: str,
+    body: bytes,
+    headers: Headers,
+    *,
+    timeouts: Timeouts = _TIMEOUTS,
+) -> bytes | None:
+    """One POST, its answer read whole: the body when the status is 200, else
+    ``None``. A failure to connect or to read raises ``UpstreamError``."""
     resp = await transport.request(
-        Upstream("POST", url, body=body, headers=headers, timeouts=_TIMEOUTS)
+        Upstream("POST", url, body=body, headers=headers, timeouts=timeouts)
     )
     try:
-        await resp.read()
+        data = await resp.read()
     finally:
         await resp.aclose()
-    return resp.status == 200
+    return data if resp.status == 200 else None
 
 
-async def _timed(
-    run: LatencyRun, transport: PoolTransport, url: str, body: bytes, headers: Headers
+async def timed(
+    run: LatencyRun,
+    transport: PoolTransport,
+    url: str,
+    body: bytes,
+    headers: Headers,
+    *,
+    timeouts: Timeouts = _TIMEOUTS,
 ) -> None:
+    """One request, timed to its answer's last byte: its latency into
+    ``run``, or an error counted there."""
     start = time.perf_counter()
     try:
-        ok = await _exchange(transport, url, body, headers)
+        ok = await post(transport, url, body, headers, timeouts=timeouts) is not None
     except UpstreamError:
         ok = False
     if ok:
@@ -165,7 +186,7 @@ async def _timed(
 async def _warm(transport: PoolTransport, url: str, body: bytes, headers: Headers, n: int) -> None:
     for _ in range(2):
         await asyncio.gather(
-            *(_exchange(transport, url, body, headers) for _ in range(n)), return_exceptions=True
+            *(post(transport, url, body, headers) for _ in range(n)), return_exceptions=True
         )
 
 
@@ -197,7 +218,7 @@ async def fixed_rate(
                 await asyncio.sleep(delay)
             else:
                 run.max_lag = max(run.max_lag, -delay)
-            task = asyncio.ensure_future(_timed(run, transport, url, body, headers))
+            task = asyncio.ensure_future(timed(run, transport, url, body, headers))
             pending.add(task)
             task.add_done_callback(pending.discard)
             run.sent += 1

@@ -75,8 +75,8 @@ from benchmarks.harness.servers import (
 )
 from benchmarks.load import image_bodies as ib
 from benchmarks.load import peers
-from benchmarks.load.clients import answer_text
-from flatgate.proxy.transport.base import Timeouts, Upstream, UpstreamError
+from benchmarks.load.clients import LatencyRun, answer_text, timed
+from flatgate.proxy.transport.base import Timeouts
 from flatgate.proxy.transport.fast import PoolTransport
 
 __all__ = ["FULL", "NAME", "QUICK", "ROWS", "TINY", "ImageSettings", "main", "render", "run"]
@@ -279,41 +279,22 @@ class _Calls:
 
 
 async def _connection(
-    transport: PoolTransport, calls: _Calls, headers: ib.Headers, n: int, out: list[float]
-) -> int:
-    """``n`` requests one after the other; the errors (a latency each success)."""
-    errors = 0
+    transport: PoolTransport, calls: _Calls, headers: ib.Headers, n: int, run: LatencyRun
+) -> None:
+    """``n`` requests one after the other, each timed into ``run``."""
     for _ in range(n):
-        t0 = time.perf_counter()
-        try:
-            resp = await transport.request(
-                Upstream("POST", calls.url, body=calls.body, headers=headers, timeouts=_TIMEOUTS)
-            )
-            try:
-                await resp.read()
-            finally:
-                await resp.aclose()
-            ok = resp.status == 200
-        except UpstreamError:
-            ok = False
-        if ok:
-            out.append(time.perf_counter() - t0)
-        else:
-            errors += 1
-    return errors
+        await timed(run, transport, calls.url, calls.body, headers, timeouts=_TIMEOUTS)
 
 
-async def _burst(calls: _Calls, n: int) -> tuple[list[float], int]:
-    """``n`` requests on each of the connections at once; latencies and errors."""
+async def _burst(calls: _Calls, n: int) -> LatencyRun:
+    """``n`` requests on each of the connections at once; their latencies and errors."""
     transport = PoolTransport(limit=_CONNECTIONS)
-    latencies: list[float] = []
+    run = LatencyRun()
     try:
-        errors = await asyncio.gather(
-            *(_connection(transport, calls, h, n, latencies) for h in calls.headers)
-        )
+        await asyncio.gather(*(_connection(transport, calls, h, n, run) for h in calls.headers))
     finally:
         await transport.aclose()
-    return latencies, sum(errors)
+    return run
 
 
 def measure_row(
@@ -327,8 +308,9 @@ def measure_row(
     before_rss = peak_rss_kib(pids)  # just reset: the resident set now
     before = usage(pids)
     t0 = time.perf_counter()
-    latencies, errors = runner.run(_burst(calls, s.per_connection))
+    burst = runner.run(_burst(calls, s.per_connection))
     seconds = time.perf_counter() - t0
+    latencies, errors = burst.latencies, burst.errors
     pids = tree_pids(server.proc.pid)
     after = usage(pids)
     return {

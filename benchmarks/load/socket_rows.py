@@ -63,13 +63,12 @@ from benchmarks.harness.results import (
     source_revision,
     write_results,
 )
-from benchmarks.harness.sampling import tree_pids, usage
+from benchmarks.harness.sampling import server_usage
 from benchmarks.harness.servers import HOST, Server, ServerGroup
 from benchmarks.load import openai_workload
-from benchmarks.load.clients import sse_text
+from benchmarks.load.clients import post, sse_text
 from benchmarks.load.openai_bodies import BODY_BYTES, CHAT_HEADERS, chat_body, responses_body
 from benchmarks.load.rows import ADAPTER_MODEL
-from flatgate.proxy.transport.base import Timeouts, Upstream
 from flatgate.proxy.transport.fast import PoolTransport
 
 __all__ = ["FULL", "MODES", "QUICK", "TINY", "SocketSettings", "main", "render", "run", "summarise"]
@@ -86,7 +85,6 @@ _BASE = "http-stream"
 _TOKENS = 32  # the canned stub's answer ("stub" in openai_workload.STUBS)
 _EXPECT = "tok " * _TOKENS
 _NEXT_INPUT = "Go on, and keep it as short."
-_TIMEOUTS = Timeouts(connect=5.0, read=30.0, total=60.0)
 _DELTA = b'{"type":"response.output_text.delta"'
 _MEASURED_HERE = ("proxy", "edge_translator", "generated", "benchmarks/harness", "benchmarks/load")
 
@@ -170,22 +168,11 @@ class _Count:
     errors: int = 0
 
 
-async def _post(transport: PoolTransport, url: str, body: bytes) -> bytes | None:
-    resp = await transport.request(
-        Upstream("POST", url, body=body, headers=CHAT_HEADERS, timeouts=_TIMEOUTS)
-    )
-    try:
-        data = await resp.read()
-    finally:
-        await resp.aclose()
-    return data if resp.status == 200 else None
-
-
 async def _http_worker(
     transport: PoolTransport, url: str, body: bytes, budget: _Budget, count: _Count
 ) -> None:
     while budget.take():
-        data = await _post(transport, url, body)
+        data = await post(transport, url, body, CHAT_HEADERS)
         if data is not None and b'"status":"completed"' in data[-8192:]:
             count.responses += 1
         else:
@@ -271,10 +258,10 @@ class _Clients:
     async def spot_check(self) -> dict[str, str]:
         """Each mode's answer text, read whole: the stub's tokens, or why not."""
         problems: dict[str, str] = {}
-        stream = await _post(self.transport, self.req.url, self.req.stream)
+        stream = await post(self.transport, self.req.url, self.req.stream, CHAT_HEADERS)
         if stream is None or sse_text(stream).strip() != _EXPECT.strip():
             problems["http-stream"] = f"unexpected answer: {(stream or b'')[:300]!r}"
-        whole = await _post(self.transport, self.req.url, self.req.whole)
+        whole = await post(self.transport, self.req.url, self.req.whole, CHAT_HEADERS)
         got = _output_text(msgspec.json.decode(whole)) if whole else ""
         if got.strip() != _EXPECT.strip():
             problems["http-whole"] = f"unexpected answer: {(whole or b'')[:300]!r}"
@@ -312,11 +299,6 @@ async def _text_turn(ws: ClientConnection, message: str) -> tuple[str, str]:
 # the run -----------------------------------------------------------------------
 
 
-def _cpu(server: Server) -> tuple[float, float]:
-    u = usage(tree_pids(server.proc.pid))
-    return u.user, u.system
-
-
 def measure(
     s: SocketSettings,
     gateway: Server,
@@ -334,20 +316,23 @@ def measure(
         for r in range(s.rounds):
             order = MODES[r % len(MODES) :] + MODES[: r % len(MODES)]
             for mode in order:
-                before, stub_before = _cpu(gateway), _cpu(stub)
+                before, stub_before = server_usage(gateway), server_usage(stub)
                 t0 = time.perf_counter()
                 count = runner.run(clients.run(mode, s, s.connections))
                 seconds = time.perf_counter() - t0
-                after, stub_after = _cpu(gateway), _cpu(stub)
+                after, stub_after = server_usage(gateway), server_usage(stub)
+                stub_cpu = (stub_after.user + stub_after.system) - (
+                    stub_before.user + stub_before.system
+                )
                 rec: dict[str, Any] = {
                     "round": r + 1,
                     "mode": mode,
                     "responses": count.responses,
                     "errors": count.errors,
                     "seconds": round(seconds, 4),
-                    "user_s": round(after[0] - before[0], 4),
-                    "system_s": round(after[1] - before[1], 4),
-                    "stub_cpu_s": round(sum(stub_after) - sum(stub_before), 4),
+                    "user_s": round(after.user - before.user, 4),
+                    "system_s": round(after.system - before.system, 4),
+                    "stub_cpu_s": round(stub_cpu, 4),
                 }
                 records.append(rec)
                 per = _per_response(rec)

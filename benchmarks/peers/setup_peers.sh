@@ -48,61 +48,51 @@ install_portkey() {
     fi
 }
 
-install_litellm() {
-    target="$dir/litellm"
-    pins=$(cat "$here/litellm-deps.txt" "$here/litellm-hashed.txt")
+# A peer in a virtual environment of its own (never the project's): $1 its
+# name, then its requirement files in benchmarks/peers/, installed in order:
+# one named *-hashed.txt with --no-deps, every wheel checked by SHA-256; any
+# other as pip resolves it.
+install_venv() {
+    name=$1
+    shift
+    target="$dir/$name"
+    pins=$(cd "$here" && cat "$@")
     if same_pins "$target" "$pins"; then
-        note "litellm: installed in $target"
+        note "$name: installed in $target"
         return 0
     fi
     if ! command -v "$python" >/dev/null 2>&1; then
-        note "$python is missing: the litellm row will be skipped"
+        note "$python is missing: the $name row will be skipped"
         return 0
     fi
     rm -rf "$target" && mkdir -p "$target" || return 0
-    note "litellm: a virtual environment in $target/venv"
+    note "$name: a virtual environment in $target/venv"
     pip="$target/venv/bin/python -m pip --disable-pip-version-check --no-input --quiet"
-    if "$python" -m venv "$target/venv" &&
-        $pip install -r "$here/litellm-deps.txt" &&
-        $pip install --no-deps --require-hashes --only-binary :all: \
-            -r "$here/litellm-hashed.txt"; then
-        $pip check >&2 || note "litellm: pip check reports conflicts (above)"
-        printf '%s' "$pins" >"$target/.pins"
-    else
-        note "pip install failed: the litellm row will be skipped"
-    fi
-}
-
-install_vllm_router() {
-    target="$dir/vllm-router"
-    pins=$(cat "$here/vllm-router-hashed.txt")
-    if same_pins "$target" "$pins"; then
-        note "vllm-router: installed in $target"
+    if ! "$python" -m venv "$target/venv"; then
+        note "python -m venv failed: the $name row will be skipped"
         return 0
     fi
-    if ! command -v "$python" >/dev/null 2>&1; then
-        note "$python is missing: the vllm-router row will be skipped"
-        return 0
-    fi
-    rm -rf "$target" && mkdir -p "$target" || return 0
-    note "vllm-router: a virtual environment in $target/venv"
-    pip="$target/venv/bin/python -m pip --disable-pip-version-check --no-input --quiet"
-    if "$python" -m venv "$target/venv" &&
-        $pip install --no-deps --require-hashes --only-binary :all: \
-            -r "$here/vllm-router-hashed.txt"; then
-        $pip check >&2 || note "vllm-router: pip check reports conflicts (above)"
-        printf '%s' "$pins" >"$target/.pins"
-    else
-        note "pip install failed: the vllm-router row will be skipped"
-    fi
+    for reqs in "$@"; do
+        case "$reqs" in
+            *-hashed.txt) how="--no-deps --require-hashes --only-binary :all:" ;;
+            *) how="" ;;
+        esac
+        # shellcheck disable=SC2086
+        if ! $pip install $how -r "$here/$reqs"; then
+            note "pip install failed: the $name row will be skipped"
+            return 0
+        fi
+    done
+    $pip check >&2 || note "$name: pip check reports conflicts (above)"
+    printf '%s' "$pins" >"$target/.pins"
 }
 
 mkdir -p "$dir" || { note "cannot create $dir: the peer rows will be skipped"; exit 0; }
 for peer in ${*:-portkey litellm vllm-router}; do
     case "$peer" in
         portkey) install_portkey ;;
-        litellm) install_litellm ;;
-        vllm-router) install_vllm_router ;;
+        litellm) install_venv litellm litellm-deps.txt litellm-hashed.txt ;;
+        vllm-router) install_venv vllm-router vllm-router-hashed.txt ;;
         *) note "unknown peer $peer (portkey, litellm, vllm-router)" ;;
     esac
 done
