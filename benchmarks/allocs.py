@@ -10,7 +10,9 @@ are not counted; ``mmap`` is not counted either, as with Python allocators
 traced it only backs pymalloc's arenas, whose objects are counted one by one.
 So the figure is every allocation in the measured loop, transient ones
 included: what ``malloc`` and the garbage collector deal with, not what stays
-alive.
+alive. Only the measuring thread's: memray tracks every thread, and another
+one (pytest-xdist's, a timeout's) allocating meanwhile is not the call's (a
+marker allocation of ``_MARKER`` bytes names the measuring thread's records).
 
 Two corrections, both measured, never assumed:
 
@@ -114,6 +116,16 @@ class Allocations:
     ops: int
 
 
+# A marker allocation's size, made by the measuring thread as its tracking
+# begins: the records of other threads (which memray tracks too) are set aside.
+_MARKER = 7_654_321
+
+
+def _is_marker(record: Any) -> bool:
+    """Whether ``record`` is the marker (its object's header and terminator besides)."""
+    return bool(_MARKER <= record.size < _MARKER + 256)
+
+
 def _noop(arg: object) -> None:
     return None
 
@@ -152,9 +164,15 @@ def count_raw(
     with tempfile.TemporaryDirectory(prefix="flatgate-memray-") as tmp:
         path = os.path.join(tmp, "capture.bin")
         with memray.Tracker(path, trace_python_allocators=True, native_traces=True):
+            bytearray(_MARKER)  # which thread is this one's, in the records
             for _ in itertools.repeat(None, ops):
                 fn(arg)
-        for record in memray.FileReader(path).get_allocation_records():
+        records = list(memray.FileReader(path).get_allocation_records())
+        # Another thread's allocations (pytest-xdist's, a timeout's) are not the call's.
+        ours = next(r.tid for r in records if _is_marker(r))
+        for record in records:
+            if record.tid != ours or _is_marker(record):
+                continue
             if record.allocator not in ALLOCATING:
                 continue
             key = (record.native_stack_id, record.native_segment_generation)

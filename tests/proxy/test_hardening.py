@@ -193,13 +193,15 @@ def test_a_full_pool_is_a_503_and_not_a_backend_failure(slow_stub: Server, tmp_p
 def test_a_caller_leaving_before_the_first_token_cancels_upstream(
     slow_stub: Server, tmp_path: Path, iface: str
 ) -> None:
-    """The caller leaves 0.5 s into a 3 s time to first token: the stub sees
-    the stream cancelled well before its first token would have come."""
+    """The caller leaves once its stream has begun at the stub, well inside a
+    3 s time to first token: the stub sees the stream cancelled, not
+    finished (its first token would have ended it otherwise)."""
     cfg = write_config(tmp_path / "p.toml", slow_config(slow_stub.url))
     with running("proxy", ["--config", cfg, "--interface", iface], tmp_path) as p:
-        before = httpx.get(f"{slow_stub.url}/stats").json()["cancelled"]
+        stats = httpx.get(f"{slow_stub.url}/stats").json()
+        before, started = stats["cancelled"], stats["started"]
 
-        async def leave_early() -> None:
+        async def leave_early() -> float:
             async with httpx.AsyncClient(timeout=30) as client:
                 task = asyncio.ensure_future(
                     client.post(
@@ -208,15 +210,20 @@ def test_a_caller_leaving_before_the_first_token_cancels_upstream(
                         headers={**FB, "accept": FRAMES},
                     )
                 )
-                await asyncio.sleep(0.5)
+                # Leave once the stub has the stream (a sleep races a loaded machine).
+                deadline = time.monotonic() + 2.0
+                while (await client.get(f"{slow_stub.url}/stats")).json()["started"] == started:
+                    assert time.monotonic() < deadline, "the stream never reached the stub"
+                    await asyncio.sleep(0.02)
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
+                return time.monotonic()
 
-        left = time.monotonic()
-        asyncio.run(leave_early())
+        left = asyncio.run(leave_early())
         cancelled = before
-        while time.monotonic() - left < 1.5:
+        # Before the stub's first token (3 s after the stream began) could end it.
+        while time.monotonic() - left < 2.5:
             cancelled = httpx.get(f"{slow_stub.url}/stats").json()["cancelled"]
             if cancelled > before:
                 break
