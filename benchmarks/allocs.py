@@ -167,13 +167,15 @@ def count_raw(
             bytearray(_MARKER)  # which thread is this one's, in the records
             for _ in itertools.repeat(None, ops):
                 fn(arg)
-        records = list(memray.FileReader(path).get_allocation_records())
-        # Another thread's allocations (pytest-xdist's, a timeout's) are not the call's.
-        ours = next(r.tid for r in records if _is_marker(r))
-        for record in records:
-            if record.tid != ours or _is_marker(record):
+        # Another thread's allocations (pytest-xdist's, a timeout's) are not the
+        # call's: the records from the measuring thread's marker on are counted.
+        ours = -1
+        for record in memray.FileReader(path).get_allocation_records():
+            if ours < 0:
+                if _is_marker(record):
+                    ours = record.tid
                 continue
-            if record.allocator not in ALLOCATING:
+            if record.tid != ours or record.allocator not in ALLOCATING:
                 continue
             key = (record.native_stack_id, record.native_segment_generation)
             kind = kinds.get(key)
