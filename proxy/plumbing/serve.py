@@ -35,7 +35,7 @@ from flatgate.proxy.plumbing.body import (
     check_pieces,
 )
 from flatgate.proxy.plumbing.drain import Drain
-from flatgate.proxy.plumbing.head import RequestHead
+from flatgate.proxy.plumbing.head import RequestHead, asgi_header
 from flatgate.proxy.plumbing.metrics import Metrics
 from flatgate.proxy.plumbing.websocket import AsgiSocket, RsgiSocket, SocketHandler
 from flatgate.proxy.wire.digits import read_decimal
@@ -248,17 +248,7 @@ class AsgiExchange:
         return bytes(self._scope.get("query_string") or b"").decode("latin-1")
 
     def header(self, name: str) -> str | None:
-        # A scan of the scope's (few) headers, no dict: whatever a request
-        # keeps alive while it waits on its backend counts toward the GC's
-        # young generation. ASGI servers give header names in lower case.
-        key = _KEYS.get(name)
-        if key is None:
-            key = name.encode("latin-1")
-        for k, v in self._scope["headers"]:
-            if k == key:
-                value: str = v.decode("latin-1")
-                return value
-        return None
+        return asgi_header(self._scope, name, _KEYS.get(name))
 
     @property
     def peer(self) -> str:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from granian._granian import RSGIProtocolClosed, RSGIProtocolError
 
-from flatgate.proxy.plumbing.head import RequestHead
+from flatgate.proxy.plumbing.head import RequestHead, asgi_header
 
 __all__ = ["AsgiSocket", "RsgiSocket", "Socket", "SocketHandler"]
 
@@ -161,12 +161,7 @@ class AsgiSocket:
         self.path: str = scope["path"]
 
     def header(self, name: str) -> str | None:
-        key = name.encode("latin-1")
-        for k, v in self._scope["headers"]:
-            if k == key:
-                value: str = v.decode("latin-1")
-                return value
-        return None
+        return asgi_header(self._scope, name)
 
     @property
     def query(self) -> str:
