@@ -143,10 +143,15 @@ typecheck: $(STAMP)
 # module to a worker so that its module-scoped servers start once; most tests
 # wait on servers and sockets, so two workers on two cores take about 0.6 of
 # the time of one (docs/design.md, "Running it").
+# The project's modules are compiled once first (into __pycache__/, which git
+# ignores): the suite starts hundreds of server processes, and where
+# PYTHONDONTWRITEBYTECODE is set each would compile every module it imports
+# again (about a quarter of a process-starting test's CPU).
 PYTEST_WORKERS ?= 2
 test: lint typecheck $(MOCKS_STAMP) $(CODEX_STAMP) $(CLAUDE_STAMP) $(GEMINI_CLI_STAMP) \
 		$(AGENTS_STAMP) $(LANGCHAIN_STAMP) $(AISDK_STAMP) $(OTLP_STAMP)
 	sh tests/setup_tools.sh
+	$(BIN)/python -m compileall -q -j 0 proxy edge_translator generated benchmarks tests
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 generate: $(STAMP)
