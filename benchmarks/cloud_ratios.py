@@ -46,6 +46,12 @@ from benchmarks.harness.report import md_table
 from benchmarks.load.openai_bodies import chat_body
 from benchmarks.micro_report import CLOUD_REFS, CLOUD_TARGET
 from benchmarks.payloads import PROMPT_SIZES, make_request
+from flatgate.edge_translator.openai.translate import write_request
+from flatgate.proxy.apis.openai_chat.request import decode_request
+from flatgate.proxy.backends.base import Inbound
+from flatgate.proxy.backends.registry import adapter_for, backend_config, backend_problems
+from flatgate.proxy.plumbing.config import ConfigError, Problems
+from flatgate.proxy.wire.request.decode import read_request
 
 __all__ = ["FORMATS", "OPS", "PREPARED", "main", "measure", "prepare_costs", "report"]
 
@@ -142,8 +148,6 @@ def _adapter(name: str, entry: dict[str, Any], google_key: str = "") -> Any:
     """The adapter of ``entry``, its credentials fetched once (AWS's from
     ``_AWS_ENV``, set only while they are read; Google's with the key file
     ``google_key``)."""
-    from flatgate.proxy.backends.registry import adapter_for, backend_config, backend_problems
-    from flatgate.proxy.plumbing.config import ConfigError, Problems
 
     problems = Problems()
     if entry["protocol"] == "vertex":
@@ -171,10 +175,6 @@ def _adapter(name: str, entry: dict[str, Any], google_key: str = "") -> Any:
 
 def prepare_costs(rounds: int, calls: int = 2000) -> dict[str, float]:
     """Fastest round's CPU µs per ``prepare``, by ``PREPARED``'s names."""
-    from flatgate.edge_translator.openai.translate import write_request
-    from flatgate.proxy.apis.openai_chat.request import decode_request
-    from flatgate.proxy.backends.base import Inbound
-    from flatgate.proxy.wire.request.decode import read_request
 
     req = decode_request(chat_body())
     decoded = read_request(write_request(req, provider=0, model_name=req.model, request_id="r-1"))

@@ -48,6 +48,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -61,6 +64,7 @@ from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.edge_translator.ids import new_id
 from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.edge_translator.tenancy import Tenancy
+from flatgate.proxy.backends.bedrock.auth import SERVICE, sign
 from flatgate.proxy.limits import MemoryStore
 from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.admission import Admission, Hold
@@ -70,6 +74,7 @@ from flatgate.proxy.plumbing.serve import AsgiExchange
 from flatgate.proxy.plumbing.telemetry import TelemetrySection, Tracing
 from flatgate.proxy.service.app import ProxyServer
 from flatgate.proxy.service.settings import ProxySection, parse_config
+from flatgate.proxy.transport.aws import AwsCredentials
 from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.request.estimate import reservation
 from flatgate.proxy.wire.request.verify import verify_request
@@ -408,12 +413,6 @@ def sigv4_body(size: int = 2048) -> bytes:
 def sigv4_checks(calls: int, rounds: int) -> dict[str, float]:
     """Fastest round's CPU µs per signature of a 2 KB Converse request:
     flatgate's signer (awscrt) and botocore's over an ``AWSRequest``."""
-    from botocore.auth import SigV4Auth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    from flatgate.proxy.backends.bedrock.auth import SERVICE, sign
-    from flatgate.proxy.transport.aws import AwsCredentials
 
     body = sigv4_body()
     creds = AwsCredentials("AKIDFLATGATEBENCH", "flatgate-bench-secret", None)

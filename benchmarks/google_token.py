@@ -45,7 +45,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
 from benchmarks.harness.report import md_table
+from flatgate.proxy.transport.credentials import Refreshing
+from flatgate.proxy.transport.google import CLOUD_PLATFORM, UrllibRequest, google_token
 
 __all__ = [
     "EMAIL",
@@ -63,8 +68,6 @@ _GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 def service_account_key(path: Path, token_uri: str) -> bytes:
     """A service account's key file at ``path`` (a new 2048-bit RSA key, as
     Google's console writes one, its ``token_uri`` given); the public key's PEM."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(
@@ -181,8 +184,6 @@ def google_token_checks(
 ) -> dict[str, tuple[float, float]]:
     """Each row's (CPU µs, wall µs) per call: ``reads`` token reads a round,
     ``calls`` fetches (and their parts) a round."""
-    from flatgate.proxy.transport.credentials import Refreshing
-    from flatgate.proxy.transport.google import CLOUD_PLATFORM, UrllibRequest, google_token
 
     crypt: Any = importlib.import_module("google.auth.crypt")  # not typed
     jwt: Any = importlib.import_module("google.auth.jwt")

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
+import uvloop
 
 from benchmarks.codecs.flatgate import translate_json
 from benchmarks.harness.servers import ServerGroup, find_tool
@@ -303,13 +304,8 @@ def redis_rows(url: str, n: int) -> list[tuple[str, str, float, float]]:
 
 
 def _runner() -> asyncio.Runner:
-    """A runner on uvloop when installed (as the gateway runs)."""
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    return asyncio.Runner(loop_factory=loop_factory)
+    """A runner on uvloop (as the gateway runs)."""
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
 
 def store_rows(stores: Mapping[str, str], n: int) -> list[StoreRow]:

@@ -39,12 +39,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.internal import api_implementation
 from pytest_benchmark.stats import Stats
 from pytest_benchmark.timers import compute_timer_precision
 
 from benchmarks.allocs import count_allocations, count_raw
 from benchmarks.codecs import FORMATS, OPS, cases, load, operation
 from benchmarks.harness.results import RESULTS, ROOT, is_quick, machine, output_dir, versions
+from benchmarks.micro_report import render_markdown, render_plot
 from benchmarks.payloads import PROMPT_SIZES, make_request
 
 __all__ = [
@@ -289,12 +291,11 @@ def _load() -> float | None:
 
 
 def _header(sizes: Mapping[str, int], settings: Settings, formats: Sequence[str]) -> dict[str, Any]:
-    from benchmarks.codecs.proto import backend
 
     return {
         **machine(),
         "libraries": versions(_LIBRARIES),
-        "protobuf_backend": backend(),
+        "protobuf_backend": str(api_implementation.Type()),
         "mode": settings.name,
         "settings": asdict(settings),
         "sizes": dict(sizes),
@@ -370,7 +371,6 @@ def run(
 
 def render(out_dir: Path = RESULTS) -> None:
     """(Re)write ``micro.md`` and ``micro.png`` from ``out_dir/micro.json``."""
-    from benchmarks.micro_report import render_markdown, render_plot
 
     doc = json.loads((out_dir / "micro.json").read_text(encoding="utf-8"))
     (out_dir / "micro.md").write_text(render_markdown(doc), encoding="utf-8")

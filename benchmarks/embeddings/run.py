@@ -33,6 +33,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.internal import api_implementation
 from pytest_benchmark.timers import compute_timer_precision
 
 from benchmarks import micro
@@ -102,12 +103,11 @@ def _load() -> float | None:
 def _header(
     sizes: Mapping[str, tuple[int, int]], settings: Settings, fmts: Sequence[str]
 ) -> dict[str, Any]:
-    from benchmarks.codecs.proto import backend
 
     return {
         **machine(),
         "libraries": versions(_LIBRARIES),
-        "protobuf_backend": backend(),
+        "protobuf_backend": str(api_implementation.Type()),
         "mode": settings.name,
         "settings": asdict(settings),
         "sizes": {label: list(size) for label, size in sizes.items()},

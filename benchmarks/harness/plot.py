@@ -38,11 +38,12 @@ class Panel:
 
 
 def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend."""
-    import matplotlib
+    """``matplotlib.pyplot`` on the Agg backend, imported when a plot is first
+    drawn: the measuring processes import the reports, and must not carry it."""
+    import matplotlib  # noqa: PLC0415 (see the docstring)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
     return plt
 

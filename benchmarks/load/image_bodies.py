@@ -231,10 +231,6 @@ def messages_body(c: _Conversation, model: str) -> bytes:
     return msgspec.json.encode(body)
 
 
-def _arguments(command: str) -> str:
-    return msgspec.json.encode({"command": command}).decode()
-
-
 def chat_body(c: _Conversation, model: str) -> bytes:
     """The same conversation as a Chat Completions request (whole answer)."""
     system = "\n".join((c.billing, c.identity, c.instructions))

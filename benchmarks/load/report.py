@@ -4,10 +4,10 @@ Owns the rendering of one result document (``benchmarks.load.run.run``): the
 header (date, CPU, Python, versions, method), one table per prompt size in
 the shape of the micro benchmark's (throughput, memory, GC, p99, with "vs."
 ratio columns), the streaming table, the targets of the proxy issues as
-reported figures, and the caveats. ``render_markdown`` is pure; only
-``write_results`` writes files (the OpenAI workload's Markdown is
-``benchmarks.load.report_openai``'s, on the helpers here). Never asserts on
-figures.
+reported figures, and the caveats. ``render_markdown`` is pure;
+``benchmarks.load.run.write_results`` writes the files (the OpenAI workload's
+Markdown is ``benchmarks.load.report_openai``'s, on the helpers here). Never
+asserts on figures.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 
 from benchmarks.harness.plot import pyplot, save_figure
 from benchmarks.harness.report import head_facts, md_facts, md_row, md_table, num, signed, times
-from benchmarks.harness.results import write_results as _write
 
 __all__ = [
     "CAVEATS",
@@ -27,10 +26,10 @@ __all__ = [
     "hop_cpu",
     "hop_rss",
     "per_kb_note",
+    "plot",
     "render_markdown",
     "row_label",
     "targets",
-    "write_results",
 ]
 
 CAVEATS = """\
@@ -491,7 +490,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _plot(doc: Mapping[str, Any], path: Path) -> None:
+def plot(doc: Mapping[str, Any], path: Path) -> None:
     plt = pyplot()
     sizes = list(doc["settings"]["sizes"])
     names: list[str] = []
@@ -524,30 +523,3 @@ def _plot(doc: Mapping[str, Any], path: Path) -> None:
     fig.suptitle(f"flatgate load bench, {doc['date']}, {doc['cpu']}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
-
-
-def write_results(
-    doc: Mapping[str, Any], out: Path, *, plot: bool = True, name: str = "load"
-) -> list[Path]:
-    """Write ``<name>.json``, ``<name>.md`` and (with ``plot``) ``<name>.png``
-    under ``out``; the OpenAI workload's document renders as
-    ``benchmarks.load.report_openai`` says, and keeps its targets
-    (``benchmarks.load.cases.target_records``); the embeddings workload's as
-    ``benchmarks.load.report_embeddings`` says, with its own plot."""
-    plotter = _plot
-    if doc.get("workload") == "openai":
-        from benchmarks.load.cases import target_records
-        from benchmarks.load.report_openai import render_openai
-
-        doc = {**doc, "targets": target_records(doc["rows"])}
-        markdown = render_openai(doc)
-    elif doc.get("workload") == "embeddings":
-        from benchmarks.load.report_embeddings import plot_embeddings, prepare, render_embeddings
-
-        doc = prepare(doc)
-        markdown = render_embeddings(doc)
-        plotter = plot_embeddings
-    else:
-        markdown = render_markdown(doc)
-    draw = (lambda path: plotter(doc, path)) if plot else None
-    return _write(out, name, doc, markdown + "\n", draw, indent=2)

@@ -37,6 +37,8 @@ from typing import Any, Literal
 import msgspec
 
 from benchmarks.baselines import PROTOBUF_TYPE
+from benchmarks.codecs.common import edge_request
+from benchmarks.codecs.proto import to_message
 from benchmarks.payloads import make_request, to_flatbuffer
 from flatgate.proxy.wire.schema import FLATBUFFERS, FRAMES, JSON
 
@@ -164,8 +166,6 @@ def _encode(kind: BodyKind, request: dict[str, Any]) -> bytes:
         return to_flatbuffer({**request, "model": ADAPTER_MODEL})
     if kind in ("json", "openai"):
         return msgspec.json.encode(request)
-    from benchmarks.codecs.common import edge_request
-    from benchmarks.codecs.proto import to_message
 
     out: bytes = to_message(edge_request(request)).SerializeToString()
     return out

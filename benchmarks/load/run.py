@@ -31,7 +31,7 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -47,12 +47,15 @@ from benchmarks.harness.results import (
     rerender,
     source_revision,
 )
+from benchmarks.harness.results import write_results as _write
 from benchmarks.harness.servers import (
     HOST,
     ServerGroup,
     gateway_config,
 )
 from benchmarks.load import embeddings_workload, floor_app, openai_workload
+from benchmarks.load import report as load_report
+from benchmarks.load.cases import target_records
 from benchmarks.load.measure import (
     FULL,
     QUICK,
@@ -66,11 +69,22 @@ from benchmarks.load.measure import (
     row_skips,
 )
 from benchmarks.load.peers import peers_requested
+from benchmarks.load.report_embeddings import plot_embeddings, prepare, render_embeddings
+from benchmarks.load.report_openai import render_openai
 from benchmarks.load.results import skipped_row
 from benchmarks.load.rows import ADAPTER_MODEL, CANNED_DELTAS, ECHO_MODEL, PROXY_SECTION, ROWS, Row
 from benchmarks.payloads import PROMPT_SIZES
 
-__all__ = ["MEASURED_HERE", "WORKLOADS", "Workload", "header", "main", "run", "start_servers"]
+__all__ = [
+    "MEASURED_HERE",
+    "WORKLOADS",
+    "Workload",
+    "header",
+    "main",
+    "run",
+    "start_servers",
+    "write_results",
+]
 
 
 def _config_text(canned: int, echo: int, canned_openai: int) -> str:
@@ -276,9 +290,29 @@ def _settings(args: argparse.Namespace) -> Settings:
     return replace(s, peers=peers_requested(args.peers))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from benchmarks.load.report import write_results
+def write_results(
+    doc: Mapping[str, Any], out: Path, *, plot: bool = True, name: str = "load"
+) -> list[Path]:
+    """Write ``<name>.json``, ``<name>.md`` and (with ``plot``) ``<name>.png``
+    under ``out``; the OpenAI workload's document renders as
+    ``benchmarks.load.report_openai`` says, and keeps its targets
+    (``benchmarks.load.cases.target_records``); the embeddings workload's as
+    ``benchmarks.load.report_embeddings`` says, with its own plot."""
+    plotter = load_report.plot
+    if doc.get("workload") == "openai":
+        doc = {**doc, "targets": target_records(doc["rows"])}
+        markdown = render_openai(doc)
+    elif doc.get("workload") == "embeddings":
+        doc = prepare(doc)
+        markdown = render_embeddings(doc)
+        plotter = plot_embeddings
+    else:
+        markdown = load_report.render_markdown(doc)
+    draw = (lambda path: plotter(doc, path)) if plot else None
+    return _write(out, name, doc, markdown + "\n", draw, indent=2)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__)
     parser.add_argument(
         "--workload",

@@ -1,10 +1,10 @@
-"""``python -m benchmarks.streams``: see ``benchmarks.streams.run``."""
+"""``python -m benchmarks.streams``: see ``benchmarks.streams.command``."""
 
 from __future__ import annotations
 
 import sys
 
-from benchmarks.streams.run import main
+from benchmarks.streams.command import main
 
 __all__: list[str] = []
 

@@ -32,10 +32,9 @@ from benchmarks.load import peers
 from benchmarks.load.cases import CASES, ROLES, case_named, plans, target_records, targets
 from benchmarks.load.clients import answer_text
 from benchmarks.load.measure import FULL
-from benchmarks.load.report import write_results
 from benchmarks.load.report_openai import render_openai, summary_table, targets_table
 from benchmarks.load.results import Cell, add_comparisons, summarise
-from benchmarks.load.run import _settings
+from benchmarks.load.run import _settings, write_results
 from flatgate.proxy.backends.anthropic.stub import AnthropicWire
 from flatgate.proxy.backends.bedrock.stub import ConverseStreamWire, ConverseWire
 from flatgate.proxy.backends.gemini.stub import GenerateWire, StreamWire

@@ -20,6 +20,7 @@ import pytest
 
 from benchmarks.harness.sampling import GcSample
 from benchmarks.streams.client import Record
+from benchmarks.streams.command import parser
 from benchmarks.streams.gcreport import render_markdown, summary_table
 from benchmarks.streams.gctable import (
     FULL_TABLE,
@@ -31,7 +32,6 @@ from benchmarks.streams.gctable import (
 )
 from benchmarks.streams.results import RowRun, summarise
 from benchmarks.streams.rows import ROWS, Timing, config_text
-from benchmarks.streams.run import parser
 from benchmarks.streams.sampler import Sample
 from flatgate.edge_translator.settings import parse_edge_settings
 from flatgate.proxy.service.settings import ProxySection, config_problems, parse_config

@@ -33,10 +33,11 @@ from benchmarks.streams.client import (
     _classify_frame,
     _Memo,
 )
+from benchmarks.streams.command import main, parser
 from benchmarks.streams.report import plot, render_markdown, summary_table
 from benchmarks.streams.results import RowRun, add_comparisons, percentiles, summarise
 from benchmarks.streams.rows import ROWS, Timing, call_for, config_text, request_json, start_row
-from benchmarks.streams.run import FULL, main, parser, settings_of
+from benchmarks.streams.run import FULL, settings_of
 from benchmarks.streams.sampler import Sample
 from flatgate.proxy.service.settings import config_problems
 from flatgate.proxy.stub import parse_request
