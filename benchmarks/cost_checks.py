@@ -51,7 +51,6 @@ from typing import Any
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -70,6 +69,7 @@ from flatgate.proxy.plumbing.accesslog import AccessLog
 from flatgate.proxy.plumbing.admission import Admission, Hold
 from flatgate.proxy.plumbing.auth import hash_key
 from flatgate.proxy.plumbing.body import BodyPolicy
+from flatgate.proxy.plumbing.otlp import encode_spans
 from flatgate.proxy.plumbing.serve import AsgiExchange
 from flatgate.proxy.plumbing.telemetry import TelemetrySection, Tracing
 from flatgate.proxy.service.app import ProxyServer
@@ -174,11 +174,11 @@ VARIANTS = [
 
 
 class _EncodeOnly(SpanExporter):
-    """Encodes each batch as the OTLP/HTTP exporter does (protobuf), and
+    """Encodes each batch as ``OtlpExporter`` does (``plumbing.otlp``), and
     sends nothing: the export's CPU without a collector's."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        encode_spans(spans).SerializeToString()
+        encode_spans(spans)
         return SpanExportResult.SUCCESS
 
 
