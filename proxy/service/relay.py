@@ -34,17 +34,11 @@ from flatgate.proxy.plumbing.serve import CallerWatch
 from flatgate.proxy.service.dispatch import Opened
 from flatgate.proxy.service.errors import proxy_error
 from flatgate.proxy.transport.base import UpstreamError
-from flatgate.proxy.wire.chunk.frames import ChunkError, FrameCutter, sse_event
+from flatgate.proxy.wire.chunk.frames import ChunkError, sse_event, sse_frames
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.schema import FinishReason
 
 __all__ = ["Relay", "sse_frames"]
-
-
-def sse_frames(ready: bytes) -> bytes:
-    """Whole size-prefixed frames as SSE events (``data:`` the frame, base64)."""
-    view = memoryview(ready)
-    return b"".join([sse_event(view[start:end]) for start, end in FrameCutter.spans(ready)])
 
 
 class Relay:

@@ -10,7 +10,7 @@ the backends and the edge:
   passing whole-frame pieces through uncopied; ``FrameSplitter`` hands out
   each frame as its own ``bytes``; ``chunk_is_final`` says whether a chunk
   ends its stream.
-- The SSE framing: ``sse_event`` and ``SSESplitter``
+- The SSE framing: ``sse_event`` (``sse_frames``, for whole frames) and ``SSESplitter``
   (``data: <base64 of the chunk buffer>``).
 
 Writing chunks: ``wire.chunk.writer``; reading them: ``wire.chunk.reader``
@@ -42,6 +42,7 @@ __all__ = [
     "Usage",
     "chunk_is_final",
     "sse_event",
+    "sse_frames",
     "unprefix",
 ]
 
@@ -224,9 +225,29 @@ class FrameSplitter:
         return self._cutter.pending
 
 
+_SSE_DATA, _SSE_END = b"data: ", b"\n\n"  # an SSE event, around its base64 chunk
+
+
 def sse_event(chunk_buffer: bytes | memoryview) -> bytes:
     """One SSE event carrying a chunk buffer (not size-prefixed)."""
-    return b"data: " + binascii.b2a_base64(chunk_buffer, newline=False) + b"\n\n"
+    return _SSE_DATA + binascii.b2a_base64(chunk_buffer, newline=False) + _SSE_END
+
+
+def sse_frames(frames: bytes) -> bytes:
+    """Whole size-prefixed frames (what ``FrameCutter.feed`` returned) as SSE
+    events, one a frame: ``sse_event`` of each chunk, in one pass."""
+    view = memoryview(frames)
+    parts: list[bytes] = []
+    add = parts.append
+    b2a = binascii.b2a_base64
+    pos, n = 0, len(frames)
+    while pos < n:
+        end = pos + 4 + U32(frames, pos)[0]
+        add(_SSE_DATA)
+        add(b2a(view[pos + 4 : end], newline=False))
+        add(_SSE_END)
+        pos = end
+    return b"".join(parts)
 
 
 class SSESplitter:

@@ -286,7 +286,7 @@ def last_outcome(frames: bytes) -> tuple[int | None, str]:
     last = 0
     while pos + 4 <= n:  # the last frame's start (frames are whole)
         last = pos
-        pos += 4 + int.from_bytes(frames[pos : pos + 4], "little")
+        pos += 4 + U32(frames, pos)[0]
     try:
         return read_outcome(frames, last + 4, pos)
     except MalformedFrame:
