@@ -84,7 +84,6 @@ from flatgate.proxy.transport.base import Transport
 from flatgate.proxy.transport.factory import make_transport
 from flatgate.proxy.wire.buffer import MalformedBuffer
 from flatgate.proxy.wire.builders import BuilderPool
-from flatgate.proxy.wire.chunk.reader import last_outcome
 from flatgate.proxy.wire.digits import read_decimal
 from flatgate.proxy.wire.layout import IDENTIFIER_AT
 from flatgate.proxy.wire.request.route import read_route, read_tenant, tenant_present
@@ -363,7 +362,7 @@ class ProxyServer:
                 if relay.error is not None:
                     entry.error = relay.error.code
                 if relay.last:
-                    _read_final(relay.last, entry)
+                    _read_final(relay, entry)
         except asyncio.CancelledError:
             if not await cancelled(ex, entry, watch, ending):
                 raise
@@ -526,10 +525,10 @@ class ProxyServer:
         return self._ready
 
 
-def _read_final(frames: bytes, entry: Entry) -> None:
-    """Completion tokens and error code from the last of ``frames`` (the final
-    chunk), for the access log."""
-    entry.tokens, code = last_outcome(frames)
+def _read_final(relay: Relay, entry: Entry) -> None:
+    """Completion tokens and error code from the last frames relayed (the
+    final chunk), for the access log."""
+    entry.tokens, code = relay.outcome()
     if code and entry.error is None:
         entry.error = code
 

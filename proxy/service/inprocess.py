@@ -44,7 +44,6 @@ from flatgate.proxy.service.errors import ANSWERABLE, ProxyError, proxy_error
 from flatgate.proxy.service.relay import Relay
 from flatgate.proxy.transport.base import Response, Transport
 from flatgate.proxy.transport.router import Refused
-from flatgate.proxy.wire.chunk.reader import last_outcome
 from flatgate.proxy.wire.schema import BACKEND_HEADER, FLATBUFFERS, OMITTED_HEADER
 
 __all__ = ["InProcessRouter"]
@@ -117,7 +116,7 @@ class _Relayed:
             metrics = self._proxy.metrics
             metrics.count(self._label, status)
             if ttft is not None:
-                tokens = last_outcome(relay.last)[0] if relay.last else None
+                tokens = relay.outcome()[0]
                 metrics.answers_of(self._label, self._backend).observe(
                     ttft, time.perf_counter() - self._started, tokens, streamed
                 )

@@ -34,7 +34,9 @@ from flatgate.proxy.plumbing.serve import CallerWatch
 from flatgate.proxy.service.dispatch import Opened
 from flatgate.proxy.service.errors import proxy_error
 from flatgate.proxy.transport.base import UpstreamError
-from flatgate.proxy.wire.chunk.frames import ChunkError, sse_event, sse_frames
+from flatgate.proxy.wire.buffer import U32
+from flatgate.proxy.wire.chunk.frames import ChunkError, MalformedFrame, sse_event, sse_frames
+from flatgate.proxy.wire.chunk.reader import last_outcome, read_outcome
 from flatgate.proxy.wire.chunk.writer import write_chunk
 from flatgate.proxy.wire.schema import FinishReason
 
@@ -133,6 +135,22 @@ class Relay:
     def _failed(self, exc: UpstreamError | TranslatorError) -> bytes:
         err = proxy_error(exc, begun=True)
         return self.fail(err.code, err.message)
+
+    def outcome(self) -> tuple[int | None, str]:
+        """The completion tokens and error code of the last frames relayed (the
+        final chunk's, when they end the answer): read where the translator
+        says the last frame starts (an fbs backend's: ``last_frame_at``),
+        else found by walking them; ``(None, "")`` when there are none."""
+        last = self.last
+        if not last:
+            return None, ""
+        at = getattr(self.opened.translator, "last_frame_at", None)
+        if at is None:
+            return last_outcome(last)
+        try:
+            return read_outcome(last, at + 4, at + 4 + U32(last, at)[0])
+        except MalformedFrame:
+            return None, ""
 
     def fail(self, code: ErrorCode, message: str) -> bytes:
         """The error chunk that ends the stream with ``code``, framed."""

@@ -48,6 +48,9 @@ def test_any_cut_relays_whole_frames_only() -> None:
         while pos < len(data):
             step = rng.randrange(1, 50)
             ready = cutter.feed(data[pos : pos + step])
+            if ready:  # the last frame of what went out starts at last_at
+                k = next(k for k in range(len(frames) + 1) if out + ready == b"".join(frames[:k]))
+                assert ready[cutter.last_at :] == frames[k - 1]
             out += ready
             pos += step
             # Whatever went out ends on a frame boundary.

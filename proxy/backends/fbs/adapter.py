@@ -92,6 +92,12 @@ class FrameRelay:
     def done(self) -> bool:
         return self._ended or self._cutter.finished()
 
+    @property
+    def last_frame_at(self) -> int | None:
+        """Where the last frame ``feed`` returned starts in what it returned
+        (``None`` once ``end`` wrote one of its own)."""
+        return None if self._ended else self._cutter.last_at
+
     def feed(self, piece: bytes) -> bytes:
         try:
             return self._cutter.feed(piece)

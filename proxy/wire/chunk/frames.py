@@ -145,7 +145,9 @@ class FrameCutter:
     frame that spans pieces is gathered in one growing buffer (linear in its
     size, however many pieces it comes in). ``spans`` locates the chunk buffers
     inside what ``feed`` returned, so readers work in place. ``finished`` says
-    whether the stream so far ends with a final chunk (read once, at the end).
+    whether the stream so far ends with a final chunk (read once, at the end);
+    ``last_at``, where the last whole frame starts in what ``feed`` last
+    returned with a frame in it (so its final chunk is read with no walk).
     """
 
     __slots__ = ("_carry", "_last", "_last_at", "_need")
@@ -194,6 +196,10 @@ class FrameCutter:
             out.append((pos + 4, pos + 4 + size))
             pos += 4 + size
         return out
+
+    @property
+    def last_at(self) -> int:
+        return self._last_at
 
     def finished(self) -> bool:
         """Whether the stream so far ends with a final chunk and nothing after it."""
