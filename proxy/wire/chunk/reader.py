@@ -122,25 +122,7 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
     # Every check raises MalformedBuffer, the lookups' error: turned into
     # this reader's once, below (a try costs nothing until it catches).
     try:
-        if stop - offset < 8 or data[offset + _ID_AT : offset + _ID_END] != CHUNK_IDENTIFIER:
-            raise MalformedBuffer("missing or wrong file identifier")
-        root = offset + U32(data, offset)[0]
-        if root + 4 > stop:
-            raise MalformedBuffer("root table out of bounds")
-        vt = root - I32(data, root)[0]
-        if vt < offset or vt + 4 > stop:
-            raise MalformedBuffer("root table vtable out of bounds")
-        vt_size, t_size = VT_HEAD(data, vt)
-        if vt_size < 4 or vt_size & 1 or vt_size > _VT_MAX or vt + vt_size > stop:
-            raise MalformedBuffer(f"root table vtable size {vt_size}")
-        if root + t_size > stop:
-            raise MalformedBuffer("root table out of bounds")
-        n = (vt_size - 4) >> 1
-        fields = ENTRIES[n](data, vt + 4) if n else _NO_FIELDS
-        if n and max(fields) + 1 > t_size:
-            raise MalformedBuffer("root table field outside its table")
-        if n < _SLOTS:
-            fields += _PAD[n]
+        root, t_size, fields = _root(data, offset, stop)
         # The hot shape first: request id, content, maybe finish reason and model.
         field = fields[_REQUEST_ID]
         request_id = window_string(data, offset, stop, root + field, "request_id") if field else ""
@@ -220,6 +202,32 @@ def read_chunk(frame: bytes, offset: int = 4, end: int | None = None) -> Chunk:
     )
 
 
+def _root(data: bytes, offset: int, stop: int) -> tuple[int, int, tuple[int, ...]]:
+    """The root table of the chunk at ``offset``: where it is, its size and
+    its vtable's field offsets, padded to every slot; ``MalformedBuffer``
+    unless the identifier, the table and its vtable are within ``stop``."""
+    if stop - offset < 8 or data[offset + _ID_AT : offset + _ID_END] != CHUNK_IDENTIFIER:
+        raise MalformedBuffer("missing or wrong file identifier")
+    root = offset + U32(data, offset)[0]
+    if root + 4 > stop:
+        raise MalformedBuffer("root table out of bounds")
+    vt = root - I32(data, root)[0]
+    if vt < offset or vt + 4 > stop:
+        raise MalformedBuffer("root table vtable out of bounds")
+    vt_size, t_size = VT_HEAD(data, vt)
+    if vt_size < 4 or vt_size & 1 or vt_size > _VT_MAX or vt + vt_size > stop:
+        raise MalformedBuffer(f"root table vtable size {vt_size}")
+    if root + t_size > stop:
+        raise MalformedBuffer("root table out of bounds")
+    n = (vt_size - 4) >> 1
+    fields = ENTRIES[n](data, vt + 4) if n else _NO_FIELDS
+    if n and max(fields) + 1 > t_size:
+        raise MalformedBuffer("root table field outside its table")
+    if n < _SLOTS:
+        fields += _PAD[n]
+    return root, t_size, fields
+
+
 def _reasoning_part(f: Window, root: int, field: int) -> ReasoningPart:
     t, tf = f.table(f.ref(root, field, "reasoning_part"), "reasoning_part", _MOST)
     return ReasoningPart(
@@ -257,19 +265,18 @@ def read_outcome(frame: bytes, offset: int = 4, end: int | None = None) -> tuple
     follows is bounds-checked as in ``read_chunk``; ``MalformedFrame`` if not."""
     data = frame
     stop = len(data) if end is None else min(end, len(data))
-    if stop - offset < 8 or data[offset + _ID_AT : offset + _ID_END] != CHUNK_IDENTIFIER:
-        raise MalformedFrame("chunk frame: missing or wrong file identifier")
-    root = offset + U32(data, offset)[0]
-    f = Window(data, offset, stop)
     try:
+        root, _, fields = _root(data, offset, stop)
+        usage, error = fields[_USAGE], fields[_ERROR]
+        if not usage and not error:
+            return None, ""
+        f = Window(data, offset, stop)
         tokens = None
-        usage = f.slot(root, _USAGE, "root table", _MOST)
         if usage:
             t = f.ref(root, usage, "usage")
             completion = f.slot(t, _U_COMPLETION, "usage", _MOST)
             tokens = f.scalar(t, completion, _USAGE_FMT, "completion_tokens")
         code = ""
-        error = f.slot(root, _ERROR, "root table", _MOST)
         if error:
             t = f.ref(root, error, "error")
             code = f.string(t, f.slot(t, _E_CODE, "error", _MOST), "code") or "error"
