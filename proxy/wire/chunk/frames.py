@@ -168,13 +168,16 @@ class FrameCutter:
         else:
             data = piece
         n = len(data)
+        last = n - 4  # the last offset a size prefix may start at
         pos = 0
         size = 0
-        while n - pos >= 4:
-            (size,) = U32(data, pos)
+        # Per frame, as few new ints as can be (each one an allocation): a
+        # token's size + 4 is a cached small int, so ``end`` is the one new.
+        while pos <= last:
+            size = U32(data, pos)[0]
             if size > MAX_FRAME_BYTES:
                 raise MalformedFrame(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
-            end = pos + 4 + size
+            end = pos + (size + 4)
             if end > n:
                 break
             self._last, self._last_at = data, pos
@@ -248,7 +251,7 @@ def sse_frames(frames: bytes) -> bytes:
     b2a = binascii.b2a_base64
     pos, n = 0, len(frames)
     while pos < n:
-        end = pos + 4 + U32(frames, pos)[0]
+        end = pos + (U32(frames, pos)[0] + 4)
         add(_SSE_DATA)
         add(b2a(view[pos + 4 : end], newline=False))
         add(_SSE_END)
