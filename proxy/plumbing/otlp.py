@@ -27,7 +27,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 __all__ = ["encode_spans"]
 
@@ -42,11 +42,12 @@ _T_START, _T_END, _T_FLAGS = b"\x39", b"\x41", b"\x85\x01"
 _T_EVENT_TIME = b"\x09"
 _U64 = (1 << 64) - 1
 _ONE_BYTE = [bytes((n,)) for n in range(0x80)]
-# Attributes already encoded, as KeyValue messages without their tag, by
-# (key, type, value): a worker's spans repeat most of theirs (model, tenant,
-# backend, status...). Emptied when full, so bounded whatever the values.
-_PAIRS: dict[tuple[str, type, Any], bytes] = {}
+# Attributes already encoded, as KeyValue fields, by (tag, key, type,
+# value): a worker's spans repeat most of theirs (model, tenant, backend,
+# status...). Emptied when full, so bounded whatever the values.
+_PAIRS: dict[tuple[bytes, str, type, Any], bytes] = {}
 _MOST_PAIRS = 4096
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
 
 
 def _varint(n: int) -> bytes:
@@ -94,16 +95,15 @@ def _value(value: Any) -> bytes:
 
 def _key_value(tag: bytes, key: str, value: Any) -> bytes:
     """A ``KeyValue`` as the field ``tag`` of its message."""
-    if isinstance(value, str | int | float | bytes | None):
-        pair = (key, type(value), value)
+    if type(value) in _SCALARS:
+        pair = (tag, key, type(value), value)
         encoded = _PAIRS.get(pair)
         if encoded is None:
             if len(_PAIRS) >= _MOST_PAIRS:
                 _PAIRS.clear()
-            encoded = _PAIRS[pair] = _pair(key, value)
-    else:
-        encoded = _pair(key, value)
-    return _field(tag, encoded)
+            encoded = _PAIRS[pair] = _field(tag, _pair(key, value))
+        return encoded
+    return _field(tag, _pair(key, value))
 
 
 def _pair(key: str, value: Any) -> bytes:
@@ -145,8 +145,7 @@ def _span(span: ReadableSpan) -> bytes:
     if parent is not None:
         out += b"\x22\x08" + parent.span_id.to_bytes(8, "big")
     out += _text(b"\x2a", span.name)
-    kind = span.kind.value + 1  # the SDK's INTERNAL is 0, OTLP's 1
-    out += b"\x30" + bytes((kind,))
+    out += _KINDS[span.kind._value_]
     out += _T_START + _FIXED64(span.start_time or 0)
     out += _T_END + _FIXED64(span.end_time or 0)
     out += _attributes(b"\x4a", span.attributes)
@@ -164,10 +163,21 @@ def _span(span: ReadableSpan) -> bytes:
         out += _field(b"\x6a", body + b"\x35" + _flags(link_context))
     out += _count(b"\x70", span.dropped_links)
     status = span.status
-    code = status.status_code.value
-    out += _field(b"\x7a", _text(b"\x12", status.description) + _count(b"\x18", code))
-    out += _T_FLAGS + _flags(parent)
+    code = status.status_code._value_
+    if status.description:
+        out += _field(b"\x7a", _text(b"\x12", status.description) + _count(b"\x18", code))
+    else:
+        out += _STATUSES[code]
+    out += _REMOTE_PARENT if parent is not None and parent.is_remote else _LOCAL_PARENT
     return bytes(out)
+
+
+# Span.kind, field and value: the SDK's INTERNAL is 0, OTLP's 1 (and so on).
+_KINDS = {kind.value: b"\x30" + bytes((kind.value + 1,)) for kind in SpanKind}
+# Span.status without a message, by code; Span.flags, by the parent's place.
+_STATUSES = {code.value: _field(b"\x7a", _count(b"\x18", code.value)) for code in StatusCode}
+_LOCAL_PARENT = _T_FLAGS + _flags(None)
+_REMOTE_PARENT = _T_FLAGS + _FIXED32(_HAS_IS_REMOTE | _IS_REMOTE)
 
 
 def _scope(scope: InstrumentationScope | None) -> bytes:

@@ -2,10 +2,11 @@
 its checks here), for the edge and the proxy alike.
 
 Off by default, and then nothing but a ``None`` check per request. On, a
-worker has one ``Tracing``: the official SDK's ``TracerProvider`` (its
+worker has one ``Tracing``: lean spans (``plumbing.spans``: the SDK's
+sampling and records, without its per-span machinery; the resource's
 ``service.name`` the section's, else the service's own), sampled
-``ParentBased(TraceIdRatioBased(sample_ratio))``, its spans exported over
-OTLP/HTTP (protobuf) by a ``BatchSpanProcessor``: from a background thread,
+``ParentBased(TraceIdRatioBased(sample_ratio))``, exported over
+OTLP/HTTP (protobuf) by the SDK's ``BatchSpanProcessor``: from a background thread,
 in batches, out of a queue of at most ``max_queue_size`` spans. A collector
 that is down or slow costs that queue and the ``dropped`` count (spans
 refused because the queue was full), never a request's time. The batches
@@ -33,6 +34,7 @@ as doing nothing yet.
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,9 +45,8 @@ import httpx
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -54,6 +55,7 @@ from flatgate.proxy.document.telemetry import TelemetrySection
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.config import Problems, convert_at
 from flatgate.proxy.plumbing.otlp import encode_spans
+from flatgate.proxy.plumbing.spans import Spans
 
 __all__ = [
     "OtlpExporter",
@@ -176,10 +178,13 @@ class _Counted(BatchSpanProcessor):
         self.dropped = 0
 
     def on_end(self, span: ReadableSpan) -> None:
-        # The SDK's queue drops its oldest span when full, without a count.
-        if len(self._batch_processor._queue) >= self.max_queue_size:
+        # Every span ended here is sampled (``plumbing.spans`` hands on only
+        # recording ones): straight to the queue, past the SDK's check. The
+        # queue drops its oldest span when full, without a count: counted here.
+        queue = self._batch_processor
+        if len(queue._queue) >= self.max_queue_size:
             self.dropped += 1
-        super().on_end(span)
+        queue.emit(span)
 
 
 Header = tuple[str, str]
@@ -200,12 +205,10 @@ class Tracing:
         if exporter is None:
             exporter = OtlpExporter(traces_url(section.otlp_endpoint), section.headers)
         self.processor = _Counted(exporter, section.max_queue_size)
-        self.provider = TracerProvider(
-            resource=Resource.create({SERVICE_NAME: section.service_name or service}),
-            sampler=ParentBased(TraceIdRatioBased(section.sample_ratio)),
-        )
-        self.provider.add_span_processor(self.processor)
-        self._tracer = self.provider.get_tracer("flatgate")
+        resource = Resource.create({SERVICE_NAME: section.service_name or service})
+        self._spans = Spans(self.processor, resource, section.sample_ratio)
+        # What the SDK's TracerProvider does at exit: the queued spans exported.
+        atexit.register(self.shutdown)
 
     @property
     def dropped(self) -> int:
@@ -224,13 +227,18 @@ class Tracing:
             if state is not None:
                 carrier["tracestate"] = state
         ctx = _PROPAGATOR.extract(carrier) if carrier else None
-        span = self._tracer.start_span(name, ctx, SpanKind.SERVER)
+        # No traceparent: the task's current span is the parent, if any (as
+        # the SDK's tracer has it).
+        span = self._spans.start(
+            name, SpanKind.SERVER, trace.get_current_span(ctx).get_span_context()
+        )
         return Span(span, otel_context.attach(trace.set_span_in_context(span, ctx)))
 
     def client(self, name: str, attributes: dict[str, Any]) -> Span:
         """A backend attempt's ``CLIENT`` span, a child of the task's current
         span; not made current (``headers`` takes it)."""
-        return Span(self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes))
+        parent = trace.get_current_span().get_span_context()
+        return Span(self._spans.start(name, SpanKind.CLIENT, parent, attributes))
 
     def collect(self, prefix: str) -> Iterable[Metric]:
         """``<prefix>_telemetry_dropped_spans_total``, for ``/metrics``."""
@@ -242,17 +250,23 @@ class Tracing:
         yield dropped
 
     def shutdown(self) -> None:
-        """Export what is queued (bounded by the exporter's timeout) and stop."""
-        self.provider.shutdown()
+        """Export what is queued (bounded by the exporter's timeout) and stop
+        (once: a second call does nothing)."""
+        self.processor.shutdown()  # type: ignore[no-untyped-call]  # the SDK's, unannotated
 
 
 def headers(span: Span | None = None) -> list[Header]:
     """``traceparent`` (and ``tracestate``) naming ``span``, else the task's
-    current span; ``[]`` when there is none to name."""
-    ctx = None if span is None else trace.set_span_in_context(span.span)
-    carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier, ctx)
-    return list(carrier.items())
+    current span; ``[]`` when there is none to name. Written as the W3C
+    propagator's ``inject`` writes them, without a context and a carrier."""
+    context = (trace.get_current_span() if span is None else span.span).get_span_context()
+    if not context.is_valid:
+        return []
+    flags = context.trace_flags
+    parent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"
+    if context.trace_state:
+        return [("traceparent", parent), ("tracestate", context.trace_state.to_header())]
+    return [("traceparent", parent)]
 
 
 class Span:
