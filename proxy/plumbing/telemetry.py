@@ -11,7 +11,7 @@ in batches, out of a queue of at most ``max_queue_size`` spans. A collector
 that is down or slow costs that queue and the ``dropped`` count (spans
 refused because the queue was full), never a request's time. The batches
 are encoded by ``plumbing.otlp`` (the bytes the SDK's OTLP exporter sends,
-for less than half its CPU) and posted by ``OtlpExporter``.
+without its message objects) and posted by ``OtlpExporter``.
 
 What is traced: a ``SERVER`` span per request on a client API at the edge,
 and on the proxy's HTTP surface (split: the edge's hop arrives as a request
