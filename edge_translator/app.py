@@ -332,7 +332,8 @@ class EdgeApp:
             entry.api = self._api(endpoint.shape, ex).name
             if self.tracing is not None:
                 span = self.tracing.server(ex.header, "chat")
-                entry.trace_id = span.trace_id
+                if self.access.enabled:  # the trace id is the access log's
+                    entry.trace_id = span.trace_id
         status = 500
         try:
             draining = self._drain.draining and path != "/healthz"

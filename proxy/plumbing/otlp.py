@@ -29,23 +29,27 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
+from flatgate.proxy.plumbing.spans import Record
+
 __all__ = ["encode_spans"]
 
 _DOUBLE = struct.Struct("<d").pack
 _FIXED64 = struct.Struct("<Q").pack
 _FIXED32 = struct.Struct("<I").pack
+_TIMES = struct.Struct("<BQBQ").pack  # Span.start and .end, each a one-byte tag
 # Span.flags: the parent's "is remote" bit is known (0x100), and set (0x200).
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 # Field tags, (number << 3) | wire type (0 varint, 1 fixed64, 2 length, 5 fixed32).
 _T_START, _T_END, _T_FLAGS = b"\x39", b"\x41", b"\x85\x01"
 _T_EVENT_TIME = b"\x09"
+_T_ATTR = b"\x4a"  # Span.attributes
 _U64 = (1 << 64) - 1
 _ONE_BYTE = [bytes((n,)) for n in range(0x80)]
 # Attributes already encoded, as KeyValue fields, by (tag, key, type,
 # value): a worker's spans repeat most of theirs (model, tenant, backend,
 # status...). Emptied when full, so bounded whatever the values.
-_PAIRS: dict[tuple[bytes, str, type, Any], bytes] = {}
+_PAIRS: dict[tuple[bytes, str, type | None, Any], bytes] = {}
 _MOST_PAIRS = 4096
 _SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
 
@@ -133,7 +137,56 @@ def _trace_state(context: SpanContext) -> bytes:
     return _text(b"\x1a", ",".join([f"{k}={v}" for k, v in state.items()]))
 
 
+def _record(span: Record) -> bytes:
+    """``_span`` for flatgate's own records, read straight from their
+    fields: nothing is ever dropped from one and it has no links."""
+    context = span.get_span_context()
+    parent = span._parent
+    parts = [b"\x0a\x10", context.trace_id.to_bytes(16, "big"), b"\x12\x08"]
+    parts.append(context.span_id.to_bytes(8, "big"))
+    if context.trace_state:
+        parts.append(_trace_state(context))
+    if parent is not None:
+        parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
+    if span._name:
+        parts.append(_cached(b"\x2a", span._name))
+    parts.append(_KINDS[span._kind._value_])
+    parts.append(_TIMES(0x39, span._start_time or 0, 0x41, span._end_time or 0))
+    attributes = span._attributes.items()
+    known = _PAIRS.get
+    try:  # each one encoded before, most often: looked up without a call
+        parts += [
+            known((_T_ATTR, k, type(v), v)) or _key_value(_T_ATTR, k, v) for k, v in attributes
+        ]
+    except TypeError:  # a value that does not hash (a sequence)
+        parts += [_key_value(_T_ATTR, k, v) for k, v in attributes]
+    for event in span._events:
+        body = _T_EVENT_TIME + _FIXED64(event.timestamp) + _cached(b"\x12", event.name)
+        parts.append(_field(b"\x5a", body + _attributes(b"\x1a", event.attributes)))
+    status = span._status
+    code = status.status_code._value_
+    if status.description:
+        parts.append(_field(b"\x7a", _text(b"\x12", status.description) + _count(b"\x18", code)))
+    else:
+        parts.append(_STATUSES[code])
+    parts.append(_REMOTE_PARENT if parent is not None and parent.is_remote else _LOCAL_PARENT)
+    return b"".join(parts)
+
+
+def _cached(tag: bytes, text: str) -> bytes:
+    """A string field that recurs (a span's or an event's name), encoded once."""
+    pair = (tag, text, None, None)
+    encoded = _PAIRS.get(pair)
+    if encoded is None:
+        if len(_PAIRS) >= _MOST_PAIRS:
+            _PAIRS.clear()
+        encoded = _PAIRS[pair] = _text(tag, text)
+    return encoded
+
+
 def _span(span: ReadableSpan) -> bytes:
+    if type(span) is Record:
+        return _record(span)
     context = span.get_span_context()
     assert context is not None  # a finished SDK span always has one
     parent = span.parent
@@ -194,15 +247,20 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
     # spans share one (equal resources that are not one object stay apart,
     # as the collector reads them the same either way).
     groups: dict[int, tuple[Resource, dict[InstrumentationScope | None, list[bytes]]]] = {}
+    last: tuple[Resource | None, InstrumentationScope | None] = (None, None)
+    encoded: list[bytes] = []
     for span in spans:
-        resource = span.resource
-        _, scopes = groups.setdefault(id(resource), (resource, {}))
-        scopes.setdefault(span.instrumentation_scope or None, []).append(_span(span))
+        resource, scope = span.resource, span.instrumentation_scope or None
+        if resource is not last[0] or scope is not last[1]:  # most often, the last span's
+            last = (resource, scope)
+            _, scopes = groups.setdefault(id(resource), (resource, {}))
+            encoded = scopes.setdefault(scope, [])
+        encoded.append(_span(span))
     out = bytearray()
     for resource, scopes in groups.values():
         body = bytearray(_field(b"\x0a", _attributes(b"\x0a", resource.attributes)))
-        for scope, encoded in scopes.items():
-            spans_body = b"".join([_field(b"\x12", s) for s in encoded])
+        for scope, spans_encoded in scopes.items():
+            spans_body = b"".join([_field(b"\x12", s) for s in spans_encoded])
             schema = _text(b"\x1a", scope.schema_url if scope is not None else None)
             body += _field(b"\x12", _scope(scope) + spans_body + schema)
         body += _text(b"\x1a", resource.schema_url)

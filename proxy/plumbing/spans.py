@@ -34,12 +34,12 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.util import types
 
-__all__ = ["Record", "Spans"]
+__all__ = ["NO_STATE", "Record", "Spans"]
 
 _LOW_64 = (1 << 64) - 1  # TraceIdRatioBased compares these bits of a trace id
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
-_NO_STATE = TraceState()
+NO_STATE = TraceState()  # a new trace's (empty; tested by identity before its length)
 _UNSET = Status(StatusCode.UNSET)
 _SCOPE = InstrumentationScope("flatgate")  # what get_tracer("flatgate") names
 
@@ -51,6 +51,14 @@ class Record(trace.Span, ReadableSpan):
     # collections, through an ABC's isinstance, on every export).
     dropped_attributes = dropped_events = dropped_links = 0
 
+    # ReadableSpan's fields that a record starts with and most never change:
+    # read from the class until set (its __init__ would build a resource).
+    _instrumentation_info = None
+    _instrumentation_scope = _SCOPE
+    _links: Sequence[trace.Link] = ()
+    _status = _UNSET
+    _end_time: int | None = None
+
     def __init__(
         self,
         spans: Spans,
@@ -59,23 +67,18 @@ class Record(trace.Span, ReadableSpan):
         context: SpanContext,
         *,
         parent: SpanContext | None,
-        attributes: Mapping[str, Any] | None,
+        attributes: dict[str, Any] | None,
     ) -> None:
-        # ReadableSpan's fields, set here: its __init__ would build a resource.
+        """``attributes``: the record's own dict from then on (not copied)."""
         self._processor = spans.processor
+        self._resource = spans.resource
         self._name = name
         self._context = context
         self._kind = kind
         self._parent = parent
-        self._resource = spans.resource
-        self._instrumentation_info = None
-        self._instrumentation_scope = _SCOPE
-        self._attributes: dict[str, Any] = dict(attributes) if attributes else {}
+        self._attributes: dict[str, Any] = {} if attributes is None else attributes
         self._events: list[Event] = []
-        self._links: Sequence[trace.Link] = ()
-        self._status = _UNSET
         self._start_time: int | None = time.time_ns()
-        self._end_time: int | None = None
 
     def get_span_context(self) -> SpanContext:
         context = self._context
@@ -135,10 +138,11 @@ class Spans:
         name: str,
         kind: SpanKind,
         parent: SpanContext | None,
-        attributes: Mapping[str, Any] | None = None,
+        attributes: dict[str, Any] | None = None,
     ) -> trace.Span:
         """A span, the child of ``parent`` when it is valid, else a new trace's
-        root; a ``Record`` when sampled, else a ``NonRecordingSpan``."""
+        root; a ``Record`` (taking ``attributes`` as its own) when sampled,
+        else a ``NonRecordingSpan``."""
         span_id = random.getrandbits(64)
         while not span_id:
             span_id = random.getrandbits(64)
@@ -150,9 +154,11 @@ class Spans:
             trace_id = random.getrandbits(128)
             while not trace_id:
                 trace_id = random.getrandbits(128)
-            sampled, state = (trace_id & _LOW_64) < self._bound, _NO_STATE
+            sampled, state = (trace_id & _LOW_64) < self._bound, NO_STATE
         flags = _SAMPLED if sampled else _NOT_SAMPLED
-        context = SpanContext(trace_id, span_id, False, flags, state)
+        # SpanContext's own fields, as its __new__ makes them: both ids are
+        # nonzero and in range, so valid (its check, made again, costs a µs).
+        context = tuple.__new__(SpanContext, (trace_id, span_id, False, flags, state, True))
         if not sampled:
             return trace.NonRecordingSpan(context)
         return Record(self, name, kind, context, parent=parent, attributes=attributes)

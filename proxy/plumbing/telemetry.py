@@ -55,7 +55,7 @@ from flatgate.proxy.document.telemetry import TelemetrySection
 from flatgate.proxy.plumbing.accesslog import Entry
 from flatgate.proxy.plumbing.config import Problems, convert_at
 from flatgate.proxy.plumbing.otlp import encode_spans
-from flatgate.proxy.plumbing.spans import Spans
+from flatgate.proxy.plumbing.spans import NO_STATE, Spans
 
 __all__ = [
     "OtlpExporter",
@@ -175,16 +175,22 @@ class _Counted(BatchSpanProcessor):
             exporter, max_queue_size=max_queue_size, max_export_batch_size=min(512, max_queue_size)
         )
         self.max_queue_size = max_queue_size
+        self._batch_size = min(512, max_queue_size)
         self.dropped = 0
 
     def on_end(self, span: ReadableSpan) -> None:
         # Every span ended here is sampled (``plumbing.spans`` hands on only
-        # recording ones): straight to the queue, past the SDK's check. The
+        # recording ones): straight to the queue, as the SDK's ``emit`` puts
+        # it there (the worker woken for a full batch), past its checks of a
+        # shutdown and a fork (its own fork hook remakes the worker). The
         # queue drops its oldest span when full, without a count: counted here.
-        queue = self._batch_processor
-        if len(queue._queue) >= self.max_queue_size:
+        batches = self._batch_processor
+        queue = batches._queue
+        if len(queue) >= self.max_queue_size:
             self.dropped += 1
-        queue.emit(span)
+        queue.appendleft(span)
+        if len(queue) >= self._batch_size and not batches._worker_awaken.is_set():
+            batches._worker_awaken.set()
 
 
 Header = tuple[str, str]
@@ -262,11 +268,11 @@ def headers(span: Span | None = None) -> list[Header]:
     context = (trace.get_current_span() if span is None else span.span).get_span_context()
     if not context.is_valid:
         return []
-    flags = context.trace_flags
-    parent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"
-    if context.trace_state:
-        return [("traceparent", parent), ("tracestate", context.trace_state.to_header())]
-    return [("traceparent", parent)]
+    parent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    state = context.trace_state
+    if state is NO_STATE or not state:
+        return [("traceparent", parent)]
+    return [("traceparent", parent), ("tracestate", state.to_header())]
 
 
 class Span:
@@ -293,10 +299,13 @@ class Span:
             return
         op = operation or _OPERATIONS.get(entry.api or "", "chat")
         attributes: dict[str, Any] = {"gen_ai.operation.name": op}
+        if entry.model is not None:
+            attributes["gen_ai.request.model"] = attributes["gen_ai.response.model"] = entry.model
+        if entry.provider:
+            attributes["gen_ai.provider.name"] = entry.provider.lower()
+        elif entry.provider is not None:
+            attributes["gen_ai.provider.name"] = entry.provider
         for key, value in (
-            ("gen_ai.request.model", entry.model),
-            ("gen_ai.response.model", entry.model),
-            ("gen_ai.provider.name", entry.provider and entry.provider.lower()),
             ("gen_ai.usage.input_tokens", entry.prompt_tokens),
             ("gen_ai.usage.output_tokens", entry.tokens),
             ("flatgate.request_id", entry.request_id),

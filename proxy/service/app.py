@@ -320,7 +320,8 @@ class ProxyServer:
         span = None
         if self.tracing is not None:
             span = self.tracing.server(ex.header, "chat")
-            entry.trace_id = span.trace_id
+            if self.access.enabled:  # the trace id is the access log's
+                entry.trace_id = span.trace_id
         label = "-"
         hold: Hold | None = None  # the body bytes admitted
         watch: CallerWatch | None = None
