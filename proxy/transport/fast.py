@@ -11,6 +11,11 @@ What it guarantees:
 - the request body is the caller's ``bytes`` object, handed to the socket
   transport as is, beside the head (``writelines``: one ``writev`` under
   uvloop; plain asyncio joins them);
+- a body of known length (``Content-Length``) that spans several reads is
+  taken as uvloop reads it, not through llhttp (which copies every piece
+  into a new ``bytes``), and a large piece goes to the consumer alone, not
+  joined with the next: a large whole answer is copied once on its way, by
+  the consumer's join (``transport.base.read_whole``);
 - a response body is read only as fast as its consumer takes it: past
   ``HIGH_WATER`` buffered bytes the socket stops being read (``pause_reading``),
   so a slow consumer slows the backend instead of growing memory;
@@ -70,6 +75,11 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.paused = False
         self.used = 0
+        # A body of known length past the first read: its bytes still due,
+        # taken as uvloop reads them, not through llhttp (which would copy
+        # each into a new ``bytes``); and whether the connection stays open.
+        self.due = 0
+        self.keep_alive = False
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -85,11 +95,30 @@ class _Conn(asyncio.Protocol):
         if parser is None:  # the connection is already lost
             return
         resp.got_bytes = True
+        if self.due:
+            self._take(resp, data)
+            return
         try:
             parser.feed_data(data)
         except httptools.HttpParserError as exc:
             resp.fail(UpstreamProtocolError(f"backend sent invalid HTTP: {exc}"))
             self.close()
+
+    def _take(self, resp: _PoolResponse, data: bytes) -> None:
+        """The next bytes of a body of known length, as read."""
+        due = self.due - len(data)
+        if due < 0:  # bytes past the body: nothing was asked for them
+            self.due = 0
+            resp.fail(UpstreamProtocolError("backend sent more than its Content-Length"))
+            self.close()
+            return
+        self.due = due
+        self._fed(resp, data)
+        if not due:
+            # llhttp saw this message's head and first bytes only: a new
+            # parser for the connection's next response.
+            self.parser = httptools.HttpResponseParser(self)
+            resp.finish(keep_alive=self.keep_alive)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -113,12 +142,22 @@ class _Conn(asyncio.Protocol):
         self.resp.raw_headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        assert self.resp is not None and self.parser is not None
-        self.resp.head_done(self.parser.get_status_code())
+        resp, parser = self.resp, self.parser
+        assert resp is not None and parser is not None
+        status = parser.get_status_code()
+        resp.head_done(status)
+        if resp.length and status >= 200 and status not in (204, 304):
+            self.due = resp.length
+            self.keep_alive = parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
         resp = self.resp
         assert resp is not None
+        if self.due:  # llhttp's share of a body of known length
+            self.due -= len(body)
+        self._fed(resp, body)
+
+    def _fed(self, resp: _PoolResponse, body: bytes) -> None:
         resp.feed(body)
         if resp.buffered > HIGH_WATER and not self.paused and self.transport is not None:
             self.paused = True
@@ -126,6 +165,7 @@ class _Conn(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         assert self.resp is not None and self.parser is not None
+        self.due = 0
         self.resp.finish(keep_alive=self.parser.should_keep_alive())
 
     def resume(self) -> None:
@@ -173,6 +213,7 @@ class _PoolResponse:
         self.keep_alive = False
         self.until_eof = False
         self.got_bytes = False
+        self.length = 0  # the body's Content-Length, when the head gives one
 
     # Called by the connection.
     def _wake(self) -> None:
@@ -182,15 +223,18 @@ class _PoolResponse:
 
     def head_done(self, status: int) -> None:
         self.status = status
-        framed = False
+        framed = coded = False
+        length = 0
         for name, value in self.raw_headers:
             lname = name.lower()
-            if lname == b"content-length" or (
-                lname == b"transfer-encoding" and b"chunked" in value.lower()
-            ):
+            if lname == b"content-length":
                 framed = True
-                break
+                length = int(value) if value.isdigit() else 0
+            elif lname == b"transfer-encoding":
+                coded = True  # llhttp reads the body as it says, whatever a length says
+                framed = framed or b"chunked" in value.lower()
         self.until_eof = not framed
+        self.length = 0 if coded else length
         self._wake()
 
     @property
@@ -280,10 +324,18 @@ class _PoolResponse:
         try:
             while True:
                 if pieces:
-                    piece = pieces.popleft() if len(pieces) == 1 else b"".join(pieces)
-                    pieces.clear()
-                    self.buffered = 0
-                    self._conn.resume()
+                    # Small pieces that came together go on joined (one step
+                    # for the consumer); a large one alone, as a join would
+                    # copy it.
+                    if len(pieces) == 1 or len(pieces[0]) >= LOW_WATER:
+                        piece = pieces.popleft()
+                        self.buffered -= len(piece)
+                    else:
+                        piece = b"".join(pieces)
+                        pieces.clear()
+                        self.buffered = 0
+                    if self.buffered <= LOW_WATER:
+                        self._conn.resume()
                     yield piece
                     continue
                 if self._error is not None:
