@@ -181,16 +181,21 @@ async def read_whole(resp: Response, max_bytes: int) -> bytes:
     declared = read_decimal(length)
     if declared is not None and declared > max_bytes:
         raise ResponseTooLarge(f"{length} bytes")
-    pieces: list[bytes] = []
+    # A transport that can hand its pieces over uncopied (``transport.fast``'s
+    # views of what it read) does: they are joined once, here.
+    raw: Callable[[], AsyncIterator[bytes | memoryview]] | None = getattr(resp, "uncopied", None)
+    pieces: list[bytes | memoryview] = []
     size = 0
-    async for piece in resp.iter_bytes():
+    async for piece in resp.iter_bytes() if raw is None else raw():
         if not pieces:
             resp.begun()
         size += len(piece)
         if size > max_bytes:
             raise ResponseTooLarge(f"over {max_bytes} bytes")
         pieces.append(piece)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    if len(pieces) == 1 and type(pieces[0]) is bytes:
+        return pieces[0]
+    return b"".join(pieces)
 
 
 def retry_after_value(seconds: float) -> str:

@@ -98,13 +98,26 @@ class _Conn(asyncio.Protocol):
         if self.due:
             self._take(resp, data)
             return
+        rest = None
+        if not resp.status and len(data) > LOW_WATER:
+            # A large read with the head: llhttp is given the head alone, so
+            # that a body of known length after it is taken as a view, not
+            # copied by llhttp.
+            end = data.find(b"\r\n\r\n") + 4
+            if end > 3:
+                data, rest = data[:end], memoryview(data)[end:]
         try:
             parser.feed_data(data)
+            if rest is not None:
+                if self.due:
+                    self._take(resp, rest)
+                else:
+                    parser.feed_data(rest)
         except httptools.HttpParserError as exc:
             resp.fail(UpstreamProtocolError(f"backend sent invalid HTTP: {exc}"))
             self.close()
 
-    def _take(self, resp: _PoolResponse, data: bytes) -> None:
+    def _take(self, resp: _PoolResponse, data: bytes | memoryview) -> None:
         """The next bytes of a body of known length, as read."""
         due = self.due - len(data)
         if due < 0:  # bytes past the body: nothing was asked for them
@@ -157,7 +170,7 @@ class _Conn(asyncio.Protocol):
             self.due -= len(body)
         self._fed(resp, body)
 
-    def _fed(self, resp: _PoolResponse, body: bytes) -> None:
+    def _fed(self, resp: _PoolResponse, body: bytes | memoryview) -> None:
         resp.feed(body)
         if resp.buffered > HIGH_WATER and not self.paused and self.transport is not None:
             self.paused = True
@@ -198,7 +211,7 @@ class _PoolResponse:
         self._read_timeout = first_byte
         self._later_timeout = read_timeout
         self._deadline = deadline
-        self._pieces: collections.deque[bytes] = collections.deque()
+        self._pieces: collections.deque[bytes | memoryview] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
@@ -246,7 +259,7 @@ class _PoolResponse:
             }
         return self._headers
 
-    def feed(self, body: bytes) -> None:
+    def feed(self, body: bytes | memoryview) -> None:
         self._pieces.append(body)
         self.buffered += len(body)
         self._wake()
@@ -320,6 +333,13 @@ class _PoolResponse:
 
     # Response protocol.
     async def iter_bytes(self) -> AsyncIterator[bytes]:
+        async for piece in self.uncopied():
+            yield piece if type(piece) is bytes else bytes(piece)
+
+    async def uncopied(self) -> AsyncIterator[bytes | memoryview]:
+        """The body as it comes, never copied but to join small pieces: a
+        piece may be a view of what was read (``transport.base.read_whole``
+        joins them; ``iter_bytes`` makes each a ``bytes``)."""
         pieces = self._pieces
         try:
             while True:

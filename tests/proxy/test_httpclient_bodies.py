@@ -10,6 +10,7 @@ import random
 import pytest
 
 from flatgate.proxy.transport.base import (
+    ResponseTooLarge,
     Upstream,
     UpstreamProtocolError,
     read_whole,
@@ -37,7 +38,6 @@ def in_pieces(body: bytes, *, times: int = 1, extra: bytes = b"", head: bytes = 
                 await asyncio.sleep(0.01)
             w.write(body[at:] + extra)
             await w.drain()
-        await asyncio.sleep(0.2)
 
     return handler
 
@@ -59,9 +59,16 @@ async def test_a_large_body_arrives_whole_and_the_connection_is_reused() -> None
 
 async def test_large_pieces_are_handed_on_alone_and_small_ones_joined() -> None:
     t = PoolTransport(limit=1)
-    head = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n"
+    done = asyncio.Event()
+
+    async def head_only(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n")
+        await w.drain()
+        await done.wait()
+
     try:
-        async with RawServer(answers(head, then=1.0)) as url:
+        async with RawServer(head_only) as url:
             resp = await post(t, url)
             assert isinstance(resp, _PoolResponse)
             # The pieces as the connection hands them over, all there when the consumer looks.
@@ -73,6 +80,7 @@ async def test_large_pieces_are_handed_on_alone_and_small_ones_joined() -> None:
             pieces = [piece async for piece in resp.iter_bytes()]
             assert pieces[0] is large[0] and pieces[1] is large[1]  # not copied
             assert pieces[2:] == [b"abcde"]
+            done.set()
     finally:
         await t.aclose()
 
@@ -131,5 +139,32 @@ async def test_connection_close_after_a_large_body_is_honoured() -> None:
             resp = await post(t, url)  # a new connection: the first was not kept
             assert server.connections == 2
             await resp.aclose()
+    finally:
+        await t.aclose()
+
+
+async def test_a_head_and_body_in_one_read_are_parted_before_llhttp() -> None:
+    # One write: the first read holds the head and most of the body.
+    answer = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(BIG) + BIG
+    t = PoolTransport(limit=1)
+    server = RawServer(answers(answer, times=4))
+    try:
+        async with server as url:
+            resp = await post(t, url)
+            assert await read_whole(resp, len(BIG)) == BIG
+            resp = await post(t, url)
+            pieces = [piece async for piece in resp.iter_bytes()]
+            assert {type(p) for p in pieces} == {bytes}  # views are made bytes for consumers
+            assert b"".join(pieces) == BIG
+            resp = await post(t, url)
+            assert isinstance(resp, _PoolResponse)
+            raw = [piece async for piece in resp.uncopied()]
+            assert memoryview in {type(p) for p in raw}  # the first read's body: not copied
+            assert b"".join(raw) == BIG
+            resp = await post(t, url)
+            with pytest.raises(ResponseTooLarge):  # by its Content-Length, nothing read
+                await read_whole(resp, len(BIG) - 1)
+            await resp.aclose()
+            assert server.connections == 1  # all four on one connection
     finally:
         await t.aclose()
