@@ -168,7 +168,10 @@ def messages_body(chunks: list[Chunk]) -> Any:
 
 
 def responses_body(chunks: list[Chunk]) -> Any:
-    agg = ResponsesAggregator(response_id="resp_x", created=1, model="m", echo=_ECHO)
+    # A fixed clock: two bodies made a second apart would differ in ``completed_at``.
+    agg = ResponsesAggregator(
+        response_id="resp_x", created=1, model="m", echo=_ECHO, clock=lambda: 2.0
+    )
     for c in chunks:
         agg.feed(c)
     assert agg.finished
